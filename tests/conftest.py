@@ -1,0 +1,1 @@
+"""Shared pytest configuration. Per-area fixtures live next to their tests."""
