@@ -1,0 +1,150 @@
+"""RFC 9457 problem details: every caller error leaves the API as `application/problem+json`.
+
+Each problem has a stable machine-readable `code` (clients switch on it, never on `title`/`detail` text) and, where a
+single input is at fault, the `field` that caused it (a JSON-pointer-like dotted path such as `body.input`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+PROBLEM_TYPE_BASE = "https://durable-agents.dev/problems/"
+
+
+class InvalidParam(BaseModel):
+    """One input at fault (RFC 9457 §3.2 extension member, as used by many APIs)."""
+
+    field: str
+    reason: str
+
+
+class Problem(BaseModel):
+    """The problem+json body. Extra members (e.g. `active_run_id`) are allowed, as RFC 9457 permits."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    code: str
+    detail: str | None = None
+    field: str | None = None
+    instance: str | None = None
+    invalid_params: list[InvalidParam] = Field(default_factory=list)
+
+
+class ApiProblem(Exception):
+    """Raised anywhere in a handler to answer with a problem; carries no stack trace to the client."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        title: str,
+        detail: str | None = None,
+        *,
+        field: str | None = None,
+        invalid_params: list[InvalidParam] | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(f"{status} {code}: {detail or title}")
+        self.status = status
+        self.code = code
+        self.title = title
+        self.detail = detail
+        self.field = field
+        self.invalid_params = invalid_params or []
+        self.headers = headers or {}
+        self.extra = extra
+
+    def to_problem(self, instance: str | None = None) -> Problem:
+        return Problem(
+            type=PROBLEM_TYPE_BASE + self.code,
+            title=self.title,
+            status=self.status,
+            code=self.code,
+            detail=self.detail,
+            field=self.field,
+            instance=instance,
+            invalid_params=self.invalid_params,
+            **self.extra,
+        )
+
+
+def _location_to_field(location: tuple[int | str, ...], prefix: str) -> str:
+    parts = [prefix, *(str(part) for part in location)] if prefix else [str(part) for part in location]
+    return ".".join(parts)
+
+
+def validation_problem(error: ValidationError, *, prefix: str = "body") -> ApiProblem:
+    """Turn a pydantic ValidationError into a 422 problem naming every field at fault (the first one as `field`)."""
+    params = [
+        InvalidParam(field=_location_to_field(tuple(item["loc"]), prefix), reason=item["msg"])
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+    first = params[0] if params else InvalidParam(field=prefix, reason="invalid")
+    return ApiProblem(
+        422,
+        "validation_failed",
+        "The request is not valid",
+        f"{first.field}: {first.reason}",
+        field=first.field,
+        invalid_params=params,
+    )
+
+
+# Constructors for the problems every route can give, so codes and titles stay the same everywhere.
+
+
+def not_found(code: str, what: str, identifier: str, *, field: str | None = None) -> ApiProblem:
+    return ApiProblem(404, code, f"{what} not found", f"No {what.lower()} with id '{identifier}'.", field=field)
+
+
+def malformed_json(detail: str) -> ApiProblem:
+    return ApiProblem(400, "malformed_json", "The request body is not valid JSON", detail, field="body")
+
+
+def payload_too_large(limit_bytes: int, actual_bytes: int) -> ApiProblem:
+    return ApiProblem(
+        413,
+        "payload_too_large",
+        "The request body is too large",
+        f"The body has {actual_bytes} bytes; the limit is {limit_bytes} bytes.",
+        field="body",
+        limit_bytes=limit_bytes,
+    )
+
+
+def unsupported_media_type(content_type: str) -> ApiProblem:
+    return ApiProblem(
+        415,
+        "unsupported_media_type",
+        "The request body must be JSON",
+        f"Content-Type '{content_type}' is not supported; send application/json.",
+        field="headers.content-type",
+    )
+
+
+def method_not_allowed(method: str, allowed: list[str]) -> ApiProblem:
+    return ApiProblem(
+        405,
+        "method_not_allowed",
+        "Method not allowed",
+        f"{method} is not allowed here; use {', '.join(allowed)}.",
+        headers={"Allow": ", ".join(allowed)},
+    )
+
+
+def internal_error(correlation_id: str) -> ApiProblem:
+    # Never echo the exception: it may carry secrets or internals. The id ties the response to the server log.
+    return ApiProblem(
+        500,
+        "internal_error",
+        "Internal error",
+        f"The server failed to handle the request; reference {correlation_id} in the logs.",
+        correlation_id=correlation_id,
+    )
