@@ -1,0 +1,129 @@
+"""Request and response bodies of the HTTP API (pydantic; unknown fields are refused so typos surface as 422)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+# Ids travel in URLs and become Cosmos ids/partition keys: keep them to a safe alphabet.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+MAX_WAIT_SECONDS = 60
+MAX_APPROVAL_TIMEOUT_SECONDS = 30 * 24 * 3600
+MAX_METADATA_ENTRIES = 16
+
+RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"]
+FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class InputMessage(StrictModel):
+    role: Literal["user", "assistant", "system"] = "user"
+    content: Annotated[str, StringConstraints(min_length=1)]
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+MetadataValue = str | int | float | bool
+
+
+class StartRunRequest(StrictModel):
+    """`POST /api/agents/{agent}/runs`."""
+
+    input: Annotated[str, StringConstraints(min_length=1)] | Annotated[list[InputMessage], Field(min_length=1)]
+    session_id: Identifier | None = None
+    wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = 0
+    approval_timeout_seconds: Annotated[int, Field(ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS)] | None = None
+    metadata: dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue] = Field(
+        default_factory=dict, max_length=MAX_METADATA_ENTRIES
+    )
+
+    @field_validator("input")
+    @classmethod
+    def _input_not_blank(cls, value: str | list[InputMessage]) -> str | list[InputMessage]:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be blank")
+        if isinstance(value, list) and not any(message.role == "user" for message in value):
+            raise ValueError("must contain at least one user message")
+        return value
+
+    def input_messages(self) -> list[InputMessage]:
+        return [InputMessage(content=self.input)] if isinstance(self.input, str) else list(self.input)
+
+
+class ApprovalDecisionRequest(StrictModel):
+    """`POST /api/runs/{run_id}/approvals/{approval_id}`."""
+
+    decision: Literal["approve", "reject"]
+    reason: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="Edited arguments (approve only); validated against the tool's schema."
+    )
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_only_when_approving(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
+        if value is not None and info.data.get("decision") == "reject":
+            raise ValueError("edited arguments are only accepted with decision 'approve'")
+        return value
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+class PendingApproval(BaseModel):
+    approval_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    expires_at: datetime | None
+
+
+class RunUpdate(BaseModel):
+    """One new thing since the client's cursor: a message of the run (text, tool calls, tool results, approvals)."""
+
+    seq: int
+    message: dict[str, Any]
+
+
+class RunError(BaseModel):
+    code: str
+    message: str
+
+
+class RunLinks(BaseModel):
+    self: str
+    cancel: str
+    approvals: str
+    session: str
+
+
+class RunView(BaseModel):
+    """The body of every run response (start, poll)."""
+
+    run_id: str
+    session_id: str
+    agent: str
+    status: RunStatus
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    updates: list[RunUpdate] = Field(default_factory=list)
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    output: dict[str, Any] | None = None
+    error: RunError | None = None
+    continuation_token: str | None = None
+    links: RunLinks
