@@ -1,11 +1,11 @@
 """A small scripted OpenAI-compatible chat-completions server, for tests, benchmarks and the offline demo.
 
-    from scripted_model import ScriptedModelServer, Script, Reply, Fault, DemoBrain
+from scripted_model import ScriptedModelServer, Script, Reply, Fault, DemoBrain
 
-    with ScriptedModelServer(Script.of(Reply.call("get_weather", {"city": "Paris"}), "Sunny in Paris.")) as server:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="unused")
-        ...
-        assert server.log.last.roles == ["system", "user", "assistant", "tool"]
+with ScriptedModelServer(Script.of(Reply.call("get_weather", {"city": "Paris"}), "Sunny in Paris.")) as server:
+    client = openai.AsyncOpenAI(base_url=server.base_url, api_key="unused")
+    ...
+    assert server.log.last.roles == ["system", "user", "assistant", "tool"]
 """
 
 from .conversation import ChatCompletionRequest, Conversation, ToolResult

@@ -122,8 +122,11 @@ class Conversation:
         """Every tool result in the conversation, in order."""
         names = self._call_names()
         return [
-            ToolResult(str(m.get("tool_call_id", "")), names.get(str(m.get("tool_call_id", "")), ""),
-                       content_text(m.get("content")))
+            ToolResult(
+                str(m.get("tool_call_id", "")),
+                names.get(str(m.get("tool_call_id", "")), ""),
+                content_text(m.get("content")),
+            )
             for m in self.messages
             if m.get("role") == "tool"
         ]

@@ -60,7 +60,7 @@ class DemoBrain:
 
 
 def cities_in(text: str) -> list[str]:
-    """"weather in paris and new york today?" -> ["Paris", "New York"] (default: one city)."""
+    """ "weather in paris and new york today?" -> ["Paris", "New York"] (default: one city)."""
     match = _PLACES.search(text)
     if not match:
         return [DEFAULT_CITY]

@@ -216,9 +216,7 @@ class ScriptedModelServer:
         if decision.latency_s > 0:
             await asyncio.sleep(decision.latency_s)  # the configured model latency, not a wait for something
         status = decision.fault.status if decision.fault else 200
-        self.log.record(
-            **record, status=status, outcome="fault" if decision.fault else "reply", reply=decision.reply
-        )
+        self.log.record(**record, status=status, outcome="fault" if decision.fault else "reply", reply=decision.reply)
         if decision.fault is not None:
             return await self._serve_fault(request, decision.fault, parsed)
         return await self._serve_answer(request, decision, parsed)

@@ -16,8 +16,9 @@ _STREAM_PIECE_CHARS = 16
 
 
 def next_id(prefix: str) -> str:
-    """Unique per process; deterministic enough for logs, never reused while the server runs."""
-    return f"{prefix}-scripted{next(_ids):08d}"
+    """Unique per process, never reused while the server runs; shaped like OpenAI's ("chatcmpl-...", "call_...")."""
+    separator = "_" if prefix == "call" else "-"
+    return f"{prefix}{separator}scripted{next(_ids):08d}"
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,7 @@ def _pieces(text: str) -> list[str]:
     return [text[i : i + _STREAM_PIECE_CHARS] for i in range(0, len(text), _STREAM_PIECE_CHARS)]
 
 
-def stream_chunks(
-    answer: Answer, *, completion_id: str, model: str, include_usage: bool
-) -> list[dict[str, Any]]:
+def stream_chunks(answer: Answer, *, completion_id: str, model: str, include_usage: bool) -> list[dict[str, Any]]:
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
