@@ -165,8 +165,12 @@ class Script(_Model):
         # Fail when the script is loaded, not on the first request that reaches a bad pattern.
         for rule in self.rules:
             for pattern in (rule.match.last_user, rule.match.last_tool_result, rule.match.system, rule.match.model):
-                if pattern is not None:
+                if pattern is None:
+                    continue
+                try:
                     re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"rule pattern {pattern!r} is not a valid regex: {exc}") from None
         return self
 
     @classmethod
