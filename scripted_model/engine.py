@@ -85,6 +85,8 @@ def resolve_answer(reply: Reply, request: ChatCompletionRequest) -> Answer:
     usage = estimate_usage(request, text, tool_calls)
     if reply.usage:
         usage.update(reply.usage)
+        if "total_tokens" not in reply.usage:
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     finish_reason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
     return Answer(text=text, tool_calls=tool_calls, finish_reason=finish_reason, usage=usage)
 

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODELS = ("scripted-model",)
 _STARTUP_TIMEOUT_S = 10.0
+_SHUTDOWN_GRACE_S = 0.25
 _TRUNCATED_JSON = '{"id": "chatcmpl-broken", "choices": ['
 
 
@@ -118,7 +119,15 @@ class ScriptedModelServer:
         """Serve on the running event loop."""
         if self._runner is not None:
             raise RuntimeError("the scripted model server is already running")
-        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
+        # handler_cancellation: a client that gives up (timeout) cancels its pending answer instead of leaving it
+        # sleeping out its latency. shutdown_timeout: in-flight answers must not hold up stop() for long.
+        runner = web.AppRunner(
+            self.make_app(),
+            access_log=None,
+            handle_signals=False,
+            handler_cancellation=True,
+            shutdown_timeout=_SHUTDOWN_GRACE_S,
+        )
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
@@ -162,12 +171,20 @@ class ScriptedModelServer:
         if thread is None or loop is None:
             return
         try:
-            asyncio.run_coroutine_threadsafe(self.stop_async(), loop).result(_STARTUP_TIMEOUT_S)
+            asyncio.run_coroutine_threadsafe(self._stop_and_drain(), loop).result(_STARTUP_TIMEOUT_S)
         finally:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(_STARTUP_TIMEOUT_S)
             loop.close()
             self._thread = self._thread_loop = None
+
+    async def _stop_and_drain(self) -> None:
+        await self.stop_async()
+        current = asyncio.current_task()
+        leftovers = [task for task in asyncio.all_tasks() if task is not current]
+        for task in leftovers:
+            task.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)
 
     def __enter__(self) -> ScriptedModelServer:
         return self.start()
