@@ -21,6 +21,7 @@ from .loop_types import (
     ApprovalDecision,
     AwaitApproval,
     CallModel,
+    Cancel,
     Fail,
     Finish,
     LoopCommand,
@@ -128,6 +129,14 @@ class AgentRunner:
         if command is None:
             return paused
         return await self._drive(loop, command, paused.run_id, before)
+
+    async def cancel(self, paused: RunResult, reason: str | None = None) -> RunResult:
+        """End a `requires_action` run: its waiting calls get "not run" results, the status becomes `cancelled`."""
+        if paused.status != "requires_action" or paused.loop_state is None:
+            raise ValueError(f"run {paused.run_id} is {paused.status}; only a paused run can be cancelled here")
+        loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
+        before = len(await self.log.messages()) - len(paused.messages)
+        return await self._drive(loop, loop.send(Cancel(reason=reason)), paused.run_id, before)
 
     async def _drive(self, loop: AgentLoop, command: LoopCommand, run_id: str, before: int) -> RunResult:
         while True:
