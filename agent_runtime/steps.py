@@ -116,9 +116,14 @@ async def call_model_step(
     if response is None:
         raise StepError("chat middleware ended the call without setting a result")
     calls: list[FunctionCallContent] = []
+    seen = {call.call_id for m in history for call in m.function_calls}
     for index, message in enumerate(response.messages):
         stored = message.model_copy(
-            update={"message_id": model_message_id(run_id, command.iteration, index), "author_name": agent.name}
+            update={
+                "message_id": model_message_id(run_id, command.iteration, index),
+                "author_name": agent.name,
+                "contents": _unique_call_ids(message.contents, seen, f"{run_id}-{command.iteration}-{index}"),
+            }
         )
         await log.append(stored)
         calls.extend(stored.function_calls)
@@ -128,6 +133,20 @@ async def call_model_step(
         usage=response.usage,
         has_text=bool(response.text),
     )
+
+
+def _unique_call_ids(contents: list, seen: set[str], prefix: str) -> list:
+    """Some OpenAI-compatible servers number calls per response ("call_0" every time) or send none. Results and
+    approvals are keyed by call id, so a reused or missing id gets a deterministic replacement (the provider only needs
+    the ids in a conversation to pair calls with results)."""
+    unique = []
+    for position, content in enumerate(contents):
+        if isinstance(content, FunctionCallContent):
+            if not content.call_id or content.call_id in seen:
+                content = content.model_copy(update={"call_id": f"call_{prefix}-{position}"})
+            seen.add(content.call_id)
+        unique.append(content)
+    return unique
 
 
 def _summarise_call(agent: AgentDefinition, call: FunctionCallContent) -> ToolCallRef:

@@ -234,3 +234,20 @@ async def test_cancelling_a_paused_run_closes_its_waiting_calls(scripted_model, 
     }
     with pytest.raises(ValueError, match="only a paused run"):
         await runner.cancel(cancelled)
+
+
+async def test_reused_call_ids_from_a_compatible_server_do_not_collide(scripted_model, model_client):
+    # some OpenAI-compatible servers answer "call_0" in every response
+    scripted_model.set_script(
+        Script.of(
+            calls(("get_weather", {"city": "Oslo"}, "call_0")),
+            calls(("get_weather", {"city": "Rome"}, "call_0")),
+            "Oslo rain, Rome sun.",
+        )
+    )
+    log = InMemoryConversationLog()
+    result = await AgentRunner(weather_agent(), model_client, log).run("Oslo then Rome", run_id="r")
+    assert result.status == "completed"
+    results = [r.result for m in await log.messages() for r in m.function_results]
+    assert results == ["rain, 7°C", "sun, 24°C"]
+    assert tool_messages(scripted_model.log.last) == {"call_0": "rain, 7°C", "call_r-2-0-0": "sun, 24°C"}
