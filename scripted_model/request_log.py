@@ -26,7 +26,7 @@ class RecordedRequest(BaseModel):
     stream: bool = False
     status: int
     outcome: str
-    """"reply", "fault", "invalid_request" or "script_exhausted"."""
+    """"reply", "fault", "invalid_request", "script_exhausted" or "responder_error"."""
     reply: Reply | None = None
 
     @property
@@ -43,7 +43,7 @@ class RecordedRequest(BaseModel):
 
 
 class RequestLog:
-    def __init__(self, max_entries: int = 10_000) -> None:
+    def __init__(self, max_entries: int = 1_000) -> None:
         self._entries: deque[RecordedRequest] = deque(maxlen=max_entries)
         self._count = 0
         self._changed = threading.Condition()

@@ -56,7 +56,7 @@ class ScriptedModelServer:
         port: int = 0,
         latency_ms: float = 0.0,
         models: tuple[str, ...] = DEFAULT_MODELS,
-        max_log_entries: int = 10_000,
+        max_log_entries: int = 1_000,
     ) -> None:
         self.engine = ScriptEngine(responder, latency_ms=latency_ms)
         self.log = RequestLog(max_log_entries)
@@ -230,6 +230,11 @@ class ScriptedModelServer:
             self.log.record(**record, status=500, outcome="script_exhausted")
             body = error_body(str(exc), type_="script_exhausted", code="script_exhausted")
             return web.json_response(body, status=500)
+        except Exception as exc:  # a bug in a custom responder: answer like a failing model, keep serving
+            log.exception("scripted model responder failed")
+            self.log.record(**record, status=500, outcome="responder_error")
+            message = f"the scripted model's responder failed: {type(exc).__name__}: {exc}"
+            return web.json_response(error_body(message, type_="server_error", code="responder_error"), status=500)
         if decision.latency_s > 0:
             await asyncio.sleep(decision.latency_s)  # the configured model latency, not a wait for something
         status = decision.fault.status if decision.fault else 200

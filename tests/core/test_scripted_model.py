@@ -243,3 +243,24 @@ async def test_server_runs_on_the_callers_loop_and_frees_its_port():
     async with httpx.AsyncClient() as http:
         with pytest.raises(httpx.ConnectError):
             await http.get(f"http://127.0.0.1:{port}/health")
+
+
+async def test_a_failing_responder_answers_500_and_the_server_keeps_serving(scripted_model, sdk):
+    class Broken:
+        def respond(self, conversation):
+            raise RuntimeError("brain bug")
+
+    scripted_model.set_script(Broken())
+    with pytest.raises(openai.InternalServerError) as info:
+        await sdk.chat.completions.create(model="m", messages=USER)
+    assert "RuntimeError: brain bug" in info.value.message
+    scripted_model.set_script(Script.of("recovered"))
+    assert (await sdk.chat.completions.create(model="m", messages=USER)).choices[0].message.content == "recovered"
+
+
+async def test_request_log_is_bounded_but_counts_everything():
+    async with ScriptedModelServer(Script(default=Reply.say("x")), max_log_entries=3) as server:
+        async with httpx.AsyncClient() as http:
+            for _ in range(5):
+                await http.post(f"{server.base_url}/chat/completions", json={"model": "m", "messages": USER})
+        assert server.log.total == 5 and [r.index for r in server.log.requests] == [2, 3, 4]
