@@ -251,3 +251,23 @@ async def test_reused_call_ids_from_a_compatible_server_do_not_collide(scripted_
     results = [r.result for m in await log.messages() for r in m.function_results]
     assert results == ["rain, 7°C", "sun, 24°C"]
     assert tool_messages(scripted_model.log.last) == {"call_0": "rain, 7°C", "call_r-2-0-0": "sun, 24°C"}
+
+
+async def test_demo_brain_drives_the_demo_agent_shape(scripted_model, model_client):
+    from scripted_model.demo import DemoBrain
+
+    scripted_model.set_script(DemoBrain())
+    log = InMemoryConversationLog()
+    runner = AgentRunner(weather_agent(), model_client, log)
+    weather = await runner.run("What's the weather in Oslo and Rome?")
+    assert weather.status == "completed"
+    assert sorted(r.result for m in weather.messages for r in m.function_results) == ["rain, 7°C", "sun, 24°C"]
+    assert "rain, 7°C" in weather.text and "sun, 24°C" in weather.text
+
+    paused = await runner.run("Please email ann@example.com about the picnic.")
+    assert [r.function_call.name for r in paused.pending_approvals] == ["send_email"]
+    done = await runner.resume(paused, [paused.pending_approvals[0].create_approval()])
+    assert done.status == "completed"
+    assert [r.result for m in done.messages for r in m.function_results] == [
+        f"sent '{paused.pending_approvals[0].function_call.arguments['subject']}' to ann@example.com"
+    ]
