@@ -9,7 +9,7 @@ with ScriptedModelServer(Script.of(Reply.call("get_weather", {"city": "Paris"}),
 """
 
 from .conversation import ChatCompletionRequest, Conversation, ToolResult
-from .demo import DemoBrain
+from .demo import DemoBrain, start_demo_server
 from .engine import Responder, ScriptEngine, ScriptExhausted
 from .request_log import RecordedRequest, RequestLog
 from .script import Fault, Match, Reply, Rule, Script, ScriptedToolCall, ScriptPlayer
@@ -33,4 +33,5 @@ __all__ = [
     "ScriptedModelServer",
     "ScriptedToolCall",
     "ToolResult",
+    "start_demo_server",
 ]

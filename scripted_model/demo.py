@@ -15,6 +15,7 @@ import re
 from .conversation import Conversation, ToolResult
 from .schema_sample import sample_for_schema
 from .script import Reply, ScriptedToolCall
+from .server import ScriptedModelServer
 
 WEATHER_TOOL = "get_weather"
 EMAIL_TOOL = "send_email"
@@ -105,3 +106,9 @@ def small_talk(user_text: str) -> str:
         f'You said: "{quoted}". I am the offline demo model: ask me about the weather somewhere '
         '(e.g. "What is the weather in Paris?") or to email someone (e.g. "Email alice@example.com about the launch").'
     )
+
+
+def start_demo_server(*, latency_ms: float = 0.0, port: int = 0) -> ScriptedModelServer:
+    """The offline demo's model: the demo brain on a free 127.0.0.1 port in a background thread. Point the model
+    client at `.base_url` (model name: anything, e.g. "scripted-model") and call `.stop()` at shutdown."""
+    return ScriptedModelServer(DemoBrain(), port=port, latency_ms=latency_ms).start()

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from scripted_model import DemoBrain
+from scripted_model import DemoBrain, start_demo_server
 
 TOOLS = [
     {
@@ -129,3 +129,15 @@ def test_cli_serves_the_demo_brain_until_terminated():
         process.stdout.close()
         process.stderr.close()
     assert process.returncode == 0
+
+
+async def test_start_demo_server_serves_the_brain_with_the_configured_latency():
+    server = start_demo_server(latency_ms=1)
+    try:
+        assert server.latency_ms == 1 and isinstance(server.engine.responder, DemoBrain)
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
+        reply = await ask(client, [{"role": "user", "content": "weather in Oslo?"}], tools=TOOLS)
+        await client.close()
+        assert reply.tool_calls[0].function.name == "get_weather"
+    finally:
+        server.stop()
