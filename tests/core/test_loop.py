@@ -269,3 +269,16 @@ def test_the_loop_is_deterministic() -> None:
         return trace
 
     assert drive() == drive()
+
+
+def test_what_travels_through_orchestration_history_stays_small() -> None:
+    # The durable orchestrator replays every event and command; they carry ids and flags, never conversation content.
+    loop = AgentLoop()
+    command = loop.start()
+    for _ in range(40):
+        run = loop.send(calls(*[f"tool_{i}" for i in range(10)], approval=("tool_3",)))
+        run = loop.send(ApprovalDecision(call_id="c-tool_3", approved=True))
+        assert len(run.model_dump_json()) < 2_000
+        command = loop.send(results(run))
+    assert len(command.model_dump_json()) < 200
+    assert len(loop.state.model_dump_json()) < 1_000  # constant: the state does not grow with the run
