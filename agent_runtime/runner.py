@@ -8,6 +8,7 @@ one is given; otherwise the run stops with status `requires_action`, and `resume
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
@@ -51,6 +52,8 @@ from .steps import (
     record_approval_requests_step,
     record_approval_response_step,
 )
+
+logger = logging.getLogger(__name__)
 
 RunStatusLike = Literal["completed", "failed", "cancelled", "requires_action"]
 Approver = Callable[[FunctionApprovalRequestContent], Awaitable[FunctionApprovalResponseContent]]
@@ -164,6 +167,9 @@ class AgentRunner:
                 )
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")
+            except Exception as error:  # e.g. a chat middleware refusing the call (UsageBudgetExceeded)
+                logger.warning("model step of run %s failed", run_id, exc_info=True)
+                return Fail(reason=f"model call failed: {type(error).__name__}: {error}")
         outcomes = await asyncio.gather(
             *(
                 invoke_tool_step(self.agent, self.log, run_id, call, session_id=self.session_id)

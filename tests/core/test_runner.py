@@ -271,3 +271,14 @@ async def test_demo_brain_drives_the_demo_agent_shape(scripted_model, model_clie
     assert [r.result for m in done.messages for r in m.function_results] == [
         f"sent '{paused.pending_approvals[0].function_call.arguments['subject']}' to ann@example.com"
     ]
+
+
+async def test_a_chat_middleware_refusal_fails_the_run_with_its_reason(scripted_model, model_client):
+    from agent_runtime.middleware import UsageAccountingMiddleware
+
+    scripted_model.set_script(Script.of(calls(("get_time", {"city": "Rome"}, "t1")), "14:05"))
+    agent = weather_agent(chat_middleware=[UsageAccountingMiddleware(max_total_tokens=1)])
+    result = await AgentRunner(agent, model_client).run("time?")
+    assert result.status == "failed"
+    assert result.reason.startswith("model call failed: UsageBudgetExceeded: token budget of 1 used up")
+    assert len(scripted_model.log) == 1
