@@ -235,10 +235,11 @@ class ScriptedModelServer:
             self.log.record(**record, status=500, outcome="responder_error")
             message = f"the scripted model's responder failed: {type(exc).__name__}: {exc}"
             return web.json_response(error_body(message, type_="server_error", code="responder_error"), status=500)
-        if decision.latency_s > 0:
-            await asyncio.sleep(decision.latency_s)  # the configured model latency, not a wait for something
+        # Recorded before the latency, so a test can see a call is in flight while the "model" is still thinking.
         status = decision.fault.status if decision.fault else 200
         self.log.record(**record, status=status, outcome="fault" if decision.fault else "reply", reply=decision.reply)
+        if decision.latency_s > 0:
+            await asyncio.sleep(decision.latency_s)  # the configured model latency, not a wait for something
         if decision.fault is not None:
             return await self._serve_fault(request, decision.fault, parsed)
         return await self._serve_answer(request, decision, parsed)

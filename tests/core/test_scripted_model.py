@@ -264,3 +264,11 @@ async def test_request_log_is_bounded_but_counts_everything():
             for _ in range(5):
                 await http.post(f"{server.base_url}/chat/completions", json={"model": "m", "messages": USER})
         assert server.log.total == 5 and [r.index for r in server.log.requests] == [2, 3, 4]
+
+
+async def test_a_call_is_logged_while_its_latency_is_still_running(scripted_model, sdk):
+    scripted_model.set_script(Script.of(Reply(text="slow answer", latency_ms=500)))
+    pending = asyncio.ensure_future(sdk.chat.completions.create(model="m", messages=USER))
+    entry = (await asyncio.to_thread(scripted_model.log.wait_for, 1))[0]
+    assert entry.outcome == "reply" and not pending.done()
+    assert (await pending).choices[0].message.content == "slow answer"
