@@ -71,14 +71,15 @@ class Tool:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
         self.func = func
-        self.name = name or func.__name__
+        self.name = name or getattr(func, "__name__", type(func).__name__)
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ValueError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-' (OpenAI's rule)")
         summary, param_docs = _parse_docstring(inspect.getdoc(func) or "")
         self.description = description if description is not None else summary
         self.approval: ApprovalPolicy | None = approval  # None: the agent's default policy applies
         self.timeout = timeout
-        self.is_async = inspect.iscoroutinefunction(func)
+        # an object whose __call__ is async counts too (it would otherwise run in a thread and never be awaited)
+        self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
         self.arguments_model, self.context_parameter = _arguments_model(func, self.name, param_docs)
         self.parameters: dict[str, Any] = _clean_schema(self.arguments_model.model_json_schema())
 
@@ -163,8 +164,12 @@ class _ArgumentsBase(BaseModel):
 def _arguments_model(
     func: Callable[..., Any], tool_name: str, param_docs: dict[str, str]
 ) -> tuple[type[BaseModel], str | None]:
+    if isinstance(func, functools.partial):
+        target: Any = func.func
+    else:
+        target = func if inspect.isroutine(func) else type(func).__call__
     signature = inspect.signature(func)
-    hints = get_type_hints(func, include_extras=True)
+    hints = get_type_hints(target, include_extras=True)
     fields: dict[str, Any] = {}
     context_parameter: str | None = None
     for parameter in signature.parameters.values():

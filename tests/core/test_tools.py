@@ -65,7 +65,10 @@ def test_schema_for_optional_literal_nested_model_and_field_annotation() -> None
     assert schema["properties"]["speed"] == {"enum": ["slow", "fast"], "type": "string", "default": "slow"}
     assert schema["properties"]["note"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
     assert schema["properties"]["weight"] == {
-        "type": "number", "exclusiveMinimum": 0, "description": "kilograms", "default": 1.0
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "description": "kilograms",
+        "default": 1.0,
     }
     assert schema["properties"]["to"] == {"$ref": "#/$defs/Address"}
     assert schema["$defs"]["Address"]["properties"]["city"]["description"] == "city name"
@@ -157,3 +160,15 @@ def test_invalid_definitions_fail_early() -> None:
     with pytest.raises(ValueError, match=r"\*args/\*\*kwargs"):
         Tool(lambda **kw: None, name="x")
     assert as_tool(get_weather) is get_weather
+
+
+async def test_callable_objects_with_async_call_are_awaited() -> None:
+    class Lookup:
+        """Look a key up."""
+
+        async def __call__(self, key: str) -> str:
+            return key.upper()
+
+    lookup = Tool(Lookup())
+    assert (lookup.name, lookup.description) == ("Lookup", "Look a key up.")
+    assert await lookup.invoke(lookup.validate_arguments({"key": "k"})) == "K"
