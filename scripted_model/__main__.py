@@ -16,7 +16,9 @@ from .server import ScriptedModelServer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m scripted_model", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m scripted_model", description="Serve a scripted OpenAI-compatible chat-completions endpoint."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", help="a JSON Script file; default: the demo brain")

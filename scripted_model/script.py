@@ -6,6 +6,14 @@ answers a request with, in order of precedence:
 2. otherwise the next of the ordered `turns`,
 3. otherwise `default` (if set); when nothing is left the server answers 500 `script_exhausted` so a test sees at
    once that the model was called more often than it scripted.
+
+A script file (`python -m scripted_model --script weather.json`):
+
+    {"rules": [{"match": {"last_user": "weather", "after_tool_results": false},
+                "reply": {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}},
+               {"match": {"last_tool_name": "get_weather"}, "reply": {"text": "Sunny in Paris."}}],
+     "turns": [{"fault": {"status": 429, "retry_after": 1}}, {"text": "Hello!"}],
+     "default": {"text": "I only know about the weather."}}
 """
 
 from __future__ import annotations

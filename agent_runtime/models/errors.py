@@ -27,7 +27,8 @@ _HINTS = {
     404: "not found; check the model or deployment name, the endpoint and the API version",
     422: "the request could not be processed; check the options sent",
 }
-_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{4,}|[A-Fa-f0-9]{32,}|eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-.]+)")
+# OpenAI keys (sk-...), Azure keys (32 hex or long alphanumeric), JWT bearer tokens (eyJ...).
+_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{4,}|[A-Za-z0-9]{32,}|eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-.]+)")
 
 
 class ModelErrorInfo(BaseModel):
