@@ -52,8 +52,13 @@ def input_message_id(run_id: str, index: int) -> str:
     return f"{run_id}:input:{index}"
 
 
+def model_message_prefix(run_id: str, iteration: int) -> str:
+    """Every message one model call stored starts with this (a response may hold several messages)."""
+    return f"{run_id}:model:{iteration}:"
+
+
 def model_message_id(run_id: str, iteration: int, index: int = 0) -> str:
-    return f"{run_id}:model:{iteration}:{index}"
+    return f"{model_message_prefix(run_id, iteration)}{index}"
 
 
 def result_message_id(run_id: str, call_id: str) -> str:
@@ -87,5 +92,6 @@ __all__ = [
     "idempotency_key",
     "input_message_id",
     "model_message_id",
+    "model_message_prefix",
     "result_message_id",
 ]

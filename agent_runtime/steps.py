@@ -23,6 +23,7 @@ from .conversation import (
     idempotency_key,
     input_message_id,
     model_message_id,
+    model_message_prefix,
     result_message_id,
 )
 from .loop import ApprovalAlreadyDecidedError, UnknownApprovalError
@@ -89,7 +90,9 @@ async def call_model_step(
 
     With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same).
     """
-    history = await log.messages()
+    # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
+    own_prefix = model_message_prefix(run_id, command.iteration)
+    history = [m for m in await log.messages() if not (m.message_id or "").startswith(own_prefix)]
     system = [Message.system(agent.instructions)] if agent.instructions else []
     context = ChatContext(
         messages=[*system, *history],

@@ -90,6 +90,8 @@ async def test_model_step_stores_the_answer_under_a_deterministic_id_and_summari
     # Durable may run the activity again: the second answer replaces the first, nothing is duplicated
     await call_model_step(agent, model_client, log, RUN, command)
     assert [m.message_id for m in await log.messages()] == ["run-1:input:0", "run-1:model:1:0"]
+    assert scripted_model.log.last.roles == ["system", "user"]  # the first attempt's answer is not in the prompt
+    assert [c.call_id for c in (await log.messages())[1].function_calls] == ["c1", "c2", "c3", "c4", "c5"]
 
 
 async def test_model_step_streams_updates_and_stores_the_same_answer(scripted_model, model_client):
