@@ -28,6 +28,7 @@ class OpenAIChatClient:
 
     Build it with `OpenAIChatClient.openai(...)`, `.azure(...)` or `.compatible(...)`, or wrap a client you made.
     `model` is the default model (on Azure: the deployment name); `ChatOptions.model` overrides it per call.
+    Its connection pool belongs to the event loop that first uses it: one client per loop; `aclose()` at shutdown.
     """
 
     def __init__(
@@ -46,6 +47,7 @@ class OpenAIChatClient:
         self.max_tokens_parameter: MaxTokensParameter = max_tokens_parameter
         self.stream_usage = stream_usage
         self._secrets = secrets
+        self._owned_credential: Any = None  # a credential this client created, closed by aclose()
 
     def __repr__(self) -> str:  # never show keys
         base_url = str(self.client.base_url)
@@ -113,7 +115,12 @@ class OpenAIChatClient:
         """Azure OpenAI with an API key, or Entra ID: `token_provider` (a callable returning a bearer token), else a
         bearer-token provider over `credential` (an async azure-identity credential; default
         `azure.identity.aio.DefaultAzureCredential()`), scoped to Cognitive Services."""
+        owned_credential = None
         if api_key is None and token_provider is None:
+            if credential is None:
+                from azure.identity.aio import DefaultAzureCredential
+
+                credential = owned_credential = DefaultAzureCredential()
             token_provider = entra_token_provider(credential)
         client = openai.AsyncAzureOpenAI(
             azure_endpoint=endpoint,
@@ -125,13 +132,15 @@ class OpenAIChatClient:
             max_retries=max_retries,
             **client_options,
         )
-        return cls(
+        chat_client = cls(
             client,
             model=deployment,
             provider="azure_openai",
             max_tokens_parameter="max_completion_tokens",
             secrets=(api_key,) if api_key else (),
         )
+        chat_client._owned_credential = owned_credential
+        return chat_client
 
     # ------------------------------------------------------------------ ModelClient
 
@@ -164,6 +173,8 @@ class OpenAIChatClient:
 
     async def aclose(self) -> None:
         await self.client.close()
+        if self._owned_credential is not None:
+            await self._owned_credential.close()
 
     # ------------------------------------------------------------------ helpers
 
@@ -177,9 +188,9 @@ class OpenAIChatClient:
         return classify_error(exc, provider=self.provider, secrets=self._secrets)
 
 
-def entra_token_provider(credential: Any = None) -> TokenProvider:
+def entra_token_provider(credential: Any) -> TokenProvider:
     """A bearer-token provider for Azure OpenAI over an async azure-identity credential (it caches and refreshes
     tokens itself). Cannot be exercised without Azure; tests check the wiring with a fake credential."""
-    from azure.identity.aio import DefaultAzureCredential, get_bearer_token_provider
+    from azure.identity.aio import get_bearer_token_provider
 
-    return get_bearer_token_provider(credential or DefaultAzureCredential(), AZURE_OPENAI_SCOPE)
+    return get_bearer_token_provider(credential, AZURE_OPENAI_SCOPE)

@@ -96,7 +96,7 @@ async def test_azure_without_a_key_uses_entra_id(clean_env, scripted_model):
     """Entra ID itself cannot run here: the token provider is replaced by a fake; the wiring from settings is real."""
     asked: list[object] = []
 
-    def fake_entra_token_provider(credential=None):
+    def fake_entra_token_provider(credential):
         asked.append(credential)
         return lambda: "entra-token"
 
@@ -110,7 +110,7 @@ async def test_azure_without_a_key_uses_entra_id(clean_env, scripted_model):
     finally:
         await client.aclose()
     entry = scripted_model.log.last
-    assert asked == [None]  # DefaultAzureCredential is the default
+    assert [type(c).__name__ for c in asked] == ["DefaultAzureCredential"]  # the default credential
     assert entry.path == "/openai/deployments/prod-dep/chat/completions"
     assert entry.query["api-version"] == "2024-10-21" and entry.headers["authorization"] == "Bearer entra-token"
 
