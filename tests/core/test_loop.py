@@ -282,3 +282,22 @@ def test_what_travels_through_orchestration_history_stays_small() -> None:
         command = loop.send(results(run))
     assert len(command.model_dump_json()) < 200
     assert len(loop.state.model_dump_json()) < 1_000  # constant: the state does not grow with the run
+
+
+def test_the_loop_modules_import_nothing_that_does_io_or_keeps_time() -> None:
+    import ast
+    from pathlib import Path
+
+    import agent_runtime
+
+    allowed = {"__future__", "typing", "pydantic", "loop_types", "messages", "json", "collections.abc", "datetime"}
+    package = Path(agent_runtime.__file__).parent
+    for module in ("loop.py", "loop_types.py", "messages.py"):
+        tree = ast.parse((package / module).read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported.add(node.module or "")
+        assert imported <= allowed, f"{module} imports {sorted(imported - allowed)}"
