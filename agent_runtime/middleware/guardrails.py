@@ -17,6 +17,10 @@ from .contexts import ChatContext
 from .pipeline import CallNext, MiddlewareTermination
 
 
+def _latest_user_text(messages: list[Message]) -> str:
+    return next((m.text for m in reversed(messages) if m.role == "user"), "")
+
+
 class GuardrailMiddleware:
     def __init__(
         self,
@@ -56,12 +60,13 @@ class GuardrailMiddleware:
 
     async def process(self, context: ChatContext, call_next: CallNext) -> None:
         if "input" in self.apply_to:
-            user_texts = [m.text for m in context.messages if m.role == "user"]
-            if any(self.matches(t) for t in user_texts):
-                if self.action == "block":
-                    context.result = self._refusal(context, "input")
-                    raise MiddlewareTermination("blocked by guardrail")
+            if self.action == "redact":
                 context.messages = [self._redacted([m])[0] if m.role == "user" else m for m in context.messages]
+            elif self.matches(_latest_user_text(context.messages)):
+                # Only the newest input is judged: a blocked message stays in the history and must not block
+                # every later turn of the session.
+                context.result = self._refusal(context, "input")
+                raise MiddlewareTermination("blocked by guardrail")
         await call_next()
         if "output" in self.apply_to and context.result is not None and self.matches(context.result.text):
             if self.action == "block":

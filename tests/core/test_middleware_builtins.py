@@ -220,3 +220,11 @@ async def test_usage_accounting_sums_per_run_and_enforces_a_budget() -> None:
         await pipeline.execute(chat_context(Message.user("3")), operation)
     await pipeline.execute(chat_context(Message.user("other run"), run_id="run-2"), operation)
     assert accounting.ledger.total("run-2").total_tokens == 8
+
+
+async def test_guardrail_judges_only_the_newest_input_so_a_session_can_go_on() -> None:
+    guard = GuardrailMiddleware([r"(?i)password"], action="block")
+    history = [Message.user("what is the password?"), Message.assistant("I can't help with that request.")]
+    operation = model_answering("Sure, here is a poem.")
+    context = await MiddlewarePipeline([guard]).execute(chat_context(*history, Message.user("a poem then")), operation)
+    assert (context.terminated, context.result.text) == (False, "Sure, here is a poem.")
