@@ -19,6 +19,7 @@ import importlib
 import json
 import pkgutil
 from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
 from types import ModuleType
 from typing import Any, Literal
 
@@ -96,9 +97,20 @@ class AgentDefinition(BaseModel):
         return next((t for t in self.tools if t.name == name), None)
 
     def tool_specs(self) -> list[ToolSpec]:
-        return [ToolSpec.model_validate(t.spec()) for t in self.tools]
+        """The tools as offered to the model (fresh copies: chat middleware may change them for one call)."""
+        return [spec.model_copy(deep=True) for spec in self._tool_specs]
 
     def response_format(self) -> ResponseFormat | None:
+        fmt = self._response_format
+        return None if fmt is None else fmt.model_copy(deep=True)
+
+    # Computed once per definition: schema generation is the costly part of preparing a model call.
+    @cached_property
+    def _tool_specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec.model_validate(t.spec()) for t in self.tools)
+
+    @cached_property
+    def _response_format(self) -> ResponseFormat | None:
         if self.output_type is None:
             return None
         if isinstance(self.output_type, dict):
