@@ -29,7 +29,7 @@ class InMemoryConversationLog:
     def __init__(self, messages: list[Message] | None = None) -> None:
         self._messages: list[Message] = []
         for message in messages or []:
-            self._put(message)
+            self._put(message.model_copy(deep=True))
 
     def _put(self, message: Message) -> None:
         if message.message_id is None:
