@@ -1,4 +1,4 @@
-"""`python -m scripted_model [--host H] [--port N] [--script FILE] [--latency-ms MS]`
+"""`python -m scripted_model [--host H] [--port N] [--script FILE] [--latency-ms MS] [--chunk-delay-ms MS]`
 
 Serves the script in FILE (a JSON `Script`), or the demo brain when no script is given, until interrupted.
 Prints one line `scripted-model listening on http://HOST:PORT/v1` once it accepts connections (port 0 = a free port).
@@ -23,12 +23,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", help="a JSON Script file; default: the demo brain")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every answer")
+    parser.add_argument("--chunk-delay-ms", type=float, default=0.0, help="delay between streamed chunks")
     return parser.parse_args(argv)
 
 
 async def serve(args: argparse.Namespace) -> None:
     responder = Script.from_file(args.script) if args.script else DemoBrain()
-    server = ScriptedModelServer(responder, host=args.host, port=args.port, latency_ms=args.latency_ms)
+    server = ScriptedModelServer(
+        responder, host=args.host, port=args.port, latency_ms=args.latency_ms, chunk_delay_ms=args.chunk_delay_ms
+    )
     await server.start_async()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

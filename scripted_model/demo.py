@@ -108,7 +108,8 @@ def small_talk(user_text: str) -> str:
     )
 
 
-def start_demo_server(*, latency_ms: float = 0.0, port: int = 0) -> ScriptedModelServer:
+def start_demo_server(*, latency_ms: float = 0.0, chunk_delay_ms: float = 0.0, port: int = 0) -> ScriptedModelServer:
     """The offline demo's model: the demo brain on a free 127.0.0.1 port in a background thread. Point the model
     client at `.base_url` (model name: anything, e.g. "scripted-model") and call `.stop()` at shutdown."""
-    return ScriptedModelServer(DemoBrain(), port=port, latency_ms=latency_ms).start()
+    server = ScriptedModelServer(DemoBrain(), port=port, latency_ms=latency_ms, chunk_delay_ms=chunk_delay_ms)
+    return server.start()

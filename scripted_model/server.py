@@ -45,7 +45,7 @@ class ScriptedModelServer:
 
     `responder` is a `Script`, any object with `respond(conversation) -> Reply | None` (e.g. `DemoBrain()`), or None
     (every request then answers 500 until `set_script` is called). `latency_ms` delays every answer (per-reply
-    `latency_ms` overrides it).
+    `latency_ms` overrides it); `chunk_delay_ms` spaces out stream chunks, so a streaming UI shows text arriving.
     """
 
     def __init__(
@@ -55,12 +55,14 @@ class ScriptedModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         latency_ms: float = 0.0,
+        chunk_delay_ms: float = 0.0,
         models: tuple[str, ...] = DEFAULT_MODELS,
         max_log_entries: int = 1_000,
     ) -> None:
         self.engine = ScriptEngine(responder, latency_ms=latency_ms)
         self.log = RequestLog(max_log_entries)
         self.models = models
+        self.chunk_delay_ms = chunk_delay_ms
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -255,7 +257,13 @@ class ScriptedModelServer:
             decision.answer, completion_id=completion_id, model=parsed.model, include_usage=parsed.include_usage
         )
         response = await self._open_stream(request)
-        await response.write(b"".join(_sse(c) for c in chunks) + _sse("[DONE]"))
+        if self.chunk_delay_ms <= 0:  # one write: the fast path benchmarks take
+            await response.write(b"".join(_sse(c) for c in chunks) + _sse("[DONE]"))
+        else:
+            for chunk in chunks:
+                await response.write(_sse(chunk))
+                await asyncio.sleep(self.chunk_delay_ms / 1000.0)  # simulated token pace, not a wait for something
+            await response.write(_sse("[DONE]"))
         await response.write_eof()
         return response
 

@@ -272,3 +272,16 @@ async def test_a_call_is_logged_while_its_latency_is_still_running(scripted_mode
     entry = (await asyncio.to_thread(scripted_model.log.wait_for, 1))[0]
     assert entry.outcome == "reply" and not pending.done()
     assert (await pending).choices[0].message.content == "slow answer"
+
+
+async def test_paced_streaming_delivers_the_same_chunks():
+    text = "Paced streaming so a UI can show the answer arriving piece by piece."
+    async with ScriptedModelServer(Script.of(text), chunk_delay_ms=1) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=10)
+        stream = await client.chat.completions.create(
+            model="m", messages=USER, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = [c async for c in stream]
+        await client.close()
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    assert len(chunks) > 4 and chunks[-1].usage is not None
