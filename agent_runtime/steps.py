@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -309,10 +310,18 @@ def decide_approval(
 
 
 async def record_approval_response_step(
-    agent: AgentDefinition, log: ConversationLog, run_id: str, response: FunctionApprovalResponseContent
+    agent: AgentDefinition,
+    log: ConversationLog,
+    run_id: str,
+    response: FunctionApprovalResponseContent,
+    *,
+    decided_by: str | None = None,
+    decided_at: datetime | None = None,
 ) -> ApprovalDecision:
     """Validate and store a decision; returns what to send to the loop. Raises `UnknownApprovalError` (no such
-    request) or `ApprovalAlreadyDecidedError` (answered before) so callers can map them to 404/409."""
+    request), `ApprovalAlreadyDecidedError` (answered differently before) or `ToolArgumentsError` (edited arguments
+    do not fit the schema) so callers can map them to 404/409/422. Who decided and when are kept on the stored
+    message (`author_name`, `created_at`) for the audit trail."""
     messages = await log.messages()
     requests = {c.id: c for m in messages for c in m.contents if isinstance(c, FunctionApprovalRequestContent)}
     request = requests.get(response.id)
@@ -331,8 +340,16 @@ async def record_approval_response_step(
     if previous is not None and previous != response:
         raise ApprovalAlreadyDecidedError(f"approval request {response.id!r} was already decided")
     decision = decide_approval(agent, request, response)
+    if previous is not None:
+        return decision  # the same decision delivered again: already stored, keep its audit fields
     await log.append(
-        Message(role="user", contents=[response], message_id=approval_response_message_id(run_id, call_id))
+        Message(
+            role="user",
+            contents=[response],
+            message_id=approval_response_message_id(run_id, call_id),
+            author_name=decided_by,
+            created_at=decided_at,
+        )
     )
     return decision
 

@@ -1,6 +1,7 @@
 """The I/O steps against the real openai client and the scripted model server: deterministic ids (a retried step
 upserts), call summaries for the loop, tool results the model can read, approvals, closing unresolved calls."""
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import pytest
@@ -229,11 +230,19 @@ async def test_approval_round_trip_with_edited_arguments(scripted_model, model_c
             agent, log, RUN, request.model_copy(update={"id": "run-1:nope"}).create_approval()
         )
     response = request.create_approval(arguments={"amount": 300, "to": "Bob"}, reason="capped")
-    decision = await record_approval_response_step(agent, log, RUN, response)
+    decided_at = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    decision = await record_approval_response_step(agent, log, RUN, response, decided_by="ann", decided_at=decided_at)
     assert (decision.call_id, decision.approved, decision.edited, decision.reason) == ("c1", True, True, "capped")
+    stored = (await log.messages())[-1]
+    assert (stored.message_id, stored.author_name, stored.created_at) == (
+        "run-1:approval-response:c1",
+        "ann",
+        decided_at,
+    )
     assert pending_approval_requests(await log.messages()) == []
     # the same decision again is harmless (a retried activity); a different one is refused
     assert await record_approval_response_step(agent, log, RUN, response) == decision
+    assert (await log.messages())[-1].author_name == "ann"
     with pytest.raises(ApprovalAlreadyDecidedError):
         await record_approval_response_step(agent, log, RUN, request.create_rejection("changed my mind"))
 
