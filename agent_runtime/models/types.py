@@ -98,11 +98,18 @@ class ChatOptions(_Model):
     @field_validator("response_format", mode="before")
     @classmethod
     def _accept_model_or_schema(cls, value: Any) -> Any:
-        """Accept a pydantic model class or a bare JSON schema dict as well as a `ResponseFormat`."""
+        """Accept a pydantic model class, a bare JSON schema, or OpenAI's wire form as well as a `ResponseFormat`."""
         if isinstance(value, type) and issubclass(value, BaseModel):
             return ResponseFormat.from_model(value)
-        if isinstance(value, dict) and "type" in value and value.get("type") not in ("json_schema", "json_object"):
+        if not isinstance(value, dict):
+            return value
+        kind = value.get("type")
+        if kind not in ("json_schema", "json_object"):
             return ResponseFormat.from_json_schema(value, name=str(value.get("title", "response")))
+        wire = value.get("json_schema")
+        if kind == "json_schema" and isinstance(wire, dict) and "schema" in wire:
+            name = _safe_name(str(wire.get("name", "response")))
+            return ResponseFormat(name=name, json_schema=wire["schema"], strict=bool(wire.get("strict", False)))
         return value
 
     @field_validator("tool_choice", mode="before")

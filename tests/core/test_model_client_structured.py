@@ -74,3 +74,13 @@ def test_json_object_mode_and_schema_validation():
     with pytest.raises(ValueError, match="type 'object'"):
         ResponseFormat.from_json_schema({"type": "array", "items": {"type": "string"}})
     assert ResponseFormat.from_model(Person, name="person info").name == "person_info"
+
+
+def test_response_format_accepts_every_common_spelling():
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    wire = {"type": "json_schema", "json_schema": {"name": "X", "schema": schema, "strict": True}}
+    expected = ResponseFormat(name="X", json_schema=schema, strict=True)
+    assert ChatOptions(response_format=wire).response_format == expected
+    assert ChatOptions(response_format=expected.model_dump()).response_format == expected
+    assert ChatOptions(response_format={**schema, "title": "X"}).response_format.json_schema["title"] == "X"
+    assert ChatOptions(response_format={"type": "json_object"}).response_format.type == "json_object"
