@@ -8,6 +8,7 @@ call it answers.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,28 +109,25 @@ class Conversation:
     @property
     def trailing_tool_results(self) -> list[ToolResult]:
         """The tool results that end the conversation (empty unless the last message is a tool message)."""
-        names = self._call_names()
-        tail: list[ToolResult] = []
+        tail: list[dict[str, Any]] = []
         for message in reversed(self.messages):
             if message.get("role") != "tool":
                 break
-            call_id = str(message.get("tool_call_id", ""))
-            tail.append(ToolResult(call_id, names.get(call_id, ""), content_text(message.get("content"))))
-        return list(reversed(tail))
+            tail.append(message)
+        return self._results(reversed(tail))
 
     @property
     def tool_results(self) -> list[ToolResult]:
         """Every tool result in the conversation, in order."""
+        return self._results(m for m in self.messages if m.get("role") == "tool")
+
+    def _results(self, tool_messages: Iterable[dict[str, Any]]) -> list[ToolResult]:
         names = self._call_names()
-        return [
-            ToolResult(
-                str(m.get("tool_call_id", "")),
-                names.get(str(m.get("tool_call_id", "")), ""),
-                content_text(m.get("content")),
-            )
-            for m in self.messages
-            if m.get("role") == "tool"
-        ]
+        results = []
+        for message in tool_messages:
+            call_id = str(message.get("tool_call_id", ""))
+            results.append(ToolResult(call_id, names.get(call_id, ""), content_text(message.get("content"))))
+        return results
 
     @property
     def since_last_user(self) -> list[dict[str, Any]]:
