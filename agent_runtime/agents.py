@@ -1,0 +1,215 @@
+"""Agent definitions and the registry that loads them from the top-level `agents/` package.
+
+An agent module defines one or more `AgentDefinition`s at module level (conventionally `agent = AgentDefinition(...)`):
+
+    agent = AgentDefinition(
+        name="assistant",
+        instructions="You are a helpful assistant.",
+        tools=[get_weather, send_email],
+        approval="never",                    # default policy for tools that set none
+    )
+
+Everything is checked when the definition is built, so a bad agent fails at start-up with a message naming the
+module and the problem, never in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .loop_types import LoopConfig, RequiredFunction, ToolChoice
+from .middleware import MiddlewareLike, MiddlewarePipeline
+from .models.types import ChatOptions, NamedToolChoice, ResponseFormat, ToolSpec
+from .tools import ApprovalPolicy, Tool, as_tool
+
+
+class AgentDefinitionError(ValueError):
+    """An agent definition (or the package holding them) is invalid."""
+
+
+class UnknownAgentError(LookupError):
+    pass
+
+
+class AgentDefinition(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    instructions: str = ""
+    description: str = ""
+    model: str | None = None
+    """Model name, or the deployment on Azure OpenAI; None = the client's configured default."""
+    tools: list[Tool] = Field(default_factory=list)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool | None = None
+    output_type: type[BaseModel] | dict[str, Any] | None = None
+    """Structured output: a pydantic model (the answer is parsed into it) or a JSON schema with an object root."""
+    approval: ApprovalPolicy = "never"
+    """Default approval policy for tools that do not set their own."""
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)
+    on_approval_timeout: Literal["reject", "fail"] = "reject"
+    max_iterations: int = Field(default=40, ge=1)
+    max_consecutive_errors: int = Field(default=3, ge=1)
+    terminate_on_unknown_calls: bool = False
+    include_detailed_errors: bool = False
+    """Tell the model the exception text of a failed tool (off by default: it may leak internals)."""
+    run_middleware: list[Any] = Field(default_factory=list)
+    chat_middleware: list[Any] = Field(default_factory=list)
+    function_middleware: list[Any] = Field(default_factory=list)
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
+        return [as_tool(t) for t in value]
+
+    @field_validator("run_middleware", "chat_middleware", "function_middleware")
+    @classmethod
+    def _middleware(cls, value: Sequence[MiddlewareLike]) -> list[Any]:
+        MiddlewarePipeline(value)  # raises TypeError naming the offending object
+        return list(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AgentDefinition:
+        names = [t.name for t in self.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate tool names: {', '.join(duplicates)}")
+        if isinstance(self.tool_choice, RequiredFunction) and self.tool_choice.required_function_name not in names:
+            raise ValueError(f"tool_choice names {self.tool_choice.required_function_name!r}, which is not a tool")
+        if self.tool_choice != "auto" and self.tool_choice != "none" and not self.tools:
+            raise ValueError("tool_choice requires a tool call but the agent has no tools")
+        self.response_format()  # a schema without an object root fails here, at definition time
+        return self
+
+    # ------------------------------------------------------------------------------------------------ derived
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools as offered to the model (fresh copies: chat middleware may change them for one call)."""
+        return [spec.model_copy(deep=True) for spec in self._tool_specs]
+
+    def response_format(self) -> ResponseFormat | None:
+        fmt = self._response_format
+        return None if fmt is None else fmt.model_copy(deep=True)
+
+    # Computed once per definition: schema generation is the costly part of preparing a model call.
+    @cached_property
+    def _tool_specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec.model_validate(t.spec()) for t in self.tools)
+
+    @cached_property
+    def _response_format(self) -> ResponseFormat | None:
+        if self.output_type is None:
+            return None
+        if isinstance(self.output_type, dict):
+            name = str(self.output_type.get("title", f"{self.name}_output"))
+            return ResponseFormat.from_json_schema(self.output_type, name=name)
+        return ResponseFormat.from_model(self.output_type)
+
+    def loop_config(self) -> LoopConfig:
+        return LoopConfig(
+            max_iterations=self.max_iterations,
+            max_consecutive_errors=self.max_consecutive_errors,
+            terminate_on_unknown_calls=self.terminate_on_unknown_calls,
+            tool_choice=self.tool_choice,
+            on_approval_timeout=self.on_approval_timeout,
+        )
+
+    def chat_options(self, tool_choice: ToolChoice | None = None) -> ChatOptions:
+        """Options for one model call; `tool_choice` is the loop's (it turns tools off near the end of a run)."""
+        choice = self.tool_choice if tool_choice is None else tool_choice
+        wire_choice = (
+            NamedToolChoice(name=choice.required_function_name) if isinstance(choice, RequiredFunction) else choice
+        )
+        return ChatOptions(
+            model=self.model,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            # OpenAI rejects tool_choice/parallel_tool_calls without tools
+            tool_choice=wire_choice if self.tools else None,
+            parallel_tool_calls=self.parallel_tool_calls if self.tools else None,
+            response_format=self.response_format(),
+        )
+
+    def parse_output(self, text: str) -> Any:
+        """The structured answer: an instance of `output_type`, or the decoded JSON for a schema; None without one."""
+        if self.output_type is None:
+            return None
+        if isinstance(self.output_type, dict):
+            return json.loads(text)
+        return self.output_type.model_validate_json(text)
+
+
+class AgentRegistry:
+    """Agents by name. Build it once at start-up (`AgentRegistry.from_package("agents")`)."""
+
+    def __init__(self, agents: Iterable[AgentDefinition] = ()) -> None:
+        self._agents: dict[str, AgentDefinition] = {}
+        for agent in agents:
+            self.register(agent)
+
+    def register(self, agent: AgentDefinition, *, source: str = "") -> None:
+        if agent.name in self._agents:
+            where = f" (in {source})" if source else ""
+            raise AgentDefinitionError(f"agent {agent.name!r} is defined twice{where}")
+        self._agents[agent.name] = agent
+
+    def get(self, name: str) -> AgentDefinition:
+        try:
+            return self._agents[name]
+        except KeyError:
+            known = ", ".join(sorted(self._agents)) or "none"
+            raise UnknownAgentError(f"no agent named {name!r} (known: {known})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._agents
+
+    def names(self) -> list[str]:
+        return sorted(self._agents)
+
+    @classmethod
+    def from_package(cls, package: str = "agents") -> AgentRegistry:
+        """Import every module of `package` and register the `AgentDefinition`s they define at module level."""
+        registry = cls()
+        try:
+            root = importlib.import_module(package)
+        except (ImportError, ValidationError, ValueError, TypeError) as exc:
+            raise AgentDefinitionError(f"cannot load agent package {package!r}: {_reason(exc)}") from exc
+        modules: list[ModuleType] = [root]
+        for info in pkgutil.iter_modules(getattr(root, "__path__", []), prefix=f"{package}."):
+            try:
+                modules.append(importlib.import_module(info.name))
+            except (ImportError, ValidationError, ValueError, TypeError) as exc:
+                raise AgentDefinitionError(f"invalid agent module {info.name!r}: {_reason(exc)}") from exc
+        for module in modules:
+            for value in vars(module).values():
+                if isinstance(value, AgentDefinition) and value.name not in registry:
+                    registry.register(value, source=module.__name__)
+                elif isinstance(value, AgentDefinition) and registry.get(value.name) is not value:
+                    registry.register(value, source=module.__name__)  # raises: two different agents, one name
+        if not registry.names():
+            raise AgentDefinitionError(f"agent package {package!r} defines no AgentDefinition")
+        return registry
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'definition'}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+    return f"{type(exc).__name__}: {exc}"
+
+
+__all__ = ["AgentDefinition", "AgentDefinitionError", "AgentRegistry", "UnknownAgentError"]

@@ -1,0 +1,97 @@
+"""Where the steps read and write a run's conversation, and how they name what they write.
+
+`ConversationLog` is the seam to the session store: the store adapts to it (one log per session). Writes are
+upserts by `message_id`, and every id a step writes is derived from the run id and the step/call it belongs to, so an
+activity that Durable runs twice overwrites its own earlier write instead of duplicating it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from .messages import Message
+
+
+@runtime_checkable
+class ConversationLog(Protocol):
+    async def append(self, message: Message) -> None:
+        """Store `message` (it has a `message_id`); a message with the same id is replaced in place."""
+        ...
+
+    async def messages(self) -> list[Message]:
+        """The whole conversation in order of first append."""
+        ...
+
+
+class InMemoryConversationLog:
+    """A `ConversationLog` in a list (tests, the in-process runner without a store)."""
+
+    def __init__(self, messages: list[Message] | None = None) -> None:
+        self._messages: list[Message] = []
+        for message in messages or []:
+            self._put(message.model_copy(deep=True))
+
+    def _put(self, message: Message) -> None:
+        if message.message_id is None:
+            raise ValueError("messages in a conversation log need a message_id")
+        for index, existing in enumerate(self._messages):
+            if existing.message_id == message.message_id:
+                self._messages[index] = message
+                return
+        self._messages.append(message)
+
+    async def append(self, message: Message) -> None:
+        self._put(message.model_copy(deep=True))
+
+    async def messages(self) -> list[Message]:
+        return [m.model_copy(deep=True) for m in self._messages]
+
+
+# Deterministic ids: `{run_id}:{kind}:{key}`. Kinds are stable strings; stores may index or parse them.
+def input_message_id(run_id: str, index: int) -> str:
+    return f"{run_id}:input:{index}"
+
+
+def model_message_prefix(run_id: str, iteration: int) -> str:
+    """Every message one model call stored starts with this (a response may hold several messages)."""
+    return f"{run_id}:model:{iteration}:"
+
+
+def model_message_id(run_id: str, iteration: int, index: int = 0) -> str:
+    return f"{model_message_prefix(run_id, iteration)}{index}"
+
+
+def result_message_id(run_id: str, call_id: str) -> str:
+    return f"{run_id}:result:{call_id}"
+
+
+def approval_request_message_id(run_id: str, call_id: str) -> str:
+    return f"{run_id}:approval-request:{call_id}"
+
+
+def approval_response_message_id(run_id: str, call_id: str) -> str:
+    return f"{run_id}:approval-response:{call_id}"
+
+
+def approval_id(run_id: str, call_id: str) -> str:
+    """The id pairing a `FunctionApprovalRequestContent` with its response (what clients decide on)."""
+    return f"{run_id}:{call_id}"
+
+
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """Stable across every retry of one tool call; handed to the tool in `ToolContext`."""
+    return f"{run_id}:{call_id}"
+
+
+__all__ = [
+    "ConversationLog",
+    "InMemoryConversationLog",
+    "approval_id",
+    "approval_request_message_id",
+    "approval_response_message_id",
+    "idempotency_key",
+    "input_message_id",
+    "model_message_id",
+    "model_message_prefix",
+    "result_message_id",
+]

@@ -1,0 +1,229 @@
+"""Conversion between our messages/options and the OpenAI chat-completions wire format (pure functions, no I/O).
+
+Outgoing: system/user/assistant text; assistant tool calls; each `FunctionResultContent` becomes its own `tool`
+message (errors are sent as text the model can read); approval contents are bookkeeping for humans and are not sent.
+Incoming: a `ChatCompletion` becomes a `ChatResponse`; stream chunks become `ChatResponseUpdate`s (tool-call
+fragments are keyed by call id, so `assemble_response` joins them into whole calls).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.completion_usage import CompletionUsage
+from pydantic import BaseModel
+
+from ..messages import (
+    ChatResponse,
+    ChatResponseUpdate,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    TextContent,
+    Usage,
+)
+from .types import ChatOptions, ChatRequest, NamedToolChoice, ResponseFormat, ToolSpec
+
+MaxTokensParameter = Literal["max_tokens", "max_completion_tokens"]
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+# ------------------------------------------------------------------------------------------------ outgoing
+
+
+def result_text(result: FunctionResultContent) -> str:
+    """What the model reads for a tool result."""
+    if result.error is not None:
+        return f"Error: {result.error}"
+    value = result.result
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        text = message.text
+        calls = message.function_calls
+        if message.role == "assistant" and (text or calls):
+            entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                entry["tool_calls"] = [
+                    {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json()}}
+                    for c in calls
+                ]
+            wire.append(_with_name(entry, message))
+        elif message.role in ("system", "user") and text:
+            wire.append(_with_name({"role": message.role, "content": text}, message))
+        wire.extend(
+            {"role": "tool", "tool_call_id": r.call_id, "content": result_text(r)} for r in message.function_results
+        )
+    return wire
+
+
+def _with_name(entry: dict[str, Any], message: Message) -> dict[str, Any]:
+    # OpenAI rejects names outside [A-Za-z0-9_-]; an author name is a nicety, never worth a 400.
+    if message.author_name and _NAME.match(message.author_name):
+        entry["name"] = message.author_name
+    return entry
+
+
+def to_openai_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
+    out = []
+    for tool in tools:
+        function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+        if tool.strict is not None:
+            function["strict"] = tool.strict
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def to_openai_tool_choice(choice: str | NamedToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, NamedToolChoice):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+def to_openai_response_format(fmt: ResponseFormat) -> dict[str, Any]:
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": fmt.name, "schema": fmt.json_schema or {}, "strict": fmt.strict},
+    }
+
+
+def to_openai_arguments(
+    request: ChatRequest, *, model: str, max_tokens_parameter: MaxTokensParameter = "max_tokens"
+) -> dict[str, Any]:
+    """Keyword arguments for `client.chat.completions.create(...)` (without `stream`)."""
+    options: ChatOptions = request.options
+    kwargs: dict[str, Any] = {"model": model, "messages": to_openai_messages(request.messages)}
+    if request.tools:
+        kwargs["tools"] = to_openai_tools(request.tools)
+        # tool_choice / parallel_tool_calls without tools is a 400 on OpenAI: only send them with tools.
+        if options.tool_choice is not None:
+            kwargs["tool_choice"] = to_openai_tool_choice(options.tool_choice)
+        if options.parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = options.parallel_tool_calls
+    if options.response_format is not None:
+        kwargs["response_format"] = to_openai_response_format(options.response_format)
+    if options.max_tokens is not None:
+        kwargs[max_tokens_parameter] = options.max_tokens
+    for field in ("temperature", "top_p", "stop", "seed", "user"):
+        value = getattr(options, field)
+        if value is not None:
+            kwargs[field] = value
+    if options.extra_body:
+        kwargs["extra_body"] = options.extra_body
+    return kwargs
+
+
+# ------------------------------------------------------------------------------------------------ incoming
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any] | str:
+    """A JSON object's dict, or the raw text when it is not one (the step reports that back to the model)."""
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return parsed if isinstance(parsed, dict) else raw
+
+
+def to_usage(usage: CompletionUsage | None) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        total_tokens=usage.total_tokens or (usage.prompt_tokens or 0) + (usage.completion_tokens or 0),
+    )
+
+
+def from_openai_completion(completion: ChatCompletion) -> ChatResponse:
+    if not completion.choices:
+        raise ValueError("the completion has no choices")
+    choice = completion.choices[0]
+    wire = choice.message
+    contents: list[Any] = []
+    text = wire.content if wire.content is not None else wire.refusal
+    if text:
+        contents.append(TextContent(text=text))
+    for call in wire.tool_calls or []:
+        function = getattr(call, "function", None)
+        if function is None:  # custom (non-function) tools are not used by this runtime
+            continue
+        contents.append(
+            FunctionCallContent(call_id=call.id, name=function.name, arguments=parse_arguments(function.arguments))
+        )
+    return ChatResponse(
+        messages=[Message(role="assistant", contents=contents)],
+        usage=to_usage(completion.usage),
+        finish_reason=choice.finish_reason,
+        model_id=completion.model,
+        response_id=completion.id,
+        created_at=datetime.fromtimestamp(completion.created, UTC) if completion.created else None,
+    )
+
+
+class StreamTranslator:
+    """Chunks of one stream -> updates. Remembers each tool call's id and name by index, since OpenAI sends them
+    only in a call's first fragment."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, tuple[str, str]] = {}
+
+    def translate(self, chunk: ChatCompletionChunk) -> ChatResponseUpdate | None:
+        contents: list[Any] = []
+        role = None
+        finish_reason = None
+        for choice in chunk.choices[:1]:
+            delta = choice.delta
+            role = delta.role if delta.role in ("assistant", "tool", "user", "system") else None
+            if delta.content:
+                contents.append(TextContent(text=delta.content))
+            if delta.refusal:
+                contents.append(TextContent(text=delta.refusal))
+            for call in delta.tool_calls or []:
+                call_id, name = self._calls.get(call.index, ("", ""))
+                call_id = call.id or call_id or f"call_{call.index}"
+                name = (call.function.name if call.function and call.function.name else None) or name
+                self._calls[call.index] = (call_id, name)
+                fragment = call.function.arguments if call.function and call.function.arguments else ""
+                contents.append(FunctionCallContent(call_id=call_id, name=name, arguments=fragment))
+            finish_reason = choice.finish_reason
+        usage = to_usage(chunk.usage)
+        if not contents and role is None and finish_reason is None and usage is None:
+            return None
+        return ChatResponseUpdate(
+            role=role,
+            contents=contents,
+            response_id=chunk.id,
+            model_id=chunk.model,
+            finish_reason=finish_reason,
+            usage=usage,
+        )
+
+
+def assemble_response(updates: Iterable[ChatResponseUpdate]) -> ChatResponse:
+    """The `ChatResponse` a stream amounts to, with tool-call arguments parsed like a non-streamed response's."""
+    response = ChatResponse.from_updates(updates)
+    for message in response.messages:
+        message.contents = [
+            c.model_copy(update={"arguments": parse_arguments(c.arguments)})
+            if isinstance(c, FunctionCallContent) and isinstance(c.arguments, str)
+            else c
+            for c in message.contents
+        ]
+    return response

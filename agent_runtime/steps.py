@@ -1,0 +1,386 @@
+"""The I/O steps of a run, shared by the in-process runner and the durable activities.
+
+Each step reads the conversation from a `ConversationLog`, does its one piece of work, writes what it produced under
+a deterministic message id (so running it twice upserts, never duplicates) and returns a *small* summary for the loop
+(`ModelTurn`, `ToolOutcome`, `ApprovalDecision`): conversation content never travels through the loop or the
+orchestration history.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from .agents import AgentDefinition
+from .conversation import (
+    ConversationLog,
+    approval_id,
+    approval_request_message_id,
+    approval_response_message_id,
+    idempotency_key,
+    input_message_id,
+    model_message_id,
+    model_message_prefix,
+    result_message_id,
+)
+from .loop import ApprovalAlreadyDecidedError, UnknownApprovalError
+from .loop_types import (
+    ApprovalDecision,
+    CallModel,
+    Finish,
+    ModelTurn,
+    RequestApproval,
+    ToolCallRef,
+    ToolInvocation,
+    ToolOutcome,
+)
+from .messages import (
+    ChatResponseUpdate,
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    unanswered_function_calls,
+)
+from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
+from .models.openai_wire import assemble_response
+from .models.types import ChatRequest, ModelClient
+from .tools import ToolArgumentsError, ToolContext, ToolTimeoutError
+
+logger = logging.getLogger(__name__)
+
+OnUpdate = Callable[[ChatResponseUpdate], Awaitable[None]]
+
+
+class StepError(RuntimeError):
+    """The conversation is not in the state the step was told it is in (a driver bug or a lost write)."""
+
+
+async def append_input_step(log: ConversationLog, run_id: str, messages: Sequence[Message]) -> list[str]:
+    """Store the run's input messages (ids derived from the run id unless they carry one); returns their ids."""
+    ids = []
+    for index, message in enumerate(messages):
+        stored = (
+            message
+            if message.message_id
+            else message.model_copy(update={"message_id": input_message_id(run_id, index)})
+        )
+        await log.append(stored)
+        ids.append(stored.message_id or "")
+    return ids
+
+
+# --------------------------------------------------------------------------------------------------- model
+
+
+async def call_model_step(
+    agent: AgentDefinition,
+    client: ModelClient,
+    log: ConversationLog,
+    run_id: str,
+    command: CallModel,
+    *,
+    on_update: OnUpdate | None = None,
+) -> ModelTurn:
+    """One model call through the agent's chat middleware; stores the answer and summarises it for the loop.
+
+    With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same).
+    """
+    # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
+    own_prefix = model_message_prefix(run_id, command.iteration)
+    history = [m for m in await log.messages() if not (m.message_id or "").startswith(own_prefix)]
+    system = [Message.system(agent.instructions)] if agent.instructions else []
+    context = ChatContext(
+        messages=[*system, *history],
+        options=agent.chat_options(command.tool_choice),
+        tools=agent.tool_specs(),
+        agent_name=agent.name,
+        run_id=run_id,
+        iteration=command.iteration,
+    )
+
+    async def call_model(ctx: ChatContext) -> None:
+        request = ChatRequest(messages=ctx.messages, tools=ctx.tools, options=ctx.options)
+        if on_update is None:
+            ctx.result = await client.get_response(request)
+            return
+        updates = []
+        async for update in client.get_streaming_response(request):
+            updates.append(update)
+            await on_update(update)
+        ctx.result = assemble_response(updates)
+
+    await MiddlewarePipeline(agent.chat_middleware).execute(context, call_model)
+    response = context.result
+    if response is None:
+        raise StepError("chat middleware ended the call without setting a result")
+    calls: list[FunctionCallContent] = []
+    seen = {call.call_id for m in history for call in m.function_calls}
+    for index, message in enumerate(response.messages):
+        stored = message.model_copy(
+            update={
+                "message_id": model_message_id(run_id, command.iteration, index),
+                "author_name": agent.name,
+                "contents": _unique_call_ids(message.contents, seen, f"{run_id}-{command.iteration}-{index}"),
+            }
+        )
+        await log.append(stored)
+        calls.extend(stored.function_calls)
+    return ModelTurn(
+        tool_calls=[_summarise_call(agent, call) for call in calls],
+        finish_reason=response.finish_reason,
+        usage=response.usage,
+        has_text=bool(response.text),
+    )
+
+
+def _unique_call_ids(contents: list, seen: set[str], prefix: str) -> list:
+    """Some OpenAI-compatible servers number calls per response ("call_0" every time) or send none. Results and
+    approvals are keyed by call id, so a reused or missing id gets a deterministic replacement (the provider only needs
+    the ids in a conversation to pair calls with results)."""
+    unique = []
+    for position, content in enumerate(contents):
+        if isinstance(content, FunctionCallContent):
+            if not content.call_id or content.call_id in seen:
+                content = content.model_copy(update={"call_id": f"call_{prefix}-{position}"})
+            seen.add(content.call_id)
+        unique.append(content)
+    return unique
+
+
+def _summarise_call(agent: AgentDefinition, call: FunctionCallContent) -> ToolCallRef:
+    tool = agent.tool(call.name)
+    if tool is None:
+        return ToolCallRef(call_id=call.call_id, name=call.name, known=False)
+    try:
+        arguments = tool.validate_arguments(call.arguments)
+    except ToolArgumentsError:
+        # Invalid arguments never run: the tool step answers with the validation error, no approval is needed.
+        return ToolCallRef(call_id=call.call_id, name=call.name)
+    try:
+        needs_approval = tool.needs_approval(arguments, agent.approval)
+    except Exception:
+        logger.exception("approval predicate of tool %r failed; asking for approval", tool.name)
+        needs_approval = True  # a broken policy must not let a call through unreviewed
+    return ToolCallRef(call_id=call.call_id, name=call.name, needs_approval=needs_approval)
+
+
+# --------------------------------------------------------------------------------------------------- tools
+
+
+async def invoke_tool_step(
+    agent: AgentDefinition,
+    log: ConversationLog,
+    run_id: str,
+    invocation: ToolInvocation,
+    *,
+    session_id: str | None = None,
+) -> ToolOutcome:
+    """Produce and store the result of one call: run the tool through the function middleware, or write why not."""
+    messages = await log.messages()
+    existing = next((r for m in messages for r in m.function_results if r.call_id == invocation.call_id), None)
+    if existing is not None:
+        # A retried activity whose first attempt already stored the result: do not run the tool twice.
+        return ToolOutcome(call_id=invocation.call_id, is_error=existing.is_error and invocation.action != "deny")
+    call = _find_call(messages, invocation.call_id)
+    terminated = False
+    if invocation.action == "deny":
+        reason = f": {invocation.reason}" if invocation.reason else ""
+        result = FunctionResultContent(call_id=call.call_id, error=f"The user denied the call to '{call.name}'{reason}")
+    elif invocation.action == "unknown":
+        result = FunctionResultContent(call_id=call.call_id, error=f"Requested function '{call.name}' not found.")
+    else:
+        result, terminated = await _run_tool(agent, messages, call, run_id, session_id)
+    await log.append(Message.tool_result(result, message_id=result_message_id(run_id, call.call_id)))
+    is_error = result.is_error and invocation.action != "deny"
+    return ToolOutcome(call_id=call.call_id, is_error=is_error, terminated=terminated)
+
+
+def _find_call(messages: Sequence[Message], call_id: str) -> FunctionCallContent:
+    for message in reversed(messages):
+        for call in message.function_calls:
+            if call.call_id == call_id:
+                return call
+    raise StepError(f"no function call {call_id!r} in the conversation")
+
+
+def _approved_arguments(messages: Sequence[Message], call: FunctionCallContent) -> dict | str:
+    """The arguments to run with: the approver's edited ones when the call was approved with edits."""
+    for message in reversed(messages):
+        for content in message.contents:
+            if (
+                isinstance(content, FunctionApprovalResponseContent)
+                and content.function_call.call_id == call.call_id
+                and content.approved
+            ):
+                return content.function_call.arguments
+    return call.arguments
+
+
+async def _run_tool(
+    agent: AgentDefinition,
+    messages: Sequence[Message],
+    call: FunctionCallContent,
+    run_id: str,
+    session_id: str | None,
+) -> tuple[FunctionResultContent, bool]:
+    tool = agent.tool(call.name)
+    if tool is None:
+        return FunctionResultContent(call_id=call.call_id, error=f"Requested function '{call.name}' not found."), False
+    try:
+        arguments = tool.validate_arguments(_approved_arguments(messages, call))
+    except ToolArgumentsError as error:
+        return FunctionResultContent(call_id=call.call_id, error=str(error)), False
+    tool_context = ToolContext(
+        idempotency_key=idempotency_key(run_id, call.call_id),
+        call_id=call.call_id,
+        tool_name=tool.name,
+        run_id=run_id,
+        session_id=session_id,
+        agent_name=agent.name,
+    )
+    context = FunctionInvocationContext(tool=tool, arguments=arguments, call_id=call.call_id, tool_context=tool_context)
+
+    async def invoke(ctx: FunctionInvocationContext) -> None:
+        ctx.result = await ctx.tool.invoke(ctx.arguments, ctx.tool_context)
+
+    try:
+        await MiddlewarePipeline(agent.function_middleware).execute(context, invoke)
+    except (ToolTimeoutError, ToolArgumentsError) as error:
+        return FunctionResultContent(call_id=call.call_id, error=str(error)), False
+    except Exception as error:
+        logger.warning("tool %r failed: %s", tool.name, type(error).__name__, exc_info=True)
+        detail = f": {type(error).__name__}: {error}" if agent.include_detailed_errors else "."
+        return FunctionResultContent(call_id=call.call_id, error=f"Function '{tool.name}' failed{detail}"), False
+    return FunctionResultContent(call_id=call.call_id, result=_jsonable(context.result)), context.terminated
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # pydantic cannot serialise it: the model reads its text form instead
+        return str(value)
+
+
+# --------------------------------------------------------------------------------------------------- approvals
+
+
+async def record_approval_requests_step(
+    log: ConversationLog, run_id: str, command: RequestApproval
+) -> list[FunctionApprovalRequestContent]:
+    """Store one approval request per call (seed 002, option 5) and return them (what the run exposes)."""
+    messages = await log.messages()
+    requests = []
+    for ref in command.calls:
+        request = FunctionApprovalRequestContent(
+            id=approval_id(run_id, ref.call_id), function_call=_find_call(messages, ref.call_id)
+        )
+        await log.append(
+            Message(role="assistant", contents=[request], message_id=approval_request_message_id(run_id, ref.call_id))
+        )
+        requests.append(request)
+    return requests
+
+
+def decide_approval(
+    agent: AgentDefinition, request: FunctionApprovalRequestContent, response: FunctionApprovalResponseContent
+) -> ApprovalDecision:
+    """Check a response against its request; edited arguments are validated against the tool schema
+    (`ToolArgumentsError` tells the approver what is wrong). Pure: an HTTP handler can call it before storing."""
+    if response.id != request.id:
+        raise UnknownApprovalError(f"response {response.id!r} does not answer request {request.id!r}")
+    proposed, decided = request.function_call, response.function_call
+    if (decided.call_id, decided.name) != (proposed.call_id, proposed.name):
+        raise ValueError("an approval may edit the arguments of a call, not which call it is")
+    edited = False
+    if response.approved:
+        tool = agent.tool(proposed.name)
+        if tool is None:
+            raise UnknownApprovalError(f"agent {agent.name!r} has no tool {proposed.name!r}")
+        new_arguments = tool.validate_arguments(decided.arguments)
+        edited = new_arguments != tool.validate_arguments(proposed.arguments)
+    return ApprovalDecision(call_id=proposed.call_id, approved=response.approved, reason=response.reason, edited=edited)
+
+
+async def record_approval_response_step(
+    agent: AgentDefinition,
+    log: ConversationLog,
+    run_id: str,
+    response: FunctionApprovalResponseContent,
+    *,
+    decided_by: str | None = None,
+    decided_at: datetime | None = None,
+) -> ApprovalDecision:
+    """Validate and store a decision; returns what to send to the loop. Raises `UnknownApprovalError` (no such
+    request), `ApprovalAlreadyDecidedError` (answered differently before) or `ToolArgumentsError` (edited arguments
+    do not fit the schema) so callers can map them to 404/409/422. Who decided and when are kept on the stored
+    message (`author_name`, `created_at`) for the audit trail."""
+    messages = await log.messages()
+    requests = {c.id: c for m in messages for c in m.contents if isinstance(c, FunctionApprovalRequestContent)}
+    request = requests.get(response.id)
+    if request is None:
+        raise UnknownApprovalError(f"no approval request {response.id!r}")
+    call_id = request.function_call.call_id
+    previous = next(
+        (
+            c
+            for m in messages
+            for c in m.contents
+            if isinstance(c, FunctionApprovalResponseContent) and c.id == response.id
+        ),
+        None,
+    )
+    if previous is not None and previous != response:
+        raise ApprovalAlreadyDecidedError(f"approval request {response.id!r} was already decided")
+    decision = decide_approval(agent, request, response)
+    if previous is not None:
+        return decision  # the same decision delivered again: already stored, keep its audit fields
+    await log.append(
+        Message(
+            role="user",
+            contents=[response],
+            message_id=approval_response_message_id(run_id, call_id),
+            author_name=decided_by,
+            created_at=decided_at,
+        )
+    )
+    return decision
+
+
+# --------------------------------------------------------------------------------------------------- finishing
+
+
+async def close_unresolved_calls_step(log: ConversationLog, run_id: str, finish: Finish) -> list[str]:
+    """Give every call still without a result an error result saying the run ended, so the session's conversation
+    stays valid for the next run (a provider rejects calls without results). Returns the call ids closed."""
+    closed = []
+    for call in unanswered_function_calls(await log.messages()):
+        error = f"Not run: the run ended ({finish.status}: {finish.reason}) before this call was executed."
+        await log.append(
+            Message.tool_result(
+                FunctionResultContent(call_id=call.call_id, error=error),
+                message_id=result_message_id(run_id, call.call_id),
+            )
+        )
+        closed.append(call.call_id)
+    return closed
+
+
+__all__ = [
+    "OnUpdate",
+    "StepError",
+    "append_input_step",
+    "call_model_step",
+    "close_unresolved_calls_step",
+    "decide_approval",
+    "invoke_tool_step",
+    "record_approval_requests_step",
+    "record_approval_response_step",
+]
