@@ -18,7 +18,13 @@ import pytest
 
 from session_store import ManualClock, SessionStore, SqliteSessionStore, StoreSettings
 
-BACKENDS = [b for b in os.environ.get("STORE_BACKENDS", "sqlite").split(",") if b]
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The local Cosmos server's certificate is self-signed; the SDK skips verification for 127.0.0.1 only.
+    config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
+
+
+BACKENDS = [b for b in os.environ.get("STORE_BACKENDS", "sqlite,cosmos").split(",") if b]
 
 
 @dataclass
