@@ -251,7 +251,8 @@ class CosmosSessionStore:
         ensure_fits("run", record.run_id, record)
         for _ in range(MAX_ETAG_ROUNDS):
             existing = await self._db.read("runs", record.run_id, record.session_id)
-            if existing is not None:
+            if existing is not None:  # a retry: make sure the lookup item exists too (an earlier try may have died)
+                await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
                 return from_item(RunRecord, existing)
             session = await self._get_session(record.session_id)
             if session is None:
@@ -259,10 +260,11 @@ class CosmosSessionStore:
             claim = rules.claim_session(session, record, self._clock())
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
+            # Lookup first: a run item is never visible without the index that resolves its id.
+            await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
             created = await self._db.create("runs", to_item(claim.run, self._ttl))
             if created is None:  # a concurrent retry of this very run created it
                 continue
-            await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
             return from_item(RunRecord, created)
         raise ConflictError(f"session {record.session_id!r} kept changing; begin_run gave up")
 
