@@ -52,6 +52,10 @@ class LocalCosmos:
             if pipe is not None and not pipe.closed:
                 pipe.close()
 
+    def environment(self, database: str = "agents") -> dict[str, str]:
+        """The app settings that select this server (for a devhost or app process started by a test)."""
+        return {"COSMOS_ENDPOINT": self.endpoint, "COSMOS_KEY": self.key, "COSMOS_DATABASE": database}
+
     def _close_stdin(self) -> None:
         if self._process.stdin is not None:
             self._process.stdin.close()

@@ -90,6 +90,8 @@ async def ensure_containers(client: CosmosClient, settings: StoreSettings) -> di
                 ),
                 default_ttl=-1,
             )
+            if settings.session_ttl_seconds is not None:
+                await _require_ttl_enabled(proxies[spec.name], settings)
         return proxies
     except CosmosHttpResponseError as exc:
         hint = ""
@@ -105,6 +107,17 @@ async def ensure_containers(client: CosmosClient, settings: StoreSettings) -> di
     except AzureError as exc:
         endpoint = settings.cosmos_endpoint
         raise StoreUnavailableError(f"cannot reach Cosmos DB at {endpoint}: {_first_line(exc)}") from exc
+
+
+async def _require_ttl_enabled(container: Any, settings: StoreSettings) -> None:
+    """A container created elsewhere without TTL would silently ignore the retention setting: refuse to start."""
+    properties = await container.read()
+    if properties.get("defaultTtl") is None:
+        raise StoreUnavailableError(
+            f"SESSION_TTL_SECONDS is set but container {properties['id']!r} in database "
+            f"{settings.cosmos_database!r} has time-to-live switched off, so items would never expire: switch it "
+            "on with no default (Time to Live: On (no default), i.e. defaultTtl = -1)"
+        )
 
 
 def _first_line(exc: Exception) -> str:

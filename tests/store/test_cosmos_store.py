@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from azure.cosmos import CosmosClient
+from azure.cosmos import CosmosClient, PartitionKey
 from store_helpers import message, new_session, run
 
 from cosmos_local import EMULATOR_KEY
@@ -66,3 +66,14 @@ def test_an_unreachable_account_is_a_clear_store_error() -> None:
     settings = StoreSettings(COSMOS_ENDPOINT="https://127.0.0.1:9/", COSMOS_KEY=EMULATOR_KEY)  # port 9: nothing listens
     with pytest.raises(StoreUnavailableError, match=r"cannot reach Cosmos DB at https://127\.0\.0\.1:9/"):
         open_store(settings)
+
+
+def test_retention_needs_ttl_switched_on_in_existing_containers(settings: StoreSettings, cosmos_database: str) -> None:
+    client = CosmosClient(settings.cosmos_endpoint, credential=settings.cosmos_key.get_secret_value())
+    try:
+        database = client.create_database_if_not_exists(cosmos_database)
+        database.create_container("nottl-sessions", partition_key=PartitionKey(path="/sessionId"))
+    finally:
+        client.close()
+    with pytest.raises(StoreUnavailableError, match="time-to-live switched off"):
+        open_store(settings.model_copy(update={"cosmos_container_prefix": "nottl-"}))

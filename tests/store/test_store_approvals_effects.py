@@ -86,3 +86,20 @@ async def test_an_effect_is_recorded_once_per_key_even_under_concurrency(store: 
     await store.record_effect(session_id, "run-1:call-2", "webhook", {"url": "https://example.com"})
     assert [e.key for e in await store.list_effects(session_id, kind="email")] == ["run-1:call-1"]
     assert len(await store.list_effects(session_id)) == 2
+
+
+async def test_oversized_writes_of_every_kind_are_rejected_before_anything_changes(store: SessionStore) -> None:
+    from session_store import MAX_RECORD_BYTES, ItemTooLargeError
+
+    huge = {"blob": "x" * MAX_RECORD_BYTES}
+    session_id, started, stored = await _run_with_approvals(store, calls=1)
+    with pytest.raises(ItemTooLargeError):
+        await store.record_effect(session_id, "big", "email", huge)
+    with pytest.raises(ItemTooLargeError):
+        await store.finish_run(started.run_id, "completed", output=huge)
+    with pytest.raises(ItemTooLargeError):
+        await store.decide_approval(stored[0].approval_id, "approved", edited_arguments=huge)
+    assert await store.list_effects(session_id) == []
+    assert (await store.get_run(started.run_id)).status == "in_progress"
+    assert (await store.get_session(session_id)).active_run_id == started.run_id
+    assert (await store.get_approval(stored[0].approval_id)).status == "pending"

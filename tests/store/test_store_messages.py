@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from store_helpers import message, new_session
 
 from session_store import (
@@ -132,3 +134,22 @@ async def test_multibyte_characters_count_as_bytes(store: SessionStore) -> None:
     # 700k three-byte characters: 2.1 MB of UTF-8 although only 700k characters.
     with pytest.raises(ItemTooLargeError):
         await store.append_messages(session_id, [message(session_id, 0, "€" * 700_000)])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seqs=st.lists(st.integers(0, 5_000), unique=True, max_size=30), limit=st.integers(1, 12))
+async def test_any_write_order_and_page_size_reads_back_sorted_and_complete(
+    store: SessionStore, seqs: list[int], limit: int
+) -> None:
+    session_id = await new_session(store)
+    if seqs:
+        await store.append_messages(session_id, [message(session_id, s) for s in seqs])
+    read, token = [], None
+    while True:
+        page = await store.list_messages(session_id, limit=limit, continuation=token)
+        assert len(page.items) <= limit
+        read += [m.seq for m in page.items]
+        token = page.continuation
+        if token is None:
+            break
+    assert read == sorted(seqs)
