@@ -98,8 +98,11 @@ def decide(
         raise AlreadyDecidedError(approval)
     if status not in ("approved", "rejected", "expired"):
         raise ValueError(f"an approval is decided as approved, rejected or expired, not {status!r}")
-    return approval.model_copy(
-        update={
+    # Validated (not model_copy) because these values come from the caller: e.g. a naive ``decided_at`` must fail
+    # here rather than be stored and break every later read.
+    return ApprovalRecord.model_validate(
+        {
+            **approval.model_dump(),
             "status": status,
             "decided_by": decided_by,
             "reason": reason,

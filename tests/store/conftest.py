@@ -3,7 +3,7 @@
 Backends: ``sqlite`` (a file per test) and ``cosmos``: the local Cosmos server (``cosmos_local``, one process for the
 whole test session, one database per test module), or the real account named by ``COSMOS_ENDPOINT`` (and
 ``COSMOS_KEY``, else ``DefaultAzureCredential``) when that variable is set. ``STORE_BACKENDS=sqlite`` (or ``cosmos``)
-limits the run to one backend.
+limits the run to one backend; Cosmos cases carry the ``cosmos`` marker (``-m "not cosmos"`` skips them too).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def cosmos_database(request: pytest.FixtureRequest, cosmos_account: tuple[str, s
     drop_database(endpoint, key, name)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=[pytest.param(b, marks=[pytest.mark.cosmos] if b == "cosmos" else []) for b in BACKENDS])
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreHarness]:
     clock = ManualClock()
     opened: list[SessionStore] = []

@@ -20,6 +20,7 @@ from azure.cosmos.exceptions import CosmosHttpResponseError, CosmosResourceNotFo
 
 from cosmos_local import ROOT, advance_clock, server_info, start_local_cosmos
 
+pytestmark = pytest.mark.cosmos
 PINNED = "1.0.1"
 
 

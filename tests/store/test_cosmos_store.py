@@ -10,6 +10,8 @@ from cosmos_local import EMULATOR_KEY
 from session_store import StoreSettings, StoreUnavailableError, open_store
 from session_store.cosmos_store import CosmosSessionStore
 
+pytestmark = pytest.mark.cosmos
+
 
 @pytest.fixture
 def settings(cosmos_account: tuple[str, str | None, bool], cosmos_database: str) -> StoreSettings:

@@ -59,3 +59,12 @@ def test_continuation_tokens_are_bound_to_their_query() -> None:
     for scope, bad in (("scope-b", token), ("scope-a", token[:-3]), ("scope-a", "!!!")):
         with pytest.raises(InvalidContinuationError):
             decode(scope, bad)
+
+
+def test_a_decision_with_a_naive_timestamp_is_refused_not_stored() -> None:
+    from session_store import ApprovalRecord
+
+    pending = ApprovalRecord(approval_id="a", run_id="r", session_id="s", call_id="c", tool="t", created_at=NOW)
+    with pytest.raises(ValidationError):
+        rules.decide(pending, "approved", "alice", None, None, datetime(2026, 3, 1))
+    assert rules.decide(pending, "rejected", "alice", "no", None, NOW).status == "rejected"
