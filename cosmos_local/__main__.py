@@ -1,0 +1,3 @@
+from cosmos_local import main
+
+main()

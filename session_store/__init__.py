@@ -1,0 +1,62 @@
+"""Session store: sessions, messages, runs, approvals and tool effects behind one protocol.
+
+``open_store(settings)`` returns a Cosmos DB store when ``COSMOS_ENDPOINT`` is set, else the embedded SQLite store.
+See ``protocol.py`` for the contract and ``README.md`` for the data model.
+"""
+
+from .clock import Clock, ManualClock, system_clock
+from .errors import (
+    AlreadyDecidedError,
+    ConflictError,
+    InvalidContinuationError,
+    ItemTooLargeError,
+    NotFoundError,
+    SessionBusyError,
+    StoreError,
+    StoreUnavailableError,
+)
+from .factory import open_store
+from .limits import MAX_ITEM_BYTES, MAX_RECORD_BYTES
+from .protocol import SessionStore
+from .records import (
+    TERMINAL_RUN_STATUSES,
+    ApprovalRecord,
+    ApprovalStatus,
+    EffectRecord,
+    MessageRecord,
+    Page,
+    RunRecord,
+    RunStatus,
+    SessionRecord,
+)
+from .settings import StoreSettings
+from .sqlite_store import SqliteSessionStore
+
+__all__ = [
+    "MAX_ITEM_BYTES",
+    "MAX_RECORD_BYTES",
+    "TERMINAL_RUN_STATUSES",
+    "AlreadyDecidedError",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "Clock",
+    "ConflictError",
+    "EffectRecord",
+    "InvalidContinuationError",
+    "ItemTooLargeError",
+    "ManualClock",
+    "MessageRecord",
+    "NotFoundError",
+    "Page",
+    "RunRecord",
+    "RunStatus",
+    "SessionBusyError",
+    "SessionRecord",
+    "SessionStore",
+    "SqliteSessionStore",
+    "StoreError",
+    "StoreSettings",
+    "StoreUnavailableError",
+    "open_store",
+    "system_clock",
+]

@@ -1,0 +1,441 @@
+"""The production ``SessionStore`` on Azure Cosmos DB (NoSQL API, ``azure-cosmos`` aio client).
+
+Hot paths are point reads and single-partition queries (``c.sessionId = @s`` in the SQL *and* ``partition_key=``);
+a run or approval id resolves to its session through a point read of the ``lookup`` container. Writes use
+deterministic ids (upsert or create-if-absent), and the two races (one active run per session, one decision per
+approval) are settled by ETag conditions. Data model: ``cosmos_admin.py`` and ``README.md``.
+
+One client per process: the store owns a ``LoopPortal`` thread whose event loop owns the aio client; every public
+method runs there, so callers on any loop/thread can share the store (see ``portal.py``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from . import cursor, rules
+from .clock import Clock, system_clock
+from .cosmos_admin import ensure_containers, make_client
+from .cosmos_documents import from_item, lookup_id, lookup_item, to_item
+from .cosmos_io import CosmosContainers, bounded_gather, translate_errors
+from .errors import ConflictError, NotFoundError, StoreUnavailableError
+from .limits import ensure_fits
+from .portal import LoopPortal
+from .records import (
+    ApprovalRecord,
+    ApprovalStatus,
+    DecidedApprovalStatus,
+    EffectRecord,
+    JsonObject,
+    MessageRecord,
+    Page,
+    RunRecord,
+    SessionRecord,
+    stamp,
+)
+from .settings import StoreSettings
+
+T = TypeVar("T")
+# ETag retry bound for read-modify-write loops; each retry means another writer won a round, so this is generous.
+MAX_ETAG_ROUNDS = 50
+
+
+def _on_portal(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Coroutine[Any, Any, T]]:
+    """Run the method on the store's loop thread, with SDK errors translated to store errors."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: CosmosSessionStore, *args: Any, **kwargs: Any) -> T:
+        return await self._portal.call(translate_errors(fn(self, *args, **kwargs)))
+
+    return wrapper
+
+
+class CosmosSessionStore:
+    """``SessionStore`` on Cosmos DB. Build it with ``CosmosSessionStore.open(settings)`` (or ``open_store``)."""
+
+    def __init__(
+        self, settings: StoreSettings, clock: Clock, portal: LoopPortal, client: Any, credential: Any,
+        containers: CosmosContainers,
+    ) -> None:
+        self._settings = settings
+        self._ttl = settings.session_ttl_seconds
+        self._clock = clock
+        self._portal = portal
+        self._client = client
+        self._credential = credential
+        self._db = containers
+
+    @classmethod
+    def open(cls, settings: StoreSettings, *, clock: Clock = system_clock, timeout: float = 60.0) -> CosmosSessionStore:
+        """Connect, create the database/containers if missing, and return the store (blocking, start-up only)."""
+        portal = LoopPortal("session-store-cosmos")
+
+        async def setup() -> tuple[Any, Any, CosmosContainers]:
+            client, credential = make_client(settings)
+            try:
+                return client, credential, CosmosContainers(await ensure_containers(client, settings))
+            except BaseException:
+                await client.close()
+                if credential is not None:
+                    await credential.close()
+                raise
+
+        try:
+            client, credential, containers = portal.run_sync(setup(), timeout)
+        except concurrent.futures.TimeoutError as exc:
+            portal.close()
+            endpoint = settings.cosmos_endpoint
+            raise StoreUnavailableError(f"Cosmos DB at {endpoint} did not answer in {timeout}s") from exc
+        except BaseException:
+            portal.close()
+            raise
+        return cls(settings, clock, portal, client, credential, containers)
+
+    # -- sessions -------------------------------------------------------------------------------------------
+
+    async def _get_session(self, session_id: str) -> SessionRecord | None:
+        item = await self._db.read("sessions", session_id, session_id)
+        return None if item is None else from_item(SessionRecord, item)
+
+    async def _replace(self, name: str, record: Any, etag: str | None) -> dict[str, Any] | None:
+        return await self._db.replace(name, to_item(record, self._ttl), etag)
+
+    @_on_portal
+    async def create_session(
+        self, session_id: str, agent: str, metadata: JsonObject | None = None
+    ) -> SessionRecord:
+        now = self._clock()
+        record = SessionRecord(session_id=session_id, agent=agent, metadata=metadata or {}, created_at=now,
+                               updated_at=now)
+        ensure_fits("session", session_id, record)
+        created = await self._db.create("sessions", to_item(record, self._ttl))
+        if created is not None:
+            return from_item(SessionRecord, created)
+        existing = await self._get_session(session_id)
+        if existing is None:  # deleted between our create and read: the caller may simply retry
+            raise ConflictError(f"session {session_id!r} was deleted while being created")
+        return existing
+
+    @_on_portal
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        return await self._get_session(session_id)
+
+    @_on_portal
+    async def list_sessions(
+        self, *, agent: str | None = None, limit: int = 50, continuation: str | None = None
+    ) -> Page[SessionRecord]:
+        # Cross-partition by nature (listing is not a hot path); paged with the SDK's continuation token.
+        scope = f"sessions:{agent}"
+        token = cursor.decode(scope, continuation)["t"] if continuation else None
+        where = "WHERE c.agent = @agent " if agent is not None else ""
+        params = {"agent": agent} if agent is not None else {}
+        items, next_token = await self._db.query_page(
+            "sessions", f"SELECT * FROM c {where}ORDER BY c.createdEpoch DESC", page_size=limit,
+            continuation=token, **params,
+        )
+        wrapped = cursor.encode(scope, {"t": next_token}) if next_token else None
+        return Page(items=[from_item(SessionRecord, i) for i in items], continuation=wrapped)
+
+    @_on_portal
+    async def delete_session(self, session_id: str) -> bool:
+        # Children first and the session item last, so an interrupted delete is finished by calling it again.
+        existed = await self._get_session(session_id) is not None
+        for name in ("messages", "runs", "approvals", "effects"):
+            ids = await self._db.query(
+                name, "SELECT VALUE c.id FROM c WHERE c.sessionId = @s", session_id, s=session_id
+            )
+            if name in ("runs", "approvals"):
+                kind = name[:-1]
+                await bounded_gather(self._db.delete("lookup", lookup_id(kind, i), lookup_id(kind, i)) for i in ids)
+            await bounded_gather(self._db.delete(name, i, session_id) for i in ids)
+        await self._db.delete("sessions", session_id, session_id)
+        return existed
+
+    # -- messages -------------------------------------------------------------------------------------------
+
+    @_on_portal
+    async def append_messages(self, session_id: str, records: Sequence[MessageRecord]) -> list[MessageRecord]:
+        batch = list(records)
+        rules.check_batch(session_id, batch)
+        for record in batch:
+            ensure_fits("message", record.message_id, record)
+        now = self._clock()
+        stored = [r.model_copy(update={"created_at": stamp(r.created_at, now)}) for r in batch]
+        # Not one transaction (Cosmos batches cap at 100 items/2 MB), but each upsert is idempotent by id, so a
+        # retried activity completes a partially written batch without duplicating anything.
+        await bounded_gather(self._upsert_message(record) for record in stored)
+        return stored
+
+    async def _upsert_message(self, record: MessageRecord) -> None:
+        from azure.cosmos.exceptions import CosmosResourceExistsError
+
+        try:
+            await self._db.upsert("messages", to_item(record, self._ttl))
+        except CosmosResourceExistsError as exc:  # the unique key /seq: another message owns this seq
+            owners = await self._db.query(
+                "messages", "SELECT VALUE c.id FROM c WHERE c.sessionId = @s AND c.seq = @q", record.session_id,
+                s=record.session_id, q=record.seq,
+            )
+            raise rules.seq_conflict(record.session_id, record.seq, owners[0] if owners else "?",
+                                     record.message_id) from exc
+
+    @_on_portal
+    async def list_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        up_to_seq: int | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+        continuation: str | None = None,
+    ) -> Page[MessageRecord]:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        scope = cursor.message_scope(session_id, after_seq, up_to_seq, run_id)
+        start = cursor.decode(scope, continuation)["after"] if continuation else after_seq
+        sql = f"SELECT TOP {int(limit) + 1} * FROM c WHERE c.sessionId = @s"
+        params: dict[str, Any] = {"s": session_id}
+        for clause, name, value in ((" AND c.seq > @a", "a", start), (" AND c.seq <= @u", "u", up_to_seq),
+                                    (" AND c.run_id = @r", "r", run_id)):
+            if value is not None:
+                sql, params[name] = sql + clause, value
+        items = await self._db.query("messages", sql + " ORDER BY c.seq", session_id, **params)
+        token = None
+        if len(items) > limit:
+            items = items[:limit]
+            token = cursor.encode(scope, {"after": items[-1]["seq"]})
+        return Page(items=[from_item(MessageRecord, i) for i in items], continuation=token)
+
+    @_on_portal
+    async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int:
+        sql, params = "SELECT VALUE COUNT(1) FROM c WHERE c.sessionId = @s", {"s": session_id}
+        if run_id is not None:
+            sql, params["r"] = sql + " AND c.run_id = @r", run_id
+        result = await self._db.query("messages", sql, session_id, **params)
+        return int(result[0]) if result else 0
+
+    @_on_portal
+    async def last_seq(self, session_id: str) -> int | None:
+        sql = "SELECT TOP 1 VALUE c.seq FROM c WHERE c.sessionId = @s ORDER BY c.seq DESC"
+        result = await self._db.query("messages", sql, session_id, s=session_id)
+        return result[0] if result else None
+
+    # -- runs -----------------------------------------------------------------------------------------------
+
+    async def _session_of(self, kind: str, key: str) -> str | None:
+        item = await self._db.read("lookup", lookup_id(kind, key), lookup_id(kind, key))
+        return None if item is None else item["sessionId"]
+
+    async def _get_run(self, run_id: str) -> RunRecord | None:
+        session_id = await self._session_of("run", run_id)
+        if session_id is None:
+            return None
+        item = await self._db.read("runs", run_id, session_id)
+        return None if item is None else from_item(RunRecord, item)
+
+    async def _save_run(self, run: RunRecord, etag: str | None) -> RunRecord | None:
+        """Replace the run under ``etag`` and refresh its lookup item (keeping both on the same retention)."""
+        saved = await self._replace("runs", run, etag)
+        if saved is None:
+            return None
+        await self._db.upsert("lookup", lookup_item("run", run.run_id, run.session_id, self._ttl))
+        return from_item(RunRecord, saved)
+
+    @_on_portal
+    async def begin_run(self, record: RunRecord) -> RunRecord:
+        ensure_fits("run", record.run_id, record)
+        for _ in range(MAX_ETAG_ROUNDS):
+            existing = await self._db.read("runs", record.run_id, record.session_id)
+            if existing is not None:  # a retry: make sure the lookup item exists too (an earlier try may have died)
+                await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
+                return from_item(RunRecord, existing)
+            session = await self._get_session(record.session_id)
+            if session is None:
+                raise NotFoundError("session", record.session_id)
+            claim = rules.claim_session(session, record, self._clock())
+            if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
+                continue  # another writer changed the session first: decide again on the fresh version
+            # Lookup first: a run item is never visible without the index that resolves its id.
+            await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
+            created = await self._db.create("runs", to_item(claim.run, self._ttl))
+            if created is None:  # a concurrent retry of this very run created it
+                continue
+            return from_item(RunRecord, created)
+        raise ConflictError(f"session {record.session_id!r} kept changing; begin_run gave up")
+
+    @_on_portal
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return await self._get_run(run_id)
+
+    @_on_portal
+    async def update_run(self, run_id: str, *, if_match: str | None = None, **changes: Any) -> RunRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            if if_match is not None and run.etag != if_match:
+                raise ConflictError(f"run {run_id!r} changed since it was read (etag mismatch)")
+            updated = rules.apply_run_changes(run, changes, self._clock())
+            ensure_fits("run", run_id, updated)
+            saved = await self._save_run(updated, run.etag)
+            if saved is not None:
+                return saved
+        raise ConflictError(f"run {run_id!r} kept changing; update_run gave up")
+
+    @_on_portal
+    async def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        output: JsonObject | None = None,
+        error: JsonObject | None = None,
+        usage: JsonObject | None = None,
+    ) -> RunRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            finished = rules.finish(run, status, output, error, usage, self._clock())
+            if finished is not None:
+                ensure_fits("run", run_id, finished)
+                saved = await self._save_run(finished, run.etag)
+                if saved is None:
+                    continue
+                run = saved
+            await self._release_session(run)
+            return run
+        raise ConflictError(f"run {run_id!r} kept changing; finish_run gave up")
+
+    async def _release_session(self, run: RunRecord) -> None:
+        for _ in range(MAX_ETAG_ROUNDS):
+            session = await self._get_session(run.session_id)
+            released = None if session is None else rules.release_session(session, run.run_id, self._clock())
+            if released is None or await self._replace("sessions", released, session.etag) is not None:
+                return
+        raise ConflictError(f"session {run.session_id!r} kept changing; could not release run {run.run_id!r}")
+
+    @_on_portal
+    async def list_runs(self, session_id: str) -> list[RunRecord]:
+        sql = "SELECT * FROM c WHERE c.sessionId = @s ORDER BY c.ordinal"
+        return [from_item(RunRecord, i) for i in await self._db.query("runs", sql, session_id, s=session_id)]
+
+    # -- approvals ------------------------------------------------------------------------------------------
+
+    async def _get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        session_id = await self._session_of("approval", approval_id)
+        if session_id is None:
+            return None
+        item = await self._db.read("approvals", approval_id, session_id)
+        return None if item is None else from_item(ApprovalRecord, item)
+
+    async def _put_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+        fresh = record.model_copy(update={"created_at": stamp(record.created_at, self._clock())})
+        created = await self._db.create("approvals", to_item(fresh, self._ttl))
+        stored = created or await self._db.read("approvals", record.approval_id, record.session_id)
+        if stored is None:
+            raise ConflictError(f"approval {record.approval_id!r} was deleted while being created")
+        await self._db.upsert("lookup", lookup_item("approval", record.approval_id, record.session_id, self._ttl))
+        return from_item(ApprovalRecord, stored)
+
+    @_on_portal
+    async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]:
+        batch = list(records)
+        for record in batch:
+            ensure_fits("approval", record.approval_id, record)
+        return await bounded_gather(self._put_approval(record) for record in batch)
+
+    @_on_portal
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return await self._get_approval(approval_id)
+
+    @_on_portal
+    async def list_approvals(
+        self,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        status: ApprovalStatus | None = None,
+    ) -> list[ApprovalRecord]:
+        if run_id is None and session_id is None:
+            raise ValueError("list_approvals needs a run_id or a session_id")
+        if session_id is None:
+            session_id = await self._session_of("run", run_id)
+            if session_id is None:
+                return []
+        sql, params = "SELECT * FROM c WHERE c.sessionId = @s", {"s": session_id}
+        for clause, name, value in ((" AND c.run_id = @r", "r", run_id), (" AND c.status = @st", "st", status)):
+            if value is not None:
+                sql, params[name] = sql + clause, value
+        items = await self._db.query("approvals", sql, session_id, **params)
+        items.sort(key=lambda i: (i.get("createdEpoch", 0), i["id"]))  # two-key ORDER BY needs a composite index
+        return [from_item(ApprovalRecord, i) for i in items]
+
+    @_on_portal
+    async def decide_approval(
+        self,
+        approval_id: str,
+        status: DecidedApprovalStatus,
+        *,
+        decided_by: str | None = None,
+        reason: str | None = None,
+        edited_arguments: JsonObject | None = None,
+        decided_at: datetime | None = None,
+    ) -> ApprovalRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            approval = await self._get_approval(approval_id)
+            if approval is None:
+                raise NotFoundError("approval", approval_id)
+            decided = rules.decide(approval, status, decided_by, reason, edited_arguments, decided_at or self._clock())
+            ensure_fits("approval", approval_id, decided)
+            saved = await self._replace("approvals", decided, approval.etag)
+            if saved is not None:
+                await self._db.upsert("lookup", lookup_item("approval", approval_id, approval.session_id, self._ttl))
+                return from_item(ApprovalRecord, saved)
+        raise ConflictError(f"approval {approval_id!r} kept changing; decide_approval gave up")
+
+    # -- effects --------------------------------------------------------------------------------------------
+
+    @_on_portal
+    async def record_effect(
+        self, session_id: str, key: str, kind: str, payload: JsonObject
+    ) -> tuple[EffectRecord, bool]:
+        record = EffectRecord(session_id=session_id, key=key, kind=kind, payload=payload, created_at=self._clock())
+        ensure_fits("effect", key, record)
+        created = await self._db.create("effects", to_item(record, self._ttl))
+        if created is not None:
+            return from_item(EffectRecord, created), True
+        existing = await self._db.read("effects", key, session_id)
+        if existing is None:
+            raise ConflictError(f"effect {key!r} was deleted while being recorded")
+        return from_item(EffectRecord, existing), False
+
+    @_on_portal
+    async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]:
+        sql, params = "SELECT * FROM c WHERE c.sessionId = @s", {"s": session_id}
+        if kind is not None:
+            sql, params["k"] = sql + " AND c.kind = @k", kind
+        items = await self._db.query("effects", sql, session_id, **params)
+        items.sort(key=lambda i: (i.get("createdEpoch", 0), i["id"]))
+        return [from_item(EffectRecord, i) for i in items]
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the client (and credential) on its loop, then stop the loop thread. Idempotent."""
+        if self._client is None:
+            return
+        client, credential, self._client = self._client, self._credential, None
+
+        async def shutdown() -> None:
+            await client.close()
+            if credential is not None:
+                await credential.close()
+
+        await self._portal.call(shutdown())
+        self._portal.close()

@@ -1,0 +1,135 @@
+"""The ``SessionStore`` protocol: what the durable agent runs persist, whatever the backend.
+
+Capabilities (every method is async; records are the pydantic models of ``records.py``):
+
+Sessions
+    ``create_session`` is idempotent (an existing session is returned unchanged); ``get_session`` returns ``None``
+    when missing; ``list_sessions`` pages newest first, optionally for one agent; ``delete_session`` removes the
+    session and everything in it (messages, runs, approvals, effects) and says whether it existed.
+Messages
+    One item per message, ordered by the caller-assigned ``seq`` (unique per session). ``append_messages`` upserts by
+    ``message_id``: a retried activity writing the same ids never duplicates anything; a *different* id reusing a
+    ``seq`` raises ``ConflictError``. The whole batch is size-checked before anything is written
+    (``ItemTooLargeError``). ``list_messages`` pages by an opaque continuation token; ``count_messages`` and
+    ``last_seq`` help the run layer compute the next ``seq``.
+Runs
+    ``begin_run`` atomically makes the run the session's only active run and assigns ``ordinal = run_count + 1``;
+    another active run raises ``SessionBusyError``; repeating it with the same ``run_id`` returns the stored run.
+    ``get_run`` resolves a run from its id alone (no cross-partition query). ``update_run`` changes the mutable
+    fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal status (the first
+    finish wins) and releases the session if this run holds it.
+Approvals
+    ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
+    from the id alone; ``decide_approval`` is conditional: exactly one decision wins, the others get
+    ``AlreadyDecidedError`` carrying the stored record.
+Effects
+    ``record_effect`` is create-if-absent by idempotency key and says whether this call created it.
+Retention
+    With a TTL every item expires that many seconds after its last write and is invisible from then on.
+Errors
+    Missing items on reads are ``None``; typed errors live in ``errors.py``; no backend exception leaks out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from .records import (
+    ApprovalRecord,
+    ApprovalStatus,
+    DecidedApprovalStatus,
+    EffectRecord,
+    JsonObject,
+    MessageRecord,
+    Page,
+    RunRecord,
+    SessionRecord,
+)
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    # Sessions
+    async def create_session(
+        self, session_id: str, agent: str, metadata: JsonObject | None = None
+    ) -> SessionRecord: ...
+
+    async def get_session(self, session_id: str) -> SessionRecord | None: ...
+
+    async def list_sessions(
+        self, *, agent: str | None = None, limit: int = 50, continuation: str | None = None
+    ) -> Page[SessionRecord]: ...
+
+    async def delete_session(self, session_id: str) -> bool: ...
+
+    # Messages
+    async def append_messages(self, session_id: str, records: Sequence[MessageRecord]) -> list[MessageRecord]: ...
+
+    async def list_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        up_to_seq: int | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+        continuation: str | None = None,
+    ) -> Page[MessageRecord]: ...
+
+    async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int: ...
+
+    async def last_seq(self, session_id: str) -> int | None: ...
+
+    # Runs
+    async def begin_run(self, record: RunRecord) -> RunRecord: ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def update_run(self, run_id: str, *, if_match: str | None = None, **changes: Any) -> RunRecord: ...
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        output: JsonObject | None = None,
+        error: JsonObject | None = None,
+        usage: JsonObject | None = None,
+    ) -> RunRecord: ...
+
+    async def list_runs(self, session_id: str) -> list[RunRecord]: ...
+
+    # Approvals
+    async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]: ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def list_approvals(
+        self,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        status: ApprovalStatus | None = None,
+    ) -> list[ApprovalRecord]: ...
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        status: DecidedApprovalStatus,
+        *,
+        decided_by: str | None = None,
+        reason: str | None = None,
+        edited_arguments: JsonObject | None = None,
+        decided_at: datetime | None = None,
+    ) -> ApprovalRecord: ...
+
+    # Effects (idempotency ledger for tool side effects)
+    async def record_effect(
+        self, session_id: str, key: str, kind: str, payload: JsonObject
+    ) -> tuple[EffectRecord, bool]: ...
+
+    async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]: ...
+
+    async def close(self) -> None: ...

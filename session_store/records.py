@@ -1,0 +1,116 @@
+"""Pydantic records exchanged with a ``SessionStore``.
+
+Store-managed fields (``created_at``/``updated_at`` when left ``None``, ``etag``, a run's ``ordinal``) are filled in
+by the store; every record a store returns has them set. Message payloads, run outputs, tool arguments and effect
+payloads are opaque JSON objects: the store never interprets them, so it has no dependency on the agent runtime.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+# Ids become Cosmos item ids: 1-255 characters, none of the four characters Cosmos forbids in ids.
+StoreId = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^/\\?#]+$")]
+JsonObject = dict[str, Any]
+
+RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"]
+TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
+DecidedApprovalStatus = Literal["approved", "rejected", "expired"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SessionRecord(_Record):
+    session_id: StoreId
+    agent: str
+    created_at: AwareDatetime | None = None
+    updated_at: AwareDatetime | None = None
+    metadata: JsonObject = Field(default_factory=dict)
+    active_run_id: StoreId | None = None
+    run_count: int = Field(default=0, ge=0)
+    etag: str | None = None
+
+
+class MessageRecord(_Record):
+    session_id: StoreId
+    message_id: StoreId
+    seq: int = Field(ge=0, description="caller-assigned, unique per session; defines the order")
+    run_id: StoreId | None = None
+    role: str
+    payload: JsonObject
+    created_at: AwareDatetime | None = None
+
+
+class RunRecord(_Record):
+    run_id: StoreId
+    session_id: StoreId
+    agent: str
+    status: RunStatus = "queued"
+    ordinal: int = Field(default=0, ge=0, description="1-based position among the session's runs; set by begin_run")
+    instance_id: str | None = None
+    created_at: AwareDatetime | None = None
+    updated_at: AwareDatetime | None = None
+    input_seq: int | None = None
+    output: JsonObject | None = None
+    error: JsonObject | None = None
+    usage: JsonObject = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
+    etag: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+# Fields ``update_run`` may change; identity, ordering and store-managed fields are not among them.
+RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
+    {"status", "instance_id", "input_seq", "output", "error", "usage", "metadata"}
+)
+
+
+class ApprovalRecord(_Record):
+    approval_id: StoreId
+    run_id: StoreId
+    session_id: StoreId
+    call_id: str
+    tool: str
+    arguments: JsonObject = Field(default_factory=dict)
+    status: ApprovalStatus = "pending"
+    created_at: AwareDatetime | None = None
+    expires_at: AwareDatetime | None = None
+    decided_at: AwareDatetime | None = None
+    decided_by: str | None = None
+    reason: str | None = None
+    edited_arguments: JsonObject | None = None
+    etag: str | None = None
+
+
+class EffectRecord(_Record):
+    """One entry of the side-effect ledger: ``key`` is the tool's idempotency key (unique per session)."""
+
+    session_id: StoreId
+    key: StoreId
+    kind: str
+    payload: JsonObject = Field(default_factory=dict)
+    created_at: AwareDatetime | None = None
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of results; pass ``continuation`` back to get the next page (``None`` means there is no more)."""
+
+    items: list[T]
+    continuation: str | None = None
+
+
+def stamp(created_at: datetime | None, now: datetime) -> datetime:
+    """The creation time to store: the caller's if given, else the store clock's."""
+    return created_at if created_at is not None else now

@@ -1,0 +1,129 @@
+"""The decisions both stores share, as pure functions over records (no I/O).
+
+Each store reads the current records, asks these functions what the new records are (or which error applies), and
+writes them back under an ETag/transaction condition. Keeping the rules here is what makes the SQLite and Cosmos
+stores behave the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import AlreadyDecidedError, ConflictError, SessionBusyError
+from .records import (
+    RUN_UPDATABLE_FIELDS,
+    TERMINAL_RUN_STATUSES,
+    ApprovalRecord,
+    DecidedApprovalStatus,
+    JsonObject,
+    RunRecord,
+    SessionRecord,
+)
+
+
+@dataclass(frozen=True)
+class RunClaim:
+    """What ``begin_run`` must write: the claimed session and, unless it already exists, the new run."""
+
+    session: SessionRecord | None  # None: the session already names this run (a retried begin_run)
+    run: RunRecord
+
+
+def claim_session(session: SessionRecord, run: RunRecord, now: datetime) -> RunClaim:
+    """Make ``run`` the session's active run, or raise ``SessionBusyError`` if another run holds it."""
+    if session.active_run_id == run.run_id:
+        # A retry after the claim was written but before the run was: the ordinal is already counted.
+        return RunClaim(session=None, run=_new_run(run, session.run_count, now))
+    if session.active_run_id is not None:
+        raise SessionBusyError(session.session_id, session.active_run_id)
+    ordinal = session.run_count + 1
+    claimed = session.model_copy(update={"active_run_id": run.run_id, "run_count": ordinal, "updated_at": now})
+    return RunClaim(session=claimed, run=_new_run(run, ordinal, now))
+
+
+def _new_run(run: RunRecord, ordinal: int, now: datetime) -> RunRecord:
+    return run.model_copy(
+        update={"ordinal": ordinal, "created_at": run.created_at or now, "updated_at": now, "etag": None}
+    )
+
+
+def release_session(session: SessionRecord, run_id: str, now: datetime) -> SessionRecord | None:
+    """The session without its active run, or ``None`` if ``run_id`` is not the active run (nothing to write)."""
+    if session.active_run_id != run_id:
+        return None
+    return session.model_copy(update={"active_run_id": None, "updated_at": now})
+
+
+def apply_run_changes(run: RunRecord, changes: dict[str, Any], now: datetime) -> RunRecord:
+    """A validated copy of ``run`` with ``changes``; unknown or immutable fields raise ``ValueError``."""
+    unknown = set(changes) - RUN_UPDATABLE_FIELDS
+    if unknown:
+        raise ValueError(f"update_run cannot change {sorted(unknown)}; allowed: {sorted(RUN_UPDATABLE_FIELDS)}")
+    data = run.model_dump()
+    data.update(changes, updated_at=now)
+    return RunRecord.model_validate(data)
+
+
+def finish(
+    run: RunRecord,
+    status: str,
+    output: JsonObject | None,
+    error: JsonObject | None,
+    usage: JsonObject | None,
+    now: datetime,
+) -> RunRecord | None:
+    """The finished run, or ``None`` if it already finished (the first finish wins; retries change nothing)."""
+    if status not in TERMINAL_RUN_STATUSES:
+        raise ValueError(f"finish_run needs a terminal status {sorted(TERMINAL_RUN_STATUSES)}, got {status!r}")
+    if run.finished:
+        return None
+    changes: dict[str, Any] = {"status": status, "output": output, "error": error}
+    if usage is not None:
+        changes["usage"] = usage
+    return apply_run_changes(run, changes, now)
+
+
+def decide(
+    approval: ApprovalRecord,
+    status: DecidedApprovalStatus,
+    decided_by: str | None,
+    reason: str | None,
+    edited_arguments: JsonObject | None,
+    decided_at: datetime,
+) -> ApprovalRecord:
+    """The decided approval, or ``AlreadyDecidedError`` if it is not pending any more."""
+    if approval.status != "pending":
+        raise AlreadyDecidedError(approval)
+    if status not in ("approved", "rejected", "expired"):
+        raise ValueError(f"an approval is decided as approved, rejected or expired, not {status!r}")
+    # Validated (not model_copy) because these values come from the caller: e.g. a naive ``decided_at`` must fail
+    # here rather than be stored and break every later read.
+    return ApprovalRecord.model_validate(
+        {
+            **approval.model_dump(),
+            "status": status,
+            "decided_by": decided_by,
+            "reason": reason,
+            "edited_arguments": edited_arguments,
+            "decided_at": decided_at,
+        }
+    )
+
+
+def seq_conflict(session_id: str, seq: int, existing_id: str, new_id: str) -> ConflictError:
+    return ConflictError(
+        f"session {session_id!r}: seq {seq} already belongs to message {existing_id!r}, cannot store {new_id!r}"
+    )
+
+
+def check_batch(session_id: str, records: list[Any]) -> None:
+    """A message batch must target its session and must not give one seq to two different messages."""
+    seen: dict[int, str] = {}
+    for record in records:
+        if record.session_id != session_id:
+            raise ValueError(f"message {record.message_id!r} belongs to {record.session_id!r}, not {session_id!r}")
+        other = seen.setdefault(record.seq, record.message_id)
+        if other != record.message_id:
+            raise seq_conflict(session_id, record.seq, other, record.message_id)

@@ -1,0 +1,33 @@
+"""Store settings, read from the environment (Functions app settings / local.settings.json ``Values``)."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class StoreSettings(BaseSettings):
+    """Which store to open and how.
+
+    ``COSMOS_ENDPOINT`` set -> Cosmos DB (``COSMOS_KEY``, or ``DefaultAzureCredential`` when no key is given);
+    otherwise the embedded SQLite store at ``SESSION_STORE_PATH``.
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    cosmos_endpoint: str | None = Field(default=None, validation_alias="COSMOS_ENDPOINT")
+    cosmos_key: SecretStr | None = Field(default=None, validation_alias="COSMOS_KEY")
+    cosmos_database: str = Field(default="agents", validation_alias="COSMOS_DATABASE")
+    cosmos_container_prefix: str = Field(
+        default="", validation_alias="COSMOS_CONTAINER_PREFIX", pattern=r"^[A-Za-z0-9_-]*$",
+        description="prepended to every container name, so several apps can share one database",
+    )
+    session_ttl_seconds: int | None = Field(
+        default=None, gt=0, validation_alias="SESSION_TTL_SECONDS",
+        description="retention: every item expires this long after its last write; unset keeps items forever",
+    )
+    session_store_path: str = Field(default="./.devhost/sessions.sqlite3", validation_alias="SESSION_STORE_PATH")
+
+    @property
+    def uses_cosmos(self) -> bool:
+        return bool(self.cosmos_endpoint)

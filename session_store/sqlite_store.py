@@ -1,0 +1,472 @@
+"""The embedded ``SessionStore`` on SQLite (the default when no Cosmos endpoint is configured).
+
+Threading: one dedicated worker thread owns the only connection and runs every operation, each in its own
+``BEGIN IMMEDIATE`` transaction. Callers on any thread or event loop await a ``concurrent.futures`` future, so the
+store is safe to share across the event loops the Functions worker (or devhost) uses, and operations are serialized,
+which is what makes ``begin_run`` and ``decide_approval`` atomic. Across processes SQLite's write lock does the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from . import cursor, rules
+from .clock import Clock, system_clock
+from .errors import ConflictError, NotFoundError, StoreUnavailableError
+from .limits import ensure_fits
+from .records import (
+    ApprovalRecord,
+    ApprovalStatus,
+    DecidedApprovalStatus,
+    EffectRecord,
+    JsonObject,
+    MessageRecord,
+    Page,
+    RunRecord,
+    SessionRecord,
+    stamp,
+)
+from .sqlite_schema import TABLES, connect
+
+T = TypeVar("T")
+LIVE = "(expires_at IS NULL OR expires_at > ?)"
+SWEEP_INTERVAL_SECONDS = 60.0
+
+
+def _etag() -> str:
+    return uuid.uuid4().hex
+
+
+class SqliteSessionStore:
+    """``SessionStore`` on one SQLite file (``:memory:`` allowed). See ``protocol.py`` for the contract."""
+
+    def __init__(self, path: str, *, ttl_seconds: int | None = None, clock: Clock = system_clock) -> None:
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-store-sqlite")
+        try:
+            self._conn = self._executor.submit(connect, path).result()
+        except sqlite3.Error as exc:
+            self._executor.shutdown(wait=False)
+            raise StoreUnavailableError(f"cannot open the SQLite session store at {path!r}: {exc}") from exc
+        self._last_sweep = float("-inf")
+        self._closed = False
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.wrap_future(self._executor.submit(fn, *args))
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailableError(f"SQLite session store is locked or unusable: {exc}") from exc
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _now(self) -> datetime:
+        return self._clock()
+
+    def _expiry(self, now: datetime) -> float | None:
+        return None if self._ttl is None else now.timestamp() + self._ttl
+
+    def _maybe_sweep(self, conn: sqlite3.Connection, now: datetime) -> None:
+        """Delete expired rows now and then (reads already ignore them; this only reclaims space)."""
+        if self._ttl is None or now.timestamp() - self._last_sweep < SWEEP_INTERVAL_SECONDS:
+            return
+        self._last_sweep = now.timestamp()
+        for table in TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE expires_at IS NOT NULL AND expires_at <= ?", (now.timestamp(),))
+
+    @staticmethod
+    def _one(conn: sqlite3.Connection, sql: str, *params: Any) -> str | None:
+        row = conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    # -- sessions -------------------------------------------------------------------------------------------
+
+    def _get_session(self, conn: sqlite3.Connection, session_id: str, now: datetime) -> SessionRecord | None:
+        doc = self._one(conn, f"SELECT doc FROM sessions WHERE session_id = ? AND {LIVE}", session_id, now.timestamp())
+        return None if doc is None else SessionRecord.model_validate_json(doc)
+
+    def _put_session(self, conn: sqlite3.Connection, session: SessionRecord, now: datetime) -> SessionRecord:
+        session = session.model_copy(update={"etag": _etag()})
+        conn.execute(
+            "INSERT OR REPLACE INTO sessions (session_id, agent, created_at, etag, expires_at, doc)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (session.session_id, session.agent, session.created_at.timestamp(), session.etag,
+             self._expiry(now), session.model_dump_json()),
+        )
+        return session
+
+    async def create_session(
+        self, session_id: str, agent: str, metadata: JsonObject | None = None
+    ) -> SessionRecord:
+        record = SessionRecord(session_id=session_id, agent=agent, metadata=metadata or {})
+        ensure_fits("session", session_id, record)
+
+        def op() -> SessionRecord:
+            now = self._now()
+            with self._tx() as conn:
+                self._maybe_sweep(conn, now)
+                existing = self._get_session(conn, session_id, now)
+                if existing is not None:
+                    return existing
+                return self._put_session(conn, record.model_copy(update={"created_at": now, "updated_at": now}), now)
+
+        return await self._run(op)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        return await self._run(lambda: self._get_session(self._conn, session_id, self._now()))
+
+    async def list_sessions(
+        self, *, agent: str | None = None, limit: int = 50, continuation: str | None = None
+    ) -> Page[SessionRecord]:
+        scope = f"sessions:{agent}"
+        position = cursor.decode(scope, continuation) if continuation else None
+
+        def op() -> Page[SessionRecord]:
+            sql, params = f"SELECT doc, created_at, session_id FROM sessions WHERE {LIVE}", [self._now().timestamp()]
+            if agent is not None:
+                sql, params = sql + " AND agent = ?", [*params, agent]
+            if position is not None:
+                sql += " AND (created_at < ? OR (created_at = ? AND session_id > ?))"
+                params += [position["c"], position["c"], position["i"]]
+            rows = self._conn.execute(sql + " ORDER BY created_at DESC, session_id LIMIT ?", [*params, limit + 1])
+            rows = rows.fetchall()
+            token = None
+            if len(rows) > limit:
+                rows = rows[:limit]
+                token = cursor.encode(scope, {"c": rows[-1][1], "i": rows[-1][2]})
+            return Page(items=[SessionRecord.model_validate_json(r[0]) for r in rows], continuation=token)
+
+        return await self._run(op)
+
+    async def delete_session(self, session_id: str) -> bool:
+        def op() -> bool:
+            now = self._now()
+            with self._tx() as conn:
+                existed = self._get_session(conn, session_id, now) is not None
+                for table in TABLES:
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+                return existed
+
+        return await self._run(op)
+
+    # -- messages -------------------------------------------------------------------------------------------
+
+    async def append_messages(self, session_id: str, records: Sequence[MessageRecord]) -> list[MessageRecord]:
+        batch = list(records)
+        rules.check_batch(session_id, batch)
+        for record in batch:
+            ensure_fits("message", record.message_id, record)
+
+        def op() -> list[MessageRecord]:
+            now = self._now()
+            stored = [r.model_copy(update={"created_at": stamp(r.created_at, now)}) for r in batch]
+            with self._tx() as conn:
+                self._maybe_sweep(conn, now)
+                for record in stored:
+                    self._check_seq_free(conn, record, now)
+                    conn.execute(
+                        "INSERT OR REPLACE INTO messages (session_id, message_id, seq, run_id, expires_at, doc)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (session_id, record.message_id, record.seq, record.run_id, self._expiry(now),
+                         record.model_dump_json()),
+                    )
+            return stored
+
+        return await self._run(op)
+
+    def _check_seq_free(self, conn: sqlite3.Connection, record: MessageRecord, now: datetime) -> None:
+        row = conn.execute(
+            "SELECT message_id, expires_at FROM messages WHERE session_id = ? AND seq = ?",
+            (record.session_id, record.seq),
+        ).fetchone()
+        if row is None or row[0] == record.message_id:
+            return
+        if row[1] is not None and row[1] <= now.timestamp():  # an expired message no longer owns its seq
+            conn.execute("DELETE FROM messages WHERE session_id = ? AND message_id = ?", (record.session_id, row[0]))
+            return
+        raise rules.seq_conflict(record.session_id, record.seq, row[0], record.message_id)
+
+    async def list_messages(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        up_to_seq: int | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+        continuation: str | None = None,
+    ) -> Page[MessageRecord]:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        scope = cursor.message_scope(session_id, after_seq, up_to_seq, run_id)
+        start = cursor.decode(scope, continuation)["after"] if continuation else after_seq
+
+        def op() -> Page[MessageRecord]:
+            sql = f"SELECT doc, seq FROM messages WHERE session_id = ? AND {LIVE}"
+            params: list[Any] = [session_id, self._now().timestamp()]
+            for clause, value in ((" AND seq > ?", start), (" AND seq <= ?", up_to_seq), (" AND run_id = ?", run_id)):
+                if value is not None:
+                    sql, params = sql + clause, [*params, value]
+            rows = self._conn.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit + 1]).fetchall()
+            token = None
+            if len(rows) > limit:
+                rows = rows[:limit]
+                token = cursor.encode(scope, {"after": rows[-1][1]})
+            return Page(items=[MessageRecord.model_validate_json(r[0]) for r in rows], continuation=token)
+
+        return await self._run(op)
+
+    async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int:
+        def op() -> int:
+            sql = f"SELECT COUNT(*) FROM messages WHERE session_id = ? AND {LIVE}"
+            params: list[Any] = [session_id, self._now().timestamp()]
+            if run_id is not None:
+                sql, params = sql + " AND run_id = ?", [*params, run_id]
+            return int(self._conn.execute(sql, params).fetchone()[0])
+
+        return await self._run(op)
+
+    async def last_seq(self, session_id: str) -> int | None:
+        sql = f"SELECT MAX(seq) FROM messages WHERE session_id = ? AND {LIVE}"
+        return await self._run(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchone()[0])
+
+    # -- runs -----------------------------------------------------------------------------------------------
+
+    def _get_run(self, conn: sqlite3.Connection, run_id: str, now: datetime) -> RunRecord | None:
+        doc = self._one(conn, f"SELECT doc FROM runs WHERE run_id = ? AND {LIVE}", run_id, now.timestamp())
+        return None if doc is None else RunRecord.model_validate_json(doc)
+
+    def _put_run(self, conn: sqlite3.Connection, run: RunRecord, now: datetime) -> RunRecord:
+        run = run.model_copy(update={"etag": _etag()})
+        conn.execute(
+            "INSERT OR REPLACE INTO runs (run_id, session_id, ordinal, etag, expires_at, doc)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (run.run_id, run.session_id, run.ordinal, run.etag, self._expiry(now), run.model_dump_json()),
+        )
+        return run
+
+    async def begin_run(self, record: RunRecord) -> RunRecord:
+        ensure_fits("run", record.run_id, record)
+
+        def op() -> RunRecord:
+            now = self._now()
+            with self._tx() as conn:
+                existing = self._get_run(conn, record.run_id, now)
+                if existing is not None:
+                    return existing
+                session = self._get_session(conn, record.session_id, now)
+                if session is None:
+                    raise NotFoundError("session", record.session_id)
+                claim = rules.claim_session(session, record, now)
+                if claim.session is not None:
+                    self._put_session(conn, claim.session, now)
+                return self._put_run(conn, claim.run, now)
+
+        return await self._run(op)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return await self._run(lambda: self._get_run(self._conn, run_id, self._now()))
+
+    async def update_run(self, run_id: str, *, if_match: str | None = None, **changes: Any) -> RunRecord:
+        def op() -> RunRecord:
+            now = self._now()
+            with self._tx() as conn:
+                run = self._get_run(conn, run_id, now)
+                if run is None:
+                    raise NotFoundError("run", run_id)
+                if if_match is not None and run.etag != if_match:
+                    raise ConflictError(f"run {run_id!r} changed since it was read (etag mismatch)")
+                updated = rules.apply_run_changes(run, changes, now)
+                ensure_fits("run", run_id, updated)
+                return self._put_run(conn, updated, now)
+
+        return await self._run(op)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: str,
+        *,
+        output: JsonObject | None = None,
+        error: JsonObject | None = None,
+        usage: JsonObject | None = None,
+    ) -> RunRecord:
+        def op() -> RunRecord:
+            now = self._now()
+            with self._tx() as conn:
+                run = self._get_run(conn, run_id, now)
+                if run is None:
+                    raise NotFoundError("run", run_id)
+                finished = rules.finish(run, status, output, error, usage, now)
+                if finished is not None:
+                    ensure_fits("run", run_id, finished)
+                    run = self._put_run(conn, finished, now)
+                session = self._get_session(conn, run.session_id, now)
+                released = None if session is None else rules.release_session(session, run_id, now)
+                if released is not None:
+                    self._put_session(conn, released, now)
+                return run
+
+        return await self._run(op)
+
+    async def list_runs(self, session_id: str) -> list[RunRecord]:
+        sql = f"SELECT doc FROM runs WHERE session_id = ? AND {LIVE} ORDER BY ordinal"
+        rows = await self._run(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchall())
+        return [RunRecord.model_validate_json(r[0]) for r in rows]
+
+    # -- approvals ------------------------------------------------------------------------------------------
+
+    def _get_approval(self, conn: sqlite3.Connection, approval_id: str, now: datetime) -> ApprovalRecord | None:
+        doc = self._one(
+            conn, f"SELECT doc FROM approvals WHERE approval_id = ? AND {LIVE}", approval_id, now.timestamp()
+        )
+        return None if doc is None else ApprovalRecord.model_validate_json(doc)
+
+    def _put_approval(self, conn: sqlite3.Connection, approval: ApprovalRecord, now: datetime) -> ApprovalRecord:
+        approval = approval.model_copy(update={"etag": _etag()})
+        conn.execute(
+            "INSERT OR REPLACE INTO approvals (approval_id, run_id, session_id, status, created_at, etag, expires_at,"
+            " doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (approval.approval_id, approval.run_id, approval.session_id, approval.status,
+             approval.created_at.timestamp(), approval.etag, self._expiry(now), approval.model_dump_json()),
+        )
+        return approval
+
+    async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]:
+        batch = list(records)
+        for record in batch:
+            ensure_fits("approval", record.approval_id, record)
+
+        def op() -> list[ApprovalRecord]:
+            now = self._now()
+            stored: list[ApprovalRecord] = []
+            with self._tx() as conn:
+                for record in batch:
+                    existing = self._get_approval(conn, record.approval_id, now)
+                    if existing is None:
+                        fresh = record.model_copy(update={"created_at": stamp(record.created_at, now)})
+                        existing = self._put_approval(conn, fresh, now)
+                    stored.append(existing)
+            return stored
+
+        return await self._run(op)
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return await self._run(lambda: self._get_approval(self._conn, approval_id, self._now()))
+
+    async def list_approvals(
+        self,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        status: ApprovalStatus | None = None,
+    ) -> list[ApprovalRecord]:
+        if run_id is None and session_id is None:
+            raise ValueError("list_approvals needs a run_id or a session_id")
+
+        def op() -> list[ApprovalRecord]:
+            sql, params = f"SELECT doc FROM approvals WHERE {LIVE}", [self._now().timestamp()]
+            for column, value in (("run_id", run_id), ("session_id", session_id), ("status", status)):
+                if value is not None:
+                    sql, params = sql + f" AND {column} = ?", [*params, value]
+            rows = self._conn.execute(sql + " ORDER BY created_at, approval_id", params).fetchall()
+            return [ApprovalRecord.model_validate_json(r[0]) for r in rows]
+
+        return await self._run(op)
+
+    async def decide_approval(
+        self,
+        approval_id: str,
+        status: DecidedApprovalStatus,
+        *,
+        decided_by: str | None = None,
+        reason: str | None = None,
+        edited_arguments: JsonObject | None = None,
+        decided_at: datetime | None = None,
+    ) -> ApprovalRecord:
+        def op() -> ApprovalRecord:
+            now = self._now()
+            with self._tx() as conn:
+                approval = self._get_approval(conn, approval_id, now)
+                if approval is None:
+                    raise NotFoundError("approval", approval_id)
+                decided = rules.decide(approval, status, decided_by, reason, edited_arguments, decided_at or now)
+                ensure_fits("approval", approval_id, decided)
+                return self._put_approval(conn, decided, now)
+
+        return await self._run(op)
+
+    # -- effects --------------------------------------------------------------------------------------------
+
+    async def record_effect(
+        self, session_id: str, key: str, kind: str, payload: JsonObject
+    ) -> tuple[EffectRecord, bool]:
+        record = EffectRecord(session_id=session_id, key=key, kind=kind, payload=payload)
+        ensure_fits("effect", key, record)
+
+        def op() -> tuple[EffectRecord, bool]:
+            now = self._now()
+            with self._tx() as conn:
+                doc = self._one(
+                    conn, f"SELECT doc FROM effects WHERE session_id = ? AND key = ? AND {LIVE}",
+                    session_id, key, now.timestamp(),
+                )
+                if doc is not None:
+                    return EffectRecord.model_validate_json(doc), False
+                fresh = record.model_copy(update={"created_at": now})
+                conn.execute(
+                    "INSERT OR REPLACE INTO effects (session_id, key, kind, created_at, expires_at, doc)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, key, kind, now.timestamp(), self._expiry(now), fresh.model_dump_json()),
+                )
+                return fresh, True
+
+        return await self._run(op)
+
+    async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]:
+        def op() -> list[EffectRecord]:
+            sql = f"SELECT doc FROM effects WHERE session_id = ? AND {LIVE}"
+            params: list[Any] = [session_id, self._now().timestamp()]
+            if kind is not None:
+                sql, params = sql + " AND kind = ?", [*params, kind]
+            rows = self._conn.execute(sql + " ORDER BY created_at, key", params).fetchall()
+            return [EffectRecord.model_validate_json(r[0]) for r in rows]
+
+        return await self._run(op)
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    async def sweep_expired(self) -> None:
+        """Delete every expired row now (reads never return them either way)."""
+
+        def op() -> None:
+            self._last_sweep = float("-inf")
+            with self._tx() as conn:
+                self._maybe_sweep(conn, self._now())
+
+        await self._run(op)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._run(self._conn.close)
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,116 @@
+"""Contract: runs (one active run per session, ordinals, idempotent begin, updates, finish), every backend."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from store_helpers import new_id, new_session, run
+
+from session_store import ConflictError, NotFoundError, SessionBusyError, SessionStore
+
+
+async def test_begin_run_claims_the_session_and_numbers_runs(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    first = await store.begin_run(run(session_id))
+    assert first.ordinal == 1 and first.etag and first.created_at is not None
+    session = await store.get_session(session_id)
+    assert session.active_run_id == first.run_id and session.run_count == 1
+
+    await store.finish_run(first.run_id, "completed", output={"text": "done"}, usage={"total_tokens": 7})
+    second = await store.begin_run(run(session_id))
+    assert second.ordinal == 2
+    assert [r.run_id for r in await store.list_runs(session_id)] == [first.run_id, second.run_id]
+
+
+async def test_second_run_on_a_busy_session_is_refused_with_the_active_run(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    active = await store.begin_run(run(session_id))
+    with pytest.raises(SessionBusyError) as caught:
+        await store.begin_run(run(session_id))
+    assert caught.value.active_run_id == active.run_id
+    assert len(await store.list_runs(session_id)) == 1
+
+
+async def test_begin_run_again_with_the_same_id_returns_the_stored_run(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    record = run(session_id)
+    first = await store.begin_run(record)
+    again = await store.begin_run(record)
+    assert again == first
+    assert (await store.get_session(session_id)).run_count == 1
+
+
+async def test_exactly_one_of_twenty_concurrent_starts_wins(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    attempts = [run(session_id) for _ in range(20)]
+    results = await asyncio.gather(*(store.begin_run(r) for r in attempts), return_exceptions=True)
+    winners = [r for r in results if not isinstance(r, BaseException)]
+    losers = [r for r in results if isinstance(r, BaseException)]
+    assert len(winners) == 1, results
+    assert all(isinstance(e, SessionBusyError) and e.active_run_id == winners[0].run_id for e in losers)
+    session = await store.get_session(session_id)
+    assert session.active_run_id == winners[0].run_id and session.run_count == 1
+    assert [r.run_id for r in await store.list_runs(session_id)] == [winners[0].run_id]
+
+
+async def test_begin_run_on_a_missing_session_is_not_found(store: SessionStore) -> None:
+    with pytest.raises(NotFoundError):
+        await store.begin_run(run(new_id("missing")))
+
+
+async def test_get_run_resolves_from_the_run_id_alone(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id))
+    assert await store.get_run(started.run_id) == started
+    assert await store.get_run(new_id("run")) is None
+
+
+async def test_update_run_changes_mutable_fields_under_an_etag(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id))
+    updated = await store.update_run(started.run_id, status="requires_action", instance_id="inst-1", input_seq=3)
+    assert (updated.status, updated.instance_id, updated.input_seq) == ("requires_action", "inst-1", 3)
+    assert updated.etag != started.etag and updated.ordinal == started.ordinal
+    assert await store.get_run(started.run_id) == updated
+
+    with pytest.raises(ConflictError):
+        await store.update_run(started.run_id, if_match=started.etag, status="in_progress")
+    ok = await store.update_run(started.run_id, if_match=updated.etag, metadata={"k": "v"})
+    assert ok.metadata == {"k": "v"} and ok.status == "requires_action"
+
+    with pytest.raises(ValueError):
+        await store.update_run(started.run_id, session_id="elsewhere")
+    with pytest.raises(NotFoundError):
+        await store.update_run(new_id("run"), status="failed")
+
+
+async def test_concurrent_updates_are_all_applied_to_the_latest_version(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id))
+    await asyncio.gather(*(store.update_run(started.run_id, usage={"step": i}) for i in range(10)))
+    final = await store.get_run(started.run_id)
+    assert final.usage in [{"step": i} for i in range(10)]
+
+
+async def test_finish_run_releases_the_session_and_the_first_finish_wins(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id))
+    done = await store.finish_run(started.run_id, "cancelled", error={"code": "cancelled"})
+    assert done.status == "cancelled" and done.finished
+    assert (await store.get_session(session_id)).active_run_id is None
+
+    late = await store.finish_run(started.run_id, "completed", output={"text": "too late"})
+    assert late.status == "cancelled" and late.output is None
+
+    with pytest.raises(ValueError):
+        await store.finish_run(started.run_id, "in_progress")
+
+
+async def test_finishing_an_old_run_does_not_release_the_next_one(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    first = await store.begin_run(run(session_id))
+    await store.finish_run(first.run_id, "completed")
+    second = await store.begin_run(run(session_id))
+    await store.finish_run(first.run_id, "completed")  # a retried finish of the old run
+    assert (await store.get_session(session_id)).active_run_id == second.run_id
