@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from devhost.app_loader import FunctionIndex, load_app
 from devhost.engine.api import Clock, DurableEngine, EngineOptions
+from devhost.http.admin import AdminHandler
 from devhost.http.durable_api import DurableHttpApi
 from devhost.http.functions import HttpFunctions
 from devhost.http.host_config import HostConfig
@@ -76,7 +77,9 @@ class DevHost:
                 executor=executor,
                 rpc_origin=lambda: http.origin if http else "",
             )
-            http = HttpHost(functions, DurableHttpApi(engine, hub_name=config.hub_name), port=port)
+            http = HttpHost(
+                functions, DurableHttpApi(engine, hub_name=config.hub_name), admin=AdminHandler(engine), port=port
+            )
             await http.start()
         except BaseException:
             executor.shutdown(wait=False)

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from .admin import ADMIN_PREFIX, AdminHandler
 from .client_binding import RPC_PATH, WEBHOOK_PATH
 from .functions import HttpFunctions
 
@@ -35,9 +36,17 @@ def _relative(raw_path: str, base: str) -> str | None:
 class HttpHost:
     """Binds 127.0.0.1 only. `port=0` picks a free port (read `.port` after `start()`)."""
 
-    def __init__(self, functions: HttpFunctions, durable: DurableRequestHandler | None, *, port: int = 0) -> None:
+    def __init__(
+        self,
+        functions: HttpFunctions,
+        durable: DurableRequestHandler | None,
+        *,
+        admin: AdminHandler | None = None,
+        port: int = 0,
+    ) -> None:
         self.functions = functions
         self.durable = durable
+        self.admin = admin
         self.requested_port = port
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
@@ -71,6 +80,8 @@ class HttpHost:
             if request.method != "GET":
                 return web.Response(status=405)
             return web.json_response({"state": "Running"})
+        if self.admin is not None and raw_path.lower().startswith(ADMIN_PREFIX):
+            return await self.admin.handle(request, raw_path[len(ADMIN_PREFIX) :].strip("/").lower())
         for base in (RPC_PATH, WEBHOOK_PATH):
             relative = _relative(raw_path, base)
             if relative is not None:

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 import azure.functions as func
+from azure.functions import _abc
 
 from devhost.app_loader import FunctionInfo
 
@@ -82,7 +83,7 @@ class _OutParam(func.Out[Any]):
         return self._value
 
 
-class _TraceContext(func.TraceContext):
+class _TraceContext(_abc.TraceContext):
     def __init__(self) -> None:
         self._attributes: dict[str, str] = {}
 
@@ -99,7 +100,7 @@ class _TraceContext(func.TraceContext):
         return self._attributes
 
 
-class _RetryContext(func.RetryContext):
+class _RetryContext(_abc.RetryContext):
     @property
     def retry_count(self) -> int:
         return 0
@@ -109,7 +110,7 @@ class _RetryContext(func.RetryContext):
         return 0
 
     @property
-    def exception(self) -> func.RpcException | None:
+    def exception(self) -> _abc.RpcException | None:
         return None
 
 
@@ -142,11 +143,11 @@ class InvocationContext(func.Context):
         return self._function_directory
 
     @property
-    def trace_context(self) -> func.TraceContext:
+    def trace_context(self) -> _abc.TraceContext:
         return self._trace
 
     @property
-    def retry_context(self) -> func.RetryContext:
+    def retry_context(self) -> _abc.RetryContext:
         return self._retry
 
 
