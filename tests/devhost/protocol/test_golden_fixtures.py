@@ -3,6 +3,7 @@ answer through devhost's invocation layer, and devhost's C# replay of that answe
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -117,7 +118,7 @@ def _replay(history: list[dict[str, Any]], response: dict[str, Any]):
 @pytest.mark.parametrize("name", ["chaining", "approval"])
 def test_replay_schedules_what_the_next_episode_recorded(name: str) -> None:
     eps = episodes(name)
-    for current, following in zip(eps, eps[1:], strict=False):
+    for current, following in itertools.pairwise(eps):
         result = _replay(current["request"]["history"], current["response"])
         recorded = [e for e in following["request"]["history"][len(current["request"]["history"]):]
                     if e["EventType"] in (EventType.TaskScheduled, EventType.TimerCreated)]
@@ -139,7 +140,8 @@ def test_retry_history_is_explained_by_retry_interceptor_including_final_dummy_t
         while history[decisions_at - 1]["EventType"] in (EventType.TaskScheduled, EventType.TimerCreated):
             decisions_at -= 1
         result = _replay(history[:decisions_at], episode["response"])
-        got = [(a.event["EventType"], a.event_id, a.event.get("FireAt"), a.event.get("Name")) for a in result.new_actions]
+        got = [(a.event["EventType"], a.event_id, a.event.get("FireAt"), a.event.get("Name"))
+               for a in result.new_actions]
         assert got == [(e["EventType"], e["EventId"], e.get("FireAt"), e.get("Name"))
                        for e in history[decisions_at:completed_at]]
     final = _replay(history, episode["response"])
