@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from devhost.app_loader import load_app
-from devhost.engine.api import DurableEngine, EngineOptions, InstanceStatus, VirtualClock
+from devhost.engine.api import DurableEngine, EngineOptions, VirtualClock
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 START = datetime(2030, 1, 1, tzinfo=UTC)
@@ -35,19 +34,3 @@ async def open_engine() -> AsyncIterator[OpenEngine]:
     for engine in engines:
         if not engine.crashed:
             await engine.close()
-
-
-async def run(engine: DurableEngine, name: str, payload: object = None, *, instance_id: str | None = None,
-              skip_timers: bool = True) -> InstanceStatus:
-    """Start `name` with `payload` (sent as the Python client does: a JSON string literal of json.dumps) and run
-    until idle, skipping timers."""
-    input_json = None if payload is None else json.dumps(json.dumps(payload))
-    iid = await engine.start_new(name, instance_id, input_json)
-    await engine.run_until_idle(skip_timers=skip_timers)
-    status = await engine.get_status(iid)
-    assert status is not None
-    return status
-
-
-def output(status: InstanceStatus) -> object:
-    return status.to_json()["output"]
