@@ -22,7 +22,9 @@ def sdk_error(exc: Exception) -> func.HttpResponse:
     return as_json({"error": str(exc)}, status=599)
 
 
-def status_dict(status: df.DurableOrchestrationStatus) -> dict:
+def status_dict(status) -> dict:
+    if not status:  # a 404: the SDK builds an empty, falsy status (its to_json() cannot serialise it)
+        return {"truthy": False, "runtime_status": status.runtime_status}
     body = status.to_json()
     body["historyEvents"] = getattr(status, "historyEvents", None)
     body["truthy"] = bool(status)
