@@ -130,7 +130,7 @@ class Management:
         history = None
         if show_history:
             self.episodes.ensure_history(instance)
-            history = shape_history(instance.history or [], show_output=show_history_output)
+            history = shape_history(instance.history or [], show_output=show_history_output, show_input=show_input)
         return self._status_of(instance, show_input, history)
 
     def _status_of(self: EngineRuntime, instance: Instance, show_input: bool,
