@@ -9,7 +9,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from devhost.engine.models import RuntimeStatus
-from devhost.engine.state import Instance
+from devhost.engine.state import Instance, completion_id
 from devhost.engine.store import InboxMessage
 from devhost.invoke import invoke_orchestrator
 from devhost.protocol import events as ev
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("devhost.engine")
 
 WAKE_EVENT_TYPE = -100  # internal inbox message (rewind): triggers an episode, never written to history
-_CONTROL = {EventType.ExecutionSuspended, EventType.ExecutionResumed, EventType.ExecutionTerminated}
+_COMPLETIONS = {EventType.TaskCompleted, EventType.TaskFailed, EventType.TimerFired,
+                EventType.SubOrchestrationInstanceCompleted, EventType.SubOrchestrationInstanceFailed}
 _COMPLETION_STATUS = {"Completed": RuntimeStatus.Completed, "Failed": RuntimeStatus.Failed,
                       "ContinuedAsNew": RuntimeStatus.ContinuedAsNew, "Terminated": RuntimeStatus.Terminated}
 
@@ -53,6 +54,8 @@ class EpisodeProcessor:
     def run(self, instance_id: str) -> None:
         rt = self.rt
         messages = rt.inbox.take(instance_id)
+        if rt.options.faults.reorder_completions:
+            self._shuffle_completions(messages)
         instance = rt.instances.get(instance_id)
         try:
             with rt.commit("episode") as commit:
@@ -71,6 +74,14 @@ class EpisodeProcessor:
             if instance is not None:
                 instance.history = None  # reload from the store: memory may be ahead of the rolled-back commit
 
+    def _shuffle_completions(self, messages: list[InboxMessage]) -> None:
+        """Fault injection: deliver task/timer/sub-orchestration completions in random order (as Azure Storage may)."""
+        positions = [i for i, m in enumerate(messages) if m.event.get("EventType") in _COMPLETIONS]
+        shuffled = [messages[i] for i in positions]
+        self.rt.random.shuffle(shuffled)
+        for position, message in zip(positions, shuffled, strict=True):
+            messages[position] = message
+
     # ----- the episode -----
 
     def _episode(self, instance: Instance, messages: list[InboxMessage], commit: Commit) -> None:
@@ -82,6 +93,8 @@ class EpisodeProcessor:
         for message in messages:
             event_type = message.event.get("EventType")
             stale = message.execution_id is not None and message.execution_id != row.execution_id
+            # a redelivered completion (at-least-once) is dropped, as DTFx drops duplicates
+            stale = stale or completion_id(message.event) in instance.completed_ids
             if stale or RuntimeStatus(row.status).is_terminal:
                 consumed.append(message.id)  # for another execution, or the instance is over: dropped
             elif event_type == EventType.ExecutionSuspended:
@@ -104,6 +117,7 @@ class EpisodeProcessor:
                 delivered.append(message)
         commit.tx.delete_messages(consumed)
         self.rt.inbox.put_back(row.instance_id, held)
+        delivered = self._without_duplicates(instance, delivered)
         if not delivered:
             return
         now = self.rt.clock.now()
@@ -125,6 +139,18 @@ class EpisodeProcessor:
             row.status = RuntimeStatus.Running
         result = self._run_orchestrator(instance, new_events, now)
         self._commit_result(instance, new_events, result, commit)
+
+    @staticmethod
+    def _without_duplicates(instance: Instance, delivered: list[InboxMessage]) -> list[InboxMessage]:
+        kept = []
+        for message in delivered:
+            done_id = completion_id(message.event)
+            if done_id is not None:
+                if done_id in instance.completed_ids:
+                    continue
+                instance.completed_ids.add(done_id)
+            kept.append(message)
+        return kept
 
     def _run_orchestrator(self, instance: Instance, new_events: list[Event], now) -> ReplayResult:
         row = instance.row

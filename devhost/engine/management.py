@@ -208,7 +208,7 @@ class Management:
             instance.row.output = None
             commit.tx.put_instance(instance.row)
             commit.tx.replace_history(instance_id, texts)
-            instance.history, instance.history_texts = kept, texts
+            instance.set_history(texts)
             commit.send(instance_id, instance.row.execution_id, {"EventType": WAKE_EVENT_TYPE, "Reason": reason})
             commit.changed.add(instance_id)
 

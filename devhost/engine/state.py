@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.store import InboxMessage, InstanceRow
-from devhost.protocol.events import Event
+from devhost.protocol.events import Event, EventType
+
+_RESULT_EVENTS = {EventType.TaskCompleted, EventType.TaskFailed, EventType.SubOrchestrationInstanceCompleted,
+                  EventType.SubOrchestrationInstanceFailed}
 
 
 @dataclass
@@ -18,6 +21,8 @@ class Instance:
     # Current execution's history (dicts for the replay, texts for the trigger JSON); None until first needed.
     history: list[Event] | None = None
     history_texts: list[str] | None = None
+    # Sequence ids already completed in this execution's history (duplicate deliveries are dropped against it).
+    completed_ids: set[int] = field(default_factory=set)
 
     @property
     def status(self) -> RuntimeStatus:
@@ -26,6 +31,17 @@ class Instance:
     def set_history(self, texts: list[str]) -> None:
         self.history_texts = texts
         self.history = [json.loads(t) for t in texts]
+        self.completed_ids = {i for i in map(completion_id, self.history) if i is not None}
+
+
+def completion_id(event: Event) -> int | None:
+    """The sequence id a completion event resolves (None for other events)."""
+    kind = event.get("EventType")
+    if kind == EventType.TimerFired:
+        return event.get("TimerId")
+    if kind in _RESULT_EVENTS:
+        return event.get("TaskScheduledId")
+    return None
 
 
 @dataclass
