@@ -30,10 +30,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="SQLite state file, or :memory: (default: APP_DIR/.devhost/state.sqlite3)",
     )
     parser.add_argument(
-        "--virtual-clock",
-        action="store_true",
-        help="virtual time that jumps to the next durable timer whenever the host is idle",
+        "--clock",
+        choices=["real", "virtual", "auto-skip"],
+        default="real",
+        help="real time (default); virtual time moved only by POST /admin/devhost/advance; or virtual time that "
+        "jumps to the next durable timer whenever the host is idle",
     )
+    parser.add_argument("--virtual-clock", action="store_const", dest="clock", const="auto-skip",
+                        help="same as --clock auto-skip")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser.parse_args(argv)
 
@@ -62,7 +66,7 @@ async def serve(args: argparse.Namespace) -> int:
     state = args.state or default_state_path(app_dir)
     if state != ":memory:":
         Path(state).parent.mkdir(parents=True, exist_ok=True)
-    clock: Clock | None = VirtualClock(auto_skip=True) if args.virtual_clock else None
+    clock: Clock | None = None if args.clock == "real" else VirtualClock(auto_skip=args.clock == "auto-skip")
     try:
         host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock)
     except (AppLoadError, HostConfigError, RouteTemplateError) as exc:
@@ -73,7 +77,7 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     print(format_routes(host), flush=True)
-    print(f"devhost: serving {app_dir} on {host.base_url} (state: {state})", flush=True)
+    print(f"devhost: serving {app_dir} on {host.base_url} (state: {state}, clock: {args.clock})", flush=True)
     try:
         await stop.wait()
     finally:

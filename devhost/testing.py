@@ -234,6 +234,7 @@ class SubprocessHost:
     """`python -m devhost` in a child process on a free port with a persistent state file; stop by PID.
 
     `kill()` sends SIGKILL (no cleanup, like a crash); `start()` again reuses the same port and state file.
+    `clock`: "real" (default), "virtual" (moved by `advance`) or "auto-skip" (jumps to the next timer when idle).
     """
 
     def __init__(
@@ -243,7 +244,7 @@ class SubprocessHost:
         state_path: str | os.PathLike[str],
         port: int | None = None,
         env: Mapping[str, str] | None = None,
-        virtual_clock: bool = False,
+        clock: ClockMode = "real",
         log_path: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
@@ -251,7 +252,7 @@ class SubprocessHost:
         self.state_path = str(state_path)
         self.port = port or free_port()
         self.env = dict(env or {})
-        self.virtual_clock = virtual_clock
+        self.clock_mode = clock
         self.log_path = Path(log_path) if log_path else Path(self.state_path).with_suffix(".log")
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -272,9 +273,8 @@ class SubprocessHost:
         return self._client
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port),
-               "--state", self.state_path]
-        return [*cmd, "--virtual-clock"] if self.virtual_clock else cmd
+        return [sys.executable, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port),
+                "--state", self.state_path, "--clock", self.clock_mode]
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -366,5 +366,5 @@ class SubprocessHost:
         response.raise_for_status()
 
     def advance(self, seconds: float) -> None:
-        """Only with `virtual_clock=True`."""
+        """Only with `clock="virtual"` (or "auto-skip"): move time, then run until idle."""
         self.client.post("/admin/devhost/advance", params={"seconds": str(seconds)}).raise_for_status()
