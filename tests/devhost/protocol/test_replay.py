@@ -66,33 +66,33 @@ def test_when_all_waits_for_every_child_before_follow_up_work() -> None:
 
 def test_uncaught_failure_is_reported_only_after_all_children_finish() -> None:
     fan = when_all(activity("a"), activity("b"))
-    history = start() + [ev.task_scheduled(T0, 0, "a", '"x"'), ev.task_scheduled(T0, 1, "b", '"x"'),
-                         ev.task_failed(T0, 0, "boom", None)]
+    history = [*start(), ev.task_scheduled(T0, 0, "a", '"x"'),
+               ev.task_scheduled(T0, 1, "b", '"x"'), ev.task_failed(T0, 0, "boom", None)]
     assert replay(history, [fan], error="boom").completion is None
-    failed = replay(history + [ev.task_completed(T0, 1, "1")], [fan], error="boom").completion
+    failed = replay([*history, ev.task_completed(T0, 1, "1")], [fan], error="boom").completion
     assert failed is not None and failed.status == "Failed"
     assert failed.result_json == "Orchestrator function 'o' failed: boom"
 
 
 def test_uncancelled_timer_blocks_completion_cancelled_does_not() -> None:
     at = T0 + timedelta(minutes=5)
-    history = start() + [ev.timer_created(T0, 0, at), ev.event_raised(T0, "Approval", '"y"')]
+    history = [*start(), ev.timer_created(T0, 0, at), ev.event_raised(T0, "Approval", '"y"')]
     race = when_any(wait("Approval"), timer(at))
     assert replay(history, [race], done=True).completion is None
     cancelled = replay(history, [when_any(wait("Approval"), timer(at, canceled=True))], done=True).completion
     assert cancelled is not None and cancelled.status == "Completed" and cancelled.event_id == 1
-    fired = replay(history + [ev.timer_fired(T0, 0, "x")], [race], done=True).completion
+    fired = replay([*history, ev.timer_fired(T0, 0, "x")], [race], done=True).completion
     assert fired is not None and fired.status == "Completed"
 
 
 def test_external_events_are_case_insensitive_in_csharp() -> None:
-    history = start() + [ev.event_raised(T0, "APPROVAL", '"y"')]
+    history = [*start(), ev.event_raised(T0, "APPROVAL", '"y"')]
     result = replay(history, [wait("approval"), activity("next")])
     assert [a.name for a in result.new_actions] == ["next"]
 
 
 def test_non_determinism_is_detected_by_kind_and_name() -> None:
-    history = start() + [ev.task_scheduled(T0, 0, "a", '"x"')]
+    history = [*start(), ev.task_scheduled(T0, 0, "a", '"x"')]
     assert replay(history, [activity("A")]).completion is None  # names compare case-insensitively
     renamed = replay(history, [activity("b")]).completion
     assert renamed is not None and renamed.status == "Failed"
@@ -112,7 +112,7 @@ def test_retry_timers_back_off_and_end_with_a_timer_at_now() -> None:
     opts = RetryOptions(first_retry_ms=1000, max_attempts=3, backoff=2.0)
     retry = when_all(Action(ActionType.CallActivityWithRetry, function_name="f", input='"x"', retry=opts))
     t1, t2 = T0 + timedelta(seconds=1), T0 + timedelta(seconds=3)
-    history = start() + [ev.task_scheduled(T0, 0, "f", '"x"'), ev.task_failed(T0, 0, "e1", None)]
+    history = [*start(), ev.task_scheduled(T0, 0, "f", '"x"'), ev.task_failed(T0, 0, "e1", None)]
     assert [(a.kind, a.fire_at) for a in replay(history, [retry]).new_actions] == [("timer", t1)]
     history += [ev.timer_created(T0, 1, t1), ev.orchestrator_started(t1), ev.timer_fired(t1, 1, "x"),
                 ev.task_scheduled(t1, 2, "f", '"x"'), ev.task_failed(t1, 2, "e2", None)]
@@ -123,8 +123,8 @@ def test_retry_timers_back_off_and_end_with_a_timer_at_now() -> None:
 
 
 def test_v1_schema_awaits_each_inner_array_with_when_any() -> None:
-    history = start() + [ev.task_scheduled(T0, 0, "a", '"x"'), ev.task_scheduled(T0, 1, "b", '"x"'),
-                         ev.task_completed(T0, 1, "1")]
+    history = [*start(), ev.task_scheduled(T0, 0, "a", '"x"'),
+               ev.task_scheduled(T0, 1, "b", '"x"'), ev.task_completed(T0, 1, "1")]
     result = replay(history, [when_any(activity("a"), activity("b")), activity("c")], v1=True)
     assert [(a.name, a.event_id) for a in result.new_actions] == [("c", 2)]
 
@@ -155,5 +155,5 @@ def test_entity_call_completes_on_response_named_by_request_guid() -> None:
     import json
 
     guid = json.loads(sent.input or "{}")["id"]
-    history = start() + [sent.event, ev.orchestrator_started(T0), ev.event_raised(T0, guid, '{"result":"5"}')]
+    history = [*start(), sent.event, ev.orchestrator_started(T0), ev.event_raised(T0, guid, '{"result":"5"}')]
     assert [a.name for a in replay(history, [call, activity("after")]).new_actions] == ["after"]
