@@ -14,7 +14,6 @@ from devhost.app_loader import AppLoadError
 from devhost.engine.api import Clock, VirtualClock
 from devhost.host import DevHost, default_state_path
 from devhost.http.host_config import HostConfigError
-from devhost.http.routes import RouteTemplateError
 
 DEFAULT_PORT = 7071
 EXIT_LOAD_ERROR = 2
@@ -69,7 +68,7 @@ async def serve(args: argparse.Namespace) -> int:
     clock: Clock | None = None if args.clock == "real" else VirtualClock(auto_skip=args.clock == "auto-skip")
     try:
         host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock)
-    except (AppLoadError, HostConfigError, RouteTemplateError) as exc:
+    except (AppLoadError, HostConfigError) as exc:
         print(f"devhost: cannot load the app: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOAD_ERROR
     stop = asyncio.Event()

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from devhost.app_loader import FunctionIndex, load_app
+from devhost.app_loader import AppLoadError, FunctionIndex, FunctionInfo, load_app
 from devhost.engine.api import Clock, DurableEngine, EngineOptions
 from devhost.http.admin import AdminHandler
 from devhost.http.durable_api import DurableHttpApi
 from devhost.http.functions import HttpFunctions
 from devhost.http.host_config import HostConfig
+from devhost.http.routes import RouteTemplateError
 from devhost.http.server import HttpHost
 from devhost.http.trigger import HttpTriggerSpec
 
@@ -32,6 +33,13 @@ class RouteInfo(BaseModel):
     function_name: str
     methods: tuple[str, ...] | None
     url: str
+
+
+def _http_spec(info: FunctionInfo) -> HttpTriggerSpec:
+    try:
+        return HttpTriggerSpec.from_function_info(info)
+    except RouteTemplateError as exc:
+        raise AppLoadError(f"{info.script_file}: function '{info.name}': invalid route '{info.route}': {exc}") from exc
 
 
 def default_state_path(app_dir: str | Path) -> str:
@@ -70,7 +78,7 @@ class DevHost:
         http: HttpHost | None = None
         try:
             functions = HttpFunctions(
-                [HttpTriggerSpec.from_function_info(info) for info in index.http_functions()],
+                [_http_spec(info) for info in index.http_functions()],
                 route_prefix=config.route_prefix,
                 hub_name=config.hub_name,
                 function_directory=index.app_dir,
