@@ -1,0 +1,1 @@
+"""The devhost Durable runtime: SQLite store, scheduler, clocks, fault injection. Public surface: `engine.api`."""

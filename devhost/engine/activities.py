@@ -1,0 +1,54 @@
+"""Activity execution: async activities on the loop, sync ones on worker threads, bounded concurrency.
+
+A work item stays in the store until its result is committed (result message + work deletion in one transaction),
+so after a crash or restart it runs again: at-least-once, as in Azure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from devhost.invoke import ActivityOutcome, invoke_activity_async, invoke_activity_sync
+from devhost.protocol import events as ev
+from devhost.protocol.replay import unknown_function_message
+
+if TYPE_CHECKING:
+    from devhost.engine.runtime import EngineRuntime
+    from devhost.engine.store import WorkItem
+
+
+class ActivityRunner:
+    def __init__(self, rt: EngineRuntime) -> None:
+        self.rt = rt
+        self._slots: asyncio.Semaphore | None = None
+
+    def start(self, work: WorkItem) -> None:
+        self.rt.spawn(self._run(work), name=f"activity {work.name}#{work.task_id}")
+
+    async def _run(self, work: WorkItem) -> None:
+        rt = self.rt
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(rt.options.max_concurrent_activities)
+        async with self._slots:
+            function = rt.index.activity(work.name)
+            if function is None:
+                known = [f.name for f in rt.index.activities()]
+                text = unknown_function_message("activity", work.name, known)
+                outcome = ActivityOutcome(ok=False, reason=text, details=None)
+            elif function.is_async:
+                outcome = await invoke_activity_async(function, work.input)
+            else:
+                outcome = await rt.loop.run_in_executor(rt.executor, invoke_activity_sync, function, work.input)
+        if rt.closed:
+            return  # the engine stopped meanwhile: the work item stays stored and runs again after a restart
+        now = rt.clock.now()
+        if outcome.ok:
+            event = ev.task_completed(now, work.task_id, outcome.result_json)
+        else:
+            event = ev.task_failed(now, work.task_id, outcome.reason or "", outcome.details)
+        copies = 2 if rt.options.faults.duplicate_activity_results else 1
+        with rt.commit("activity") as commit:
+            for _ in range(copies):
+                commit.send(work.instance_id, work.execution_id, event)
+            commit.tx.delete_work(work.id)

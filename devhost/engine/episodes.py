@@ -1,0 +1,299 @@
+"""One orchestration episode: take the instance's messages, call the orchestrator, replay its actions the C# way,
+and commit history + decisions + outgoing messages in one transaction."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from devhost.engine.models import RuntimeStatus
+from devhost.engine.state import Instance, completion_id
+from devhost.engine.store import InboxMessage
+from devhost.invoke import invoke_orchestrator
+from devhost.protocol import events as ev
+from devhost.protocol.actions import OrchestratorOutput
+from devhost.protocol.events import Event, EventType
+from devhost.protocol.replay import (
+    Completion,
+    FunctionKind,
+    NewAction,
+    ReplayContext,
+    ReplayResult,
+    replay_episode,
+    unknown_function_message,
+)
+from devhost.protocol.timefmt import to_epoch
+from devhost.protocol.trigger import orchestration_trigger_json
+
+if TYPE_CHECKING:
+    from devhost.engine.runtime import Commit, EngineRuntime
+
+log = logging.getLogger("devhost.engine")
+
+WAKE_EVENT_TYPE = -100  # internal inbox message (rewind): triggers an episode, never written to history
+_COMPLETIONS = {EventType.TaskCompleted, EventType.TaskFailed, EventType.TimerFired,
+                EventType.SubOrchestrationInstanceCompleted, EventType.SubOrchestrationInstanceFailed}
+_COMPLETION_STATUS = {"Completed": RuntimeStatus.Completed, "Failed": RuntimeStatus.Failed,
+                      "ContinuedAsNew": RuntimeStatus.ContinuedAsNew, "Terminated": RuntimeStatus.Terminated}
+
+
+def dumps(event: Event) -> str:
+    return json.dumps(event, ensure_ascii=False)
+
+
+class EpisodeProcessor:
+    def __init__(self, rt: EngineRuntime) -> None:
+        self.rt = rt
+
+    def ensure_history(self, instance: Instance) -> None:
+        if instance.history is None:
+            instance.set_history(self.rt.store.load_history(instance.row.instance_id))
+
+    def run(self, instance_id: str) -> None:
+        rt = self.rt
+        messages = rt.inbox.take(instance_id)
+        if rt.options.faults.reorder_completions:
+            self._shuffle_completions(messages)
+        instance = rt.instances.get(instance_id)
+        try:
+            with rt.commit("episode") as commit:
+                if instance is None:
+                    commit.tx.delete_messages([m.id for m in messages])
+                    return
+                self.ensure_history(instance)
+                self._episode(instance, messages, commit)
+        except Exception as exc:
+            from devhost.engine.errors import SimulatedCrash
+
+            if isinstance(exc, SimulatedCrash):
+                raise
+            log.exception("episode of %s failed inside devhost; messages kept for a retry", instance_id)
+            rt.inbox.put_back(instance_id, messages)
+            if instance is not None:
+                instance.history = None  # reload from the store: memory may be ahead of the rolled-back commit
+
+    def _shuffle_completions(self, messages: list[InboxMessage]) -> None:
+        """Fault injection: deliver task/timer/sub-orchestration completions in random order (as Azure Storage may)."""
+        positions = [i for i, m in enumerate(messages) if m.event.get("EventType") in _COMPLETIONS]
+        shuffled = [messages[i] for i in positions]
+        self.rt.random.shuffle(shuffled)
+        for position, message in zip(positions, shuffled, strict=True):
+            messages[position] = message
+
+    # ----- the episode -----
+
+    def _episode(self, instance: Instance, messages: list[InboxMessage], commit: Commit) -> None:
+        row = instance.row
+        consumed: list[int] = []
+        delivered: list[InboxMessage] = []
+        held: list[InboxMessage] = []
+        suspended = row.status == RuntimeStatus.Suspended
+        for message in messages:
+            event_type = message.event.get("EventType")
+            stale = message.execution_id is not None and message.execution_id != row.execution_id
+            # a redelivered completion (at-least-once) is dropped, as DTFx drops duplicates
+            stale = stale or completion_id(message.event) in instance.completed_ids
+            if stale or RuntimeStatus(row.status).is_terminal:
+                consumed.append(message.id)  # for another execution, or the instance is over: dropped
+            elif event_type == EventType.ExecutionSuspended:
+                consumed.append(message.id)
+                if not suspended:
+                    suspended = True
+                    delivered.append(message)
+            elif event_type == EventType.ExecutionResumed:
+                consumed.append(message.id)
+                if suspended:
+                    suspended = False
+                    delivered.append(message)
+                    delivered.extend(held)
+                    consumed.extend(m.id for m in held)
+                    held = []
+            elif suspended and event_type != EventType.ExecutionTerminated:
+                held.append(message)  # held while suspended, replayed after the resume event
+            else:
+                consumed.append(message.id)
+                delivered.append(message)
+        commit.tx.delete_messages(consumed)
+        self.rt.inbox.put_back(row.instance_id, held)
+        delivered = self._without_duplicates(instance, delivered)
+        if not delivered:
+            return
+        now = self.rt.clock.now()
+        new_events = [ev.orchestrator_started(now)]
+        new_events += [m.event for m in delivered if m.event.get("EventType") != WAKE_EVENT_TYPE]
+        commit.changed.add(row.instance_id)
+        row.updated = to_epoch(now)
+        terminate = next((e for e in new_events if e["EventType"] == EventType.ExecutionTerminated), None)
+        if terminate is not None:
+            self._finish_terminated(instance, new_events, terminate, commit)
+            return
+        if any(e["EventType"] == EventType.ExecutionStarted for e in new_events):
+            row.status = RuntimeStatus.Running
+        if suspended:
+            row.status = RuntimeStatus.Suspended
+            self._append(instance, [*new_events, ev.orchestrator_completed(now)], commit)
+            return
+        if row.status == RuntimeStatus.Suspended:
+            row.status = RuntimeStatus.Running
+        result = self._run_orchestrator(instance, new_events, now)
+        self._commit_result(instance, new_events, result, commit)
+
+    @staticmethod
+    def _without_duplicates(instance: Instance, delivered: list[InboxMessage]) -> list[InboxMessage]:
+        kept = []
+        for message in delivered:
+            done_id = completion_id(message.event)
+            if done_id is not None:
+                if done_id in instance.completed_ids:
+                    continue
+                instance.completed_ids.add(done_id)
+            kept.append(message)
+        return kept
+
+    def _run_orchestrator(self, instance: Instance, new_events: list[Event], now) -> ReplayResult:
+        row = instance.row
+        history = (instance.history or []) + new_events
+        function = self.rt.index.orchestrator(row.name)
+        ctx = ReplayContext(
+            orchestrator_name=row.name,
+            instance_id=row.instance_id,
+            execution_id=row.execution_id,
+            now=now,
+            function_exists=self._function_exists,
+            known_functions=self._known_functions,
+        )
+        if function is None:
+            text = unknown_function_message("orchestrator", row.name, self._known_functions("orchestrator"))
+            return ReplayResult(completion=Completion("Failed", text, 0))
+        started = next(e for e in history if e["EventType"] == EventType.ExecutionStarted)
+        trigger = orchestration_trigger_json(
+            (instance.history_texts or []) + [dumps(e) for e in new_events],
+            input_json=started.get("Input"),
+            instance_id=row.instance_id,
+            is_replaying=bool(started.get("IsPlayed")),
+            parent_instance_id=(row.parent or {}).get("instance_id"),
+        )
+        output: OrchestratorOutput = invoke_orchestrator(function, trigger)
+        return replay_episode(ctx, history, output)
+
+    def _function_exists(self, kind: FunctionKind, name: str) -> bool:
+        index = self.rt.index
+        found = {"activity": index.activity, "orchestrator": index.orchestrator, "entity": index.entity}[kind](name)
+        return found is not None
+
+    def _known_functions(self, kind: FunctionKind) -> list[str]:
+        index = self.rt.index
+        if kind == "activity":
+            return [f.name for f in index.activities()]
+        if kind == "orchestrator":
+            return [f.name for f in index.orchestrators()]
+        return [f.entity_name or f.name for f in index.entities()]
+
+    # ----- committing -----
+
+    def _append(self, instance: Instance, new_events: list[Event], commit: Commit) -> None:
+        played = [ev.as_played(e) for e in new_events]
+        texts = [dumps(e) for e in played]
+        assert instance.history is not None and instance.history_texts is not None
+        commit.tx.append_history(instance.row.instance_id, len(instance.history), texts)
+        instance.history.extend(played)
+        instance.history_texts.extend(texts)
+        commit.tx.put_instance(instance.row)
+
+    def _commit_result(self, instance: Instance, new_events: list[Event], result: ReplayResult,
+                       commit: Commit) -> None:
+        row = instance.row
+        now = self.rt.clock.now()
+        if result.custom_status_json is not None:
+            row.custom_status = result.custom_status_json
+        appended = list(new_events) + [a.event for a in result.new_actions] + [ev.orchestrator_completed(now)]
+        for action in result.new_actions:
+            self._send_action(instance, action, commit)
+        completion = result.completion
+        if completion is None:
+            self._append(instance, appended, commit)
+            return
+        status = _COMPLETION_STATUS[completion.status]
+        if status == RuntimeStatus.ContinuedAsNew:
+            self._continue_as_new(instance, completion, commit)
+            return
+        appended.append(ev.execution_completed(now, completion.event_id, status.dtfx_code, completion.result_json))
+        row.status = status
+        row.output = completion.result_json
+        self._append(instance, appended, commit)
+        self._notify_parent(instance, status, completion.result_json, commit)
+
+    def _send_action(self, instance: Instance, action: NewAction, commit: Commit) -> None:
+        row = instance.row
+        if action.kind == "activity":
+            commit.schedule_activity(row.instance_id, row.execution_id, action.event_id, action.name or "",
+                                     action.input)
+        elif action.kind == "timer":
+            assert action.fire_at is not None
+            fired = ev.timer_fired(action.fire_at, action.event_id, action.event["FireAt"])
+            commit.send(row.instance_id, row.execution_id, fired, visible_at=to_epoch(action.fire_at))
+        elif action.kind == "suborchestration":
+            self._start_child(instance, action, commit)
+        elif action.kind == "send_event":
+            target = action.target_instance_id or ""
+            commit.send(target, None, ev.event_raised(self.rt.clock.now(), "op", action.input))
+            if target.startswith("@"):
+                self.rt.entity_processor.ensure_known(target)
+
+    def _start_child(self, parent: Instance, action: NewAction, commit: Commit) -> None:
+        child_id = action.target_instance_id or ""
+        existing = self.rt.instances.get(child_id)
+        now = self.rt.clock.now()
+        if existing is not None and not existing.status.is_terminal:
+            reason = f"An orchestration with instance ID '{child_id}' already exists and is {existing.status}."
+            failed = ev.sub_orchestration_failed(now, action.event_id, reason, None)
+            commit.send(parent.row.instance_id, parent.row.execution_id, failed)
+            return
+        parent_info = {
+            "instance_id": parent.row.instance_id,
+            "execution_id": parent.row.execution_id,
+            "task_id": action.event_id,
+            "name": parent.row.name,
+        }
+        self.rt.create_instance(commit, child_id, action.name or "", action.version, action.input, parent_info)
+
+    def _continue_as_new(self, instance: Instance, completion: Completion, commit: Commit) -> None:
+        row = instance.row
+        new_input = json.dumps(completion.result_json, ensure_ascii=False) if completion.result_json else None
+        row.status = RuntimeStatus.ContinuedAsNew
+        row.execution_id = uuid.uuid4().hex
+        row.input = new_input
+        row.output = None
+        commit.tx.reset_history(row.instance_id)
+        instance.set_history([])
+        commit.tx.put_instance(row)
+        started = ev.execution_started(
+            self.rt.clock.now(), instance_id=row.instance_id, execution_id=row.execution_id, name=row.name,
+            version=row.version, input_json=new_input, parent=self.rt.parent_instance_json(row.parent),
+        )
+        commit.send(row.instance_id, row.execution_id, started)
+
+    def _finish_terminated(self, instance: Instance, new_events: list[Event], terminate: Event,
+                           commit: Commit) -> None:
+        now = self.rt.clock.now()
+        reason = terminate.get("Input")
+        row = instance.row
+        row.status = RuntimeStatus.Terminated
+        row.output = reason
+        events = [*new_events, ev.orchestrator_completed(now),
+                  ev.execution_completed(now, -1, RuntimeStatus.Terminated.dtfx_code, reason)]
+        self._append(instance, events, commit)
+        self._notify_parent(instance, RuntimeStatus.Terminated, reason, commit)
+
+    def _notify_parent(self, instance: Instance, status: RuntimeStatus, result: str | None, commit: Commit) -> None:
+        parent = instance.row.parent
+        if not parent:
+            return
+        now = self.rt.clock.now()
+        if status == RuntimeStatus.Completed:
+            event = ev.sub_orchestration_completed(now, parent["task_id"], result)
+        else:
+            event = ev.sub_orchestration_failed(now, parent["task_id"], result or "", None)
+        commit.send(parent["instance_id"], parent["execution_id"], event)

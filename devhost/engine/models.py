@@ -1,0 +1,166 @@
+"""Pydantic models at the engine API boundary: statuses, queries, entity states, options, fault plans."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from devhost.protocol.timefmt import status_time
+
+
+class RuntimeStatus(StrEnum):
+    """`OrchestrationRuntimeStatus` names as the status payload spells them."""
+
+    Running = "Running"
+    Completed = "Completed"
+    ContinuedAsNew = "ContinuedAsNew"
+    Failed = "Failed"
+    Canceled = "Canceled"
+    Terminated = "Terminated"
+    Pending = "Pending"
+    Suspended = "Suspended"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (RuntimeStatus.Completed, RuntimeStatus.Failed, RuntimeStatus.Canceled, RuntimeStatus.Terminated)
+
+    @property
+    def dtfx_code(self) -> int:
+        """`OrchestrationStatus` enum value used in ExecutionCompleted events."""
+        return _DTFX_CODES[self]
+
+
+_DTFX_CODES = {
+    RuntimeStatus.Running: 0,
+    RuntimeStatus.Completed: 1,
+    RuntimeStatus.ContinuedAsNew: 2,
+    RuntimeStatus.Failed: 3,
+    RuntimeStatus.Canceled: 4,
+    RuntimeStatus.Terminated: 5,
+    RuntimeStatus.Pending: 6,
+    RuntimeStatus.Suspended: 7,
+}
+
+
+def parse_to_jtoken(text: str | None) -> Any:
+    """The extension's `ParseToJToken`: JSON if it parses, else the raw string; None stays None."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class InstanceStatus(BaseModel):
+    """One orchestration instance as `get_status` reports it. `*_json` fields are raw JSON text as stored."""
+
+    name: str
+    instance_id: str
+    execution_id: str
+    runtime_status: RuntimeStatus
+    input_json: str | None = None
+    output_json: str | None = None
+    custom_status_json: str | None = None
+    created_time: datetime
+    last_updated_time: datetime
+    parent_instance_id: str | None = None
+    # Shaped `historyEvents` (only when asked with show_history): Orchestrator* removed, TaskScheduled merged.
+    history_events: list[dict[str, Any]] | None = None
+    show_input: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """The extension's `StatusResponsePayload` as a dict (ready for `json.dumps`)."""
+        payload: dict[str, Any] = {
+            "name": self.name,
+            "instanceId": self.instance_id,
+            "runtimeStatus": self.runtime_status.value,
+            "input": parse_to_jtoken(self.input_json) if self.show_input else None,
+            "customStatus": parse_to_jtoken(self.custom_status_json),
+            "output": parse_to_jtoken(self.output_json),
+            "createdTime": status_time(self.created_time),
+            "lastUpdatedTime": status_time(self.last_updated_time),
+        }
+        if self.history_events is not None:
+            payload["historyEvents"] = self.history_events
+        return payload
+
+
+class InstanceQuery(BaseModel):
+    """Filters of `GET instances/` and `DELETE instances/` (all optional; `top` + continuation page the result)."""
+
+    created_time_from: datetime | None = None
+    created_time_to: datetime | None = None
+    runtime_status: list[RuntimeStatus] | None = None
+    instance_id_prefix: str | None = None
+    top: int | None = None
+    continuation_token: str | None = None
+    show_input: bool = True
+
+
+class EntityState(BaseModel):
+    """Committed state of one entity (`state_json` is the JSON text the SDK returned, verbatim)."""
+
+    name: str
+    key: str
+    exists: bool
+    state_json: str | None = None
+    last_operation_time: datetime | None = None
+
+    @property
+    def entity_id(self) -> str:
+        return f"@{self.name}@{self.key}"
+
+    def to_list_item(self, fetch_state: bool) -> dict[str, Any]:
+        """One element of `GET entities/` (`DurableEntityStatus`)."""
+        return {
+            "entityId": {"name": self.name, "key": self.key},
+            "lastOperationTime": status_time(self.last_operation_time) if self.last_operation_time else None,
+            "state": parse_to_jtoken(self.state_json) if fetch_state and self.exists else None,
+        }
+
+
+class EntityQuery(BaseModel):
+    name: str | None = None
+    fetch_state: bool = False
+    top: int | None = None
+    continuation_token: str | None = None
+    last_operation_time_from: datetime | None = None
+    last_operation_time_to: datetime | None = None
+
+
+class FaultPlan(BaseModel):
+    """Fault injection for tests (all off by default). Random choices use `seed`, so a failing run replays.
+
+    * `duplicate_activity_results`: every activity result is delivered twice (as a redelivered queue message would be).
+    * `reorder_completions`: messages delivered to one orchestration episode are shuffled.
+    * `batch_completions`: hold completions of an instance until this many are queued (or nothing else can run).
+    * `crash_at`: commit steps at which the engine "dies" (`SimulatedCrash`): `episode_before_commit`,
+      `episode_after_commit`, `activity_before_commit`, `entity_before_commit`. Each fires once (the Nth time
+      the step is reached, N from `crash_after`), then the engine must be reopened on the same state file.
+    """
+
+    duplicate_activity_results: bool = False
+    reorder_completions: bool = False
+    batch_completions: int = 1
+    crash_at: set[str] = Field(default_factory=set)
+    crash_after: int = 1
+    seed: int = 0
+
+
+class EngineOptions(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    max_concurrent_activities: int = 32
+    max_concurrent_entities: int = 16
+    entity_batch_size: int = 5000
+    task_hub: str = "TestHubName"
+    # `extensions.durableTask.maxConcurrent*`-like knob for threads running sync user code.
+    worker_threads: int = 32
+    faults: FaultPlan = Field(default_factory=FaultPlan)
+    # Back-off for entity batches that failed with an internal error (redelivered until they succeed).
+    entity_retry_seconds: float = 1.0

@@ -1,0 +1,320 @@
+"""The engine runtime: scheduler loop, commits (one SQLite transaction each, memory updated only after COMMIT),
+idle tracking and fault injection. Episodes, activities, entities and management operations live in their own
+modules and use the primitives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+from devhost.app_loader import FunctionIndex
+from devhost.engine.activities import ActivityRunner
+from devhost.engine.clock import Clock, VirtualClock
+from devhost.engine.entities import EntityProcessor
+from devhost.engine.episodes import EpisodeProcessor
+from devhost.engine.errors import EngineClosedError, SimulatedCrash
+from devhost.engine.management import Management
+from devhost.engine.models import EngineOptions, RuntimeStatus
+from devhost.engine.state import Inbox, Instance
+from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
+from devhost.protocol.timefmt import to_epoch
+
+log = logging.getLogger("devhost.engine")
+
+
+class Commit:
+    """The writes of one transaction plus the in-memory effects to apply once it is committed."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self.tx = tx
+        self.messages: list[InboxMessage] = []
+        self.work: list[WorkItem] = []
+        self.changed: set[str] = set()
+
+    def send(self, instance_id: str, execution_id: str | None, event: dict[str, Any],
+             visible_at: float | None = None) -> None:
+        message_id = self.tx.add_message(instance_id, execution_id, event, visible_at)
+        self.messages.append(InboxMessage(message_id, instance_id, execution_id, event, visible_at))
+
+    def schedule_activity(self, instance_id: str, execution_id: str, task_id: int, name: str,
+                          input_text: str | None) -> None:
+        work_id = self.tx.add_work(instance_id, execution_id, task_id, name, input_text)
+        self.work.append(WorkItem(work_id, instance_id, execution_id, task_id, name, input_text))
+
+
+class EngineRuntime(Management):
+    def __init__(self, index: FunctionIndex, state_path: str, clock: Clock, options: EngineOptions) -> None:
+        self.index = index
+        self.state_path = state_path
+        self.clock = clock
+        self.options = options
+        self.store = Store(state_path)
+        self.instances: dict[str, Instance] = {}
+        self.entities: dict[str, EntityRow] = {}
+        self.inbox = Inbox()
+        self.ready: dict[str, None] = {}
+        self.running: set[str] = set()
+        self.crashed = False
+        self.closed = False
+        self.random = random.Random(options.faults.seed)
+        self._crash_hits: dict[str, int] = {}
+        self.executor = ThreadPoolExecutor(max_workers=options.worker_threads, thread_name_prefix="devhost-worker")
+        self.episodes = EpisodeProcessor(self)
+        self.activities = ActivityRunner(self)
+        self.entity_processor = EntityProcessor(self)
+        self._status_waiters: dict[str, list[tuple[set[RuntimeStatus], asyncio.Future[None]]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._unsubscribe_clock: Any = None
+
+    # ----- lifecycle -----
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        loaded = self.store.load()
+        for row in loaded.instances:
+            self.instances[row.instance_id] = Instance(row)
+        for entity in loaded.entities:
+            self.entities[entity.entity_id] = entity
+        now = self.now_epoch()
+        for message in loaded.inbox:
+            if self.inbox.add(message, now):
+                self.ready[message.instance_id] = None
+        if isinstance(self.clock, VirtualClock):
+            self._unsubscribe_clock = self.clock.subscribe(self._wake_threadsafe)
+        self._loop_task = self.loop.create_task(self._run_loop(), name="devhost-scheduler")
+        for work in loaded.work:  # in flight when the previous process stopped: run again (at-least-once)
+            self.activities.start(work)
+
+    async def stop(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._wake()
+        await asyncio.gather(self._loop_task, return_exceptions=True)
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=5.0)
+        for task in pending:
+            task.cancel()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._unsubscribe_clock:
+            self._unsubscribe_clock()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.store.close()
+        self._idle.set()
+        for waiters in self._status_waiters.values():
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_exception(EngineClosedError("engine closed"))
+        self._status_waiters.clear()
+
+    def die(self, reason: BaseException) -> None:
+        """Fault injection killed the engine: stop everything without committing anything more."""
+        if self.crashed:
+            return
+        log.warning("devhost engine stopped by %r", reason)
+        self.crashed = True
+        self.closed = True
+        for task in self._tasks:
+            task.cancel()
+        self._wake()
+        self._shutdown()
+
+    def ensure_open(self) -> None:
+        if self.closed:
+            raise EngineClosedError("the engine is closed" + (" (simulated crash)" if self.crashed else ""))
+
+    # ----- time and wake-ups -----
+
+    def now_epoch(self) -> float:
+        return to_epoch(self.clock.now())
+
+    def _wake(self) -> None:
+        self._idle.clear()
+        self._wakeup.set()
+
+    def _wake_threadsafe(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._wake)
+
+    def mark_ready(self, instance_id: str) -> None:
+        self.ready[instance_id] = None
+        self._wake()
+
+    def spawn(self, coroutine: Any, name: str) -> None:
+        task = self.loop.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        self._idle.clear()
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and isinstance(task.exception(), SimulatedCrash):
+            self.die(task.exception())  # type: ignore[arg-type]
+        elif not task.cancelled() and task.exception() is not None:
+            log.error("devhost engine task failed", exc_info=task.exception())
+        self._wake()
+
+    # ----- commits -----
+
+    @contextmanager
+    def commit(self, step: str | None = None) -> Iterator[Commit]:
+        """One transaction. Fault injection may "kill the process" before or after COMMIT at named steps."""
+        self.ensure_open()
+        with self.store.transaction() as tx:
+            pending = Commit(tx)
+            yield pending
+            if step:
+                self._maybe_crash(f"{step}_before_commit")
+        if step:
+            self._maybe_crash(f"{step}_after_commit")
+        self._apply(pending)
+
+    def _maybe_crash(self, point: str) -> None:
+        faults = self.options.faults
+        if point not in faults.crash_at:
+            return
+        hits = self._crash_hits.get(point, 0) + 1
+        self._crash_hits[point] = hits
+        if hits == faults.crash_after:
+            raise SimulatedCrash(f"simulated crash at {point}")
+
+    def _apply(self, pending: Commit) -> None:
+        now = self.now_epoch()
+        for message in pending.messages:
+            if self.inbox.add(message, now):
+                self.ready[message.instance_id] = None
+        for work in pending.work:
+            self.activities.start(work)
+        for instance_id in pending.changed:
+            self._notify_status(instance_id)
+        self._wake()
+
+    # ----- status waiters -----
+
+    def _notify_status(self, instance_id: str) -> None:
+        waiters = self._status_waiters.get(instance_id)
+        instance = self.instances.get(instance_id)
+        if not waiters or instance is None:
+            return
+        remaining = []
+        for statuses, fut in waiters:
+            if instance.status in statuses:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                remaining.append((statuses, fut))
+        self._status_waiters[instance_id] = remaining
+
+    def add_status_waiter(self, instance_id: str, statuses: set[RuntimeStatus]) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self._status_waiters.setdefault(instance_id, []).append((statuses, fut))
+        self._notify_status(instance_id)
+        return fut
+
+    # ----- the scheduler loop -----
+
+    async def _run_loop(self) -> None:
+        try:
+            while not self.closed:
+                self._wakeup.clear()
+                for instance_id in self.inbox.release_due(self.now_epoch()):
+                    self.ready[instance_id] = None
+                dispatched = self._dispatch()
+                if dispatched:
+                    await asyncio.sleep(0)  # let HTTP handlers and activity tasks in between episodes
+                    continue
+                if self._is_idle():
+                    if self._auto_skip():
+                        continue
+                    self._idle.set()
+                await self._sleep_until_woken()
+        except SimulatedCrash as crash:
+            self.die(crash)
+
+    def _dispatch(self) -> bool:
+        dispatched = False
+        for instance_id in list(self.ready):
+            if instance_id in self.running:
+                continue
+            if self._held_for_batching(instance_id):
+                continue
+            del self.ready[instance_id]
+            if not self.inbox.count(instance_id):
+                continue
+            dispatched = True
+            if instance_id.startswith("@"):
+                self.entity_processor.start(instance_id)
+            else:
+                self.episodes.run(instance_id)  # synchronous: episodes of one instance can never overlap
+        return dispatched
+
+    def _held_for_batching(self, instance_id: str) -> bool:
+        """Fault injection: hold completions until `batch_completions` are queued or nothing else is running."""
+        batch = self.options.faults.batch_completions
+        if batch <= 1 or instance_id.startswith("@"):
+            return False
+        return self.inbox.count(instance_id) < batch and bool(self._tasks)
+
+    def _is_idle(self) -> bool:
+        return not self._tasks and not any(
+            i not in self.running and self.inbox.count(i) for i in self.ready
+        )
+
+    def _auto_skip(self) -> bool:
+        clock = self.clock
+        due = self.inbox.next_due()
+        if isinstance(clock, VirtualClock) and clock.auto_skip and due is not None:
+            self.skip_to(due)
+            return True
+        return False
+
+    def skip_to(self, due: float) -> None:
+        from devhost.protocol.timefmt import from_epoch
+
+        assert isinstance(self.clock, VirtualClock)
+        self.clock.advance_to(from_epoch(due))
+
+    async def _sleep_until_woken(self) -> None:
+        handle = None
+        due = self.inbox.next_due()
+        if due is not None and not self.clock.is_virtual:
+            handle = self.loop.call_later(max(due - self.now_epoch(), 0.0), self._wakeup.set)
+        try:
+            await self._wakeup.wait()
+        finally:
+            if handle is not None:
+                handle.cancel()
+
+    async def run_until_idle(self, timeout: float, skip_timers: bool) -> None:
+        deadline = self.loop.time() + timeout
+        while True:
+            self.ensure_open()
+            self._wake()
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"engine not idle after {timeout} s")
+            await asyncio.wait_for(self._idle.wait(), remaining)
+            self.ensure_open()
+            due = self.inbox.next_due()
+            if skip_timers and due is not None and isinstance(self.clock, VirtualClock):
+                self.skip_to(due)
+                continue
+            return
+
+    async def wait_for_status(self, instance_id: str, statuses: set[RuntimeStatus] | None,
+                              timeout: float) -> Any:
+        wanted = statuses or {s for s in RuntimeStatus if s.is_terminal}
+        fut = self.add_status_waiter(instance_id, wanted)
+        await asyncio.wait_for(fut, timeout)
+        return await self.get_status(instance_id, False, False, True)

@@ -1,0 +1,141 @@
+"""One running devhost: the indexed app, its Durable engine and the HTTP server, started and stopped together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from devhost.app_loader import AppLoadError, FunctionIndex, FunctionInfo, load_app
+from devhost.engine.api import Clock, DurableEngine, EngineOptions
+from devhost.http.admin import AdminHandler
+from devhost.http.durable_api import DurableHttpApi
+from devhost.http.functions import HttpFunctions
+from devhost.http.host_config import HostConfig
+from devhost.http.routes import RouteTemplateError
+from devhost.http.server import HttpHost
+from devhost.http.trigger import HttpTriggerSpec
+
+log = logging.getLogger("devhost")
+
+# PYTHON_THREADPOOL_THREAD_COUNT's default in the Python worker.
+HTTP_WORKER_THREADS = 32
+
+
+class RouteInfo(BaseModel):
+    """One served HTTP trigger, as printed at startup."""
+
+    model_config = ConfigDict(frozen=True)
+
+    function_name: str
+    methods: tuple[str, ...] | None
+    url: str
+
+
+def _http_spec(info: FunctionInfo) -> HttpTriggerSpec:
+    try:
+        return HttpTriggerSpec.from_function_info(info)
+    except RouteTemplateError as exc:
+        raise AppLoadError(f"{info.script_file}: function '{info.name}': invalid route '{info.route}': {exc}") from exc
+
+
+def default_state_path(app_dir: str | Path) -> str:
+    return str(Path(app_dir) / ".devhost" / "state.sqlite3")
+
+
+class DevHost:
+    """Use `await DevHost.start(...)` on the loop that will serve it; `await host.stop()` on the same loop."""
+
+    def __init__(self, index: FunctionIndex, config: HostConfig, engine: DurableEngine, http: HttpHost,
+                 executor: ThreadPoolExecutor) -> None:
+        self.index = index
+        self.config = config
+        self.engine = engine
+        self.http = http
+        self._executor = executor
+
+    @classmethod
+    async def start(
+        cls,
+        app: str | Path | FunctionIndex,
+        *,
+        port: int = 0,
+        state_path: str | None = ":memory:",
+        clock: Clock | None = None,
+        options: EngineOptions | None = None,
+    ) -> DevHost:
+        """Load (unless given an index), open the engine on `state_path`, bind 127.0.0.1:`port` (0 = free port)."""
+        index = app if isinstance(app, FunctionIndex) else load_app(app)
+        config = HostConfig.load(index.app_dir)
+        engine_options = options or EngineOptions(task_hub=config.hub_name)
+        engine = await DurableEngine.open(
+            index, state_path=state_path or default_state_path(index.app_dir), clock=clock, options=engine_options
+        )
+        executor = ThreadPoolExecutor(max_workers=HTTP_WORKER_THREADS, thread_name_prefix="devhost-http")
+        http: HttpHost | None = None
+        try:
+            functions = HttpFunctions(
+                [_http_spec(info) for info in index.http_functions()],
+                route_prefix=config.route_prefix,
+                hub_name=config.hub_name,
+                function_directory=index.app_dir,
+                executor=executor,
+                rpc_origin=lambda: http.origin if http else "",
+            )
+            http = HttpHost(
+                functions, DurableHttpApi(engine, hub_name=config.hub_name), admin=AdminHandler(engine), port=port
+            )
+            await http.start()
+        except BaseException:
+            executor.shutdown(wait=False)
+            await engine.close()
+            raise
+        return cls(index, config, engine, http, executor)
+
+    @property
+    def port(self) -> int:
+        assert self.http.port is not None
+        return self.http.port
+
+    @property
+    def base_url(self) -> str:
+        return self.http.origin
+
+    def routes(self) -> list[RouteInfo]:
+        functions = self.http.functions
+        return [
+            RouteInfo(function_name=s.function_name, methods=s.methods, url=self.base_url + functions.public_route(s))
+            for s in functions.specs
+        ]
+
+    async def stop(self) -> None:
+        """Stop serving, then close the engine (running user code finishes and is committed)."""
+        try:
+            await self.http.stop()
+        finally:
+            try:
+                await self.engine.close()
+            finally:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                await _close_sdk_session()
+
+
+async def _close_sdk_session() -> None:
+    """The SDK keeps one module-global aiohttp session bound to the loop that created it: close it with this loop,
+    so a later host on another loop (tests start many) gets a fresh one instead of a dead one."""
+    try:
+        from azure.durable_functions.models.utils import http_utils
+    except ImportError:  # pragma: no cover - the SDK is a dependency of every app devhost serves
+        return
+    session = getattr(http_utils, "_client_session", None)
+    if session is not None and not session.closed:
+        try:
+            await session.close()
+        except Exception:  # a session created on another loop; drop it anyway
+            log.debug("could not close the SDK's HTTP session", exc_info=True)
+    http_utils._client_session = None
+    # Its lock binds to the first loop that waits on it; give the next loop a fresh one.
+    http_utils._session_lock = asyncio.Lock()

@@ -1,0 +1,89 @@
+"""Serving the app's HTTP triggers under the route prefix."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from .client_binding import build_client_binding
+from .conversion import ResultEncodingError, build_http_request, build_web_response
+from .routes import RouteTable
+from .trigger import HttpTriggerSpec, invoke_http_function
+
+log = logging.getLogger("devhost.http")
+
+
+class HttpFunctions:
+    """Route table of HTTP triggers plus the invocation of the matched function."""
+
+    def __init__(
+        self,
+        specs: Iterable[HttpTriggerSpec],
+        *,
+        route_prefix: str,
+        hub_name: str,
+        function_directory: str,
+        executor: Executor | None,
+        rpc_origin: Callable[[], str],
+    ) -> None:
+        self.route_prefix = route_prefix.strip("/")
+        self.hub_name = hub_name
+        self.function_directory = function_directory
+        self.executor = executor
+        self._rpc_origin = rpc_origin
+        self.specs = list(specs)
+        self.table: RouteTable[HttpTriggerSpec] = RouteTable()
+        for spec in self.specs:
+            self.table.add(spec.template, spec.methods, spec)
+
+    def public_route(self, spec: HttpTriggerSpec) -> str:
+        prefix = f"/{self.route_prefix}" if self.route_prefix else ""
+        return f"{prefix}/{spec.route.strip('/')}"
+
+    def strip_prefix(self, raw_path: str) -> str | None:
+        """The path relative to the route prefix, or None when the path is outside it."""
+        if not self.route_prefix:
+            return raw_path
+        head = f"/{self.route_prefix}"
+        if raw_path.lower() == head.lower():
+            return "/"
+        if raw_path.lower().startswith(head.lower() + "/"):
+            return raw_path[len(head) :]
+        return None
+
+    async def handle(self, request: web.Request, relative_path: str) -> web.Response:
+        resolved = self.table.resolve(request.method, relative_path)
+        if resolved is None:
+            return web.Response(status=404)
+        spec, route_values = resolved
+        body = await request.read()
+        http_request = build_http_request(request, body, route_values)
+        binding_json = None
+        if spec.durable_client is not None:
+            origin = "{0.scheme}://{0.netloc}".format(urlsplit(str(request.url)))
+            binding_json = build_client_binding(
+                origin,
+                task_hub=spec.durable_client.task_hub or self.hub_name,
+                connection=spec.durable_client.connection,
+                rpc_origin=self._rpc_origin(),
+            ).to_json()
+        try:
+            result = await invoke_http_function(
+                spec,
+                http_request,
+                client_binding_json=binding_json,
+                executor=self.executor,
+                function_directory=self.function_directory,
+            )
+            return build_web_response(result)
+        except ResultEncodingError as exc:
+            log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc)
+            return web.Response(status=500)
+        except (Exception, SystemExit):
+            # User code failed: like the Functions host, answer 500 with no body and keep serving.
+            log.exception("Executed 'Functions.%s' (Failed)", spec.function_name)
+            return web.Response(status=500)

@@ -1,0 +1,325 @@
+"""Route templates of HTTP triggers, matched the way ASP.NET Core routing (used by the Functions host) matches them.
+
+Supported: literal segments (case-insensitive), `{name}`, optional `{name?}`, defaults `{name=value}`, catch-all
+`{*rest}` / `{**rest}`, complex segments such as `{file}.{ext}`, and inline constraints chained with `:`
+(`{id:int}`, `{n:range(1,9)}`, `{s:regex(^a+$)}`, ...). Pure code: no I/O, no aiohttp.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Generic, TypeVar
+from urllib.parse import unquote as _unquote
+
+__all__ = ["RouteTable", "RouteTemplate", "RouteTemplateError"]
+
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+class RouteTemplateError(ValueError):
+    """A route template that ASP.NET Core would reject."""
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _parse_int(text: str, bounds: tuple[int, int]) -> int | None:
+    if not re.fullmatch(r"[+-]?\d+", text.strip()):
+        return None
+    value = int(text)
+    return value if bounds[0] <= value <= bounds[1] else None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text)
+    except InvalidOperation:
+        return False
+    return text.strip().lower() not in {"nan", "infinity", "-infinity", "+infinity", "inf", "-inf", "+inf"}
+
+
+def _is_datetime(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_guid(text: str) -> bool:
+    try:
+        uuid.UUID(text.strip("{}()"))
+    except ValueError:
+        return False
+    return True
+
+
+def _int_args(args: Sequence[str], count: int, name: str) -> list[int]:
+    if len(args) != count:
+        raise RouteTemplateError(f"constraint '{name}' takes {count} argument(s)")
+    try:
+        return [int(a) for a in args]
+    except ValueError as exc:
+        raise RouteTemplateError(f"constraint '{name}' needs integer arguments") from exc
+
+
+Constraint = Callable[[str], bool]
+
+
+def _build_constraint(name: str, args: list[str]) -> Constraint:
+    """One inline constraint (names are case-insensitive, as in ASP.NET Core's DefaultInlineConstraintResolver)."""
+    key = name.lower()
+    simple: dict[str, Constraint] = {
+        "int": lambda v: _parse_int(v, INT32) is not None,
+        "long": lambda v: _parse_int(v, INT64) is not None,
+        "bool": lambda v: v.lower() in {"true", "false"},
+        "guid": _is_guid,
+        "datetime": _is_datetime,
+        "decimal": _is_number,
+        "double": _is_number,
+        "float": _is_number,
+        "alpha": lambda v: re.fullmatch(r"[a-zA-Z]+", v) is not None,
+        "required": lambda v: v != "",
+        "file": lambda v: "." in v.rsplit("/", 1)[-1].strip("."),
+        "nonfile": lambda v: "." not in v.rsplit("/", 1)[-1].strip("."),
+    }
+    if key in simple:
+        if args:
+            raise RouteTemplateError(f"constraint '{name}' takes no arguments")
+        return simple[key]
+    if key == "regex":
+        pattern = re.compile(",".join(args), re.IGNORECASE)
+        return lambda v: pattern.search(v) is not None
+    if key in {"minlength", "maxlength"}:
+        (limit,) = _int_args(args, 1, name)
+        return (lambda v: len(v) >= limit) if key == "minlength" else (lambda v: len(v) <= limit)
+    if key == "length":
+        bounds = _int_args(args, len(args) if len(args) in (1, 2) else 2, name)
+        low, high = (bounds[0], bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
+        return lambda v: low <= len(v) <= high
+    if key in {"min", "max", "range"}:
+        bounds = _int_args(args, 2 if key == "range" else 1, name)
+        low = bounds[0] if key in {"min", "range"} else INT64[0]
+        high = bounds[-1] if key in {"max", "range"} else INT64[1]
+
+        def in_range(v: str) -> bool:
+            number = _parse_int(v, INT64)
+            return number is not None and low <= number <= high
+
+        return in_range
+    raise RouteTemplateError(f"unknown route constraint '{name}'")
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    optional: bool = False
+    default: str | None = None
+    catch_all: bool = False
+    constraints: tuple[Constraint, ...] = ()
+    constraint_names: tuple[str, ...] = ()
+
+    def accepts(self, value: str) -> bool:
+        return all(check(value) for check in self.constraints)
+
+
+def _split_constraints(body: str) -> tuple[str, list[str]]:
+    """`id:int:range(1,5)` -> ("id", ["int", "range(1,5)"]); colons inside parentheses belong to the argument."""
+    parts: list[str] = []
+    depth, current = 0, ""
+    for char in body:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == ":" and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return parts[0], parts[1:]
+
+
+def _parse_param(body: str) -> _Param:
+    catch_all = body.startswith("*")
+    body = body.lstrip("*")
+    default: str | None = None
+    head, raw_constraints = _split_constraints(body)
+    if raw_constraints and "=" in raw_constraints[-1]:
+        raw_constraints[-1], default = raw_constraints[-1].split("=", 1)
+    elif "=" in head:
+        head, default = head.split("=", 1)
+    optional = False
+    if raw_constraints and raw_constraints[-1].endswith("?"):
+        raw_constraints[-1], optional = raw_constraints[-1][:-1], True
+    elif head.endswith("?"):
+        head, optional = head[:-1], True
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", head):
+        raise RouteTemplateError(f"invalid route parameter name '{head}'")
+    constraints: list[Constraint] = []
+    names: list[str] = []
+    for raw in raw_constraints:
+        match = re.fullmatch(r"([A-Za-z]+)(?:\((.*)\))?", raw, re.DOTALL)
+        if not match:
+            raise RouteTemplateError(f"invalid constraint '{raw}' on parameter '{head}'")
+        name, arg_text = match.group(1), match.group(2)
+        args = [] if arg_text is None else ([arg_text] if name.lower() == "regex" else arg_text.split(","))
+        constraints.append(_build_constraint(name, args))
+        names.append(raw)
+    return _Param(head, optional or catch_all, default, catch_all, tuple(constraints), tuple(names))
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One `/`-separated segment: literal text and parameters, compiled to an anchored regex."""
+
+    parts: tuple[str | _Param, ...]
+    pattern: re.Pattern[str] = field(compare=False)
+
+    @property
+    def params(self) -> list[_Param]:
+        return [p for p in self.parts if isinstance(p, _Param)]
+
+    @property
+    def is_literal(self) -> bool:
+        return not self.params
+
+    @property
+    def lone_param(self) -> _Param | None:
+        return self.parts[0] if len(self.parts) == 1 and isinstance(self.parts[0], _Param) else None
+
+    def precedence(self) -> int:
+        """ASP.NET Core RoutePrecedence: lower sorts first (literal, complex, constrained, plain, catch-all)."""
+        if self.is_literal:
+            return 1
+        lone = self.lone_param
+        if lone is None:
+            return 2
+        if lone.catch_all:
+            return 5
+        return 3 if lone.constraints else 4
+
+
+def _parse_segment(text: str) -> _Segment:
+    parts: list[str | _Param] = []
+    regex = ""
+    position = 0
+    for match in re.finditer(r"\{([^{}]*)\}", text):
+        literal = text[position : match.start()]
+        if literal:
+            parts.append(literal)
+            regex += re.escape(literal)
+        param = _parse_param(match.group(1))
+        if parts and isinstance(parts[-1], _Param):
+            raise RouteTemplateError(f"segment '{text}' has two parameters with no literal between them")
+        parts.append(param)
+        # Greedy groups reproduce ASP.NET's right-to-left matching of complex segments: {a}.{b} on x.y.z -> x.y, z.
+        regex += f"(?P<{param.name}>.+)"
+        position = match.end()
+    tail = text[position:]
+    if "{" in tail or "}" in tail:
+        raise RouteTemplateError(f"unbalanced braces in route segment '{text}'")
+    if tail:
+        parts.append(tail)
+        regex += re.escape(tail)
+    return _Segment(tuple(parts), re.compile(f"^{regex}$", re.IGNORECASE | re.DOTALL))
+
+
+class RouteTemplate:
+    """A parsed route template; `match(path)` returns route values (strings) or None."""
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+        text = template.strip().strip("/")
+        if text.startswith("~"):
+            text = text.lstrip("~").strip("/")
+        self.segments = [_parse_segment(s) for s in text.split("/")] if text else []
+        names = [p.name.lower() for s in self.segments for p in s.params]
+        if len(names) != len(set(names)):
+            raise RouteTemplateError(f"route '{template}' repeats a parameter name")
+        for index, segment in enumerate(self.segments):
+            for param in segment.params:
+                if param.catch_all and (index != len(self.segments) - 1 or segment.lone_param is None):
+                    raise RouteTemplateError(f"catch-all parameter '{param.name}' must be the whole last segment")
+                if param.optional and not param.catch_all and segment.lone_param is None:
+                    raise RouteTemplateError(f"optional parameter '{param.name}' must be alone in its segment")
+
+    def precedence_key(self) -> tuple[int, ...]:
+        return tuple(s.precedence() for s in self.segments)
+
+    def match(self, path: str, *, decode: bool = True) -> dict[str, str] | None:
+        """Route values of `path`, or None. `decode=False` when the caller already URL-decoded the whole path."""
+        unquote = _unquote if decode else _identity
+        raw_segments = path.strip("/").split("/") if path.strip("/") else []
+        values: dict[str, str] = {}
+        for index, segment in enumerate(self.segments):
+            lone = segment.lone_param
+            if lone is not None and lone.catch_all:
+                rest = "/".join(unquote(s) for s in raw_segments[index:])
+                return values if self._bind(lone, rest, values, allow_empty=True) else None
+            if index >= len(raw_segments):
+                return values if self._fill_missing(self.segments[index:], values) else None
+            text = unquote(raw_segments[index])
+            found = segment.pattern.match(text)
+            if found is None:
+                return None
+            for param in segment.params:
+                if not self._bind(param, found.group(param.name), values, allow_empty=False):
+                    return None
+        return values if len(raw_segments) == len(self.segments) else None
+
+    @staticmethod
+    def _bind(param: _Param, value: str, values: dict[str, str], *, allow_empty: bool) -> bool:
+        if value == "":
+            if not allow_empty:
+                return False
+            if param.default is not None:
+                values[param.name] = param.default
+            return True
+        if not param.accepts(value):
+            return False
+        values[param.name] = value
+        return True
+
+    @staticmethod
+    def _fill_missing(segments: Iterable[_Segment], values: dict[str, str]) -> bool:
+        """Trailing segments absent from the path must all be optional or defaulted lone parameters."""
+        for segment in segments:
+            lone = segment.lone_param
+            if lone is None or not (lone.optional or lone.default is not None):
+                return False
+            if lone.default is not None:
+                values[lone.name] = lone.default
+        return True
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class RouteTable(Generic[T]):
+    """Routes in ASP.NET precedence order; the first template (and method) that matches wins."""
+
+    entries: list[tuple[RouteTemplate, frozenset[str] | None, T]] = field(default_factory=list)
+
+    def add(self, template: RouteTemplate, methods: Iterable[str] | None, target: T) -> None:
+        allowed = frozenset(m.upper() for m in methods) if methods else None
+        self.entries.append((template, allowed, target))
+        self.entries.sort(key=lambda entry: entry[0].precedence_key())
+
+    def resolve(self, method: str, path: str, *, decode: bool = True) -> tuple[T, dict[str, str]] | None:
+        for template, allowed, target in self.entries:
+            if allowed is not None and method.upper() not in allowed:
+                continue
+            values = template.match(path, decode=decode)
+            if values is not None:
+                return target, values
+        return None

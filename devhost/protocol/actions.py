@@ -1,0 +1,149 @@
+"""Parse the SDK's `OrchestratorState` JSON (and the `$OutOfProcData$:` failure path) into typed actions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+OUT_OF_PROC_LABEL = "\n\n$OutOfProcData$:"
+
+
+class ActionType(IntEnum):
+    """`OutOfProcOrchestrationShim.AsyncActionType`."""
+
+    CallActivity = 0
+    CallActivityWithRetry = 1
+    CallSubOrchestrator = 2
+    CallSubOrchestratorWithRetry = 3
+    ContinueAsNew = 4
+    CreateTimer = 5
+    WaitForExternalEvent = 6
+    CallEntity = 7
+    CallHttp = 8
+    SignalEntity = 9
+    ScheduledSignalEntity = 10
+    WhenAny = 11
+    WhenAll = 12
+
+
+def compact_json(value: Any) -> str:
+    """Newtonsoft `Formatting.None`: no whitespace, non-ASCII kept as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class RetryOptions:
+    first_retry_ms: float
+    max_attempts: int
+    backoff: float = 1.0
+    max_retry_ms: float | None = None  # DF default: 6 days
+    retry_timeout_ms: float | None = None  # DF default: TimeSpan.MaxValue
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RetryOptions:
+        return cls(
+            first_retry_ms=float(data.get("firstRetryIntervalInMilliseconds") or 0),
+            max_attempts=int(data.get("maxNumberOfAttempts") or 1),
+            backoff=float(data.get("backoffCoefficient") or 1.0),
+            max_retry_ms=_opt_float(data.get("maxRetryIntervalInMilliseconds")),
+            retry_timeout_ms=_opt_float(data.get("retryTimeoutInMilliseconds")),
+        )
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value in (None, 0) else float(value)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of the list. `input` is the action's `input` string (the SDK's `df_dumps(x)`), verbatim."""
+
+    type: ActionType
+    function_name: str | None = None
+    input: str | None = None
+    instance_id: str | None = None
+    version: str | None = None
+    retry: RetryOptions | None = None
+    fire_at: str | None = None
+    is_canceled: bool = False
+    event_name: str | None = None
+    operation: str | None = None
+    http_request: dict[str, Any] | None = None
+    children: tuple[Action, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Action:
+        try:
+            kind = ActionType(int(data["actionType"]))
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"unknown action {data!r}") from exc
+        raw_input = data.get("input")
+        if raw_input is not None and not isinstance(raw_input, str):
+            raw_input = compact_json(raw_input)
+        retry = data.get("retryOptions")
+        return cls(
+            type=kind,
+            function_name=data.get("functionName"),
+            input=raw_input,
+            instance_id=data.get("instanceId"),
+            version=data.get("version"),
+            retry=RetryOptions.from_json(retry) if retry else None,
+            fire_at=data.get("fireAt"),
+            is_canceled=bool(data.get("isCanceled", False)),
+            event_name=data.get("externalEventName"),
+            operation=data.get("operation"),
+            http_request=data.get("httpRequest"),
+            children=tuple(cls.from_json(c) for c in data.get("compoundActions") or ()),
+        )
+
+
+@dataclass
+class OrchestratorOutput:
+    """What one invocation of the orchestrator function produced."""
+
+    is_done: bool = False
+    schema_version: int | None = None  # None = V1 (one inner list per yield)
+    action_groups: list[list[Action]] = field(default_factory=list)
+    output_json: str | None = None
+    error: str | None = None
+    custom_status_json: str | None = None
+    # True when the function raised without a parseable `$OutOfProcData$` state (failure in the first episode etc.)
+    raw_failure: bool = False
+
+    @property
+    def is_v1(self) -> bool:
+        return self.schema_version is None
+
+    @classmethod
+    def from_state_json(cls, text: str) -> OrchestratorOutput:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("orchestrator output is not a JSON object")
+        output = data.get("output")
+        custom = data.get("customStatus")
+        return cls(
+            is_done=bool(data.get("isDone", False)),
+            schema_version=data.get("schemaVersion"),
+            action_groups=[[Action.from_json(a) for a in group] for group in data.get("actions") or []],
+            output_json=compact_json(output) if "output" in data else None,
+            error=data.get("error"),
+            custom_status_json=compact_json(custom) if custom is not None else None,
+        )
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> OrchestratorOutput:
+        """The uncaught-exception path: split the message on `$OutOfProcData$:` as OutOfProcExceptionHelpers does."""
+        message = str(exc)
+        head, sep, state_text = message.partition(OUT_OF_PROC_LABEL)
+        if sep:
+            try:
+                parsed = cls.from_state_json(state_text)
+            except ValueError:
+                parsed = None
+            if parsed is not None:
+                if parsed.error is None:
+                    parsed.error = head
+                return parsed
+        return cls(error=f"{type(exc).__name__}: {message}", raw_failure=True)

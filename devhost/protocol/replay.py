@@ -1,0 +1,445 @@
+"""The C# side of an episode: replay the SDK's action list against the history, like the extension + DTFx do.
+
+`OutOfProcOrchestrationShim.ProcessAsyncActionsV2` invokes each top-level action and awaits it before invoking the
+next (exceptions swallowed); WhenAll/WhenAny are C# `Task.WhenAll`/`Task.WhenAny`; continuations run synchronously
+while DTFx replays the history, so sequence ids are allocated in exactly DTFx's order. This module re-derives that
+with tiny callback futures and generator "coroutines" (durable-protocol.md §1.4). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from devhost.protocol import events as ev
+from devhost.protocol.actions import Action, ActionType, OrchestratorOutput, RetryOptions
+from devhost.protocol.entity_messages import parse_scheduler_id, request_message
+from devhost.protocol.events import Event, EventType
+from devhost.protocol.timefmt import dotnet_roundtrip_o, parse_iso
+
+# DF GuidManager.UrlNamespaceValue (NewGuid is RFC 4122 v5 over "{id}_{time:o}_{counter}").
+_GUID_NAMESPACE = uuid.UUID("9e952959-5e33-4daf-827f-2fa12937b875")
+_MAX_RETRY_INTERVAL = timedelta(days=6)
+
+FunctionKind = Literal["activity", "orchestrator", "entity"]
+PendingKind = Literal["activity", "timer", "suborchestration", "send_event"]
+_HISTORY_KIND = {
+    EventType.TaskScheduled: "activity",
+    EventType.TimerCreated: "timer",
+    EventType.SubOrchestrationInstanceCreated: "suborchestration",
+    EventType.EventSent: "send_event",
+}
+_KIND_TEXT = {
+    "activity": "an activity task",
+    "timer": "a durable timer",
+    "suborchestration": "a sub-orchestration",
+    "send_event": "an event",
+}
+
+
+class _Future:
+    """A C# task: completes once, runs continuations synchronously."""
+
+    __slots__ = ("_callbacks", "done", "failed", "value")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.failed = False
+        self.value: Any = None
+        self._callbacks: list[Callable[[_Future], None]] = []
+
+    def resolve(self, value: Any = None, *, failed: bool = False) -> None:
+        if self.done:
+            return
+        self.done, self.failed, self.value = True, failed, value
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def then(self, callback: Callable[[_Future], None]) -> None:
+        if self.done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    @classmethod
+    def completed(cls, value: Any = None) -> _Future:
+        fut = cls()
+        fut.resolve(value)
+        return fut
+
+
+def _when_all(children: list[_Future]) -> _Future:
+    result = _Future()
+    remaining = [len(children)]
+
+    def child_done(_: _Future) -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            first_failure = next((c for c in children if c.failed), None)
+            result.resolve(first_failure.value if first_failure else None, failed=first_failure is not None)
+
+    if not children:
+        result.resolve([])
+    for child in children:
+        child.then(child_done)
+    return result
+
+
+def _when_any(children: list[_Future]) -> _Future:
+    result = _Future()
+    for child in children:
+        child.then(lambda c: result.resolve(c))
+    if not children:
+        result.resolve(None)
+    return result
+
+
+Coroutine = Generator[_Future, None, Any]
+
+
+def _spawn(coroutine: Coroutine) -> _Future:
+    """Run a generator that yields futures; the returned future completes with its (ok, value) return."""
+    result = _Future()
+
+    def step(_: _Future | None = None) -> None:
+        while True:
+            try:
+                awaited = next(coroutine)
+            except StopIteration as stop:
+                ok, value = stop.value
+                result.resolve(value, failed=not ok)
+                return
+            if not awaited.done:
+                awaited.then(step)
+                return
+
+    step()
+    return result
+
+
+@dataclass
+class NewAction:
+    """A decision of this episode: the history event to append and the work it sends out."""
+
+    kind: PendingKind
+    event_id: int
+    event: Event
+    name: str | None = None
+    input: str | None = None
+    fire_at: datetime | None = None
+    target_instance_id: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class Completion:
+    status: Literal["Completed", "Failed", "ContinuedAsNew"]
+    result_json: str | None
+    event_id: int
+
+
+@dataclass
+class ReplayResult:
+    new_actions: list[NewAction] = field(default_factory=list)
+    completion: Completion | None = None
+    custom_status_json: str | None = None
+    open_task_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ReplayContext:
+    orchestrator_name: str
+    instance_id: str
+    execution_id: str
+    now: datetime
+    function_exists: Callable[[FunctionKind, str], bool]
+    known_functions: Callable[[FunctionKind], list[str]] = lambda kind: []
+
+
+def unknown_function_message(kind: FunctionKind, name: str, known: list[str]) -> str:
+    """`ThrowIfFunctionDoesNotExist` text."""
+    listed = ", ".join(f"'{k}'" for k in known)
+    return (
+        f"The function '{name}' doesn't exist, is disabled, or is not an {kind} function. Additional info: "
+        f"The following are the known {kind} functions: {listed}."
+    )
+
+
+class NonDeterminismError(Exception):
+    pass
+
+
+class _Replayer:
+    def __init__(self, ctx: ReplayContext, output: OrchestratorOutput) -> None:
+        self.ctx = ctx
+        self.output = output
+        self.next_id = 0
+        self.pending: dict[int, NewAction] = {}
+        self.open: dict[int, _Future] = {}
+        self.waiters: dict[str, list[_Future]] = {}
+        self.buffered: dict[str, deque[str | None]] = {}
+        self.current_time = ctx.now
+        self.guid_counter = 0
+        self.program_done = False
+        self.fatal: str | None = None
+        self.continue_as_new_input: str | None = None
+        self.continued = False
+
+    # ----- the program (ProcessAsyncActionsV2 / V1) -----
+
+    def _program(self) -> Coroutine:
+        if self.output.is_v1:
+            for group in self.output.action_groups:
+                yield _when_any([self._invoke(a) for a in group])
+        else:
+            for group in self.output.action_groups:
+                for action in group:
+                    yield self._invoke(action)
+        return True, None
+
+    def _start_program(self) -> None:
+        _spawn(self._program()).then(lambda _: setattr(self, "program_done", True))
+
+    def _invoke(self, action: Action) -> _Future:
+        if self.fatal:
+            return _Future()
+        t = action.type
+        if t == ActionType.CallActivity:
+            return self._schedule_activity(action)
+        if t == ActionType.CallActivityWithRetry:
+            return _spawn(self._with_retry(lambda: self._schedule_activity(action), action.retry))
+        if t == ActionType.CallSubOrchestrator:
+            return self._schedule_suborchestration(action)
+        if t == ActionType.CallSubOrchestratorWithRetry:
+            return _spawn(self._with_retry(lambda: self._schedule_suborchestration(action), action.retry))
+        if t == ActionType.CreateTimer:
+            return self._create_timer(parse_iso(action.fire_at or ""), canceled=action.is_canceled)
+        if t == ActionType.WaitForExternalEvent:
+            return self._wait_for_event(action.event_name or "")
+        if t == ActionType.ContinueAsNew:
+            self.continued = True
+            self.continue_as_new_input = action.input
+            return _Future.completed()
+        if t in (ActionType.CallEntity, ActionType.SignalEntity, ActionType.ScheduledSignalEntity):
+            return self._entity_operation(action, one_way=t != ActionType.CallEntity)
+        if t == ActionType.WhenAll:
+            return _when_all([self._invoke(c) for c in action.children])
+        if t == ActionType.WhenAny:
+            return _when_any([self._invoke(c) for c in action.children])
+        self.fatal = f"devhost does not support action type {t.name} ({int(t)})"
+        return _Future()
+
+    def _allocate(self, kind: PendingKind, event: Callable[[int], Event], **fields: Any) -> int:
+        event_id = self.next_id
+        self.next_id += 1
+        self.pending[event_id] = NewAction(kind=kind, event_id=event_id, event=event(event_id), **fields)
+        return event_id
+
+    def _require(self, kind: FunctionKind, name: str) -> bool:
+        if self.ctx.function_exists(kind, name):
+            return True
+        self.fatal = unknown_function_message(kind, name, self.ctx.known_functions(kind))
+        return False
+
+    def _schedule_activity(self, action: Action) -> _Future:
+        name = action.function_name or ""
+        if not self._require("activity", name):
+            return _Future()
+        now = self.ctx.now
+        event_id = self._allocate(
+            "activity", lambda i: ev.task_scheduled(now, i, name, action.input), name=name, input=action.input
+        )
+        return self._open(event_id)
+
+    def _schedule_suborchestration(self, action: Action) -> _Future:
+        name = action.function_name or ""
+        if not self._require("orchestrator", name):
+            return _Future()
+        now = self.ctx.now
+        child_input = json.dumps(action.input, ensure_ascii=False) if action.input is not None else None
+        event_id = self.next_id
+        child_id = action.instance_id or f"{self.ctx.execution_id}:{event_id}"
+        self._allocate(
+            "suborchestration",
+            lambda i: ev.sub_orchestration_created(now, i, name, action.version, child_id, child_input),
+            name=name,
+            input=child_input,
+            target_instance_id=child_id,
+            version=action.version,
+        )
+        return self._open(event_id)
+
+    def _create_timer(self, fire_at: datetime, *, canceled: bool = False) -> _Future:
+        now = self.ctx.now
+        event_id = self._allocate("timer", lambda i: ev.timer_created(now, i, fire_at), fire_at=fire_at)
+        if canceled:  # removed from openTasks at once; a later TimerFired is ignored
+            return _Future.completed()
+        return self._open(event_id)
+
+    def _open(self, event_id: int) -> _Future:
+        fut = _Future()
+        self.open[event_id] = fut
+        return fut
+
+    def _with_retry(self, attempt: Callable[[], _Future], options: RetryOptions | None) -> Coroutine:
+        """DTFx `RetryInterceptor`, including the extra timer at `now` after the last failure."""
+        opts = options or RetryOptions(first_retry_ms=0, max_attempts=1)
+        first_attempt = self.current_time
+        last_failure: Any = None
+        for attempt_no in range(max(opts.max_attempts, 1)):
+            fut = attempt()
+            yield fut
+            if not fut.failed:
+                return True, fut.value
+            last_failure = fut.value
+            delay = self._next_delay(opts, attempt_no, first_attempt)
+            if attempt_no + 1 >= opts.max_attempts or delay is None:
+                break
+            yield self._create_timer(self.current_time + delay)
+        yield self._create_timer(self.current_time)  # "for back-compat": Python's RetryAbleTask counts on it
+        return False, last_failure
+
+    def _next_delay(self, opts: RetryOptions, attempt_no: int, first_attempt: datetime) -> timedelta | None:
+        if opts.retry_timeout_ms is not None and self.current_time >= first_attempt + timedelta(
+            milliseconds=opts.retry_timeout_ms
+        ):
+            return None
+        delay = timedelta(milliseconds=opts.first_retry_ms * (opts.backoff**attempt_no))
+        cap = timedelta(milliseconds=opts.max_retry_ms) if opts.max_retry_ms else _MAX_RETRY_INTERVAL
+        return min(delay, cap)
+
+    def _wait_for_event(self, name: str) -> _Future:
+        key = name.lower()
+        queue = self.buffered.get(key)
+        if queue:
+            return _Future.completed(queue.popleft())
+        fut = _Future()
+        self.waiters.setdefault(key, []).append(fut)
+        return fut
+
+    def _deliver_event(self, name: str, payload: str | None) -> None:
+        key = (name or "").lower()
+        stack = self.waiters.get(key)
+        if stack:
+            stack.pop().resolve(payload)  # waiters are a stack (LIFO)
+        else:
+            self.buffered.setdefault(key, deque()).append(payload)  # buffered events are FIFO
+
+    def _entity_operation(self, action: Action, *, one_way: bool) -> _Future:
+        name, _key = parse_scheduler_id(action.instance_id or "")
+        if not self.ctx.function_exists("entity", name):
+            if one_way:  # SignalEntity's .Wait() rethrows synchronously: the orchestration fails
+                self._require("entity", name)
+            return _Future()  # CallEntity: the faulted task is swallowed, the call never completes
+        guid = str(uuid.uuid5(_GUID_NAMESPACE, self._guid_name()))
+        body = request_message(
+            operation=action.operation or "",
+            signal=one_way,
+            input_text=json.dumps(action.input, ensure_ascii=False) if action.input is not None else None,
+            request_id=guid,
+            parent=self.ctx.instance_id,
+            parent_execution=self.ctx.execution_id,
+        )
+        target = action.instance_id or ""
+        now = self.ctx.now
+        self._allocate("send_event", lambda i: ev.event_sent(now, i, target, "op", body), name="op", input=body,
+                       target_instance_id=target)
+        if one_way:
+            return _Future.completed()
+        return self._wait_for_event(guid)
+
+    def _guid_name(self) -> str:
+        text = f"{self.ctx.instance_id}_{dotnet_roundtrip_o(self.current_time)}_{self.guid_counter}"
+        self.guid_counter += 1
+        return text
+
+    # ----- history -----
+
+    def replay(self, history: list[Event]) -> None:
+        for event in history:
+            if self.fatal:
+                return
+            self._apply(event)
+
+    def _apply(self, event: Event) -> None:
+        t = event["EventType"]
+        if t == EventType.OrchestratorStarted:
+            self.current_time = parse_iso(event["Timestamp"])
+        elif t == EventType.ExecutionStarted:
+            self._start_program()
+        elif t in _HISTORY_KIND:
+            self._match_scheduled(event, _HISTORY_KIND[EventType(t)])
+        elif t in (EventType.TaskCompleted, EventType.SubOrchestrationInstanceCompleted):
+            self._complete(event["TaskScheduledId"], event.get("Result"), failed=False)
+        elif t in (EventType.TaskFailed, EventType.SubOrchestrationInstanceFailed):
+            self._complete(event["TaskScheduledId"], event.get("Reason"), failed=True)
+        elif t == EventType.TimerFired:
+            self._complete(event["TimerId"], None, failed=False)
+        elif t == EventType.EventRaised:
+            self._deliver_event(event.get("Name") or "", event.get("Input"))
+
+    def _complete(self, event_id: int, value: Any, *, failed: bool) -> None:
+        fut = self.open.pop(event_id, None)
+        if fut is not None:  # else a duplicate or a cancelled timer: DTFx ignores it
+            fut.resolve(value, failed=failed)
+
+    def _match_scheduled(self, event: Event, kind: str) -> None:
+        event_id = event["EventId"]
+        pending = self.pending.get(event_id)
+        name = event.get("Name") or ""
+        if pending is None or pending.kind != kind or (
+            kind != "timer" and (pending.name or "").lower() != name.lower()
+        ):
+            raise NonDeterminismError(
+                "Non-Deterministic workflow detected: A previous execution of this orchestration scheduled "
+                f"{_KIND_TEXT[kind]} with sequence ID {event_id} and name '{name}' (version ''), but the current "
+                "replay execution hasn't (yet?) scheduled this task. Was a change made to the orchestrator code "
+                "after this instance had already started running?"
+            )
+        del self.pending[event_id]
+
+    # ----- outcome -----
+
+    def outcome(self) -> ReplayResult:
+        result = ReplayResult(
+            new_actions=[self.pending[i] for i in sorted(self.pending)],
+            custom_status_json=self.output.custom_status_json,
+            open_task_ids=sorted(self.open),
+        )
+        failed_text = self._failure_text()
+        if failed_text is not None:
+            result.completion = Completion("Failed", failed_text, self.next_id)
+        elif self.program_done and self.output.is_done and not self.open:
+            if self.continued:
+                result.completion = Completion("ContinuedAsNew", self.continue_as_new_input, self.next_id)
+            else:
+                result.completion = Completion("Completed", self.output.output_json, self.next_id)
+        return result
+
+    def _failure_text(self) -> str | None:
+        prefix = f"Orchestrator function '{self.ctx.orchestrator_name}' failed: "
+        if self.fatal:
+            return prefix + self.fatal
+        if self.output.error is not None and (self.program_done or self.output.raw_failure):
+            return prefix + self.output.error
+        return None
+
+
+def replay_episode(ctx: ReplayContext, history: list[Event], output: OrchestratorOutput) -> ReplayResult:
+    """Replay `output`'s actions against `history` (past + this episode's new events).
+
+    Returns the new decisions and, if the orchestration is over, its completion. A history that the actions do not
+    explain gives a Failed completion with DTFx's non-determinism text (and no new decisions).
+    """
+    replayer = _Replayer(ctx, output)
+    try:
+        replayer.replay(history)
+    except NonDeterminismError as exc:
+        return ReplayResult(completion=Completion("Failed", str(exc), replayer.next_id))
+    return replayer.outcome()

@@ -1,0 +1,70 @@
+"""Timestamp formats of the .NET side (Newtonsoft round-trip, status payload seconds, TimeSpan "c")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def dotnet_iso(moment: datetime) -> str:
+    """DateTime as Newtonsoft writes it: ISO round-trip, fraction trimmed of trailing zeros, 'Z' (`...:05.12Z`)."""
+    moment = to_utc(moment)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if moment.microsecond:
+        text += "." + f"{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def dotnet_roundtrip_o(moment: datetime) -> str:
+    """C# `DateTime.ToString("o")` for UTC: always 7 fractional digits."""
+    moment = to_utc(moment)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{moment.microsecond:06d}0Z"
+
+
+def status_time(moment: datetime) -> str:
+    """`StatusResponsePayload` times: `yyyy-MM-ddTHH:mm:ssZ` (seconds precision)."""
+    return to_utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse the timestamps the SDK and the extension write (`Z`, 1-7 fractional digits, or an offset)."""
+    value = text.strip()
+    if value.endswith("Z") or value.endswith("z"):
+        value = value[:-1] + "+00:00"
+    main, _, rest = value.partition(".")
+    if rest:
+        digits = ""
+        i = 0
+        while i < len(rest) and rest[i].isdigit():
+            digits += rest[i]
+            i += 1
+        value = f"{main}.{(digits + '000000')[:6]}{rest[i:]}"
+    parsed = datetime.fromisoformat(value)
+    return to_utc(parsed)
+
+
+def timespan_c(delta: timedelta) -> str:
+    """TimeSpan "c" format, e.g. `3.00:00:00`."""
+    total = int(delta.total_seconds())
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, seconds = divmod(rem, 60)
+    prefix = f"{days}." if days else ""
+    return f"{prefix}{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def epoch_ms(moment: datetime) -> int:
+    return int((to_utc(moment) - _EPOCH).total_seconds() * 1000)
+
+
+def from_epoch(seconds: float) -> datetime:
+    return _EPOCH + timedelta(seconds=seconds)
+
+
+def to_epoch(moment: datetime) -> float:
+    return (to_utc(moment) - _EPOCH).total_seconds()

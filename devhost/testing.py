@@ -1,0 +1,370 @@
+"""Run a Functions app on devhost from tests: in-process (background loop thread, virtual clock) or as a subprocess.
+
+    with InProcessHost("path/to/app") as host:            # fast: no process, virtual time
+        r = host.client.post("/api/orchestrators/hello")
+        status = host.wait_for_status(r.json()["id"])      # StatusResponsePayload dict
+        host.advance(3 * 86400)                            # move durable time by 3 days, run until idle
+
+    with SubprocessHost("path/to/app", state_path=tmp / "s.sqlite3") as host:   # real process, SIGKILL-able
+        host.kill(); host.start()                          # same state file: runs resume
+
+Both give `base_url`, `client` (an `httpx.Client` bound to it), `wait_for_status`, `wait_until_idle`, `advance`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Coroutine, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+import httpx
+
+from devhost.engine.api import Clock, DurableEngine, EngineOptions, RealClock, RuntimeStatus, VirtualClock
+from devhost.host import DevHost
+
+T = TypeVar("T")
+ClockMode = Literal["virtual", "auto-skip", "real"]
+StatusNames = Iterable[str | RuntimeStatus] | str | RuntimeStatus
+TERMINAL = ("Completed", "Failed", "Terminated", "Canceled")
+STATUS_PATH = "/runtime/webhooks/durabletask/instances/{}"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class HostStartError(RuntimeError):
+    """The app could not be started (the message carries the host's own error output)."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _status_names(statuses: StatusNames | None) -> set[str]:
+    if statuses is None:
+        return set(TERMINAL)
+    if isinstance(statuses, str | RuntimeStatus):
+        statuses = [statuses]
+    return {str(RuntimeStatus(s).value) for s in statuses}
+
+
+class _EnvPatch:
+    """Set variables for the host's lifetime and restore the environment afterwards (local.settings.json included)."""
+
+    def __init__(self, overrides: Mapping[str, str] | None) -> None:
+        self._saved = dict(os.environ)
+        os.environ.update({k: str(v) for k, v in (overrides or {}).items()})
+
+    def restore(self) -> None:
+        os.environ.clear()
+        os.environ.update(self._saved)
+
+
+class _LoopThread:
+    """An event loop running forever on a daemon thread; `call` runs a coroutine there and waits for its result."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        async def cancel_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self.call(cancel_rest(), timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+            if not self._thread.is_alive():
+                self.loop.close()
+
+
+class InProcessHost:
+    """The app, its engine and its HTTP server in this process, on a background loop thread and a free port.
+
+    `clock`: "virtual" (default; time moves only with `advance` / `wait_until_idle(skip_timers=True)`), "auto-skip"
+    (virtual, jumps to the next timer whenever idle), or "real". `env` is applied before the app is imported and the
+    whole environment (including `local.settings.json` values the loader adds) is restored by `stop()`.
+    """
+
+    def __init__(
+        self,
+        app_dir: str | os.PathLike[str],
+        *,
+        clock: ClockMode = "virtual",
+        state_path: str | os.PathLike[str] = ":memory:",
+        env: Mapping[str, str] | None = None,
+        options: EngineOptions | None = None,
+        port: int = 0,
+    ) -> None:
+        self.app_dir = Path(app_dir)
+        self.clock_mode = clock
+        self.state_path = str(state_path)
+        self.env = dict(env or {})
+        self.options = options
+        self.port = port
+        self._loop_thread: _LoopThread | None = None
+        self._host: DevHost | None = None
+        self._env: _EnvPatch | None = None
+        self._client: httpx.Client | None = None
+
+    def _make_clock(self) -> Clock:
+        if self.clock_mode == "real":
+            return RealClock()
+        return VirtualClock(auto_skip=self.clock_mode == "auto-skip")
+
+    def start(self) -> Self:
+        self._env = _EnvPatch(self.env)
+        self._loop_thread = _LoopThread(f"devhost-{self.app_dir.name}")
+        try:
+            self._host = self._loop_thread.call(
+                DevHost.start(
+                    self.app_dir, port=self.port, state_path=self.state_path, clock=self._make_clock(),
+                    options=self.options,
+                ),
+                timeout=60,
+            )
+        except BaseException:
+            self._loop_thread.close()
+            self._env.restore()
+            raise
+        self._client = httpx.Client(base_url=self._host.base_url, timeout=60)
+        return self
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        try:
+            if self._host is not None and self._loop_thread is not None:
+                self._loop_thread.call(self._host.stop(), timeout=60)
+        finally:
+            self._host = None
+            if self._loop_thread is not None:
+                self._loop_thread.close()
+                self._loop_thread = None
+            if self._env is not None:
+                self._env.restore()
+                self._env = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----- access -----
+
+    @property
+    def host(self) -> DevHost:
+        if self._host is None:
+            raise RuntimeError("the host is not running")
+        return self._host
+
+    @property
+    def engine(self) -> DurableEngine:
+        return self.host.engine
+
+    @property
+    def clock(self) -> Clock:
+        return self.engine.clock
+
+    @property
+    def base_url(self) -> str:
+        return self.host.base_url
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            raise RuntimeError("the host is not running")
+        return self._client
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60) -> T:
+        """Run a coroutine on the host's loop (engine methods must be awaited there) and return its result."""
+        assert self._loop_thread is not None, "the host is not running"
+        return self._loop_thread.call(coro, timeout)
+
+    # ----- waiting and time -----
+
+    def get_status(self, instance_id: str, *, show_history: bool = False) -> dict[str, Any] | None:
+        status = self.run(self.engine.get_status(instance_id, show_history=show_history))
+        return status.to_json() if status is not None else None
+
+    def wait_for_status(
+        self, instance_id: str, statuses: StatusNames | None = None, timeout: float = 10.0
+    ) -> dict[str, Any]:
+        """Block until the instance reaches one of `statuses` (default: any terminal one); returns the status JSON.
+
+        Raises TimeoutError. Event-driven on the engine: no polling, no sleeping.
+        """
+        wanted = {RuntimeStatus(s) for s in _status_names(statuses)}
+        status = self.run(self.engine.wait_for_status(instance_id, wanted, timeout), timeout=timeout + 5)
+        return status.to_json()
+
+    def wait_until_idle(self, timeout: float = 10.0, *, skip_timers: bool = False) -> None:
+        """Block until nothing is runnable; `skip_timers=True` also fires every pending timer (virtual clock)."""
+        self.run(self.engine.run_until_idle(timeout, skip_timers=skip_timers), timeout=timeout + 5)
+
+    def advance(self, seconds: float) -> None:
+        """Virtual clock: move time forward by `seconds`, then run until idle."""
+        self.run(self.engine.advance(seconds))
+
+
+class SubprocessHost:
+    """`python -m devhost` in a child process on a free port with a persistent state file; stop by PID.
+
+    `kill()` sends SIGKILL (no cleanup, like a crash); `start()` again reuses the same port and state file.
+    `clock`: "real" (default), "virtual" (moved by `advance`) or "auto-skip" (jumps to the next timer when idle).
+    """
+
+    def __init__(
+        self,
+        app_dir: str | os.PathLike[str],
+        *,
+        state_path: str | os.PathLike[str],
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+        clock: ClockMode = "real",
+        log_path: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.app_dir = Path(app_dir).resolve()
+        self.state_path = str(state_path)
+        self.port = port or free_port()
+        self.env = dict(env or {})
+        self.clock_mode = clock
+        self.log_path = Path(log_path) if log_path else Path(self.state_path).with_suffix(".log")
+        self.startup_timeout = startup_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self._client: httpx.Client | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(base_url=self.base_url, timeout=60)
+        return self._client
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port),
+                "--state", self.state_path, "--clock", self.clock_mode]
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> Self:
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(f"devhost is already running (pid {self.process.pid})")
+        env = {**os.environ, **self.env}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            cwd=self.app_dir)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise HostStartError(f"devhost exited with code {self.process.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.base_url + "/admin/host/status", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.02)
+        self.kill()
+        raise HostStartError(f"devhost did not become ready within {self.startup_timeout}s:\n{self.output()}")
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM (graceful), then SIGKILL if it does not exit in `timeout`; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: the host dies mid-flight, exactly like a crash."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def close(self) -> None:
+        self.stop()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- waiting and time (over HTTP) -----
+
+    def get_status(self, instance_id: str, *, show_history: bool = False) -> dict[str, Any] | None:
+        params = {"showHistory": "true"} if show_history else {}
+        response = self.client.get(STATUS_PATH.format(instance_id), params=params)
+        return None if response.status_code == 404 else response.json()
+
+    def wait_for_status(
+        self, instance_id: str, statuses: StatusNames | None = None, timeout: float = 10.0
+    ) -> dict[str, Any]:
+        """Poll the status webhook until one of `statuses` (default: terminal); raises TimeoutError at `timeout`."""
+        wanted = _status_names(statuses)
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            last = self.get_status(instance_id)
+            if last is not None and last["runtimeStatus"] in wanted:
+                return last
+            time.sleep(0.02)
+        raise TimeoutError(f"instance {instance_id} did not reach {sorted(wanted)} in {timeout}s; last: {last}")
+
+    def wait_until_idle(self, timeout: float = 10.0, *, skip_timers: bool = False) -> None:
+        params = {"timeout": str(timeout), "skipTimers": str(skip_timers).lower()}
+        response = self.client.post("/admin/devhost/idle", params=params, timeout=timeout + 5)
+        if response.status_code == 504:
+            raise TimeoutError(f"devhost did not become idle in {timeout}s")
+        response.raise_for_status()
+
+    def advance(self, seconds: float) -> None:
+        """Only with `clock="virtual"` (or "auto-skip"): move time, then run until idle."""
+        self.client.post("/admin/devhost/advance", params={"seconds": str(seconds)}).raise_for_status()

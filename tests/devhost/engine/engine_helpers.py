@@ -1,0 +1,23 @@
+"""Helpers shared by the engine tests."""
+
+from __future__ import annotations
+
+import json
+
+from devhost.engine.api import DurableEngine, InstanceStatus
+
+
+async def run(engine: DurableEngine, name: str, payload: object = None, *, instance_id: str | None = None,
+              skip_timers: bool = True) -> InstanceStatus:
+    """Start `name` with `payload` (sent as the Python client does: a JSON string literal of json.dumps) and run
+    until idle, skipping timers."""
+    input_json = None if payload is None else json.dumps(json.dumps(payload))
+    iid = await engine.start_new(name, instance_id, input_json)
+    await engine.run_until_idle(skip_timers=skip_timers)
+    status = await engine.get_status(iid)
+    assert status is not None
+    return status
+
+
+def output(status: InstanceStatus) -> object:
+    return status.to_json()["output"]

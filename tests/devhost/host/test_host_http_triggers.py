@@ -1,0 +1,110 @@
+"""HTTP triggers served like the Functions host: routes, methods, request fields, responses, failures in user code."""
+
+import httpx
+import pytest
+
+from devhost.testing import InProcessHost
+
+pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_basic")
+
+
+def test_admin_status_reports_running(devhost_client: httpx.Client) -> None:
+    response = devhost_client.get("/admin/host/status")
+    assert response.status_code == 200
+    assert response.json() == {"state": "Running"}
+
+
+def test_str_return_value_is_a_text_200(devhost_client: httpx.Client) -> None:
+    response = devhost_client.get("/api/hello", params={"name": "Tokyo"})
+    assert response.status_code == 200
+    assert response.text == "hello Tokyo"
+    assert response.headers["content-type"] == "text/plain; charset=utf-8"
+
+
+def test_request_fields_reach_the_function(devhost_client: httpx.Client) -> None:
+    response = devhost_client.post(
+        "/api/echo/a/b%20c?q=1&q=2&x=y", content=b"payload", headers={"X-Custom": "v"}
+    )
+    assert response.status_code == 200
+    seen = response.json()
+    assert seen["method"] == "POST"
+    assert seen["url"].endswith("/api/echo/a/b%20c?q=1&q=2&x=y")
+    assert seen["params"] == {"q": "1", "x": "y"}
+    assert seen["route_params"] == {"rest": "a/b c"}
+    assert seen["headers"] == {"x-custom": "v"}
+    assert seen["body"] == "payload"
+
+
+def test_methods_are_enforced(devhost_client: httpx.Client) -> None:
+    assert devhost_client.post("/api/hello").status_code == 404
+    assert devhost_client.delete("/api/echo/x").status_code == 200
+
+
+def test_route_constraints_choose_the_function(devhost_client: httpx.Client) -> None:
+    assert devhost_client.get("/api/items/42").text == "int:42"
+    assert devhost_client.get("/api/items/abc").json() == {"name": "abc"}
+    assert devhost_client.get("/api/items/abc/side").json() == {"name": "abc", "part": "side"}
+    assert devhost_client.get("/api/async/ab1").status_code == 404
+    assert devhost_client.get("/api/nothing-here").status_code == 404
+    assert devhost_client.get("/elsewhere").status_code == 404
+
+
+def test_async_function_sets_status_and_headers(devhost_client: httpx.Client) -> None:
+    response = devhost_client.get("/api/async/hey")
+    assert (response.status_code, response.text, response.headers["x-shout"]) == (201, "HEY", "yes")
+
+
+def test_json_and_binary_bodies(devhost_client: httpx.Client) -> None:
+    assert devhost_client.post("/api/json", json={"a": [1, 2]}).json() == {"got": {"a": [1, 2]}}
+    assert devhost_client.post("/api/json", content=b"{nope").status_code == 400
+    binary = devhost_client.post("/api/binary", content=b"\x00\x01\xff")
+    assert binary.content == b"\xff\x01\x00"
+    assert binary.headers["content-type"] == "application/octet-stream"
+
+
+def test_named_http_output_binding_wins(devhost_client: httpx.Client) -> None:
+    response = devhost_client.get("/api/out")
+    assert (response.status_code, response.text) == (202, "from out binding")
+
+
+def test_context_parameter_is_passed(devhost_client: httpx.Client) -> None:
+    seen = devhost_client.get("/api/context").json()
+    assert seen["function"] == "with_context"
+    assert len(seen["invocation"]) == 36
+
+
+def test_cookies_become_set_cookie_headers(devhost_client: httpx.Client) -> None:
+    assert devhost_client.get("/api/cookie").headers["set-cookie"] == "a=1; Path=/"
+
+
+@pytest.mark.parametrize("path", ["/api/boom", "/api/aboom", "/api/exit", "/api/dict", "/api/none"])
+def test_user_code_failures_are_500_and_the_host_keeps_serving(devhost_client: httpx.Client, path: str) -> None:
+    response = devhost_client.get(path)
+    assert response.status_code == 500
+    assert response.content == b""
+    assert devhost_client.get("/api/hello").status_code == 200
+
+
+def test_local_settings_are_applied_and_restored(devhost_factory, apps_dir) -> None:
+    import os
+
+    assert "HTTP_BASIC_GREETING" not in os.environ
+    host: InProcessHost = devhost_factory(apps_dir / "http_basic", env={"HTTP_BASIC_OVERRIDE": "from-env"})
+    assert host.client.get("/api/setting", params={"name": "HTTP_BASIC_GREETING"}).text == "from-local-settings"
+    assert host.client.get("/api/setting", params={"name": "HTTP_BASIC_OVERRIDE"}).text == "from-env"
+    host.stop()
+    assert "HTTP_BASIC_GREETING" not in os.environ
+    assert "HTTP_BASIC_OVERRIDE" not in os.environ
+
+
+def test_environment_wins_over_local_settings(devhost_factory, apps_dir) -> None:
+    host: InProcessHost = devhost_factory(apps_dir / "http_basic", env={"HTTP_BASIC_GREETING": "from-env"})
+    assert host.client.get("/api/setting", params={"name": "HTTP_BASIC_GREETING"}).text == "from-env"
+
+
+@pytest.mark.parametrize(("app", "path"), [("http_prefix", "/v1/ping"), ("http_noprefix", "/ping")])
+def test_host_json_route_prefix(devhost_factory, apps_dir, app: str, path: str) -> None:
+    host: InProcessHost = devhost_factory(apps_dir / app)
+    assert host.client.get(path).text == "pong"
+    assert host.client.get("/api/ping").status_code == 404
+    assert host.client.get("/admin/host/status").status_code == 200

@@ -1,0 +1,82 @@
+"""Crash recovery: SIGKILL `python -m devhost` mid-run, start it again on the same state file, the runs finish."""
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devhost.testing import SubprocessHost
+
+pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
+
+WEBHOOKS = "/runtime/webhooks/durabletask"
+
+
+def poll(predicate, what: str, attempts: int = 1500) -> None:
+    """Bounded wait on a condition outside the host (gate files), checked between short yields to the OS."""
+    import time
+
+    for _ in range(attempts):
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise TimeoutError(f"gave up waiting for {what}")
+
+
+def started_files(gate: Path) -> list[Path]:
+    return sorted(gate.glob("started-*"))
+
+
+def has_timer(host: SubprocessHost, instance_id: str) -> bool:
+    status = host.get_status(instance_id, show_history=True) or {}
+    return any(e["EventType"] == "TimerCreated" for e in status.get("historyEvents") or [])
+
+
+def start(client: httpx.Client, name: str, instance_id: str, **kwargs) -> None:
+    response = client.post(f"{WEBHOOKS}/orchestrators/{name}/{instance_id}", **kwargs)
+    assert response.status_code == 202, response.text
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_restart_finishes_every_run(devhost_subprocess, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    host: SubprocessHost = devhost_subprocess(env={"DEVHOST_TEST_GATE_DIR": str(gate)}, clock="virtual")
+    start(host.client, "gated", "gated-1")
+    start(host.client, "wait_event", "event-1")
+    start(host.client, "wait_timer", "timer-1", json={"hours": 2})
+
+    poll(lambda: len(started_files(gate)) == 1, "the gated activity to start")
+    host.wait_for_status("event-1", "Running")
+    poll(lambda: has_timer(host, "timer-1"), "timer-1's durable timer")
+    first_pid = host.pid
+
+    host.kill()  # SIGKILL: an activity is in flight, one run waits on an event, one on a timer
+    host.start()
+    assert host.pid != first_pid
+
+    # The in-flight activity is delivered again (at-least-once), and nothing else was lost.
+    poll(lambda: len(started_files(gate)) == 2, "the gated activity to run again")
+    (gate / "open").touch()
+    assert host.client.post(f"{WEBHOOKS}/instances/gated-1/raiseEvent/Go", json="yes").status_code == 202
+    assert host.client.post(f"{WEBHOOKS}/instances/event-1/raiseEvent/Approval", json={"ok": True}).status_code == 202
+    host.wait_until_idle()
+    host.advance(2 * 3600)
+
+    assert host.wait_for_status("event-1")["output"] == {"payload": {"ok": True}, "type": "dict"}
+    assert host.wait_for_status("timer-1")["output"] == "timer fired"
+    gated = host.wait_for_status("gated-1")
+    assert gated["runtimeStatus"] == "Completed", gated
+    assert gated["output"] == ["step-1 done", "yes", "Hello after-timer!"]
+    assert len(started_files(gate)) == 2
+
+    assert host.stop() == 0  # SIGTERM is a clean shutdown
+
+
+def test_state_survives_a_clean_restart(devhost_subprocess) -> None:
+    host: SubprocessHost = devhost_subprocess()
+    start(host.client, "echo_input", "kept-1", json={"kept": True})
+    assert host.wait_for_status("kept-1")["output"] == {"kept": True}
+    assert host.stop() == 0
+    host.start()
+    assert host.get_status("kept-1")["output"] == {"kept": True}

@@ -1,0 +1,216 @@
+"""The Durable HTTP API called directly: same handlers on the RPC base and the public webhook base (§2.2, E.5.2)."""
+
+import httpx
+import pytest
+
+from devhost.testing import InProcessHost
+
+pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
+
+BASES = ["/runtime/webhooks/durabletask", "/durabletask"]
+
+
+@pytest.fixture(params=BASES, ids=["webhook", "rpc"])
+def api(request: pytest.FixtureRequest, devhost_client: httpx.Client) -> "Api":
+    return Api(devhost_client, request.param)
+
+
+class Api:
+    def __init__(self, client: httpx.Client, base: str) -> None:
+        self.client = client
+        self.base = base
+
+    def __call__(self, method: str, path: str, **kwargs) -> httpx.Response:
+        return self.client.request(method, self.base + path, **kwargs)
+
+    def start(self, name: str, instance_id: str = "", **kwargs) -> str:
+        response = self("POST", f"/orchestrators/{name}/{instance_id}".rstrip("/"), **kwargs)
+        assert response.status_code == 202, response.text
+        return response.json()["id"]
+
+
+def test_start_with_a_json_body_keeps_the_object(devhost: InProcessHost, api: Api) -> None:
+    instance_id = api.start("echo_input", json={"n": 6})
+    status = devhost.wait_for_status(instance_id)
+    assert status["input"] == {"n": 6}
+    assert status["output"] == {"n": 6}
+
+
+def test_start_response_is_the_check_status_payload(devhost: InProcessHost, api: Api) -> None:
+    response = api("POST", "/orchestrators/echo_input/hook-1")
+    assert response.status_code == 202
+    assert response.headers["retry-after"] == "10"
+    body = response.json()
+    assert set(body) == {
+        "id", "statusQueryGetUri", "sendEventPostUri", "terminatePostUri", "purgeHistoryDeleteUri",
+        "restartPostUri", "suspendPostUri", "resumePostUri",
+    }
+    assert response.headers["location"] == body["statusQueryGetUri"]
+    assert body["statusQueryGetUri"].startswith(f"{devhost.base_url}/runtime/webhooks/durabletask/instances/hook-1?")
+
+
+def test_start_errors(devhost: InProcessHost, api: Api) -> None:
+    unknown = api("POST", "/orchestrators/nope")
+    assert unknown.status_code == 400
+    assert "nope" in unknown.json()["ExceptionMessage"]
+    assert api("POST", "/orchestrators/echo_input", content=b"{bad", headers={"content-type": "application/json"}
+               ).status_code == 400
+    assert api("POST", "/orchestrators/echo_input/@bad").status_code == 400
+    api.start("wait_event", "running-1")
+    devhost.wait_for_status("running-1", "Running")
+    assert api("POST", "/orchestrators/wait_event/running-1").status_code == 409
+    assert api("GET", "/orchestrators/echo_input").status_code == 404
+
+
+def test_start_and_wait_with_timeout_and_polling_interval(api: Api) -> None:
+    done = api("POST", "/orchestrators/echo_input", params={"timeout": "10", "pollingInterval": "1"},
+               json={"city": "Lima"})
+    assert done.status_code == 200
+    assert done.json() == {"city": "Lima"}
+    pending = api("POST", "/orchestrators/wait_event", params={"timeout": "0.1", "pollingInterval": "0.05"})
+    assert pending.status_code == 202
+    assert "statusQueryGetUri" in pending.json()
+
+
+def test_status_codes(devhost: InProcessHost, api: Api) -> None:
+    assert api("GET", "/instances/unknown").status_code == 404
+    assert api("GET", "/instances/unknown").content == b""
+    api.start("wait_event", "status-running")
+    devhost.wait_for_status("status-running", "Running")
+    running = api("GET", "/instances/status-running")
+    assert running.status_code == 202
+    assert running.headers["retry-after"] == "5"
+    assert running.headers["location"].endswith("/instances/status-running")
+    body = running.json()
+    assert body["runtimeStatus"] == "Running"
+    assert body["customStatus"] == "waiting"
+    assert len(body["createdTime"]) == len("2026-01-01T00:00:00Z")
+    failed = api.start("failing")
+    devhost.wait_for_status(failed)
+    assert api("GET", f"/instances/{failed}").status_code == 200
+    assert api("GET", f"/instances/{failed}", params={"returnInternalServerErrorOnFailure": "true"}).status_code == 500
+
+
+def test_status_input_can_be_hidden(devhost: InProcessHost, api: Api) -> None:
+    instance_id = api.start("echo_input", json={"x": [1]})
+    devhost.wait_for_status(instance_id)
+    assert api("GET", f"/instances/{instance_id}").json()["input"] == {"x": [1]}
+    assert api("GET", f"/instances/{instance_id}", params={"showInput": "false"}).json()["input"] is None
+
+
+def test_raise_event_status_codes_and_object_payload(devhost: InProcessHost, api: Api) -> None:
+    assert api("POST", "/instances/nobody/raiseEvent/Approval", json={}).status_code == 404
+    api.start("wait_event", "hook-event")
+    devhost.wait_for_status("hook-event", "Running")
+    not_json = api("POST", "/instances/hook-event/raiseEvent/Approval", content=b"x",
+                   headers={"content-type": "text/plain"})
+    assert not_json.status_code == 400
+    assert not_json.json() == {"Message": "Only application/json request content is supported"}
+    bad_json = api("POST", "/instances/hook-event/raiseEvent/Approval", content=b"{x",
+                   headers={"content-type": "application/json"})
+    assert bad_json.status_code == 400
+    assert api("POST", "/instances/hook-event/raiseEvent/Approval", json={"ok": 1}).status_code == 202
+    status = devhost.wait_for_status("hook-event")
+    # Through the webhook the payload stays an object (the Python client's str quirk does not apply).
+    assert status["output"] == {"payload": {"ok": 1}, "type": "dict"}
+    assert api("POST", "/instances/hook-event/raiseEvent/Approval", json={}).status_code == 410
+
+
+def test_terminate_suspend_resume_status_codes(devhost: InProcessHost, api: Api) -> None:
+    for operation in ("terminate", "suspend", "resume"):
+        assert api("POST", f"/instances/nobody/{operation}").status_code == 404
+    api.start("wait_event", "hook-life")
+    devhost.wait_for_status("hook-life", "Running")
+    assert api("POST", "/instances/hook-life/suspend", params={"reason": "pause"}).status_code == 202
+    devhost.wait_for_status("hook-life", "Suspended")
+    assert api("POST", "/instances/hook-life/resume").status_code == 202
+    devhost.wait_for_status("hook-life", "Running")
+    assert api("POST", "/instances/hook-life/terminate", params={"reason": "stop now"}).status_code == 202
+    assert devhost.wait_for_status("hook-life")["output"] == "stop now"
+    for operation in ("terminate", "suspend", "resume"):
+        assert api("POST", f"/instances/hook-life/{operation}").status_code == 410
+    assert api("POST", "/instances/hook-life/frobnicate").status_code == 404
+    assert api("PUT", "/instances/hook-life").status_code == 404
+
+
+def test_purge_status_codes(devhost: InProcessHost, api: Api) -> None:
+    assert api("DELETE", "/instances/nobody").status_code == 404
+    api.start("wait_event", "purge-live")
+    devhost.wait_for_status("purge-live", "Running")
+    refused = api("DELETE", "/instances/purge-live")
+    assert refused.status_code == 412
+    assert "terminal state" in refused.json()
+    done = api.start("echo_input", json={"n": 1})
+    devhost.wait_for_status(done)
+    purged = api("DELETE", f"/instances/{done}")
+    assert (purged.status_code, purged.json()) == (200, {"instancesDeleted": 1})
+    assert api("DELETE", "/instances/").status_code == 400
+    window = {"createdTimeFrom": "2000-01-01T00:00:00.000000Z", "runtimeStatus": "Completed"}
+    assert api("DELETE", "/instances/", params=window).status_code == 404
+    again = api.start("echo_input", json={"n": 2})
+    devhost.wait_for_status(again)
+    by_filter = api("DELETE", "/instances/", params=window)
+    assert (by_filter.status_code, by_filter.json()) == (200, {"instancesDeleted": 1})
+    assert devhost.get_status("purge-live") is not None
+
+
+def test_rewind_and_restart_refusals(devhost: InProcessHost, api: Api) -> None:
+    missing = api("POST", "/instances/nobody/rewind")
+    assert (missing.status_code, missing.json()) == (404, 'No orchestration with instance ID "$nobody" found.')
+    done = api.start("echo_input", json={"n": 1})
+    assert devhost.wait_for_status(done)["runtimeStatus"] == "Completed"
+    not_failed = api("POST", f"/instances/{done}/rewind")
+    assert not_failed.status_code == 412
+    restart_missing = api("POST", "/instances/nobody/restart")
+    assert restart_missing.status_code == 400
+    restarted = api("POST", f"/instances/{done}/restart")
+    assert restarted.status_code == 202
+    assert restarted.json()["id"] != done
+    failed = api.start("failing")
+    assert devhost.wait_for_status(failed)["runtimeStatus"] == "Failed"
+    assert api("POST", f"/instances/{failed}/rewind", params={"reason": "retry"}).status_code == 202
+
+
+def test_query_instances_with_paging(devhost: InProcessHost, api: Api) -> None:
+    ids = [api.start("echo_input", f"page-{n}", json={"n": n}) for n in range(3)]
+    for instance_id in ids:
+        devhost.wait_for_status(instance_id)
+    first = api("GET", "/instances/", params={"instanceIdPrefix": "page-", "top": "2"})
+    assert first.status_code == 200
+    token = first.headers["x-ms-continuation-token"]
+    assert token
+    second = api("GET", "/instances/", params={"instanceIdPrefix": "page-", "top": "2"},
+                 headers={"x-ms-continuation-token": token})
+    seen = [s["instanceId"] for s in first.json() + second.json()]
+    assert sorted(seen) == ids
+    assert second.headers["x-ms-continuation-token"] == ""
+    completed = api("GET", "/instances", params={"runtimeStatus": "Completed,Bogus", "instanceIdPrefix": "page-"})
+    assert len(completed.json()) == 3
+
+
+def test_entity_routes(devhost: InProcessHost, api: Api) -> None:
+    assert api("GET", "/entities/Counter/k1").status_code == 404
+    # A JSON string literal holding JSON text is what the SDK's entity get_input() can decode (E.2.4).
+    assert api("POST", "/entities/Counter/k1", params={"op": "add"}, json="3").status_code == 202
+    assert api("POST", "/entities/counter/", params={"op": "add"}, json="4").status_code == 202
+    devhost.wait_until_idle()
+    read = api("GET", "/entities/Counter/k1")
+    assert (read.status_code, read.json()) == (200, 3)
+    assert read.headers["content-type"] == "application/json; charset=utf-8"
+    assert api("GET", "/entities/Counter/$").json() == 4
+    listed = api("GET", "/entities/counter", params={"fetchState": "true"})
+    assert listed.status_code == 200
+    assert {(e["entityId"]["key"], e["state"]) for e in listed.json()} == {("k1", 3), ("", 4)}
+    unknown = api("POST", "/entities/Nope/k", params={"op": "x"})
+    assert unknown.status_code == 400
+    assert "Message" in unknown.json()
+    bad_json = api("POST", "/entities/Counter/k1", params={"op": "add"}, content=b"{",
+                   headers={"content-type": "application/json"})
+    assert bad_json.status_code == 400
+    assert bad_json.json()["Message"].startswith("Could not parse JSON content")
+    assert api("PUT", "/entities/Counter/k1").status_code == 404
+
+
+def test_unknown_api_paths_are_404(api: Api) -> None:
+    assert api("GET", "/whatever").status_code == 404
+    assert api("GET", "/").status_code == 404
