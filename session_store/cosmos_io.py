@@ -83,8 +83,12 @@ class CosmosContainers:
         except (CosmosAccessConditionFailedError, CosmosResourceNotFoundError):
             return None
 
-    async def upsert(self, name: str, item: dict[str, Any]) -> dict[str, Any]:
-        return await self._c[name].upsert_item(item)
+    async def upsert(self, name: str, item: dict[str, Any]) -> dict[str, Any] | None:
+        """The written item, or ``None`` if a unique key (``/seq`` of messages) belongs to another item."""
+        try:
+            return await self._c[name].upsert_item(item)
+        except CosmosResourceExistsError:
+            return None
 
     async def delete(self, name: str, item_id: str, partition_key: str) -> bool:
         try:

@@ -171,17 +171,14 @@ class CosmosSessionStore:
         return stored
 
     async def _upsert_message(self, record: MessageRecord) -> None:
-        from azure.cosmos.exceptions import CosmosResourceExistsError
-
-        try:
-            await self._db.upsert("messages", to_item(record, self._ttl))
-        except CosmosResourceExistsError as exc:  # the unique key /seq: another message owns this seq
-            owners = await self._db.query(
-                "messages", "SELECT VALUE c.id FROM c WHERE c.sessionId = @s AND c.seq = @q", record.session_id,
-                s=record.session_id, q=record.seq,
-            )
-            raise rules.seq_conflict(record.session_id, record.seq, owners[0] if owners else "?",
-                                     record.message_id) from exc
+        if await self._db.upsert("messages", to_item(record, self._ttl)) is not None:
+            return
+        # The unique key /seq refused it: another message owns this seq.
+        owners = await self._db.query(
+            "messages", "SELECT VALUE c.id FROM c WHERE c.sessionId = @s AND c.seq = @q", record.session_id,
+            s=record.session_id, q=record.seq,
+        )
+        raise rules.seq_conflict(record.session_id, record.seq, owners[0] if owners else "?", record.message_id)
 
     @_on_portal
     async def list_messages(

@@ -73,9 +73,10 @@ def test_ttl_is_enforced_on_reads_queries_and_unique_checks(local: tuple[str, st
     container = _container(database, unique="/seq")
     container.upsert_item({"id": "short", "sessionId": "s", "seq": 1, "ttl": 100})
     container.upsert_item({"id": "forever", "sessionId": "s", "seq": 2})
-    advance_clock(local[0], 99)
+    # _ts has one-second resolution (as in Cosmos): keep a second of margin on both sides of the 100 s TTL.
+    advance_clock(local[0], 98)
     assert container.read_item("short", partition_key="s")["id"] == "short"
-    advance_clock(local[0], 2)
+    advance_clock(local[0], 3)
     with pytest.raises(CosmosResourceNotFoundError):
         container.read_item("short", partition_key="s")
     ids = [i["id"] for i in container.query_items("SELECT * FROM c WHERE c.sessionId = 's'", partition_key="s")]
