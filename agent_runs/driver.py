@@ -1,0 +1,196 @@
+"""`RunDriver`: the agent loop plus the bookkeeping of a durable run, with no I/O (the orchestrator's brain).
+
+The orchestrator asks the driver what to do, turns the answer into durable tasks and feeds the results back. The
+driver hands out message positions (so every write has a deterministic seq), tracks which approvals are pending,
+knows what pollers may see (`visible_seq`: everything written by steps that have completed) and when the execution
+should continue as new. Keeping this pure makes the orchestrator a thin adapter and lets the rules be unit-tested
+without a host.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from agent_runs.contracts import (
+    ApprovalRequestsInput,
+    DecisionInput,
+    ExpireApprovalsInput,
+    ExpireApprovalsResult,
+    FinishInput,
+    ModelCallInput,
+    RunInput,
+    RunOutcome,
+    RunProgress,
+    RunStatus,
+    StepFailure,
+    ToolCallInput,
+)
+from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
+from agent_runtime.conversation import approval_id as approval_id_for
+from agent_runtime.loop import AgentLoop
+from agent_runtime.loop_types import (
+    ApprovalDecision,
+    ApprovalTimeout,
+    CallModel,
+    Cancel,
+    Fail,
+    Finish,
+    LoopCommand,
+    ModelTurn,
+    RequestApproval,
+    RunTools,
+    ToolOutcome,
+    ToolResults,
+)
+
+# Model calls per execution before continuing as new: bounds the history each episode replays.
+MODEL_CALLS_PER_EXECUTION = 8
+
+
+class RunDriver:
+    def __init__(self, run_input: RunInput) -> None:
+        self._input = run_input
+        self.run = run_input.run
+        self._position = run_input.next_position
+        self._visible_position = run_input.next_position
+        self._loop = AgentLoop(state=run_input.loop_state) if run_input.loop_state else AgentLoop(run_input.loop_config)
+        self._status: RunStatus = "in_progress"
+        self._model_calls = 0
+        self._pending_approvals: list[str] = []
+        self._expires_at: datetime | None = None
+        self._reason: str | None = None
+
+    # ------------------------------------------------------------------------------------------------ commands
+
+    def first_command(self) -> LoopCommand:
+        return self._input.pending_command or self._loop.start()
+
+    def should_continue_as_new(self, command: LoopCommand) -> bool:
+        return isinstance(command, CallModel) and self._model_calls >= MODEL_CALLS_PER_EXECUTION
+
+    def continue_as_new_input(self, command: LoopCommand) -> RunInput:
+        return self._input.model_copy(
+            update={
+                "next_position": self._position,
+                "loop_state": self._loop.state,
+                "pending_command": command,
+                "generation": self._input.generation + 1,
+            }
+        )
+
+    def model_call(self, command: CallModel) -> ModelCallInput:
+        self._model_calls += 1
+        return ModelCallInput(run=self.run, command=command, first_seq=self._allocate(SLOTS_PER_MODEL_CALL))
+
+    def tool_calls(self, command: RunTools) -> list[ToolCallInput]:
+        return [ToolCallInput(run=self.run, invocation=call, seq=self._allocate(1)) for call in command.calls]
+
+    def approval_requests(self, command: RequestApproval, now: datetime) -> ApprovalRequestsInput:
+        self._expires_at = now + timedelta(seconds=self._input.approval_timeout_seconds)
+        self._pending_approvals = [approval_id_for(self.run.run_id, ref.call_id) for ref in command.calls]
+        self._status = "requires_action"
+        return ApprovalRequestsInput(
+            run=self.run, calls=command.calls, first_seq=self._allocate(len(command.calls)), expires_at=self._expires_at
+        )
+
+    def decision_input(self, approval_id: str) -> DecisionInput | None:
+        """The activity input applying a decision, or None for an approval this run is not waiting for."""
+        if approval_id not in self._pending_approvals:
+            return None
+        return DecisionInput(run=self.run, approval_id=approval_id, seq=self._allocate(1))
+
+    def expire_input(self) -> ExpireApprovalsInput:
+        return ExpireApprovalsInput(
+            run=self.run,
+            approval_ids=list(self._pending_approvals),
+            first_seq=self._allocate(len(self._pending_approvals)),
+        )
+
+    def finish_input(self, finish: Finish) -> FinishInput:
+        slots = len(finish.unresolved) + 1
+        return FinishInput(run=self.run, finish=finish, first_seq=self._allocate(slots), usage=self._loop.state.usage)
+
+    # ------------------------------------------------------------------------------------------------ results
+
+    def on_model_result(self, result: ModelTurn | StepFailure) -> LoopCommand:
+        self._step_completed()
+        if isinstance(result, StepFailure):
+            return self._loop.send(Fail(reason=f"{result.code}: {result.message}"))
+        return self._loop.send(result)
+
+    def on_tool_results(self, outcomes: list[ToolOutcome]) -> LoopCommand:
+        self._step_completed()
+        return self._loop.send(ToolResults(outcomes=outcomes))
+
+    def on_decision(self, decision: ApprovalDecision) -> LoopCommand:
+        self._step_completed()
+        self._pending_approvals = [
+            pending
+            for pending in self._pending_approvals
+            if pending != approval_id_for(self.run.run_id, decision.call_id)
+        ]
+        command = self._loop.send(decision)
+        self._after_approvals()
+        return command
+
+    def on_expired(self, result: ExpireApprovalsResult) -> LoopCommand | None:
+        """Feed the race winners, then the timeout for what is still undecided; None if nothing changed."""
+        command: LoopCommand | None = None
+        for decision in result.decided:
+            command = self.on_decision(decision)
+        self._step_completed()
+        if self._loop.awaiting_approval:
+            self._pending_approvals = []
+            command = self._loop.send(ApprovalTimeout())
+        self._after_approvals()
+        return command
+
+    def on_failure(self, reason: str) -> LoopCommand:
+        """An activity failed after its retries: the run fails with the reason."""
+        self._step_completed()
+        return self._loop.send(Fail(reason=reason))
+
+    def on_cancel(self, reason: str | None) -> LoopCommand:
+        return self._loop.send(Cancel(reason=reason))
+
+    def on_finished(self, finish: Finish) -> RunOutcome:
+        self._step_completed()
+        self._status = finish.status
+        self._reason = finish.reason
+        self._pending_approvals = []
+        return RunOutcome(run_id=self.run.run_id, status=finish.status, reason=finish.reason)
+
+    # ------------------------------------------------------------------------------------------------ state
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        return list(self._pending_approvals)
+
+    @property
+    def approvals_expire_at(self) -> datetime | None:
+        return self._expires_at
+
+    def progress(self) -> RunProgress:
+        return RunProgress(
+            status=self._status,
+            iteration=self._loop.state.iteration,
+            visible_seq=seq_for(self.run.ordinal, self._visible_position) - 1,
+            pending_approvals=self._pending_approvals,
+            approvals_expire_at=self._expires_at if self._pending_approvals else None,
+            usage=self._loop.state.usage,
+            reason=self._reason,
+        )
+
+    def _allocate(self, count: int) -> int:
+        first = seq_for(self.run.ordinal, self._position)
+        self._position += count
+        return first
+
+    def _step_completed(self) -> None:
+        # Nothing is in flight when a result is fed back, so everything allocated so far has been written.
+        self._visible_position = self._position
+
+    def _after_approvals(self) -> None:
+        if not self._loop.awaiting_approval:
+            self._pending_approvals = []
+            self._status = "in_progress"

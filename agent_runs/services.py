@@ -1,0 +1,114 @@
+"""The per-process services of the app: settings, the session store, the agents, model clients, token signer.
+
+Built lazily on first use and shared by every activity and HTTP handler of the process (one store and one Cosmos
+client per process, as the SDKs recommend). Model clients are kept per event loop because their HTTP connection
+pools belong to the loop that created them. With no model credentials configured the offline demo brain is started
+in-process (a scripted OpenAI-compatible server on a free loopback port), so the app runs with no account at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import threading
+from functools import cached_property
+from typing import Any
+
+from agent_runs.settings import RunSettings
+from agent_runtime.agents import AgentRegistry
+from agent_runtime.continuation import ContinuationTokens
+from agent_runtime.models.retrying import RetryingModelClient
+from agent_runtime.models.types import ModelClient
+from agent_runtime.settings import ModelSettings, build_model_client
+from session_store import SessionStore, StoreSettings, open_store
+
+log = logging.getLogger(__name__)
+
+
+class RunServices:
+    _instance: RunServices | None = None
+    _instance_lock = threading.Lock()
+
+    def __init__(
+        self,
+        *,
+        run_settings: RunSettings | None = None,
+        model_settings: ModelSettings | None = None,
+        store_settings: StoreSettings | None = None,
+    ) -> None:
+        self.run_settings = run_settings or RunSettings()
+        self.model_settings = model_settings or ModelSettings()
+        self.store_settings = store_settings or StoreSettings()
+        self._lock = threading.Lock()
+        self._model_clients: dict[asyncio.AbstractEventLoop, ModelClient] = {}
+        self._demo_server: Any = None
+
+    # ------------------------------------------------------------------------------------------------ singleton
+
+    @classmethod
+    def current(cls) -> RunServices:
+        with cls._instance_lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    @classmethod
+    def reset(cls) -> None:
+        """Drop the process's services (tests that change settings between apps); closes what was opened."""
+        with cls._instance_lock:
+            instance, cls._instance = cls._instance, None
+        if instance is not None:
+            instance.close()
+
+    # ------------------------------------------------------------------------------------------------ services
+
+    @cached_property
+    def store(self) -> SessionStore:
+        return open_store(self.store_settings)
+
+    @cached_property
+    def agents(self) -> AgentRegistry:
+        return AgentRegistry.from_package(self.run_settings.agents_package)
+
+    @cached_property
+    def tokens(self) -> ContinuationTokens:
+        return ContinuationTokens(
+            self.run_settings.token_secrets(), ttl_seconds=self.run_settings.continuation_token_ttl_seconds
+        )
+
+    def model_client(self) -> ModelClient:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._model_clients.get(loop)
+            if client is None:
+                scripted_url = self._demo_base_url() if self._needs_demo_server() else None
+                inner = build_model_client(self.model_settings, scripted_base_url=scripted_url)
+                client = RetryingModelClient(inner, self.model_settings.retry_policy())
+                self._model_clients[loop] = client
+            return client
+
+    def _needs_demo_server(self) -> bool:
+        settings = self.model_settings
+        return settings.resolved_provider == "scripted" and not settings.scripted_model_url
+
+    def _demo_base_url(self) -> str:
+        if self._demo_server is None:
+            from scripted_model.demo import start_demo_server  # only the offline demo needs the server code
+
+            self._demo_server = start_demo_server()
+            atexit.register(self._demo_server.stop)
+            log.warning("No model configured: using the offline demo model at %s", self._demo_server.base_url)
+        return str(self._demo_server.base_url)
+
+    def close(self) -> None:
+        """Close the store and stop the demo server. Callable from sync code, with or without a running loop."""
+        store = self.__dict__.pop("store", None)
+        if store is not None:
+            # A thread of its own: asyncio.run cannot nest inside a caller's running loop.
+            closer = threading.Thread(target=asyncio.run, args=(store.close(),), name="close-store")
+            closer.start()
+            closer.join(timeout=30)
+        if self._demo_server is not None:
+            self._demo_server.stop()
+            self._demo_server = None

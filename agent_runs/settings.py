@@ -1,0 +1,45 @@
+"""App settings of the durable agent runs (environment / Functions app settings / local.settings.json `Values`).
+
+| variable | meaning | default |
+|---|---|---|
+| `CONTINUATION_TOKEN_SECRET` | HMAC secrets, comma-separated (first signs) | dev secret; required in Azure |
+| `CONTINUATION_TOKEN_TTL_SECONDS` | how long a continuation token stays valid | `86400` |
+| `DEFAULT_APPROVAL_TIMEOUT_SECONDS` | how long approvals wait when neither the request nor the agent says | `86400` |
+| `AGENTS_PACKAGE` | the package whose modules define the served agents | `agents` |
+
+Model settings: `agent_runtime.settings`; store settings: `session_store.settings`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger(__name__)
+
+# Public on purpose: only ever used when no secret is configured outside Azure (devhost / func start on a laptop).
+DEVELOPMENT_TOKEN_SECRET = "durable-agents-development-secret-do-not-use-in-production"
+
+
+class RunSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    continuation_token_secret: SecretStr | None = Field(default=None, validation_alias="CONTINUATION_TOKEN_SECRET")
+    continuation_token_ttl_seconds: int = Field(default=86400, gt=0, validation_alias="CONTINUATION_TOKEN_TTL_SECONDS")
+    default_approval_timeout_seconds: float = Field(
+        default=86400, gt=0, validation_alias="DEFAULT_APPROVAL_TIMEOUT_SECONDS"
+    )
+    agents_package: str = Field(default="agents", validation_alias="AGENTS_PACKAGE")
+
+    def token_secrets(self) -> list[str]:
+        if self.continuation_token_secret is not None:
+            secrets = [s.strip() for s in self.continuation_token_secret.get_secret_value().split(",") if s.strip()]
+            if secrets:
+                return secrets
+        if os.environ.get("WEBSITE_INSTANCE_ID"):  # running in Azure: a guessable secret would let anyone forge tokens
+            raise ValueError("CONTINUATION_TOKEN_SECRET must be set in Azure (a long random string)")
+        log.warning("CONTINUATION_TOKEN_SECRET is not set: using the public development secret")
+        return [DEVELOPMENT_TOKEN_SECRET]

@@ -1,0 +1,1 @@
+"""Durable orchestrators: thin generator adapters over pure drivers (no I/O, no clocks, no randomness here)."""

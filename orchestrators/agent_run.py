@@ -1,0 +1,168 @@
+"""The `agent_run` orchestrator: one agent run, step by step, as durable tasks.
+
+It only translates the `RunDriver`'s commands into activities, timers and external events and feeds the results
+back. Every wait is raced with the `cancel` event. Replay-safe: time comes from `context.current_utc_datetime`,
+nothing else is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import azure.durable_functions as df
+from azure.durable_functions.models.Task import TaskBase, TaskState
+from pydantic import TypeAdapter
+
+from agent_runs.budget import within_budget
+from agent_runs.contracts import (
+    APPROVAL_EVENT,
+    CANCEL_EVENT,
+    ApprovalEvent,
+    CancelEvent,
+    ExpireApprovalsResult,
+    RunInput,
+    StepFailure,
+)
+from agent_runs.driver import RunDriver
+from agent_runtime.loop_types import (
+    ApprovalDecision,
+    AwaitApproval,
+    CallModel,
+    Finish,
+    LoopCommand,
+    ModelTurn,
+    RequestApproval,
+    RunTools,
+    ToolOutcome,
+)
+
+# Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
+ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
+_model_result = TypeAdapter(ModelTurn | StepFailure)
+
+
+class _Activities:
+    """Names of the activities this orchestrator schedules (the function names registered in function_app)."""
+
+    call_model = "call_model"
+    invoke_tool = "invoke_tool"
+    record_approvals = "record_approvals"
+    apply_decision = "apply_decision"
+    expire_approvals = "expire_approvals"
+    finish_run = "finish_run"
+
+
+def _payload(model: Any, what: str) -> dict[str, Any]:
+    return within_budget(model.model_dump(mode="json"), what)
+
+
+def _failed(task: TaskBase) -> bool:
+    return task.state is TaskState.FAILED
+
+
+def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    driver = RunDriver(RunInput.model_validate(context.get_input()))
+    cancel = context.wait_for_external_event(CANCEL_EVENT)
+    command: LoopCommand = driver.first_command()
+
+    while not isinstance(command, Finish):
+        if driver.should_continue_as_new(command):
+            context.continue_as_new(_payload(driver.continue_as_new_input(command), "continue-as-new input"))
+            return {}
+        context.set_custom_status(_payload(driver.progress(), "custom status"))
+
+        if isinstance(command, CallModel):
+            task = context.call_activity_with_retry(
+                _Activities.call_model, ACTIVITY_RETRY, _payload(driver.model_call(command), "call_model input")
+            )
+            winner = yield context.task_any([task, cancel])
+            if winner is cancel:
+                command = driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
+            elif _failed(task):
+                command = driver.on_failure(f"model call failed: {_error_text(task)}")
+            else:
+                command = driver.on_model_result(_model_result.validate_python(task.result))
+
+        elif isinstance(command, RunTools):
+            tasks = [
+                context.call_activity_with_retry(_Activities.invoke_tool, ACTIVITY_RETRY, _payload(call, "tool input"))
+                for call in driver.tool_calls(command)
+            ]
+            batch = context.task_all(tasks)
+            winner = yield context.task_any([batch, cancel])
+            if winner is cancel:
+                command = driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
+            elif _failed(batch):
+                command = driver.on_failure(f"tool call failed: {_error_text(batch)}")
+            else:
+                command = driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
+
+        elif isinstance(command, RequestApproval | AwaitApproval):
+            command = yield from _wait_for_approvals(context, driver, command, cancel)
+
+    context.set_custom_status(_payload(driver.progress(), "custom status"))
+    yield context.call_activity_with_retry(
+        _Activities.finish_run, ACTIVITY_RETRY, _payload(driver.finish_input(command), "finish input")
+    )
+    outcome = driver.on_finished(command)
+    context.set_custom_status(_payload(driver.progress(), "custom status"))
+    return outcome.model_dump(mode="json")
+
+
+def _wait_for_approvals(
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    command: RequestApproval | AwaitApproval,
+    cancel: TaskBase,
+) -> Generator[Any, Any, LoopCommand]:
+    """Record the requests, then take decisions one by one until none is pending, the timer fires or cancel."""
+    if isinstance(command, RequestApproval):
+        requests = driver.approval_requests(command, context.current_utc_datetime)
+        yield context.call_activity_with_retry(
+            _Activities.record_approvals, ACTIVITY_RETRY, _payload(requests, "approval requests")
+        )
+    expires_at = driver.approvals_expire_at
+    assert expires_at is not None  # set by approval_requests before any wait
+    timer = context.create_timer(expires_at)
+    next_command: LoopCommand = command
+    while driver.pending_approvals:
+        context.set_custom_status(_payload(driver.progress(), "custom status"))
+        decision_event = context.wait_for_external_event(APPROVAL_EVENT)
+        winner = yield context.task_any([decision_event, timer, cancel])
+        if winner is cancel:
+            timer.cancel()
+            return driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
+        if winner is timer:
+            expiry = driver.expire_input()
+            result = yield context.call_activity_with_retry(
+                _Activities.expire_approvals, ACTIVITY_RETRY, _payload(expiry, "expire input")
+            )
+            return driver.on_expired(ExpireApprovalsResult.model_validate(result)) or next_command
+        event = ApprovalEvent.model_validate(_event_data(decision_event))
+        decision_input = driver.decision_input(event.approval_id)
+        if decision_input is None:
+            continue  # not (or no longer) pending here: the API already answered the caller
+        result = yield context.call_activity_with_retry(
+            _Activities.apply_decision, ACTIVITY_RETRY, _payload(decision_input, "decision input")
+        )
+        next_command = driver.on_decision(ApprovalDecision.model_validate(result))
+    timer.cancel()
+    return next_command
+
+
+def _event_data(task: TaskBase) -> dict[str, Any]:
+    """External event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
+    import json
+
+    value = task.result
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {}
+    return value if isinstance(value, dict) else {}
+
+
+def _error_text(task: TaskBase) -> str:
+    error = task.result
+    if isinstance(error, TaskBase):
+        error = error.result
+    return str(error).split("\n", 1)[0][:500]
