@@ -50,7 +50,7 @@ from .messages import (
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
 from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
-from .tools import ToolArgumentsError, ToolContext, ToolTimeoutError
+from .tools import EffectLedger, ToolArgumentsError, ToolContext, ToolTimeoutError
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +180,7 @@ async def invoke_tool_step(
     invocation: ToolInvocation,
     *,
     session_id: str | None = None,
+    effects: EffectLedger | None = None,
 ) -> ToolOutcome:
     """Produce and store the result of one call: run the tool through the function middleware, or write why not."""
     messages = await log.messages()
@@ -195,7 +196,7 @@ async def invoke_tool_step(
     elif invocation.action == "unknown":
         result = FunctionResultContent(call_id=call.call_id, error=f"Requested function '{call.name}' not found.")
     else:
-        result, terminated = await _run_tool(agent, messages, call, run_id, session_id)
+        result, terminated = await _run_tool(agent, messages, call, run_id, session_id, effects)
     await log.append(Message.tool_result(result, message_id=result_message_id(run_id, call.call_id)))
     is_error = result.is_error and invocation.action != "deny"
     return ToolOutcome(call_id=call.call_id, is_error=is_error, terminated=terminated)
@@ -228,6 +229,7 @@ async def _run_tool(
     call: FunctionCallContent,
     run_id: str,
     session_id: str | None,
+    effects: EffectLedger | None = None,
 ) -> tuple[FunctionResultContent, bool]:
     tool = agent.tool(call.name)
     if tool is None:
@@ -243,6 +245,7 @@ async def _run_tool(
         run_id=run_id,
         session_id=session_id,
         agent_name=agent.name,
+        effects=effects,
     )
     context = FunctionInvocationContext(tool=tool, arguments=arguments, call_id=call.call_id, tool_context=tool_context)
 

@@ -19,7 +19,7 @@ import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Protocol, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -29,14 +29,23 @@ ApprovalPredicate = Callable[[BaseModel], bool]
 ApprovalPolicy = Literal["never", "always"] | ApprovalPredicate
 
 
+class EffectLedger(Protocol):
+    """Where a tool records a side effect exactly once (the durable host backs it with the session store)."""
+
+    async def record_once(self, key: str, kind: str, payload: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Store `payload` under `key` unless something is stored there; return (stored payload, created now)."""
+        ...
+
+
 class ToolContext(BaseModel):
     """What the runtime tells a tool about the call it is serving.
 
     `idempotency_key` is stable across retries of the same call (an activity may run twice): a tool with side effects
-    passes it to the system it changes so that the second delivery is a no-op there.
+    passes it to the system it changes so that the second delivery is a no-op there. `effects`, when the host offers
+    one, is a ledger that does exactly that for effects the app keeps itself (see `record_effect_once`).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     idempotency_key: str
     call_id: str
@@ -44,6 +53,14 @@ class ToolContext(BaseModel):
     run_id: str | None = None
     session_id: str | None = None
     agent_name: str | None = None
+    effects: Any = Field(default=None, exclude=True, repr=False)
+
+    async def record_effect_once(self, kind: str, payload: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Record this call's side effect under its idempotency key; a retried call gets the first record back."""
+        if self.effects is None:
+            raise RuntimeError("this host offers no effect ledger to tools")
+        ledger: EffectLedger = self.effects
+        return await ledger.record_once(self.idempotency_key, kind, payload)
 
 
 class ToolArgumentsError(ValueError):

@@ -7,6 +7,7 @@ nothing else is read.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator
 from typing import Any
 
@@ -78,9 +79,10 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             )
             winner = yield context.task_any([task, cancel])
             if winner is cancel:
+                yield from _drain(task)
                 command = driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
             elif _failed(task):
-                command = driver.on_failure(f"model call failed: {_error_text(task)}")
+                command = driver.on_failure(f"model_call_failed: {_error_text(task)}")
             else:
                 command = driver.on_model_result(_model_result.validate_python(task.result))
 
@@ -92,9 +94,10 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             batch = context.task_all(tasks)
             winner = yield context.task_any([batch, cancel])
             if winner is cancel:
+                yield from _drain(batch)
                 command = driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
             elif _failed(batch):
-                command = driver.on_failure(f"tool call failed: {_error_text(batch)}")
+                command = driver.on_failure(f"tool_call_failed: {_error_text(batch)}")
             else:
                 command = driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
 
@@ -151,10 +154,19 @@ def _wait_for_approvals(
     return next_command
 
 
+def _drain(task: TaskBase) -> Generator[Any, Any, None]:
+    """Let work already started finish before the run ends (graceful cancel: its writes land before the run closes,
+    so the conversation never ends on a tool call without a result)."""
+    if task.is_completed:
+        return
+    try:
+        yield task
+    except Exception:  # its failure no longer matters: the run is being cancelled
+        return
+
+
 def _event_data(task: TaskBase) -> dict[str, Any]:
     """External event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
-    import json
-
     value = task.result
     if isinstance(value, str):
         value = json.loads(value) if value.strip() else {}

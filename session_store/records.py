@@ -57,6 +57,9 @@ class RunRecord(_Record):
     created_at: AwareDatetime | None = None
     updated_at: AwareDatetime | None = None
     input_seq: int | None = None
+    cancel_requested_at: AwareDatetime | None = Field(
+        default=None, description="set by a cancel request; activities check it so a cancel is never lost"
+    )
     output: JsonObject | None = None
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
@@ -70,7 +73,7 @@ class RunRecord(_Record):
 
 # Fields ``update_run`` may change; identity, ordering and store-managed fields are not among them.
 RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
-    {"status", "instance_id", "input_seq", "output", "error", "usage", "metadata"}
+    {"status", "instance_id", "input_seq", "cancel_requested_at", "output", "error", "usage", "metadata"}
 )
 
 

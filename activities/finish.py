@@ -1,0 +1,59 @@
+"""`finish_run`: close the run in the store (output or error, usage), leaving the session ready for the next run."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.context import StepContext
+from agent_runs.contracts import FinishInput
+from agent_runs.sequence import run_seq_range
+from agent_runs.store_log import load_session_records
+from agent_runtime.messages import Message, last_assistant_text
+from agent_runtime.steps import close_unresolved_calls_step
+
+_CODE = re.compile(r"^([a-z][a-z0-9_]*):\s*(.*)$", re.DOTALL)
+
+
+async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
+    step = FinishInput.model_validate(payload)
+    ctx = StepContext.for_run(step.run)
+    finish = step.finish
+    await close_unresolved_calls_step(ctx.log(step.first_seq, len(finish.unresolved) + 1), step.run.run_id, finish)
+    output: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    if finish.status == "completed":
+        output = await _output(ctx)
+    else:
+        error = _error(finish.status, finish.reason)
+    await ctx.store.finish_run(
+        step.run.run_id, finish.status, output=output, error=error, usage=step.usage.model_dump(mode="json")
+    )
+    for pending in await ctx.store.list_approvals(run_id=step.run.run_id, status="pending"):
+        await ctx.store.decide_approval(
+            pending.approval_id, "expired", reason=f"The run ended ({finish.status}).", decided_at=datetime.now(UTC)
+        )
+    return {}
+
+
+async def _output(ctx: StepContext) -> dict[str, Any]:
+    first, last = run_seq_range(ctx.run.ordinal)
+    records = await load_session_records(ctx.store, ctx.run.session_id, after_seq=first - 1, up_to_seq=last)
+    text = last_assistant_text([Message.model_validate(record.payload) for record in records])
+    output: dict[str, Any] = {"text": text}
+    agent = ctx.agent
+    if agent.output_type is not None:
+        try:
+            value = agent.parse_output(text)
+            output["value"] = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+        except ValueError as exc:  # pydantic's ValidationError and json's JSONDecodeError are ValueErrors
+            output["value_error"] = str(exc).split("\n", 1)[0]
+    return output
+
+
+def _error(status: str, reason: str) -> dict[str, Any]:
+    match = _CODE.match(reason)
+    if match:
+        return {"code": match.group(1), "message": match.group(2) or reason}
+    return {"code": reason if re.fullmatch(r"[a-z_]+", reason) else status, "message": reason}

@@ -1,0 +1,35 @@
+"""`call_model`: one model call of a run (chat middleware, retries honouring Retry-After, the answer stored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runs.budget import within_budget
+from agent_runs.context import StepContext
+from agent_runs.contracts import ModelCallInput, StepFailure
+from agent_runs.sequence import SLOTS_PER_MODEL_CALL
+from agent_runtime.loop_types import ModelTurn
+from agent_runtime.models.errors import ModelError
+from agent_runtime.steps import call_model_step
+
+
+async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
+    step = ModelCallInput.model_validate(payload)
+    ctx = StepContext.for_run(step.run)
+    if await ctx.cancel_requested():
+        # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
+        result: ModelTurn | StepFailure = StepFailure(code="cancelled", message="the run was cancelled")
+    else:
+        try:
+            result = await call_model_step(
+                ctx.agent,
+                ctx.services.model_client(),
+                ctx.log(step.first_seq, SLOTS_PER_MODEL_CALL),
+                step.run.run_id,
+                step.command,
+            )
+        except ModelError as error:
+            if error.retryable:
+                raise  # the activity's durable retry waits on a timer, holding no worker
+            result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
+    return within_budget(result.model_dump(mode="json"), "call_model result")

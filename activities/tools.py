@@ -1,0 +1,25 @@
+"""`invoke_tool`: one tool call (validated arguments, function middleware, idempotency key, the result stored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runs.budget import within_budget
+from agent_runs.context import StepContext
+from agent_runs.contracts import ToolCallInput
+from agent_runs.effects import StoreEffectLedger
+from agent_runtime.steps import invoke_tool_step
+
+
+async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
+    step = ToolCallInput.model_validate(payload)
+    ctx = StepContext.for_run(step.run)
+    outcome = await invoke_tool_step(
+        ctx.agent,
+        ctx.log(step.seq, 1),
+        step.run.run_id,
+        step.invocation,
+        session_id=step.run.session_id,
+        effects=StoreEffectLedger(ctx.store, step.run.session_id),
+    )
+    return within_budget(outcome.model_dump(mode="json"), "invoke_tool result")

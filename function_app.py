@@ -1,0 +1,83 @@
+"""The Functions app: wiring only. Routes -> `http_api` handlers, the `agent_run` orchestrator, its activities.
+
+Runs on Azure Functions (Durable extension), `func start` on a laptop, and devhost (`python -m devhost`).
+"""
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from activities.approvals import apply_decision, expire_approvals, record_approvals
+from activities.finish import finish_run
+from activities.model import call_model
+from activities.tools import invoke_tool
+from http_api import agents, approvals, runs, sessions
+from orchestrators.agent_run import agent_run
+
+app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+# ----------------------------------------------------------------------------------------------- orchestration
+app.orchestration_trigger(context_name="context")(agent_run)
+for activity in (call_model, invoke_tool, record_approvals, apply_decision, expire_approvals, finish_run):
+    app.activity_trigger(input_name="payload")(activity)
+
+
+# ----------------------------------------------------------------------------------------------- HTTP: agents
+@app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def health(req: func.HttpRequest) -> func.HttpResponse:
+    return await agents.health(req)
+
+
+@app.route(route="agents", methods=["GET"])
+async def list_agents(req: func.HttpRequest) -> func.HttpResponse:
+    return await agents.list_agents(req)
+
+
+@app.route(route="agents/{agent}", methods=["GET"])
+async def get_agent(req: func.HttpRequest) -> func.HttpResponse:
+    return await agents.get_agent(req)
+
+
+# ----------------------------------------------------------------------------------------------- HTTP: runs
+@app.route(route="agents/{agent}/runs", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await runs.start_run(req, client)
+
+
+@app.route(route="runs/{run_id}", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await runs.get_run(req, client)
+
+
+@app.route(route="runs/{run_id}/cancel", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def cancel_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await runs.cancel_run(req, client)
+
+
+@app.route(route="runs/{run_id}/approvals", methods=["GET"])
+async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
+    return await approvals.list_approvals(req)
+
+
+@app.route(route="runs/{run_id}/approvals/{approval_id}", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def decide_approval(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await approvals.decide(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- HTTP: sessions
+@app.route(route="sessions/{session_id}", methods=["GET"])
+async def get_session(req: func.HttpRequest) -> func.HttpResponse:
+    return await sessions.get_session(req)
+
+
+@app.route(route="sessions/{session_id}", methods=["DELETE"])
+async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
+    return await sessions.delete_session(req)
+
+
+@app.route(route="sessions/{session_id}/messages", methods=["GET"])
+async def list_session_messages(req: func.HttpRequest) -> func.HttpResponse:
+    return await sessions.list_messages(req)

@@ -1,0 +1,123 @@
+"""Approvals over HTTP: list a run's approvals, decide one (approve / reject / approve with edited arguments).
+
+The decision is validated (edited arguments against the tool's schema), stored conditionally (exactly one decision
+wins, with who and when for the audit trail) and only then announced to the run by an event naming the approval.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel
+
+from agent_runs.services import RunServices
+from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallContent
+from agent_runtime.steps import decide_approval
+from agent_runtime.tools import ToolArgumentsError
+from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.durable_gateway import DurableGateway
+from http_api.models import ApprovalDecisionRequest
+from http_api.problems import ApiProblem, not_found
+from http_api.request_context import principal
+from http_api.runs import agent_or_404, run_or_404
+from session_store import AlreadyDecidedError, ApprovalRecord
+
+
+class ApprovalView(BaseModel):
+    approval_id: str
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, object]
+    status: str
+    created_at: datetime | None
+    expires_at: datetime | None
+    decided_at: datetime | None
+    decided_by: str | None
+    reason: str | None
+    edited_arguments: dict[str, object] | None
+
+    @classmethod
+    def of(cls, record: ApprovalRecord) -> ApprovalView:
+        return cls.model_validate(record.model_dump(exclude={"session_id", "etag"}))
+
+
+class ApprovalsQuery(BaseModel):
+    status: Literal["pending", "approved", "rejected", "expired"] | None = None
+
+
+@http_endpoint
+async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
+    store = RunServices.current().store
+    run = await run_or_404(store, req.route_params["run_id"])
+    query = query_model(req, ApprovalsQuery)
+    records = await store.list_approvals(run_id=run.run_id, status=query.status)
+    return json_response(
+        {"run_id": run.run_id, "approvals": [ApprovalView.of(r).model_dump(mode="json") for r in records]}
+    )
+
+
+@http_endpoint
+async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    store = services.store
+    run = await run_or_404(store, req.route_params["run_id"])
+    approval_id = req.route_params["approval_id"]
+    body = read_json_body(req, ApprovalDecisionRequest)
+    record = await store.get_approval(approval_id)
+    if record is None or record.run_id != run.run_id:
+        raise not_found("approval_not_found", "Approval", approval_id, field="path.approval_id")
+    now = datetime.now(UTC)
+    _check_open(record, run_finished=run.finished, now=now)
+    approved = body.decision == "approve"
+    edited = body.arguments if approved else None
+    if edited is not None:
+        _validate_edit(services, run.agent, record, edited)
+    try:
+        decided = await store.decide_approval(
+            approval_id,
+            "approved" if approved else "rejected",
+            decided_by=principal(req),
+            reason=body.reason,
+            edited_arguments=edited,
+            decided_at=now,
+        )
+    except AlreadyDecidedError as race:
+        _check_open(race.current, run_finished=False, now=now)
+        raise  # unreachable: a decided record always fails the check
+    await DurableGateway(client).send_approval(run.run_id, approval_id)
+    return json_response(ApprovalView.of(decided), status=202)
+
+
+def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime) -> None:
+    if record.status == "expired" or (record.status == "pending" and record.expires_at and record.expires_at <= now):
+        raise ApiProblem(410, "approval_expired", "The approval has expired", f"It expired at {record.expires_at}.")
+    if record.status != "pending":
+        raise ApiProblem(
+            409,
+            "approval_already_decided",
+            "The approval was already decided",
+            f"It was {record.status} by {record.decided_by or 'an anonymous caller'} at {record.decided_at}.",
+            current_status=record.status,
+        )
+    if run_finished:
+        raise ApiProblem(410, "run_finished", "The run has already finished", "Its approvals can no longer change.")
+
+
+def _validate_edit(services: RunServices, agent_name: str, record: ApprovalRecord, edited: dict[str, object]) -> None:
+    agent = agent_or_404(services, agent_name)
+    call = FunctionCallContent(call_id=record.call_id, name=record.tool, arguments=record.arguments)
+    request = FunctionApprovalRequestContent(id=record.approval_id, function_call=call)
+    try:
+        decide_approval(agent, request, request.create_approval(arguments=dict(edited)))
+    except ToolArgumentsError as error:
+        raise ApiProblem(
+            422,
+            "invalid_arguments",
+            "The edited arguments do not fit the tool",
+            str(error),
+            field="body.arguments",
+        ) from error

@@ -1,0 +1,121 @@
+"""What a client sees of a run: its status, the updates since its cursor, pending approvals, output, next token.
+
+The store is the source of truth for content and for finished runs; the orchestration's custom status
+(`RunProgress`) says how far a running run has got (`visible_seq`: everything written by completed steps), so a
+poll never shows half of a step and each update is delivered exactly once, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runs.sequence import run_seq_range
+from agent_runtime.continuation import ContinuationTokens
+from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.models import (
+    FINAL_STATUSES,
+    PendingApproval,
+    RunError,
+    RunLinks,
+    RunStatus,
+    RunUpdate,
+    RunView,
+    Usage,
+)
+from session_store import RunRecord, SessionStore
+
+UPDATES_PER_RESPONSE = 200
+TOKEN_SCOPE = "run"
+_CRASHED = {"Failed": "failed", "Terminated": "cancelled", "Canceled": "cancelled"}
+
+
+async def reconcile(store: SessionStore, run: RunRecord, state: OrchestrationState | None) -> RunRecord:
+    """A run whose orchestration ended without closing it (crash, terminate) is closed now, freeing its session."""
+    if run.finished or state is None or state.runtime_status not in _CRASHED:
+        return run
+    status = _CRASHED[state.runtime_status]
+    message = str(state.output or "the orchestration ended without finishing the run")[:1000]
+    code = "run_crashed" if status == "failed" else "run_terminated"
+    return await store.finish_run(run.run_id, status, error={"code": code, "message": message})
+
+
+def _status(run: RunRecord, state: OrchestrationState | None) -> RunStatus:
+    if run.finished:
+        return run.status
+    if state is not None and state.progress is not None:
+        return state.progress.status
+    return "queued"
+
+
+def _visible_seq(run: RunRecord, state: OrchestrationState | None) -> int:
+    _, last = run_seq_range(run.ordinal)
+    if run.finished or state is None or state.progress is None:
+        # Finished: everything. Not started yet: only the input exists, so everything is still right.
+        return last
+    return state.progress.visible_seq
+
+
+def links(base_url: str, run: RunRecord) -> RunLinks:
+    return RunLinks(
+        self=f"{base_url}/api/runs/{run.run_id}",
+        cancel=f"{base_url}/api/runs/{run.run_id}/cancel",
+        approvals=f"{base_url}/api/runs/{run.run_id}/approvals",
+        session=f"{base_url}/api/sessions/{run.session_id}",
+    )
+
+
+async def build_run_view(
+    store: SessionStore,
+    gateway: DurableGateway,
+    tokens: ContinuationTokens,
+    run: RunRecord,
+    *,
+    cursor: int | None,
+    base_url: str,
+) -> RunView:
+    state = await gateway.state(run.run_id)
+    run = await reconcile(store, run, state)
+    status = _status(run, state)
+    first, _ = run_seq_range(run.ordinal)
+    after = max(cursor if cursor is not None else first - 1, first - 1)
+    page = await store.list_messages(
+        run.session_id, after_seq=after, up_to_seq=_visible_seq(run, state), limit=UPDATES_PER_RESPONSE
+    )
+    updates = [RunUpdate(seq=record.seq, message=record.payload) for record in page.items]
+    new_cursor = updates[-1].seq if updates else after
+    more = page.continuation is not None
+    pending = [] if run.finished else await store.list_approvals(run_id=run.run_id, status="pending")
+    token = (
+        None if status in FINAL_STATUSES and not more else tokens.issue(TOKEN_SCOPE, run.run_id, {"seq": new_cursor})
+    )
+    return RunView(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        agent=run.agent,
+        status=status,
+        created_at=run.created_at,
+        updated_at=run.updated_at,
+        updates=updates,
+        pending_approvals=[
+            PendingApproval(
+                approval_id=a.approval_id,
+                call_id=a.call_id,
+                tool=a.tool,
+                arguments=a.arguments,
+                expires_at=a.expires_at,
+            )
+            for a in pending
+        ],
+        usage=_usage(run, state),
+        output=run.output,
+        error=RunError.model_validate(run.error) if run.error else None,
+        continuation_token=token,
+        links=links(base_url, run),
+    )
+
+
+def _usage(run: RunRecord, state: OrchestrationState | None) -> Usage:
+    source: dict[str, Any] = run.usage if run.finished else {}
+    if not run.finished and state is not None and state.progress is not None:
+        source = state.progress.usage.model_dump()
+    return Usage.model_validate(source or {})

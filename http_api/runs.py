@@ -1,0 +1,186 @@
+"""Agent runs over HTTP: start, poll (continuation tokens, long-poll), cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel, Field
+
+from agent_runs.contracts import RunInput, RunRef
+from agent_runs.sequence import seq_for
+from agent_runs.services import RunServices
+from agent_runs.store_log import to_record
+from agent_runtime.agents import AgentDefinition, UnknownAgentError
+from agent_runtime.conversation import input_message_id
+from agent_runtime.messages import Message
+from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.durable_gateway import DurableGateway
+from http_api.models import FINAL_STATUSES, MAX_WAIT_SECONDS, RunView, StartRunRequest
+from http_api.problems import ApiProblem, not_found
+from http_api.request_context import base_url, verify_token
+from http_api.run_views import TOKEN_SCOPE, build_run_view, reconcile
+from session_store import RunRecord, SessionBusyError, SessionStore
+
+POLL_INTERVAL_SECONDS = 0.1
+RETRY_AFTER_SECONDS = "1"
+
+
+class PollQuery(BaseModel):
+    continuation_token: str | None = None
+    wait_seconds: float = Field(default=0, ge=0, le=MAX_WAIT_SECONDS)
+
+
+def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
+    try:
+        return services.agents.get(name)
+    except UnknownAgentError as error:
+        raise ApiProblem(404, "agent_not_found", "Agent not found", str(error), field="path.agent") from error
+
+
+async def run_or_404(store: SessionStore, run_id: str) -> RunRecord:
+    run = await store.get_run(run_id)
+    if run is None:
+        raise not_found("run_not_found", "Run", run_id, field="path.run_id")
+    return run
+
+
+@http_endpoint
+async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    agent = agent_or_404(services, req.route_params["agent"])
+    body = read_json_body(req, StartRunRequest)
+    store, gateway = services.store, DurableGateway(client)
+    session_id = body.session_id or uuid.uuid4().hex
+    session = await store.create_session(session_id, agent.name)
+    if session.agent != agent.name:
+        raise ApiProblem(
+            409,
+            "session_agent_mismatch",
+            "The session belongs to another agent",
+            f"Session '{session_id}' is a conversation with agent '{session.agent}'.",
+            field="body.session_id",
+        )
+    run = await _begin_run(
+        store,
+        gateway,
+        RunRecord(
+            run_id=uuid.uuid4().hex, session_id=session_id, agent=agent.name, instance_id=None, metadata=body.metadata
+        ),
+    )
+    inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
+    await store.append_messages(
+        session_id,
+        [
+            to_record(
+                session_id,
+                run.run_id,
+                seq_for(run.ordinal, index),
+                message.model_copy(
+                    update={"message_id": input_message_id(run.run_id, index), "created_at": datetime.now(UTC)}
+                ),
+            )
+            for index, message in enumerate(inputs)
+        ],
+    )
+    run_input = RunInput(
+        run=RunRef(run_id=run.run_id, session_id=session_id, agent=agent.name, ordinal=run.ordinal),
+        loop_config=agent.loop_config(),
+        next_position=len(inputs),
+        approval_timeout_seconds=body.approval_timeout_seconds
+        or agent.approval_timeout_seconds
+        or services.run_settings.default_approval_timeout_seconds,
+        on_approval_timeout=agent.on_approval_timeout,
+    )
+    try:
+        await gateway.start_run(run_input)
+    except Exception:
+        await store.finish_run(run.run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+        raise
+    view = await _wait_for_view(
+        services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
+    )
+    return _run_response(view)
+
+
+async def _begin_run(store: SessionStore, gateway: DurableGateway, record: RunRecord) -> RunRecord:
+    """Claim the session; a session held by a run whose orchestration already died is released first."""
+    for _ in range(2):
+        try:
+            return await store.begin_run(record)
+        except SessionBusyError as busy:
+            active = await store.get_run(busy.active_run_id) if busy.active_run_id else None
+            if active is not None and not (await reconcile(store, active, await gateway.state(active.run_id))).finished:
+                raise ApiProblem(
+                    409,
+                    "session_busy",
+                    "The session has an active run",
+                    f"Run '{busy.active_run_id}' is still active in this session; wait for it or cancel it.",
+                    field="body.session_id",
+                    active_run_id=busy.active_run_id,
+                ) from busy
+    return await store.begin_run(record)
+
+
+@http_endpoint
+async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    run = await run_or_404(services.store, req.route_params["run_id"])
+    query = query_model(req, PollQuery)
+    cursor = verify_token(services, query.continuation_token, TOKEN_SCOPE, run.run_id)
+    seq = cursor.get("seq") if cursor else None
+    view = await _wait_for_view(
+        services,
+        DurableGateway(client),
+        run,
+        cursor=seq if isinstance(seq, int) else None,
+        wait_seconds=query.wait_seconds,
+        req=req,
+    )
+    return _run_response(view)
+
+
+@http_endpoint
+async def cancel_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    store = services.store
+    run = await run_or_404(store, req.route_params["run_id"])
+    if run.finished:
+        raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
+    await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
+    await DurableGateway(client).send_cancel(run.run_id, "cancelled by the client")
+    return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
+
+
+async def _wait_for_view(
+    services: RunServices,
+    gateway: DurableGateway,
+    run: RunRecord,
+    *,
+    cursor: int | None,
+    wait_seconds: float,
+    req: func.HttpRequest,
+    return_on_updates: bool,
+) -> RunView:
+    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update)."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        view = await build_run_view(
+            services.store, gateway, services.tokens, run, cursor=cursor, base_url=base_url(req)
+        )
+        news = return_on_updates and bool(view.updates)
+        if view.status in FINAL_STATUSES or view.status == "requires_action" or news or time.monotonic() >= deadline:
+            return view
+        await asyncio.sleep(POLL_INTERVAL_SECONDS)
+        run = await services.store.get_run(run.run_id) or run
+
+
+def _run_response(view: RunView) -> func.HttpResponse:
+    if view.status in FINAL_STATUSES:
+        return json_response(view, status=200)
+    headers = {"Retry-After": RETRY_AFTER_SECONDS, "Location": view.links.self}
+    return json_response(view, status=202, **headers)
