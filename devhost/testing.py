@@ -42,6 +42,11 @@ class HostStartError(RuntimeError):
     """The app could not be started (the message carries the host's own error output)."""
 
 
+def loopback_client(base_url: str) -> httpx.Client:
+    """Plain HTTP to 127.0.0.1: no TLS context to build (saves ~60 ms per client) and no proxy from the environment."""
+    return httpx.Client(base_url=base_url, timeout=60, verify=False, trust_env=False)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -148,7 +153,7 @@ class InProcessHost:
             self._loop_thread.close()
             self._env.restore()
             raise
-        self._client = httpx.Client(base_url=self._host.base_url, timeout=60)
+        self._client = loopback_client(self._host.base_url)
         return self
 
     def stop(self) -> None:
@@ -269,7 +274,7 @@ class SubprocessHost:
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(base_url=self.base_url, timeout=60)
+            self._client = loopback_client(self.base_url)
         return self._client
 
     def command(self) -> list[str]:
@@ -298,7 +303,7 @@ class SubprocessHost:
             if self.process.poll() is not None:
                 raise HostStartError(f"devhost exited with code {self.process.returncode}:\n{self.output()}")
             try:
-                if httpx.get(self.base_url + "/admin/host/status", timeout=1).status_code == 200:
+                if self.client.get("/admin/host/status", timeout=1).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
