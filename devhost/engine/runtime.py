@@ -23,6 +23,7 @@ from devhost.engine.management import Management
 from devhost.engine.models import EngineOptions, RuntimeStatus
 from devhost.engine.state import Inbox, Instance
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
+from devhost.invoke import install_sdk_timestamp_cache
 from devhost.protocol.timefmt import to_epoch
 
 log = logging.getLogger("devhost.engine")
@@ -76,6 +77,7 @@ class EngineRuntime(Management):
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        install_sdk_timestamp_cache()
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         loaded = self.store.load()
