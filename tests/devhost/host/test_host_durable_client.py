@@ -211,3 +211,14 @@ def test_entity_signal_and_read(devhost: InProcessHost, devhost_client: httpx.Cl
 def test_signal_unknown_entity_fails_in_the_client(devhost_client: httpx.Client) -> None:
     response = devhost_client.post("/api/entities/Nope/k", params={"op": "add"}, json=1)
     assert response.json() == {"error": "The operation failed with an unexpected status code 400"}
+
+
+def test_http_function_waits_on_entity_state_while_batches_run(devhost_client: httpx.Client) -> None:
+    """AgentFunctionApp holds the request and polls read_entity_state: HTTP and entity work must run concurrently."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:
+        calls = [pool.submit(devhost_client.post, f"/api/agents/{key}/run", params={"amount": "2"})
+                 for key in ("s1", "s2", "s3")]
+        assert [c.result(timeout=30).json() for c in calls] == [{"state": 2}] * 3
+    assert devhost_client.post("/api/agents/s1/run", params={"amount": "5"}).json() == {"state": 7}
