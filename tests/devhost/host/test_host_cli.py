@@ -32,33 +32,33 @@ def test_import_error_names_the_file_and_line(tmp_path: Path) -> None:
     assert "KeyError" in result.stderr
 
 
-def test_indexing_error_names_the_function(tmp_path: Path) -> None:
-    source = (
-        "import azure.functions as func\n"
-        "app = func.FunctionApp()\n"
-        "@app.route(route='a')\n"
-        "def twice(req): return 'a'\n"
-        "@app.function_name('twice')\n"
-        "@app.route(route='b')\n"
-        "def other(req): return 'b'\n"
-    )
-    result = run_devhost(write_app(tmp_path, source))
-    assert result.returncode == 2
-    assert "twice" in result.stderr
-    assert "function_app.py" in result.stderr
+DUPLICATE_NAME = (
+    "import azure.functions as func\n"
+    "app = func.FunctionApp()\n"
+    "@app.route(route='a')\n"
+    "def twice(req): return 'a'\n"
+    "@app.function_name('twice')\n"
+    "@app.route(route='b')\n"
+    "def other(req): return 'b'\n"
+)
+BAD_ROUTE = (
+    "import azure.functions as func\n"
+    "app = func.FunctionApp()\n"
+    "@app.route(route='items/{id:nosuch}')\n"
+    "def broken(req): return 'x'\n"
+)
 
 
-def test_bad_route_template_is_a_load_error(tmp_path: Path) -> None:
-    source = (
-        "import azure.functions as func\n"
-        "app = func.FunctionApp()\n"
-        "@app.route(route='items/{id:nosuch}')\n"
-        "def broken(req): return 'x'\n"
-    )
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [(DUPLICATE_NAME, ["twice", "function_app.py"]), (BAD_ROUTE, ["broken", "nosuch", "function_app.py"])],
+    ids=["duplicate-function-name", "bad-route-constraint"],
+)
+def test_indexing_errors_name_the_function(tmp_path: Path, source: str, expected: list[str]) -> None:
     result = run_devhost(write_app(tmp_path, source))
     assert result.returncode == 2
-    assert "broken" in result.stderr
-    assert "nosuch" in result.stderr
+    for text in expected:
+        assert text in result.stderr
 
 
 def test_missing_app_file(tmp_path: Path) -> None:
