@@ -85,3 +85,49 @@ async def test_batches_are_serialised_per_entity_and_split_at_batch_size(open_en
     await engine.run_until_idle()
     state = await engine.read_entity("Counter", "k")
     assert state is not None and state.state_json == "10"
+
+
+def _app_module():
+    import sys
+
+    return sys.modules["function_app"]
+
+
+async def test_internal_error_aborts_the_batch_and_redelivers_it(open_engine: OpenEngine) -> None:
+    engine = await open_engine("entity_counter")
+    _app_module().flaky_calls["n"] = 0
+    await engine.signal_entity("Counter", "f", "add", _client_input(1))
+    await engine.signal_entity("Counter", "f", "flaky_once", None)
+    await engine.run_until_idle()
+    assert await engine.read_entity("Counter", "f") is None  # nothing of the failed batch was committed
+    await engine.run_until_idle(skip_timers=True)  # the retry back-off elapses (virtual time)
+    state = await engine.read_entity("Counter", "f")
+    assert state is not None and state.state_json == "1"  # the 'add' ran again but was committed exactly once
+    assert _app_module().flaky_calls["n"] == 2
+
+
+async def test_yielded_signal_is_sent_twice_and_hangs(open_engine: OpenEngine) -> None:
+    engine = await open_engine("entity_counter")
+    status = await run(engine, "yielded_signal")
+    assert status.runtime_status == RuntimeStatus.Running
+    state = await engine.read_entity("Counter", "ys")
+    assert state is not None and state.state_json == "2"
+
+
+async def test_late_entity_response_after_completion_is_dropped(open_engine: OpenEngine) -> None:
+    engine = await open_engine("entity_counter")
+    module = _app_module()
+    module.slow_release.clear()
+    try:
+        iid = await engine.start_new("call_or_timeout", None, None)
+        await engine.wait_for_status(iid, {RuntimeStatus.Running}, timeout=5)  # first episode ran: timer created
+        engine.clock.advance(60)  # type: ignore[attr-defined]  # the timer wins while the entity call blocks
+        status = await engine.wait_for_status(iid, timeout=5)
+        assert output(status) == "timed out"  # a pending entity call is not an open task: completion allowed
+    finally:
+        module.slow_release.set()
+    await engine.run_until_idle()
+    after = await engine.get_status(iid)
+    assert after is not None and after.runtime_status == RuntimeStatus.Completed and output(after) == "timed out"
+    state = await engine.read_entity("Counter", "slow")
+    assert state is not None  # the entity batch itself committed (set_result created it)

@@ -102,3 +102,12 @@ async def test_batched_completions_arrive_in_one_episode(open_engine: OpenEngine
     starts = [i for i, e in enumerate(history) if e["EventType"] == 12]
     assert len(starts) == 2  # first episode schedules 6 tasks, the second gets all 6 completions at once
     assert sum(e["EventType"] == 5 for e in history[starts[1]:]) == 6
+
+
+async def test_real_clock_timer_fires_without_virtual_time(open_engine: OpenEngine) -> None:
+    from devhost.engine.api import RealClock
+
+    engine = await open_engine("human_interaction", clock=RealClock())
+    iid = await engine.start_new("approval", None, json.dumps(json.dumps({"timeout_s": 0.3})))
+    status = await engine.wait_for_status(iid, timeout=10)
+    assert output(status) == {"approved": None, "timed_out": True}
