@@ -35,7 +35,8 @@ ClockMode = Literal["virtual", "auto-skip", "real"]
 StatusNames = Iterable[str | RuntimeStatus] | str | RuntimeStatus
 TERMINAL = ("Completed", "Failed", "Terminated", "Canceled")
 STATUS_PATH = "/runtime/webhooks/durabletask/instances/{}"
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_DEVHOST_DIR = Path(__file__).resolve().parent
+_PACKAGE_ROOT = str(_DEVHOST_DIR.parent)
 
 
 class HostStartError(RuntimeError):
@@ -71,6 +72,24 @@ class _EnvPatch:
     def restore(self) -> None:
         os.environ.clear()
         os.environ.update(self._saved)
+
+
+class _AppModules:
+    """Modules of the app directory first imported by this host; forgotten at stop so that the next host imports
+    them again and sees its own environment (settings read at import time do not leak between tests)."""
+
+    def __init__(self, app_dir: Path) -> None:
+        self._app_dir = app_dir.resolve()
+        self._before = set(sys.modules)
+
+    def forget(self) -> None:
+        for name in set(sys.modules) - self._before:
+            module_file = getattr(sys.modules.get(name), "__file__", None)
+            if not module_file:
+                continue
+            path = Path(module_file).resolve()
+            if path.is_relative_to(self._app_dir) and not path.is_relative_to(_DEVHOST_DIR):
+                sys.modules.pop(name, None)
 
 
 class _LoopThread:
@@ -109,7 +128,8 @@ class InProcessHost:
 
     `clock`: "virtual" (default; time moves only with `advance` / `wait_until_idle(skip_timers=True)`), "auto-skip"
     (virtual, jumps to the next timer whenever idle), or "real". `env` is applied before the app is imported and the
-    whole environment (including `local.settings.json` values the loader adds) is restored by `stop()`.
+    whole environment (including `local.settings.json` values the loader adds) is restored by `stop()`, which also
+    forgets the app-directory modules this host imported (the next host re-imports them under its own environment).
     """
 
     def __init__(
@@ -131,6 +151,7 @@ class InProcessHost:
         self._loop_thread: _LoopThread | None = None
         self._host: DevHost | None = None
         self._env: _EnvPatch | None = None
+        self._modules: _AppModules | None = None
         self._client: httpx.Client | None = None
 
     def _make_clock(self) -> Clock:
@@ -140,6 +161,7 @@ class InProcessHost:
 
     def start(self) -> Self:
         self._env = _EnvPatch(self.env)
+        self._modules = _AppModules(self.app_dir)
         self._loop_thread = _LoopThread(f"devhost-{self.app_dir.name}")
         try:
             self._host = self._loop_thread.call(
@@ -152,6 +174,7 @@ class InProcessHost:
         except BaseException:
             self._loop_thread.close()
             self._env.restore()
+            self._modules.forget()
             raise
         self._client = loopback_client(self._host.base_url)
         return self
@@ -171,6 +194,9 @@ class InProcessHost:
             if self._env is not None:
                 self._env.restore()
                 self._env = None
+            if self._modules is not None:
+                self._modules.forget()
+                self._modules = None
 
     def __enter__(self) -> Self:
         return self.start()

@@ -91,3 +91,16 @@ def test_plugin_in_a_fresh_project(tmp_path: Path, apps_dir: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_each_host_imports_the_app_under_its_own_environment(devhost_factory, apps_dir: Path) -> None:
+    app = apps_dir / "http_settings"
+    first: InProcessHost = devhost_factory(app)
+    assert first.client.get("/api/greeting").text == "from local.settings.json"
+    first.stop()
+    second: InProcessHost = devhost_factory(app, env={"SETTINGS_APP_GREETING": "from the test"})
+    assert second.client.get("/api/greeting").text == "from the test"
+    second.stop()
+    import sys
+
+    assert "app_settings" not in sys.modules
