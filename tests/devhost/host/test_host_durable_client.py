@@ -80,7 +80,7 @@ def test_get_status_with_history(devhost: InProcessHost, devhost_client: httpx.C
     assert all("EventId" not in e and "IsPlayed" not in e for e in events)
     without = sdk_status(devhost_client, instance_id)
     assert without["historyEvents"] is None
-    assert "input" not in without  # show_input=False: the server leaves input null
+    assert without["input"] is None  # show_input=False: the server leaves input null
 
 
 def test_status_by_filters_and_all(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
