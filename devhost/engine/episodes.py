@@ -122,6 +122,9 @@ class EpisodeProcessor:
             return
         now = self.rt.clock.now()
         new_events = [ev.orchestrator_started(now)]
+        # ExecutionStarted leads (the SDK reads history[1]); events that arrived before a continue-as-new committed
+        # its new ExecutionStarted belong to the new execution, after it.
+        delivered.sort(key=lambda m: m.event.get("EventType") != EventType.ExecutionStarted)
         new_events += [m.event for m in delivered if m.event.get("EventType") != WAKE_EVENT_TYPE]
         commit.changed.add(row.instance_id)
         row.updated = to_epoch(now)

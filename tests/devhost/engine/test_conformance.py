@@ -96,3 +96,21 @@ async def test_terminated_child_fails_the_parent_task(open_engine: OpenEngine) -
     await engine.terminate("waiting-child", "stop child")
     status = await engine.wait_for_status(iid, timeout=5)
     assert output(status) == "child failed: stop"
+
+
+async def test_event_raised_during_continue_as_new_reaches_the_new_execution(open_engine: OpenEngine) -> None:
+    engine = await open_engine("conformance")
+    iid = await engine.start_new("rounds", None, json.dumps(json.dumps({"round": 0})))
+    await engine.run_until_idle()
+    rt = engine._rt  # white-box: queue 'go' and 'X' so that both are in the inbox when the 'go' episode runs
+    await engine.raise_event(iid, "go", "1")
+    episode_messages = rt.inbox.visible.get(iid, [])
+    assert len(episode_messages) == 1
+    rt.episodes.run(iid)  # continue-as-new committed; the new ExecutionStarted is queued
+    await engine.raise_event(iid, "X", '"after"')
+    rt.inbox.visible[iid].sort(key=lambda m: -m.id)  # deliver the X event *before* ExecutionStarted in the batch
+    status = await engine.wait_for_status(iid, timeout=5)
+    assert output(status) == {"round": 1, "x": "after"}
+    history = rt.instances[iid].history or []
+    assert [e["EventType"] for e in history[:3]] == [EventType.OrchestratorStarted, EventType.ExecutionStarted,
+                                                     EventType.EventRaised]
