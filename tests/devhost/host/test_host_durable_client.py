@@ -80,7 +80,8 @@ def test_get_status_with_history(devhost: InProcessHost, devhost_client: httpx.C
     assert all("EventId" not in e and "IsPlayed" not in e for e in events)
     without = sdk_status(devhost_client, instance_id)
     assert without["historyEvents"] is None
-    assert without["input"] is None  # show_input=False: the server leaves input null
+    # show_input=False is not sent at all (only truthy flags are), and the server's showInput defaults to true.
+    assert without["input"] == '["Oslo"]'
 
 
 def test_status_by_filters_and_all(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
