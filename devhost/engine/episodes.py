@@ -227,6 +227,7 @@ class EpisodeProcessor:
         row.output = completion.result_json
         self._append(instance, appended, commit)
         self._notify_parent(instance, status, completion.result_json, commit)
+        instance.forget_history()
 
     def _send_action(self, instance: Instance, action: NewAction, commit: Commit) -> None:
         row = instance.row
@@ -289,6 +290,7 @@ class EpisodeProcessor:
                   ev.execution_completed(now, -1, RuntimeStatus.Terminated.dtfx_code, reason)]
         self._append(instance, events, commit)
         self._notify_parent(instance, RuntimeStatus.Terminated, reason, commit)
+        instance.forget_history()
 
     def _notify_parent(self, instance: Instance, status: RuntimeStatus, result: str | None, commit: Commit) -> None:
         parent = instance.row.parent

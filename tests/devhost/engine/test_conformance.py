@@ -7,7 +7,7 @@ import json
 import sys
 
 from conftest import OpenEngine
-from engine_helpers import output, run
+from engine_helpers import output, raw_history, run
 
 from devhost.engine.api import RuntimeStatus
 from devhost.protocol.events import EventType
@@ -29,7 +29,7 @@ async def test_new_uuid_and_current_time_are_stable_across_replays(open_engine: 
     engine = await open_engine("conformance")
     status = await run(engine, "uuids")
     first, second, _ = output(status)  # type: ignore[misc]
-    history = engine._rt.instances[status.instance_id].history or []
+    history = raw_history(engine, status.instance_id)
     scheduled = [json.loads(json.loads(e["Input"])[0]) for e in history if e["EventType"] == EventType.TaskScheduled]
     assert scheduled == [first, second] and first != second
 
@@ -54,7 +54,7 @@ async def test_timer_in_the_past_and_long_timer_chunking(open_engine: OpenEngine
     engine = await open_engine("conformance")
     status = await run(engine, "timers", 7)
     assert output(status) == 7 * 86400
-    history = engine._rt.instances[status.instance_id].history or []
+    history = raw_history(engine, status.instance_id)
     created = [e["FireAt"] for e in history if e["EventType"] == EventType.TimerCreated]
     # the past timer, then 7 days (> 6 d maximumShortTimerDuration) as a 3 d chunk and the 4 d remainder
     assert created == ["2029-12-31T23:00:00Z", "2030-01-04T00:00:00Z", "2030-01-08T00:00:00Z"]
@@ -111,6 +111,6 @@ async def test_event_raised_during_continue_as_new_reaches_the_new_execution(ope
     rt.inbox.visible[iid].sort(key=lambda m: -m.id)  # deliver the X event *before* ExecutionStarted in the batch
     status = await engine.wait_for_status(iid, timeout=5)
     assert output(status) == {"round": 1, "x": "after"}
-    history = rt.instances[iid].history or []
+    history = raw_history(engine, iid)
     assert [e["EventType"] for e in history[:3]] == [EventType.OrchestratorStarted, EventType.ExecutionStarted,
                                                      EventType.EventRaised]

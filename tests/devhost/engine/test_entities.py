@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import OpenEngine
-from engine_helpers import output, run
+from engine_helpers import output, raw_history, run
 
 from devhost.engine.api import EntityQuery, InvalidEntityKeyError, RuntimeStatus, UnknownFunctionError
 
@@ -45,7 +45,7 @@ async def test_orchestration_signal_then_call_in_order_and_exception(open_engine
     status = await run(engine, "counter_orch", "o1")
     assert status.runtime_status == RuntimeStatus.Completed
     assert output(status) == {"value": 5, "error": "plain failure"}
-    history = engine._rt.instances[status.instance_id].history or []
+    history = raw_history(engine, status.instance_id)
     sent = [e for e in history if e["EventType"] == 14]
     assert [json.loads(e["Input"])["op"] for e in sent] == ["add", "get", "fail"]
     assert all(e["InstanceId"] == "@counter@o1" and e["Name"] == "op" for e in sent)
@@ -57,7 +57,7 @@ async def test_entity_guid_ids_are_deterministic_across_replays(open_engine: Ope
     second = await open_engine("entity_counter")
     a = await run(first, "counter_orch", "k", instance_id="same")
     b = await run(second, "counter_orch", "k", instance_id="same")
-    ids = [[json.loads(e["Input"])["id"] for e in (eng._rt.instances[s.instance_id].history or [])
+    ids = [[json.loads(e["Input"])["id"] for e in (raw_history(eng, s.instance_id))
             if e["EventType"] == 14] for eng, s in ((first, a), (second, b))]
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
 

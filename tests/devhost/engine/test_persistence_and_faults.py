@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import START, OpenEngine
-from engine_helpers import output
+from engine_helpers import output, raw_history
 
 from devhost.engine.api import EngineClosedError, EngineOptions, FaultPlan, RuntimeStatus, VirtualClock
 
@@ -98,7 +98,7 @@ async def test_batched_completions_arrive_in_one_episode(open_engine: OpenEngine
     engine = await open_engine("at_least_once", options=EngineOptions(faults=FaultPlan(batch_completions=6)))
     iid = await engine.start_new("record_fan_out", None, _payload(tmp_path / "fan.txt", 6))
     await engine.run_until_idle()
-    history = engine._rt.instances[iid].history or []  # white-box: episode boundaries in the raw history
+    history = raw_history(engine, iid)  # white-box: episode boundaries in the raw history
     starts = [i for i, e in enumerate(history) if e["EventType"] == 12]
     assert len(starts) == 2  # first episode schedules 6 tasks, the second gets all 6 completions at once
     assert sum(e["EventType"] == 5 for e in history[starts[1]:]) == 6
