@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.testing import _PACKAGE_ROOT, SubprocessHost, free_port
+from devhost.testing import PACKAGE_ROOT, SubprocessHost, free_port
 
 pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 def run_devhost(app_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "devhost", "--app-dir", str(app_dir), "--port", str(free_port()),
                "--state", ":memory:", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=_PACKAGE_ROOT)
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=PACKAGE_ROOT)
 
 
 def write_app(tmp_path: Path, source: str) -> Path:

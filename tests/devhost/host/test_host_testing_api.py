@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devhost.testing import _PACKAGE_ROOT, InProcessHost
+from devhost.testing import PACKAGE_ROOT, InProcessHost
 
 pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 
@@ -87,7 +87,7 @@ def test_plugin_in_a_fresh_project(tmp_path: Path, apps_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": _PACKAGE_ROOT},
+        env={**__import__("os").environ, "PYTHONPATH": PACKAGE_ROOT},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
