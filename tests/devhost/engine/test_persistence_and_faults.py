@@ -111,3 +111,19 @@ async def test_real_clock_timer_fires_without_virtual_time(open_engine: OpenEngi
     iid = await engine.start_new("approval", None, json.dumps(json.dumps({"timeout_s": 0.3})))
     status = await engine.wait_for_status(iid, timeout=10)
     assert output(status) == {"approved": None, "timed_out": True}
+
+
+@pytest.mark.parametrize("point", ["entity_before_commit", "entity_after_commit"])
+async def test_entity_batch_crash_then_reopen_commits_exactly_once(
+    open_engine: OpenEngine, tmp_path: Path, point: str
+) -> None:
+    state = str(tmp_path / "state.sqlite3")
+    crashing = await open_engine("entity_counter", state_path=state,
+                                 options=EngineOptions(faults=FaultPlan(crash_at={point})))
+    await crashing.signal_entity("Counter", "c", "add", json.dumps(json.dumps(2)))
+    with pytest.raises(EngineClosedError):
+        await crashing.run_until_idle()
+    reopened = await open_engine("entity_counter", state_path=state)
+    await reopened.run_until_idle()
+    entity = await reopened.read_entity("Counter", "c")
+    assert entity is not None and entity.state_json == "2"
