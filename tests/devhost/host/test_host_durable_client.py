@@ -223,3 +223,14 @@ def test_http_function_waits_on_entity_state_while_batches_run(devhost_client: h
                  for key in ("s1", "s2", "s3")]
         assert [c.result(timeout=30).json() for c in calls] == [{"state": 2}] * 3
     assert devhost_client.post("/api/agents/s1/run", params={"amount": "5"}).json() == {"state": 7}
+
+
+def test_rewind(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
+    assert manage(devhost_client, "nobody", "rewind").json() == {"error": "No instance with ID nobody found."}
+    done = start(devhost_client, "echo_input", json={"n": 1})
+    devhost.wait_for_status(done)
+    refused = manage(devhost_client, done, "rewind").json()["error"]
+    assert 'only orchestrations in the "Failed" state can be rewound' in refused
+    failed = start(devhost_client, "failing")
+    assert devhost.wait_for_status(failed)["runtimeStatus"] == "Failed"
+    assert manage(devhost_client, failed, "rewind").json() == {"result": None}
