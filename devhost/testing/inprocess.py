@@ -88,7 +88,8 @@ class InProcessHost:
     `clock`: "virtual" (default; time moves only with `advance` / `wait_until_idle(skip_timers=True)`), "auto-skip"
     (virtual, jumps to the next timer whenever idle), or "real". `env` is applied before the app is imported and the
     whole environment (including `local.settings.json` values the loader adds) is restored by `stop()`, which also
-    forgets the app-directory modules this host imported (the next host re-imports them under its own environment).
+    forgets the app-directory modules this host imported (the next host re-imports them under its own environment;
+    `fresh_imports=False` keeps them).
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class InProcessHost:
         env: Mapping[str, str] | None = None,
         options: EngineOptions | None = None,
         port: int = 0,
+        fresh_imports: bool = True,
     ) -> None:
         self.app_dir = Path(app_dir)
         self.clock_mode = clock
@@ -107,6 +109,7 @@ class InProcessHost:
         self.env = dict(env or {})
         self.options = options
         self.port = port
+        self.fresh_imports = fresh_imports
         self._loop_thread: _LoopThread | None = None
         self._host: DevHost | None = None
         self._env: _EnvPatch | None = None
@@ -120,7 +123,7 @@ class InProcessHost:
 
     def start(self) -> Self:
         self._env = _EnvPatch(self.env)
-        self._modules = _AppModules(self.app_dir)
+        self._modules = _AppModules(self.app_dir) if self.fresh_imports else None
         self._loop_thread = _LoopThread(f"devhost-{self.app_dir.name}")
         try:
             self._host = self._loop_thread.call(
@@ -133,7 +136,8 @@ class InProcessHost:
         except BaseException:
             self._loop_thread.close()
             self._env.restore()
-            self._modules.forget()
+            if self._modules is not None:
+                self._modules.forget()
             raise
         self._client = loopback_client(self._host.base_url)
         return self
