@@ -131,3 +131,30 @@ async def test_late_entity_response_after_completion_is_dropped(open_engine: Ope
     assert after is not None and after.runtime_status == RuntimeStatus.Completed and output(after) == "timed out"
     state = await engine.read_entity("Counter", "slow")
     assert state is not None  # the entity batch itself committed (set_result created it)
+
+
+async def test_blocked_batch_does_not_block_reads_or_other_entities(open_engine: OpenEngine) -> None:
+    """AgentFunctionApp's pattern: a sync entity op blocks a worker thread (an LLM call) while HTTP handlers poll the
+    committed state and other entities keep running."""
+    import asyncio
+
+    engine = await open_engine("entity_counter")
+    module = _app_module()
+    await engine.signal_entity("Counter", "slow", "add", _client_input(7))
+    await engine.run_until_idle()
+    module.slow_release.clear()
+    try:
+        await engine.signal_entity("Counter", "slow", "slow", None)
+        await engine.signal_entity("Counter", "slow", "add", _client_input(1))  # queued behind the blocked batch
+        await engine.signal_entity("Counter", "other", "add", _client_input(3))
+        deadline = asyncio.get_running_loop().time() + 5
+        while (await engine.read_entity("Counter", "other")) is None:  # bounded wait, no sleeps: yield to the loop
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0)
+        state = await engine.read_entity("Counter", "slow")
+        assert state is not None and state.state_json == "7"  # committed state only, never mid-batch
+    finally:
+        module.slow_release.set()
+    await engine.run_until_idle()
+    state = await engine.read_entity("Counter", "slow")
+    assert state is not None and state.state_json == "8"
