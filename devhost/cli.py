@@ -18,6 +18,7 @@ from devhost.http.host_config import HostConfigError
 
 DEFAULT_PORT = 7071
 EXIT_LOAD_ERROR = 2
+EXIT_LISTEN_ERROR = 3
 EXIT_FORCED = 130
 
 
@@ -73,6 +74,9 @@ async def serve(args: argparse.Namespace) -> int:
     except (AppLoadError, HostConfigError) as exc:
         print(f"devhost: cannot load the app: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOAD_ERROR
+    except OSError as exc:
+        print(f"devhost: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_LISTEN_ERROR
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 

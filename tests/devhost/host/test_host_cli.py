@@ -86,3 +86,14 @@ def test_default_state_file_lives_in_the_app_dir(tmp_path: Path) -> None:
     with host:
         assert host.client.get("/admin/host/status").status_code == 200
     assert (app_dir / ".devhost" / "state.sqlite3").exists()
+
+
+def test_port_in_use_is_a_clear_error(devhost_subprocess) -> None:
+    running: SubprocessHost = devhost_subprocess()
+    result = subprocess.run(
+        [sys.executable, "-m", "devhost", "--app-dir", str(running.app_dir), "--port", str(running.port),
+         "--state", ":memory:"],
+        capture_output=True, text=True, timeout=60, cwd=PACKAGE_ROOT,
+    )
+    assert result.returncode == 3
+    assert f"cannot listen on 127.0.0.1:{running.port}" in result.stderr
