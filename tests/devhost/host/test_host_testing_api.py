@@ -63,7 +63,6 @@ def test_two_hosts_side_by_side(devhost_factory, apps_dir: Path) -> None:
     assert first.client.post("/api/start-and-wait/echo_input", json={"a": 1}).json() == {"a": 1}
 
 
-@pytest.mark.slow
 def test_plugin_in_a_fresh_project(tmp_path: Path, apps_dir: Path) -> None:
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["devhost.pytest_plugin"]\n')
     app = apps_dir / "http_durable"
