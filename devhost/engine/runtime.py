@@ -27,6 +27,7 @@ from devhost.invoke import install_sdk_timestamp_cache
 from devhost.protocol.timefmt import to_epoch
 
 log = logging.getLogger("devhost.engine")
+_DISPATCH_SLICE_SECONDS = 0.02
 
 
 class Commit:
@@ -245,8 +246,12 @@ class EngineRuntime(Management):
             self.die(crash)
 
     def _dispatch(self) -> bool:
+        """Start work for ready instances; yields back to the loop after a time slice so HTTP stays responsive."""
         dispatched = False
+        budget_end = self.loop.time() + _DISPATCH_SLICE_SECONDS
         for instance_id in list(self.ready):
+            if dispatched and self.loop.time() > budget_end:
+                break
             if instance_id in self.running:
                 continue
             if self._held_for_batching(instance_id):
