@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import azure.functions as func
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 FunctionKind = Literal["http", "orchestration", "activity", "entity", "other"]
 
@@ -70,6 +70,11 @@ class FunctionIndex(BaseModel):
     app_dir: str
     app: Any = None
     functions: list[FunctionInfo] = Field(default_factory=list)
+    _lookup: dict[tuple[str, str], FunctionInfo] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        for f in self.functions:
+            self._lookup.setdefault((f.kind, (f.entity_name or f.name).lower()), f)
 
     def _by_kind(self, kind: FunctionKind) -> list[FunctionInfo]:
         return [f for f in self.functions if f.kind == kind]
@@ -90,11 +95,7 @@ class FunctionIndex(BaseModel):
         return self._by_kind("entity")
 
     def _find(self, kind: FunctionKind, name: str) -> FunctionInfo | None:
-        wanted = name.lower()
-        for f in self.functions:
-            if f.kind == kind and (f.entity_name or f.name).lower() == wanted:
-                return f
-        return None
+        return self._lookup.get((kind, name.lower()))
 
     def orchestrator(self, name: str) -> FunctionInfo | None:
         return self._find("orchestration", name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ from devhost.http.host_config import HostConfigError
 
 DEFAULT_PORT = 7071
 EXIT_LOAD_ERROR = 2
+EXIT_LISTEN_ERROR = 3
+EXIT_FORCED = 130
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -71,10 +74,19 @@ async def serve(args: argparse.Namespace) -> int:
     except (AppLoadError, HostConfigError) as exc:
         print(f"devhost: cannot load the app: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOAD_ERROR
+    except OSError as exc:
+        print(f"devhost: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_LISTEN_ERROR
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():  # a second Ctrl-C while user code is still finishing: leave now
+            os._exit(EXIT_FORCED)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     print(format_routes(host), flush=True)
     print(f"devhost: serving {app_dir} on {host.base_url} (state: {state}, clock: {args.clock})", flush=True)
     try:

@@ -7,6 +7,8 @@ the same converter; failures become the texts the extension derives from the wor
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 import json
 import traceback
@@ -23,6 +25,22 @@ from azure.functions.durable_functions import (
 from devhost.app_loader import FunctionInfo
 from devhost.protocol.actions import OrchestratorOutput, compact_json
 from devhost.protocol.entity_messages import BatchResult, EntityInternalError, parse_batch_result
+
+
+def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
+    """Memoise the SDK's per-event `dateutil` timestamp parse (a pure function).
+
+    The SDK re-parses every history timestamp on every episode, which dominates episode cost for long histories;
+    past events repeat verbatim, so a bounded cache returns the very same (immutable) datetimes dateutil would.
+    """
+    history_event_module = importlib.import_module("azure.durable_functions.models.history.HistoryEvent")
+
+    parse = history_event_module.dt_parse
+    if getattr(parse, "_devhost_cached", False):
+        return
+    cached = functools.lru_cache(maxsize=max_entries)(parse)
+    cached._devhost_cached = True  # type: ignore[attr-defined]
+    history_event_module.dt_parse = cached  # type: ignore[assignment]
 
 
 def invoke_orchestrator(function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:

@@ -11,7 +11,18 @@ Fixtures (all function-scoped; every host is stopped, and the environment restor
 * `devhost_client` -> httpx.Client bound to `devhost.base_url`.
 * `devhost_factory(app_dir=None, **kwargs) -> InProcessHost`: more hosts / other options (kwargs of InProcessHost).
 * `devhost_subprocess(app_dir=None, *, state_path=None, **kwargs) -> SubprocessHost`: `python -m devhost` in a child
-  process; state file defaults to `tmp_path/"devhost-state.sqlite3"`; `kill()` + `start()` to crash and resume.
+  process; state file defaults to `tmp_path/"devhost-state.sqlite3"`; `kill()` + `start()` to crash and resume;
+  `clock="virtual"` lets the test move time with `advance()` (over `POST /admin/devhost/advance`).
+
+Example:
+
+    pytestmark = pytest.mark.devhost_app("tests/apps/my_app")
+
+    def test_approval_times_out(devhost, devhost_client):
+        run_id = devhost_client.post("/api/runs", json={...}).json()["id"]
+        devhost.wait_for_status(run_id, "Running")
+        devhost.advance(3 * 86400)                      # the 3-day approval timer fires
+        assert devhost.wait_for_status(run_id)["output"]["status"] == "timed_out"
 """
 
 from __future__ import annotations

@@ -122,6 +122,9 @@ class EpisodeProcessor:
             return
         now = self.rt.clock.now()
         new_events = [ev.orchestrator_started(now)]
+        # ExecutionStarted leads (the SDK reads history[1]); events that arrived before a continue-as-new committed
+        # its new ExecutionStarted belong to the new execution, after it.
+        delivered.sort(key=lambda m: m.event.get("EventType") != EventType.ExecutionStarted)
         new_events += [m.event for m in delivered if m.event.get("EventType") != WAKE_EVENT_TYPE]
         commit.changed.add(row.instance_id)
         row.updated = to_epoch(now)
@@ -224,6 +227,7 @@ class EpisodeProcessor:
         row.output = completion.result_json
         self._append(instance, appended, commit)
         self._notify_parent(instance, status, completion.result_json, commit)
+        instance.forget_history()
 
     def _send_action(self, instance: Instance, action: NewAction, commit: Commit) -> None:
         row = instance.row
@@ -286,6 +290,7 @@ class EpisodeProcessor:
                   ev.execution_completed(now, -1, RuntimeStatus.Terminated.dtfx_code, reason)]
         self._append(instance, events, commit)
         self._notify_parent(instance, RuntimeStatus.Terminated, reason, commit)
+        instance.forget_history()
 
     def _notify_parent(self, instance: Instance, status: RuntimeStatus, result: str | None, commit: Commit) -> None:
         parent = instance.row.parent

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from devhost.protocol.actions import parse_to_jtoken
 from devhost.protocol.timefmt import status_time
 
 
@@ -44,16 +44,6 @@ _DTFX_CODES = {
     RuntimeStatus.Pending: 6,
     RuntimeStatus.Suspended: 7,
 }
-
-
-def parse_to_jtoken(text: str | None) -> Any:
-    """The extension's `ParseToJToken`: JSON if it parses, else the raw string; None stays None."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 class InstanceStatus(BaseModel):

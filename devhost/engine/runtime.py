@@ -23,9 +23,11 @@ from devhost.engine.management import Management
 from devhost.engine.models import EngineOptions, RuntimeStatus
 from devhost.engine.state import Inbox, Instance
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
+from devhost.invoke import install_sdk_timestamp_cache
 from devhost.protocol.timefmt import to_epoch
 
 log = logging.getLogger("devhost.engine")
+_DISPATCH_SLICE_SECONDS = 0.02
 
 
 class Commit:
@@ -76,6 +78,7 @@ class EngineRuntime(Management):
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        install_sdk_timestamp_cache()
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         loaded = self.store.load()
@@ -243,8 +246,12 @@ class EngineRuntime(Management):
             self.die(crash)
 
     def _dispatch(self) -> bool:
+        """Start work for ready instances; yields back to the loop after a time slice so HTTP stays responsive."""
         dispatched = False
+        budget_end = self.loop.time() + _DISPATCH_SLICE_SECONDS
         for instance_id in list(self.ready):
+            if dispatched and self.loop.time() > budget_end:
+                break
             if instance_id in self.running:
                 continue
             if self._held_for_batching(instance_id):

@@ -28,6 +28,10 @@ class Instance:
     def status(self) -> RuntimeStatus:
         return RuntimeStatus(self.row.status)
 
+    def forget_history(self) -> None:
+        """Drop the cached history of a finished instance (reloaded from the store if a status query asks)."""
+        self.history = self.history_texts = None
+
     def set_history(self, texts: list[str]) -> None:
         self.history_texts = texts
         self.history = [json.loads(t) for t in texts]

@@ -79,7 +79,9 @@ class HttpFunctions:
                 executor=self.executor,
                 function_directory=self.function_directory,
             )
-            return build_web_response(result)
+            response = build_web_response(result)
+            log.info("Executed 'Functions.%s' (Succeeded, %s %s)", spec.function_name, request.method, response.status)
+            return response
         except ResultEncodingError as exc:
             log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc)
             return web.Response(status=500)

@@ -16,6 +16,8 @@ log = logging.getLogger("devhost.http")
 LOOPBACK = "127.0.0.1"
 # The Functions host accepts request bodies up to 100 MB (aiohttp's default is 1 MiB).
 MAX_REQUEST_BODY = 100 * 1024 * 1024
+# How long stop() lets in-flight requests (e.g. a function long-polling an entity) finish before cutting them off.
+SHUTDOWN_GRACE_SECONDS = 5.0
 
 
 class DurableRequestHandler(Protocol):
@@ -63,7 +65,9 @@ class HttpHost:
         return app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, LOOPBACK, self.requested_port, reuse_address=True)
         await site.start()

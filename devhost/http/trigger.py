@@ -86,10 +86,11 @@ class _OutParam(func.Out[Any]):
 class _TraceContext(_abc.TraceContext):
     def __init__(self) -> None:
         self._attributes: dict[str, str] = {}
+        self._trace_parent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-00"
 
     @property
     def trace_parent(self) -> str:
-        return f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-00"
+        return self._trace_parent
 
     @property
     def trace_state(self) -> str:
@@ -117,10 +118,10 @@ class _RetryContext(_abc.RetryContext):
 class InvocationContext(func.Context):
     """`func.Context` for one invocation (passed when the function has a `context` parameter)."""
 
-    _thread_local = threading.local
-
     def __init__(self, function_name: str, function_directory: str) -> None:
         self._invocation_id = str(uuid.uuid4())
+        # The worker hands out a threading.local instance here, whatever the annotation says.
+        self._thread_local = threading.local()
         self._function_name = function_name
         self._function_directory = function_directory
         self._trace = _TraceContext()
@@ -131,7 +132,7 @@ class InvocationContext(func.Context):
         return self._invocation_id
 
     @property
-    def thread_local_storage(self) -> type[threading.local]:
+    def thread_local_storage(self) -> threading.local:  # type: ignore[override]
         return self._thread_local
 
     @property

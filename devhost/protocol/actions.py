@@ -28,6 +28,16 @@ class ActionType(IntEnum):
     WhenAll = 12
 
 
+def parse_to_jtoken(text: str | None) -> Any:
+    """The extension's `ParseToJToken`: JSON if it parses, else the raw string; None stays None."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def compact_json(value: Any) -> str:
     """Newtonsoft `Formatting.None`: no whitespace, non-ASCII kept as is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -42,6 +42,10 @@ class EventType(IntEnum):
     ExecutionRewound = 21
 
 
+# DTFx `OrchestrationStatus` values (ExecutionCompleted.OrchestrationStatus) and their names.
+ORCHESTRATION_STATUS_NAMES = {0: "Running", 1: "Completed", 2: "ContinuedAsNew", 3: "Failed", 4: "Canceled",
+                              5: "Terminated", 6: "Pending", 7: "Suspended"}
+
 # Events that arrive as messages (IsPlayed becomes true once an episode has processed them).
 MESSAGE_TYPES = frozenset(
     {

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from devhost.engine.models import RuntimeStatus, parse_to_jtoken
-from devhost.protocol.events import Event, EventType
+from devhost.protocol.actions import parse_to_jtoken
+from devhost.protocol.events import ORCHESTRATION_STATUS_NAMES, Event, EventType
 
 _HIDDEN = {EventType.OrchestratorStarted, EventType.OrchestratorCompleted}
 _SCHEDULING = {EventType.TaskScheduled, EventType.SubOrchestrationInstanceCreated}
@@ -18,7 +18,6 @@ _MERGED_INTO = {
     EventType.SubOrchestrationInstanceFailed: EventType.SubOrchestrationInstanceCreated,
 }
 _WITH_RESULT = {EventType.TaskCompleted, EventType.SubOrchestrationInstanceCompleted, EventType.ExecutionCompleted}
-_STATUS_NAMES = {s.dtfx_code: s.value for s in RuntimeStatus}
 
 
 def shape_history(history: list[Event], *, show_output: bool, show_input: bool = True) -> list[dict[str, Any]]:
@@ -59,7 +58,7 @@ def _shape(event: Event, kind: EventType, scheduled: dict[tuple[EventType, int],
     elif kind == EventType.TimerFired:
         item.pop("TimerId", None)
     if kind == EventType.ExecutionCompleted:
-        item["OrchestrationStatus"] = _STATUS_NAMES.get(item.get("OrchestrationStatus", -1), item.get(
+        item["OrchestrationStatus"] = ORCHESTRATION_STATUS_NAMES.get(item.get("OrchestrationStatus", -1), item.get(
             "OrchestrationStatus"))
     if kind in _WITH_RESULT:
         if show_output:

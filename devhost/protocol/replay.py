@@ -265,6 +265,9 @@ class _Replayer:
         child_input = json.dumps(action.input, ensure_ascii=False) if action.input is not None else None
         event_id = self.next_id
         child_id = action.instance_id or f"{self.ctx.execution_id}:{event_id}"
+        if child_id.startswith("@"):
+            self.fatal = f"Orchestration instance ids must not start with @: '{child_id}'."
+            return _Future()
         self._allocate(
             "suborchestration",
             lambda i: ev.sub_orchestration_created(now, i, name, action.version, child_id, child_input),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from devhost.app_loader import load_app
-from devhost.engine.api import DurableEngine, EngineOptions, VirtualClock
+from devhost.engine.api import Clock, DurableEngine, EngineOptions, VirtualClock
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 START = datetime(2030, 1, 1, tzinfo=UTC)
@@ -23,7 +23,7 @@ async def open_engine() -> AsyncIterator[OpenEngine]:
     engines: list[DurableEngine] = []
 
     async def _open(app: str, *, state_path: str = ":memory:", options: EngineOptions | None = None,
-                    auto_skip: bool = False, clock: VirtualClock | None = None) -> DurableEngine:
+                    auto_skip: bool = False, clock: Clock | None = None) -> DurableEngine:
         index = load_app(APPS / app)
         engine = await DurableEngine.open(index, state_path=state_path, options=options,
                                           clock=clock or VirtualClock(START, auto_skip=auto_skip))

@@ -21,3 +21,10 @@ async def run(engine: DurableEngine, name: str, payload: object = None, *, insta
 
 def output(status: InstanceStatus) -> object:
     return status.to_json()["output"]
+
+
+def raw_history(engine: DurableEngine, instance_id: str) -> list[dict]:
+    """White-box: the stored DTFx history of the instance's current execution."""
+    instance = engine._rt.instances[instance_id]
+    engine._rt.episodes.ensure_history(instance)
+    return instance.history or []

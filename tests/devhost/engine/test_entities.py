@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import OpenEngine
-from engine_helpers import output, run
+from engine_helpers import output, raw_history, run
 
 from devhost.engine.api import EntityQuery, InvalidEntityKeyError, RuntimeStatus, UnknownFunctionError
 
@@ -45,7 +45,7 @@ async def test_orchestration_signal_then_call_in_order_and_exception(open_engine
     status = await run(engine, "counter_orch", "o1")
     assert status.runtime_status == RuntimeStatus.Completed
     assert output(status) == {"value": 5, "error": "plain failure"}
-    history = engine._rt.instances[status.instance_id].history or []
+    history = raw_history(engine, status.instance_id)
     sent = [e for e in history if e["EventType"] == 14]
     assert [json.loads(e["Input"])["op"] for e in sent] == ["add", "get", "fail"]
     assert all(e["InstanceId"] == "@counter@o1" and e["Name"] == "op" for e in sent)
@@ -57,7 +57,7 @@ async def test_entity_guid_ids_are_deterministic_across_replays(open_engine: Ope
     second = await open_engine("entity_counter")
     a = await run(first, "counter_orch", "k", instance_id="same")
     b = await run(second, "counter_orch", "k", instance_id="same")
-    ids = [[json.loads(e["Input"])["id"] for e in (eng._rt.instances[s.instance_id].history or [])
+    ids = [[json.loads(e["Input"])["id"] for e in (raw_history(eng, s.instance_id))
             if e["EventType"] == 14] for eng, s in ((first, a), (second, b))]
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
 
@@ -85,3 +85,76 @@ async def test_batches_are_serialised_per_entity_and_split_at_batch_size(open_en
     await engine.run_until_idle()
     state = await engine.read_entity("Counter", "k")
     assert state is not None and state.state_json == "10"
+
+
+def _app_module():
+    import sys
+
+    return sys.modules["function_app"]
+
+
+async def test_internal_error_aborts_the_batch_and_redelivers_it(open_engine: OpenEngine) -> None:
+    engine = await open_engine("entity_counter")
+    _app_module().flaky_calls["n"] = 0
+    await engine.signal_entity("Counter", "f", "add", _client_input(1))
+    await engine.signal_entity("Counter", "f", "flaky_once", None)
+    await engine.run_until_idle()
+    assert await engine.read_entity("Counter", "f") is None  # nothing of the failed batch was committed
+    await engine.run_until_idle(skip_timers=True)  # the retry back-off elapses (virtual time)
+    state = await engine.read_entity("Counter", "f")
+    assert state is not None and state.state_json == "1"  # the 'add' ran again but was committed exactly once
+    assert _app_module().flaky_calls["n"] == 2
+
+
+async def test_yielded_signal_is_sent_twice_and_hangs(open_engine: OpenEngine) -> None:
+    engine = await open_engine("entity_counter")
+    status = await run(engine, "yielded_signal")
+    assert status.runtime_status == RuntimeStatus.Running
+    state = await engine.read_entity("Counter", "ys")
+    assert state is not None and state.state_json == "2"
+
+
+async def test_late_entity_response_after_completion_is_dropped(open_engine: OpenEngine) -> None:
+    engine = await open_engine("entity_counter")
+    module = _app_module()
+    module.slow_release.clear()
+    try:
+        iid = await engine.start_new("call_or_timeout", None, None)
+        await engine.wait_for_status(iid, {RuntimeStatus.Running}, timeout=5)  # first episode ran: timer created
+        engine.clock.advance(60)  # type: ignore[attr-defined]  # the timer wins while the entity call blocks
+        status = await engine.wait_for_status(iid, timeout=5)
+        assert output(status) == "timed out"  # a pending entity call is not an open task: completion allowed
+    finally:
+        module.slow_release.set()
+    await engine.run_until_idle()
+    after = await engine.get_status(iid)
+    assert after is not None and after.runtime_status == RuntimeStatus.Completed and output(after) == "timed out"
+    state = await engine.read_entity("Counter", "slow")
+    assert state is not None  # the entity batch itself committed (set_result created it)
+
+
+async def test_blocked_batch_does_not_block_reads_or_other_entities(open_engine: OpenEngine) -> None:
+    """AgentFunctionApp's pattern: a sync entity op blocks a worker thread (an LLM call) while HTTP handlers poll the
+    committed state and other entities keep running."""
+    import asyncio
+
+    engine = await open_engine("entity_counter")
+    module = _app_module()
+    await engine.signal_entity("Counter", "slow", "add", _client_input(7))
+    await engine.run_until_idle()
+    module.slow_release.clear()
+    try:
+        await engine.signal_entity("Counter", "slow", "slow", None)
+        await engine.signal_entity("Counter", "slow", "add", _client_input(1))  # queued behind the blocked batch
+        await engine.signal_entity("Counter", "other", "add", _client_input(3))
+        deadline = asyncio.get_running_loop().time() + 5
+        while (await engine.read_entity("Counter", "other")) is None:  # bounded wait, no sleeps: yield to the loop
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0)
+        state = await engine.read_entity("Counter", "slow")
+        assert state is not None and state.state_json == "7"  # committed state only, never mid-batch
+    finally:
+        module.slow_release.set()
+    await engine.run_until_idle()
+    state = await engine.read_entity("Counter", "slow")
+    assert state is not None and state.state_json == "8"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import START, OpenEngine
-from engine_helpers import output
+from engine_helpers import output, raw_history
 
 from devhost.engine.api import EngineClosedError, EngineOptions, FaultPlan, RuntimeStatus, VirtualClock
 
@@ -98,7 +98,32 @@ async def test_batched_completions_arrive_in_one_episode(open_engine: OpenEngine
     engine = await open_engine("at_least_once", options=EngineOptions(faults=FaultPlan(batch_completions=6)))
     iid = await engine.start_new("record_fan_out", None, _payload(tmp_path / "fan.txt", 6))
     await engine.run_until_idle()
-    history = engine._rt.instances[iid].history or []  # white-box: episode boundaries in the raw history
+    history = raw_history(engine, iid)  # white-box: episode boundaries in the raw history
     starts = [i for i, e in enumerate(history) if e["EventType"] == 12]
     assert len(starts) == 2  # first episode schedules 6 tasks, the second gets all 6 completions at once
     assert sum(e["EventType"] == 5 for e in history[starts[1]:]) == 6
+
+
+async def test_real_clock_timer_fires_without_virtual_time(open_engine: OpenEngine) -> None:
+    from devhost.engine.api import RealClock
+
+    engine = await open_engine("human_interaction", clock=RealClock())
+    iid = await engine.start_new("approval", None, json.dumps(json.dumps({"timeout_s": 0.3})))
+    status = await engine.wait_for_status(iid, timeout=10)
+    assert output(status) == {"approved": None, "timed_out": True}
+
+
+@pytest.mark.parametrize("point", ["entity_before_commit", "entity_after_commit"])
+async def test_entity_batch_crash_then_reopen_commits_exactly_once(
+    open_engine: OpenEngine, tmp_path: Path, point: str
+) -> None:
+    state = str(tmp_path / "state.sqlite3")
+    crashing = await open_engine("entity_counter", state_path=state,
+                                 options=EngineOptions(faults=FaultPlan(crash_at={point})))
+    await crashing.signal_entity("Counter", "c", "add", json.dumps(json.dumps(2)))
+    with pytest.raises(EngineClosedError):
+        await crashing.run_until_idle()
+    reopened = await open_engine("entity_counter", state_path=state)
+    await reopened.run_until_idle()
+    entity = await reopened.read_entity("Counter", "c")
+    assert entity is not None and entity.state_json == "2"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import OpenEngine
-from engine_helpers import output, run
+from engine_helpers import output, raw_history, run
 
 from devhost.engine.api import RuntimeStatus
 from devhost.protocol.events import EventType
@@ -122,7 +122,7 @@ async def test_retry_attempts_backoff_and_final_text(open_engine: OpenEngine) ->
     status = await run(engine, "retry_orch")
     assert output(status) == {"flaky": "ok after 3 attempts",
                               "caught": "Activity function 'always_fails' failed:  RuntimeError: permanent failure (x)"}
-    raw = engine._rt.instances[status.instance_id].history or []  # white-box: TimerId is not in historyEvents
+    raw = raw_history(engine, status.instance_id)  # white-box: TimerId is not in historyEvents
     timers = [e for e in raw if e["EventType"] == EventType.TimerFired]
     assert [t["TimerId"] for t in timers] == [1, 3, 6, 8]  # incl. the final "back-compat" timer after attempt 2
 
@@ -182,9 +182,7 @@ async def test_first_episode_history_layout(open_engine: OpenEngine) -> None:
     engine = await open_engine("chaining")
     iid = await engine.start_new("chaining", None, None)
     await engine.run_until_idle()
-    rt = engine._rt  # white-box: the raw stored history
-    history = rt.instances[iid].history
-    assert history is not None
+    history = raw_history(engine, iid)  # reloaded from SQLite: the persisted form
     assert [e["EventType"] for e in history[:4]] == [
         EventType.OrchestratorStarted, EventType.ExecutionStarted, EventType.TaskScheduled,
         EventType.OrchestratorCompleted]

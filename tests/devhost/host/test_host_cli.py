@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from devhost.testing import _PACKAGE_ROOT, SubprocessHost, free_port
+from devhost.testing import PACKAGE_ROOT, SubprocessHost, free_port
 
 pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 def run_devhost(app_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "devhost", "--app-dir", str(app_dir), "--port", str(free_port()),
                "--state", ":memory:", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=_PACKAGE_ROOT)
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=PACKAGE_ROOT)
 
 
 def write_app(tmp_path: Path, source: str) -> Path:
@@ -32,33 +32,33 @@ def test_import_error_names_the_file_and_line(tmp_path: Path) -> None:
     assert "KeyError" in result.stderr
 
 
-def test_indexing_error_names_the_function(tmp_path: Path) -> None:
-    source = (
-        "import azure.functions as func\n"
-        "app = func.FunctionApp()\n"
-        "@app.route(route='a')\n"
-        "def twice(req): return 'a'\n"
-        "@app.function_name('twice')\n"
-        "@app.route(route='b')\n"
-        "def other(req): return 'b'\n"
-    )
-    result = run_devhost(write_app(tmp_path, source))
-    assert result.returncode == 2
-    assert "twice" in result.stderr
-    assert "function_app.py" in result.stderr
+DUPLICATE_NAME = (
+    "import azure.functions as func\n"
+    "app = func.FunctionApp()\n"
+    "@app.route(route='a')\n"
+    "def twice(req): return 'a'\n"
+    "@app.function_name('twice')\n"
+    "@app.route(route='b')\n"
+    "def other(req): return 'b'\n"
+)
+BAD_ROUTE = (
+    "import azure.functions as func\n"
+    "app = func.FunctionApp()\n"
+    "@app.route(route='items/{id:nosuch}')\n"
+    "def broken(req): return 'x'\n"
+)
 
 
-def test_bad_route_template_is_a_load_error(tmp_path: Path) -> None:
-    source = (
-        "import azure.functions as func\n"
-        "app = func.FunctionApp()\n"
-        "@app.route(route='items/{id:nosuch}')\n"
-        "def broken(req): return 'x'\n"
-    )
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [(DUPLICATE_NAME, ["twice", "function_app.py"]), (BAD_ROUTE, ["broken", "nosuch", "function_app.py"])],
+    ids=["duplicate-function-name", "bad-route-constraint"],
+)
+def test_indexing_errors_name_the_function(tmp_path: Path, source: str, expected: list[str]) -> None:
     result = run_devhost(write_app(tmp_path, source))
     assert result.returncode == 2
-    assert "broken" in result.stderr
-    assert "nosuch" in result.stderr
+    for text in expected:
+        assert text in result.stderr
 
 
 def test_missing_app_file(tmp_path: Path) -> None:
@@ -86,3 +86,14 @@ def test_default_state_file_lives_in_the_app_dir(tmp_path: Path) -> None:
     with host:
         assert host.client.get("/admin/host/status").status_code == 200
     assert (app_dir / ".devhost" / "state.sqlite3").exists()
+
+
+def test_port_in_use_is_a_clear_error(devhost_subprocess) -> None:
+    running: SubprocessHost = devhost_subprocess()
+    result = subprocess.run(
+        [sys.executable, "-m", "devhost", "--app-dir", str(running.app_dir), "--port", str(running.port),
+         "--state", ":memory:"],
+        capture_output=True, text=True, timeout=60, cwd=PACKAGE_ROOT,
+    )
+    assert result.returncode == 3
+    assert f"cannot listen on 127.0.0.1:{running.port}" in result.stderr

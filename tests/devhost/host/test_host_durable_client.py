@@ -80,7 +80,8 @@ def test_get_status_with_history(devhost: InProcessHost, devhost_client: httpx.C
     assert all("EventId" not in e and "IsPlayed" not in e for e in events)
     without = sdk_status(devhost_client, instance_id)
     assert without["historyEvents"] is None
-    assert "input" not in without  # show_input=False: the server leaves input null
+    # show_input=False is not sent at all (only truthy flags are), and the server's showInput defaults to true.
+    assert without["input"] == '["Oslo"]'
 
 
 def test_status_by_filters_and_all(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
@@ -211,3 +212,25 @@ def test_entity_signal_and_read(devhost: InProcessHost, devhost_client: httpx.Cl
 def test_signal_unknown_entity_fails_in_the_client(devhost_client: httpx.Client) -> None:
     response = devhost_client.post("/api/entities/Nope/k", params={"op": "add"}, json=1)
     assert response.json() == {"error": "The operation failed with an unexpected status code 400"}
+
+
+def test_http_function_waits_on_entity_state_while_batches_run(devhost_client: httpx.Client) -> None:
+    """AgentFunctionApp holds the request and polls read_entity_state: HTTP and entity work must run concurrently."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(3) as pool:
+        calls = [pool.submit(devhost_client.post, f"/api/agents/{key}/run", params={"amount": "2"})
+                 for key in ("s1", "s2", "s3")]
+        assert [c.result(timeout=30).json() for c in calls] == [{"state": 2}] * 3
+    assert devhost_client.post("/api/agents/s1/run", params={"amount": "5"}).json() == {"state": 7}
+
+
+def test_rewind(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
+    assert manage(devhost_client, "nobody", "rewind").json() == {"error": "No instance with ID nobody found."}
+    done = start(devhost_client, "echo_input", json={"n": 1})
+    devhost.wait_for_status(done)
+    refused = manage(devhost_client, done, "rewind").json()["error"]
+    assert 'only orchestrations in the "Failed" state can be rewound' in refused
+    failed = start(devhost_client, "failing")
+    assert devhost.wait_for_status(failed)["runtimeStatus"] == "Failed"
+    assert manage(devhost_client, failed, "rewind").json() == {"result": None}

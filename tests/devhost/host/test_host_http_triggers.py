@@ -108,3 +108,12 @@ def test_host_json_route_prefix(devhost_factory, apps_dir, app: str, path: str) 
     assert host.client.get(path).text == "pong"
     assert host.client.get("/api/ping").status_code == 404
     assert host.client.get("/admin/host/status").status_code == 200
+
+
+def test_sync_functions_run_concurrently(devhost_client: httpx.Client) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        left = pool.submit(devhost_client.get, "/api/rendezvous/left")
+        right = pool.submit(devhost_client.get, "/api/rendezvous/right")
+        assert {left.result(timeout=20).text, right.result(timeout=20).text} == {"left", "right"}

@@ -37,7 +37,6 @@ def start(client: httpx.Client, name: str, instance_id: str, **kwargs) -> None:
     assert response.status_code == 202, response.text
 
 
-@pytest.mark.slow
 def test_sigkill_mid_run_then_restart_finishes_every_run(devhost_subprocess, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devhost.testing import _PACKAGE_ROOT, InProcessHost
+from devhost.testing import PACKAGE_ROOT, InProcessHost
 
 pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 
@@ -63,7 +63,6 @@ def test_two_hosts_side_by_side(devhost_factory, apps_dir: Path) -> None:
     assert first.client.post("/api/start-and-wait/echo_input", json={"a": 1}).json() == {"a": 1}
 
 
-@pytest.mark.slow
 def test_plugin_in_a_fresh_project(tmp_path: Path, apps_dir: Path) -> None:
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["devhost.pytest_plugin"]\n')
     app = apps_dir / "http_durable"
@@ -87,7 +86,20 @@ def test_plugin_in_a_fresh_project(tmp_path: Path, apps_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**__import__("os").environ, "PYTHONPATH": _PACKAGE_ROOT},
+        env={**__import__("os").environ, "PYTHONPATH": PACKAGE_ROOT},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_each_host_imports_the_app_under_its_own_environment(devhost_factory, apps_dir: Path) -> None:
+    app = apps_dir / "http_settings"
+    first: InProcessHost = devhost_factory(app)
+    assert first.client.get("/api/greeting").text == "from local.settings.json"
+    first.stop()
+    second: InProcessHost = devhost_factory(app, env={"SETTINGS_APP_GREETING": "from the test"})
+    assert second.client.get("/api/greeting").text == "from the test"
+    second.stop()
+    import sys
+
+    assert "app_settings" not in sys.modules

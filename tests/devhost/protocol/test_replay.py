@@ -157,3 +157,17 @@ def test_entity_call_completes_on_response_named_by_request_guid() -> None:
     guid = json.loads(sent.input or "{}")["id"]
     history = [*start(), sent.event, ev.orchestrator_started(T0), ev.event_raised(T0, guid, '{"result":"5"}')]
     assert [a.name for a in replay(history, [call, activity("after")]).new_actions] == ["after"]
+
+
+def test_failure_without_out_of_proc_state_fails_in_the_first_episode() -> None:
+    output = OrchestratorOutput.from_exception(ValueError("bad trigger"))
+    ctx = ReplayContext("o", "i", "x", T0, lambda kind, name: True)
+    completion = replay_episode(ctx, start(), output).completion
+    assert completion is not None and completion.status == "Failed"
+    assert completion.result_json == "Orchestrator function 'o' failed: ValueError: bad trigger"
+
+
+def test_out_of_proc_data_label_is_split_off_the_exception() -> None:
+    state = '{"isDone": false, "schemaVersion": 2, "actions": [[{"actionType": 0, "functionName": "a", "input": "1"}]]}'
+    output = OrchestratorOutput.from_exception(Exception(f"boom\n\n$OutOfProcData$:{state}"))
+    assert output.error == "boom" and output.action_groups[0][0].function_name == "a"

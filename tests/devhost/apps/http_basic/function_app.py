@@ -2,6 +2,7 @@
 
 import json
 import os
+import threading
 
 import azure.functions as func
 
@@ -103,3 +104,13 @@ def returns_none(req: func.HttpRequest):
 def binary(req: func.HttpRequest) -> func.HttpResponse:
     data = req.get_body()
     return func.HttpResponse(bytes(reversed(data)), mimetype="application/octet-stream")
+
+
+_rendezvous = threading.Barrier(2, timeout=10)
+
+
+@app.route(route="rendezvous/{side}")
+def rendezvous(req: func.HttpRequest) -> str:
+    """Returns only when a second request arrives: proves sync functions run concurrently on worker threads."""
+    _rendezvous.wait()
+    return req.route_params["side"]

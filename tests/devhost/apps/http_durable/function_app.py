@@ -1,5 +1,6 @@
 """A durable app whose HTTP triggers drive every `DurableOrchestrationClient` method (the host tests call them)."""
 
+import asyncio
 import json
 import os
 import time
@@ -228,3 +229,19 @@ async def entity(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
 def binding(req: func.HttpRequest, starter: str) -> func.HttpResponse:
     """The raw `durableClient` binding JSON, as the worker receives it."""
     return func.HttpResponse(starter, mimetype="application/json")
+
+
+@app.route(route="agents/{key}/run", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def agent_like_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """AgentFunctionApp's pattern (E.7): signal an entity, then hold the request while polling its committed state."""
+    entity_id = df.EntityId("Counter", req.route_params["key"])
+    before = await client.read_entity_state(entity_id)
+    expected = (before.entity_state if before.entity_exists else 0) + int(req.params.get("amount", "1"))
+    await client.signal_entity(entity_id, "add", int(req.params.get("amount", "1")))
+    for _ in range(500):
+        state = await client.read_entity_state(entity_id)
+        if state.entity_exists and state.entity_state == expected:
+            return as_json({"state": state.entity_state})
+        await asyncio.sleep(0.01)
+    return as_json({"error": "the entity did not commit in time"}, 504)
