@@ -11,12 +11,15 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, Field
 
-from agent_runs.contracts import RunInput, RunRef
-from agent_runs.sequence import seq_for
 from agent_runs.services import RunServices
-from agent_runs.store_log import to_record
+from agent_runs.starting import (
+    SessionAgentMismatchError,
+    new_run_record,
+    open_session,
+    run_input_for,
+    write_input,
+)
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
-from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.durable_gateway import DurableGateway
@@ -56,45 +59,21 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     body = read_json_body(req, StartRunRequest)
     store, gateway = services.store, DurableGateway(client)
     session_id = body.session_id or uuid.uuid4().hex
-    session = await store.create_session(session_id, agent.name)
-    if session.agent != agent.name:
+    try:
+        await open_session(store, session_id, agent)
+    except SessionAgentMismatchError as error:
         raise ApiProblem(
-            409,
-            "session_agent_mismatch",
-            "The session belongs to another agent",
-            f"Session '{session_id}' is a conversation with agent '{session.agent}'.",
-            field="body.session_id",
-        )
-    run = await _begin_run(
-        store,
-        gateway,
-        RunRecord(
-            run_id=uuid.uuid4().hex, session_id=session_id, agent=agent.name, instance_id=None, metadata=body.metadata
-        ),
-    )
+            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
+        ) from error
+    run = await _begin_run(store, gateway, new_run_record(uuid.uuid4().hex, session_id, agent, body.metadata))
     inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
-    await store.append_messages(
-        session_id,
-        [
-            to_record(
-                session_id,
-                run.run_id,
-                seq_for(run.ordinal, index),
-                message.model_copy(
-                    update={"message_id": input_message_id(run.run_id, index), "created_at": datetime.now(UTC)}
-                ),
-            )
-            for index, message in enumerate(inputs)
-        ],
-    )
-    run_input = RunInput(
-        run=RunRef(run_id=run.run_id, session_id=session_id, agent=agent.name, ordinal=run.ordinal),
-        loop_config=agent.loop_config(),
-        next_position=len(inputs),
-        approval_timeout_seconds=body.approval_timeout_seconds
-        or agent.approval_timeout_seconds
-        or services.run_settings.default_approval_timeout_seconds,
-        on_approval_timeout=agent.on_approval_timeout,
+    input_count = await write_input(store, run, inputs)
+    run_input = run_input_for(
+        run,
+        agent,
+        services.run_settings,
+        input_count=input_count,
+        approval_timeout_seconds=body.approval_timeout_seconds,
     )
     try:
         await gateway.start_run(run_input)

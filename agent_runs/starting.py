@@ -1,0 +1,77 @@
+"""Creating a run in the store: claim the session, write the input, build the orchestration input.
+
+Shared by the HTTP API (a client starts a run) and workflows (a step starts a child run), so a run looks the same
+however it began. Safe to repeat with the same `run_id` (a retried activity): `begin_run` and the input writes are
+idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.contracts import RunInput, RunRef
+from agent_runs.sequence import seq_for
+from agent_runs.settings import RunSettings
+from agent_runs.store_log import to_record
+from agent_runtime.agents import AgentDefinition
+from agent_runtime.conversation import input_message_id
+from agent_runtime.messages import Message
+from session_store import RunRecord, SessionRecord, SessionStore
+
+
+class SessionAgentMismatchError(ValueError):
+    """The session is a conversation with another agent."""
+
+    def __init__(self, session: SessionRecord) -> None:
+        super().__init__(f"Session '{session.session_id}' is a conversation with agent '{session.agent}'.")
+        self.session = session
+
+
+async def open_session(store: SessionStore, session_id: str, agent: AgentDefinition) -> SessionRecord:
+    session = await store.create_session(session_id, agent.name)
+    if session.agent != agent.name:
+        raise SessionAgentMismatchError(session)
+    return session
+
+
+async def write_input(store: SessionStore, run: RunRecord, messages: Sequence[Message]) -> int:
+    """Store the run's input messages at the start of its seq range; returns how many positions they took."""
+    now = datetime.now(UTC)
+    await store.append_messages(
+        run.session_id,
+        [
+            to_record(
+                run.session_id,
+                run.run_id,
+                seq_for(run.ordinal, index),
+                message.model_copy(update={"message_id": input_message_id(run.run_id, index), "created_at": now}),
+            )
+            for index, message in enumerate(messages)
+        ],
+    )
+    return len(messages)
+
+
+def run_input_for(
+    run: RunRecord,
+    agent: AgentDefinition,
+    settings: RunSettings,
+    *,
+    input_count: int,
+    approval_timeout_seconds: float | None = None,
+) -> RunInput:
+    return RunInput(
+        run=RunRef(run_id=run.run_id, session_id=run.session_id, agent=agent.name, ordinal=run.ordinal),
+        loop_config=agent.loop_config(),
+        next_position=input_count,
+        approval_timeout_seconds=approval_timeout_seconds
+        or agent.approval_timeout_seconds
+        or settings.default_approval_timeout_seconds,
+        on_approval_timeout=agent.on_approval_timeout,
+    )
+
+
+def new_run_record(run_id: str, session_id: str, agent: AgentDefinition, metadata: dict[str, Any]) -> RunRecord:
+    return RunRecord(run_id=run_id, session_id=session_id, agent=agent.name, instance_id=run_id, metadata=metadata)
