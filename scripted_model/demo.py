@@ -10,6 +10,7 @@ so an agent loop over this brain always terminates.
 
 from __future__ import annotations
 
+import json
 import re
 
 from .conversation import Conversation, ToolResult
@@ -90,12 +91,25 @@ def summarise(results: list[ToolResult]) -> str:
         if _FAILED.search(result.content):
             lines.append(f"I could not complete {result.name or 'the tool call'}: {result.content}")
         elif result.name == WEATHER_TOOL:
-            lines.append(f"Weather: {result.content}")
+            lines.append(describe_weather(result.content))
         elif result.name == EMAIL_TOOL:
             lines.append(f"Done - the email was sent ({result.content}).")
         else:
             lines.append(f"{result.name or 'Tool'} returned: {result.content}")
     return "\n".join(lines)
+
+
+def describe_weather(content: str) -> str:
+    """`{"city": "Paris", "condition": "windy", "temperature_c": 9}` -> "In Paris it is windy, 9 °C." (any other
+    result is quoted as it came)."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and {"city", "condition"} <= data.keys():
+        temperature = f", {data['temperature_c']} °C" if "temperature_c" in data else ""
+        return f"In {data['city']} it is {data['condition']}{temperature}."
+    return f"Weather: {content}"
 
 
 def small_talk(user_text: str) -> str:
