@@ -90,6 +90,13 @@ class AgentLoop:
     def config(self) -> LoopConfig:
         return self.state.config
 
+    @property
+    def awaiting_approval(self) -> list[str]:
+        """Call ids still waiting for a human decision (empty unless the loop is waiting for approvals)."""
+        if self.state.phase != "awaiting_approval":
+            return []
+        return [call.ref.call_id for call in self.state.batch if call.decision == "pending"]
+
     def start(self) -> LoopCommand:
         if self.state.phase != "idle":
             raise LoopError(f"the loop was already started (phase {self.state.phase!r})")

@@ -1,0 +1,139 @@
+"""RunDriver: the pure bookkeeping of a durable run (positions, visibility, approvals, continue-as-new)."""
+
+from datetime import UTC, datetime, timedelta
+
+from agent_runtime.conversation import approval_id
+from agent_runtime.loop_types import (
+    ApprovalDecision,
+    AwaitApproval,
+    CallModel,
+    Finish,
+    LoopConfig,
+    ModelTurn,
+    RequestApproval,
+    RunTools,
+    ToolCallRef,
+    ToolOutcome,
+)
+from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
+from agent_runs.contracts import ExpireApprovalsResult, RunInput, RunRef, StepFailure
+from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
+from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+RUN = RunRef(run_id="r1", session_id="s1", agent="assistant", ordinal=3)
+
+
+def driver(**overrides: object) -> RunDriver:
+    fields = {"run": RUN, "loop_config": LoopConfig(), "next_position": 2, "approval_timeout_seconds": 60.0}
+    return RunDriver(RunInput(**{**fields, **overrides}))
+
+
+def turn(*calls: tuple[str, bool]) -> ModelTurn:
+    return ModelTurn(tool_calls=[ToolCallRef(call_id=c, name="t", needs_approval=a) for c, a in calls], has_text=True)
+
+
+def test_positions_are_reserved_in_order_and_seq_is_per_run() -> None:
+    d = driver()
+    model = d.model_call(d.first_command())
+    assert model.first_seq == seq_for(3, 2)
+    command = d.on_model_result(turn(("a", False), ("b", False)))
+    assert isinstance(command, RunTools)
+    calls = d.tool_calls(command)
+    assert [c.seq for c in calls] == [seq_for(3, 2 + SLOTS_PER_MODEL_CALL), seq_for(3, 3 + SLOTS_PER_MODEL_CALL)]
+    assert [c.invocation.call_id for c in calls] == ["a", "b"]
+
+
+def test_visible_seq_covers_only_completed_steps() -> None:
+    d = driver()
+    assert d.progress().visible_seq == seq_for(3, 2) - 1  # the input only
+    model = d.model_call(d.first_command())
+    assert d.progress().visible_seq == seq_for(3, 2) - 1  # the model call is in flight: its slots stay hidden
+    d.on_model_result(turn(("a", False)))
+    assert d.progress().visible_seq == model.first_seq + SLOTS_PER_MODEL_CALL - 1
+
+
+def test_approvals_pending_then_partially_decided_then_tools_run() -> None:
+    d = driver()
+    d.model_call(d.first_command())
+    command = d.on_model_result(turn(("a", True), ("b", True), ("c", False)))
+    assert isinstance(command, RequestApproval)
+    requests = d.approval_requests(command, NOW)
+    assert requests.expires_at == NOW + timedelta(seconds=60)
+    assert d.pending_approvals == [approval_id("r1", "a"), approval_id("r1", "b")]
+    assert d.progress().status == "requires_action"
+    assert d.decision_input("r1:unknown") is None
+
+    assert d.decision_input(approval_id("r1", "a")) is not None
+    command = d.on_decision(ApprovalDecision(call_id="a", approved=True))
+    assert isinstance(command, AwaitApproval)
+    assert d.pending_approvals == [approval_id("r1", "b")]
+    assert d.progress().status == "requires_action"
+
+    d.decision_input(approval_id("r1", "b"))
+    command = d.on_decision(ApprovalDecision(call_id="b", approved=False, reason="no"))
+    assert isinstance(command, RunTools)
+    assert {c.call_id: c.action for c in command.calls} == {"a": "invoke", "b": "deny", "c": "invoke"}
+    assert d.progress().status == "in_progress"
+    assert d.progress().pending_approvals == []
+
+
+def test_timeout_feeds_race_winners_first_then_times_out_the_rest() -> None:
+    d = driver()
+    d.model_call(d.first_command())
+    d.approval_requests(d.on_model_result(turn(("a", True), ("b", True))), NOW)
+    expiry = d.expire_input()
+    assert expiry.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
+    command = d.on_expired(
+        ExpireApprovalsResult(decided=[ApprovalDecision(call_id="a", approved=True)], expired=[approval_id("r1", "b")])
+    )
+    assert isinstance(command, RunTools)
+    actions = {c.call_id: c.action for c in command.calls}
+    assert actions == {"a": "invoke", "b": "deny"}
+
+
+def test_timeout_in_fail_mode_finishes_the_run_failed() -> None:
+    d = driver(loop_config=LoopConfig(on_approval_timeout="fail"))
+    d.model_call(d.first_command())
+    d.approval_requests(d.on_model_result(turn(("a", True))), NOW)
+    command = d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "a")]))
+    assert isinstance(command, Finish)
+    assert command.status == "failed"
+
+
+def test_step_failure_and_cancel_finish_the_run() -> None:
+    d = driver()
+    d.model_call(d.first_command())
+    failed = d.on_model_result(StepFailure(code="model_http_400", message="bad request"))
+    assert isinstance(failed, Finish)
+    assert failed.status == "failed"
+    assert "model_http_400" in failed.reason
+
+    d = driver()
+    d.model_call(d.first_command())
+    cancelled = d.on_cancel("stop")
+    assert isinstance(cancelled, Finish)
+    assert cancelled.status == "cancelled"
+    outcome = d.on_finished(cancelled)
+    assert outcome.status == "cancelled"
+    assert d.progress().status == "cancelled"
+
+
+def test_continue_as_new_resumes_the_same_loop_at_the_same_position() -> None:
+    d = driver()
+    command = d.first_command()
+    while not d.should_continue_as_new(command):
+        d.model_call(command)
+        command = d.on_model_result(turn(("x", False)))
+        calls = d.tool_calls(command)
+        command = d.on_tool_results([ToolOutcome(call_id=c.invocation.call_id) for c in calls])
+    assert isinstance(command, CallModel)
+    assert command.iteration == MODEL_CALLS_PER_EXECUTION + 1
+    carried = d.continue_as_new_input(command)
+    assert payload_size(carried) < PAYLOAD_BUDGET_BYTES
+    # The payload survives JSON (Durable stores it) and the next execution continues where this one stopped.
+    resumed = RunDriver(RunInput.model_validate_json(carried.model_dump_json()))
+    assert resumed.first_command() == command
+    assert resumed.model_call(command).first_seq == seq_for(3, carried.next_position)
+    assert carried.generation == 1
+    assert not resumed.should_continue_as_new(command)
