@@ -46,6 +46,8 @@ def dumps(event: Event) -> str:
 class EpisodeProcessor:
     def __init__(self, rt: EngineRuntime) -> None:
         self.rt = rt
+        index = rt.index
+        self._finders = {"activity": index.activity, "orchestrator": index.orchestrator, "entity": index.entity}
 
     def ensure_history(self, instance: Instance) -> None:
         if instance.history is None:
@@ -182,9 +184,7 @@ class EpisodeProcessor:
         return replay_episode(ctx, history, output)
 
     def _function_exists(self, kind: FunctionKind, name: str) -> bool:
-        index = self.rt.index
-        found = {"activity": index.activity, "orchestrator": index.orchestrator, "entity": index.entity}[kind](name)
-        return found is not None
+        return self._finders[kind](name) is not None
 
     def _known_functions(self, kind: FunctionKind) -> list[str]:
         index = self.rt.index

@@ -126,16 +126,26 @@ def _spawn(coroutine: Coroutine) -> _Future:
 
 @dataclass
 class NewAction:
-    """A decision of this episode: the history event to append and the work it sends out."""
+    """A decision of this episode: the history event to append and the work it sends out.
+
+    The event is built only when asked for: most allocated actions are matched by history and never need it.
+    """
 
     kind: PendingKind
     event_id: int
-    event: Event
+    make_event: Callable[[int], Event] = field(repr=False, compare=False)
     name: str | None = None
     input: str | None = None
     fire_at: datetime | None = None
     target_instance_id: str | None = None
     version: str | None = None
+    _event: Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def event(self) -> Event:
+        if self._event is None:
+            self._event = self.make_event(self.event_id)
+        return self._event
 
 
 @dataclass
@@ -241,7 +251,7 @@ class _Replayer:
     def _allocate(self, kind: PendingKind, event: Callable[[int], Event], **fields: Any) -> int:
         event_id = self.next_id
         self.next_id += 1
-        self.pending[event_id] = NewAction(kind=kind, event_id=event_id, event=event(event_id), **fields)
+        self.pending[event_id] = NewAction(kind=kind, event_id=event_id, make_event=event, **fields)
         return event_id
 
     def _require(self, kind: FunctionKind, name: str) -> bool:

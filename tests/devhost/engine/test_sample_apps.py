@@ -187,3 +187,9 @@ async def test_first_episode_history_layout(open_engine: OpenEngine) -> None:
         EventType.OrchestratorStarted, EventType.ExecutionStarted, EventType.TaskScheduled,
         EventType.OrchestratorCompleted]
     assert history[1]["IsPlayed"] is True and history[2]["IsPlayed"] is False
+
+
+async def test_large_fan_out_of_1000(open_engine: OpenEngine) -> None:
+    engine = await open_engine("fan_out_fan_in")
+    status = await run(engine, "fan_out_fan_in", {"count": 1000})
+    assert output(status) == {"results": [i * i for i in range(1000)], "sum": sum(i * i for i in range(1000))}
