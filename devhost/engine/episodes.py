@@ -73,8 +73,11 @@ class EpisodeProcessor:
                 raise
             log.exception("episode of %s failed inside devhost; messages kept for a retry", instance_id)
             rt.inbox.put_back(instance_id, messages)
-            if instance is not None:
-                instance.history = None  # reload from the store: memory may be ahead of the rolled-back commit
+            if instance is not None:  # memory may be ahead of the rolled-back commit: reload it from the store
+                stored = rt.store.load_instance(instance_id)
+                if stored is not None:
+                    instance.row = stored
+                instance.forget_history()
 
     def _shuffle_completions(self, messages: list[InboxMessage]) -> None:
         """Fault injection: deliver task/timer/sub-orchestration completions in random order (as Azure Storage may)."""
