@@ -8,6 +8,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from devhost.engine.errors import SimulatedCrash
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.state import Instance, completion_id
 from devhost.engine.store import InboxMessage
@@ -66,11 +67,9 @@ class EpisodeProcessor:
                     return
                 self.ensure_history(instance)
                 self._episode(instance, messages, commit)
-        except Exception as exc:
-            from devhost.engine.errors import SimulatedCrash
-
-            if isinstance(exc, SimulatedCrash):
-                raise
+        except SimulatedCrash:
+            raise
+        except Exception:
             log.exception("episode of %s failed inside devhost; messages kept for a retry", instance_id)
             rt.inbox.put_back(instance_id, messages)
             if instance is not None:  # memory may be ahead of the rolled-back commit: reload it from the store

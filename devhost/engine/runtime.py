@@ -24,7 +24,7 @@ from devhost.engine.models import EngineOptions, RuntimeStatus
 from devhost.engine.state import Inbox, Instance
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
 from devhost.invoke import install_sdk_timestamp_cache
-from devhost.protocol.timefmt import to_epoch
+from devhost.protocol.timefmt import from_epoch, to_epoch
 
 log = logging.getLogger("devhost.engine")
 _DISPATCH_SLICE_SECONDS = 0.02
@@ -287,8 +287,6 @@ class EngineRuntime(Management):
         return False
 
     def skip_to(self, due: float) -> None:
-        from devhost.protocol.timefmt import from_epoch
-
         assert isinstance(self.clock, VirtualClock)
         self.clock.advance_to(from_epoch(due))
 
