@@ -154,3 +154,6 @@ class EngineOptions(BaseModel):
     faults: FaultPlan = Field(default_factory=FaultPlan)
     # Back-off for entity batches that failed with an internal error (redelivered until they succeed).
     entity_retry_seconds: float = 1.0
+    # host.json `functionTimeout` for entity batches (wall-clock seconds; None = unlimited, like a local host).
+    # On expiry every operation of the batch fails with the host's timeout text and the state is left unchanged.
+    function_timeout_seconds: float | None = None

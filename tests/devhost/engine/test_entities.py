@@ -197,3 +197,20 @@ async def test_entity_to_entity_signals_are_forwarded() -> None:
         assert state is not None and state.state_json == "1"
     finally:
         await engine.close()
+
+
+async def test_function_timeout_fails_every_operation_and_keeps_state(open_engine: OpenEngine) -> None:
+    from devhost.engine.api import EngineOptions
+
+    engine = await open_engine("entity_counter", options=EngineOptions(function_timeout_seconds=0.2))
+    module = _app_module()
+    module.slow_release.clear()
+    try:
+        iid = await engine.start_new("slow_call", None, None)
+        status = await engine.wait_for_status(iid, timeout=10)
+    finally:
+        module.slow_release.set()
+    assert status.runtime_status == RuntimeStatus.Failed
+    assert output(status) == ("Orchestrator function 'slow_call' failed: Timeout value of 00:00:00.2000000 "
+                              "was exceeded by function: Functions.Counter")
+    assert await engine.read_entity("Counter", "slow") is None  # state unchanged: the entity was never created
