@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -31,8 +32,11 @@ def status_time(moment: datetime) -> str:
     return to_utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_iso(text: str) -> datetime:
-    """Parse the timestamps the SDK and the extension write (`Z`, 1-7 fractional digits, or an offset)."""
+    """Parse the timestamps the SDK and the extension write (`Z`, 1-7 fractional digits, or an offset).
+
+    Cached: every episode replays the same history timestamps again."""
     value = text.strip()
     if value.endswith("Z") or value.endswith("z"):
         value = value[:-1] + "+00:00"
