@@ -242,6 +242,9 @@ class EngineRuntime(Management):
                         continue
                     self._idle.set()
                 await self._sleep_until_woken()
+                # One more loop turn before dispatching: completions already queued by worker threads commit first,
+                # so an episode gets them as one batch (fewer replays of a long history).
+                await asyncio.sleep(0)
         except SimulatedCrash as crash:
             self.die(crash)
 
