@@ -132,3 +132,10 @@ async def test_unknown_activity_and_sub_orchestrator_fail_the_orchestration(open
         assert str(output(status)).startswith(
             f"Orchestrator function '{name}' failed: The function '{missing}' doesn't exist, is disabled, or is not "
             f"an {kind} function.")
+
+
+async def test_sys_exit_in_user_code_fails_the_task_not_the_host(open_engine: OpenEngine) -> None:
+    engine = await open_engine("conformance")
+    status = await run(engine, "exiting")
+    assert output(status) == "Activity function 'exits' failed:  SystemExit: 3"
+    assert (await run(engine, "uuids")).runtime_status == RuntimeStatus.Completed  # the engine still runs

@@ -156,3 +156,19 @@ def unknown_activity(context: df.DurableOrchestrationContext):
 def unknown_sub_orchestrator(context: df.DurableOrchestrationContext):
     yield context.call_sub_orchestrator("no_such_orchestrator", 1)
     return "not reached"
+
+
+@app.activity_trigger(input_name="code")
+def exits(code: int) -> None:
+    import sys
+
+    sys.exit(code)
+
+
+@app.orchestration_trigger(context_name="context")
+def exiting(context: df.DurableOrchestrationContext):
+    try:
+        yield context.call_activity("exits", 3)
+    except Exception as exc:
+        return str(exc).split(" \n ")[0]
+    return "not reached"
