@@ -217,7 +217,10 @@ class EngineRuntime(Management):
                     fut.set_result(None)
             else:
                 remaining.append((statuses, fut))
-        self._status_waiters[instance_id] = remaining
+        if remaining:
+            self._status_waiters[instance_id] = remaining
+        else:
+            del self._status_waiters[instance_id]
 
     def add_status_waiter(self, instance_id: str, statuses: set[RuntimeStatus]) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = self.loop.create_future()
@@ -324,5 +327,10 @@ class EngineRuntime(Management):
                               timeout: float) -> Any:
         wanted = statuses or {s for s in RuntimeStatus if s.is_terminal}
         fut = self.add_status_waiter(instance_id, wanted)
-        await asyncio.wait_for(fut, timeout)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        finally:  # a timed-out waiter must not linger until the instance happens to reach that status
+            waiters = self._status_waiters.get(instance_id)
+            if waiters:
+                self._status_waiters[instance_id] = [w for w in waiters if w[1] is not fut]
         return await self.get_status(instance_id, False, False, True)
