@@ -330,7 +330,9 @@ class EngineRuntime(Management):
         try:
             await asyncio.wait_for(fut, timeout)
         finally:  # a timed-out waiter must not linger until the instance happens to reach that status
-            waiters = self._status_waiters.get(instance_id)
-            if waiters:
-                self._status_waiters[instance_id] = [w for w in waiters if w[1] is not fut]
+            remaining = [w for w in self._status_waiters.get(instance_id, []) if w[1] is not fut]
+            if remaining:
+                self._status_waiters[instance_id] = remaining
+            else:
+                self._status_waiters.pop(instance_id, None)
         return await self.get_status(instance_id, False, False, True)
