@@ -149,8 +149,8 @@ class EngineOptions(BaseModel):
     max_concurrent_entities: int = 16
     entity_batch_size: int = 5000
     task_hub: str = "TestHubName"
-    # `extensions.durableTask.maxConcurrent*`-like knob for threads running sync user code.
-    worker_threads: int = 32
+    # Threads running sync user code; default: enough for both limits, so blocked entities never starve activities.
+    worker_threads: int | None = None
     faults: FaultPlan = Field(default_factory=FaultPlan)
     # Back-off for entity batches that failed with an internal error (redelivered until they succeed).
     entity_retry_seconds: float = 1.0

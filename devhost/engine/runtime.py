@@ -66,7 +66,8 @@ class EngineRuntime(Management):
         self.closed = False
         self.random = random.Random(options.faults.seed)
         self._crash_hits: dict[str, int] = {}
-        self.executor = ThreadPoolExecutor(max_workers=options.worker_threads, thread_name_prefix="devhost-worker")
+        threads = options.worker_threads or options.max_concurrent_activities + options.max_concurrent_entities
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-worker")
         self.episodes = EpisodeProcessor(self)
         self.activities = ActivityRunner(self)
         self.entity_processor = EntityProcessor(self)
