@@ -5,6 +5,8 @@ C# replay, one SQLite transaction per commit, thread hop for sync activities):
   * chain10      - one 10-activity chain at a time, repeated; per-activity overhead = instance time / 10
   * fanout100    - one 100-way fan-out/fan-in at a time, repeated; per-activity overhead = instance time / 100
   * chains100x10 - 100 concurrent 10-step chains started together; wall time and instances/s
+  * chain200     - one 200-activity chain: the per-step cost grows with the history (every episode replays it,
+                   as in Azure); long agent loops should continue_as_new
 
 Run: python bench/devhost_bench.py [--repeat 20] [--state file|memory] [--no-record]
 Appends a section to bench/RESULTS.md unless --no-record.
@@ -83,6 +85,7 @@ async def run_benchmarks(repeat: int, state: str) -> dict[str, float]:
             chain = [await _run_one(engine, "chain", 10) for _ in range(repeat)]
             fan = [await _run_one(engine, "fanout", 100) for _ in range(max(repeat // 2, 3))]
             concurrent = await _concurrent_chains(engine, 100, 10)
+            long_chain = await _run_one(engine, "chain", 200)
         finally:
             await engine.close()
     return {
@@ -94,6 +97,7 @@ async def run_benchmarks(repeat: int, state: str) -> dict[str, float]:
         "chains100x10_wall_s": concurrent,
         "chains100x10_instances_per_s": 100 / concurrent,
         "chains100x10_activities_per_s": 1000 / concurrent,
+        "chain200_per_activity_ms": long_chain * 1000 / 200,
     }
 
 

@@ -48,7 +48,7 @@ def invoke_orchestrator(function: FunctionInfo, trigger_json: str) -> Orchestrat
     context = OrchestrationTriggerConverter.decode(meta.Datum(trigger_json, "string"), trigger_metadata=None)
     try:
         returned = function.fn(**{function.trigger_param: context})
-    except Exception as exc:  # the SDK raises with "$OutOfProcData$:" on uncaught orchestrator exceptions
+    except (Exception, SystemExit) as exc:  # the SDK raises with "$OutOfProcData$:"; sys.exit() must not stop us
         return OrchestratorOutput.from_exception(exc)
     datum = OrchestrationTriggerConverter.encode(returned, expected_type=None)
     try:
@@ -81,7 +81,7 @@ async def invoke_activity_async(function: FunctionInfo, input_text: str | None) 
         if inspect.isawaitable(returned):
             returned = await returned
         return _activity_success(returned)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # user code never stops the host
         return activity_failure(function.name, exc)
 
 
@@ -90,7 +90,7 @@ def invoke_activity_sync(function: FunctionInfo, input_text: str | None) -> Acti
     try:
         argument = ActivityTriggerConverter.decode(activity_input_datum(input_text), trigger_metadata=None)
         return _activity_success(function.fn(**{function.trigger_param: argument}))
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # user code never stops the host
         return activity_failure(function.name, exc)
 
 
@@ -131,7 +131,7 @@ def invoke_entity_batch(function: FunctionInfo, batch_json: str, batch_size: int
     context = EnitityTriggerConverter.decode(meta.Datum(batch_json, "string"), trigger_metadata=None)
     try:
         returned = function.fn(**{function.trigger_param: context})
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # user code never stops the host
         raise EntityInternalError(f"entity function '{function.name}' failed: {type(exc).__name__}: {exc}") from exc
     datum = EnitityTriggerConverter.encode(returned, expected_type=None)
     return parse_batch_result(datum.value, batch_size)

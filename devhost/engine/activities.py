@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from devhost.engine.http_activity import run_http_activity
 from devhost.invoke import ActivityOutcome, invoke_activity_async, invoke_activity_sync
 from devhost.protocol import events as ev
-from devhost.protocol.replay import unknown_function_message
+from devhost.protocol.replay import BUILTIN_HTTP_ACTIVITY, unknown_function_message
 
 if TYPE_CHECKING:
     from devhost.engine.runtime import EngineRuntime
@@ -32,7 +33,9 @@ class ActivityRunner:
             self._slots = asyncio.Semaphore(rt.options.max_concurrent_activities)
         async with self._slots:
             function = rt.index.activity(work.name)
-            if function is None:
+            if work.name == BUILTIN_HTTP_ACTIVITY:
+                outcome = await run_http_activity(work.input)
+            elif function is None:
                 known = [f.name for f in rt.index.activities()]
                 text = unknown_function_message("activity", work.name, known)
                 outcome = ActivityOutcome(ok=False, reason=text, details=None)

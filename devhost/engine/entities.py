@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from devhost.engine.store import EntityRow, InboxMessage
@@ -17,18 +18,26 @@ from devhost.protocol.entity_messages import (
     BatchResult,
     EntityInternalError,
     EntityRequest,
+    OperationResult,
     batch_request_json,
     parse_scheduler_id,
     request_message,
     response_message,
     scheduler_id,
 )
-from devhost.protocol.timefmt import to_epoch
+from devhost.protocol.timefmt import timespan_c, to_epoch
 
 if TYPE_CHECKING:
     from devhost.engine.runtime import EngineRuntime
 
 log = logging.getLogger("devhost.engine")
+
+
+def _timed_out(row: EntityRow, function_name: str, size: int, seconds: float) -> BatchResult:
+    """E.6.5: every operation fails with the (non-JSON) timeout text; state unchanged; no signals."""
+    limit = timespan_c(timedelta(seconds=seconds))
+    text = f"Timeout value of {limit} was exceeded by function: Functions.{function_name}"
+    return BatchResult(exists=row.exists, state=row.state, results=[OperationResult(True, text)] * size, signals=[])
 
 
 class EntityProcessor:
@@ -69,10 +78,11 @@ class EntityProcessor:
                 commit.tx.delete_messages([m.id for m in messages])
             return
         batch_json = batch_request_json(name, key, row.exists, row.state, requests)
+        call = rt.loop.run_in_executor(rt.executor, invoke_entity_batch, function, batch_json, len(requests))
         try:
-            result = await rt.loop.run_in_executor(
-                rt.executor, invoke_entity_batch, function, batch_json, len(requests)
-            )
+            result = await asyncio.wait_for(call, rt.options.function_timeout_seconds)
+        except TimeoutError:
+            result = _timed_out(row, function.name, len(requests), rt.options.function_timeout_seconds or 0)
         except EntityInternalError as exc:
             # The extension aborts the batch and redelivers the same messages with back-off (no partial commit).
             log.error("entity %s batch aborted (%s); retrying", entity_id, exc)

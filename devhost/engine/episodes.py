@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
+from devhost.engine.errors import SimulatedCrash
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.state import Instance, completion_id
 from devhost.engine.store import InboxMessage
@@ -43,9 +46,50 @@ def dumps(event: Event) -> str:
     return json.dumps(event, ensure_ascii=False)
 
 
+@dataclass
+class _Triage:
+    consumed: list[int] = field(default_factory=list)  # removed from the inbox by this commit
+    delivered: list[InboxMessage] = field(default_factory=list)  # new events of this episode
+    held: list[InboxMessage] = field(default_factory=list)  # kept in the inbox while the instance is suspended
+    suspended: bool = False
+
+
+def _triage(instance: Instance, messages: list[InboxMessage]) -> _Triage:
+    """Sort an episode's messages: stale/duplicate/late ones are dropped, suspension holds all but control events."""
+    row = instance.row
+    result = _Triage(suspended=row.status == RuntimeStatus.Suspended)
+    for message in messages:
+        event_type = message.event.get("EventType")
+        stale = message.execution_id is not None and message.execution_id != row.execution_id
+        # a redelivered completion (at-least-once) is dropped, as DTFx drops duplicates
+        stale = stale or completion_id(message.event) in instance.completed_ids
+        if stale or RuntimeStatus(row.status).is_terminal:
+            result.consumed.append(message.id)  # for another execution, or the instance is over: dropped
+        elif event_type == EventType.ExecutionSuspended:
+            result.consumed.append(message.id)
+            if not result.suspended:
+                result.suspended = True
+                result.delivered.append(message)
+        elif event_type == EventType.ExecutionResumed:
+            result.consumed.append(message.id)
+            if result.suspended:
+                result.suspended = False
+                result.delivered += [message, *result.held]
+                result.consumed += [m.id for m in result.held]
+                result.held = []
+        elif result.suspended and event_type != EventType.ExecutionTerminated:
+            result.held.append(message)  # held while suspended, replayed after the resume event
+        else:
+            result.consumed.append(message.id)
+            result.delivered.append(message)
+    return result
+
+
 class EpisodeProcessor:
     def __init__(self, rt: EngineRuntime) -> None:
         self.rt = rt
+        index = rt.index
+        self._finders = {"activity": index.activity, "orchestrator": index.orchestrator, "entity": index.entity}
 
     def ensure_history(self, instance: Instance) -> None:
         if instance.history is None:
@@ -64,15 +108,16 @@ class EpisodeProcessor:
                     return
                 self.ensure_history(instance)
                 self._episode(instance, messages, commit)
-        except Exception as exc:
-            from devhost.engine.errors import SimulatedCrash
-
-            if isinstance(exc, SimulatedCrash):
-                raise
+        except SimulatedCrash:
+            raise
+        except Exception:
             log.exception("episode of %s failed inside devhost; messages kept for a retry", instance_id)
             rt.inbox.put_back(instance_id, messages)
-            if instance is not None:
-                instance.history = None  # reload from the store: memory may be ahead of the rolled-back commit
+            if instance is not None:  # memory may be ahead of the rolled-back commit: reload it from the store
+                stored = rt.store.load_instance(instance_id)
+                if stored is not None:
+                    instance.row = stored
+                instance.forget_history()
 
     def _shuffle_completions(self, messages: list[InboxMessage]) -> None:
         """Fault injection: deliver task/timer/sub-orchestration completions in random order (as Azure Storage may)."""
@@ -86,38 +131,10 @@ class EpisodeProcessor:
 
     def _episode(self, instance: Instance, messages: list[InboxMessage], commit: Commit) -> None:
         row = instance.row
-        consumed: list[int] = []
-        delivered: list[InboxMessage] = []
-        held: list[InboxMessage] = []
-        suspended = row.status == RuntimeStatus.Suspended
-        for message in messages:
-            event_type = message.event.get("EventType")
-            stale = message.execution_id is not None and message.execution_id != row.execution_id
-            # a redelivered completion (at-least-once) is dropped, as DTFx drops duplicates
-            stale = stale or completion_id(message.event) in instance.completed_ids
-            if stale or RuntimeStatus(row.status).is_terminal:
-                consumed.append(message.id)  # for another execution, or the instance is over: dropped
-            elif event_type == EventType.ExecutionSuspended:
-                consumed.append(message.id)
-                if not suspended:
-                    suspended = True
-                    delivered.append(message)
-            elif event_type == EventType.ExecutionResumed:
-                consumed.append(message.id)
-                if suspended:
-                    suspended = False
-                    delivered.append(message)
-                    delivered.extend(held)
-                    consumed.extend(m.id for m in held)
-                    held = []
-            elif suspended and event_type != EventType.ExecutionTerminated:
-                held.append(message)  # held while suspended, replayed after the resume event
-            else:
-                consumed.append(message.id)
-                delivered.append(message)
-        commit.tx.delete_messages(consumed)
-        self.rt.inbox.put_back(row.instance_id, held)
-        delivered = self._without_duplicates(instance, delivered)
+        triage = _triage(instance, messages)
+        commit.tx.delete_messages(triage.consumed)
+        self.rt.inbox.put_back(row.instance_id, triage.held)
+        delivered = self._without_duplicates(instance, triage.delivered)
         if not delivered:
             return
         now = self.rt.clock.now()
@@ -134,7 +151,7 @@ class EpisodeProcessor:
             return
         if any(e["EventType"] == EventType.ExecutionStarted for e in new_events):
             row.status = RuntimeStatus.Running
-        if suspended:
+        if triage.suspended:
             row.status = RuntimeStatus.Suspended
             self._append(instance, [*new_events, ev.orchestrator_completed(now)], commit)
             return
@@ -155,7 +172,7 @@ class EpisodeProcessor:
             kept.append(message)
         return kept
 
-    def _run_orchestrator(self, instance: Instance, new_events: list[Event], now) -> ReplayResult:
+    def _run_orchestrator(self, instance: Instance, new_events: list[Event], now: datetime) -> ReplayResult:
         row = instance.row
         history = (instance.history or []) + new_events
         function = self.rt.index.orchestrator(row.name)
@@ -182,9 +199,7 @@ class EpisodeProcessor:
         return replay_episode(ctx, history, output)
 
     def _function_exists(self, kind: FunctionKind, name: str) -> bool:
-        index = self.rt.index
-        found = {"activity": index.activity, "orchestrator": index.orchestrator, "entity": index.entity}[kind](name)
-        return found is not None
+        return self._finders[kind](name) is not None
 
     def _known_functions(self, kind: FunctionKind) -> list[str]:
         index = self.rt.index

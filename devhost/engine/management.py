@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from devhost.engine.episodes import WAKE_EVENT_TYPE, dumps
 from devhost.engine.errors import (
     InstanceExistsError,
     InstanceGoneError,
@@ -187,8 +188,6 @@ class Management:
     async def rewind(self: EngineRuntime, instance_id: str, reason: str | None) -> None:
         """Drop failed task/sub-orchestration results (with their scheduling events) and the failure, then replay:
         the C# replay schedules those tasks again under the same sequence ids."""
-        from devhost.engine.episodes import WAKE_EVENT_TYPE, dumps
-
         self.ensure_open()
         instance = self._instance(instance_id)
         if instance.status != RuntimeStatus.Failed:

@@ -149,8 +149,11 @@ class EngineOptions(BaseModel):
     max_concurrent_entities: int = 16
     entity_batch_size: int = 5000
     task_hub: str = "TestHubName"
-    # `extensions.durableTask.maxConcurrent*`-like knob for threads running sync user code.
-    worker_threads: int = 32
+    # Threads running sync user code; default: enough for both limits, so blocked entities never starve activities.
+    worker_threads: int | None = None
     faults: FaultPlan = Field(default_factory=FaultPlan)
     # Back-off for entity batches that failed with an internal error (redelivered until they succeed).
     entity_retry_seconds: float = 1.0
+    # host.json `functionTimeout` for entity batches (wall-clock seconds; None = unlimited, like a local host).
+    # On expiry every operation of the batch fails with the host's timeout text and the state is left unchanged.
+    function_timeout_seconds: float | None = None

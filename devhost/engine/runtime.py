@@ -24,7 +24,7 @@ from devhost.engine.models import EngineOptions, RuntimeStatus
 from devhost.engine.state import Inbox, Instance
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
 from devhost.invoke import install_sdk_timestamp_cache
-from devhost.protocol.timefmt import to_epoch
+from devhost.protocol.timefmt import from_epoch, to_epoch
 
 log = logging.getLogger("devhost.engine")
 _DISPATCH_SLICE_SECONDS = 0.02
@@ -66,7 +66,8 @@ class EngineRuntime(Management):
         self.closed = False
         self.random = random.Random(options.faults.seed)
         self._crash_hits: dict[str, int] = {}
-        self.executor = ThreadPoolExecutor(max_workers=options.worker_threads, thread_name_prefix="devhost-worker")
+        threads = options.worker_threads or options.max_concurrent_activities + options.max_concurrent_entities
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-worker")
         self.episodes = EpisodeProcessor(self)
         self.activities = ActivityRunner(self)
         self.entity_processor = EntityProcessor(self)
@@ -217,7 +218,10 @@ class EngineRuntime(Management):
                     fut.set_result(None)
             else:
                 remaining.append((statuses, fut))
-        self._status_waiters[instance_id] = remaining
+        if remaining:
+            self._status_waiters[instance_id] = remaining
+        else:
+            del self._status_waiters[instance_id]
 
     def add_status_waiter(self, instance_id: str, statuses: set[RuntimeStatus]) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = self.loop.create_future()
@@ -242,6 +246,9 @@ class EngineRuntime(Management):
                         continue
                     self._idle.set()
                 await self._sleep_until_woken()
+                # One more loop turn before dispatching: completions already queued by worker threads commit first,
+                # so an episode gets them as one batch (fewer replays of a long history).
+                await asyncio.sleep(0)
         except SimulatedCrash as crash:
             self.die(crash)
 
@@ -287,8 +294,6 @@ class EngineRuntime(Management):
         return False
 
     def skip_to(self, due: float) -> None:
-        from devhost.protocol.timefmt import from_epoch
-
         assert isinstance(self.clock, VirtualClock)
         self.clock.advance_to(from_epoch(due))
 
@@ -323,5 +328,12 @@ class EngineRuntime(Management):
                               timeout: float) -> Any:
         wanted = statuses or {s for s in RuntimeStatus if s.is_terminal}
         fut = self.add_status_waiter(instance_id, wanted)
-        await asyncio.wait_for(fut, timeout)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        finally:  # a timed-out waiter must not linger until the instance happens to reach that status
+            remaining = [w for w in self._status_waiters.get(instance_id, []) if w[1] is not fut]
+            if remaining:
+                self._status_waiters[instance_id] = remaining
+            else:
+                self._status_waiters.pop(instance_id, None)
         return await self.get_status(instance_id, False, False, True)

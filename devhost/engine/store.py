@@ -122,9 +122,10 @@ class Store:
     def load(self) -> Loaded:
         db = self._db
         loaded = Loaded()
-        for row in db.execute("SELECT * FROM instances"):
-            parent = json.loads(row[10]) if row[10] else None
-            loaded.instances.append(InstanceRow(*row[:10], parent=parent))
+        for (instance_id,) in db.execute("SELECT instance_id FROM instances"):
+            row = self.load_instance(instance_id)
+            if row is not None:
+                loaded.instances.append(row)
         for row in db.execute("SELECT id, instance_id, execution_id, event, visible_at FROM inbox ORDER BY id"):
             loaded.inbox.append(InboxMessage(row[0], row[1], row[2], json.loads(row[3]), row[4]))
         for row in db.execute("SELECT id, instance_id, execution_id, task_id, name, input FROM work ORDER BY id"):
@@ -132,6 +133,12 @@ class Store:
         for row in db.execute("SELECT entity_id, name, key, exists_, state, last_op FROM entities"):
             loaded.entities.append(EntityRow(row[0], row[1], row[2], bool(row[3]), row[4], row[5]))
         return loaded
+
+    def load_instance(self, instance_id: str) -> InstanceRow | None:
+        row = self._db.execute("SELECT * FROM instances WHERE instance_id=?", (instance_id,)).fetchone()
+        if row is None:
+            return None
+        return InstanceRow(*row[:10], parent=json.loads(row[10]) if row[10] else None)
 
     def load_history(self, instance_id: str) -> list[str]:
         rows = self._db.execute("SELECT event FROM history WHERE instance_id=? ORDER BY seq", (instance_id,))

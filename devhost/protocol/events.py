@@ -150,16 +150,24 @@ def task_scheduled(ts: datetime, event_id: int, name: str, input_json: str | Non
     return event
 
 
-def task_completed(ts: datetime, scheduled_id: int, result: str | None) -> Event:
-    event = _base(EventType.TaskCompleted, ts)
+def _completed(kind: EventType, ts: datetime, scheduled_id: int, result: str | None) -> Event:
+    event = _base(kind, ts)
     event.update({"TaskScheduledId": scheduled_id, "Result": result})
     return event
 
 
-def task_failed(ts: datetime, scheduled_id: int, reason: str, details: str | None) -> Event:
-    event = _base(EventType.TaskFailed, ts)
+def _failed(kind: EventType, ts: datetime, scheduled_id: int, reason: str, details: str | None) -> Event:
+    event = _base(kind, ts)
     event.update({"TaskScheduledId": scheduled_id, "Reason": reason, "Details": details, "FailureDetails": None})
     return event
+
+
+def task_completed(ts: datetime, scheduled_id: int, result: str | None) -> Event:
+    return _completed(EventType.TaskCompleted, ts, scheduled_id, result)
+
+
+def task_failed(ts: datetime, scheduled_id: int, reason: str, details: str | None) -> Event:
+    return _failed(EventType.TaskFailed, ts, scheduled_id, reason, details)
 
 
 def sub_orchestration_created(
@@ -180,15 +188,11 @@ def sub_orchestration_created(
 
 
 def sub_orchestration_completed(ts: datetime, scheduled_id: int, result: str | None) -> Event:
-    event = _base(EventType.SubOrchestrationInstanceCompleted, ts)
-    event.update({"TaskScheduledId": scheduled_id, "Result": result})
-    return event
+    return _completed(EventType.SubOrchestrationInstanceCompleted, ts, scheduled_id, result)
 
 
 def sub_orchestration_failed(ts: datetime, scheduled_id: int, reason: str, details: str | None) -> Event:
-    event = _base(EventType.SubOrchestrationInstanceFailed, ts)
-    event.update({"TaskScheduledId": scheduled_id, "Reason": reason, "Details": details, "FailureDetails": None})
-    return event
+    return _failed(EventType.SubOrchestrationInstanceFailed, ts, scheduled_id, reason, details)
 
 
 def timer_created(ts: datetime, event_id: int, fire_at: datetime) -> Event:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from devhost.protocol import events as ev
-from devhost.protocol.actions import Action, ActionType, OrchestratorOutput, RetryOptions
+from devhost.protocol.actions import Action, ActionType, OrchestratorOutput, RetryOptions, compact_json
 from devhost.protocol.entity_messages import parse_scheduler_id, request_message
 from devhost.protocol.events import Event, EventType
 from devhost.protocol.timefmt import dotnet_roundtrip_o, parse_iso
@@ -25,6 +25,7 @@ from devhost.protocol.timefmt import dotnet_roundtrip_o, parse_iso
 # DF GuidManager.UrlNamespaceValue (NewGuid is RFC 4122 v5 over "{id}_{time:o}_{counter}").
 _GUID_NAMESPACE = uuid.UUID("9e952959-5e33-4daf-827f-2fa12937b875")
 _MAX_RETRY_INTERVAL = timedelta(days=6)
+BUILTIN_HTTP_ACTIVITY = "BuiltIn::HttpActivity"
 
 FunctionKind = Literal["activity", "orchestrator", "entity"]
 PendingKind = Literal["activity", "timer", "suborchestration", "send_event"]
@@ -125,16 +126,26 @@ def _spawn(coroutine: Coroutine) -> _Future:
 
 @dataclass
 class NewAction:
-    """A decision of this episode: the history event to append and the work it sends out."""
+    """A decision of this episode: the history event to append and the work it sends out.
+
+    The event is built only when asked for: most allocated actions are matched by history and never need it.
+    """
 
     kind: PendingKind
     event_id: int
-    event: Event
+    make_event: Callable[[int], Event] = field(repr=False, compare=False)
     name: str | None = None
     input: str | None = None
     fire_at: datetime | None = None
     target_instance_id: str | None = None
     version: str | None = None
+    _event: Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def event(self) -> Event:
+        if self._event is None:
+            self._event = self.make_event(self.event_id)
+        return self._event
 
 
 @dataclass
@@ -232,13 +243,15 @@ class _Replayer:
             return _when_all([self._invoke(c) for c in action.children])
         if t == ActionType.WhenAny:
             return _when_any([self._invoke(c) for c in action.children])
+        if t == ActionType.CallHttp:
+            return self._call_http(action.http_request or {})
         self.fatal = f"devhost does not support action type {t.name} ({int(t)})"
         return _Future()
 
     def _allocate(self, kind: PendingKind, event: Callable[[int], Event], **fields: Any) -> int:
         event_id = self.next_id
         self.next_id += 1
-        self.pending[event_id] = NewAction(kind=kind, event_id=event_id, event=event(event_id), **fields)
+        self.pending[event_id] = NewAction(kind=kind, event_id=event_id, make_event=event, **fields)
         return event_id
 
     def _require(self, kind: FunctionKind, name: str) -> bool:
@@ -251,9 +264,12 @@ class _Replayer:
         name = action.function_name or ""
         if not self._require("activity", name):
             return _Future()
+        return self._schedule_task(name, action.input)
+
+    def _schedule_task(self, name: str, input_text: str | None) -> _Future:
         now = self.ctx.now
         event_id = self._allocate(
-            "activity", lambda i: ev.task_scheduled(now, i, name, action.input), name=name, input=action.input
+            "activity", lambda i: ev.task_scheduled(now, i, name, input_text), name=name, input=input_text
         )
         return self._open(event_id)
 
@@ -277,6 +293,15 @@ class _Replayer:
             version=action.version,
         )
         return self._open(event_id)
+
+    def _call_http(self, request: dict[str, Any]) -> _Future:
+        """`CallHttpAsync` as the built-in HTTP activity, one request, no 202 polling.
+
+        The extension's C# polling loop would allocate sequence ids (timers, repeated requests) that the Python SDK
+        never sees: its task resolves with the first TaskCompleted, i.e. the 202. So for Python the observable
+        behaviour is "the 202 reaches the orchestrator, which polls itself"; devhost keeps ids aligned that way.
+        """
+        return self._schedule_task(BUILTIN_HTTP_ACTIVITY, compact_json(request))
 
     def _create_timer(self, fire_at: datetime, *, canceled: bool = False) -> _Future:
         now = self.ctx.now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -31,8 +32,11 @@ def status_time(moment: datetime) -> str:
     return to_utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_iso(text: str) -> datetime:
-    """Parse the timestamps the SDK and the extension write (`Z`, 1-7 fractional digits, or an offset)."""
+    """Parse the timestamps the SDK and the extension write (`Z`, 1-7 fractional digits, or an offset).
+
+    Cached: every episode replays the same history timestamps again."""
     value = text.strip()
     if value.endswith("Z") or value.endswith("z"):
         value = value[:-1] + "+00:00"
@@ -49,13 +53,15 @@ def parse_iso(text: str) -> datetime:
 
 
 def timespan_c(delta: timedelta) -> str:
-    """TimeSpan "c" format, e.g. `3.00:00:00`."""
-    total = int(delta.total_seconds())
-    days, rem = divmod(total, 86400)
+    """TimeSpan "c" format: `[d.]hh:mm:ss[.fffffff]`, e.g. `3.00:00:00`, `00:00:00.2000000`."""
+    total_us = delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds
+    seconds_total, micros = divmod(total_us, 1_000_000)
+    days, rem = divmod(seconds_total, 86400)
     hours, rem = divmod(rem, 3600)
     minutes, seconds = divmod(rem, 60)
     prefix = f"{days}." if days else ""
-    return f"{prefix}{hours:02d}:{minutes:02d}:{seconds:02d}"
+    fraction = f".{micros:06d}0" if micros else ""
+    return f"{prefix}{hours:02d}:{minutes:02d}:{seconds:02d}{fraction}"
 
 
 def epoch_ms(moment: datetime) -> int:

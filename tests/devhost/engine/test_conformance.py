@@ -114,3 +114,28 @@ async def test_event_raised_during_continue_as_new_reaches_the_new_execution(ope
     history = raw_history(engine, iid)
     assert [e["EventType"] for e in history[:3]] == [EventType.OrchestratorStarted, EventType.ExecutionStarted,
                                                      EventType.EventRaised]
+
+
+async def test_all_json_types_custom_classes_and_function_objects(open_engine: OpenEngine) -> None:
+    engine = await open_engine("conformance")
+    status = await run(engine, "all_types")
+    assert output(status) == {"same": True, "by_builder": "by function object", "point": [11, 22],
+                              "point_type": "Point"}
+
+
+async def test_unknown_activity_and_sub_orchestrator_fail_the_orchestration(open_engine: OpenEngine) -> None:
+    engine = await open_engine("conformance")
+    for name, kind, missing in [("unknown_activity", "activity", "no_such_activity"),
+                                ("unknown_sub_orchestrator", "orchestrator", "no_such_orchestrator")]:
+        status = await run(engine, name)
+        assert status.runtime_status == RuntimeStatus.Failed
+        assert str(output(status)).startswith(
+            f"Orchestrator function '{name}' failed: The function '{missing}' doesn't exist, is disabled, or is not "
+            f"an {kind} function.")
+
+
+async def test_sys_exit_in_user_code_fails_the_task_not_the_host(open_engine: OpenEngine) -> None:
+    engine = await open_engine("conformance")
+    status = await run(engine, "exiting")
+    assert output(status) == "Activity function 'exits' failed:  SystemExit: 3"
+    assert (await run(engine, "uuids")).runtime_status == RuntimeStatus.Completed  # the engine still runs

@@ -158,3 +158,59 @@ async def test_blocked_batch_does_not_block_reads_or_other_entities(open_engine:
     await engine.run_until_idle()
     state = await engine.read_entity("Counter", "slow")
     assert state is not None and state.state_json == "8"
+
+
+async def test_entity_to_entity_signals_are_forwarded() -> None:
+    """SDK 1.x cannot emit `signals`, but the host protocol accepts them (E.6.7): a raw entity function returns one."""
+    from datetime import UTC, datetime
+
+    from devhost.app_loader import FunctionIndex, FunctionInfo
+    from devhost.engine.api import DurableEngine, VirtualClock
+
+    def forwarder(context) -> str:  # a raw entity function: gets func.EntityContext, returns the result JSON
+        batch = json.loads(context.body)
+        signals = [{"target": {"name": "sink", "key": "k"}, "name": "got", "input": op["input"]}
+                   for op in batch["batch"]]
+        return json.dumps({"entityExists": True, "entityState": "1", "results": [
+            {"isError": False, "duration": 0, "startTime": 0, "result": "null"} for _ in batch["batch"]],
+            "signals": signals})
+
+    seen: list[dict] = []
+
+    def sink(context) -> str:
+        batch = json.loads(context.body)
+        seen.extend(batch["batch"])
+        return json.dumps({"entityExists": True, "entityState": str(len(seen)), "results": [
+            {"isError": False, "duration": 0, "startTime": 0, "result": "null"} for _ in batch["batch"]],
+            "signals": []})
+
+    functions = [FunctionInfo(name=n, kind="entity", trigger_type="entityTrigger", trigger_param="context",
+                              bindings=[], fn=f, script_file="inline", entity_name=n)
+                 for n, f in (("forwarder", forwarder), ("sink", sink))]
+    engine = await DurableEngine.open(FunctionIndex(app_dir="inline", functions=functions),
+                                      clock=VirtualClock(datetime(2030, 1, 1, tzinfo=UTC)))
+    try:
+        await engine.signal_entity("forwarder", "a", "go", '"x"')
+        await engine.run_until_idle()
+        assert seen == [{"name": "got", "input": '"x"', "isSignal": True}]
+        state = await engine.read_entity("sink", "k")
+        assert state is not None and state.state_json == "1"
+    finally:
+        await engine.close()
+
+
+async def test_function_timeout_fails_every_operation_and_keeps_state(open_engine: OpenEngine) -> None:
+    from devhost.engine.api import EngineOptions
+
+    engine = await open_engine("entity_counter", options=EngineOptions(function_timeout_seconds=0.2))
+    module = _app_module()
+    module.slow_release.clear()
+    try:
+        iid = await engine.start_new("slow_call", None, None)
+        status = await engine.wait_for_status(iid, timeout=10)
+    finally:
+        module.slow_release.set()
+    assert status.runtime_status == RuntimeStatus.Failed
+    assert output(status) == ("Orchestrator function 'slow_call' failed: Timeout value of 00:00:00.2000000 "
+                              "was exceeded by function: Functions.Counter")
+    assert await engine.read_entity("Counter", "slow") is None  # state unchanged: the entity was never created

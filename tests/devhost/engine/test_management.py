@@ -129,3 +129,12 @@ async def test_query_filters_and_paging(open_engine: OpenEngine) -> None:
     assert running == []
     hidden, _ = await engine.query_instances(InstanceQuery(instance_id_prefix="other", show_input=False))
     assert hidden[0].to_json()["input"] is None
+
+
+async def test_wait_for_status_times_out_without_leaking_waiters(open_engine: OpenEngine) -> None:
+    engine = await _waiting_approval(open_engine)
+    with pytest.raises(TimeoutError):
+        await engine.wait_for_status("a1", {RuntimeStatus.Completed}, timeout=0.01)
+    assert "a1" not in engine._rt._status_waiters  # white-box: the timed-out waiter is gone
+    running = await engine.wait_for_status("a1", {RuntimeStatus.Running}, timeout=1)
+    assert running.runtime_status == RuntimeStatus.Running  # already in the wanted status: returns at once

@@ -187,3 +187,18 @@ async def test_first_episode_history_layout(open_engine: OpenEngine) -> None:
         EventType.OrchestratorStarted, EventType.ExecutionStarted, EventType.TaskScheduled,
         EventType.OrchestratorCompleted]
     assert history[1]["IsPlayed"] is True and history[2]["IsPlayed"] is False
+
+
+async def test_large_fan_out_of_1000(open_engine: OpenEngine) -> None:
+    engine = await open_engine("fan_out_fan_in")
+    status = await run(engine, "fan_out_fan_in", {"count": 1000})
+    assert output(status) == {"results": [i * i for i in range(1000)], "sum": sum(i * i for i in range(1000))}
+
+
+async def test_auto_skip_clock_completes_a_three_day_timeout_without_advancing(open_engine: OpenEngine) -> None:
+    engine = await open_engine("human_interaction", auto_skip=True)
+    before = engine.now()
+    iid = await engine.start_new("approval", None, json.dumps(json.dumps({"timeout_s": 3 * 86400})))
+    status = await engine.wait_for_status(iid, timeout=5)  # nobody calls advance(): the engine skips when idle
+    assert output(status) == {"approved": None, "timed_out": True}
+    assert (engine.now() - before).total_seconds() == 3 * 86400

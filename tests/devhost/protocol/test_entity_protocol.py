@@ -79,3 +79,39 @@ def test_ids_messages_and_keys() -> None:
     assert response_message('"boom"', True) == '{"result":"\\"boom\\"","exceptionType":"Error"}'
     assert response_message("5", False) == '{"result":"5"}'
     assert key_problem("a/b") and key_problem("a\x07") and key_problem("ok") is None
+
+
+def _inline_entities():
+    import azure.durable_functions as df
+    import azure.functions as func
+
+    from devhost.app_loader import FunctionIndex
+
+    app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+    @app.entity_trigger(context_name="context")
+    async def async_entity(context: df.DurableEntityContext) -> None:
+        context.set_state(1)
+
+    @app.entity_trigger(context_name="context")
+    def reader(context: df.DurableEntityContext) -> None:
+        context.set_result(context.get_input())
+
+    return FunctionIndex.from_app(app, "inline")
+
+
+def test_untouched_state_is_passed_through_verbatim() -> None:
+    reader = _inline_entities().entity("reader")  # never calls get_state / set_state
+    assert reader is not None
+    result = invoke_entity_batch(reader, batch_request_json("reader", "k", True, "[ 8 ,  9 ]", [_req("r", 1)]), 1)
+    assert (result.state, result.results[0].result) == ("[ 8 ,  9 ]", "1")
+
+
+def test_async_entity_function_is_a_no_op_and_null_input_fails_get_input() -> None:
+    index = _inline_entities()
+    async_entity, reader = index.entity("async_entity"), index.entity("reader")
+    assert async_entity is not None and reader is not None
+    nothing = invoke_entity_batch(async_entity, batch_request_json("async_entity", "k", False, None, [_req("x")]), 1)
+    assert (nothing.exists, nothing.results[0].result) == (False, "null")
+    no_input = invoke_entity_batch(reader, batch_request_json("reader", "k", False, None, [_req("read")]), 1)
+    assert no_input.results[0].is_error

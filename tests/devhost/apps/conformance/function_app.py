@@ -109,3 +109,66 @@ def echo(value):
 @app.activity_trigger(input_name="value")
 def other(value):
     return value
+
+
+class Point:
+    """A custom class crossing activity boundaries through the df_dumps envelope (to_json / from_json)."""
+
+    def __init__(self, x: int, y: int) -> None:
+        self.x, self.y = x, y
+
+    @staticmethod
+    def to_json(obj: "Point") -> dict:
+        return {"x": obj.x, "y": obj.y}
+
+    @staticmethod
+    def from_json(data: dict) -> "Point":
+        return Point(data["x"], data["y"])
+
+
+PAYLOADS = [None, True, False, 0, -7, 3.25, "", "plain", "ünïcødé ✓ 日本", [1, "a", None], {"k": {"nested": [1, 2]}},
+            "x" * 100_000]
+
+
+@app.orchestration_trigger(context_name="context")
+def all_types(context: df.DurableOrchestrationContext):
+    echoed = []
+    for value in PAYLOADS:
+        echoed.append((yield context.call_activity("echo", value)))
+    by_builder = yield context.call_activity(echo, "by function object")
+    point = yield context.call_activity("move_point", Point(1, 2))
+    return {"same": echoed == PAYLOADS, "by_builder": by_builder, "point": [point.x, point.y],
+            "point_type": type(point).__name__}
+
+
+@app.activity_trigger(input_name="point")
+def move_point(point: Point) -> Point:
+    return Point(point.x + 10, point.y + 20)
+
+
+@app.orchestration_trigger(context_name="context")
+def unknown_activity(context: df.DurableOrchestrationContext):
+    yield context.call_activity("no_such_activity", 1)
+    return "not reached"
+
+
+@app.orchestration_trigger(context_name="context")
+def unknown_sub_orchestrator(context: df.DurableOrchestrationContext):
+    yield context.call_sub_orchestrator("no_such_orchestrator", 1)
+    return "not reached"
+
+
+@app.activity_trigger(input_name="code")
+def exits(code: int) -> None:
+    import sys
+
+    sys.exit(code)
+
+
+@app.orchestration_trigger(context_name="context")
+def exiting(context: df.DurableOrchestrationContext):
+    try:
+        yield context.call_activity("exits", 3)
+    except Exception as exc:
+        return str(exc).split(" \n ")[0]
+    return "not reached"

@@ -81,3 +81,8 @@ def call_or_timeout(context: df.DurableOrchestrationContext):
         return "timed out"
     timer.cancel()
     return winner.result
+
+
+@app.orchestration_trigger(context_name="context")
+def slow_call(context: df.DurableOrchestrationContext):
+    return (yield context.call_entity(df.EntityId("Counter", "slow"), "slow"))
