@@ -92,10 +92,8 @@ class AgentLoop:
 
     @property
     def awaiting_approval(self) -> list[str]:
-        """Call ids still waiting for a human decision (empty unless the loop is waiting for approvals)."""
-        if self.state.phase != "awaiting_approval":
-            return []
-        return [call.ref.call_id for call in self.state.batch if call.decision == "pending"]
+        """Call ids still waiting for a decision (empty unless the loop is waiting for approvals)."""
+        return [item.ref.call_id for item in self.state.batch if item.decision == "pending"]
 
     def start(self) -> LoopCommand:
         if self.state.phase != "idle":
@@ -165,8 +163,7 @@ class AgentLoop:
         item.decision = "approved" if decision.approved else "rejected"
         item.reason = decision.reason
         item.edited = decision.approved and decision.edited
-        pending = [i.ref.call_id for i in self.state.batch if i.decision == "pending"]
-        if pending:
+        if pending := self.awaiting_approval:
             return AwaitApproval(pending=pending)
         return self._run_batch()
 

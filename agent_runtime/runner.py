@@ -155,7 +155,7 @@ class AgentRunner:
                     )
                     result.loop_state = loop.state.model_copy(deep=True)
                     return result
-                command = await self._ask_approver(loop, run_id)
+                command = await self._ask_approver(self.approver, loop, run_id)
                 continue
             command = loop.send(await self._execute(command, run_id))
 
@@ -178,15 +178,13 @@ class AgentRunner:
         )
         return ToolResults(outcomes=list(outcomes))
 
-    async def _ask_approver(self, loop: AgentLoop, run_id: str) -> LoopCommand:
-        assert self.approver is not None
-        pending = {r.function_call.call_id: r for r in await self._pending(run_id)}
-        command: LoopCommand | None = None
-        for call_id in [item.ref.call_id for item in loop.state.batch if item.decision == "pending"]:
-            response = await self.approver(pending[call_id])
+    async def _ask_approver(self, approver: Approver, loop: AgentLoop, run_id: str) -> LoopCommand:
+        requests = {r.function_call.call_id: r for r in await self._pending(run_id)}
+        command: LoopCommand = AwaitApproval(pending=loop.awaiting_approval)
+        for call_id in loop.awaiting_approval:
+            response = await approver(requests[call_id])
             decision: ApprovalDecision = await record_approval_response_step(self.agent, self.log, run_id, response)
             command = loop.send(decision)
-        assert command is not None
         return command
 
     async def _pending(self, run_id: str) -> list[FunctionApprovalRequestContent]:

@@ -170,9 +170,11 @@ def test_partial_approval_of_a_batch() -> None:
     asked = loop.send(calls("read", "pay", "delete", approval=("pay", "delete")))
     assert isinstance(asked, RequestApproval)
     assert [c.name for c in asked.calls] == ["pay", "delete"]
+    assert loop.awaiting_approval == ["c-pay", "c-delete"]
     assert loop.send(ApprovalDecision(call_id="c-pay", approved=True, edited=True)) == AwaitApproval(
         pending=["c-delete"]
     )
+    assert loop.awaiting_approval == ["c-delete"]
     run = loop.send(ApprovalDecision(call_id="c-delete", approved=False, reason="too risky"))
     assert [(c.name, c.action, c.reason) for c in run.calls] == [
         ("read", "invoke", None),

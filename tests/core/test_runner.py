@@ -282,3 +282,25 @@ async def test_a_chat_middleware_refusal_fails_the_run_with_its_reason(scripted_
     assert result.status == "failed"
     assert result.reason.startswith("model call failed: UsageBudgetExceeded: token budget of 1 used up")
     assert len(scripted_model.log) == 1
+
+
+async def test_parallel_tool_calls_run_concurrently(scripted_model, model_client):
+    import asyncio
+
+    ping_seen = asyncio.Event()
+
+    @tool(timeout=5)
+    async def wait_for_ping() -> str:
+        await ping_seen.wait()  # only finishes if `ping` runs while this one is waiting
+        return "pinged"
+
+    @tool
+    async def ping() -> str:
+        ping_seen.set()
+        return "pong"
+
+    scripted_model.set_script(Script.of(calls(("wait_for_ping", {}, "a"), ("ping", {}, "b")), "both done"))
+    agent = AgentDefinition(name="concurrent", tools=[wait_for_ping, ping])
+    result = await AgentRunner(agent, model_client).run("go")
+    # results are stored as they complete: `ping` finished first
+    assert [r.result for m in result.messages for r in m.function_results] == ["pong", "pinged"]
