@@ -1,25 +1,32 @@
 """AgentFunctionApp end to end on devhost: entity signal + polling reads over the RPC API, and call_entity from an
 orchestration, against a scripted OpenAI-compatible model on loopback (the real `openai` client streams from it).
 
-Needs `agent-framework-azurefunctions==1.0.0b260922` and `agent-framework-openai` (skipped otherwise).
+Needs `agent-framework-azurefunctions==1.0.0b260922` and `agent-framework-openai` (skipped otherwise, except under
+`make test-agent-framework`, which installs them in an environment of their own and sets REQUIRE_AGENT_FRAMEWORK=1
+so that a broken install fails instead of skipping).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("agent_framework_azurefunctions")
-pytest.importorskip("agent_framework.openai")
-
 from aiohttp import web
 
 from devhost.testing import InProcessHost
+
+for _module in ("agent_framework_azurefunctions", "agent_framework.openai"):
+    if os.environ.get("REQUIRE_AGENT_FRAMEWORK"):
+        importlib.import_module(_module)
+    else:
+        pytest.importorskip(_module)
 
 APP = Path(__file__).resolve().parent.parent / "apps" / "agent_framework"
 
