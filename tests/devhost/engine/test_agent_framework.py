@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from aiohttp import web
 
 from devhost.testing import InProcessHost
