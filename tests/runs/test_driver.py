@@ -2,6 +2,10 @@
 
 from datetime import UTC, datetime, timedelta
 
+from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
+from agent_runs.contracts import ExpireApprovalsResult, RunInput, RunRef, StepFailure
+from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
+from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
 from agent_runtime.conversation import approval_id
 from agent_runtime.loop_types import (
     ApprovalDecision,
@@ -15,10 +19,6 @@ from agent_runtime.loop_types import (
     ToolCallRef,
     ToolOutcome,
 )
-from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
-from agent_runs.contracts import ExpireApprovalsResult, RunInput, RunRef, StepFailure
-from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
-from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 RUN = RunRef(run_id="r1", session_id="s1", agent="assistant", ordinal=3)
