@@ -5,16 +5,19 @@ PYTHON ?= python3
 AF_VENV ?= .venv-agent-framework
 PIP_FLAGS = --quiet --disable-pip-version-check
 
-.PHONY: install run test test-agent-framework lint bench
+.PHONY: install install-test run test test-agent-framework lint bench
 
 install:
 	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt
-	@if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; fi
+
+# The tests also need the local Cosmos server (npm package, exact pin in package-lock.json).
+install-test: install
+	npm ci --no-audit --no-fund --loglevel=error
 
 run: install
 	$(PYTHON) -m devhost
 
-test: install test-agent-framework
+test: install-test test-agent-framework
 	$(PYTHON) -m pytest
 
 test-agent-framework:
