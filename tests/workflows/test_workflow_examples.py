@@ -85,6 +85,7 @@ def test_expert_panel_asks_three_experts_at_once_then_merges(host, model) -> Non
         "technical": "Technical: feasible in a quarter.",
     }
     panel, merge = body["steps"]
+    assert merge["step"] == "recommendation"
     assert panel["kind"] == "parallel" and len(panel["run_ids"]) == 3
     [chair_prompt] = model_prompts(model, "chair a panel")
     for opinion in ("Legal: acceptable", "Finance: pays back", "Technical: feasible"):
@@ -120,7 +121,6 @@ def test_follow_up_runs_after_two_days_in_the_callers_session_and_stops_when_res
     assert done["output"]["follow_up"] == "Hello again! Just following up on your ticket."
 
 
-@pytest.mark.slow
 def test_follow_up_monitor_gives_up_after_seven_days(host, model) -> None:
     run_id = start(host, "follow_up", {"ticket": "T-42"})["run_id"]
     host.wait_until_idle(timeout=90, skip_timers=True)  # every timer fires in order: 2 days + a week of checks
