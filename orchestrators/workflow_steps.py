@@ -92,7 +92,17 @@ class StepRunner:
     # ----------------------------------------------------------------------------------------------- steps
 
     def run(self, command: ExecuteStep) -> Steps:
-        executor: Callable[[ExecuteStep], Steps] = {
+        """Run the step; an activity that failed for good (after its retries) fails the step, named, with why."""
+        try:
+            return (yield from self._executor(command)(command))
+        except Exception as error:
+            self.resume()
+            self.driver.child_runs = []
+            message = str(error).split("\n", 1)[0].strip()[:1000]
+            return StepResult(step_id=command.step_id, status="failed", error=message, journaled=False)
+
+    def _executor(self, command: ExecuteStep) -> Callable[[ExecuteStep], Steps]:
+        return {
             "agent": self.agents,
             "parallel": self.agents,
             "function": self.function,
@@ -101,7 +111,6 @@ class StepRunner:
             "signal": self.signal,
             "approval": self.approval,
         }[command.op]
-        return executor(command)
 
     def agents(self, command: ExecuteStep) -> Steps:
         started = StartedRuns.model_validate((yield self.activity(Activities.start_agents, self.request(command))))

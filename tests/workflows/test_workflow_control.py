@@ -224,3 +224,17 @@ def test_a_rejected_sign_off_completes_unpublished(host, decision: str) -> None:
     assert done["status"] == "completed" and done["output"]["published"] is False
     already = host.client.post(f"/api/runs/{run_id}/approvals/{gate['approval_id']}", json={"decision": "approve"})
     assert already.status_code in (409, 410)
+
+
+def test_a_step_whose_activity_keeps_failing_fails_named_with_the_reason(host) -> None:
+    # The caller's session is busy (its own run waits for an approval) when the follow-up is due.
+    chat = host.client.post("/api/agents/assistant/runs", json={"input": "Please email bob", "wait_seconds": 10})
+    assert chat.json()["status"] == "requires_action"
+    run_id = start(host, "follow_up", {"ticket": "T-7"}, session_id=chat.json()["session_id"])["run_id"]
+    settle(host)
+    host.advance(2 * 86400)
+    for _ in range(3):  # the durable retries of the failing activity wait on timers
+        host.advance(60)
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "follow_up"
+    assert "workflow_start_agents" in failed["error"]["message"] and "SessionBusyError" in failed["error"]["message"]
