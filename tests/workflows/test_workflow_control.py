@@ -228,7 +228,10 @@ def test_a_rejected_sign_off_completes_unpublished(host, decision: str) -> None:
 
 def test_a_step_whose_activity_keeps_failing_fails_named_with_the_reason(host) -> None:
     # The caller's session is busy (its own run waits for an approval) when the follow-up is due.
-    chat = host.client.post("/api/agents/assistant/runs", json={"input": "Please email bob", "wait_seconds": 10})
+    chat = host.client.post(
+        "/api/agents/assistant/runs",
+        json={"input": "Please email bob", "wait_seconds": 10, "approval_timeout_seconds": 7 * 86400},
+    )
     assert chat.json()["status"] == "requires_action"
     run_id = start(host, "follow_up", {"ticket": "T-7"}, session_id=chat.json()["session_id"])["run_id"]
     settle(host)
