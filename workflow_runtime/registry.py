@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from workflow_runtime.definition import WorkflowDefinition, WorkflowDefinitionError
 
 WORKFLOWS_PACKAGE_SETTING = "WORKFLOWS_PACKAGE"
+AGENTS_PACKAGE_SETTING = "AGENTS_PACKAGE"
 
 
 class UnknownWorkflowError(LookupError):
@@ -78,13 +79,21 @@ _lock = threading.Lock()
 _loaded: dict[str, WorkflowRegistry] = {}
 
 
-def workflows_package() -> str:
-    return os.environ.get(WORKFLOWS_PACKAGE_SETTING) or "workflows"
+def workflows_package() -> str | None:
+    """`WORKFLOWS_PACKAGE` (`none` serves no workflows). Unset: the shipped `workflows`, which are built on the
+    shipped agents, so an app serving another `AGENTS_PACKAGE` serves no workflows unless it names its own."""
+    configured = os.environ.get(WORKFLOWS_PACKAGE_SETTING, "").strip()
+    if configured:
+        return None if configured.lower() == "none" else configured
+    agents = os.environ.get(AGENTS_PACKAGE_SETTING, "").strip()
+    return "workflows" if agents in ("", "agents") else None
 
 
 def load_workflows(known_agents: Iterable[str], package: str | None = None) -> WorkflowRegistry:
-    """The process's registry (loaded and checked once per package)."""
+    """The process's registry (loaded and checked once per package; empty when no package is served)."""
     name = package or workflows_package()
+    if name is None:
+        return WorkflowRegistry()
     with _lock:
         registry = _loaded.get(name)
         if registry is None:

@@ -22,7 +22,7 @@ from workflow_runtime import (
 )
 from workflow_runtime.program import compile_program
 from workflow_runtime.references import UnresolvedReference, render, resolve
-from workflow_runtime.registry import WorkflowRegistry
+from workflow_runtime.registry import WorkflowRegistry, load_workflows, workflows_package
 
 
 class Topic(BaseModel):
@@ -120,3 +120,23 @@ def test_references_render_and_conditions_evaluate() -> None:
     assert Condition(ref="steps.review.value.tags", op="contains", value="a").evaluate(data)
     with pytest.raises(UnresolvedReference, match=r"steps\.review\.value\.missing"):
         resolve("steps.review.value.missing", data)
+
+
+@pytest.mark.parametrize(
+    ("env", "package"),
+    [
+        ({}, "workflows"),
+        ({"AGENTS_PACKAGE": "agents"}, "workflows"),
+        ({"AGENTS_PACKAGE": "my_agents"}, None),  # the shipped workflows need the shipped agents
+        ({"AGENTS_PACKAGE": "my_agents", "WORKFLOWS_PACKAGE": "my_workflows"}, "my_workflows"),
+        ({"WORKFLOWS_PACKAGE": "none"}, None),
+    ],
+)
+def test_which_workflows_package_is_served(monkeypatch, env: dict[str, str], package: str | None) -> None:
+    for name in ("AGENTS_PACKAGE", "WORKFLOWS_PACKAGE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert workflows_package() == package
+    if package is None:
+        assert load_workflows(["writer"]).names() == []
