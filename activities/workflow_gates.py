@@ -54,7 +54,7 @@ async def workflow_expire_gate(payload: dict[str, Any]) -> dict[str, Any]:
     ctx = WorkflowContext.for_ref(request.ref)
     try:
         record = await ctx.store.decide_approval(
-            request.approval_id, "expired", reason="No decision in time.", decided_at=datetime.now(UTC)
+            request.approval_id, "expired", reason="No decision in time.", decided_at=request.at or datetime.now(UTC)
         )
     except AlreadyDecidedError as race:
         record = race.current

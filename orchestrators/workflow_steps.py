@@ -78,6 +78,7 @@ class StepRunner:
             "key": command.key,
             "seq": command.seq,
             "refs": dict(self.driver.state.refs),
+            "at": self.context.current_utc_datetime.isoformat(),
         }
 
     def wait(self, status: str, waiting: Waiting | None) -> None:

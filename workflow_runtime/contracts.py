@@ -85,6 +85,8 @@ class StepRequest(_Payload):
     key: str
     seq: int
     refs: dict[str, int]
+    at: datetime | None = None
+    """The workflow's (durable) time when the step was scheduled: journal and decision timestamps use it."""
 
 
 class StartedRuns(_Payload):

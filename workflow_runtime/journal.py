@@ -81,7 +81,7 @@ class WorkflowContext:
             "output": output,
             "error": error,
             "run_ids": run_ids or [],
-            "finished_at": datetime.now(UTC).isoformat(),
+            "finished_at": (request.at or datetime.now(UTC)).isoformat(),
         }
         record = MessageRecord(
             session_id=self.ref.control_session,

@@ -3,6 +3,8 @@ to the scripted model: the 24 h escalation, the two-day delay and the week-long 
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 from conftest import REVIEW_APPROVE, standard_script
 from workflow_helpers import child_run, decide, model_prompts, settle, start, step_ids, view
@@ -98,6 +100,7 @@ def test_follow_up_runs_after_two_days_in_the_callers_session_and_stops_when_res
     model.set_script(standard_script(resolved_after=3))
     chat = host.client.post("/api/agents/assistant/runs", json={"input": "My order is late", "wait_seconds": 10})
     session_id = chat.json()["session_id"]
+    begin = host.engine.now()
     run_id = start(host, "follow_up", {"ticket": "T-42"}, session_id=session_id)["run_id"]
     settle(host)
     waiting = view(host, run_id)
@@ -109,6 +112,8 @@ def test_follow_up_runs_after_two_days_in_the_callers_session_and_stops_when_res
     host.advance(60)
     after_follow_up = view(host, run_id)
     assert after_follow_up["active_step"]["id"] == "watch" and after_follow_up["active_step"]["iteration"] == 1
+    waited = datetime.fromisoformat(after_follow_up["steps"][0]["output"]["until"])
+    assert timedelta(days=2) <= waited - begin < timedelta(days=2, seconds=5)  # durable (virtual) time
     messages = host.client.get(f"/api/sessions/{session_id}/messages").json()["messages"]
     texts = [c.get("text") for m in messages for c in m.get("contents", []) if c.get("type") == "text"]
     assert texts[-1] == "Hello again! Just following up on your ticket." and "My order is late" in texts
