@@ -54,10 +54,13 @@ def app(tmp_path: Path, slow_writer_model: ScriptedModelServer) -> Iterator[Subp
 def _poll(app: SubprocessHost, run_id: str, ready: Any, timeout: float = 30) -> dict[str, Any]:
     """Poll the workflow (long-poll, bounded) until `ready(view)` holds."""
     deadline = time.monotonic() + timeout
+    token: str | None = None
     while time.monotonic() < deadline:
-        current = view(app, run_id, wait_seconds=1)
+        # With the token, the long poll answers when something new happens (or after a second), not at once.
+        current = view(app, run_id, wait_seconds=1, **({"continuation_token": token} if token else {}))
         if ready(current):
             return current
+        token = current["continuation_token"] or token
     raise AssertionError(f"workflow {run_id} did not get there in {timeout}s: {current}")
 
 
