@@ -30,6 +30,7 @@ from workflow_runtime.contracts import (
     StartedRuns,
     StepResult,
     Waiting,
+    WorkflowStatus,
     signal_event,
 )
 from workflow_runtime.definition import ApprovalStep, DelayStep, Escalate, SignalStep
@@ -81,8 +82,8 @@ class StepRunner:
             "at": self.context.current_utc_datetime.isoformat(),
         }
 
-    def wait(self, status: str, waiting: Waiting | None) -> None:
-        self.driver.status = status  # type: ignore[assignment]
+    def wait(self, status: WorkflowStatus, waiting: Waiting | None) -> None:
+        self.driver.status = status
         self.driver.waiting = waiting
         self.publish()
 

@@ -241,3 +241,13 @@ def test_a_step_whose_activity_keeps_failing_fails_named_with_the_reason(host) -
     failed = view(host, run_id)
     assert failed["status"] == "failed" and failed["error"]["step"] == "follow_up"
     assert "workflow_start_agents" in failed["error"]["message"] and "SessionBusyError" in failed["error"]["message"]
+
+
+def test_a_signal_sent_before_the_workflow_waits_for_it_is_kept(host) -> None:
+    run_id = start(host, "signal_flow", {"at": (host.engine.now() + timedelta(hours=1)).isoformat()})["run_id"]
+    settle(host)
+    early = host.client.post(f"/api/workflows/runs/{run_id}/signals/data_ready", json={"payload": {"fact": "early"}})
+    assert early.status_code == 202
+    host.advance(3600)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["fact"] == "early"
