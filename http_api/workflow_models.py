@@ -66,6 +66,7 @@ class ActiveStep(BaseModel):
     iteration: int | None = None
     child_runs: list[str] = Field(default_factory=list)
     child_run_links: list[str] = Field(default_factory=list)
+    waiting_for_approval: str | None = None
     waiting_for_signal: str | None = None
     waiting_until: datetime | None = None
 

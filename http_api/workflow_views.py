@@ -60,6 +60,7 @@ def _active(base_url: str, progress: WorkflowProgress | None) -> ActiveStep | No
         iteration=progress.iteration,
         child_runs=progress.child_runs,
         child_run_links=[f"{base_url}/api/runs/{run_id}" for run_id in progress.child_runs],
+        waiting_for_approval=waiting.approval_id if waiting else None,
         waiting_for_signal=waiting.signal if waiting else None,
         waiting_until=waiting.until if waiting else None,
     )

@@ -20,6 +20,8 @@ def test_review_pipeline_revises_then_a_person_signs_off(host, model) -> None:
     assert waiting["status"] == "requires_action"
     assert step_ids(waiting) == ["write", "review", "needs_revision", "revise", "final"]
     [gate] = waiting["pending_approvals"]
+    assert waiting["active_step"]["id"] == "sign_off"
+    assert waiting["active_step"]["waiting_for_approval"] == gate["approval_id"]
     assert gate["tool"] == "workflow_gate:sign_off"
     assert "Revised draft" in gate["arguments"]["message"] and gate["arguments"]["approver"] == "editor"
     # The reviewer's structured verdict drove the branch; the revision saw the review's comments.
