@@ -251,3 +251,16 @@ def test_a_signal_sent_before_the_workflow_waits_for_it_is_kept(host) -> None:
     host.advance(3600)
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["fact"] == "early"
+
+
+def test_cancel_at_an_approval_gate_closes_the_gate(host) -> None:
+    run_id = start(host, "review_pipeline", {"topic": "cancelled"})["run_id"]
+    settle(host)
+    [gate] = view(host, run_id)["pending_approvals"]
+    assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
+    settle(host)
+    assert view(host, run_id)["status"] == "cancelled"
+    [closed] = host.client.get(f"/api/runs/{run_id}/approvals").json()["approvals"]
+    assert closed["approval_id"] == gate["approval_id"] and closed["status"] == "expired"
+    late = host.client.post(f"/api/runs/{run_id}/approvals/{gate['approval_id']}", json={"decision": "approve"})
+    assert late.status_code == 410
