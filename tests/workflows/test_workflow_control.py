@@ -264,3 +264,11 @@ def test_cancel_at_an_approval_gate_closes_the_gate(host) -> None:
     assert closed["approval_id"] == gate["approval_id"] and closed["status"] == "expired"
     late = host.client.post(f"/api/runs/{run_id}/approvals/{gate['approval_id']}", json={"decision": "approve"})
     assert late.status_code == 410
+
+
+def test_fan_in_with_a_merge_function(host) -> None:
+    response = host.client.post(
+        "/api/workflows/function_merge_flow/runs", json={"input": {"topic": "a DPA"}, "wait_seconds": 20}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["output"] == {"joined": "Legal: acceptable with a DPA. | Finance: pays back in a year."}

@@ -96,3 +96,25 @@ parallel_wait_flow = WorkflowDefinition(
     ],
     output={"mail": "steps.fan.mailer.text", "legal": "steps.legal.text"},
 )
+
+
+def join_opinions(data: StepData) -> dict[str, Any]:
+    opinions = data.steps["opinions"]
+    return {"joined": " | ".join(opinions[branch]["text"] for branch in ("legal", "finance"))}
+
+
+function_merge_flow = WorkflowDefinition(
+    name="function_merge_flow",
+    input_model=Topic,
+    steps=[
+        ParallelStep(
+            id="opinions",
+            branches=[
+                AgentStep(id="legal", agent="legal_expert", prompt="{{ input.topic }}?"),
+                AgentStep(id="finance", agent="finance_expert", prompt="{{ input.topic }}?"),
+            ],
+            merge=FunctionStep(id="merged", function=join_opinions, uses=["steps.opinions"]),
+        )
+    ],
+    output={"joined": "steps.merged.joined"},
+)
