@@ -81,3 +81,64 @@ async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="sessions/{session_id}/messages", methods=["GET"])
 async def list_session_messages(req: func.HttpRequest) -> func.HttpResponse:
     return await sessions.list_messages(req)
+
+
+# ----------------------------------------------------------------------------------------------- workflows
+# (imports here keep this section self-contained; definitions are loaded and checked at start-up)
+from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps  # noqa: E402
+from agent_runs.services import RunServices  # noqa: E402
+from http_api import workflows  # noqa: E402
+from orchestrators.workflow import workflow  # noqa: E402
+from workflow_runtime.registry import load_workflows  # noqa: E402
+
+load_workflows(RunServices.current().agents.names())
+app.orchestration_trigger(context_name="context")(workflow)
+for workflow_activity in (
+    workflow_agents.workflow_start_agents,
+    workflow_agents.workflow_record_agents,
+    workflow_agents.workflow_flag_children_cancelled,
+    workflow_steps.workflow_call_function,
+    workflow_steps.workflow_evaluate,
+    workflow_steps.workflow_resolve_time,
+    workflow_steps.workflow_record_delay,
+    workflow_steps.workflow_record_signal,
+    workflow_gates.workflow_open_gate,
+    workflow_gates.workflow_expire_gate,
+    workflow_gates.workflow_record_gate,
+    workflow_finish.workflow_finish,
+):
+    app.activity_trigger(input_name="payload")(workflow_activity)
+
+
+@app.route(route="workflows", methods=["GET"])
+async def list_workflows(req: func.HttpRequest) -> func.HttpResponse:
+    return await workflows.list_workflows(req)
+
+
+@app.route(route="workflows/{name}", methods=["GET"])
+async def get_workflow(req: func.HttpRequest) -> func.HttpResponse:
+    return await workflows.get_workflow(req)
+
+
+@app.route(route="workflows/{name}/runs", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await workflows.start_workflow(req, client)
+
+
+@app.route(route="workflows/runs/{run_id}", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def get_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await workflows.get_workflow_run(req, client)
+
+
+@app.route(route="workflows/runs/{run_id}/cancel", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await workflows.cancel_workflow_run(req, client)
+
+
+@app.route(route="workflows/runs/{run_id}/signals/{name}", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await workflows.signal_workflow_run(req, client)

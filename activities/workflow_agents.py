@@ -1,0 +1,115 @@
+"""Workflow activities around child agent runs: create them (prompts rendered from the store), then record
+their outputs as the step's journal entry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.budget import within_budget
+from agent_runs.child_runs import prepare_child_run
+from agent_runs.services import RunServices
+from session_store import RunRecord
+from workflow_runtime.conditions import monitor_facts
+from workflow_runtime.contracts import AgentRunsRecord, StartedRuns, StepRequest, StepResult
+from workflow_runtime.definition import AgentStep, MonitorStep, ParallelStep
+from workflow_runtime.journal import WorkflowContext
+from workflow_runtime.references import UnresolvedReference, render
+
+
+def child_steps(step: Any) -> list[AgentStep]:
+    """The agent runs a step starts: one, the parallel branches, or a monitor's check."""
+    if isinstance(step, ParallelStep):
+        return list(step.branches)
+    if isinstance(step, MonitorStep):
+        check = step.check_step()
+        return [check] if isinstance(check, AgentStep) else []
+    return [step] if isinstance(step, AgentStep) else []
+
+
+def child_run_id(workflow_run_id: str, key: str, branch: str | None) -> str:
+    return f"{workflow_run_id}.{key}" + (f".{branch}" if branch else "")
+
+
+async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
+    request = StepRequest.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    if await ctx.cancel_requested():
+        return StartedRuns(cancelled=True).model_dump(mode="json")
+    step = ctx.definition.step(request.step_id)
+    data = await ctx.data(request.refs)
+    parallel = isinstance(step, ParallelStep)
+    started = StartedRuns()
+    for child in child_steps(step):
+        try:
+            prompt = render(child.prompt, data)
+        except UnresolvedReference as error:
+            return StartedRuns(error=f"prompt of '{child.id}': {error}").model_dump(mode="json")
+        run_id = child_run_id(request.ref.run_id, request.key, child.id if parallel else None)
+        session_id = request.ref.session_id if child.session == "workflow" and request.ref.session_id else run_id
+        started.runs.append(
+            await prepare_child_run(
+                ctx.services,
+                run_id=run_id,
+                session_id=session_id,
+                agent_name=child.agent,
+                prompt=prompt,
+                metadata={"workflow_run_id": request.ref.run_id, "workflow_step": child.id},
+            )
+        )
+    return within_budget(started.model_dump(mode="json"), "started runs")
+
+
+def agent_output(run: RunRecord) -> dict[str, Any]:
+    output = dict(run.output or {})
+    return {**output, "run_id": run.run_id, "session_id": run.session_id}
+
+
+def _run_failure(run: RunRecord | None, run_id: str) -> str | None:
+    if run is None:
+        return f"agent run '{run_id}' is missing"
+    if run.status == "completed":
+        return None
+    error = run.error or {}
+    detail = f"{error.get('code', run.status)}: {error.get('message', '')}".rstrip(": ")
+    return f"agent run '{run_id}' ({run.agent}) ended {run.status}: {detail}"
+
+
+async def workflow_record_agents(payload: dict[str, Any]) -> dict[str, Any]:
+    request = AgentRunsRecord.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    runs = {run_id: await ctx.store.get_run(run_id) for run_id in request.run_ids}
+    failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items()) if f]
+    if request.failure and not failures:
+        failures.append(request.failure)
+    if failures:
+        error = "; ".join(failures)
+        await ctx.journal(request, step.kind, status="failed", error=error, run_ids=request.run_ids)
+        result = StepResult(step_id=request.step_id, status="failed", error=error)
+        return result.model_dump(mode="json")
+    finished = [run for run in runs.values() if run is not None]
+    if isinstance(step, ParallelStep):
+        output: dict[str, Any] = {
+            branch.id: agent_output(run) for branch, run in zip(step.branches, finished, strict=True)
+        }
+    else:
+        output = agent_output(finished[0])
+    result = StepResult(step_id=request.step_id, status="ok")
+    if isinstance(step, MonitorStep):
+        output, result = await monitor_facts(ctx, request, step, output)
+    await ctx.journal(request, step.kind, output=output, run_ids=request.run_ids)
+    result.cancel_requested = await ctx.cancel_requested()
+    return within_budget(result.model_dump(mode="json"), "step result")
+
+
+async def workflow_flag_children_cancelled(payload: dict[str, Any]) -> dict[str, Any]:
+    """The workflow is cancelled while child runs work: flag them in the store too, so a child the API's cancel
+    event missed (it started after the API looked) stops at its next model call."""
+    services = RunServices.current()
+    now = datetime.now(UTC)
+    for run_id in payload.get("run_ids", []):
+        run = await services.store.get_run(run_id)
+        if run is not None and not run.finished and run.cancel_requested_at is None:
+            await services.store.update_run(run_id, cancel_requested_at=now)
+    return {}

@@ -1,0 +1,43 @@
+"""`workflow_finish`: close the workflow's run record with its output (resolved from the journal) or its error."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from workflow_runtime.contracts import FinishRequest
+from workflow_runtime.journal import WorkflowContext
+from workflow_runtime.references import UnresolvedReference, resolve
+
+
+async def workflow_finish(payload: dict[str, Any]) -> dict[str, Any]:
+    request = FinishRequest.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    output: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    if request.status == "completed":
+        output = await _output(ctx, request)
+    else:
+        code = "step_failed" if request.failed_step else request.status
+        error = {"code": code, "message": request.reason, "step": request.failed_step}
+    await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error)
+    for pending in await ctx.store.list_approvals(run_id=request.ref.run_id, status="pending"):
+        await ctx.store.decide_approval(
+            pending.approval_id, "expired", reason=f"The workflow ended ({request.status}).",
+            decided_at=datetime.now(UTC),
+        )
+    return {}
+
+
+async def _output(ctx: WorkflowContext, request: FinishRequest) -> dict[str, Any]:
+    data = await ctx.data(request.refs)
+    declared = ctx.definition.output
+    if not declared:
+        return {"result": data["steps"].get(request.last_step) if request.last_step else None}
+    output: dict[str, Any] = {}
+    for name, ref in declared.items():
+        try:
+            output[name] = resolve(ref, data)
+        except UnresolvedReference:
+            output[name] = None  # e.g. a step on a branch that did not run
+    return output

@@ -1,0 +1,94 @@
+"""Approval gates of workflows: open a request (an ordinary approval record of the workflow run, decided through
+`POST /api/runs/{workflow_run_id}/approvals/{approval_id}`), expire it on timeout, record the outcome."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.budget import within_budget
+from session_store import AlreadyDecidedError, ApprovalRecord
+from workflow_runtime.contracts import GateOpened, GateRecord, GateRequest, StepResult
+from workflow_runtime.definition import ApprovalStep, Escalate
+from workflow_runtime.journal import WorkflowContext
+from workflow_runtime.references import UnresolvedReference, render
+
+GATE_TOOL_PREFIX = "workflow_gate:"
+
+
+def gate_approval_id(workflow_run_id: str, key: str, level: int) -> str:
+    return f"{workflow_run_id}.{key}.{'escalation' if level else 'approval'}"
+
+
+async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    request = GateRequest.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    assert isinstance(step, ApprovalStep)
+    try:
+        message = render(step.message, await ctx.data(request.refs))
+    except UnresolvedReference as error:
+        message = f"{step.message}\n\n(unresolved: {error})"
+    escalated = request.level > 0
+    approver = step.on_timeout.to if escalated and isinstance(step.on_timeout, Escalate) else step.approver
+    approval_id = gate_approval_id(request.ref.run_id, request.key, request.level)
+    await ctx.store.put_approvals(
+        [
+            ApprovalRecord(
+                approval_id=approval_id,
+                run_id=request.ref.run_id,
+                session_id=request.ref.control_session,
+                call_id=f"{request.key}.{request.level}",
+                tool=f"{GATE_TOOL_PREFIX}{step.id}",
+                arguments={"step": step.id, "message": message, "approver": approver, "escalated": escalated},
+                expires_at=request.expires_at,
+            )
+        ]
+    )
+    return GateOpened(approval_id=approval_id, expires_at=request.expires_at).model_dump(mode="json")
+
+
+async def workflow_expire_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    """The gate's timer fired: expire the request, unless a decision won the race (then that decision stands)."""
+    request = GateRecord.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    try:
+        record = await ctx.store.decide_approval(
+            request.approval_id, "expired", reason="No decision in time.", decided_at=request.at or datetime.now(UTC)
+        )
+    except AlreadyDecidedError as race:
+        record = race.current
+    return {"status": record.status}
+
+
+async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
+    request = GateRecord.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    assert isinstance(step, ApprovalStep)
+    record = await ctx.store.get_approval(request.approval_id)
+    if record is None or record.status == "pending":
+        raise RuntimeError(f"approval {request.approval_id!r} has no decision yet")  # retried by Durable
+    escalated = request.level > 0
+    if record.status == "expired":
+        action = step.on_timeout.then if isinstance(step.on_timeout, Escalate) else step.on_timeout
+        if action == "fail":
+            error = f"no decision on '{step.id}' before its timeout" + (" (escalated)" if escalated else "")
+            await ctx.journal(request, "approval", status="failed", error=error)
+            return within_budget(StepResult(step_id=step.id, status="failed", error=error).model_dump(), "result")
+        approved, decided_by, reason = action == "approve", None, f"timed out: default action '{action}'"
+    else:
+        approved, decided_by, reason = record.status == "approved", record.decided_by, record.reason
+    output = {
+        "approved": approved,
+        "decided_by": decided_by,
+        "reason": reason,
+        "escalated": escalated,
+        "timed_out": record.status == "expired",
+        "approval_id": record.approval_id,
+    }
+    await ctx.journal(request, "approval", output=output)
+    result = StepResult(
+        step_id=step.id, status="ok", approved=approved, cancel_requested=await ctx.cancel_requested()
+    )
+    return within_budget(result.model_dump(mode="json"), "step result")

@@ -1,0 +1,91 @@
+"""Workflow activities for the steps that need no child run: functions, branch tests, delays, signals."""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime
+from typing import Any
+
+from agent_runs.budget import within_budget
+from workflow_runtime.conditions import evaluate, monitor_facts
+from workflow_runtime.contracts import DelayRecord, SignalRecord, StepRequest, StepResult
+from workflow_runtime.definition import BranchStep, DelayStep, FunctionStep, MonitorStep, SignalStep, StepData
+from workflow_runtime.journal import WorkflowContext
+from workflow_runtime.references import resolve
+
+
+def _result(result: StepResult) -> dict[str, Any]:
+    return within_budget(result.model_dump(mode="json"), "step result")
+
+
+async def workflow_call_function(payload: dict[str, Any]) -> dict[str, Any]:
+    request = StepRequest.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    function = step.function if isinstance(step, FunctionStep | MonitorStep) else None
+    assert function is not None, f"step {request.step_id!r} has no function"
+    data = await ctx.data(request.refs)
+    try:
+        output = function(StepData(input=data["input"], steps=data["steps"]))
+        if inspect.isawaitable(output):
+            output = await output
+        if not isinstance(output, dict):
+            raise TypeError(f"a step function must return a dict, not {type(output).__name__}")
+    except Exception as error:  # the function is user code: its failure is the step's failure, named
+        message = f"{type(error).__name__}: {error}"[:1000]
+        await ctx.journal(request, step.kind, status="failed", error=message)
+        return _result(StepResult(step_id=request.step_id, status="failed", error=message))
+    result = StepResult(step_id=request.step_id, status="ok")
+    if isinstance(step, MonitorStep):
+        output, result = await monitor_facts(ctx, request, step, output)
+    await ctx.journal(request, step.kind, output=output)
+    result.cancel_requested = await ctx.cancel_requested()
+    return _result(result)
+
+
+async def workflow_evaluate(payload: dict[str, Any]) -> dict[str, Any]:
+    request = StepRequest.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    assert isinstance(step, BranchStep)
+    holds, problem = evaluate(step.when, await ctx.data(request.refs))
+    await ctx.journal(request, "branch", output={"condition": holds, "took": "then" if holds else "otherwise",
+                                                  "problem": problem})
+    return _result(StepResult(step_id=request.step_id, status="ok", condition=holds, journaled=False))
+
+
+async def workflow_record_delay(payload: dict[str, Any]) -> dict[str, Any]:
+    request = DelayRecord.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    await ctx.journal(request, "delay", output={"until": request.until.isoformat()})
+    return _result(StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested()))
+
+
+async def workflow_resolve_time(payload: dict[str, Any]) -> str:
+    """A delay's `until` reference, resolved and parsed (an ISO 8601 time with a zone)."""
+    request = StepRequest.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    assert isinstance(step, DelayStep) and step.until is not None
+    moment = datetime.fromisoformat(str(resolve(step.until, await ctx.data(request.refs))))
+    if moment.tzinfo is None:
+        raise ValueError(f"'{step.until}' must carry a time zone (e.g. 2030-01-01T09:00:00Z)")
+    return moment.isoformat()
+
+
+async def workflow_record_signal(payload: dict[str, Any]) -> dict[str, Any]:
+    request = SignalRecord.model_validate(payload)
+    ctx = WorkflowContext.for_ref(request.ref)
+    step = ctx.definition.step(request.step_id)
+    assert isinstance(step, SignalStep)
+    if request.signal_id is None:
+        if step.on_timeout == "fail":
+            error = f"no '{step.name}' signal within {step.timeout_seconds:g} s"
+            await ctx.journal(request, "signal", status="failed", error=error)
+            return _result(StepResult(step_id=request.step_id, status="failed", error=error))
+        await ctx.journal(request, "signal", output={"payload": None, "timed_out": True})
+    else:
+        signal_payload = await ctx.signal_payload(request.signal_id)
+        await ctx.journal(request, "signal", output={"payload": signal_payload, "timed_out": False,
+                                                     "signal_id": request.signal_id})
+    return _result(StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested()))

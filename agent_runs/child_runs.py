@@ -1,0 +1,32 @@
+"""Start a run on behalf of another orchestration (a workflow step): the same records an API-started run has.
+
+Idempotent for a given `run_id` (Durable may run the calling activity twice): the session is opened if absent,
+`begin_run` returns the stored run, and the input message has a deterministic id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_runs.contracts import RunInput
+from agent_runs.services import RunServices
+from agent_runs.starting import new_run_record, open_session, run_input_for, write_input
+from agent_runtime.messages import Message
+
+
+async def prepare_child_run(
+    services: RunServices,
+    *,
+    run_id: str,
+    session_id: str,
+    agent_name: str,
+    prompt: str,
+    metadata: dict[str, Any],
+) -> RunInput:
+    """Create the run in the store and return the `agent_run` orchestration input to start it with."""
+    agent = services.agents.get(agent_name)
+    store = services.store
+    await open_session(store, session_id, agent)
+    run = await store.begin_run(new_run_record(run_id, session_id, agent, metadata))
+    input_count = await write_input(store, run, [Message(role="user", contents=prompt)])
+    return run_input_for(run, agent, services.run_settings, input_count=input_count)

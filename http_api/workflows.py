@@ -1,0 +1,243 @@
+"""Workflows over HTTP: list definitions, start a run, poll it (continuation tokens, long-poll), signal, cancel.
+
+Approvals of workflow gates go through the run approval routes with the workflow run id
+(`GET /api/runs/{run_id}/approvals`, `POST /api/runs/{run_id}/approvals/{approval_id}`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel, Field, ValidationError
+
+from agent_runs.services import RunServices
+from agent_runs.starting import SessionAgentMismatchError, open_session
+from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.models import MAX_WAIT_SECONDS
+from http_api.problems import ApiProblem, not_found, validation_problem
+from http_api.request_context import base_url, verify_token
+from http_api.workflow_gateway import WorkflowGateway
+from http_api.workflow_models import (
+    FINAL_WORKFLOW_STATUSES,
+    SignalRequest,
+    StartWorkflowRequest,
+    StepSummary,
+    WorkflowRunView,
+    WorkflowSummary,
+)
+from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
+from session_store import RunRecord
+from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
+from workflow_runtime.definition import WorkflowDefinition
+from workflow_runtime.journal import SIGNAL_KIND
+from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows
+
+POLL_INTERVAL_SECONDS = 0.1
+RETRY_AFTER_SECONDS = "1"
+
+
+class PollQuery(BaseModel):
+    continuation_token: str | None = None
+    wait_seconds: float = Field(default=0, ge=0, le=MAX_WAIT_SECONDS)
+
+
+def _registry(services: RunServices) -> WorkflowRegistry:
+    return load_workflows(services.agents.names())
+
+
+def _definition_or_404(services: RunServices, name: str) -> WorkflowDefinition:
+    try:
+        return _registry(services).get(name)
+    except UnknownWorkflowError as error:
+        raise ApiProblem(404, "workflow_not_found", "Workflow not found", str(error), field="path.name") from error
+
+
+async def _workflow_run_or_404(services: RunServices, run_id: str) -> RunRecord:
+    record = await services.store.get_run(run_id)
+    if record is None or workflow_name(record) is None:
+        raise not_found("workflow_run_not_found", "Workflow run", run_id, field="path.run_id")
+    return record
+
+
+def summary(definition: WorkflowDefinition) -> WorkflowSummary:
+    return WorkflowSummary(
+        name=definition.name,
+        description=definition.description,
+        input_schema=definition.input_schema(),
+        session_agent=definition.session_agent,
+        signals=sorted(definition.signal_names()),
+        steps=[StepSummary(id=s.id, kind=getattr(s, "kind", "step"), title=s.title) for s in definition.all_steps()],
+    )
+
+
+@http_endpoint
+async def list_workflows(req: func.HttpRequest) -> func.HttpResponse:
+    registry = _registry(RunServices.current())
+    return json_response({"workflows": [summary(d).model_dump(mode="json") for d in registry.all()]})
+
+
+@http_endpoint
+async def get_workflow(req: func.HttpRequest) -> func.HttpResponse:
+    return json_response(summary(_definition_or_404(RunServices.current(), req.route_params["name"])))
+
+
+@http_endpoint
+async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    definition = _definition_or_404(services, req.route_params["name"])
+    body = read_json_body(req, StartWorkflowRequest)
+    try:
+        workflow_input = definition.input_model.model_validate(body.input)
+    except ValidationError as error:
+        raise validation_problem(error, prefix="body.input") from error
+    run_id = uuid.uuid4().hex
+    session_id = await _conversation_session(services, definition, body.session_id)
+    store = services.store
+    control = control_session_id(run_id)
+    await store.create_session(control, f"{WORKFLOW_AGENT_PREFIX}{definition.name}", {"workflow_run_id": run_id})
+    record = await store.begin_run(
+        RunRecord(
+            run_id=run_id,
+            session_id=control,
+            agent=f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
+            instance_id=run_id,
+            metadata={"workflow": definition.name, "input": workflow_input.model_dump(mode="json"),
+                      "session_id": session_id},
+        )
+    )
+    gateway = WorkflowGateway(client)
+    try:
+        ref = WorkflowRef(run_id=run_id, workflow=definition.name, session_id=session_id)
+        await gateway.start(WorkflowInput(ref=ref))
+    except Exception:
+        await store.finish_run(run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+        raise
+    view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
+    return _response(view)
+
+
+async def _conversation_session(
+    services: RunServices, definition: WorkflowDefinition, session_id: str | None
+) -> str | None:
+    if definition.session_agent is None:
+        if session_id is not None:
+            raise ApiProblem(
+                422, "workflow_has_no_session", "This workflow does not continue a conversation",
+                f"Workflow '{definition.name}' runs its agents in sessions of their own; omit session_id.",
+                field="body.session_id",
+            )
+        return None
+    session_id = session_id or uuid.uuid4().hex
+    try:
+        await open_session(services.store, session_id, services.agents.get(definition.session_agent))
+    except SessionAgentMismatchError as error:
+        raise ApiProblem(
+            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
+        ) from error
+    return session_id
+
+
+@http_endpoint
+async def get_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    record = await _workflow_run_or_404(services, req.route_params["run_id"])
+    query = query_model(req, PollQuery)
+    cursor = verify_token(services, query.continuation_token, TOKEN_SCOPE, record.run_id)
+    seq = cursor.get("seq") if cursor else None
+    view = await _wait_for_view(
+        services, WorkflowGateway(client), record, seq if isinstance(seq, int) else None, query.wait_seconds, req
+    )
+    return _response(view)
+
+
+@http_endpoint
+async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """Cancel the workflow and its running child runs (each gets the same graceful cancel as `/api/runs/.../cancel`)."""
+    services = RunServices.current()
+    store = services.store
+    record = await _workflow_run_or_404(services, req.route_params["run_id"])
+    if record.finished:
+        raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
+    await store.update_run(record.run_id, cancel_requested_at=datetime.now(UTC))
+    gateway = WorkflowGateway(client)
+    await gateway.send_cancel(record.run_id, "cancelled by the client")
+    children = await _cancel_children(services, gateway, record.run_id)
+    return json_response({"run_id": record.run_id, "status": "cancelling", "cancelled_child_runs": children}, 202)
+
+
+async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_id: str) -> list[str]:
+    """Cancel the child runs the workflow is waiting for (flagged in the store first, so none is missed)."""
+    state = await gateway.state(run_id)
+    if state is None or state.progress is None:
+        return []
+    cancelled = []
+    for child_id in state.progress.child_runs:
+        child = await services.store.get_run(child_id)
+        if child is None or child.finished:
+            continue
+        if child.cancel_requested_at is None:
+            await services.store.update_run(child_id, cancel_requested_at=datetime.now(UTC))
+        await gateway.send_cancel(child_id, "the workflow was cancelled")
+        cancelled.append(child_id)
+    return cancelled
+
+
+@http_endpoint
+async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    record = await _workflow_run_or_404(services, req.route_params["run_id"])
+    name = req.route_params["name"]
+    definition = _definition_or_404(services, workflow_name(record) or "")
+    if name not in definition.signal_names():
+        known = ", ".join(sorted(definition.signal_names())) or "none"
+        raise ApiProblem(404, "signal_not_found", "Unknown signal",
+                         f"Workflow '{definition.name}' waits for no signal '{name}' (known: {known}).",
+                         field="path.name")
+    body = read_json_body(req, SignalRequest)
+    if record.finished:
+        raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
+    signal_id = uuid.uuid4().hex
+    await services.store.record_effect(
+        control_session_id(record.run_id),
+        signal_id,
+        SIGNAL_KIND,
+        {"name": name, "payload": body.payload, "received_at": datetime.now(UTC).isoformat()},
+    )
+    await WorkflowGateway(client).send_signal(record.run_id, name, signal_id)
+    return json_response({"run_id": record.run_id, "signal": name, "signal_id": signal_id, "status": "accepted"}, 202)
+
+
+async def _wait_for_view(
+    services: RunServices,
+    gateway: WorkflowGateway,
+    record: RunRecord,
+    cursor: int | None,
+    wait_seconds: float,
+    req: func.HttpRequest,
+    *,
+    return_on_updates: bool = True,
+) -> WorkflowRunView:
+    """Wait up to `wait_seconds` for the workflow to finish or need a person (and, for polls, for new steps)."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        view = await build_workflow_view(services, gateway, record, cursor=cursor, base_url=base_url(req))
+        if view.status == "cancelling":
+            await _cancel_children(services, gateway, record.run_id)  # a child started after the cancel request
+        news = return_on_updates and bool(view.steps)
+        if view.status in FINAL_WORKFLOW_STATUSES or view.status == "requires_action" or news:
+            return view
+        if time.monotonic() >= deadline:
+            return view
+        await asyncio.sleep(POLL_INTERVAL_SECONDS)
+        record = await services.store.get_run(record.run_id) or record
+
+
+def _response(view: WorkflowRunView) -> func.HttpResponse:
+    if view.status in FINAL_WORKFLOW_STATUSES:
+        return json_response(view, status=200)
+    return json_response(view, status=202, **{"Retry-After": RETRY_AFTER_SECONDS, "Location": view.links.self})

@@ -1,0 +1,259 @@
+"""How the `workflow` orchestrator runs each kind of step as durable tasks (activities, child runs, timers,
+events). Each executor returns the step's `StepResult`, or None when the workflow was cancelled meanwhile.
+
+Every wait races the workflow's `cancel` event; child runs are `agent_run` sub-orchestrations with the run id as
+instance id, so they are ordinary runs (pollable, approvable and cancellable through `/api/runs/{id}`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import azure.durable_functions as df
+from azure.durable_functions.models.Task import TaskBase, TaskState
+from pydantic import BaseModel
+
+from agent_runs.budget import within_budget
+from agent_runs.contracts import ORCHESTRATOR_NAME as AGENT_RUN_ORCHESTRATOR
+from workflow_runtime.contracts import (
+    APPROVAL_EVENT,
+    AgentRunsRecord,
+    DelayRecord,
+    GateOpened,
+    GateRecord,
+    GateRequest,
+    SignalRecord,
+    StartedRuns,
+    StepResult,
+    Waiting,
+    WorkflowStatus,
+    signal_event,
+)
+from workflow_runtime.definition import ApprovalStep, DelayStep, Escalate, SignalStep
+from workflow_runtime.driver import ExecuteStep, WorkflowDriver
+
+ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
+Steps = Generator[Any, Any, StepResult | None]
+
+
+class Activities:
+    """Names of the workflow activities (the function names registered in function_app)."""
+
+    start_agents = "workflow_start_agents"
+    record_agents = "workflow_record_agents"
+    flag_children_cancelled = "workflow_flag_children_cancelled"
+    call_function = "workflow_call_function"
+    evaluate = "workflow_evaluate"
+    resolve_time = "workflow_resolve_time"
+    record_delay = "workflow_record_delay"
+    record_signal = "workflow_record_signal"
+    open_gate = "workflow_open_gate"
+    expire_gate = "workflow_expire_gate"
+    record_gate = "workflow_record_gate"
+    finish = "workflow_finish"
+
+
+@dataclass
+class StepRunner:
+    context: df.DurableOrchestrationContext
+    driver: WorkflowDriver
+    cancel: TaskBase
+
+    # ----------------------------------------------------------------------------------------------- plumbing
+
+    def publish(self) -> None:
+        self.context.set_custom_status(within_budget(self.driver.progress().model_dump(mode="json"), "custom status"))
+
+    def activity(self, name: str, payload: BaseModel | dict[str, Any]) -> TaskBase:
+        body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+        return self.context.call_activity_with_retry(name, ACTIVITY_RETRY, within_budget(body, f"{name} input"))
+
+    def request(self, command: ExecuteStep) -> dict[str, Any]:
+        return {
+            "ref": self.driver.ref.model_dump(mode="json"),
+            "step_id": command.step_id,
+            "key": command.key,
+            "seq": command.seq,
+            "refs": dict(self.driver.state.refs),
+            "at": self.context.current_utc_datetime.isoformat(),
+        }
+
+    def wait(self, status: WorkflowStatus, waiting: Waiting | None) -> None:
+        self.driver.status = status
+        self.driver.waiting = waiting
+        self.publish()
+
+    def resume(self) -> None:
+        self.driver.status = "in_progress"
+        self.driver.waiting = None
+
+    # ----------------------------------------------------------------------------------------------- steps
+
+    def run(self, command: ExecuteStep) -> Steps:
+        """Run the step; an activity that failed for good (after its retries) fails the step, named, with why."""
+        try:
+            return (yield from self._executor(command)(command))
+        except Exception as error:
+            self.resume()
+            self.driver.child_runs = []
+            message = str(error).split("\n", 1)[0].strip()[:1000]
+            return StepResult(step_id=command.step_id, status="failed", error=message, journaled=False)
+
+    def _executor(self, command: ExecuteStep) -> Callable[[ExecuteStep], Steps]:
+        return {
+            "agent": self.agents,
+            "parallel": self.agents,
+            "function": self.function,
+            "test": self.test,
+            "delay": self.delay,
+            "signal": self.signal,
+            "approval": self.approval,
+        }[command.op]
+
+    def agents(self, command: ExecuteStep) -> Steps:
+        started = StartedRuns.model_validate((yield self.activity(Activities.start_agents, self.request(command))))
+        if started.cancelled:
+            return None
+        if started.error:
+            return StepResult(step_id=command.step_id, status="failed", error=started.error, journaled=False)
+        run_ids = [run.run.run_id for run in started.runs]
+        children = [
+            self.context.call_sub_orchestrator(
+                AGENT_RUN_ORCHESTRATOR, within_budget(run.model_dump(mode="json"), "run input"), run.run.run_id
+            )
+            for run in started.runs
+        ]
+        self.driver.child_runs = run_ids
+        self.publish()
+        batch = self.context.task_all(children)
+        winner = yield self.context.task_any([batch, self.cancel])
+        if winner is self.cancel:
+            self.wait("cancelling", None)
+            yield self.activity(Activities.flag_children_cancelled, {"run_ids": run_ids})
+            yield from _drain(batch)
+            self.driver.child_runs = []
+            return None
+        failure = f"a child run crashed: {_error_text(batch)}" if batch.state is TaskState.FAILED else None
+        record = AgentRunsRecord(**self.request(command), run_ids=run_ids, failure=failure)
+        result = yield self.activity(Activities.record_agents, record)
+        self.driver.child_runs = []
+        return StepResult.model_validate(result)
+
+    def function(self, command: ExecuteStep) -> Steps:
+        return StepResult.model_validate((yield self.activity(Activities.call_function, self.request(command))))
+
+    def test(self, command: ExecuteStep) -> Steps:
+        return StepResult.model_validate((yield self.activity(Activities.evaluate, self.request(command))))
+
+    def delay(self, command: ExecuteStep) -> Steps:
+        step = self.driver.definition.step(command.step_id)
+        assert isinstance(step, DelayStep)
+        if step.until is not None:
+            until = datetime.fromisoformat((yield self.activity(Activities.resolve_time, self.request(command))))
+        else:
+            until = self.context.current_utc_datetime + timedelta(seconds=step.seconds or 0)
+        self.wait("waiting", Waiting(until=until))
+        timer = self.context.create_timer(until)
+        winner = yield self.context.task_any([timer, self.cancel])
+        self.resume()
+        if winner is self.cancel:
+            timer.cancel()
+            return None
+        result = yield self.activity(Activities.record_delay, DelayRecord(**self.request(command), until=until))
+        return StepResult.model_validate(result)
+
+    def signal(self, command: ExecuteStep) -> Steps:
+        step = self.driver.definition.step(command.step_id)
+        assert isinstance(step, SignalStep)
+        event = self.context.wait_for_external_event(signal_event(step.name))
+        timer = None
+        if step.timeout_seconds is not None:
+            timer = self.context.create_timer(
+                self.context.current_utc_datetime + timedelta(seconds=step.timeout_seconds)
+            )
+        self.wait("waiting", Waiting(signal=step.name))
+        winner = yield self.context.task_any([event, self.cancel, *([timer] if timer else [])])
+        self.resume()
+        if winner is not timer and timer is not None:
+            timer.cancel()
+        if winner is self.cancel:
+            return None
+        signal_id = _event_data(event).get("signal_id") if winner is event else None
+        record = SignalRecord(**self.request(command), signal_id=signal_id)
+        return StepResult.model_validate((yield self.activity(Activities.record_signal, record)))
+
+    def approval(self, command: ExecuteStep) -> Steps:
+        step = self.driver.definition.step(command.step_id)
+        assert isinstance(step, ApprovalStep)
+        level, timeout = 0, step.timeout_seconds
+        while True:
+            expires_at = self.context.current_utc_datetime + timedelta(seconds=timeout)
+            opened = GateOpened.model_validate(
+                (yield self.activity(
+                    Activities.open_gate, GateRequest(**self.request(command), level=level, expires_at=expires_at)
+                ))
+            )
+            outcome = yield from self._await_decision(command, opened, level)
+            if outcome is None:
+                return None
+            if outcome != "expired" or not isinstance(step.on_timeout, Escalate) or level > 0:
+                break
+            level, timeout = 1, step.on_timeout.timeout_seconds
+        record = GateRecord(
+            **self.request(command), approval_id=opened.approval_id, level=level, timed_out=outcome == "expired"
+        )
+        return StepResult.model_validate((yield self.activity(Activities.record_gate, record)))
+
+    def _await_decision(
+        self, command: ExecuteStep, opened: GateOpened, level: int
+    ) -> Generator[Any, Any, str | None]:
+        """'decided' or 'expired' (after the timer, unless a decision won the race); None when cancelled."""
+        self.wait("requires_action", Waiting(approval_id=opened.approval_id, until=opened.expires_at))
+        timer = self.context.create_timer(opened.expires_at)
+        while True:
+            event = self.context.wait_for_external_event(APPROVAL_EVENT)
+            winner = yield self.context.task_any([event, timer, self.cancel])
+            if winner is event and _event_data(event).get("approval_id") != opened.approval_id:
+                continue  # an old or foreign decision: the API already answered its caller
+            self.resume()
+            if winner is self.cancel:
+                timer.cancel()
+                return None
+            if winner is event:
+                timer.cancel()
+                return "decided"
+            gate = GateRecord(**self.request(command), approval_id=opened.approval_id, level=level)
+            expired = yield self.activity(Activities.expire_gate, gate)
+            return "expired" if expired["status"] == "expired" else "decided"
+
+
+def _drain(task: TaskBase) -> Generator[Any, Any, None]:
+    """Wait for children being cancelled to end (their last writes land before the workflow closes)."""
+    if task.is_completed:
+        return
+    try:
+        yield task
+    except Exception:  # a child that fails while cancelling no longer matters
+        return
+
+
+def _event_data(task: TaskBase) -> dict[str, Any]:
+    """Event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
+    value = task.result
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _error_text(task: TaskBase) -> str:
+    error = task.result
+    if isinstance(error, TaskBase):
+        error = error.result
+    return str(error).split("\n", 1)[0][:500]

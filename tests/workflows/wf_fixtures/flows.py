@@ -1,0 +1,120 @@
+"""Test-only workflows (see the package docstring)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel
+
+from workflow_runtime import (
+    AgentStep,
+    Condition,
+    DelayStep,
+    FunctionStep,
+    MonitorStep,
+    ParallelStep,
+    SignalStep,
+    StepData,
+    WorkflowDefinition,
+)
+
+
+class Topic(BaseModel):
+    topic: str = "durable agents"
+
+
+class Scheduled(BaseModel):
+    at: AwareDatetime
+    topic: str = "durable agents"
+
+
+def add_up(data: StepData) -> dict[str, Any]:
+    raise ValueError("the numbers do not add up")
+
+
+def never_changes(data: StepData) -> dict[str, Any]:
+    return {"changed": False}
+
+
+signal_flow = WorkflowDefinition(
+    name="signal_flow",
+    input_model=Scheduled,
+    steps=[
+        DelayStep(id="until_start", until="input.at"),
+        SignalStep(id="data", name="data_ready", timeout_seconds=3600, on_timeout="fail"),
+        AgentStep(
+            id="write", agent="writer", prompt="Write about {{ input.topic }} using {{ steps.data.payload.fact }}"
+        ),
+    ],
+    output={"fact": "steps.data.payload.fact", "draft": "steps.write.text"},
+)
+
+failing_flow = WorkflowDefinition(
+    name="failing_flow",
+    input_model=Topic,
+    steps=[
+        AgentStep(id="write", agent="writer", prompt="Write about {{ input.topic }}"),
+        FunctionStep(id="add_up", function=add_up, uses=["steps.write.text"]),
+        AgentStep(id="never", agent="writer", prompt="never runs"),
+    ],
+)
+
+eternal_monitor = WorkflowDefinition(
+    name="eternal_monitor",
+    input_model=Topic,
+    steps=[
+        MonitorStep(
+            id="watch",
+            function=never_changes,
+            every_seconds=3600,
+            until=Condition(ref="steps.watch.changed", op="truthy"),
+        )
+    ],
+)
+
+cancel_flow = WorkflowDefinition(
+    name="cancel_flow",
+    input_model=Topic,
+    steps=[
+        AgentStep(id="mail", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+        AgentStep(id="after", agent="writer", prompt="never runs"),
+    ],
+)
+
+parallel_wait_flow = WorkflowDefinition(
+    name="parallel_wait_flow",
+    input_model=Topic,
+    steps=[
+        ParallelStep(
+            id="fan",
+            branches=[
+                AgentStep(id="mailer", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+                AgentStep(id="legal", agent="legal_expert", prompt="{{ input.topic }}?"),
+                AgentStep(id="finance", agent="finance_expert", prompt="{{ input.topic }}?"),
+            ],
+        )
+    ],
+    output={"mail": "steps.fan.mailer.text", "legal": "steps.legal.text"},
+)
+
+
+def join_opinions(data: StepData) -> dict[str, Any]:
+    opinions = data.steps["opinions"]
+    return {"joined": " | ".join(opinions[branch]["text"] for branch in ("legal", "finance"))}
+
+
+function_merge_flow = WorkflowDefinition(
+    name="function_merge_flow",
+    input_model=Topic,
+    steps=[
+        ParallelStep(
+            id="opinions",
+            branches=[
+                AgentStep(id="legal", agent="legal_expert", prompt="{{ input.topic }}?"),
+                AgentStep(id="finance", agent="finance_expert", prompt="{{ input.topic }}?"),
+            ],
+            merge=FunctionStep(id="merged", function=join_opinions, uses=["steps.opinions"]),
+        )
+    ],
+    output={"joined": "steps.merged.joined"},
+)

@@ -1,0 +1,56 @@
+"""Small HTTP helpers for the workflow tests (every call goes through the app's real routes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devhost.testing import InProcessHost
+
+
+def start(host: Any, name: str, workflow_input: dict[str, Any], **body: Any) -> dict[str, Any]:
+    response = host.client.post(f"/api/workflows/{name}/runs", json={"input": workflow_input, **body})
+    assert response.status_code in (200, 202), response.text
+    return response.json()
+
+
+def view(host: Any, run_id: str, **params: Any) -> dict[str, Any]:
+    response = host.client.get(f"/api/workflows/runs/{run_id}", params=params)
+    assert response.status_code in (200, 202), response.text
+    return response.json()
+
+
+def settle(host: InProcessHost) -> None:
+    """Run everything runnable (child runs, activities) without moving the virtual clock."""
+    host.wait_until_idle(timeout=30)
+
+
+def decide(host: Any, run_id: str, approval_id: str, decision: str = "approve", **headers: str) -> dict[str, Any]:
+    response = host.client.post(
+        f"/api/runs/{run_id}/approvals/{approval_id}", json={"decision": decision}, headers=headers
+    )
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def step_ids(workflow_view: dict[str, Any]) -> list[str]:
+    return [entry["step"] for entry in workflow_view["steps"]]
+
+
+def model_prompts(model: Any, system_fragment: str) -> list[str]:
+    """The last user message of every model request made for the agent whose instructions contain the fragment."""
+    prompts = []
+    for request in model.log.requests:
+        messages = request.messages
+        system = " ".join(str(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+        if system_fragment in system:
+            users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
+            prompts.append(users[-1] if users else "")
+    return prompts
+
+
+def child_run(host: Any, run_id: str, session_id: str) -> dict[str, Any]:
+    """A child run as the session routes show it (GET /api/runs/{id} on this branch's base has a bug fixed on the
+    `runs` branch: `runs.get_run` misses `return_on_updates`)."""
+    session = host.client.get(f"/api/sessions/{session_id}")
+    assert session.status_code == 200, session.text
+    return next(run for run in session.json()["runs"] if run["run_id"] == run_id)

@@ -1,0 +1,177 @@
+"""Payloads between the workflow API, the `workflow` orchestrator and its activities (all small: references only).
+
+The orchestrator carries a `WorkflowState` (program counter, journal references, monitor state); content (the
+input, step outputs, signal payloads) lives in the store: the workflow's record and its journal (messages of the
+workflow's control session, one per finished step, at seqs the driver hands out).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_runs.contracts import RunInput
+
+ORCHESTRATOR_NAME = "workflow"
+CANCEL_EVENT = "cancel"  # the same event name as agent runs: `/api/runs/{id}/cancel` works on workflows too
+APPROVAL_EVENT = "approval"  # decisions arrive through the run approval routes, like tool approvals
+SIGNAL_EVENT_PREFIX = "signal:"
+WORKFLOW_AGENT_PREFIX = "workflow:"  # a workflow's run record names its workflow here (records need an "agent")
+JOURNAL_ROLE = "workflow"
+
+WorkflowStatus = Literal["queued", "in_progress", "requires_action", "waiting", "cancelling", "completed", "failed",
+                         "cancelled"]
+FinalStatus = Literal["completed", "failed", "cancelled"]
+
+
+def signal_event(name: str) -> str:
+    return f"{SIGNAL_EVENT_PREFIX}{name}"
+
+
+def control_session_id(run_id: str) -> str:
+    """The session that holds a workflow's run record, its approvals and its journal."""
+    return f"wf-{run_id}"
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WorkflowRef(_Payload):
+    run_id: str
+    workflow: str
+    session_id: str | None = None
+    """The workflow's conversation session (steps with `session="workflow"`), if the workflow has one."""
+
+    @property
+    def control_session(self) -> str:
+        return control_session_id(self.run_id)
+
+
+class MonitorState(_Payload):
+    step_id: str
+    iteration: int = 0
+    deadline_at: datetime | None = None
+    sleeping_until: datetime | None = None
+
+
+class WorkflowState(_Payload):
+    """What the driver carries across continue-as-new: everything else is in the store."""
+
+    pc: int = 0
+    refs: dict[str, int] = Field(default_factory=dict)
+    """step id -> seq of its latest journal entry."""
+    next_position: int = 1  # position 0 of the control session holds nothing; entries start at 1
+    monitor: MonitorState | None = None
+    last_step: str | None = None
+    steps_done: int = 0
+    generation: int = 0
+
+
+class WorkflowInput(_Payload):
+    """The orchestration input (the workflow's input itself is in its run record)."""
+
+    ref: WorkflowRef
+    state: WorkflowState = Field(default_factory=WorkflowState)
+
+
+class StepRequest(_Payload):
+    """What a step activity needs: which step, which attempt (`key`), where to journal, what it may read."""
+
+    ref: WorkflowRef
+    step_id: str
+    key: str
+    seq: int
+    refs: dict[str, int]
+    at: datetime | None = None
+    """The workflow's (durable) time when the step was scheduled: journal and decision timestamps use it."""
+
+
+class StartedRuns(_Payload):
+    """The child runs a step created in the store, ready to start as `agent_run` sub-orchestrations."""
+
+    runs: list[RunInput] = Field(default_factory=list)
+    error: str | None = None
+    cancelled: bool = False
+
+
+class AgentRunsRecord(StepRequest):
+    run_ids: list[str]
+    failure: str | None = None  # the sub-orchestration task failed (the orchestration crashed)
+
+
+class GateRequest(StepRequest):
+    level: int = 0  # 0: the approver; 1: the escalation
+    expires_at: datetime
+
+
+class GateOpened(_Payload):
+    approval_id: str
+    expires_at: datetime
+
+
+class GateRecord(StepRequest):
+    approval_id: str
+    level: int
+    timed_out: bool = False
+
+
+class SignalRecord(StepRequest):
+    signal_id: str | None = None  # None: the wait timed out
+
+
+class DelayRecord(StepRequest):
+    until: datetime
+
+
+class StepResult(_Payload):
+    """A finished step, as the driver sees it. `condition`: a branch's test or a monitor's `until`."""
+
+    step_id: str
+    status: Literal["ok", "failed", "cancelled"]
+    error: str | None = None
+    journaled: bool = True
+    condition: bool | None = None
+    approved: bool | None = None
+    cancel_requested: bool = False
+
+
+class FinishRequest(_Payload):
+    ref: WorkflowRef
+    status: FinalStatus
+    reason: str
+    failed_step: str | None = None
+    refs: dict[str, int]
+    last_step: str | None = None
+
+
+class WorkflowOutcome(_Payload):
+    """The orchestration output (the output itself is in the store)."""
+
+    run_id: str
+    status: FinalStatus
+    reason: str
+    failed_step: str | None = None
+
+
+class Waiting(_Payload):
+    approval_id: str | None = None
+    signal: str | None = None
+    until: datetime | None = None
+
+
+class WorkflowProgress(_Payload):
+    """The orchestration's custom status: what a poller needs besides the store."""
+
+    status: WorkflowStatus
+    active_step: str | None = None
+    active_kind: str | None = None
+    iteration: int | None = None
+    child_runs: list[str] = Field(default_factory=list)
+    waiting: Waiting | None = None
+    steps_done: int = 0
+    generation: int = 0
+    reason: str | None = None
+    failed_step: str | None = None

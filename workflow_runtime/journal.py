@@ -1,0 +1,107 @@
+"""A workflow's data in the store: its run record (input, status), its journal (one message per finished step, in
+its control session) and its signals. Used by the workflow activities; the orchestrator never sees content."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.services import RunServices
+from session_store import MessageRecord, RunRecord, SessionStore
+from workflow_runtime.contracts import JOURNAL_ROLE, StepRequest, WorkflowRef
+from workflow_runtime.definition import ParallelStep, WorkflowDefinition
+from workflow_runtime.registry import load_workflows
+
+SIGNAL_KIND = "workflow_signal"
+
+
+@dataclass(frozen=True)
+class WorkflowContext:
+    services: RunServices
+    ref: WorkflowRef
+
+    @classmethod
+    def for_ref(cls, ref: WorkflowRef) -> WorkflowContext:
+        return cls(RunServices.current(), ref)
+
+    @property
+    def store(self) -> SessionStore:
+        return self.services.store
+
+    @property
+    def definition(self) -> WorkflowDefinition:
+        return load_workflows(self.services.agents.names()).get(self.ref.workflow)
+
+    async def record(self) -> RunRecord:
+        record = await self.store.get_run(self.ref.run_id)
+        if record is None:
+            raise LookupError(f"workflow run {self.ref.run_id!r} is not in the store")
+        return record
+
+    async def cancel_requested(self) -> bool:
+        return (await self.record()).cancel_requested_at is not None
+
+    async def data(self, refs: dict[str, int]) -> dict[str, Any]:
+        """`{"input": ..., "steps": {id: output}}` for reference resolution (branch outputs also by branch id)."""
+        record = await self.record()
+        steps: dict[str, Any] = {}
+        for step_id, seq in refs.items():
+            entry = await self.entry(seq)
+            if entry is None:
+                continue
+            output = entry.get("output")
+            steps[step_id] = output
+            step = _maybe_step(self.definition, step_id)
+            if isinstance(step, ParallelStep) and isinstance(output, dict):
+                steps.update({b.id: output.get(b.id) for b in step.branches})
+        return {"input": record.metadata.get("input", {}), "steps": steps}
+
+    async def entry(self, seq: int) -> dict[str, Any] | None:
+        page = await self.store.list_messages(self.ref.control_session, after_seq=seq - 1, up_to_seq=seq, limit=1)
+        return page.items[0].payload if page.items else None
+
+    async def journal(
+        self,
+        request: StepRequest,
+        kind: str,
+        *,
+        output: Any = None,
+        status: str = "ok",
+        error: str | None = None,
+        run_ids: list[str] | None = None,
+    ) -> None:
+        """Write the step's entry (upsert by a deterministic id: a retried activity rewrites the same entry)."""
+        payload: dict[str, Any] = {
+            "role": JOURNAL_ROLE,
+            "step": request.step_id,
+            "key": request.key,
+            "kind": kind,
+            "status": status,
+            "output": output,
+            "error": error,
+            "run_ids": run_ids or [],
+            "finished_at": (request.at or datetime.now(UTC)).isoformat(),
+        }
+        record = MessageRecord(
+            session_id=self.ref.control_session,
+            message_id=f"{self.ref.run_id}:step:{request.key}",
+            seq=request.seq,
+            run_id=self.ref.run_id,
+            role=JOURNAL_ROLE,
+            payload=payload,
+        )
+        await self.store.append_messages(self.ref.control_session, [record])
+
+    async def signal_payload(self, signal_id: str) -> Any:
+        for effect in await self.store.list_effects(self.ref.control_session, kind=SIGNAL_KIND):
+            if effect.key == signal_id:
+                return effect.payload.get("payload")
+        raise LookupError(f"signal {signal_id!r} is not in the store")
+
+
+def _maybe_step(definition: WorkflowDefinition, step_id: str) -> Any:
+    try:
+        return definition.step(step_id)
+    except KeyError:
+        return None
