@@ -1,4 +1,5 @@
-"""The Functions app: wiring only. Routes -> `http_api` handlers, the `agent_run` orchestrator, its activities.
+"""The Functions app: wiring only. Routes -> `http_api` handlers; the `agent_run` and `workflow` orchestrators and
+their activities.
 
 Runs on Azure Functions (Durable extension), `func start` on a laptop, and devhost (`python -m devhost`).
 """
@@ -6,12 +7,16 @@ Runs on Azure Functions (Durable extension), `func start` on a laptop, and devho
 import azure.durable_functions as df
 import azure.functions as func
 
+from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.approvals import apply_decision, expire_approvals, record_approvals
 from activities.finish import finish_run
 from activities.model import call_model
 from activities.tools import invoke_tool
-from http_api import agents, approvals, runs, sessions
+from agent_runs.services import RunServices
+from http_api import agents, approvals, runs, sessions, workflows
 from orchestrators.agent_run import agent_run
+from orchestrators.workflow import workflow
+from workflow_runtime.registry import load_workflows
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
@@ -84,14 +89,7 @@ async def list_session_messages(req: func.HttpRequest) -> func.HttpResponse:
 
 
 # ----------------------------------------------------------------------------------------------- workflows
-# (imports here keep this section self-contained; definitions are loaded and checked at start-up)
-from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps  # noqa: E402
-from agent_runs.services import RunServices  # noqa: E402
-from http_api import workflows  # noqa: E402
-from orchestrators.workflow import workflow  # noqa: E402
-from workflow_runtime.registry import load_workflows  # noqa: E402
-
-load_workflows(RunServices.current().agents.names())
+load_workflows(RunServices.current().agents.names())  # definitions are checked at start-up, against the agents
 app.orchestration_trigger(context_name="context")(workflow)
 for workflow_activity in (
     workflow_agents.workflow_start_agents,
