@@ -5,6 +5,7 @@ serves any number of concurrent runs and any retry lands on the same decision:
 
 - `blobs N size S` -> N sequential `fetch_blob` calls of S bytes, then a text answer;
 - `steps N`        -> N sequential `record_step` calls, then a text answer;
+- `parallel N`     -> N `record_step` calls in one model turn (parallel tool calls), then a text answer;
 - `email ADDRESS`  -> one `send_email` (needs approval), then a text answer;
 - `stuck`          -> one `stuck_lookup` (times out), then a text answer quoting the tool error;
 - anything else    -> a short text answer (one model call: a plain chat turn).
@@ -15,10 +16,11 @@ from __future__ import annotations
 import re
 
 from scripted_model.conversation import Conversation
-from scripted_model.script import Reply
+from scripted_model.script import Reply, ScriptedToolCall
 
 _BLOBS = re.compile(r"\bblobs\s+(\d+)\s+size\s+(\d+)\b", re.IGNORECASE)
 _STEPS = re.compile(r"\bsteps\s+(\d+)\b", re.IGNORECASE)
+_PARALLEL = re.compile(r"\bparallel\s+(\d+)\b", re.IGNORECASE)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+)", re.IGNORECASE)
 _STUCK = re.compile(r"\bstuck\b", re.IGNORECASE)
 
@@ -29,6 +31,10 @@ def blobs_prompt(steps: int, size: int) -> str:
 
 def steps_prompt(steps: int) -> str:
     return f"steps {steps}"
+
+
+def parallel_prompt(calls: int) -> str:
+    return f"parallel {calls}"
 
 
 def email_prompt(address: str) -> str:
@@ -49,6 +55,13 @@ class WorkloadBrain:
             if done < steps:
                 return Reply.call("record_step", {"key": f"step-{done}"})
             return Reply.say(f"Recorded {steps} steps.")
+        if match := _PARALLEL.search(text):
+            if done == 0:
+                count = int(match[1])
+                return Reply(tool_calls=[
+                    ScriptedToolCall(name="record_step", arguments={"key": f"p-{i}"}) for i in range(count)
+                ])
+            return Reply.say(f"Recorded {done} steps in parallel.")
         if match := _EMAIL.search(text):
             if done == 0:
                 return Reply.call("send_email", {"to": match[1], "subject": "load test"})
