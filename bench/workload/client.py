@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -10,8 +11,23 @@ import httpx
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
+RETRYABLE = frozenset({429, 503})
+MAX_RETRIES = 20
+MAX_RETRY_AFTER_SECONDS = 0.2  # honour Retry-After, capped so that fault tests stay fast
+
+
 class RunStuckError(AssertionError):
     """A run did not reach the expected status before its deadline."""
+
+
+async def request(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """One API call as a well-behaved client makes it: 429/503 are retried after their `Retry-After`."""
+    for _ in range(MAX_RETRIES):
+        response = await client.request(method, url, **kwargs)
+        if response.status_code not in RETRYABLE:
+            return response
+        await asyncio.sleep(min(float(response.headers.get("Retry-After", "1")), MAX_RETRY_AFTER_SECONDS))
+    return response
 
 
 async def start_run(
@@ -21,7 +37,7 @@ async def start_run(
     body: dict[str, Any] = {"input": prompt, "wait_seconds": wait_seconds}
     if session_id is not None:
         body["session_id"] = session_id
-    response = await client.post(f"/api/agents/{agent}/runs", json=body)
+    response = await request(client, "POST", f"/api/agents/{agent}/runs", json=body)
     if response.status_code not in (200, 202):
         raise AssertionError(f"start failed: {response.status_code} {response.text[:500]}")
     return response.json()
@@ -40,7 +56,7 @@ async def poll(
         params: dict[str, Any] = {"wait_seconds": wait_seconds}
         if view.get("continuation_token"):
             params["continuation_token"] = view["continuation_token"]
-        response = await client.get(f"/api/runs/{view['run_id']}", params=params)
+        response = await request(client, "GET", f"/api/runs/{view['run_id']}", params=params)
         if response.status_code not in (200, 202):
             raise AssertionError(f"poll failed: {response.status_code} {response.text[:500]}")
         view = response.json()
@@ -53,7 +69,7 @@ async def decide_all(client: httpx.AsyncClient, view: dict[str, Any], decision: 
     accepted = 0
     for pending in view.get("pending_approvals") or []:
         url = f"/api/runs/{view['run_id']}/approvals/{pending['approval_id']}"
-        response = await client.post(url, json={"decision": decision})
+        response = await request(client, "POST", url, json={"decision": decision})
         if response.status_code != 202:
             raise AssertionError(f"decision refused: {response.status_code} {response.text[:500]}")
         accepted += 1
@@ -65,7 +81,7 @@ async def session_messages(client: httpx.AsyncClient, session_id: str) -> list[d
     messages: list[dict[str, Any]] = []
     params: dict[str, Any] = {"limit": 200}
     while True:
-        response = await client.get(f"/api/sessions/{session_id}/messages", params=params)
+        response = await request(client, "GET", f"/api/sessions/{session_id}/messages", params=params)
         response.raise_for_status()
         page = response.json()
         messages.extend(page["messages"])
