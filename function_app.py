@@ -10,7 +10,7 @@ from activities.approvals import apply_decision, expire_approvals, record_approv
 from activities.finish import finish_run
 from activities.model import call_model
 from activities.tools import invoke_tool
-from http_api import agents, approvals, runs, sessions
+from http_api import agents, approvals, openapi, runs, sessions
 from orchestrators.agent_run import agent_run
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -25,6 +25,11 @@ for activity in (call_model, invoke_tool, record_approvals, apply_decision, expi
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: func.HttpRequest) -> func.HttpResponse:
     return await agents.health(req)
+
+
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
+    return await openapi.serve_openapi(req)
 
 
 @app.route(route="agents", methods=["GET"])
