@@ -6,15 +6,12 @@ Budget: the whole directory runs in well under 4 minutes on 2 cores; counts and 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bench.workload.brain import WorkloadBrain
-from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
 
 
@@ -30,13 +27,3 @@ def model_server() -> Iterator[ScriptedModelServer]:
 @pytest.fixture
 def store_path(tmp_path: Path) -> str:
     return str(tmp_path / "sessions.sqlite3")
-
-
-def app_store(host: InProcessHost) -> Any:
-    """The session store the host's app uses (its own import of `agent_runs.services`)."""
-    return sys.modules["agent_runs.services"].RunServices.current().store
-
-
-def tool_executions() -> Any:
-    """`EXECUTIONS` of the worker agent module the host imported (raw executions per idempotency key)."""
-    return sys.modules["bench.workload.agents.worker"].EXECUTIONS

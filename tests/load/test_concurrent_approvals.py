@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import app_store, tool_executions
+from load_helpers import app_store, tool_executions
 
 from bench.workload.brain import email_prompt
 from bench.workload.client import async_client, decide_all, poll, start_run

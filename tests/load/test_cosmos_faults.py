@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from conftest import app_store
 from cosmos_fault_proxy import CosmosFaultPlan, CosmosFaultProxy
-from invariants import assert_conversation_sound
+from load_helpers import app_store
+from load_invariants import assert_conversation_sound
 
 from bench.workload.brain import email_prompt, steps_prompt
 from bench.workload.client import async_client, decide_all, poll, session_messages, start_run

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import app_store
-from invariants import assert_conversation_sound, contents, final_texts
+from load_helpers import app_store
+from load_invariants import assert_conversation_sound, contents, final_texts
 
 from bench.workload.brain import WorkloadBrain, email_prompt, parallel_prompt, steps_prompt
 from bench.workload.client import async_client, decide_all, poll, session_messages, start_run
