@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from load_helpers import app_store
+from load_helpers import app_store, tool_executions
 from load_invariants import assert_conversation_sound, contents, final_texts
 
 from bench.workload.brain import WorkloadBrain, email_prompt, parallel_prompt, steps_prompt
@@ -77,14 +77,19 @@ async def test_crash_and_restart_at_each_commit_step(
         async with async_client(crashing.base_url) as client:
             started = await start_run(client, steps_prompt(3))
         await _until_crashed(crashing)
+        executions = sum(tool_executions().values())  # this host's import of the tools, gone at its stop
     with workload_host(model_server.base_url, store_path=store, state_path=state) as reopened:
         async with async_client(reopened.base_url) as client:
             final, _ = await poll(client, started, deadline_s=30)
             messages = await session_messages(client, started["session_id"])
+        executions += sum(tool_executions().values())
         assert final["status"] == "completed", final
         assert_conversation_sound(messages)
         assert len(_effects(reopened, started["session_id"], "step")) == 3
         assert final_texts(messages)[-1] == "Recorded 3 steps."
+    # The 4th activity is the 2nd tool call. Dying before the engine commits its completion delivers the activity
+    # again (at-least-once), but the step finds the call's result already stored and does not run the tool again.
+    assert executions == 3, executions
 
 
 async def _until_crashed(host: InProcessHost, deadline_s: float = 30) -> None:
