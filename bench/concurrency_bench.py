@@ -82,7 +82,12 @@ def main() -> None:
     notes = (
         f"Each run = `{PROMPT}` (3 model calls, 2 tool calls, plus the run's record/finish activities). "
         "Clients poll with `wait_seconds=10`; a poll answers as soon as there is something new, so a run is seen "
-        "finished within about one server poll interval (0.1 s) of its completion."
+        "finished within about one server poll interval (0.1 s) of its completion. Reading: devhost runs HTTP "
+        "handlers, orchestrator episodes and async activities on one event loop in one process, so a batch is "
+        "CPU-bound in that process (py-spy on the 100-run batch: ~35% of loop time in call_model, most of it the "
+        "openai SDK's request path; ~25% orchestrator episodes; ~20% HTTP handling); latency grows linearly with "
+        "concurrency once that loop is busy. `host CPU` below one core with a machine load average above the core "
+        "count means the process was also sharing the CPU with other work."
     )
     publish(section("Concurrent runs over HTTP", command_line("bench.concurrency_bench"), body, notes),
             record=not args.no_record)

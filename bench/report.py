@@ -14,9 +14,10 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def machine() -> str:
+    # The load average says whether other work shared the machine while the benchmark ran.
     return (
         f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}"
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end"
     )
 
 

@@ -138,7 +138,10 @@ def main() -> None:
         "AF runs the whole turn (model and tools) inside one entity operation and keeps the whole conversation in "
         "the entity state, rewritten on every turn; its HTTP endpoint polls that state every 1 s. This app runs "
         "each step as an activity, keeps the conversation in the session store and the orchestration history "
-        "small; its HTTP start checks every 0.1 s when asked to wait."
+        "small; its HTTP start checks every 0.1 s when asked to wait. Anchor installed only for this benchmark, "
+        "in its own venv: `python -m venv --system-site-packages .venv-anchor && .venv-anchor/bin/pip install "
+        "-r bench/requirements-anchor.txt` (agent-framework-azurefunctions==1.0.0b260922, agent-framework-openai "
+        "1.17.0), run with `.venv-anchor/bin/python -m bench anchor`."
     )
     publish(section("Anchor: AgentFunctionApp vs this app", command_line("bench.anchor.anchor_bench"), body, notes),
             record=not args.no_record)

@@ -45,7 +45,8 @@ async def test_200_concurrent_runs_with_approvals(model_server: ScriptedModelSer
         for final, listed in zip(finals, approvals, strict=True):
             records = listed.json()["approvals"]
             assert [r["status"] for r in records] == ["approved"], records
-            assert final["output"] is not None or final["updates"] is not None
+            text = final["output"]["text"]  # the model quotes the tool's result
+            assert "sent" in text and "already_sent" not in text, text
         store = app_store(host)
         effects = [host.run(store.list_effects(f["session_id"], kind="email")) for f in finals]
         assert all(len(e) == 1 for e in effects), "every approved email took effect exactly once"
