@@ -92,6 +92,37 @@ async def test_crash_and_restart_at_each_commit_step(
     assert executions == 3, executions
 
 
+@pytest.mark.parametrize(("point", "after"), [
+    ("activity_before_commit", 3),  # apply_decision done, its completion lost
+    ("activity_before_commit", 4),  # send_email done, its completion lost
+    ("episode_after_commit", 4),  # the episode that scheduled send_email committed, then the host died
+])
+async def test_crash_around_an_approved_tool_call_sends_once(
+    model_server: ScriptedModelServer, tmp_path: Path, point: str, after: int
+) -> None:
+    state, store = str(tmp_path / "engine.sqlite3"), str(tmp_path / "sessions.sqlite3")
+    faults = FaultPlan(crash_at={point}, crash_after=after)
+    with workload_host(model_server.base_url, store_path=store, state_path=state,
+                       options=EngineOptions(faults=faults)) as crashing:
+        async with async_client(crashing.base_url) as client:
+            view = await start_run(client, email_prompt("ops@example.com"))
+            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=30)
+            assert await decide_all(client, view) == 1
+        await _until_crashed(crashing)
+        executions = sum(tool_executions().values())
+    with workload_host(model_server.base_url, store_path=store, state_path=state) as reopened:
+        async with async_client(reopened.base_url) as client:
+            final, _ = await poll(client, view, deadline_s=30)
+            messages = await session_messages(client, view["session_id"])
+            approvals = (await client.get(f"/api/runs/{view['run_id']}/approvals")).json()["approvals"]
+        executions += sum(tool_executions().values())
+        assert final["status"] == "completed", final
+        assert_conversation_sound(messages)
+        assert [a["status"] for a in approvals] == ["approved"]
+        assert len(_effects(reopened, view["session_id"], "email")) == 1
+    assert executions == 1, executions
+
+
 async def _until_crashed(host: InProcessHost, deadline_s: float = 30) -> None:
     deadline = time.monotonic() + deadline_s
     while not host.engine.crashed:
