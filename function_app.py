@@ -13,7 +13,7 @@ from activities.finish import finish_run
 from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
-from http_api import agents, approvals, runs, sessions, workflows
+from http_api import agents, approvals, openapi, runs, sessions, workflows
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
@@ -30,6 +30,11 @@ for activity in (call_model, invoke_tool, record_approvals, apply_decision, expi
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: func.HttpRequest) -> func.HttpResponse:
     return await agents.health(req)
+
+
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def openapi_document(req: func.HttpRequest) -> func.HttpResponse:
+    return await openapi.serve_openapi(req)
 
 
 @app.route(route="agents", methods=["GET"])

@@ -23,9 +23,11 @@ from http_api.problems import (
     internal_error,
     malformed_json,
     payload_too_large,
+    store_unavailable,
     unsupported_media_type,
     validation_problem,
 )
+from session_store.errors import StoreUnavailableError
 
 log = logging.getLogger("http_api")
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -92,6 +94,10 @@ def http_endpoint(handler: Handler) -> Handler:
             return await handler(*args, **kwargs)
         except ApiProblem as problem:
             return problem_response(problem, instance)
+        except StoreUnavailableError as error:
+            correlation_id = uuid.uuid4().hex
+            log.warning("Store unavailable in %s (correlation id %s): %s", handler.__name__, correlation_id, error)
+            return problem_response(store_unavailable(correlation_id), instance)
         except Exception:
             correlation_id = uuid.uuid4().hex
             log.exception("Unhandled error in %s (correlation id %s)", handler.__name__, correlation_id)

@@ -139,6 +139,18 @@ def method_not_allowed(method: str, allowed: list[str]) -> ApiProblem:
     )
 
 
+def store_unavailable(correlation_id: str) -> ApiProblem:
+    # A throttled or unreachable store is the server's temporary problem, not a bug: 503 + Retry-After, no internals.
+    return ApiProblem(
+        503,
+        "store_unavailable",
+        "The session store is temporarily unavailable",
+        f"Retry the request shortly; reference {correlation_id} in the logs.",
+        headers={"Retry-After": "1"},
+        correlation_id=correlation_id,
+    )
+
+
 def internal_error(correlation_id: str) -> ApiProblem:
     # Never echo the exception: it may carry secrets or internals. The id ties the response to the server log.
     return ApiProblem(

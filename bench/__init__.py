@@ -1,0 +1,5 @@
+"""Benchmarks with recorded results (`python -m bench` lists them; `python -m bench NAME` runs one).
+
+Each benchmark prints its figures and appends a section to `bench/RESULTS.md` (machine, date, command). They are
+never run by the test suite.
+"""

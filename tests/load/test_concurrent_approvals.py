@@ -1,0 +1,66 @@
+"""200 concurrent runs that each wait for an approval, over HTTP: none lost, none stuck, each approval applied once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import httpx
+import pytest
+from load_helpers import app_store, tool_executions
+
+from bench.workload.brain import email_prompt
+from bench.workload.client import async_client, decide_all, poll, session_messages, start_run
+from bench.workload.host import workload_host
+from scripted_model.server import ScriptedModelServer
+
+RUNS = int(os.environ.get("LOAD_TEST_RUNS", "200"))  # 200 is the requirement; fewer only to debug
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+async def _one_run(client: httpx.AsyncClient, index: int) -> dict[str, Any]:
+    view = await start_run(client, email_prompt(f"user{index}@example.com"))
+    view, seen = await poll(client, view, until=frozenset({"requires_action", "completed", "failed", "cancelled"}),
+                            deadline_s=120)
+    assert view["status"] == "requires_action", view
+    assert len(view["pending_approvals"]) == 1
+    assert await decide_all(client, view) == 1
+    # A second decision on the same approval is refused: it is applied once.
+    pending = view["pending_approvals"][0]
+    again = await client.post(f"/api/runs/{view['run_id']}/approvals/{pending['approval_id']}",
+                              json={"decision": "reject"})
+    assert again.status_code == 409 and again.json()["code"] == "approval_already_decided"
+    final, more = await poll(client, view, deadline_s=120)
+    seen += more[len(view["updates"]):]  # `poll` starts from the view it is given
+    await _assert_updates_seen_once(client, final, seen)
+    return final
+
+
+async def _assert_updates_seen_once(client: httpx.AsyncClient, final: dict[str, Any], seen: list[dict]) -> None:
+    """Following the continuation tokens, the client saw each message of its run exactly once, in order."""
+    seqs = [update["seq"] for update in seen]
+    assert seqs == sorted(set(seqs)), f"updates repeated or out of order: {seqs}"
+    stored = [m["seq"] for m in await session_messages(client, final["session_id"]) if m["run_id"] == final["run_id"]]
+    assert seqs == stored, (seqs, stored)
+
+
+async def test_200_concurrent_runs_with_approvals(model_server: ScriptedModelServer, store_path: str) -> None:
+    with workload_host(model_server.base_url, store_path=store_path) as host:
+        async with async_client(host.base_url) as client:
+            finals = await asyncio.gather(*(_one_run(client, i) for i in range(RUNS)))
+            assert [f["status"] for f in finals].count("completed") == RUNS, {f["status"] for f in finals}
+            approvals = await asyncio.gather(
+                *(client.get(f"/api/runs/{f['run_id']}/approvals") for f in finals)
+            )
+        for final, listed in zip(finals, approvals, strict=True):
+            records = listed.json()["approvals"]
+            assert [r["status"] for r in records] == ["approved"], records
+            text = final["output"]["text"]  # the model quotes the tool's result
+            assert "sent" in text and "already_sent" not in text, text
+        store = app_store(host)
+        effects = [host.run(store.list_effects(f["session_id"], kind="email")) for f in finals]
+        assert all(len(e) == 1 for e in effects), "every approved email took effect exactly once"
+        assert sorted(e[0].payload["to"] for e in effects) == sorted(f"user{i}@example.com" for i in range(RUNS))
+        executions = tool_executions()
+        assert len(executions) == RUNS and set(executions.values()) == {1}

@@ -1,0 +1,70 @@
+"""Cosmos 429 / 503 from a fault-injecting proxy: runs still complete, nothing is duplicated or lost.
+
+The store runs on the local Cosmos server (`cosmos_local`, needs Node and `npm ci`; skipped otherwise) behind
+`CosmosFaultProxy`. 429s are retried by the Cosmos SDK honouring `x-ms-retry-after-ms`; a 503 the SDK does not retry
+surfaces in the activity, which Durable retries (every write is an idempotent upsert with a deterministic id).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from cosmos_fault_proxy import CosmosFaultPlan, CosmosFaultProxy
+from load_helpers import app_store
+from load_invariants import assert_conversation_sound
+
+from bench.workload.brain import email_prompt, steps_prompt
+from bench.workload.client import async_client, decide_all, poll, session_messages, start_run
+from bench.workload.host import workload_host
+from scripted_model.server import ScriptedModelServer
+
+pytestmark = [
+    pytest.mark.cosmos,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def local_cosmos() -> Iterator[str]:
+    cosmos_local = pytest.importorskip("cosmos_local")
+    try:
+        server = cosmos_local.start_local_cosmos()
+    except cosmos_local.LocalCosmosError as error:
+        pytest.skip(f"local Cosmos unavailable: {error}")
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("plan", [CosmosFaultPlan(status=429, every=3), CosmosFaultPlan(status=503, every=4)],
+                         ids=["429", "503"])
+async def test_runs_survive_cosmos_throttling_and_outages(
+    model_server: ScriptedModelServer, local_cosmos: str, plan: CosmosFaultPlan
+) -> None:
+    from cosmos_local import EMULATOR_KEY
+
+    proxy = CosmosFaultProxy(local_cosmos, plan).start()
+    database = f"faults{uuid.uuid4().hex[:8]}"
+    env = {"COSMOS_ENDPOINT": proxy.endpoint, "COSMOS_KEY": EMULATOR_KEY, "COSMOS_DATABASE": database}
+    try:
+        with workload_host(model_server.base_url, env=env) as host:
+            async with async_client(host.base_url) as client:
+                steps = await start_run(client, steps_prompt(3))
+                email = await start_run(client, email_prompt("ops@example.com"))
+                email, _ = await poll(client, email, until=frozenset({"requires_action"}), deadline_s=60)
+                await decide_all(client, email)
+                finals = [(await poll(client, view, deadline_s=60))[0] for view in (steps, email)]
+                conversations = [await session_messages(client, f["session_id"]) for f in finals]
+            assert [f["status"] for f in finals] == ["completed", "completed"], finals
+            for messages in conversations:
+                assert_conversation_sound(messages)
+            store = app_store(host)
+            assert len(host.run(store.list_effects(finals[0]["session_id"], kind="step"))) == 3
+            assert len(host.run(store.list_effects(finals[1]["session_id"], kind="email"))) == 1
+    finally:
+        proxy.stop()
+    assert proxy.injected > 0 and proxy.forwarded > 0
