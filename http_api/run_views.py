@@ -74,6 +74,8 @@ async def build_run_view(
     base_url: str,
 ) -> RunView:
     state = await gateway.state(run.run_id)
+    # Re-read the run after the orchestration: a run the custom status calls finished has its output stored by then.
+    run = await store.get_run(run.run_id) or run
     run = await reconcile(store, run, state)
     status = _status(run, state)
     first, _ = run_seq_range(run.ordinal)
