@@ -119,6 +119,7 @@ async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) 
         cursor=seq if isinstance(seq, int) else None,
         wait_seconds=query.wait_seconds,
         req=req,
+        return_on_updates=True,
     )
     return _run_response(view)
 
