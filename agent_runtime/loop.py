@@ -90,6 +90,11 @@ class AgentLoop:
     def config(self) -> LoopConfig:
         return self.state.config
 
+    @property
+    def awaiting_approval(self) -> list[str]:
+        """Call ids still waiting for a decision (empty unless the loop is waiting for approvals)."""
+        return [item.ref.call_id for item in self.state.batch if item.decision == "pending"]
+
     def start(self) -> LoopCommand:
         if self.state.phase != "idle":
             raise LoopError(f"the loop was already started (phase {self.state.phase!r})")
