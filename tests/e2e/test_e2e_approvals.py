@@ -1,0 +1,147 @@
+"""Human approval of tool calls, end to end: approve, reject, a partly approved batch, edited arguments, and the
+approval timer (virtual clock) with both timeout behaviours. The side effects are read from the store's effect
+ledger, where the tools record them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e_harness import InProcessApp, contents_of, pending_ids
+
+from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
+
+EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
+AUDITOR = {"x-ms-client-principal-name": "alice@example.com"}
+
+
+def waiting_run(app: InProcessApp, agent: str = "helper", **body: Any) -> dict[str, Any]:
+    """Start a run and let it reach `requires_action`; returns its view."""
+    started = app.start(agent=agent, input="please", **body)
+    app.settle()
+    view = app.view(started["run_id"])
+    assert view["status"] == "requires_action", view
+    return view
+
+
+def tool_messages(model: ScriptedModelServer) -> list[str]:
+    """What the model was told about its tool calls in the last request."""
+    return [m["content"] for m in model.log.last.messages if m["role"] == "tool"]
+
+
+def test_approved_call_runs_once_and_is_audited(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    view = waiting_run(app)
+    run_id, session_id = view["run_id"], view["session_id"]
+    [pending] = view["pending_approvals"]
+    assert (pending["tool"], pending["arguments"]) == ("send_email", EMAIL_BOB)
+    assert pending["expires_at"]
+    assert app.effects(session_id) == []  # nothing is sent before a person says so
+
+    response = app.http.post(
+        f"/api/runs/{run_id}/approvals/{pending['approval_id']}", json={"decision": "approve"}, headers=AUDITOR
+    )
+    assert response.status_code == 202
+    app.settle()
+
+    view = app.view(run_id)
+    assert (view["status"], view["output"]["text"]) == ("completed", "Sent.")
+    assert app.effects(session_id, "email") == [EMAIL_BOB]
+    [record] = app.approvals(run_id)
+    assert (record["status"], record["decided_by"]) == ("approved", "alice@example.com")
+    assert record["decided_at"]
+    assert '"status": "sent"' in tool_messages(model)[0]
+    # The decision is part of the conversation too (seed 002's approval response), with who decided.
+    responses = [m for m in app.session_messages(session_id) if contents_of(m) == ["function_approval_response"]]
+    assert [(m["contents"][0]["approved"], m.get("author_name")) for m in responses] == [(True, "alice@example.com")]
+
+
+def test_rejected_call_never_runs(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Not sent, as you wish."))
+    view = waiting_run(app)
+    [approval_id] = pending_ids(view)
+
+    response = app.decide(view["run_id"], approval_id, "reject", reason="not today")
+    assert response.status_code == 202
+    app.settle()
+
+    final = app.view(view["run_id"])
+    assert (final["status"], final["output"]["text"]) == ("completed", "Not sent, as you wish.")
+    assert app.effects(view["session_id"]) == []
+    [told] = tool_messages(model)
+    assert "denied" in told and "not today" in told
+    assert app.approvals(view["run_id"])[0]["status"] == "rejected"
+
+
+def test_partially_approved_batch(app: InProcessApp, model: ScriptedModelServer) -> None:
+    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=e) for e in (EMAIL_BOB, EMAIL_EVE)])
+    model.set_script(Script.of(both, "Sent to Bob only."))
+    view = waiting_run(app)
+    by_recipient = {a["arguments"]["to"]: a["approval_id"] for a in view["pending_approvals"]}
+    assert set(by_recipient) == {"bob@example.com", "eve@example.com"}
+
+    assert app.decide(view["run_id"], by_recipient["bob@example.com"], "approve").status_code == 202
+    app.settle()
+    halfway = app.view(view["run_id"])
+    assert halfway["status"] == "requires_action"  # one decision is still missing: nothing ran yet
+    assert pending_ids(halfway) == [by_recipient["eve@example.com"]]
+    assert app.effects(view["session_id"]) == []
+
+    assert app.decide(view["run_id"], by_recipient["eve@example.com"], "reject", reason="no").status_code == 202
+    app.settle()
+
+    assert app.view(view["run_id"])["status"] == "completed"
+    assert app.effects(view["session_id"], "email") == [EMAIL_BOB]
+    told = tool_messages(model)
+    assert len(told) == 2 and '"status": "sent"' in told[0] and "denied" in told[1]
+
+
+def test_approved_with_edited_arguments(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 900}), "Transferred."))
+    view = waiting_run(app)
+    [approval_id] = pending_ids(view)
+
+    edited = {"account": "GB1234", "amount": 90}
+    assert app.decide(view["run_id"], approval_id, "approve", arguments=edited).status_code == 202
+    app.settle()
+
+    assert app.view(view["run_id"])["status"] == "completed"
+    assert app.effects(view["session_id"], "transfer") == [edited]  # the tool ran with what the person approved
+    [record] = app.approvals(view["run_id"])
+    assert (record["status"], record["arguments"], record["edited_arguments"]) == (
+        "approved",
+        {"account": "GB1234", "amount": 900},
+        edited,
+    )
+    assert '"amount": 90' in tool_messages(model)[0]
+
+
+def test_timeout_rejects_the_calls(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Nobody approved it."))
+    view = waiting_run(app, approval_timeout_seconds=600)
+
+    app.advance(599)
+    assert app.view(view["run_id"])["status"] == "requires_action"  # the timer has not fired yet
+    app.advance(2)
+
+    final = app.view(view["run_id"])
+    assert (final["status"], final["output"]["text"]) == ("completed", "Nobody approved it.")
+    assert app.effects(view["session_id"]) == []
+    assert [a["status"] for a in app.approvals(view["run_id"])] == ["expired"]
+    assert "denied" in tool_messages(model)[0]
+
+
+def test_timeout_fails_the_run_when_the_agent_says_so(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "never reached"))
+    view = waiting_run(app, agent="strict")  # approval_timeout_seconds=600, on_approval_timeout="fail"
+
+    app.advance(601)
+
+    response = app.poll(view["run_id"])
+    final = response.json()
+    assert final["status"] == "failed"
+    assert final["error"]["code"] == "approval_timeout"
+    assert final["output"] is None and final["continuation_token"] is None
+    assert len(model.log.requests) == 1  # the model was not asked again
+    assert app.effects(view["session_id"]) == []
+    assert [a["status"] for a in app.approvals(view["run_id"])] == ["expired"]
