@@ -1,0 +1,65 @@
+"""Graceful cancel, end to end: while the run waits for a person, and while a model call is in flight (the call
+finishes and is stored, then the run ends `cancelled`; the session is free for the next run)."""
+
+from __future__ import annotations
+
+from e2e_harness import InProcessApp, contents_of
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}
+
+
+def assert_every_call_has_a_result(messages: list[dict]) -> None:
+    """A cancelled run must leave a conversation the next model call accepts: no call without its result."""
+    calls = {c["call_id"] for m in messages for c in m["contents"] if c["type"] == "function_call"}
+    results = {c["call_id"] for m in messages for c in m["contents"] if c["type"] == "function_result"}
+    assert calls <= results, f"calls without results: {calls - results}"
+
+
+def test_cancel_while_waiting_for_approval(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    started = app.start(input="Email Bob")
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "requires_action"
+
+    response = app.cancel(started["run_id"])
+    assert (response.status_code, response.json()["status"]) == (202, "cancelling")
+    app.settle()
+
+    final = app.poll(started["run_id"])
+    assert final.status_code == 200
+    assert final.json()["status"] == "cancelled"
+    assert final.json()["pending_approvals"] == []
+    assert app.effects(started["session_id"]) == []  # the email was never sent
+    assert [a["status"] for a in app.approvals(started["run_id"])] == ["expired"]
+    assert len(model.log.requests) == 1
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+    # Deciding now is refused, and cancelling again says the run is over.
+    approval_id = app.approvals(started["run_id"])[0]["approval_id"]
+    assert app.decide(started["run_id"], approval_id, "approve").status_code == 410
+    assert app.cancel(started["run_id"]).status_code == 409
+    # The session is free again, and its next run's model call accepts the conversation.
+    nxt = app.start(input="Anything else?", session_id=started["session_id"])
+    app.settle()
+    assert app.view(nxt["run_id"])["status"] == "completed"
+
+
+def test_cancel_while_a_model_call_runs(app: InProcessApp, model: ScriptedModelServer) -> None:
+    slow_call = Reply.call("lookup", {"key": "k1"}).model_copy(update={"latency_ms": 1500})
+    model.set_script(Script.of(slow_call, "never reached"))
+    started = app.start(input="Look up k1")
+    model.log.wait_for(1, timeout=10)  # the model has the request: the call is in flight
+
+    assert app.cancel(started["run_id"]).status_code == 202
+    assert app.view(started["run_id"])["status"] == "in_progress"  # graceful: the call is allowed to finish
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert view["status"] == "cancelled"
+    assert len(model.log.requests) == 1  # no further model call after the cancel
+    messages = app.session_messages(started["session_id"])
+    # The in-flight answer was stored (nothing lost), its tool never ran, and its call was closed with a result.
+    assert [contents_of(m) for m in messages] == [["text"], ["function_call"], ["function_result"]]
+    assert "value-of-k1" not in str(messages[-1])
+    assert_every_call_has_a_result(messages)
