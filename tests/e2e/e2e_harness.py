@@ -119,6 +119,16 @@ class InProcessApp(AppClient):
         self.host = host
         self.store_backend = store_backend
 
+    @property
+    def max_body_bytes(self) -> int:
+        """The documented request size limit, read from the app the host loaded.
+
+        Test modules must not import `http_api` themselves: the host forgets the app's modules at stop, but a
+        package imported before it keeps its submodule attributes, and `function_app`'s `from http_api import runs`
+        would then pick up the previous host's modules.
+        """
+        return int(sys.modules["http_api.adapter"].MAX_BODY_BYTES)
+
     def settle(self, timeout: float = 30.0) -> None:
         """Run until nothing can progress without an event or a timer (no timer fires: the clock is virtual)."""
         self.host.wait_until_idle(timeout)
