@@ -1,0 +1,118 @@
+"""Crash and resume, end to end: `python -m devhost` in a child process with its state in a file and the sessions in
+a SQLite file is killed with SIGKILL mid-run and started again on the same files. The run completes, the side effect
+of the tool happened exactly once (the tools record it under their idempotency key), and no message is duplicated."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import E2E_DIR, REPO_ROOT, app_settings
+from e2e_harness import FINAL, AppClient, wait_for_file
+
+from devhost.testing import SubprocessHost
+from scripted_model import Reply, Script, ScriptedModelServer
+from session_store import SqliteSessionStore
+
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+pytestmark = pytest.mark.slow
+
+
+class CrashableApp:
+    """The app in a child devhost on file state; `crash()` kills it and starts it again on the same files."""
+
+    def __init__(self, tmp_path: Path, model: ScriptedModelServer) -> None:
+        self.sessions_path = tmp_path / "sessions.sqlite3"
+        self.marker_dir = tmp_path / "markers"
+        self.marker_dir.mkdir()
+        env = app_settings(
+            model.base_url,
+            SESSION_STORE_PATH=str(self.sessions_path),
+            E2E_MARKER_DIR=str(self.marker_dir),
+            PYTHONPATH=str(E2E_DIR),
+        )
+        self.host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
+        self.api = AppClient(self.host.client)
+
+    def crash_and_restart(self) -> None:
+        self.host.kill()
+        self.host.start()
+
+    def stored(self, session_id: str) -> tuple[list[Any], list[Any]]:
+        """(messages, effects) of a session, read from the app's SQLite file."""
+
+        async def read() -> tuple[list[Any], list[Any]]:
+            store = SqliteSessionStore(str(self.sessions_path))
+            try:
+                page = await store.list_messages(session_id, limit=1000)
+                return page.items, await store.list_effects(session_id)
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+
+@pytest.fixture
+def crashable(tmp_path: Path, model: ScriptedModelServer) -> Iterator[CrashableApp]:
+    app = CrashableApp(tmp_path, model)
+    app.host.start()
+    try:
+        yield app
+    finally:
+        app.host.close()
+
+
+def assert_no_duplicates(messages: list[Any]) -> None:
+    ids = [m.message_id for m in messages]
+    seqs = [m.seq for m in messages]
+    assert len(set(ids)) == len(ids) and len(set(seqs)) == len(seqs), ids
+    calls = [c["call_id"] for m in messages for c in m.payload["contents"] if c["type"] == "function_call"]
+    results = [c["call_id"] for m in messages for c in m.payload["contents"] if c["type"] == "function_result"]
+    assert sorted(calls) == sorted(results)  # every call answered exactly once
+
+
+def test_killed_while_waiting_for_approval(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    api = crashable.api
+    started = api.start(input="Email Bob")
+    [approval_id] = [
+        a["approval_id"] for a in api.wait_for(started["run_id"], {"requires_action"})["pending_approvals"]
+    ]
+
+    crashable.crash_and_restart()
+
+    assert api.view(started["run_id"])["status"] == "requires_action"  # the run survived, still waiting
+    assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
+    assert_no_duplicates(messages)
+    assert len(messages) == 6  # input, call, approval request, approval response, result, answer
+    assert model.log.total == 2
+
+
+def test_killed_while_a_tool_runs(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "once"}), "Done."))
+    api = crashable.api
+    started = api.start(input="Do the slow step")
+    attempts = crashable.marker_dir / "slow_step.started"
+    wait_for_file(attempts)  # the tool is running (its effect is already recorded) and holds the call
+
+    crashable.host.kill()
+    (crashable.marker_dir / "slow_step.release").touch()
+    crashable.host.start()
+
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Done.")
+    keys = attempts.read_text().split()
+    assert len(keys) == 2 and keys[0] == keys[1]  # delivered again after the crash, with the same idempotency key
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("slow_step", {"label": "once"})]  # but the effect happened once
+    assert_no_duplicates(messages)
+    result = next(c for m in messages for c in m.payload["contents"] if c["type"] == "function_result")
+    assert result["result"] == {"label": "once", "first_attempt": False}
+    assert model.log.total == 2
