@@ -134,8 +134,10 @@ def running_app(
 ) -> Iterator[InProcessApp]:
     """Start the app in-process; at exit close its services (store thread, clients) and stop the host."""
     host = InProcessHost(REPO_ROOT, clock="virtual", env=app_settings(model_server.base_url, **settings)).start()
+    app = InProcessApp(host, store_backend)
     try:
-        yield InProcessApp(host, store_backend)
+        yield app
+        app.settle()  # let work a test left running finish before its store is closed under it
     finally:
         services = sys.modules.get("agent_runs.services")
         try:
