@@ -106,10 +106,19 @@ def store_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store_settings(request: pytest.FixtureRequest, store_backend: str) -> dict[str, str]:
+def marker_dir(tmp_path: Path) -> Path:
+    """Where `slow_step` drops its markers and waits for its release file."""
+    path = tmp_path / "markers"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def store_settings(request: pytest.FixtureRequest, store_backend: str, marker_dir: Path) -> dict[str, str]:
+    markers = {"E2E_MARKER_DIR": str(marker_dir)}
     if store_backend == "cosmos":
-        return dict(request.getfixturevalue("cosmos_settings"))
-    return {"SESSION_STORE_PATH": ":memory:"}
+        return {**request.getfixturevalue("cosmos_settings"), **markers}
+    return {"SESSION_STORE_PATH": ":memory:", **markers}
 
 
 @pytest.fixture
@@ -118,13 +127,6 @@ def app(
 ) -> Iterator[InProcessApp]:
     """The app on an in-process devhost with the virtual clock, on the chosen store."""
     with running_app(model_server, store_backend, store_settings) as started:
-        yield started
-
-
-@pytest.fixture
-def sqlite_app(model_server: ScriptedModelServer) -> Iterator[InProcessApp]:
-    """The app on the SQLite store only (for checks that do not depend on the store)."""
-    with running_app(model_server, "sqlite", {"SESSION_STORE_PATH": ":memory:"}) as started:
         yield started
 
 

@@ -4,6 +4,7 @@ ledger, where the tools record them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from e2e_harness import InProcessApp, contents_of, pending_ids
@@ -145,3 +146,38 @@ def test_timeout_fails_the_run_when_the_agent_says_so(app: InProcessApp, model: 
     assert len(model.log.requests) == 1  # the model was not asked again
     assert app.effects(view["session_id"]) == []
     assert [a["status"] for a in app.approvals(view["run_id"])] == ["expired"]
+
+
+def waiting_after_continue_as_new(app: InProcessApp, model: ScriptedModelServer) -> dict[str, Any]:
+    """A run that asks for approval after 9 model calls, i.e. in its second execution (continue-as-new every 8)."""
+    lookups = [Reply.call("lookup", {"key": f"k{i}"}) for i in range(9)]
+    model.set_script(Script.of(*lookups, Reply.call("send_email", EMAIL_BOB), "Sent after nine lookups."))
+    view = waiting_run(app)
+    run_input = app.history(view["run_id"])["input"]
+    assert json.loads(run_input)["generation"] == 1
+    return view
+
+
+def test_approval_in_a_continued_execution(app: InProcessApp, model: ScriptedModelServer) -> None:
+    view = waiting_after_continue_as_new(app, model)
+    [approval_id] = pending_ids(view)
+
+    assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+    app.settle()
+
+    final = app.view(view["run_id"])
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent after nine lookups.")
+    assert app.effects(view["session_id"], "email") == [EMAIL_BOB]
+    stored = app.session_messages(view["session_id"])
+    assert [u["seq"] for u in final["updates"]] == [m["seq"] for m in stored]  # one conversation across executions
+    assert len(stored) == 1 + 9 * 2 + 4 + 1  # input, 9 x (call, result), call/request/response/result, answer
+
+
+def test_cancel_in_a_continued_execution(app: InProcessApp, model: ScriptedModelServer) -> None:
+    view = waiting_after_continue_as_new(app, model)
+
+    assert app.cancel(view["run_id"]).status_code == 202
+    app.settle()
+
+    assert app.view(view["run_id"])["status"] == "cancelled"
+    assert app.effects(view["session_id"]) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from e2e_harness import InProcessApp, contents_of
 
-from scripted_model import Reply, Script, ScriptedModelServer
+from scripted_model import Fault, Reply, Script, ScriptedModelServer
 
 
 def test_simple_answer(app: InProcessApp, model: ScriptedModelServer) -> None:
@@ -69,3 +69,27 @@ def test_second_run_in_the_same_session_sees_the_first(app: InProcessApp, model:
     assert model.log.last.roles == ["system", "user", "assistant", "user"]
     session = app.http.get(f"/api/sessions/{first['session_id']}").json()
     assert session["run_count"] == 2 and session["message_count"] == 4 and session["active_run_id"] is None
+
+
+def test_a_throttled_model_call_is_retried(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("Recovered."))
+    model.fail_next(Fault.rate_limited(retry_after=0.05))
+    started = app.start(input="hi")
+    app.settle()
+
+    assert app.view(started["run_id"])["output"]["text"] == "Recovered."
+    assert [r.status for r in model.log.requests] == [429, 200]
+    assert len(app.session_messages(started["session_id"])) == 2  # the retry stored one answer, not two
+
+
+def test_a_model_that_refuses_the_request_fails_the_run(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.fail(Fault.bad_request("the prompt is not allowed"))))
+    started = app.start(input="hi")
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert view["status"] == "failed" and view["output"] is None and view["continuation_token"] is None
+    assert view["error"]["code"] and "not allowed" in view["error"]["message"]
+    assert model.log.total == 1  # a 400 is not retried
+    session = app.http.get(f"/api/sessions/{started['session_id']}").json()
+    assert session["active_run_id"] is None  # the session is free for the next run

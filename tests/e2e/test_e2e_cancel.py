@@ -3,7 +3,9 @@ finishes and is stored, then the run ends `cancelled`; the session is free for t
 
 from __future__ import annotations
 
-from e2e_harness import InProcessApp, contents_of
+from pathlib import Path
+
+from e2e_harness import InProcessApp, contents_of, wait_for_file
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -63,3 +65,23 @@ def test_cancel_while_a_model_call_runs(app: InProcessApp, model: ScriptedModelS
     assert [contents_of(m) for m in messages] == [["text"], ["function_call"], ["function_result"]]
     assert "value-of-k1" not in str(messages[-1])
     assert_every_call_has_a_result(messages)
+
+
+def test_cancel_while_a_tool_runs_lets_it_finish(
+    app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "x"}), "never reached"))
+    started = app.start(input="Do the slow step")
+    wait_for_file(marker_dir / "slow_step.started")  # the tool is running
+
+    assert app.cancel(started["run_id"]).status_code == 202
+    assert app.view(started["run_id"])["status"] == "in_progress"  # not cut short: the tool is still running
+    (marker_dir / "slow_step.release").touch()
+    app.settle()
+
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    messages = app.session_messages(started["session_id"])
+    result = messages[-1]["contents"][0]
+    assert result["type"] == "function_result" and result["result"] == {"label": "x", "first_attempt": True}
+    assert app.effects(started["session_id"], "slow_step") == [{"label": "x"}]
+    assert len(model.log.requests) == 1
