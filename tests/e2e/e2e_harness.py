@@ -172,3 +172,18 @@ def contents_of(message: dict[str, Any]) -> list[str]:
 
 def pending_ids(view: dict[str, Any]) -> list[str]:
     return [approval["approval_id"] for approval in view["pending_approvals"]]
+
+
+def unanswered_tool_calls(chat_messages: list[dict[str, Any]]) -> list[str]:
+    """Tool call ids a chat-completions request leaves without their tool messages right after the assistant
+    message that made them (OpenAI refuses such a request with 400)."""
+    missing: list[str] = []
+    for index, message in enumerate(chat_messages):
+        calls = [call["id"] for call in message.get("tool_calls") or []]
+        answered: set[str] = set()
+        for follower in chat_messages[index + 1 :]:
+            if follower.get("role") != "tool":
+                break
+            answered.add(follower.get("tool_call_id"))
+        missing += [call for call in calls if call not in answered]
+    return missing

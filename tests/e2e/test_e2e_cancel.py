@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from e2e_harness import InProcessApp, contents_of, wait_for_file
+from e2e_harness import InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -45,6 +45,7 @@ def test_cancel_while_waiting_for_approval(app: InProcessApp, model: ScriptedMod
     nxt = app.start(input="Anything else?", session_id=started["session_id"])
     app.settle()
     assert app.view(nxt["run_id"])["status"] == "completed"
+    assert unanswered_tool_calls(model.log.last.messages) == []
 
 
 def test_cancel_while_a_model_call_runs(app: InProcessApp, model: ScriptedModelServer) -> None:
@@ -85,3 +86,25 @@ def test_cancel_while_a_tool_runs_lets_it_finish(
     assert result["type"] == "function_result" and result["result"] == {"label": "x", "first_attempt": True}
     assert app.effects(started["session_id"], "slow_step") == [{"label": "x"}]
     assert len(model.log.requests) == 1
+
+
+def test_terminated_orchestration_closes_the_run(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """Terminate (the fallback when a graceful cancel cannot work) leaves the run closed and its session free."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    started = app.start(input="Email Bob")
+    app.settle()
+
+    terminate = app.http.post(
+        f"/runtime/webhooks/durabletask/instances/{started['run_id']}/terminate", params={"reason": "stuck"}
+    )
+    assert terminate.status_code == 202
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated")
+    assert [a["status"] for a in app.approvals(started["run_id"])] == ["expired"]
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+    nxt = app.start(input="again", session_id=started["session_id"])  # the session was released
+    app.settle()
+    assert app.view(nxt["run_id"])["status"] == "completed"
+    assert unanswered_tool_calls(model.log.last.messages) == []  # the next model call got a valid conversation
