@@ -1,21 +1,22 @@
 """Polling with continuation tokens: each update is delivered exactly once and in order, whatever the timing of
-the polls, and the concatenation of all polls is exactly what the run stored."""
+the polls and across a continue-as-new, and the concatenation of all polls is exactly what the run stored."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from e2e_harness import InProcessApp
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
-STEPS = 5
+STEPS = 9  # one more model call than an execution makes: the run continues as new while being polled
 
 
 def test_polls_return_each_update_once_and_in_order(app: InProcessApp, model: ScriptedModelServer) -> None:
-    model.latency_ms = 150  # each model call takes a moment, so polls land in the middle of the run
+    model.latency_ms = 100  # each model call takes a moment, so polls land in the middle of the run
     model.set_script(Script.of(*(Reply.call("lookup", {"key": f"k{i}"}) for i in range(STEPS)), "All looked up."))
-    started = app.start(input="Look up five keys")
+    started = app.start(input="Look up nine keys")
     run_id = started["run_id"]
 
     delivered = [(u["seq"], u["message"]["message_id"]) for u in started["updates"]]
@@ -40,6 +41,7 @@ def test_polls_return_each_update_once_and_in_order(app: InProcessApp, model: Sc
     assert [seq for seq, _ in delivered] == sorted({seq for seq, _ in delivered})
     assert len(stored) == 1 + 2 * STEPS + 1  # input, (call + result) per step, answer
     assert non_empty_polls >= 3, "the updates should have arrived over several polls"
+    assert json.loads(app.history(run_id)["input"])["generation"] == 1
 
 
 def test_an_old_token_replays_the_same_suffix(app: InProcessApp, model: ScriptedModelServer) -> None:
