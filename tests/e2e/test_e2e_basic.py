@@ -93,3 +93,23 @@ def test_a_model_that_refuses_the_request_fails_the_run(app: InProcessApp, model
     assert model.log.total == 1  # a 400 is not retried
     session = app.http.get(f"/api/sessions/{started['session_id']}").json()
     assert session["active_run_id"] is None  # the session is free for the next run
+
+
+def test_messages_input_and_unicode_round_trip(app: InProcessApp, model: ScriptedModelServer) -> None:
+    answer = "Grüße aus Köln 🌧️ — 東京は晴れ"
+    model.set_script(Script.of(answer))
+    started = app.start(
+        input=[
+            {"role": "system", "content": "Antworte auf Deutsch."},
+            {"role": "user", "content": "Wie ist das Wetter? 天気は？"},
+        ]
+    )
+    app.settle()
+
+    assert app.view(started["run_id"])["output"]["text"] == answer
+    assert [(m["role"], m["content"]) for m in model.log.last.messages[-2:]] == [
+        ("system", "Antworte auf Deutsch."),
+        ("user", "Wie ist das Wetter? 天気は？"),
+    ]
+    stored = app.session_messages(started["session_id"])
+    assert [m["contents"][0]["text"] for m in stored] == ["Antworte auf Deutsch.", "Wie ist das Wetter? 天気は？", answer]
