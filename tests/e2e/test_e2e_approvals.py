@@ -181,3 +181,22 @@ def test_cancel_in_a_continued_execution(app: InProcessApp, model: ScriptedModel
 
     assert app.view(view["run_id"])["status"] == "cancelled"
     assert app.effects(view["session_id"]) == []
+
+
+def test_a_stored_decision_whose_event_was_lost_wins_over_the_timeout(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The API stores a decision, then raises the event; if the event never arrives (the API crashed in between),
+    the timeout finds the stored decision and honours it, so the store and the run never disagree."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent at the deadline."))
+    view = waiting_run(app, approval_timeout_seconds=600)
+    [approval_id] = pending_ids(view)
+    app.store_call(lambda store: store.decide_approval(approval_id, "approved", decided_by="alice@example.com"))
+
+    app.advance(601)
+
+    final = app.view(view["run_id"])
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent at the deadline.")
+    assert app.effects(view["session_id"], "email") == [EMAIL_BOB]
+    [record] = app.approvals(view["run_id"])
+    assert (record["status"], record["decided_by"]) == ("approved", "alice@example.com")
