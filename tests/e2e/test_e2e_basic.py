@@ -97,11 +97,12 @@ def test_a_model_that_refuses_the_request_fails_the_run(app: InProcessApp, model
 
 def test_messages_input_and_unicode_round_trip(app: InProcessApp, model: ScriptedModelServer) -> None:
     answer = "Grüße aus Köln 🌧️ — 東京は晴れ"
+    question = "Wie ist das Wetter? 天気はどう"
     model.set_script(Script.of(answer))
     started = app.start(
         input=[
             {"role": "system", "content": "Antworte auf Deutsch."},
-            {"role": "user", "content": "Wie ist das Wetter? 天気は？"},
+            {"role": "user", "content": question},
         ]
     )
     app.settle()
@@ -109,7 +110,7 @@ def test_messages_input_and_unicode_round_trip(app: InProcessApp, model: Scripte
     assert app.view(started["run_id"])["output"]["text"] == answer
     assert [(m["role"], m["content"]) for m in model.log.last.messages[-2:]] == [
         ("system", "Antworte auf Deutsch."),
-        ("user", "Wie ist das Wetter? 天気は？"),
+        ("user", question),
     ]
     stored = app.session_messages(started["session_id"])
-    assert [m["contents"][0]["text"] for m in stored] == ["Antworte auf Deutsch.", "Wie ist das Wetter? 天気は？", answer]
+    assert [m["contents"][0]["text"] for m in stored] == ["Antworte auf Deutsch.", question, answer]

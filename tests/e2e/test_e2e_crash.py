@@ -1,6 +1,7 @@
 """Crash and resume, end to end: `python -m devhost` in a child process with its state in a file and the sessions in
-a SQLite file is killed with SIGKILL mid-run and started again on the same files. The run completes, the side effect
-of the tool happened exactly once (the tools record it under their idempotency key), and no message is duplicated."""
+a SQLite file (or in Cosmos) is killed with SIGKILL mid-run and started again on the same state. The run completes,
+the side effect of the tool happened exactly once (the tools record it under their idempotency key), and no message
+is duplicated."""
 
 from __future__ import annotations
 
@@ -15,25 +16,21 @@ from e2e_harness import FINAL, AppClient, wait_for_file
 
 from devhost.testing import SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer
-from session_store import SqliteSessionStore
+from session_store import StoreSettings, open_store
 
 EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 pytestmark = pytest.mark.slow
 
 
 class CrashableApp:
-    """The app in a child devhost on file state; `crash()` kills it and starts it again on the same files."""
+    """The app in a child devhost on file state; kill it and start it again on the same state."""
 
-    def __init__(self, tmp_path: Path, model: ScriptedModelServer) -> None:
-        self.sessions_path = tmp_path / "sessions.sqlite3"
-        self.marker_dir = tmp_path / "markers"
-        self.marker_dir.mkdir()
-        env = app_settings(
-            model.base_url,
-            SESSION_STORE_PATH=str(self.sessions_path),
-            E2E_MARKER_DIR=str(self.marker_dir),
-            PYTHONPATH=str(E2E_DIR),
-        )
+    def __init__(self, tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> None:
+        self.marker_dir = Path(store_settings["E2E_MARKER_DIR"])
+        self.store_settings = {**store_settings}
+        if "SESSION_STORE_PATH" in self.store_settings:
+            self.store_settings["SESSION_STORE_PATH"] = str(tmp_path / "sessions.sqlite3")
+        env = app_settings(model.base_url, **self.store_settings, PYTHONPATH=str(E2E_DIR))
         self.host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
         self.api = AppClient(self.host.client)
 
@@ -42,10 +39,10 @@ class CrashableApp:
         self.host.start()
 
     def stored(self, session_id: str) -> tuple[list[Any], list[Any]]:
-        """(messages, effects) of a session, read from the app's SQLite file."""
+        """(messages, effects) of a session, read from the app's store by this process."""
+        store = open_store(StoreSettings.model_validate(self.store_settings))
 
         async def read() -> tuple[list[Any], list[Any]]:
-            store = SqliteSessionStore(str(self.sessions_path))
             try:
                 page = await store.list_messages(session_id, limit=1000)
                 return page.items, await store.list_effects(session_id)
@@ -56,8 +53,8 @@ class CrashableApp:
 
 
 @pytest.fixture
-def crashable(tmp_path: Path, model: ScriptedModelServer) -> Iterator[CrashableApp]:
-    app = CrashableApp(tmp_path, model)
+def crashable(tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> Iterator[CrashableApp]:
+    app = CrashableApp(tmp_path, model, store_settings)
     app.host.start()
     try:
         yield app
