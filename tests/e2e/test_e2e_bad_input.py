@@ -169,6 +169,8 @@ def test_approval_errors(app: InProcessApp, waiting: dict[str, Any]) -> None:
     run_id = waiting["run_id"]
     [approval_id] = pending_ids(waiting)
     decide = f"/api/runs/{run_id}/approvals/{approval_id}"
+    other_run = app.start(input="another session")["run_id"]
+    app.settle()
     for request in [
         BadRequest(
             "unknown approval",
@@ -223,6 +225,24 @@ def test_approval_errors(app: InProcessApp, waiting: dict[str, Any]) -> None:
             "session_busy",
             "body.session_id",
             {"input": "again", "session_id": waiting["session_id"]},
+        ),
+        BadRequest(
+            "another agent's session",
+            "POST",
+            "/api/agents/strict/runs",
+            409,
+            "session_agent_mismatch",
+            "body.session_id",
+            {"input": "x", "session_id": waiting["session_id"]},
+        ),
+        BadRequest(
+            "another run's approval",
+            "POST",
+            f"/api/runs/{other_run}/approvals/{approval_id}",
+            404,
+            "approval_not_found",
+            "path.approval_id",
+            {"decision": "approve"},
         ),
     ]:
         refused_without_writes(app, request)
