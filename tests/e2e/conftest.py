@@ -126,24 +126,21 @@ def app(
     model_server: ScriptedModelServer, store_backend: str, store_settings: dict[str, str]
 ) -> Iterator[InProcessApp]:
     """The app on an in-process devhost with the virtual clock, on the chosen store."""
-    with running_app(model_server, store_backend, store_settings) as started:
+    with running_app(app_settings(model_server.base_url, **store_settings), store_backend) as started:
         yield started
 
 
 @contextmanager
-def running_app(
-    model_server: ScriptedModelServer, store_backend: str, settings: dict[str, str]
-) -> Iterator[InProcessApp]:
-    """Start the app in-process; at exit close its services (store thread, clients) and stop the host."""
-    host = InProcessHost(REPO_ROOT, clock="virtual", env=app_settings(model_server.base_url, **settings)).start()
+def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessApp]:
+    """Start the app in-process with `env` as its settings; at exit let it settle, close its services (store,
+    model clients) and stop the host."""
+    host = InProcessHost(REPO_ROOT, clock="virtual", env=env).start()
     app = InProcessApp(host, store_backend)
     try:
         yield app
         app.settle()  # let work a test left running finish before its store is closed under it
     finally:
-        services = sys.modules.get("agent_runs.services")
         try:
-            if services is not None:
-                services.RunServices.reset()
+            app.services().reset()
         finally:
             host.stop()

@@ -137,10 +137,13 @@ class InProcessApp(AppClient):
         """Move durable time forward (timers fire), then run until idle."""
         self.host.advance(seconds)
 
+    def services(self) -> Any:
+        """The app's `RunServices` class, as the host imported it (not this process's own import, if any)."""
+        return sys.modules["agent_runs.services"].RunServices
+
     def store_call(self, call: Callable[[SessionStore], Awaitable[T]]) -> T:
         """Run `call(store)` on the app's own store, on the host's loop (where its activities use it too)."""
-        services = sys.modules["agent_runs.services"].RunServices.current()
-        return self.host.run(call(services.store))
+        return self.host.run(call(self.services().current().store))
 
     def snapshot(self) -> StoreSnapshot:
         return self.store_call(StoreSnapshot.take)
