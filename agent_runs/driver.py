@@ -114,6 +114,8 @@ class RunDriver:
 
     def on_model_result(self, result: ModelTurn | StepFailure) -> LoopCommand:
         self._step_completed()
+        if isinstance(result, StepFailure) and result.is_cancel:
+            return self._loop.send(Cancel())
         if isinstance(result, StepFailure):
             return self._loop.send(Fail(reason=f"{result.code}: {result.message}"))
         return self._loop.send(result)
