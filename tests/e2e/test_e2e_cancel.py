@@ -3,6 +3,7 @@ finishes and is stored, then the run ends `cancelled`; the session is free for t
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from e2e_harness import InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
@@ -108,3 +109,22 @@ def test_terminated_orchestration_closes_the_run(app: InProcessApp, model: Scrip
     app.settle()
     assert app.view(nxt["run_id"])["status"] == "completed"
     assert unanswered_tool_calls(model.log.last.messages) == []  # the next model call got a valid conversation
+
+
+def test_a_stored_cancel_whose_event_was_lost_still_cancels(
+    app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """The API stores the cancel request, then raises the event; an event that never arrives (lost at a
+    continue-as-new boundary, or the API crashed in between) is caught by the next model call, and the run still
+    ends `cancelled`, not `failed`."""
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "x"}), "never reached"))
+    started = app.start(input="Do the slow step")
+    wait_for_file(marker_dir / "slow_step.started")
+    app.store_call(lambda store: store.update_run(started["run_id"], cancel_requested_at=datetime.now(UTC)))
+    (marker_dir / "slow_step.release").touch()
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert view["status"] == "cancelled", view["error"]
+    assert len(model.log.requests) == 1  # the model was not asked again
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
