@@ -200,3 +200,39 @@ def test_a_stored_decision_whose_event_was_lost_wins_over_the_timeout(
     assert app.effects(view["session_id"], "email") == [EMAIL_BOB]
     [record] = app.approvals(view["run_id"])
     assert (record["status"], record["decided_by"]) == ("approved", "alice@example.com")
+
+
+def test_timeout_after_a_partial_decision(app: InProcessApp, model: ScriptedModelServer) -> None:
+    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=e) for e in (EMAIL_BOB, EMAIL_EVE)])
+    model.set_script(Script.of(both, "Bob's email went out."))
+    view = waiting_run(app, approval_timeout_seconds=600)
+    by_recipient = {a["arguments"]["to"]: a["approval_id"] for a in view["pending_approvals"]}
+    assert app.decide(view["run_id"], by_recipient["bob@example.com"], "approve").status_code == 202
+    app.settle()
+
+    app.advance(601)
+
+    assert app.view(view["run_id"])["status"] == "completed"
+    assert app.effects(view["session_id"], "email") == [EMAIL_BOB]
+    statuses = {a["arguments"]["to"]: a["status"] for a in app.approvals(view["run_id"])}
+    assert statuses == {"bob@example.com": "approved", "eve@example.com": "expired"}
+    told = tool_messages(model)
+    assert '"status": "sent"' in told[0] and "denied" in told[1]
+
+
+def test_two_approval_rounds_in_one_run(app: InProcessApp, model: ScriptedModelServer) -> None:
+    transfer = {"account": "GB1234", "amount": 5}
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), Reply.call("transfer", transfer), "Both done."))
+    first = waiting_run(app)
+    assert app.decide(first["run_id"], pending_ids(first)[0], "approve").status_code == 202
+    app.settle()
+    second = app.view(first["run_id"])
+    assert second["status"] == "requires_action"
+    assert [a["tool"] for a in second["pending_approvals"]] == ["transfer"]
+
+    assert app.decide(first["run_id"], pending_ids(second)[0], "approve").status_code == 202
+    app.settle()
+
+    assert app.view(first["run_id"])["output"]["text"] == "Both done."
+    assert app.effects(first["session_id"], "email") == [EMAIL_BOB]
+    assert app.effects(first["session_id"], "transfer") == [transfer]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from e2e_harness import InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
 
-from scripted_model import Reply, Script, ScriptedModelServer
+from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
 
 EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}
 
@@ -127,4 +127,22 @@ def test_a_stored_cancel_whose_event_was_lost_still_cancels(
     view = app.view(started["run_id"])
     assert view["status"] == "cancelled", view["error"]
     assert len(model.log.requests) == 1  # the model was not asked again
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+
+
+def test_cancel_after_a_partial_decision(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """The second wait of a batch races cancel too (a waiter shared with the first wait would hang the replay)."""
+    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL) for _ in range(2)])
+    model.set_script(Script.of(both, "never reached"))
+    started = app.start(input="Email Bob twice")
+    app.settle()
+    first, _ = app.view(started["run_id"])["pending_approvals"]
+    assert app.decide(started["run_id"], first["approval_id"], "approve").status_code == 202
+    app.settle()
+
+    assert app.cancel(started["run_id"]).status_code == 202
+    app.settle()
+
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    assert app.effects(started["session_id"]) == []  # the approved call never ran: its batch was not complete
     assert_every_call_has_a_result(app.session_messages(started["session_id"]))
