@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 
 from devhost.testing import InProcessHost
+from scripted_model import Reply, ScriptedToolCall
 from session_store import SessionStore
 
 T = TypeVar("T")
@@ -129,6 +130,14 @@ class InProcessApp(AppClient):
         """
         return int(sys.modules["http_api.adapter"].MAX_BODY_BYTES)
 
+    def start_until_approval(self, agent: str = "helper", input: Any = "please", **body: Any) -> dict[str, Any]:
+        """Start a run and let it reach `requires_action`; returns its view."""
+        started = self.start(agent=agent, input=input, **body)
+        self.settle()
+        view = self.view(started["run_id"])
+        assert view["status"] == "requires_action", view
+        return view
+
     def settle(self, timeout: float = 30.0) -> None:
         """Run until nothing can progress without an event or a timer (no timer fires: the clock is virtual)."""
         self.host.wait_until_idle(timeout)
@@ -190,3 +199,8 @@ def unanswered_tool_calls(chat_messages: list[dict[str, Any]]) -> list[str]:
             answered.add(follower.get("tool_call_id"))
         missing += [call for call in calls if call not in answered]
     return missing
+
+
+def parallel_calls(tool: str, *arguments: dict[str, Any]) -> Reply:
+    """One model answer calling `tool` once per arguments object (a batch of parallel calls)."""
+    return Reply(tool_calls=[ScriptedToolCall(name=tool, arguments=args) for args in arguments])

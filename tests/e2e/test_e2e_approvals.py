@@ -7,22 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from e2e_harness import InProcessApp, contents_of, pending_ids
+from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids
 
-from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
+from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
 AUDITOR = {"x-ms-client-principal-name": "alice@example.com"}
-
-
-def waiting_run(app: InProcessApp, agent: str = "helper", **body: Any) -> dict[str, Any]:
-    """Start a run and let it reach `requires_action`; returns its view."""
-    started = app.start(agent=agent, input="please", **body)
-    app.settle()
-    view = app.view(started["run_id"])
-    assert view["status"] == "requires_action", view
-    return view
 
 
 def tool_messages(model: ScriptedModelServer) -> list[str]:
@@ -32,7 +23,7 @@ def tool_messages(model: ScriptedModelServer) -> list[str]:
 
 def test_approved_call_runs_once_and_is_audited(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
-    view = waiting_run(app)
+    view = app.start_until_approval()
     run_id, session_id = view["run_id"], view["session_id"]
     [pending] = view["pending_approvals"]
     assert (pending["tool"], pending["arguments"]) == ("send_email", EMAIL_BOB)
@@ -59,7 +50,7 @@ def test_approved_call_runs_once_and_is_audited(app: InProcessApp, model: Script
 
 def test_rejected_call_never_runs(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Not sent, as you wish."))
-    view = waiting_run(app)
+    view = app.start_until_approval()
     [approval_id] = pending_ids(view)
 
     response = app.decide(view["run_id"], approval_id, "reject", reason="not today")
@@ -75,9 +66,9 @@ def test_rejected_call_never_runs(app: InProcessApp, model: ScriptedModelServer)
 
 
 def test_partially_approved_batch(app: InProcessApp, model: ScriptedModelServer) -> None:
-    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=e) for e in (EMAIL_BOB, EMAIL_EVE)])
+    both = parallel_calls("send_email", EMAIL_BOB, EMAIL_EVE)
     model.set_script(Script.of(both, "Sent to Bob only."))
-    view = waiting_run(app)
+    view = app.start_until_approval()
     by_recipient = {a["arguments"]["to"]: a["approval_id"] for a in view["pending_approvals"]}
     assert set(by_recipient) == {"bob@example.com", "eve@example.com"}
 
@@ -99,7 +90,7 @@ def test_partially_approved_batch(app: InProcessApp, model: ScriptedModelServer)
 
 def test_approved_with_edited_arguments(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 900}), "Transferred."))
-    view = waiting_run(app)
+    view = app.start_until_approval()
     [approval_id] = pending_ids(view)
 
     edited = {"account": "GB1234", "amount": 90}
@@ -119,7 +110,7 @@ def test_approved_with_edited_arguments(app: InProcessApp, model: ScriptedModelS
 
 def test_timeout_rejects_the_calls(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Nobody approved it."))
-    view = waiting_run(app, approval_timeout_seconds=600)
+    view = app.start_until_approval(approval_timeout_seconds=600)
 
     app.advance(599)
     assert app.view(view["run_id"])["status"] == "requires_action"  # the timer has not fired yet
@@ -134,7 +125,7 @@ def test_timeout_rejects_the_calls(app: InProcessApp, model: ScriptedModelServer
 
 def test_timeout_fails_the_run_when_the_agent_says_so(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "never reached"))
-    view = waiting_run(app, agent="strict")  # approval_timeout_seconds=600, on_approval_timeout="fail"
+    view = app.start_until_approval(agent="strict")  # approval_timeout_seconds=600, on_approval_timeout="fail"
 
     app.advance(601)
 
@@ -152,7 +143,7 @@ def waiting_after_continue_as_new(app: InProcessApp, model: ScriptedModelServer)
     """A run that asks for approval after 9 model calls, i.e. in its second execution (continue-as-new every 8)."""
     lookups = [Reply.call("lookup", {"key": f"k{i}"}) for i in range(9)]
     model.set_script(Script.of(*lookups, Reply.call("send_email", EMAIL_BOB), "Sent after nine lookups."))
-    view = waiting_run(app)
+    view = app.start_until_approval()
     run_input = app.history(view["run_id"])["input"]
     assert json.loads(run_input)["generation"] == 1
     return view
@@ -189,7 +180,7 @@ def test_a_stored_decision_whose_event_was_lost_wins_over_the_timeout(
     """The API stores a decision, then raises the event; if the event never arrives (the API crashed in between),
     the timeout finds the stored decision and honours it, so the store and the run never disagree."""
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent at the deadline."))
-    view = waiting_run(app, approval_timeout_seconds=600)
+    view = app.start_until_approval(approval_timeout_seconds=600)
     [approval_id] = pending_ids(view)
     app.store_call(lambda store: store.decide_approval(approval_id, "approved", decided_by="alice@example.com"))
 
@@ -203,9 +194,9 @@ def test_a_stored_decision_whose_event_was_lost_wins_over_the_timeout(
 
 
 def test_timeout_after_a_partial_decision(app: InProcessApp, model: ScriptedModelServer) -> None:
-    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=e) for e in (EMAIL_BOB, EMAIL_EVE)])
+    both = parallel_calls("send_email", EMAIL_BOB, EMAIL_EVE)
     model.set_script(Script.of(both, "Bob's email went out."))
-    view = waiting_run(app, approval_timeout_seconds=600)
+    view = app.start_until_approval(approval_timeout_seconds=600)
     by_recipient = {a["arguments"]["to"]: a["approval_id"] for a in view["pending_approvals"]}
     assert app.decide(view["run_id"], by_recipient["bob@example.com"], "approve").status_code == 202
     app.settle()
@@ -223,7 +214,7 @@ def test_timeout_after_a_partial_decision(app: InProcessApp, model: ScriptedMode
 def test_two_approval_rounds_in_one_run(app: InProcessApp, model: ScriptedModelServer) -> None:
     transfer = {"account": "GB1234", "amount": 5}
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), Reply.call("transfer", transfer), "Both done."))
-    first = waiting_run(app)
+    first = app.start_until_approval()
     assert app.decide(first["run_id"], pending_ids(first)[0], "approve").status_code == 202
     app.settle()
     second = app.view(first["run_id"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from e2e_harness import InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
+from e2e_harness import InProcessApp, contents_of, parallel_calls, unanswered_tool_calls, wait_for_file
 
-from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
+from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}
 
@@ -132,11 +132,9 @@ def test_a_stored_cancel_whose_event_was_lost_still_cancels(
 
 def test_cancel_after_a_partial_decision(app: InProcessApp, model: ScriptedModelServer) -> None:
     """The second wait of a batch races cancel too (a waiter shared with the first wait would hang the replay)."""
-    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL) for _ in range(2)])
-    model.set_script(Script.of(both, "never reached"))
-    started = app.start(input="Email Bob twice")
-    app.settle()
-    first, _ = app.view(started["run_id"])["pending_approvals"]
+    model.set_script(Script.of(parallel_calls("send_email", EMAIL, EMAIL), "never reached"))
+    started = app.start_until_approval(input="Email Bob twice")
+    first, _ = started["pending_approvals"]
     assert app.decide(started["run_id"], first["approval_id"], "approve").status_code == 202
     app.settle()
 

@@ -3,9 +3,9 @@ with everything in it, listing approvals by status, and what the app says about 
 
 from __future__ import annotations
 
-from e2e_harness import PROBLEM_JSON, InProcessApp
+from e2e_harness import PROBLEM_JSON, InProcessApp, parallel_calls
 
-from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
+from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}
 
@@ -58,11 +58,9 @@ def test_delete_session_removes_everything_once_idle(app: InProcessApp, model: S
 
 
 def test_list_approvals_by_status(app: InProcessApp, model: ScriptedModelServer) -> None:
-    both = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL) for _ in range(2)])
-    model.set_script(Script.of(both, "One sent."))
-    started = app.start(input="Email Bob twice")
-    app.settle()
-    first, second = app.view(started["run_id"])["pending_approvals"]
+    model.set_script(Script.of(parallel_calls("send_email", EMAIL, EMAIL), "One sent."))
+    started = app.start_until_approval(input="Email Bob twice")
+    first, second = started["pending_approvals"]
     app.decide(started["run_id"], first["approval_id"], "reject")
     app.settle()
 
