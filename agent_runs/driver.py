@@ -120,6 +120,10 @@ class RunDriver:
             return self._loop.send(Fail(reason=f"{result.code}: {result.message}"))
         return self._loop.send(result)
 
+    def on_approvals_recorded(self) -> None:
+        """The approval requests are stored: pollers may see them while the run waits."""
+        self._step_completed()
+
     def on_tool_results(self, outcomes: list[ToolOutcome]) -> LoopCommand:
         self._step_completed()
         return self._loop.send(ToolResults(outcomes=outcomes))

@@ -135,6 +135,7 @@ def _wait_for_approvals(
         yield context.call_activity_with_retry(
             _Activities.record_approvals, ACTIVITY_RETRY, _payload(requests, "approval requests")
         )
+        driver.on_approvals_recorded()
     expires_at = driver.approvals_expire_at
     assert expires_at is not None  # set by approval_requests before any wait
     next_command: LoopCommand = command
