@@ -29,6 +29,9 @@ def test_approved_call_runs_once_and_is_audited(app: InProcessApp, model: Script
     assert (pending["tool"], pending["arguments"]) == ("send_email", EMAIL_BOB)
     assert pending["expires_at"]
     assert app.effects(session_id) == []  # nothing is sent before a person says so
+    # The poller sees the request among the updates too (seed 002's approval request content).
+    contents = [c for u in view["updates"] for c in u["message"]["contents"]]
+    assert [c["id"] for c in contents if c["type"] == "function_approval_request"] == [pending["approval_id"]]
 
     response = app.http.post(
         f"/api/runs/{run_id}/approvals/{pending['approval_id']}", json={"decision": "approve"}, headers=AUDITOR
