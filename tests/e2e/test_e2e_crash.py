@@ -113,3 +113,20 @@ def test_killed_while_a_tool_runs(crashable: CrashableApp, model: ScriptedModelS
     result = next(c for m in messages for c in m.payload["contents"] if c["type"] == "function_result")
     assert result["result"] == {"label": "once", "first_attempt": False}
     assert model.log.total == 2
+
+
+def test_killed_while_a_model_call_runs(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    """The model call is redelivered after the crash (the model answers twice); the answer is stored once."""
+    model.set_script(Script(default=Reply(text="The answer.", latency_ms=1500)))
+    api = crashable.api
+    started = api.start(input="A question")
+    model.log.wait_for(1, timeout=15)  # the model has the request: the call_model activity is in flight
+
+    crashable.crash_and_restart()
+
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "The answer.")
+    assert model.log.total == 2
+    messages, _ = crashable.stored(started["session_id"])
+    assert_no_duplicates(messages)
+    assert [m.role for m in messages] == ["user", "assistant"]
