@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs.closing import expire_pending_approvals
 from agent_runs.context import StepContext
 from agent_runs.contracts import FinishInput
 from agent_runs.sequence import run_seq_range
@@ -30,10 +30,7 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
     await ctx.store.finish_run(
         step.run.run_id, finish.status, output=output, error=error, usage=step.usage.model_dump(mode="json")
     )
-    for pending in await ctx.store.list_approvals(run_id=step.run.run_id, status="pending"):
-        await ctx.store.decide_approval(
-            pending.approval_id, "expired", reason=f"The run ended ({finish.status}).", decided_at=datetime.now(UTC)
-        )
+    await expire_pending_approvals(ctx.store, step.run.run_id, finish.status)
     return {}
 
 

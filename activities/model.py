@@ -18,7 +18,7 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
     ctx = StepContext.for_run(step.run)
     if await ctx.cancel_requested():
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
-        result: ModelTurn | StepFailure = StepFailure(code="cancelled", message="the run was cancelled")
+        result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
         try:
             result = await call_model_step(

@@ -28,6 +28,7 @@ from agent_runtime.messages import Usage
 ORCHESTRATOR_NAME = "agent_run"
 APPROVAL_EVENT = "approval"
 CANCEL_EVENT = "cancel"
+CANCELLED_CODE = "cancelled"
 
 RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"]
 TimeoutAction = Literal["reject", "fail"]
@@ -61,11 +62,20 @@ class RunInput(_Payload):
 
 
 class StepFailure(_Payload):
-    """A step that failed for good (non-retryable model error, unknown agent...). The run ends `failed` with it."""
+    """A step that failed for good (non-retryable model error, unknown agent...): the run ends `failed` with it. Or
+    one that found the run's cancel request in the store (`code="cancelled"`): the run ends `cancelled`."""
 
     kind: Literal["step_failure"] = "step_failure"
     code: str
     message: str
+
+    @classmethod
+    def cancelled(cls) -> StepFailure:
+        return cls(code=CANCELLED_CODE, message="the run was cancelled")
+
+    @property
+    def is_cancel(self) -> bool:
+        return self.code == CANCELLED_CODE
 
 
 class ModelCallInput(_Payload):

@@ -114,9 +114,15 @@ class RunDriver:
 
     def on_model_result(self, result: ModelTurn | StepFailure) -> LoopCommand:
         self._step_completed()
+        if isinstance(result, StepFailure) and result.is_cancel:
+            return self._loop.send(Cancel())
         if isinstance(result, StepFailure):
             return self._loop.send(Fail(reason=f"{result.code}: {result.message}"))
         return self._loop.send(result)
+
+    def on_approvals_recorded(self) -> None:
+        """The approval requests are stored: pollers may see them while the run waits."""
+        self._step_completed()
 
     def on_tool_results(self, outcomes: list[ToolOutcome]) -> LoopCommand:
         self._step_completed()

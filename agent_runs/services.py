@@ -102,7 +102,9 @@ class RunServices:
         return str(self._demo_server.base_url)
 
     def close(self) -> None:
-        """Close the store and stop the demo server. Callable from sync code, with or without a running loop."""
+        """Close the model clients, the store and the demo server. Callable from sync code, with or without a
+        running loop."""
+        self._close_model_clients()
         store = self.__dict__.pop("store", None)
         if store is not None:
             # A thread of its own: asyncio.run cannot nest inside a caller's running loop.
@@ -112,3 +114,27 @@ class RunServices:
         if self._demo_server is not None:
             self._demo_server.stop()
             self._demo_server = None
+
+    def _close_model_clients(self) -> None:
+        """Close each model client on the loop that owns its connection pool (left to the garbage collector, the
+        pool's close runs after that loop has closed and fails)."""
+        with self._lock:
+            clients, self._model_clients = self._model_clients, {}
+        for loop, client in clients.items():
+            aclose = getattr(client, "aclose", None) or getattr(getattr(client, "inner", None), "aclose", None)
+            if aclose is None or loop.is_closed() or not loop.is_running():
+                continue
+            closing = asyncio.run_coroutine_threadsafe(aclose(), loop)
+            if _on_loop(loop):
+                continue  # waiting from the loop's own thread would deadlock; the close runs right after us
+            try:
+                closing.result(timeout=10)
+            except Exception:  # closing is best effort: a pool that cannot close cleanly is gone with its loop
+                log.warning("A model client did not close cleanly", exc_info=True)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -72,15 +72,16 @@ def read_json_body(req: func.HttpRequest, model: type[ModelT], *, max_bytes: int
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise validation_problem(exc) from exc
+        raise validation_problem(exc, data=data) from exc
 
 
 def query_model(req: func.HttpRequest, model: type[ModelT]) -> ModelT:
     """Validate query parameters as `model` (422 naming `query.<param>` on failure)."""
+    params = dict(req.params)
     try:
-        return model.model_validate(dict(req.params))
+        return model.model_validate(params)
     except ValidationError as exc:
-        raise validation_problem(exc, prefix="query") from exc
+        raise validation_problem(exc, prefix="query", data=params) from exc
 
 
 def http_endpoint(handler: Handler) -> Handler:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://durable-agents.dev/problems/"
+_NO_DATA: Any = object()
 
 
 class InvalidParam(BaseModel):
@@ -75,18 +76,34 @@ class ApiProblem(Exception):
         )
 
 
-def _location_to_field(location: tuple[int | str, ...], prefix: str) -> str:
-    parts = [prefix, *(str(part) for part in location)] if prefix else [str(part) for part in location]
+def _location_to_field(location: tuple[int | str, ...], prefix: str, data: Any = _NO_DATA) -> str:
+    """The dotted path of the input at fault. Walking `data` along the location drops the names pydantic gives the
+    members of a union it tried (`input.constrained-str`): they are not fields, and clients match on `field`."""
+    parts = [prefix] if prefix else []
+    if data is _NO_DATA:
+        return ".".join([*parts, *(str(part) for part in location)])
+    current = data
+    for index, part in enumerate(location):
+        last = index == len(location) - 1
+        if isinstance(current, dict) and (part in current or last):
+            current = current.get(part)
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            continue  # a union member's tag, not a field of the input
+        parts.append(str(part))
     return ".".join(parts)
 
 
-def validation_problem(error: ValidationError, *, prefix: str = "body") -> ApiProblem:
-    """Turn a pydantic ValidationError into a 422 problem naming every field at fault (the first one as `field`)."""
+def validation_problem(error: ValidationError, *, prefix: str = "body", data: Any = _NO_DATA) -> ApiProblem:
+    """Turn a pydantic ValidationError into a 422 problem naming every field at fault (the most specific as `field`).
+    Pass the validated `data` so the fields are paths into it (see `_location_to_field`)."""
     params = [
-        InvalidParam(field=_location_to_field(tuple(item["loc"]), prefix), reason=item["msg"])
+        InvalidParam(field=_location_to_field(tuple(item["loc"]), prefix, data), reason=item["msg"])
         for item in error.errors(include_url=False, include_input=False)
     ]
-    first = params[0] if params else InvalidParam(field=prefix, reason="invalid")
+    # A union reports an error per member; the member that matched the input's shape got furthest into it.
+    first = max(params, key=lambda param: param.field.count("."), default=InvalidParam(field=prefix, reason="invalid"))
     return ApiProblem(
         422,
         "validation_failed",

@@ -7,8 +7,9 @@ poll never shows half of a step and each update is delivered exactly once, in or
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from agent_runs.closing import close_abandoned_run
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
 from http_api.durable_gateway import DurableGateway, OrchestrationState
@@ -26,17 +27,22 @@ from session_store import RunRecord, SessionStore
 
 UPDATES_PER_RESPONSE = 200
 TOKEN_SCOPE = "run"
-_CRASHED = {"Failed": "failed", "Terminated": "cancelled", "Canceled": "cancelled"}
+_CRASHED: dict[str, Literal["failed", "cancelled"]] = {
+    "Failed": "failed",
+    "Terminated": "cancelled",
+    "Canceled": "cancelled",
+}
 
 
 async def reconcile(store: SessionStore, run: RunRecord, state: OrchestrationState | None) -> RunRecord:
-    """A run whose orchestration ended without closing it (crash, terminate) is closed now, freeing its session."""
+    """A run whose orchestration ended without closing it (crash, terminate) is closed now, as `finish_run` would
+    have: its calls answered, its approvals expired, its session freed."""
     if run.finished or state is None or state.runtime_status not in _CRASHED:
         return run
     status = _CRASHED[state.runtime_status]
     message = str(state.output or "the orchestration ended without finishing the run")[:1000]
     code = "run_crashed" if status == "failed" else "run_terminated"
-    return await store.finish_run(run.run_id, status, error={"code": code, "message": message})
+    return await close_abandoned_run(store, run, status, {"code": code, "message": message})
 
 
 def _status(run: RunRecord, state: OrchestrationState | None) -> RunStatus:

@@ -1,13 +1,13 @@
 """The `agent_run` orchestrator: one agent run, step by step, as durable tasks.
 
 It only translates the `RunDriver`'s commands into activities, timers and external events and feeds the results
-back. Every wait is raced with the `cancel` event. Replay-safe: time comes from `context.current_utc_datetime`,
+back. Every wait is raced with the `cancel` event (a fresh waiter per race: see `orchestrators.external_events`, which
+also says why a task is never shared by two races). Replay-safe: time comes from `context.current_utc_datetime`,
 nothing else is read.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator
 from typing import Any
 
@@ -37,6 +37,7 @@ from agent_runtime.loop_types import (
     RunTools,
     ToolOutcome,
 )
+from orchestrators.external_events import ExternalEvents
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
 ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
@@ -64,10 +65,15 @@ def _failed(task: TaskBase) -> bool:
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     driver = RunDriver(RunInput.model_validate(context.get_input()))
-    cancel = context.wait_for_external_event(CANCEL_EVENT)
+    cancels = ExternalEvents(context, CANCEL_EVENT)
+    approvals = ExternalEvents(context, APPROVAL_EVENT)
     command: LoopCommand = driver.first_command()
 
     while not isinstance(command, Finish):
+        received = cancels.take()  # a cancel that arrived while a step was not raced (recording approvals...)
+        if received is not None:
+            command = driver.on_cancel(CancelEvent.model_validate(received).reason)
+            continue
         if driver.should_continue_as_new(command):
             context.continue_as_new(_payload(driver.continue_as_new_input(command), "continue-as-new input"))
             return {}
@@ -77,10 +83,11 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             task = context.call_activity_with_retry(
                 _Activities.call_model, ACTIVITY_RETRY, _payload(driver.model_call(command), "call_model input")
             )
+            cancel = cancels.waiter()
             winner = yield context.task_any([task, cancel])
             if winner is cancel:
                 yield from _drain(task)
-                command = driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
+                command = driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
             elif _failed(task):
                 command = driver.on_failure(f"model_call_failed: {_error_text(task)}")
             else:
@@ -92,17 +99,18 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
                 for call in driver.tool_calls(command)
             ]
             batch = context.task_all(tasks)
+            cancel = cancels.waiter()
             winner = yield context.task_any([batch, cancel])
             if winner is cancel:
                 yield from _drain(batch)
-                command = driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
+                command = driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
             elif _failed(batch):
                 command = driver.on_failure(f"tool_call_failed: {_error_text(batch)}")
             else:
                 command = driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
 
         elif isinstance(command, RequestApproval | AwaitApproval):
-            command = yield from _wait_for_approvals(context, driver, command, cancel)
+            command = yield from _wait_for_approvals(context, driver, command, approvals, cancels)
 
     context.set_custom_status(_payload(driver.progress(), "custom status"))
     yield context.call_activity_with_retry(
@@ -117,40 +125,44 @@ def _wait_for_approvals(
     context: df.DurableOrchestrationContext,
     driver: RunDriver,
     command: RequestApproval | AwaitApproval,
-    cancel: TaskBase,
+    approvals: ExternalEvents,
+    cancels: ExternalEvents,
 ) -> Generator[Any, Any, LoopCommand]:
-    """Record the requests, then take decisions one by one until none is pending, the timer fires or cancel."""
+    """Record the requests, then take decisions one by one until none is pending, the deadline passes or cancel.
+    Each wait races a decision, the deadline and cancel afresh (see `orchestrators.external_events`)."""
     if isinstance(command, RequestApproval):
         requests = driver.approval_requests(command, context.current_utc_datetime)
         yield context.call_activity_with_retry(
             _Activities.record_approvals, ACTIVITY_RETRY, _payload(requests, "approval requests")
         )
+        driver.on_approvals_recorded()
     expires_at = driver.approvals_expire_at
     assert expires_at is not None  # set by approval_requests before any wait
-    timer = context.create_timer(expires_at)
     next_command: LoopCommand = command
     while driver.pending_approvals:
         context.set_custom_status(_payload(driver.progress(), "custom status"))
-        decision_event = context.wait_for_external_event(APPROVAL_EVENT)
-        winner = yield context.task_any([decision_event, timer, cancel])
-        if winner is cancel:
+        received_cancel = cancels.take()
+        if received_cancel is not None:
+            return driver.on_cancel(CancelEvent.model_validate(received_cancel).reason)
+        event = approvals.take()
+        if event is None:
+            timer = context.create_timer(expires_at)
+            yield context.task_any([approvals.waiter(), timer, cancels.waiter()])
+            if timer.is_completed:
+                expiry = driver.expire_input()
+                result = yield context.call_activity_with_retry(
+                    _Activities.expire_approvals, ACTIVITY_RETRY, _payload(expiry, "expire input")
+                )
+                return driver.on_expired(ExpireApprovalsResult.model_validate(result)) or next_command
             timer.cancel()
-            return driver.on_cancel(CancelEvent.model_validate(_event_data(cancel)).reason)
-        if winner is timer:
-            expiry = driver.expire_input()
-            result = yield context.call_activity_with_retry(
-                _Activities.expire_approvals, ACTIVITY_RETRY, _payload(expiry, "expire input")
-            )
-            return driver.on_expired(ExpireApprovalsResult.model_validate(result)) or next_command
-        event = ApprovalEvent.model_validate(_event_data(decision_event))
-        decision_input = driver.decision_input(event.approval_id)
+            continue  # take what arrived: cancel first, else the decision
+        decision_input = driver.decision_input(ApprovalEvent.model_validate(event).approval_id)
         if decision_input is None:
             continue  # not (or no longer) pending here: the API already answered the caller
         result = yield context.call_activity_with_retry(
             _Activities.apply_decision, ACTIVITY_RETRY, _payload(decision_input, "decision input")
         )
         next_command = driver.on_decision(ApprovalDecision.model_validate(result))
-    timer.cancel()
     return next_command
 
 
@@ -163,14 +175,6 @@ def _drain(task: TaskBase) -> Generator[Any, Any, None]:
         yield task
     except Exception:  # its failure no longer matters: the run is being cancelled
         return
-
-
-def _event_data(task: TaskBase) -> dict[str, Any]:
-    """External event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
-    value = task.result
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {}
-    return value if isinstance(value, dict) else {}
 
 
 def _error_text(task: TaskBase) -> str:

@@ -1,0 +1,45 @@
+"""Closing a run in the store: what `finish_run` does at the end of every run, and the same end state for a run
+whose orchestration died without getting there (terminated, crashed), so its session is always ready for the next
+run: every tool call answered (a model refuses a conversation with a call that has no result), no approval left
+pending, the session released.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_runs.sequence import run_seq_range
+from agent_runs.store_log import StoreConversationLog, load_session_records
+from agent_runtime.loop_types import Finish, RunStatus
+from agent_runtime.messages import Message, unanswered_function_calls
+from agent_runtime.steps import close_unresolved_calls_step
+from session_store import AlreadyDecidedError, RunRecord, SessionStore
+
+
+async def expire_pending_approvals(store: SessionStore, run_id: str, status: str) -> None:
+    """Expire the run's undecided approvals: nobody can decide them any more."""
+    for pending in await store.list_approvals(run_id=run_id, status="pending"):
+        try:
+            await store.decide_approval(
+                pending.approval_id, "expired", reason=f"The run ended ({status}).", decided_at=datetime.now(UTC)
+            )
+        except AlreadyDecidedError:
+            continue  # decided in the meantime: that decision stands in the audit trail
+
+
+async def close_abandoned_run(
+    store: SessionStore, run: RunRecord, status: RunStatus, error: dict[str, Any]
+) -> RunRecord:
+    """Close a run whose orchestration is gone. Its calls without results get an error result written after the
+    run's last message (nothing else writes to the run any more); safe to repeat (deterministic message ids)."""
+    first, last = run_seq_range(run.ordinal)
+    session_records = await load_session_records(store, run.session_id)
+    unanswered = unanswered_function_calls([Message.model_validate(r.payload) for r in session_records])
+    if unanswered:
+        run_seqs = [r.seq for r in session_records if first <= r.seq <= last]
+        next_seq = max(run_seqs, default=first - 1) + 1
+        log = StoreConversationLog(store, run.session_id, run.run_id, first_seq=next_seq, slots=len(unanswered))
+        await close_unresolved_calls_step(log, run.run_id, Finish(status=status, reason=str(error.get("code"))))
+    await expire_pending_approvals(store, run.run_id, status)
+    return await store.finish_run(run.run_id, status, error=error)

@@ -1,0 +1,22 @@
+"""The agents the end-to-end tests talk to."""
+
+from __future__ import annotations
+
+from agent_runtime.agents import AgentDefinition
+from fixture_agents.tools import big_result, lookup, send_email, slow_step, transfer
+
+helper = AgentDefinition(
+    name="helper",
+    description="Test agent: lookups, emails and transfers (both approved by a person), big results, a slow step.",
+    instructions="You are a test agent.",
+    tools=[lookup, send_email, transfer, big_result, slow_step],
+)
+
+strict = AgentDefinition(
+    name="strict",
+    description="Test agent whose run fails when an approval is not given in time.",
+    instructions="You are a strict test agent.",
+    tools=[lookup, send_email],
+    approval_timeout_seconds=600,
+    on_approval_timeout="fail",
+)

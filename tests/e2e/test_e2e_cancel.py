@@ -1,0 +1,146 @@
+"""Graceful cancel, end to end: while the run waits for a person, and while a model call is in flight (the call
+finishes and is stored, then the run ends `cancelled`; the session is free for the next run)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from e2e_harness import InProcessApp, contents_of, parallel_calls, unanswered_tool_calls, wait_for_file
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}
+
+
+def assert_every_call_has_a_result(messages: list[dict]) -> None:
+    """A cancelled run must leave a conversation the next model call accepts: no call without its result."""
+    calls = {c["call_id"] for m in messages for c in m["contents"] if c["type"] == "function_call"}
+    results = {c["call_id"] for m in messages for c in m["contents"] if c["type"] == "function_result"}
+    assert calls <= results, f"calls without results: {calls - results}"
+
+
+def test_cancel_while_waiting_for_approval(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    started = app.start(input="Email Bob")
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "requires_action"
+
+    response = app.cancel(started["run_id"])
+    assert (response.status_code, response.json()["status"]) == (202, "cancelling")
+    app.settle()
+
+    final = app.poll(started["run_id"])
+    assert final.status_code == 200
+    assert final.json()["status"] == "cancelled"
+    assert final.json()["pending_approvals"] == []
+    assert app.effects(started["session_id"]) == []  # the email was never sent
+    assert [a["status"] for a in app.approvals(started["run_id"])] == ["expired"]
+    assert len(model.log.requests) == 1
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+    # Deciding now is refused, and cancelling again says the run is over.
+    approval_id = app.approvals(started["run_id"])[0]["approval_id"]
+    assert app.decide(started["run_id"], approval_id, "approve").status_code == 410
+    assert app.cancel(started["run_id"]).status_code == 409
+    # The session is free again, and its next run's model call accepts the conversation.
+    nxt = app.start(input="Anything else?", session_id=started["session_id"])
+    app.settle()
+    assert app.view(nxt["run_id"])["status"] == "completed"
+    assert unanswered_tool_calls(model.log.last.messages) == []
+
+
+def test_cancel_while_a_model_call_runs(app: InProcessApp, model: ScriptedModelServer) -> None:
+    slow_call = Reply.call("lookup", {"key": "k1"}).model_copy(update={"latency_ms": 1500})
+    model.set_script(Script.of(slow_call, "never reached"))
+    started = app.start(input="Look up k1")
+    model.log.wait_for(1, timeout=10)  # the model has the request: the call is in flight
+
+    assert app.cancel(started["run_id"]).status_code == 202
+    assert app.view(started["run_id"])["status"] == "in_progress"  # graceful: the call is allowed to finish
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert view["status"] == "cancelled"
+    assert len(model.log.requests) == 1  # no further model call after the cancel
+    messages = app.session_messages(started["session_id"])
+    # The in-flight answer was stored (nothing lost), its tool never ran, and its call was closed with a result.
+    assert [contents_of(m) for m in messages] == [["text"], ["function_call"], ["function_result"]]
+    assert "value-of-k1" not in str(messages[-1])
+    assert_every_call_has_a_result(messages)
+
+
+def test_cancel_while_a_tool_runs_lets_it_finish(
+    app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "x"}), "never reached"))
+    started = app.start(input="Do the slow step")
+    wait_for_file(marker_dir / "slow_step.started")  # the tool is running
+
+    assert app.cancel(started["run_id"]).status_code == 202
+    assert app.view(started["run_id"])["status"] == "in_progress"  # not cut short: the tool is still running
+    (marker_dir / "slow_step.release").touch()
+    app.settle()
+
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    messages = app.session_messages(started["session_id"])
+    result = messages[-1]["contents"][0]
+    assert result["type"] == "function_result" and result["result"] == {"label": "x", "first_attempt": True}
+    assert app.effects(started["session_id"], "slow_step") == [{"label": "x"}]
+    assert len(model.log.requests) == 1
+
+
+def test_terminated_orchestration_closes_the_run(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """Terminate (the fallback when a graceful cancel cannot work) leaves the run closed and its session free."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    started = app.start(input="Email Bob")
+    app.settle()
+
+    terminate = app.http.post(
+        f"/runtime/webhooks/durabletask/instances/{started['run_id']}/terminate", params={"reason": "stuck"}
+    )
+    assert terminate.status_code == 202
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated")
+    assert [a["status"] for a in app.approvals(started["run_id"])] == ["expired"]
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+    nxt = app.start(input="again", session_id=started["session_id"])  # the session was released
+    app.settle()
+    assert app.view(nxt["run_id"])["status"] == "completed"
+    assert unanswered_tool_calls(model.log.last.messages) == []  # the next model call got a valid conversation
+
+
+def test_a_stored_cancel_whose_event_was_lost_still_cancels(
+    app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """The API stores the cancel request, then raises the event; an event that never arrives (lost at a
+    continue-as-new boundary, or the API crashed in between) is caught by the next model call, and the run still
+    ends `cancelled`, not `failed`."""
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "x"}), "never reached"))
+    started = app.start(input="Do the slow step")
+    wait_for_file(marker_dir / "slow_step.started")
+    app.store_call(lambda store: store.update_run(started["run_id"], cancel_requested_at=datetime.now(UTC)))
+    (marker_dir / "slow_step.release").touch()
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert view["status"] == "cancelled", view["error"]
+    assert len(model.log.requests) == 1  # the model was not asked again
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+
+
+def test_cancel_after_a_partial_decision(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """The second wait of a batch races cancel too (a waiter shared with the first wait would hang the replay)."""
+    model.set_script(Script.of(parallel_calls("send_email", EMAIL, EMAIL), "never reached"))
+    started = app.start_until_approval(input="Email Bob twice")
+    first, _ = started["pending_approvals"]
+    assert app.decide(started["run_id"], first["approval_id"], "approve").status_code == 202
+    app.settle()
+
+    assert app.cancel(started["run_id"]).status_code == 202
+    app.settle()
+
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    assert app.effects(started["session_id"]) == []  # the approved call never ran: its batch was not complete
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))

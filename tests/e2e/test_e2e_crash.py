@@ -1,0 +1,132 @@
+"""Crash and resume, end to end: `python -m devhost` in a child process with its state in a file and the sessions in
+a SQLite file (or in Cosmos) is killed with SIGKILL mid-run and started again on the same state. The run completes,
+the side effect of the tool happened exactly once (the tools record it under their idempotency key), and no message
+is duplicated."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import E2E_DIR, REPO_ROOT, app_settings
+from e2e_harness import FINAL, AppClient, wait_for_file
+
+from devhost.testing import SubprocessHost
+from scripted_model import Reply, Script, ScriptedModelServer
+from session_store import StoreSettings, open_store
+
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+pytestmark = pytest.mark.slow
+
+
+class CrashableApp:
+    """The app in a child devhost on file state; kill it and start it again on the same state."""
+
+    def __init__(self, tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> None:
+        self.marker_dir = Path(store_settings["E2E_MARKER_DIR"])
+        self.store_settings = {**store_settings}
+        if "SESSION_STORE_PATH" in self.store_settings:
+            self.store_settings["SESSION_STORE_PATH"] = str(tmp_path / "sessions.sqlite3")
+        env = app_settings(model.base_url, **self.store_settings, PYTHONPATH=str(E2E_DIR))
+        self.host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
+        self.api = AppClient(self.host.client)
+
+    def crash_and_restart(self) -> None:
+        self.host.kill()
+        self.host.start()
+
+    def stored(self, session_id: str) -> tuple[list[Any], list[Any]]:
+        """(messages, effects) of a session, read from the app's store by this process."""
+        store = open_store(StoreSettings.model_validate(self.store_settings))
+
+        async def read() -> tuple[list[Any], list[Any]]:
+            try:
+                page = await store.list_messages(session_id, limit=1000)
+                return page.items, await store.list_effects(session_id)
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+
+@pytest.fixture
+def crashable(tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> Iterator[CrashableApp]:
+    app = CrashableApp(tmp_path, model, store_settings)
+    app.host.start()
+    try:
+        yield app
+    finally:
+        app.host.close()
+
+
+def assert_no_duplicates(messages: list[Any]) -> None:
+    ids = [m.message_id for m in messages]
+    seqs = [m.seq for m in messages]
+    assert len(set(ids)) == len(ids) and len(set(seqs)) == len(seqs), ids
+    calls = [c["call_id"] for m in messages for c in m.payload["contents"] if c["type"] == "function_call"]
+    results = [c["call_id"] for m in messages for c in m.payload["contents"] if c["type"] == "function_result"]
+    assert sorted(calls) == sorted(results)  # every call answered exactly once
+
+
+def test_killed_while_waiting_for_approval(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    api = crashable.api
+    started = api.start(input="Email Bob")
+    [approval_id] = [
+        a["approval_id"] for a in api.wait_for(started["run_id"], {"requires_action"})["pending_approvals"]
+    ]
+
+    crashable.crash_and_restart()
+
+    assert api.view(started["run_id"])["status"] == "requires_action"  # the run survived, still waiting
+    assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
+    assert_no_duplicates(messages)
+    assert len(messages) == 6  # input, call, approval request, approval response, result, answer
+    assert model.log.total == 2
+
+
+def test_killed_while_a_tool_runs(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "once"}), "Done."))
+    api = crashable.api
+    started = api.start(input="Do the slow step")
+    attempts = crashable.marker_dir / "slow_step.started"
+    wait_for_file(attempts)  # the tool is running (its effect is already recorded) and holds the call
+
+    crashable.host.kill()
+    (crashable.marker_dir / "slow_step.release").touch()
+    crashable.host.start()
+
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Done.")
+    keys = attempts.read_text().split()
+    assert len(keys) == 2 and keys[0] == keys[1]  # delivered again after the crash, with the same idempotency key
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("slow_step", {"label": "once"})]  # but the effect happened once
+    assert_no_duplicates(messages)
+    result = next(c for m in messages for c in m.payload["contents"] if c["type"] == "function_result")
+    assert result["result"] == {"label": "once", "first_attempt": False}
+    assert model.log.total == 2
+
+
+def test_killed_while_a_model_call_runs(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    """The model call is redelivered after the crash (the model answers twice); the answer is stored once."""
+    model.set_script(Script(default=Reply(text="The answer.", latency_ms=1500)))
+    api = crashable.api
+    started = api.start(input="A question")
+    model.log.wait_for(1, timeout=15)  # the model has the request: the call_model activity is in flight
+
+    crashable.crash_and_restart()
+
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "The answer.")
+    assert model.log.total == 2
+    messages, _ = crashable.stored(started["session_id"])
+    assert_no_duplicates(messages)
+    assert [m.role for m in messages] == ["user", "assistant"]

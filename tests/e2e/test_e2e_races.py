@@ -1,0 +1,60 @@
+"""Callers racing each other over HTTP: concurrent starts on one session (one wins, the rest get 409 with the
+winner's id) and concurrent decisions on one approval (one wins, the rest get 409; the tool runs once)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from e2e_harness import InProcessApp, pending_ids
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+RACERS = 6
+
+
+def race(app: InProcessApp, method: str, path: str, bodies: list[dict]) -> list[httpx.Response]:
+    def send(body: dict) -> httpx.Response:
+        with httpx.Client(base_url=app.host.base_url, timeout=30, trust_env=False) as client:
+            return client.request(method, path, json=body)
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(send, bodies))
+
+
+def test_concurrent_starts_on_one_session(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script(default=Reply.call("send_email", {"to": "a@b.cd", "subject": "s", "body": "b"})))
+    first = app.start(input="open the session")
+    app.settle()  # waiting for approval: the session is busy
+    app.cancel(first["run_id"])
+    app.settle()
+
+    bodies = [{"input": f"racer {i}", "session_id": first["session_id"]} for i in range(RACERS)]
+    responses = race(app, "POST", "/api/agents/helper/runs", bodies)
+
+    winners = [r for r in responses if r.status_code == 202]
+    losers = [r for r in responses if r.status_code != 202]
+    assert len(winners) == 1, [r.status_code for r in responses]
+    assert {(r.status_code, r.json()["code"]) for r in losers} == {(409, "session_busy")}
+    assert {r.json()["active_run_id"] for r in losers} == {winners[0].json()["run_id"]}
+    app.settle()
+    session = app.http.get(f"/api/sessions/{first['session_id']}").json()
+    assert session["run_count"] == 2  # the losers left no run behind
+
+
+def test_concurrent_decisions_on_one_approval(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Done."))
+    started = app.start(input="Pay")
+    app.settle()
+    [approval_id] = pending_ids(app.view(started["run_id"]))
+
+    bodies = [{"decision": "approve" if i % 2 else "reject"} for i in range(RACERS)]
+    responses = race(app, "POST", f"/api/runs/{started['run_id']}/approvals/{approval_id}", bodies)
+    app.settle()
+
+    assert sorted(r.status_code for r in responses) == [202] + [409] * (RACERS - 1)
+    winner = next(r.json() for r in responses if r.status_code == 202)
+    assert [a["status"] for a in app.approvals(started["run_id"])] == [winner["status"]]
+    assert app.view(started["run_id"])["status"] == "completed"
+    expected_effects = 1 if winner["status"] == "approved" else 0
+    assert len(app.effects(started["session_id"], "transfer")) == expected_effects
