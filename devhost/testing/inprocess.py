@@ -49,6 +49,16 @@ class _AppModules:
             path = Path(module_file).resolve()
             if path.is_relative_to(self._app_dir) and not path.is_relative_to(DEVHOST_DIR):
                 sys.modules.pop(name, None)
+                self._detach_from_parent(name)
+
+    @staticmethod
+    def _detach_from_parent(name: str) -> None:
+        """A forgotten `a.b` must not stay reachable as attribute `b` of a package `a` that is kept: the next
+        `from a import b` would return the old module instead of importing it again."""
+        parent_name, _, child = name.rpartition(".")
+        parent = sys.modules.get(parent_name) if parent_name else None
+        if parent is not None and getattr(parent, child, None) is not None:
+            delattr(parent, child)
 
 
 class _LoopThread:
