@@ -123,10 +123,12 @@ OPERATIONS: tuple[Operation, ...] = (
               responses={200: AgentView}, problems=(404,)),
     Operation(method="post", path="/api/agents/{agent}/runs", operation_id="start_run",
               summary="Start a run (optionally in a session; optionally wait up to wait_seconds)", tag="runs",
-              body=StartRunRequest, responses={200: RunView, 202: RunView}, problems=(400, 404, 409, 413, 415, 422)),
+              body=StartRunRequest, responses={200: RunView, 202: RunView, 500: RunView},
+              problems=(400, 404, 409, 413, 415, 422)),
     Operation(method="get", path="/api/runs/{run_id}", operation_id="get_run",
               summary="Poll a run: what is new since the continuation token (long-poll with wait_seconds)",
-              tag="runs", query=PollQuery, responses={200: RunView, 202: RunView}, problems=(400, 401, 404, 422)),
+              tag="runs", query=PollQuery, responses={200: RunView, 202: RunView, 500: RunView},
+              problems=(400, 401, 404, 422)),
     Operation(method="post", path="/api/runs/{run_id}/cancel", operation_id="cancel_run", summary="Cancel a run",
               tag="runs", responses={202: CancelAcceptedBody}, problems=(404, 409)),
     Operation(method="get", path="/api/runs/{run_id}/approvals", operation_id="list_approvals",
@@ -226,14 +228,14 @@ def _operation(op: Operation) -> dict[str, Any]:
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     responses: dict[str, Any] = {}
     for status, model in op.responses.items():
-        responses[str(status)] = {"description": _STATUS_TEXT.get(status, "OK")}
+        text = _FAILED_RUN_TEXT if status == 500 else _STATUS_TEXT.get(status, "OK")
+        responses[str(status)] = {"description": text}
         if model is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": _ref(model)}}
     for status in (*op.problems, *_ALWAYS_PROBLEMS):
-        responses[str(status)] = {
-            "description": _STATUS_TEXT.get(status, "Problem"),
-            "content": {PROBLEM_CONTENT_TYPE: {"schema": _ref(Problem)}},
-        }
+        # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
+        response = responses.setdefault(str(status), {"description": _STATUS_TEXT.get(status, "Problem")})
+        response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": _ref(Problem)}
     spec["responses"] = responses
     return spec
 
@@ -249,6 +251,7 @@ def _query_parameters(model: type[BaseModel] | None) -> list[dict[str, Any]]:
     ]
 
 
+_FAILED_RUN_TEXT = "The run failed (the body is the run, with `error`), or an unexpected server error (problem)"
 _STATUS_TEXT = {
     200: "Done", 204: "Deleted", 202: "Accepted: still running (poll the Location) or decision recorded",
     400: "Malformed request", 401: "Invalid continuation token",

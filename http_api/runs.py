@@ -159,7 +159,14 @@ async def _wait_for_view(
         run = await services.store.get_run(run.run_id) or run
 
 
+# A failed run is never a 200 (clients must not mistake it for a success): like Durable Functions' own
+# wait-for-completion response, it answers 500 with the run (status "failed", `error` saying why) as the body.
+FAILED_RUN_STATUS_CODE = 500
+
+
 def _run_response(view: RunView) -> func.HttpResponse:
+    if view.status == "failed":
+        return json_response(view, status=FAILED_RUN_STATUS_CODE)
     if view.status in FINAL_STATUSES:
         return json_response(view, status=200)
     headers = {"Retry-After": RETRY_AFTER_SECONDS, "Location": view.links.self}

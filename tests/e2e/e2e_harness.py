@@ -25,6 +25,13 @@ FINAL = frozenset({"completed", "failed", "cancelled"})
 PROBLEM_JSON = "application/problem+json"
 
 
+def expected_status_code(view: dict[str, Any]) -> int:
+    """What a run route answers for a run in this state: 202 running, 200 completed/cancelled, 500 failed."""
+    if view["status"] == "failed":
+        return 500
+    return 200 if view["status"] in FINAL else 202
+
+
 class AppClient:
     """The HTTP API of the app, one method per route a test uses."""
 
@@ -33,7 +40,7 @@ class AppClient:
 
     def start(self, agent: str = "helper", input: Any = "hi", **body: Any) -> dict[str, Any]:
         response = self.http.post(f"/api/agents/{agent}/runs", json={"input": input, **body})
-        assert response.status_code in (200, 202), response.text
+        assert response.status_code == expected_status_code(response.json()), response.text
         return response.json()
 
     def poll(self, run_id: str, token: str | None = None, wait_seconds: float = 0) -> httpx.Response:
@@ -44,7 +51,7 @@ class AppClient:
 
     def view(self, run_id: str) -> dict[str, Any]:
         response = self.poll(run_id)
-        assert response.status_code in (200, 202), response.text
+        assert response.status_code == expected_status_code(response.json()), response.text
         return response.json()
 
     def wait_for(self, run_id: str, statuses: Iterable[str], timeout: float = 30.0) -> dict[str, Any]:

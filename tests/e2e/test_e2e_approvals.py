@@ -134,6 +134,7 @@ def test_timeout_fails_the_run_when_the_agent_says_so(app: InProcessApp, model: 
 
     response = app.poll(view["run_id"])
     final = response.json()
+    assert response.status_code == 500  # never 200 for a failed run
     assert final["status"] == "failed"
     assert final["error"]["code"] == "approval_timeout"
     assert final["output"] is None and final["continuation_token"] is None

@@ -87,7 +87,9 @@ def test_a_model_that_refuses_the_request_fails_the_run(app: InProcessApp, model
     started = app.start(input="hi")
     app.settle()
 
-    view = app.view(started["run_id"])
+    response = app.poll(started["run_id"])
+    assert response.status_code == 500  # never 200 for a failed run; the body says why
+    view = response.json()
     assert view["status"] == "failed" and view["output"] is None and view["continuation_token"] is None
     assert view["error"]["code"] and "not allowed" in view["error"]["message"]
     assert model.log.total == 1  # a 400 is not retried
