@@ -38,9 +38,18 @@ async def start_run(
     if session_id is not None:
         body["session_id"] = session_id
     response = await request(client, "POST", f"/api/agents/{agent}/runs", json=body)
-    if response.status_code not in (200, 202):
+    if not is_run_response(response):
         raise AssertionError(f"start failed: {response.status_code} {response.text[:500]}")
     return response.json()
+
+
+def is_run_response(response: httpx.Response) -> bool:
+    """A run route's answer: 202 running, 200 completed/cancelled, 500 with the run as body when it failed."""
+    if response.status_code == 500:
+        return response.headers.get("content-type", "").startswith("application/json") and (
+            response.json().get("status") == "failed"
+        )
+    return response.status_code in (200, 202)
 
 
 async def poll(
@@ -57,7 +66,7 @@ async def poll(
         if view.get("continuation_token"):
             params["continuation_token"] = view["continuation_token"]
         response = await request(client, "GET", f"/api/runs/{view['run_id']}", params=params)
-        if response.status_code not in (200, 202):
+        if not is_run_response(response):
             raise AssertionError(f"poll failed: {response.status_code} {response.text[:500]}")
         view = response.json()
         updates.extend(view.get("updates") or [])
