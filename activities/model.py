@@ -1,4 +1,5 @@
-"""`call_model`: one model call of a run (chat middleware, retries honouring Retry-After, the answer stored)."""
+"""`call_model`: one model call of a run (chat middleware, retries honouring Retry-After, the answer stored; while
+it streams, the text so far is stored as a draft that pollers see as `partial_output`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
 from agent_runs.contracts import ModelCallInput, StepFailure
+from agent_runs.drafts import DraftWriter
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
@@ -20,13 +22,27 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
+        log = ctx.log(step.first_seq, SLOTS_PER_MODEL_CALL)
+        settings = ctx.services.run_settings
+        drafts = (
+            DraftWriter(
+                log,
+                step.run.run_id,
+                step.command.iteration,
+                author_name=ctx.agent.name,
+                interval_seconds=settings.partial_output_interval_seconds,
+            )
+            if settings.stream_partial_output
+            else None
+        )
         try:
             result = await call_model_step(
                 ctx.agent,
                 ctx.services.model_client(),
-                ctx.log(step.first_seq, SLOTS_PER_MODEL_CALL),
+                log,
                 step.run.run_id,
                 step.command,
+                on_update=drafts.on_update if drafts else None,
             )
         except ModelError as error:
             if error.retryable:

@@ -157,3 +157,6 @@ class RunProgress(_Payload):
     approvals_expire_at: datetime | None = None
     usage: Usage = Field(default_factory=Usage)
     reason: str | None = None
+    model_call_seq: int | None = Field(
+        default=None, description="first seq of the model call in flight: where its streamed draft is stored"
+    )

@@ -59,6 +59,7 @@ class RunDriver:
         self._pending_approvals: list[str] = []
         self._expires_at: datetime | None = None
         self._reason: str | None = None
+        self._model_call_seq: int | None = None
 
     # ------------------------------------------------------------------------------------------------ commands
 
@@ -80,7 +81,8 @@ class RunDriver:
 
     def model_call(self, command: CallModel) -> ModelCallInput:
         self._model_calls += 1
-        return ModelCallInput(run=self.run, command=command, first_seq=self._allocate(SLOTS_PER_MODEL_CALL))
+        self._model_call_seq = self._allocate(SLOTS_PER_MODEL_CALL)
+        return ModelCallInput(run=self.run, command=command, first_seq=self._model_call_seq)
 
     def tool_calls(self, command: RunTools) -> list[ToolCallInput]:
         return [ToolCallInput(run=self.run, invocation=call, seq=self._allocate(1)) for call in command.calls]
@@ -185,6 +187,7 @@ class RunDriver:
             approvals_expire_at=self._expires_at if self._pending_approvals else None,
             usage=self._loop.state.usage,
             reason=self._reason,
+            model_call_seq=self._model_call_seq,
         )
 
     def _allocate(self, count: int) -> int:
@@ -195,6 +198,7 @@ class RunDriver:
     def _step_completed(self) -> None:
         # Nothing is in flight when a result is fed back, so everything allocated so far has been written.
         self._visible_position = self._position
+        self._model_call_seq = None
 
     def _after_approvals(self) -> None:
         if not self._loop.awaiting_approval:

@@ -6,6 +6,8 @@
 | `CONTINUATION_TOKEN_TTL_SECONDS` | how long a continuation token stays valid | `86400` |
 | `DEFAULT_APPROVAL_TIMEOUT_SECONDS` | how long approvals wait when neither the request nor the agent says | `86400` |
 | `AGENTS_PACKAGE` | the package whose modules define the served agents | `agents` |
+| `STREAM_PARTIAL_OUTPUT` | stream model answers and show the text so far to pollers (`partial_output`) | `true` |
+| `PARTIAL_OUTPUT_INTERVAL_SECONDS` | at most one draft write per this interval while a model answer streams | `0.5` |
 
 Model settings: `agent_runtime.settings`; store settings: `session_store.settings`.
 """
@@ -33,6 +35,10 @@ class RunSettings(BaseSettings):
         default=86400, gt=0, validation_alias="DEFAULT_APPROVAL_TIMEOUT_SECONDS"
     )
     agents_package: str = Field(default="agents", validation_alias="AGENTS_PACKAGE")
+    stream_partial_output: bool = Field(default=True, validation_alias="STREAM_PARTIAL_OUTPUT")
+    partial_output_interval_seconds: float = Field(
+        default=0.5, ge=0, validation_alias="PARTIAL_OUTPUT_INTERVAL_SECONDS"
+    )
 
     def token_secrets(self) -> list[str]:
         if self.continuation_token_secret is not None:

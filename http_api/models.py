@@ -124,6 +124,9 @@ class RunView(BaseModel):
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     output: dict[str, Any] | None = None
+    partial_output: str | None = Field(
+        default=None, description="the text of the model answer streaming in right now (not yet an update)"
+    )
     error: RunError | None = None
     continuation_token: str | None = None
     links: RunLinks

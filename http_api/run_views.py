@@ -12,6 +12,7 @@ from typing import Any, Literal
 from agent_runs.closing import close_abandoned_run
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
+from agent_runtime.messages import Message
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import (
     FINAL_STATUSES,
@@ -116,6 +117,7 @@ async def build_run_view(
         ],
         usage=_usage(run, state),
         output=run.output,
+        partial_output=None if run.finished else await _partial_output(store, run, state),
         error=RunError.model_validate(run.error) if run.error else None,
         continuation_token=token,
         links=links(base_url, run),
@@ -127,3 +129,12 @@ def _usage(run: RunRecord, state: OrchestrationState | None) -> Usage:
     if not run.finished and state is not None and state.progress is not None:
         source = state.progress.usage.model_dump()
     return Usage.model_validate(source or {})
+
+
+async def _partial_output(store: SessionStore, run: RunRecord, state: OrchestrationState | None) -> str | None:
+    """The draft of the model answer streaming in (see `agent_runs.drafts`), if a model call is in flight."""
+    seq = state.progress.model_call_seq if state is not None and state.progress is not None else None
+    if seq is None:
+        return None
+    page = await store.list_messages(run.session_id, after_seq=seq - 1, up_to_seq=seq, limit=1)
+    return Message.model_validate(page.items[0].payload).text if page.items else None

@@ -77,37 +77,22 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
         if driver.should_continue_as_new(command):
             context.continue_as_new(_payload(driver.continue_as_new_input(command), "continue-as-new input"))
             return {}
-        context.set_custom_status(_payload(driver.progress(), "custom status"))
-
         if isinstance(command, CallModel):
             task = context.call_activity_with_retry(
                 _Activities.call_model, ACTIVITY_RETRY, _payload(driver.model_call(command), "call_model input")
             )
-            cancel = cancels.waiter()
-            winner = yield context.task_any([task, cancel])
-            if winner is cancel:
-                yield from _drain(task)
-                command = driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
-            elif _failed(task):
-                command = driver.on_failure(f"model_call_failed: {_error_text(task)}")
-            else:
-                command = driver.on_model_result(_model_result.validate_python(task.result))
+            done = yield from _step(context, driver, cancels, task, "model_call_failed")
+            command = done if done is not None else driver.on_model_result(_model_result.validate_python(task.result))
 
         elif isinstance(command, RunTools):
             tasks = [
                 context.call_activity_with_retry(_Activities.invoke_tool, ACTIVITY_RETRY, _payload(call, "tool input"))
                 for call in driver.tool_calls(command)
             ]
-            batch = context.task_all(tasks)
-            cancel = cancels.waiter()
-            winner = yield context.task_any([batch, cancel])
-            if winner is cancel:
-                yield from _drain(batch)
-                command = driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
-            elif _failed(batch):
-                command = driver.on_failure(f"tool_call_failed: {_error_text(batch)}")
-            else:
-                command = driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
+            done = yield from _step(context, driver, cancels, context.task_all(tasks), "tool_call_failed")
+            if done is None:
+                done = driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
+            command = done
 
         elif isinstance(command, RequestApproval | AwaitApproval):
             command = yield from _wait_for_approvals(context, driver, command, approvals, cancels)
@@ -119,6 +104,22 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     outcome = driver.on_finished(command)
     context.set_custom_status(_payload(driver.progress(), "custom status"))
     return outcome.model_dump(mode="json")
+
+
+def _step(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, work: TaskBase, failure: str
+) -> Generator[Any, Any, LoopCommand | None]:
+    """Publish progress, then race the step's work with cancel. Returns the next command when the step was cancelled
+    or failed, None when it succeeded (the caller feeds its result to the driver)."""
+    context.set_custom_status(_payload(driver.progress(), "custom status"))
+    cancel = cancels.waiter()
+    winner = yield context.task_any([work, cancel])
+    if winner is cancel:
+        yield from _drain(work)
+        return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
+    if _failed(work):
+        return driver.on_failure(f"{failure}: {_error_text(work)}")
+    return None
 
 
 def _wait_for_approvals(

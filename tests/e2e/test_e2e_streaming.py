@@ -1,0 +1,76 @@
+"""Streaming partial output: while a model answer streams in, polls show the text so far as `partial_output`;
+the finished answer then arrives once, as an ordinary update."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import app_settings, running_app
+from e2e_harness import InProcessApp
+
+from scripted_model import Script, ScriptedModelServer
+
+ANSWER = " ".join(f"word{i}" for i in range(60))  # streamed in many small chunks
+
+
+@pytest.fixture
+def streaming_app(model_server: ScriptedModelServer, store_backend: str, store_settings: dict[str, str]) -> Iterator[
+    InProcessApp
+]:
+    env = app_settings(model_server.base_url, PARTIAL_OUTPUT_INTERVAL_SECONDS="0", **store_settings)
+    with running_app(env, store_backend) as app:
+        yield app
+
+
+@pytest.fixture
+def slow_model(model_server: ScriptedModelServer) -> Iterator[ScriptedModelServer]:
+    model_server.reset()
+    model_server.latency_ms = 0
+    model_server.chunk_delay_ms = 20  # a paced stream: the run is mid-answer for a while
+    yield model_server
+    model_server.chunk_delay_ms = 0
+
+
+def test_polls_show_the_answer_as_it_streams_then_deliver_it_once(
+    streaming_app: InProcessApp, slow_model: ScriptedModelServer
+) -> None:
+    slow_model.set_script(Script.of(ANSWER))
+    started = streaming_app.start(input="tell me a long story")
+
+    partials: list[str] = []
+    deadline = time.monotonic() + 30
+    token = started["continuation_token"]
+    updates = list(started["updates"])
+    while True:
+        view = streaming_app.poll(started["run_id"], token=token, wait_seconds=0.2).json()
+        updates += view["updates"]
+        token = view["continuation_token"] or token
+        if view["partial_output"]:
+            partials.append(view["partial_output"])
+        if view["status"] == "completed":
+            break
+        assert time.monotonic() < deadline, "the run did not finish"
+
+    assert partials, "no poll saw the answer while it streamed"
+    assert all(ANSWER.startswith(p) for p in partials)  # always a prefix of the final text
+    assert any(len(p) < len(ANSWER) for p in partials)  # seen before it was complete
+    assert view["partial_output"] is None and view["output"]["text"] == ANSWER
+    answers = [u for u in updates if u["message"]["role"] == "assistant"]
+    assert [a["message"]["contents"][0]["text"] for a in answers] == [ANSWER]  # delivered once, whole
+    stored = streaming_app.session_messages(started["session_id"])
+    assert [m["seq"] for m in stored] == [u["seq"] for u in updates]  # no draft left behind, nothing twice
+
+
+def test_streaming_can_be_switched_off(
+    model_server: ScriptedModelServer, store_backend: str, store_settings: dict[str, str]
+) -> None:
+    model_server.reset()
+    model_server.set_script(Script.of("plain answer"))
+    env = app_settings(model_server.base_url, STREAM_PARTIAL_OUTPUT="false", **store_settings)
+    with running_app(env, store_backend) as app:
+        started = app.start(input="hi")
+        app.settle()
+        assert app.view(started["run_id"])["output"]["text"] == "plain answer"
+    assert model_server.log.last is not None and model_server.log.last.stream is False
