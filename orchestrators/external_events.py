@@ -32,6 +32,10 @@ class ExternalEvents:
         self._waiters.append(waiter)
         return waiter
 
+    def received(self) -> bool:
+        """Whether an event not handled yet has arrived (it stays to be taken)."""
+        return any(waiter.is_completed and index not in self._handled for index, waiter in enumerate(self._waiters))
+
     def take(self) -> dict[str, Any] | None:
         """The payload of the oldest received event not handled yet (now handled), or None."""
         for index, waiter in enumerate(self._waiters):
@@ -45,5 +49,8 @@ def event_data(task: TaskBase) -> dict[str, Any]:
     """External event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
     value = task.result
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {}
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError:
+            return {}
     return value if isinstance(value, dict) else {}
