@@ -45,5 +45,8 @@ def event_data(task: TaskBase) -> dict[str, Any]:
     """External event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
     value = task.result
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {}
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError:
+            return {}
     return value if isinstance(value, dict) else {}

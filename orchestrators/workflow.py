@@ -3,7 +3,8 @@
 A thin generator over the sans-IO `WorkflowDriver`: it asks for the next command, runs it (`StepRunner` in
 `workflow_steps.py`) and feeds the result back; it continues as new when the driver says so (eternal monitors run
 at a flat replay cost) and closes the run with `workflow_finish`. Replay-safe: time comes from
-`context.current_utc_datetime`; definitions are code, loaded from the `workflows` package.
+`context.current_utc_datetime`; every race gets fresh waiters and timers (see `orchestrators.external_events`);
+definitions are code, loaded from the `workflows` package.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import azure.durable_functions as df
 from agent_runs.budget import within_budget
 from agent_runs.services import RunServices
 from orchestrators.workflow_steps import Activities, StepRunner
-from workflow_runtime.contracts import CANCEL_EVENT, Waiting, WorkflowInput
+from workflow_runtime.contracts import WorkflowInput
 from workflow_runtime.driver import ContinueAsNew, Done, Sleep, WorkflowDriver
 from workflow_runtime.registry import load_workflows
 
@@ -25,22 +26,21 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
     workflow_input = WorkflowInput.model_validate(context.get_input())
     definition = load_workflows(RunServices.current().agents.names()).get(workflow_input.ref.workflow)
     driver = WorkflowDriver(definition, workflow_input)
-    runner = StepRunner(context, driver, context.wait_for_external_event(CANCEL_EVENT))
+    runner = StepRunner(context, driver)
 
     while True:
         command = driver.next_command(context.current_utc_datetime)
         if isinstance(command, Done):
             break
-        if runner.cancel.is_completed:
+        if runner.cancel_received():  # arrived while no race was on (during an activity, between steps)
             driver.on_cancel()
             continue
         if isinstance(command, ContinueAsNew):
             context.continue_as_new(within_budget(command.input.model_dump(mode="json"), "continue-as-new input"))
             return {}
         runner.publish()
-        if isinstance(command, Sleep):
-            cancelled = yield from _sleep(runner, command)
-            if cancelled:
+        if isinstance(command, Sleep):  # a monitor's pause between checks
+            if (yield from runner.sleep(command.until)):
                 driver.on_cancel()
             else:
                 driver.on_slept()
@@ -57,14 +57,3 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
     runner.publish()
     return outcome.model_dump(mode="json")
 
-
-def _sleep(runner: StepRunner, command: Sleep) -> Generator[Any, Any, bool]:
-    """A monitor's pause between checks; True when cancelled."""
-    runner.wait("waiting", Waiting(until=command.until))
-    timer = runner.context.create_timer(command.until)
-    winner = yield runner.context.task_any([timer, runner.cancel])
-    runner.resume()
-    if winner is runner.cancel:
-        timer.cancel()
-        return True
-    return False

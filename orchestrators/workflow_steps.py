@@ -1,15 +1,17 @@
 """How the `workflow` orchestrator runs each kind of step as durable tasks (activities, child runs, timers,
 events). Each executor returns the step's `StepResult`, or None when the workflow was cancelled meanwhile.
 
-Every wait races the workflow's `cancel` event; child runs are `agent_run` sub-orchestrations with the run id as
-instance id, so they are ordinary runs (pollable, approvable and cancellable through `/api/runs/{id}`).
+Every wait races the workflow's `cancel` event, with fresh waiters and a fresh timer per race (a task shared by two
+races is missing from the second on the host's side: see `orchestrators.external_events`); events that arrived while
+no race was on are taken from the older waiters first, so none is lost. Child runs are `agent_run`
+sub-orchestrations with the run id as instance id, so they are ordinary runs (pollable, approvable and cancellable
+through `/api/runs/{id}`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,8 +21,10 @@ from pydantic import BaseModel
 
 from agent_runs.budget import within_budget
 from agent_runs.contracts import ORCHESTRATOR_NAME as AGENT_RUN_ORCHESTRATOR
+from orchestrators.external_events import ExternalEvents
 from workflow_runtime.contracts import (
     APPROVAL_EVENT,
+    CANCEL_EVENT,
     AgentRunsRecord,
     DelayRecord,
     GateOpened,
@@ -61,7 +65,7 @@ class Activities:
 class StepRunner:
     context: df.DurableOrchestrationContext
     driver: WorkflowDriver
-    cancel: TaskBase
+    _events: dict[str, ExternalEvents] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------------------------- plumbing
 
@@ -90,6 +94,21 @@ class StepRunner:
     def resume(self) -> None:
         self.driver.status = "in_progress"
         self.driver.waiting = None
+
+    def events(self, name: str) -> ExternalEvents:
+        """The waiters of one event name, kept for the whole execution (an event may land on an older one)."""
+        return self._events.setdefault(name, ExternalEvents(self.context, name))
+
+    def cancel_waiter(self) -> TaskBase:
+        """A fresh cancel waiter, for one race."""
+        return self.events(CANCEL_EVENT).waiter()
+
+    def cancel_received(self) -> bool:
+        """Whether a cancel arrived (in a race, or while none was on); it is then handled."""
+        return self.events(CANCEL_EVENT).take() is not None
+
+    def timer(self, until: datetime) -> TaskBase:
+        return self.context.create_timer(until)
 
     # ----------------------------------------------------------------------------------------------- steps
 
@@ -130,8 +149,11 @@ class StepRunner:
         self.driver.child_runs = run_ids
         self.publish()
         batch = self.context.task_all(children)
-        winner = yield self.context.task_any([batch, self.cancel])
-        if winner is self.cancel:
+        cancelled = self.cancel_received()  # arrived while the runs were being created: they start, flagged
+        if not cancelled:
+            cancel = self.cancel_waiter()
+            cancelled = (yield self.context.task_any([batch, cancel])) is cancel
+        if cancelled:
             self.wait("cancelling", None)
             yield self.activity(Activities.flag_children_cancelled, {"run_ids": run_ids})
             yield from _drain(batch)
@@ -156,12 +178,7 @@ class StepRunner:
             until = datetime.fromisoformat((yield self.activity(Activities.resolve_time, self.request(command))))
         else:
             until = self.context.current_utc_datetime + timedelta(seconds=step.seconds or 0)
-        self.wait("waiting", Waiting(until=until))
-        timer = self.context.create_timer(until)
-        winner = yield self.context.task_any([timer, self.cancel])
-        self.resume()
-        if winner is self.cancel:
-            timer.cancel()
+        if (yield from self.sleep(until)):
             return None
         result = yield self.activity(Activities.record_delay, DelayRecord(**self.request(command), until=until))
         return StepResult.model_validate(result)
@@ -169,20 +186,22 @@ class StepRunner:
     def signal(self, command: ExecuteStep) -> Steps:
         step = self.driver.definition.step(command.step_id)
         assert isinstance(step, SignalStep)
-        event = self.context.wait_for_external_event(signal_event(step.name))
-        timer = None
-        if step.timeout_seconds is not None:
-            timer = self.context.create_timer(
-                self.context.current_utc_datetime + timedelta(seconds=step.timeout_seconds)
-            )
-        self.wait("waiting", Waiting(signal=step.name))
-        winner = yield self.context.task_any([event, self.cancel, *([timer] if timer else [])])
-        self.resume()
-        if winner is not timer and timer is not None:
-            timer.cancel()
-        if winner is self.cancel:
-            return None
-        signal_id = _event_data(event).get("signal_id") if winner is event else None
+        signals = self.events(signal_event(step.name))
+        payload = signals.take()  # sent while no race was on, onto the waiter of an earlier wait for this name
+        if payload is None:
+            event, cancel = signals.waiter(), self.cancel_waiter()
+            timer = None
+            if step.timeout_seconds is not None:
+                timer = self.timer(self.context.current_utc_datetime + timedelta(seconds=step.timeout_seconds))
+            self.wait("waiting", Waiting(signal=step.name))
+            winner = yield self.context.task_any([event, cancel, *([timer] if timer else [])])
+            self.resume()
+            if winner is not timer and timer is not None:
+                timer.cancel()  # an uncancelled timer would keep the instance running until it fires
+            if winner is cancel:
+                return None
+            payload = signals.take() if winner is event else None
+        signal_id = payload.get("signal_id") if payload is not None else None
         record = SignalRecord(**self.request(command), signal_id=signal_id)
         return StepResult.model_validate((yield self.activity(Activities.record_signal, record)))
 
@@ -211,24 +230,42 @@ class StepRunner:
     def _await_decision(
         self, command: ExecuteStep, opened: GateOpened, level: int
     ) -> Generator[Any, Any, str | None]:
-        """'decided' or 'expired' (after the timer, unless a decision won the race); None when cancelled."""
+        """'decided' or 'expired' (after the deadline, unless a decision came first); None when cancelled.
+        Each wait races a decision, the deadline and cancel afresh; what arrived between waits is taken first."""
         self.wait("requires_action", Waiting(approval_id=opened.approval_id, until=opened.expires_at))
-        timer = self.context.create_timer(opened.expires_at)
+        approvals = self.events(APPROVAL_EVENT)
         while True:
-            event = self.context.wait_for_external_event(APPROVAL_EVENT)
-            winner = yield self.context.task_any([event, timer, self.cancel])
-            if winner is event and _event_data(event).get("approval_id") != opened.approval_id:
-                continue  # an old or foreign decision: the API already answered its caller
-            self.resume()
-            if winner is self.cancel:
-                timer.cancel()
+            if self.cancel_received():
+                self.resume()
                 return None
-            if winner is event:
-                timer.cancel()
+            decision = approvals.take()
+            if decision is not None:
+                if decision.get("approval_id") != opened.approval_id:
+                    continue  # an old or foreign decision: the API already answered its caller
+                self.resume()
                 return "decided"
+            timer = self.timer(opened.expires_at)
+            yield self.context.task_any([approvals.waiter(), timer, self.cancel_waiter()])
+            if not timer.is_completed:
+                timer.cancel()
+                continue  # take what arrived: cancel first, else the decision
+            self.resume()
             gate = GateRecord(**self.request(command), approval_id=opened.approval_id, level=level)
             expired = yield self.activity(Activities.expire_gate, gate)
             return "expired" if expired["status"] == "expired" else "decided"
+
+    def sleep(self, until: datetime) -> Generator[Any, Any, bool]:
+        """Wait until a time (a delay, a monitor's pause); True when cancelled meanwhile."""
+        if self.cancel_received():
+            return True
+        self.wait("waiting", Waiting(until=until))
+        timer, cancel = self.timer(until), self.cancel_waiter()
+        winner = yield self.context.task_any([timer, cancel])
+        self.resume()
+        if winner is cancel:
+            timer.cancel()
+            return True
+        return False
 
 
 def _drain(task: TaskBase) -> Generator[Any, Any, None]:
@@ -239,17 +276,6 @@ def _drain(task: TaskBase) -> Generator[Any, Any, None]:
         yield task
     except Exception:  # a child that fails while cancelling no longer matters
         return
-
-
-def _event_data(task: TaskBase) -> dict[str, Any]:
-    """Event payloads arrive as a dict (webhook) or as JSON text (the Python client sends a str)."""
-    value = task.result
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except json.JSONDecodeError:
-            return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _error_text(task: TaskBase) -> str:

@@ -118,3 +118,28 @@ function_merge_flow = WorkflowDefinition(
     ],
     output={"joined": "steps.merged.joined"},
 )
+
+# A signal wait with no timeout after an agent step: only the signal or a cancel ends it (the cancel must reach
+# a race that is not the workflow's first).
+open_signal_flow = WorkflowDefinition(
+    name="open_signal_flow",
+    input_model=Topic,
+    steps=[
+        AgentStep(id="write", agent="writer", prompt="Write about {{ input.topic }}"),
+        SignalStep(id="go", name="go_ahead"),
+        DelayStep(id="pause", seconds=3600),
+        SignalStep(id="go_again", name="go_ahead"),
+    ],
+    output={"draft": "steps.write.text", "second": "steps.go_again.payload"},
+)
+
+# The child run of the second step waits for a person: a cancel must reach it through a race that is not the first.
+second_step_cancel_flow = WorkflowDefinition(
+    name="second_step_cancel_flow",
+    input_model=Topic,
+    steps=[
+        AgentStep(id="write", agent="writer", prompt="Write about {{ input.topic }}"),
+        AgentStep(id="mail", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+        AgentStep(id="after", agent="writer", prompt="never runs"),
+    ],
+)
