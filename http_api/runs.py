@@ -27,7 +27,10 @@ from http_api.models import FINAL_STATUSES, MAX_WAIT_SECONDS, RunView, StartRunR
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
 from http_api.run_views import TOKEN_SCOPE, build_run_view, reconcile
+from http_api.workflow_gateway import WorkflowGateway
+from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
+from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
 
 POLL_INTERVAL_SECONDS = 0.1
 RETRY_AFTER_SECONDS = "1"
@@ -43,6 +46,10 @@ def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
         return services.agents.get(name)
     except UnknownAgentError as error:
         raise ApiProblem(404, "agent_not_found", "Agent not found", str(error), field="path.agent") from error
+
+
+def is_workflow_run(run: RunRecord) -> bool:
+    return run.agent.startswith(WORKFLOW_AGENT_PREFIX)
 
 
 async def run_or_404(store: SessionStore, run_id: str) -> RunRecord:
@@ -109,6 +116,15 @@ async def _begin_run(store: SessionStore, gateway: DurableGateway, record: RunRe
 async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
     run = await run_or_404(services.store, req.route_params["run_id"])
+    if is_workflow_run(run):
+        raise ApiProblem(
+            404,
+            "run_is_a_workflow",
+            "This run is a workflow run",
+            f"Poll it at /api/workflows/runs/{run.run_id} (its gates' approvals use the /api/runs routes).",
+            field="path.run_id",
+            workflow_run=f"{base_url(req)}/api/workflows/runs/{run.run_id}",
+        )
     query = query_model(req, PollQuery)
     cursor = verify_token(services, query.continuation_token, TOKEN_SCOPE, run.run_id)
     seq = cursor.get("seq") if cursor else None
@@ -131,6 +147,9 @@ async def cancel_run(req: func.HttpRequest, client: df.DurableOrchestrationClien
     run = await run_or_404(store, req.route_params["run_id"])
     if run.finished:
         raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
+    if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
+        await cancel_workflow(services, WorkflowGateway(client), run)
+        return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
     await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
     await DurableGateway(client).send_cancel(run.run_id, "cancelled by the client")
     return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)

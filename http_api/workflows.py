@@ -159,15 +159,19 @@ async def get_workflow_run(req: func.HttpRequest, client: df.DurableOrchestratio
 async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     """Cancel the workflow and its running child runs (each gets the same graceful cancel as `/api/runs/.../cancel`)."""
     services = RunServices.current()
-    store = services.store
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
     if record.finished:
         raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
-    await store.update_run(record.run_id, cancel_requested_at=datetime.now(UTC))
-    gateway = WorkflowGateway(client)
-    await gateway.send_cancel(record.run_id, "cancelled by the client")
-    children = await _cancel_children(services, gateway, record.run_id)
+    children = await cancel_workflow(services, WorkflowGateway(client), record)
     return json_response({"run_id": record.run_id, "status": "cancelling", "cancelled_child_runs": children}, 202)
+
+
+async def cancel_workflow(services: RunServices, gateway: WorkflowGateway, record: RunRecord) -> list[str]:
+    """Flag and signal the cancel of a workflow run and of its running child runs; returns the children cancelled."""
+    if record.cancel_requested_at is None:
+        await services.store.update_run(record.run_id, cancel_requested_at=datetime.now(UTC))
+    await gateway.send_cancel(record.run_id, "cancelled by the client")
+    return await _cancel_children(services, gateway, record.run_id)
 
 
 async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_id: str) -> list[str]:
@@ -238,6 +242,8 @@ async def _wait_for_view(
 
 
 def _response(view: WorkflowRunView) -> func.HttpResponse:
+    if view.status == "failed":  # never 200 for a failed run (see http_api.runs): the view says which step and why
+        return json_response(view, status=500)
     if view.status in FINAL_WORKFLOW_STATUSES:
         return json_response(view, status=200)
     return json_response(view, status=202, **{"Retry-After": RETRY_AFTER_SECONDS, "Location": view.links.self})

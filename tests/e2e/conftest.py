@@ -11,36 +11,22 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from e2e_settings import E2E_DIR, app_settings, running_app
 
-from devhost.testing import InProcessHost
 from scripted_model import ScriptedModelServer
 
-E2E_DIR = Path(__file__).resolve().parent
-REPO_ROOT = E2E_DIR.parent.parent
-TOKEN_SECRET = "e2e-continuation-secret"
 STORE_BACKENDS = [b for b in os.environ.get("E2E_STORES", "sqlite,cosmos").split(",") if b]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # The local Cosmos server's certificate is self-signed; the SDK skips verification for 127.0.0.1 only.
     config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
-
-
-def app_settings(model_url: str, **extra: str) -> dict[str, str]:
-    """The app settings every test host gets: our agents, our model server, a known token secret."""
-    return {
-        "AGENTS_PACKAGE": "fixture_agents",
-        "SCRIPTED_MODEL_URL": model_url,
-        "MODEL_PROVIDER": "scripted",
-        "CONTINUATION_TOKEN_SECRET": TOKEN_SECRET,
-        **extra,
-    }
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -130,17 +116,15 @@ def app(
         yield started
 
 
-@contextmanager
-def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessApp]:
-    """Start the app in-process with `env` as its settings; at exit let it settle, close its services (store,
-    model clients) and stop the host."""
-    host = InProcessHost(REPO_ROOT, clock="virtual", env=env).start()
-    app = InProcessApp(host, store_backend)
-    try:
-        yield app
-        app.settle()  # let work a test left running finish before its store is closed under it
-    finally:
-        try:
-            app.services().reset()
-        finally:
-            host.stop()
+@pytest.fixture
+def app_with(
+    model_server: ScriptedModelServer, store_backend: str, store_settings: dict[str, str]
+) -> Iterator[Callable[..., AbstractContextManager[InProcessApp]]]:
+    """`with app_with(SETTING="value") as app:` - the app with extra settings, on the chosen store."""
+
+    def start(**settings: str) -> AbstractContextManager[InProcessApp]:
+        return running_app(app_settings(model_server.base_url, **store_settings, **settings), store_backend)
+
+    yield start
+
+

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TOKEN_SECRET
 from e2e_harness import PROBLEM_JSON, InProcessApp, pending_ids
+from e2e_settings import TOKEN_SECRET
 
 from agent_runtime.continuation import ContinuationTokens
 from scripted_model import Reply, Script, ScriptedModelServer

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import E2E_DIR, REPO_ROOT, app_settings
 from e2e_harness import FINAL, AppClient, wait_for_file
+from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 
 from devhost.testing import SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer

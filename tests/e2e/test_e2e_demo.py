@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import TOKEN_SECRET, running_app
 from e2e_harness import InProcessApp, pending_ids
+from e2e_settings import TOKEN_SECRET, running_app
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ the finished answer then arrives once, as an ordinary update."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import pytest
-from conftest import app_settings, running_app
 from e2e_harness import InProcessApp
 
 from scripted_model import Script, ScriptedModelServer
@@ -16,11 +16,8 @@ ANSWER = " ".join(f"word{i}" for i in range(60))  # streamed in many small chunk
 
 
 @pytest.fixture
-def streaming_app(model_server: ScriptedModelServer, store_backend: str, store_settings: dict[str, str]) -> Iterator[
-    InProcessApp
-]:
-    env = app_settings(model_server.base_url, PARTIAL_OUTPUT_INTERVAL_SECONDS="0", **store_settings)
-    with running_app(env, store_backend) as app:
+def streaming_app(app_with: Callable[..., AbstractContextManager[InProcessApp]]) -> Iterator[InProcessApp]:
+    with app_with(PARTIAL_OUTPUT_INTERVAL_SECONDS="0") as app:
         yield app
 
 
@@ -64,12 +61,11 @@ def test_polls_show_the_answer_as_it_streams_then_deliver_it_once(
 
 
 def test_streaming_can_be_switched_off(
-    model_server: ScriptedModelServer, store_backend: str, store_settings: dict[str, str]
+    model_server: ScriptedModelServer, app_with: Callable[..., AbstractContextManager[InProcessApp]]
 ) -> None:
     model_server.reset()
     model_server.set_script(Script.of("plain answer"))
-    env = app_settings(model_server.base_url, STREAM_PARTIAL_OUTPUT="false", **store_settings)
-    with running_app(env, store_backend) as app:
+    with app_with(STREAM_PARTIAL_OUTPUT="false") as app:
         started = app.start(input="hi")
         app.settle()
         assert app.view(started["run_id"])["output"]["text"] == "plain answer"

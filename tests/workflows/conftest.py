@@ -6,64 +6,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
+from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, standard_script
 
 from devhost.testing import InProcessHost
-from scripted_model.script import Match, Reply, Rule, Script, ScriptedToolCall
 from scripted_model.server import ScriptedModelServer
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-FIXTURES_DIR = Path(__file__).resolve().parent
-TEST_WORKFLOWS_PACKAGE = "wf_fixtures"
-
-REVIEW_REVISE = {"verdict": "revise", "score": 6, "comments": "Tighten the intro."}
-REVIEW_APPROVE = {"verdict": "approve", "score": 9, "comments": "Good as it is."}
-
-
-def agent_rule(system: str, reply: Reply, **match: Any) -> Rule:
-    return Rule(match=Match(system=system, **match), reply=reply)
-
-
-def standard_script(*, review: dict[str, Any] = REVIEW_REVISE, resolved_after: int | None = None) -> Script:
-    """Answers for every shipped agent, told apart by their instructions. `resolved_after`: the status checker
-    says 'resolved' from that check on (None: never)."""
-    unresolved = Reply(json_output={"resolved": False, "status": "waiting for customer"})
-    resolved = Reply(json_output={"resolved": True, "status": "closed"})
-    checked = Match(system="check support tickets", after_tool_results=True)
-    if resolved_after is None:
-        checker_answers = [Rule(match=checked, reply=unresolved)]
-    else:
-        earlier = [Rule(match=checked, reply=unresolved, times=resolved_after - 1)] if resolved_after > 1 else []
-        checker_answers = [*earlier, Rule(match=checked, reply=resolved)]
-    return Script(
-        rules=[
-            agent_rule("You are a writer", Reply(text="Revised draft: tight and clear."), last_user="^Revise"),
-            agent_rule("You are a writer", Reply(text="First draft about durable agents.")),
-            agent_rule("demanding reviewer", Reply(json_output=review)),
-            agent_rule("law and compliance", Reply(text="Legal: acceptable with a DPA.")),
-            agent_rule("finance and cost", Reply(text="Finance: pays back in a year.")),
-            agent_rule("engineering", Reply(text="Technical: feasible in a quarter.")),
-            agent_rule("chair a panel", Reply(text="Recommendation: go ahead, sign a DPA first.")),
-            agent_rule(
-                "check support tickets",
-                Reply(tool_calls=[ScriptedToolCall(name="lookup_ticket", arguments={"ticket": "T-42"})]),
-                after_tool_results=False,
-            ),
-            *checker_answers,
-            agent_rule(
-                "helpful assistant",
-                Reply(tool_calls=[ScriptedToolCall(
-                    name="send_email", arguments={"to": "bob@example.com", "subject": "Hi", "body": "Hello"})]),
-                last_user="email",
-                after_tool_results=False,
-            ),
-            agent_rule("helpful assistant", Reply(text="Hello again! Just following up on your ticket.")),
-        ],
-        default=Reply(text="(unscripted)"),
-    )
 
 
 @pytest.fixture

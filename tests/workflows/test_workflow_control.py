@@ -7,8 +7,8 @@ import json
 from datetime import timedelta
 
 import pytest
-from conftest import standard_script
 from workflow_helpers import child_run, decide, model_prompts, settle, start, step_ids, view
+from workflow_scripts import standard_script
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES
 from agent_runtime.loop import AgentLoop
@@ -125,7 +125,7 @@ def test_a_failing_function_step_is_named_with_its_reason(host) -> None:
     run_id = start(host, "failing_flow", {})["run_id"]
     settle(host)
     response = host.client.get(f"/api/workflows/runs/{run_id}")
-    assert response.status_code == 200
+    assert response.status_code == 500  # never 200 for a failed run; the body names the step and why
     failed = response.json()
     assert failed["status"] == "failed" and failed["continuation_token"] is None
     assert failed["error"]["code"] == "step_failed" and failed["error"]["step"] == "add_up"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from conftest import REVIEW_APPROVE, standard_script
 from workflow_helpers import child_run, decide, model_prompts, settle, start, step_ids, view
+from workflow_scripts import REVIEW_APPROVE, standard_script
 
 DAY = 86400
 

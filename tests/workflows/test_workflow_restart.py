@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, standard_script
 from workflow_helpers import decide, start, view
+from workflow_scripts import REPO_ROOT, standard_script
 
 from devhost.testing import SubprocessHost
 from scripted_model.script import Reply

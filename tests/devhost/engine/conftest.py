@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
+from engine_helpers import APPS, START, OpenEngine
 
 from devhost.app_loader import load_app
 from devhost.engine.api import Clock, DurableEngine, EngineOptions, VirtualClock
-
-APPS = Path(__file__).resolve().parent.parent / "apps"
-START = datetime(2030, 1, 1, tzinfo=UTC)
-
-OpenEngine = Callable[..., Awaitable[DurableEngine]]
 
 
 @pytest.fixture

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
 
 from devhost.engine.api import DurableEngine, InstanceStatus
+
+APPS = Path(__file__).resolve().parent.parent / "apps"
+START = datetime(2030, 1, 1, tzinfo=UTC)
+
+OpenEngine = Callable[..., Awaitable[DurableEngine]]
 
 
 async def run(engine: DurableEngine, name: str, payload: object = None, *, instance_id: str | None = None,

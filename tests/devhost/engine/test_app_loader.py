@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import APPS
+from engine_helpers import APPS
 
 from devhost.app_loader import AppLoadError, load_app
 

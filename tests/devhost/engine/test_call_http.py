@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
-from conftest import OpenEngine
-from engine_helpers import output, raw_history
+from engine_helpers import OpenEngine, output, raw_history
 
 from devhost.engine.api import RuntimeStatus
 from devhost.protocol.events import EventType

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import OpenEngine
-from engine_helpers import output, raw_history, run
+from engine_helpers import OpenEngine, output, raw_history, run
 
 from devhost.engine.api import RuntimeStatus
 from devhost.protocol.events import EventType

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import OpenEngine
-from engine_helpers import output, run
+from engine_helpers import OpenEngine, output, run
 
 from devhost.engine.api import (
     InstanceExistsError,

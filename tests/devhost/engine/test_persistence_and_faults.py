@@ -7,8 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import START, OpenEngine
-from engine_helpers import output, raw_history
+from engine_helpers import START, OpenEngine, output, raw_history
 
 from devhost.engine.api import EngineClosedError, EngineOptions, FaultPlan, RuntimeStatus, VirtualClock
 
