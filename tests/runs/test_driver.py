@@ -137,3 +137,12 @@ def test_continue_as_new_resumes_the_same_loop_at_the_same_position() -> None:
     assert resumed.model_call(command).first_seq == seq_for(3, carried.next_position)
     assert carried.generation == 1
     assert not resumed.should_continue_as_new(command)
+
+
+def test_the_model_call_in_flight_is_published_for_its_streamed_draft() -> None:
+    d = driver()
+    assert d.progress().model_call_seq is None
+    model = d.model_call(d.first_command())
+    assert d.progress().model_call_seq == model.first_seq  # pollers read the draft there
+    d.on_model_result(turn(("a", False)))
+    assert d.progress().model_call_seq is None  # the answer is complete: an ordinary update now
