@@ -12,7 +12,7 @@ from typing import Any, Literal
 from agent_runs.closing import close_abandoned_run
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
-from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.durable_gateway import OrchestrationState
 from http_api.models import (
     FINAL_STATUSES,
     PendingApproval,
@@ -72,14 +72,14 @@ def links(base_url: str, run: RunRecord) -> RunLinks:
 
 async def build_run_view(
     store: SessionStore,
-    gateway: DurableGateway,
     tokens: ContinuationTokens,
     run: RunRecord,
+    state: OrchestrationState | None,
     *,
     cursor: int | None,
     base_url: str,
 ) -> RunView:
-    state = await gateway.state(run.run_id)
+    """The view of `run` given the orchestration `state` read just before (`DurableGateway.state`)."""
     # Re-read the run after the orchestration: a run the custom status calls finished has its output stored by then.
     run = await store.get_run(run.run_id) or run
     run = await reconcile(store, run, state)

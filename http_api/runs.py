@@ -29,7 +29,11 @@ from http_api.request_context import base_url, verify_token
 from http_api.run_views import TOKEN_SCOPE, build_run_view, reconcile
 from session_store import RunRecord, SessionBusyError, SessionStore
 
+# A waiting client checks the orchestration every interval, starting at the first and growing by the factor up to
+# the cap while nothing changes: quick answers for quick steps, and idle waiters do not crowd out the runs they wait on.
 POLL_INTERVAL_SECONDS = 0.1
+POLL_BACKOFF_FACTOR = 1.5
+MAX_POLL_INTERVAL_SECONDS = 1.0
 RETRY_AFTER_SECONDS = "1"
 
 
@@ -146,17 +150,27 @@ async def _wait_for_view(
     req: func.HttpRequest,
     return_on_updates: bool,
 ) -> RunView:
-    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update)."""
+    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update).
+
+    Between views only the orchestration state is read (one status call): a view is rebuilt from the store only
+    when that state changed, because every change a client can see (progress, visible updates, approvals asked,
+    finished or crashed) changes the orchestration's runtime status or custom status. Waiting clients thus cost
+    one status call per interval instead of a status call plus four store reads.
+    """
     deadline = time.monotonic() + wait_seconds
+    state = await gateway.state(run.run_id)
     while True:
-        view = await build_run_view(
-            services.store, gateway, services.tokens, run, cursor=cursor, base_url=base_url(req)
-        )
+        view = await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
         news = return_on_updates and bool(view.updates)
-        if view.status in FINAL_STATUSES or view.status == "requires_action" or news or time.monotonic() >= deadline:
+        if view.status in FINAL_STATUSES or view.status == "requires_action" or news:
             return view
-        await asyncio.sleep(POLL_INTERVAL_SECONDS)
-        run = await services.store.get_run(run.run_id) or run
+        seen, interval = state, POLL_INTERVAL_SECONDS
+        while state == seen:
+            if time.monotonic() >= deadline:
+                return view
+            await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0)))
+            interval = min(interval * POLL_BACKOFF_FACTOR, MAX_POLL_INTERVAL_SECONDS)
+            state = await gateway.state(run.run_id)
 
 
 def _run_response(view: RunView) -> func.HttpResponse:
