@@ -13,7 +13,7 @@ from agent_runs.closing import close_abandoned_run
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
 from agent_runtime.messages import Message
-from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.durable_gateway import OrchestrationState
 from http_api.models import (
     FINAL_STATUSES,
     PendingApproval,
@@ -73,14 +73,14 @@ def links(base_url: str, run: RunRecord) -> RunLinks:
 
 async def build_run_view(
     store: SessionStore,
-    gateway: DurableGateway,
     tokens: ContinuationTokens,
     run: RunRecord,
+    state: OrchestrationState | None,
     *,
     cursor: int | None,
     base_url: str,
 ) -> RunView:
-    state = await gateway.state(run.run_id)
+    """The view of `run` given the orchestration `state` read just before (`DurableGateway.state`)."""
     # Re-read the run after the orchestration: a run the custom status calls finished has its output stored by then.
     run = await store.get_run(run.run_id) or run
     run = await reconcile(store, run, state)
@@ -117,7 +117,7 @@ async def build_run_view(
         ],
         usage=_usage(run, state),
         output=run.output,
-        partial_output=None if run.finished else await _partial_output(store, run, state),
+        partial_output=None if run.finished else await partial_output(store, run, state),
         error=RunError.model_validate(run.error) if run.error else None,
         continuation_token=token,
         links=links(base_url, run),
@@ -131,7 +131,7 @@ def _usage(run: RunRecord, state: OrchestrationState | None) -> Usage:
     return Usage.model_validate(source or {})
 
 
-async def _partial_output(store: SessionStore, run: RunRecord, state: OrchestrationState | None) -> str | None:
+async def partial_output(store: SessionStore, run: RunRecord, state: OrchestrationState | None) -> str | None:
     """The draft of the model answer streaming in (see `agent_runs.drafts`), if a model call is in flight."""
     seq = state.progress.model_call_seq if state is not None and state.progress is not None else None
     if seq is None:

@@ -26,13 +26,17 @@ from http_api.durable_gateway import DurableGateway
 from http_api.models import FINAL_STATUSES, MAX_WAIT_SECONDS, RunView, StartRunRequest
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
-from http_api.run_views import TOKEN_SCOPE, build_run_view, reconcile
+from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reconcile
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
 
+# A waiting client checks the orchestration every interval, starting at the first and growing by the factor up to
+# the cap while nothing changes: quick answers for quick steps, and idle waiters do not crowd out the runs they wait on.
 POLL_INTERVAL_SECONDS = 0.1
+POLL_BACKOFF_FACTOR = 1.5
+MAX_POLL_INTERVAL_SECONDS = 1.0
 RETRY_AFTER_SECONDS = "1"
 
 
@@ -165,17 +169,28 @@ async def _wait_for_view(
     req: func.HttpRequest,
     return_on_updates: bool,
 ) -> RunView:
-    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update)."""
+    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update).
+
+    Between views only the orchestration state is read (one status call): a view is rebuilt from the store only
+    when that state changed, because every change a client can see (progress, visible updates, approvals asked,
+    finished or crashed) changes the orchestration's runtime status or custom status. Waiting clients thus cost
+    one status call per interval instead of a status call plus four store reads.
+    """
     deadline = time.monotonic() + wait_seconds
+    state = await gateway.state(run.run_id)
     while True:
-        view = await build_run_view(
-            services.store, gateway, services.tokens, run, cursor=cursor, base_url=base_url(req)
-        )
+        view = await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
         news = return_on_updates and bool(view.updates)
-        if view.status in FINAL_STATUSES or view.status == "requires_action" or news or time.monotonic() >= deadline:
+        if view.status in FINAL_STATUSES or view.status == "requires_action" or news:
             return view
-        await asyncio.sleep(POLL_INTERVAL_SECONDS)
-        run = await services.store.get_run(run.run_id) or run
+        seen, interval = state, POLL_INTERVAL_SECONDS
+        while state == seen:
+            if time.monotonic() >= deadline:
+                # Nothing changed but the streamed draft, which the orchestration state does not track.
+                return view.model_copy(update={"partial_output": await partial_output(services.store, run, state)})
+            await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0)))
+            interval = min(interval * POLL_BACKOFF_FACTOR, MAX_POLL_INTERVAL_SECONDS)
+            state = await gateway.state(run.run_id)
 
 
 # A failed run is never a 200 (clients must not mistake it for a success): like Durable Functions' own
