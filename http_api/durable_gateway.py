@@ -7,10 +7,10 @@ payload shapes live in one place (`agent_runs.contracts`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import azure.durable_functions as df
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent_runs.contracts import (
     APPROVAL_EVENT,
@@ -22,12 +22,30 @@ from agent_runs.contracts import (
     RunProgress,
 )
 
+ProgressT = TypeVar("ProgressT", bound=BaseModel)
+
 
 @dataclass(frozen=True)
-class OrchestrationState:
+class OrchestrationState(Generic[ProgressT]):
     runtime_status: str  # Pending, Running, Completed, Failed, Terminated, Suspended, ContinuedAsNew
-    progress: RunProgress | None
+    progress: ProgressT | None  # the custom status, when it is one of ours
     output: Any
+
+
+async def orchestration_state(
+    client: df.DurableOrchestrationClient, instance_id: str, progress_type: type[ProgressT]
+) -> OrchestrationState[ProgressT] | None:
+    """The instance's runtime status, its custom status read as `progress_type`, and its output; None if unknown."""
+    status = await client.get_status(instance_id)
+    if not status or status.runtime_status is None:
+        return None
+    progress = None
+    if isinstance(status.custom_status, dict):
+        try:
+            progress = progress_type.model_validate(status.custom_status)
+        except ValidationError:
+            progress = None
+    return OrchestrationState(status.runtime_status.value, progress, status.output)
 
 
 class DurableGateway:
@@ -37,17 +55,8 @@ class DurableGateway:
     async def start_run(self, run_input: RunInput) -> None:
         await self._client.start_new(ORCHESTRATOR_NAME, run_input.run.run_id, run_input.model_dump(mode="json"))
 
-    async def state(self, run_id: str) -> OrchestrationState | None:
-        status = await self._client.get_status(run_id)
-        if not status or status.runtime_status is None:
-            return None
-        progress = None
-        if isinstance(status.custom_status, dict):
-            try:
-                progress = RunProgress.model_validate(status.custom_status)
-            except ValidationError:
-                progress = None
-        return OrchestrationState(status.runtime_status.value, progress, status.output)
+    async def state(self, run_id: str) -> OrchestrationState[RunProgress] | None:
+        return await orchestration_state(self._client, run_id, RunProgress)
 
     async def send_approval(self, run_id: str, approval_id: str) -> None:
         await self._client.raise_event(run_id, APPROVAL_EVENT, ApprovalEvent(approval_id=approval_id).model_dump())

@@ -20,11 +20,10 @@ from http_api.adapter import http_endpoint
 from http_api.agents import AgentView
 from http_api.approvals import ApprovalsQuery, ApprovalView
 from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
+from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
-from http_api.runs import PollQuery
 from http_api.sessions import MessagesQuery, SessionView
 from http_api.workflow_models import SignalRequest, StartWorkflowRequest, WorkflowRunView, WorkflowSummary
-from http_api.workflows import PollQuery as WorkflowPollQuery
 
 API_TITLE = "Durable agents API"
 API_VERSION = "1.0.0"
@@ -157,7 +156,7 @@ OPERATIONS: tuple[Operation, ...] = (
               problems=(400, 404, 409, 413, 415, 422)),
     Operation(method="get", path="/api/workflows/runs/{run_id}", operation_id="get_workflow_run",
               summary="Poll a workflow run: steps finished since the continuation token, the active step",
-              tag="workflows", query=WorkflowPollQuery,
+              tag="workflows", query=PollQuery,
               responses={200: WorkflowRunView, 202: WorkflowRunView, 500: WorkflowRunView},
               problems=(400, 401, 404, 422)),
     Operation(method="post", path="/api/workflows/runs/{run_id}/cancel", operation_id="cancel_workflow_run",

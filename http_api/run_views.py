@@ -35,7 +35,7 @@ _CRASHED: dict[str, Literal["failed", "cancelled"]] = {
 }
 
 
-async def reconcile(store: SessionStore, run: RunRecord, state: OrchestrationState | None) -> RunRecord:
+async def reconcile(store: SessionStore, run: RunRecord, state: OrchestrationState[Any] | None) -> RunRecord:
     """A run whose orchestration ended without closing it (crash, terminate) is closed now, as `finish_run` would
     have: its calls answered, its approvals expired, its session freed."""
     if run.finished or state is None or state.runtime_status not in _CRASHED:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from datetime import UTC, datetime
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import BaseModel, Field
 
+from agent_runs.contracts import RunProgress
 from agent_runs.services import RunServices
 from agent_runs.starting import (
     SessionAgentMismatchError,
@@ -22,8 +20,9 @@ from agent_runs.starting import (
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
-from http_api.durable_gateway import DurableGateway
-from http_api.models import FINAL_STATUSES, MAX_WAIT_SECONDS, RunView, StartRunRequest
+from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
+from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
 from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reconcile
@@ -31,18 +30,6 @@ from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
-
-# A waiting client checks the orchestration every interval, starting at the first and growing by the factor up to
-# the cap while nothing changes: quick answers for quick steps, and idle waiters do not crowd out the runs they wait on.
-POLL_INTERVAL_SECONDS = 0.1
-POLL_BACKOFF_FACTOR = 1.5
-MAX_POLL_INTERVAL_SECONDS = 1.0
-RETRY_AFTER_SECONDS = "1"
-
-
-class PollQuery(BaseModel):
-    continuation_token: str | None = None
-    wait_seconds: float = Field(default=0, ge=0, le=MAX_WAIT_SECONDS)
 
 
 def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
@@ -169,39 +156,21 @@ async def _wait_for_view(
     req: func.HttpRequest,
     return_on_updates: bool,
 ) -> RunView:
-    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update).
+    """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update)."""
 
-    Between views only the orchestration state is read (one status call): a view is rebuilt from the store only
-    when that state changed, because every change a client can see (progress, visible updates, approvals asked,
-    finished or crashed) changes the orchestration's runtime status or custom status. Waiting clients thus cost
-    one status call per interval instead of a status call plus four store reads.
-    """
-    deadline = time.monotonic() + wait_seconds
-    state = await gateway.state(run.run_id)
-    while True:
-        view = await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
+    async def build(state: OrchestrationState[RunProgress] | None) -> RunView:
+        return await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
+
+    def answer_now(view: RunView) -> bool:
         news = return_on_updates and bool(view.updates)
-        if view.status in FINAL_STATUSES or view.status == "requires_action" or news:
-            return view
-        seen, interval = state, POLL_INTERVAL_SECONDS
-        while state == seen:
-            if time.monotonic() >= deadline:
-                # Nothing changed but the streamed draft, which the orchestration state does not track.
-                return view.model_copy(update={"partial_output": await partial_output(services.store, run, state)})
-            await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0)))
-            interval = min(interval * POLL_BACKOFF_FACTOR, MAX_POLL_INTERVAL_SECONDS)
-            state = await gateway.state(run.run_id)
+        return view.status in FINAL_STATUSES or view.status == "requires_action" or news
 
+    async def latest_draft(view: RunView, state: OrchestrationState[RunProgress] | None) -> RunView:
+        # Nothing changed but the streamed draft, which the orchestration state does not track.
+        return view.model_copy(update={"partial_output": await partial_output(services.store, run, state)})
 
-# A failed run is never a 200 (clients must not mistake it for a success): like Durable Functions' own
-# wait-for-completion response, it answers 500 with the run (status "failed", `error` saying why) as the body.
-FAILED_RUN_STATUS_CODE = 500
+    return await long_poll(wait_seconds, lambda: gateway.state(run.run_id), build, answer_now, latest_draft)
 
 
 def _run_response(view: RunView) -> func.HttpResponse:
-    if view.status == "failed":
-        return json_response(view, status=FAILED_RUN_STATUS_CODE)
-    if view.status in FINAL_STATUSES:
-        return json_response(view, status=200)
-    headers = {"Retry-After": RETRY_AFTER_SECONDS, "Location": view.links.self}
-    return json_response(view, status=202, **headers)
+    return view_response(view, view.status, FINAL_STATUSES, view.links.self)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
 
 import azure.durable_functions as df
-from pydantic import ValidationError
 
+from http_api.durable_gateway import OrchestrationState, orchestration_state
 from workflow_runtime.contracts import (
     CANCEL_EVENT,
     ORCHESTRATOR_NAME,
@@ -20,11 +18,7 @@ from workflow_runtime.contracts import (
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class WorkflowState:
-    runtime_status: str
-    progress: WorkflowProgress | None
-    output: Any
+WorkflowState = OrchestrationState[WorkflowProgress]
 
 
 class WorkflowGateway:
@@ -36,16 +30,7 @@ class WorkflowGateway:
         await self._client.start_new(ORCHESTRATOR_NAME, ref.run_id, workflow_input.model_dump(mode="json"))
 
     async def state(self, run_id: str) -> WorkflowState | None:
-        status = await self._client.get_status(run_id)
-        if not status or status.runtime_status is None:
-            return None
-        progress = None
-        if isinstance(status.custom_status, dict):
-            try:
-                progress = WorkflowProgress.model_validate(status.custom_status)
-            except ValidationError:
-                progress = None
-        return WorkflowState(status.runtime_status.value, progress, status.output)
+        return await orchestration_state(self._client, run_id, WorkflowProgress)
 
     async def send_signal(self, run_id: str, name: str, signal_id: str) -> None:
         await self._client.raise_event(run_id, signal_event(name), {"signal_id": signal_id})

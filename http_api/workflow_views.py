@@ -4,10 +4,9 @@ child runs plus outputs), pending approvals and signals, the output or the error
 from __future__ import annotations
 
 from agent_runs.services import RunServices
-from http_api.durable_gateway import OrchestrationState
 from http_api.models import PendingApproval
 from http_api.run_views import reconcile
-from http_api.workflow_gateway import WorkflowGateway, WorkflowState
+from http_api.workflow_gateway import WorkflowState
 from http_api.workflow_models import (
     FINAL_WORKFLOW_STATUSES,
     ActiveStep,
@@ -39,9 +38,7 @@ def links(base_url: str, run_id: str) -> WorkflowLinks:
 
 async def reconcile_workflow(store: SessionStore, record: RunRecord, state: WorkflowState | None) -> RunRecord:
     """Close a workflow whose orchestration died without closing its record (crash, terminate)."""
-    if state is None:
-        return record
-    return await reconcile(store, record, OrchestrationState(state.runtime_status, None, state.output))
+    return await reconcile(store, record, state)
 
 
 def _status(record: RunRecord, progress: WorkflowProgress | None) -> WorkflowRunStatus:
@@ -68,14 +65,15 @@ def _active(base_url: str, progress: WorkflowProgress | None) -> ActiveStep | No
 
 async def build_workflow_view(
     services: RunServices,
-    gateway: WorkflowGateway,
     record: RunRecord,
+    state: WorkflowState | None,
     *,
     cursor: int | None,
     base_url: str,
 ) -> WorkflowRunView:
+    """The view of `record` given the orchestration `state` read just before (`WorkflowGateway.state`)."""
     store = services.store
-    state = await gateway.state(record.run_id)
+    record = await store.get_run(record.run_id) or record  # after the state: see `http_api.run_views`
     record = await reconcile_workflow(store, record, state)
     progress = None if record.finished or state is None else state.progress
     status = _status(record, progress)

@@ -6,22 +6,20 @@ Approvals of workflow gates go through the run approval routes with the workflow
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from datetime import UTC, datetime
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from agent_runs.services import RunServices
 from agent_runs.starting import SessionAgentMismatchError, open_session
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
-from http_api.models import MAX_WAIT_SECONDS
+from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.request_context import base_url, verify_token
-from http_api.workflow_gateway import WorkflowGateway
+from http_api.workflow_gateway import WorkflowGateway, WorkflowState
 from http_api.workflow_models import (
     FINAL_WORKFLOW_STATUSES,
     SignalRequest,
@@ -36,14 +34,6 @@ from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, Wor
 from workflow_runtime.definition import WorkflowDefinition
 from workflow_runtime.journal import SIGNAL_KIND
 from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows
-
-POLL_INTERVAL_SECONDS = 0.1
-RETRY_AFTER_SECONDS = "1"
-
-
-class PollQuery(BaseModel):
-    continuation_token: str | None = None
-    wait_seconds: float = Field(default=0, ge=0, le=MAX_WAIT_SECONDS)
 
 
 def _registry(services: RunServices) -> WorkflowRegistry:
@@ -106,8 +96,11 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             session_id=control,
             agent=f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
             instance_id=run_id,
-            metadata={"workflow": definition.name, "input": workflow_input.model_dump(mode="json"),
-                      "session_id": session_id},
+            metadata={
+                "workflow": definition.name,
+                "input": workflow_input.model_dump(mode="json"),
+                "session_id": session_id,
+            },
         )
     )
     gateway = WorkflowGateway(client)
@@ -127,7 +120,9 @@ async def _conversation_session(
     if definition.session_agent is None:
         if session_id is not None:
             raise ApiProblem(
-                422, "workflow_has_no_session", "This workflow does not continue a conversation",
+                422,
+                "workflow_has_no_session",
+                "This workflow does not continue a conversation",
                 f"Workflow '{definition.name}' runs its agents in sessions of their own; omit session_id.",
                 field="body.session_id",
             )
@@ -199,9 +194,13 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     definition = _definition_or_404(services, workflow_name(record) or "")
     if name not in definition.signal_names():
         known = ", ".join(sorted(definition.signal_names())) or "none"
-        raise ApiProblem(404, "signal_not_found", "Unknown signal",
-                         f"Workflow '{definition.name}' waits for no signal '{name}' (known: {known}).",
-                         field="path.name")
+        raise ApiProblem(
+            404,
+            "signal_not_found",
+            "Unknown signal",
+            f"Workflow '{definition.name}' waits for no signal '{name}' (known: {known}).",
+            field="path.name",
+        )
     body = read_json_body(req, SignalRequest)
     if record.finished:
         raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
@@ -227,23 +226,19 @@ async def _wait_for_view(
     return_on_updates: bool = True,
 ) -> WorkflowRunView:
     """Wait up to `wait_seconds` for the workflow to finish or need a person (and, for polls, for new steps)."""
-    deadline = time.monotonic() + wait_seconds
-    while True:
-        view = await build_workflow_view(services, gateway, record, cursor=cursor, base_url=base_url(req))
+
+    async def build(state: WorkflowState | None) -> WorkflowRunView:
+        view = await build_workflow_view(services, record, state, cursor=cursor, base_url=base_url(req))
         if view.status == "cancelling":
             await _cancel_children(services, gateway, record.run_id)  # a child started after the cancel request
+        return view
+
+    def answer_now(view: WorkflowRunView) -> bool:
         news = return_on_updates and bool(view.steps)
-        if view.status in FINAL_WORKFLOW_STATUSES or view.status == "requires_action" or news:
-            return view
-        if time.monotonic() >= deadline:
-            return view
-        await asyncio.sleep(POLL_INTERVAL_SECONDS)
-        record = await services.store.get_run(record.run_id) or record
+        return view.status in FINAL_WORKFLOW_STATUSES or view.status == "requires_action" or news
+
+    return await long_poll(wait_seconds, lambda: gateway.state(record.run_id), build, answer_now)
 
 
 def _response(view: WorkflowRunView) -> func.HttpResponse:
-    if view.status == "failed":  # never 200 for a failed run (see http_api.runs): the view says which step and why
-        return json_response(view, status=500)
-    if view.status in FINAL_WORKFLOW_STATUSES:
-        return json_response(view, status=200)
-    return json_response(view, status=202, **{"Retry-After": RETRY_AFTER_SECONDS, "Location": view.links.self})
+    return view_response(view, view.status, FINAL_WORKFLOW_STATUSES, view.links.self)

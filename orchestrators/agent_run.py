@@ -12,7 +12,7 @@ from collections.abc import Generator
 from typing import Any
 
 import azure.durable_functions as df
-from azure.durable_functions.models.Task import TaskBase, TaskState
+from azure.durable_functions.models.Task import TaskBase
 from pydantic import TypeAdapter
 
 from agent_runs.budget import within_budget
@@ -38,6 +38,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
 )
 from orchestrators.external_events import ExternalEvents
+from orchestrators.tasks import drain, error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
 ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
@@ -59,8 +60,6 @@ def _payload(model: Any, what: str) -> dict[str, Any]:
     return within_budget(model.model_dump(mode="json"), what)
 
 
-def _failed(task: TaskBase) -> bool:
-    return task.state is TaskState.FAILED
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
@@ -115,10 +114,10 @@ def _step(
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
     if winner is cancel:
-        yield from _drain(work)
+        yield from drain(work)
         return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
-    if _failed(work):
-        return driver.on_failure(f"{failure}: {_error_text(work)}")
+    if failed(work):
+        return driver.on_failure(f"{failure}: {error_text(work)}")
     return None
 
 
@@ -165,21 +164,3 @@ def _wait_for_approvals(
         )
         next_command = driver.on_decision(ApprovalDecision.model_validate(result))
     return next_command
-
-
-def _drain(task: TaskBase) -> Generator[Any, Any, None]:
-    """Let work already started finish before the run ends (graceful cancel: its writes land before the run closes,
-    so the conversation never ends on a tool call without a result)."""
-    if task.is_completed:
-        return
-    try:
-        yield task
-    except Exception:  # its failure no longer matters: the run is being cancelled
-        return
-
-
-def _error_text(task: TaskBase) -> str:
-    error = task.result
-    if isinstance(error, TaskBase):
-        error = error.result
-    return str(error).split("\n", 1)[0][:500]

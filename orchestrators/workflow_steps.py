@@ -16,12 +16,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import azure.durable_functions as df
-from azure.durable_functions.models.Task import TaskBase, TaskState
+from azure.durable_functions.models.Task import TaskBase
 from pydantic import BaseModel
 
 from agent_runs.budget import within_budget
 from agent_runs.contracts import ORCHESTRATOR_NAME as AGENT_RUN_ORCHESTRATOR
 from orchestrators.external_events import ExternalEvents
+from orchestrators.tasks import drain, error_text, failed
 from workflow_runtime.contracts import (
     APPROVAL_EVENT,
     CANCEL_EVENT,
@@ -156,10 +157,10 @@ class StepRunner:
         if cancelled:
             self.wait("cancelling", None)
             yield self.activity(Activities.flag_children_cancelled, {"run_ids": run_ids})
-            yield from _drain(batch)
+            yield from drain(batch)
             self.driver.child_runs = []
             return None
-        failure = f"a child run crashed: {_error_text(batch)}" if batch.state is TaskState.FAILED else None
+        failure = f"a child run crashed: {error_text(batch)}" if failed(batch) else None
         record = AgentRunsRecord(**self.request(command), run_ids=run_ids, failure=failure)
         result = yield self.activity(Activities.record_agents, record)
         self.driver.child_runs = []
@@ -266,20 +267,3 @@ class StepRunner:
             timer.cancel()
             return True
         return False
-
-
-def _drain(task: TaskBase) -> Generator[Any, Any, None]:
-    """Wait for children being cancelled to end (their last writes land before the workflow closes)."""
-    if task.is_completed:
-        return
-    try:
-        yield task
-    except Exception:  # a child that fails while cancelling no longer matters
-        return
-
-
-def _error_text(task: TaskBase) -> str:
-    error = task.result
-    if isinstance(error, TaskBase):
-        error = error.result
-    return str(error).split("\n", 1)[0][:500]
