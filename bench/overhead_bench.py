@@ -35,17 +35,21 @@ PROMPT = blobs_prompt(2, 200)
 
 async def in_process_turns(model_url: str, conversations: int) -> list[float]:
     settings = ModelSettings()
-    client = RetryingModelClient(build_model_client(settings, scripted_base_url=model_url), settings.retry_policy())
-    await AgentRunner(worker, client).run(PROMPT)  # warm-up: connection pool, imports
-    times = []
-    for conversation in range(conversations):
-        runner = AgentRunner(worker, client, session_id=f"bench-{conversation}")
-        for _ in range(TURNS_PER_CONVERSATION):
-            started = time.perf_counter()
-            result = await runner.run(PROMPT)
-            times.append(time.perf_counter() - started)
-            assert result.status == "completed", result.reason
-    return times
+    inner = build_model_client(settings, scripted_base_url=model_url)
+    client = RetryingModelClient(inner, settings.retry_policy())
+    try:
+        await AgentRunner(worker, client).run(PROMPT)  # warm-up: connection pool, imports
+        times = []
+        for conversation in range(conversations):
+            runner = AgentRunner(worker, client, session_id=f"bench-{conversation}")
+            for _ in range(TURNS_PER_CONVERSATION):
+                started = time.perf_counter()
+                result = await runner.run(PROMPT)
+                times.append(time.perf_counter() - started)
+                assert result.status == "completed", result.reason
+        return times
+    finally:
+        await inner.aclose()  # on this loop, before asyncio.run closes it
 
 
 def durable_turns(model_url: str, conversations: int, workdir: Path) -> list[float]:
