@@ -15,16 +15,14 @@ module and the problem, never in the middle of a run.
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
-from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .definitions import DefinitionRegistry
 from .loop_types import LoopConfig, RequiredFunction, ToolChoice
 from .middleware import MiddlewareLike, MiddlewarePipeline
 from .models.types import ChatOptions, NamedToolChoice, ResponseFormat, ToolSpec
@@ -152,64 +150,14 @@ class AgentDefinition(BaseModel):
         return self.output_type.model_validate_json(text)
 
 
-class AgentRegistry:
+class AgentRegistry(DefinitionRegistry[AgentDefinition]):
     """Agents by name. Build it once at start-up (`AgentRegistry.from_package("agents")`)."""
 
-    def __init__(self, agents: Iterable[AgentDefinition] = ()) -> None:
-        self._agents: dict[str, AgentDefinition] = {}
-        for agent in agents:
-            self.register(agent)
-
-    def register(self, agent: AgentDefinition, *, source: str = "") -> None:
-        if agent.name in self._agents:
-            where = f" (in {source})" if source else ""
-            raise AgentDefinitionError(f"agent {agent.name!r} is defined twice{where}")
-        self._agents[agent.name] = agent
-
-    def get(self, name: str) -> AgentDefinition:
-        try:
-            return self._agents[name]
-        except KeyError:
-            known = ", ".join(sorted(self._agents)) or "none"
-            raise UnknownAgentError(f"no agent named {name!r} (known: {known})") from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._agents
-
-    def names(self) -> list[str]:
-        return sorted(self._agents)
-
-    @classmethod
-    def from_package(cls, package: str = "agents") -> AgentRegistry:
-        """Import every module of `package` and register the `AgentDefinition`s they define at module level."""
-        registry = cls()
-        try:
-            root = importlib.import_module(package)
-        except (ImportError, ValidationError, ValueError, TypeError) as exc:
-            raise AgentDefinitionError(f"cannot load agent package {package!r}: {_reason(exc)}") from exc
-        modules: list[ModuleType] = [root]
-        for info in pkgutil.iter_modules(getattr(root, "__path__", []), prefix=f"{package}."):
-            try:
-                modules.append(importlib.import_module(info.name))
-            except (ImportError, ValidationError, ValueError, TypeError) as exc:
-                raise AgentDefinitionError(f"invalid agent module {info.name!r}: {_reason(exc)}") from exc
-        for module in modules:
-            for value in vars(module).values():
-                if isinstance(value, AgentDefinition) and value.name not in registry:
-                    registry.register(value, source=module.__name__)
-                elif isinstance(value, AgentDefinition) and registry.get(value.name) is not value:
-                    registry.register(value, source=module.__name__)  # raises: two different agents, one name
-        if not registry.names():
-            raise AgentDefinitionError(f"agent package {package!r} defines no AgentDefinition")
-        return registry
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'definition'}: {e['msg']}" for e in exc.errors(include_url=False)
-        )
-    return f"{type(exc).__name__}: {exc}"
+    kind = "agent"
+    definition_type = AgentDefinition
+    definition_error = AgentDefinitionError
+    unknown_error = UnknownAgentError
+    requires_definitions = True
 
 
 __all__ = ["AgentDefinition", "AgentDefinitionError", "AgentRegistry", "UnknownAgentError"]
