@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from agent_runtime.messages import Usage
+
 # Ids travel in URLs and become Cosmos ids/partition keys: keep them to a safe alphabet.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
@@ -76,12 +78,6 @@ class ApprovalDecisionRequest(StrictModel):
         if value is not None and info.data.get("decision") == "reject":
             raise ValueError("edited arguments are only accepted with decision 'approve'")
         return value
-
-
-class Usage(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
 
 
 class PendingApproval(BaseModel):
