@@ -32,6 +32,7 @@ class DraftWriter:
         self._clock = clock
         self._text = ""
         self._written = ""
+        self._response_id: str | None = None
         self._last_write = clock()
 
     @property
@@ -39,6 +40,10 @@ class DraftWriter:
         return self._text
 
     async def on_update(self, update: ChatResponseUpdate) -> None:
+        if update.response_id and update.response_id != self._response_id:
+            # A new response (chat middleware retried the call): its text replaces the previous attempt's.
+            self._text = "" if self._response_id is not None else self._text
+            self._response_id = update.response_id
         self._text += update.text
         if self._text != self._written and self._clock() - self._last_write >= self._interval:
             await self._write()

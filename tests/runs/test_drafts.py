@@ -1,0 +1,51 @@
+"""DraftWriter: the streamed draft of a model answer (throttled writes, same id as the answer, retries replace)."""
+
+from __future__ import annotations
+
+from agent_runs.drafts import DraftWriter
+from agent_runtime.conversation import InMemoryConversationLog, model_message_id
+from agent_runtime.messages import ChatResponseUpdate
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def update(text: str, response_id: str = "resp-1") -> ChatResponseUpdate:
+    return ChatResponseUpdate(role="assistant", contents=text, response_id=response_id)
+
+
+async def stored_text(log: InMemoryConversationLog) -> list[str]:
+    return [m.text for m in await log.messages()]
+
+
+async def test_writes_are_throttled_and_carry_the_answers_own_id() -> None:
+    log, clock = InMemoryConversationLog(), FakeClock()
+    draft = DraftWriter(log, "run-1", 2, author_name="helper", interval_seconds=0.5, clock=clock)
+
+    await draft.on_update(update("Hel"))
+    assert await stored_text(log) == []  # within the interval: nothing written yet
+    clock.t += 0.6
+    await draft.on_update(update("lo"))
+    assert await stored_text(log) == ["Hello"]
+    await draft.on_update(update(" world"))
+    assert await stored_text(log) == ["Hello"]  # throttled
+    clock.t += 0.6
+    await draft.on_update(update("!"))
+    messages = await log.messages()
+    assert [m.text for m in messages] == ["Hello world!"]
+    assert messages[0].message_id == model_message_id("run-1", 2, 0)  # the finished answer replaces it in place
+
+
+async def test_a_retried_response_replaces_the_previous_attempts_text() -> None:
+    log, clock = InMemoryConversationLog(), FakeClock()
+    draft = DraftWriter(log, "run-1", 1, author_name=None, interval_seconds=0, clock=clock)
+    await draft.on_update(update("first attempt", "resp-1"))
+    await draft.on_update(update("second", "resp-2"))
+    await draft.on_update(update(" try", "resp-2"))
+    assert draft.text == "second try"
+    assert await stored_text(log) == ["second try"]
