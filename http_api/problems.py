@@ -146,16 +146,6 @@ def unsupported_media_type(content_type: str) -> ApiProblem:
     )
 
 
-def method_not_allowed(method: str, allowed: list[str]) -> ApiProblem:
-    return ApiProblem(
-        405,
-        "method_not_allowed",
-        "Method not allowed",
-        f"{method} is not allowed here; use {', '.join(allowed)}.",
-        headers={"Allow": ", ".join(allowed)},
-    )
-
-
 def store_unavailable(correlation_id: str) -> ApiProblem:
     # A throttled or unreachable store is the server's temporary problem, not a bug: 503 + Retry-After, no internals.
     return ApiProblem(

@@ -211,7 +211,3 @@ class ScriptPlayer:
             self._next_turn += 1
             return self.script.turns[self._next_turn - 1]
         return self.script.default
-
-    @property
-    def turns_left(self) -> int:
-        return len(self.script.turns) - self._next_turn

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devhost.engine.models import RuntimeStatus
@@ -97,6 +96,3 @@ class Inbox:
         self.visible.pop(instance_id, None)
         self.timers = [t for t in self.timers if t[2].instance_id != instance_id]
         heapq.heapify(self.timers)
-
-    def pending_for(self, predicate: Callable[[InboxMessage], bool]) -> bool:
-        return any(predicate(m) for msgs in self.visible.values() for m in msgs)

@@ -182,9 +182,6 @@ class Transaction:
         if ids:
             self._db.executemany("DELETE FROM inbox WHERE id=?", [(i,) for i in ids])
 
-    def delete_instance_messages(self, instance_id: str) -> None:
-        self._db.execute("DELETE FROM inbox WHERE instance_id=?", (instance_id,))
-
     def add_work(self, instance_id: str, execution_id: str, task_id: int, name: str, input_text: str | None) -> int:
         cursor = self._db.execute(
             "INSERT INTO work (instance_id, execution_id, task_id, name, input) VALUES (?,?,?,?,?)",
@@ -194,9 +191,6 @@ class Transaction:
 
     def delete_work(self, work_id: int) -> None:
         self._db.execute("DELETE FROM work WHERE id=?", (work_id,))
-
-    def delete_instance_work(self, instance_id: str) -> None:
-        self._db.execute("DELETE FROM work WHERE instance_id=?", (instance_id,))
 
     def put_entity(self, row: EntityRow) -> None:
         self._db.execute(

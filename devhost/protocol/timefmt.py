@@ -64,10 +64,6 @@ def timespan_c(delta: timedelta) -> str:
     return f"{prefix}{hours:02d}:{minutes:02d}:{seconds:02d}{fraction}"
 
 
-def epoch_ms(moment: datetime) -> int:
-    return int((to_utc(moment) - _EPOCH).total_seconds() * 1000)
-
-
 def from_epoch(seconds: float) -> datetime:
     return _EPOCH + timedelta(seconds=seconds)
 
