@@ -10,7 +10,8 @@ Both serve an equivalent agent (same instructions, same `fetch_blob` tool) again
   history of the turn (plus its custom status); and the conversation bytes the turn added (AF: the state's growth;
   ours: the session-store messages of the run).
 
-Needs bench/requirements-anchor.txt (a separate venv):  .venv-anchor/bin/python -m bench.anchor.anchor_bench
+Needs bench/requirements-anchor.txt, in its own environment:  make test-agent-framework, then
+.venv-agent-framework/bin/python -m bench.anchor.anchor_bench
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ def main() -> None:
         "the entity state, rewritten on every turn; its HTTP endpoint polls that state every 1 s. This app runs "
         "each step as an activity, keeps the conversation in the session store and the orchestration history "
         "small; its HTTP start checks every 0.1 s when asked to wait. Anchor installed only for this benchmark, "
-        "in its own venv: `python -m venv --system-site-packages .venv-anchor && .venv-anchor/bin/pip install "
-        "-r bench/requirements-anchor.txt` (agent-framework-azurefunctions==1.0.0b260922, agent-framework-openai "
-        "1.17.0), run with `.venv-anchor/bin/python -m bench anchor`."
+        "in its own environment: `make test-agent-framework` builds it from bench/requirements-anchor.txt "
+        "(agent-framework-azurefunctions==1.0.0b260922, agent-framework-openai 1.17.0); run with "
+        "`.venv-agent-framework/bin/python -m bench anchor`."
     )
     publish(section("Anchor: AgentFunctionApp vs this app", command_line("bench.anchor.anchor_bench"), body, notes),
             record=not args.no_record)
