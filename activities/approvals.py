@@ -26,7 +26,7 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
     step = ApprovalRequestsInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
     requests = await record_approval_requests_step(
-        ctx.log(step.first_seq, len(step.calls)), step.run.run_id, RequestApproval(calls=step.calls)
+        ctx.run_log(step.first_seq, len(step.calls)), step.run.run_id, RequestApproval(calls=step.calls)
     )
     await ctx.store.put_approvals(
         [
@@ -51,14 +51,14 @@ async def apply_decision(payload: dict[str, Any]) -> dict[str, Any]:
     record = await ctx.store.get_approval(step.approval_id)
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {step.approval_id!r} has no stored decision yet")  # retried by Durable
-    decision = await _record_response(ctx, ctx.log(step.seq, 1), record)
+    decision = await _record_response(ctx, ctx.run_log(step.seq, 1), record)
     return within_budget(decision.model_dump(mode="json"), "decision")
 
 
 async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
     step = ExpireApprovalsInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
-    log = ctx.log(step.first_seq, len(step.approval_ids))
+    log = ctx.run_log(step.first_seq, len(step.approval_ids))
     result = ExpireApprovalsResult()
     for approval_id in step.approval_ids:
         try:

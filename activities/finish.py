@@ -20,7 +20,7 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
     step = FinishInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
     finish = step.finish
-    await close_unresolved_calls_step(ctx.log(step.first_seq, len(finish.unresolved) + 1), step.run.run_id, finish)
+    await close_unresolved_calls_step(ctx.run_log(step.first_seq, len(finish.unresolved) + 1), step.run.run_id, finish)
     output: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     if finish.status == "completed":

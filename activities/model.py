@@ -22,7 +22,7 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
-        log = ctx.log(step.first_seq, SLOTS_PER_MODEL_CALL)
+        log = ctx.session_log(step.first_seq, SLOTS_PER_MODEL_CALL)
         settings = ctx.services.run_settings
         drafts = (
             DraftWriter(

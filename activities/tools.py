@@ -16,7 +16,7 @@ async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
     ctx = StepContext.for_run(step.run)
     outcome = await invoke_tool_step(
         ctx.agent,
-        ctx.log(step.seq, 1),
+        ctx.run_log(step.seq, 1),
         step.run.run_id,
         step.invocation,
         session_id=step.run.session_id,

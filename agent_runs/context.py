@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_runs.contracts import RunRef
+from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runs.store_log import StoreConversationLog
 from agent_runtime.agents import AgentDefinition
@@ -28,8 +29,17 @@ class StepContext:
     def agent(self) -> AgentDefinition:
         return self.services.agents.get(self.run.agent)
 
-    def log(self, first_seq: int | None = None, slots: int = 1) -> StoreConversationLog:
+    def session_log(self, first_seq: int | None = None, slots: int = 1) -> StoreConversationLog:
+        """The whole conversation of the session (what the model is sent); writes go to the reserved seqs."""
         return StoreConversationLog(self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots)
+
+    def run_log(self, first_seq: int | None = None, slots: int = 1) -> StoreConversationLog:
+        """Only this run's messages: enough for tool, approval and finish steps (their calls, results and
+        decisions all belong to the run; earlier runs closed theirs), and O(run) instead of O(session)."""
+        first, _ = run_seq_range(self.run.ordinal)
+        return StoreConversationLog(
+            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
+        )
 
     async def cancel_requested(self) -> bool:
         record = await self.store.get_run(self.run.run_id)

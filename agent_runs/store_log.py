@@ -17,9 +17,19 @@ class SeqBlockExhaustedError(RuntimeError):
 
 class StoreConversationLog:
     def __init__(
-        self, store: SessionStore, session_id: str, run_id: str, *, first_seq: int | None = None, slots: int = 1
+        self,
+        store: SessionStore,
+        session_id: str,
+        run_id: str,
+        *,
+        first_seq: int | None = None,
+        slots: int = 1,
+        after_seq: int | None = None,
     ) -> None:
+        """`after_seq`: read only the messages after it (a step that needs its run's messages, not the session's
+        whole conversation, reads the run's seq range and stays O(run) however long the session grows)."""
         self._store = store
+        self._after_seq = after_seq
         self._session_id = session_id
         self._run_id = run_id
         self._first_seq = first_seq
@@ -28,7 +38,7 @@ class StoreConversationLog:
         self._seq_by_id: dict[str, int] | None = None
 
     async def messages(self) -> list[Message]:
-        records = await load_session_records(self._store, self._session_id)
+        records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
         self._seq_by_id = {record.message_id: record.seq for record in records}
         return [Message.model_validate(record.payload) for record in records]
 
