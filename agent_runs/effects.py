@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_runtime.tools import EffectLedgerUnavailableError
 from session_store import SessionStore
+from session_store.errors import StoreUnavailableError
 
 
 class StoreEffectLedger:
@@ -13,5 +15,8 @@ class StoreEffectLedger:
         self._session_id = session_id
 
     async def record_once(self, key: str, kind: str, payload: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        record, created = await self._store.record_effect(self._session_id, key, kind, payload)
+        try:
+            record, created = await self._store.record_effect(self._session_id, key, kind, payload)
+        except StoreUnavailableError as error:
+            raise EffectLedgerUnavailableError(str(error)) from error
         return record.payload, created

@@ -50,7 +50,7 @@ from .messages import (
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
 from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
-from .tools import EffectLedger, ToolArgumentsError, ToolContext, ToolTimeoutError
+from .tools import EffectLedger, EffectLedgerUnavailableError, ToolArgumentsError, ToolContext, ToolTimeoutError
 
 logger = logging.getLogger(__name__)
 
@@ -256,6 +256,8 @@ async def _run_tool(
         await MiddlewarePipeline(agent.function_middleware).execute(context, invoke)
     except (ToolTimeoutError, ToolArgumentsError) as error:
         return FunctionResultContent(call_id=call.call_id, error=str(error)), False
+    except EffectLedgerUnavailableError:
+        raise  # infrastructure, not the tool: the host retries the step
     except Exception as error:
         logger.warning("tool %r failed: %s", tool.name, type(error).__name__, exc_info=True)
         detail = f": {type(error).__name__}: {error}" if agent.include_detailed_errors else "."

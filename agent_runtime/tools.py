@@ -63,6 +63,14 @@ class ToolContext(BaseModel):
         return await ledger.record_once(self.idempotency_key, kind, payload)
 
 
+class EffectLedgerUnavailableError(Exception):
+    """The host's effect ledger could not record or read an effect (its store is down or shedding load).
+
+    Not the tool's failure: the step runner lets it escape so the host retries the whole step (the ledger makes the
+    retry safe), instead of telling the model that the tool failed and leaving the effect unrecorded.
+    """
+
+
 class ToolArgumentsError(ValueError):
     """The model's arguments do not fit the tool's schema; the message is meant for the model."""
 

@@ -20,7 +20,7 @@ from agent_runtime.steps import (
     record_approval_requests_step,
     record_approval_response_step,
 )
-from agent_runtime.tools import ToolArgumentsError, ToolContext, tool
+from agent_runtime.tools import EffectLedgerUnavailableError, ToolArgumentsError, ToolContext, tool
 from scripted_model import Reply, Script
 from scripted_model.script import ScriptedToolCall
 
@@ -194,6 +194,28 @@ async def test_detailed_errors_when_the_agent_opts_in(scripted_model, model_clie
     log, _ = await model_turn_with(scripted_model, model_client, agent, Reply.call("explode", id="c1"))
     await invoke_tool_step(agent, log, RUN, ToolInvocation(call_id="c1", name="explode"))
     assert (await log.messages())[-1].function_results[0].error.endswith("RuntimeError: database password is hunter2")
+
+
+class DownLedger:
+    """An effect ledger whose store is unavailable (what a Cosmos 503 looks like to a tool)."""
+
+    async def record_once(self, key: str, kind: str, payload: dict) -> tuple[dict, bool]:
+        raise EffectLedgerUnavailableError("store unavailable")
+
+
+async def test_an_unavailable_effect_ledger_fails_the_step_instead_of_the_tool(scripted_model, model_client):
+    @tool
+    async def record(ctx: ToolContext) -> str:
+        await ctx.record_effect_once("step", {"n": 1})
+        return "recorded"
+
+    agent = AgentDefinition(name="helper", instructions="Be brief.", tools=[record])
+    log, _ = await model_turn_with(scripted_model, model_client, agent, Reply.call("record", id="c1"))
+    before = await log.messages()
+    with pytest.raises(EffectLedgerUnavailableError):
+        await invoke_tool_step(agent, log, RUN, ToolInvocation(call_id="c1", name="record"), effects=DownLedger())
+    # No "the tool failed" result for the model: the host retries the step and the ledger keeps the effect once.
+    assert await log.messages() == before
 
 
 async def test_function_middleware_can_change_arguments_and_terminate(scripted_model, model_client):
