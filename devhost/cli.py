@@ -15,6 +15,7 @@ from devhost.app_loader import AppLoadError
 from devhost.engine.api import Clock, VirtualClock
 from devhost.host import DevHost, default_state_path
 from devhost.http.host_config import HostConfigError
+from devhost.workers import WorkerStartError
 
 DEFAULT_PORT = 7071
 EXIT_LOAD_ERROR = 2
@@ -40,6 +41,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--virtual-clock", action="store_const", dest="clock", const="auto-skip",
                         help="same as --clock auto-skip")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run activity and HTTP functions in N worker processes (default: FUNCTIONS_WORKER_PROCESS_COUNT, else "
+        "0 = all in this process); orchestrators and entities always run in the host process",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser.parse_args(argv)
 
@@ -70,8 +79,8 @@ async def serve(args: argparse.Namespace) -> int:
         Path(state).parent.mkdir(parents=True, exist_ok=True)
     clock: Clock | None = None if args.clock == "real" else VirtualClock(auto_skip=args.clock == "auto-skip")
     try:
-        host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock)
-    except (AppLoadError, HostConfigError) as exc:
+        host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock, workers=args.workers)
+    except (AppLoadError, HostConfigError, WorkerStartError) as exc:
         print(f"devhost: cannot load the app: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOAD_ERROR
     except OSError as exc:
@@ -88,7 +97,9 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
     print(format_routes(host), flush=True)
-    print(f"devhost: serving {app_dir} on {host.base_url} (state: {state}, clock: {args.clock})", flush=True)
+    workers = f"{len(host.worker_pids)} worker processes" if host.worker_pids else "functions in-process"
+    print(f"devhost: serving {app_dir} on {host.base_url} (state: {state}, clock: {args.clock}, {workers})",
+          flush=True)
     try:
         await stop.wait()
     finally:

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from devhost.app_loader import AppLoadError, FunctionIndex, FunctionInfo, load_app
 from devhost.engine.api import Clock, DurableEngine, EngineOptions
+from devhost.execution import FunctionExecutor, InProcessExecutor
 from devhost.http.admin import AdminHandler
 from devhost.http.durable_api import DurableHttpApi
 from devhost.http.functions import HttpFunctions
-from devhost.http.host_config import HostConfig
+from devhost.http.host_config import HostConfig, HostConfigError
 from devhost.http.routes import RouteTemplateError
 from devhost.http.server import HttpHost
 from devhost.http.trigger import HttpTriggerSpec
+from devhost.workers import WorkerPool
 
 log = logging.getLogger("devhost")
 
-# PYTHON_THREADPOOL_THREAD_COUNT's default in the Python worker.
-HTTP_WORKER_THREADS = 32
+WORKER_COUNT_SETTING = "FUNCTIONS_WORKER_PROCESS_COUNT"
+MAX_WORKERS = 64
 
 
 class RouteInfo(BaseModel):
@@ -50,12 +52,12 @@ class DevHost:
     """Use `await DevHost.start(...)` on the loop that will serve it; `await host.stop()` on the same loop."""
 
     def __init__(self, index: FunctionIndex, config: HostConfig, engine: DurableEngine, http: HttpHost,
-                 executor: ThreadPoolExecutor) -> None:
+                 functions: FunctionExecutor) -> None:
         self.index = index
         self.config = config
         self.engine = engine
         self.http = http
-        self._executor = executor
+        self.functions = functions
 
     @classmethod
     async def start(
@@ -66,34 +68,50 @@ class DevHost:
         state_path: str | None = ":memory:",
         clock: Clock | None = None,
         options: EngineOptions | None = None,
+        workers: int | None = None,
     ) -> DevHost:
-        """Load (unless given an index), open the engine on `state_path`, bind 127.0.0.1:`port` (0 = free port)."""
+        """Load (unless given an index), open the engine on `state_path`, bind 127.0.0.1:`port` (0 = free port).
+
+        `workers`: 0 runs every function in this process; N > 0 runs activities and HTTP functions in N worker
+        processes (each imports the app itself, so app state shared between invocations must live in a store, as on
+        Azure). None reads `FUNCTIONS_WORKER_PROCESS_COUNT` (after `local.settings.json`), default 0.
+        """
         index = app if isinstance(app, FunctionIndex) else load_app(app)
         config = HostConfig.load(index.app_dir)
-        engine_options = options or EngineOptions(task_hub=config.hub_name)
-        engine = await DurableEngine.open(
-            index, state_path=state_path or default_state_path(index.app_dir), clock=clock, options=engine_options
-        )
-        executor = ThreadPoolExecutor(max_workers=HTTP_WORKER_THREADS, thread_name_prefix="devhost-http")
+        worker_count = worker_count_setting() if workers is None else workers
+        functions: FunctionExecutor
+        if worker_count:
+            functions = await WorkerPool.start(index.app_dir, worker_count,
+                                               log_level=logging.getLevelName(log.getEffectiveLevel()))
+        else:
+            functions = InProcessExecutor(index.app_dir)
+        engine: DurableEngine | None = None
         http: HttpHost | None = None
         try:
-            functions = HttpFunctions(
+            engine = await DurableEngine.open(
+                index,
+                state_path=state_path or default_state_path(index.app_dir),
+                clock=clock,
+                options=options or EngineOptions(task_hub=config.hub_name),
+                functions=functions if worker_count else None,
+            )
+            http_functions = HttpFunctions(
                 [_http_spec(info) for info in index.http_functions()],
                 route_prefix=config.route_prefix,
                 hub_name=config.hub_name,
-                function_directory=index.app_dir,
-                executor=executor,
+                functions=functions,
                 rpc_origin=lambda: http.origin if http else "",
             )
             http = HttpHost(
-                functions, DurableHttpApi(engine, hub_name=config.hub_name), admin=AdminHandler(engine), port=port
+                http_functions, DurableHttpApi(engine, hub_name=config.hub_name), admin=AdminHandler(engine), port=port
             )
             await http.start()
         except BaseException:
-            executor.shutdown(wait=False)
-            await engine.close()
+            if engine is not None:
+                await engine.close()
+            await functions.close()
             raise
-        return cls(index, config, engine, http, executor)
+        return cls(index, config, engine, http, functions)
 
     @property
     def port(self) -> int:
@@ -103,6 +121,11 @@ class DevHost:
     @property
     def base_url(self) -> str:
         return self.http.origin
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The live worker processes (empty when functions run in the host process)."""
+        return self.functions.pids if isinstance(self.functions, WorkerPool) else []
 
     def routes(self) -> list[RouteInfo]:
         functions = self.http.functions
@@ -119,8 +142,18 @@ class DevHost:
             try:
                 await self.engine.close()
             finally:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+                await self.functions.close()
                 await _close_sdk_session()
+
+
+def worker_count_setting() -> int:
+    """`FUNCTIONS_WORKER_PROCESS_COUNT` as a worker count (unset or empty: 0, everything in the host process)."""
+    raw = os.environ.get(WORKER_COUNT_SETTING, "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit() or int(raw) > MAX_WORKERS:
+        raise HostConfigError(f"{WORKER_COUNT_SETTING}={raw!r}: expected a whole number from 0 to {MAX_WORKERS}")
+    return int(raw)
 
 
 async def _close_sdk_session() -> None:

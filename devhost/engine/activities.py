@@ -1,4 +1,4 @@
-"""Activity execution: async activities on the loop, sync ones on worker threads, bounded concurrency.
+"""Activity execution through the host's `FunctionExecutor` (this process or worker processes), bounded concurrency.
 
 A work item stays in the store until its result is committed (result message + work deletion in one transaction),
 so after a crash or restart it runs again: at-least-once, as in Azure.
@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from devhost.engine.http_activity import run_http_activity
-from devhost.invoke import ActivityOutcome, invoke_activity_async, invoke_activity_sync
+from devhost.invoke import ActivityOutcome
 from devhost.protocol import events as ev
 from devhost.protocol.replay import BUILTIN_HTTP_ACTIVITY, unknown_function_message
 
@@ -39,10 +39,8 @@ class ActivityRunner:
                 known = [f.name for f in rt.index.activities()]
                 text = unknown_function_message("activity", work.name, known)
                 outcome = ActivityOutcome(ok=False, reason=text, details=None)
-            elif function.is_async:
-                outcome = await invoke_activity_async(function, work.input)
             else:
-                outcome = await rt.loop.run_in_executor(rt.executor, invoke_activity_sync, function, work.input)
+                outcome = await rt.functions.run_activity(function, work.input)
         if rt.closed:
             return  # the engine stopped meanwhile: the work item stays stored and runs again after a restart
         now = rt.clock.now()

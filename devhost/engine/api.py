@@ -42,6 +42,7 @@ from devhost.engine.models import (
     RuntimeStatus,
 )
 from devhost.engine.runtime import EngineRuntime
+from devhost.execution import FunctionExecutor
 
 __all__ = [
     "Clock",
@@ -82,13 +83,15 @@ class DurableEngine:
         state_path: str = ":memory:",
         clock: Clock | None = None,
         options: EngineOptions | None = None,
+        functions: FunctionExecutor | None = None,
     ) -> DurableEngine:
         """Open (or create) the SQLite state and start the scheduler on the running loop.
 
         Persisted work resumes: due timers fire, activities that were in flight run again (at-least-once),
-        queued messages are delivered. `state_path=":memory:"` keeps everything in memory (tests).
+        queued messages are delivered. `state_path=":memory:"` keeps everything in memory (tests). Activities run
+        on `functions` (the caller keeps and closes it), by default in this process.
         """
-        runtime = EngineRuntime(index, state_path, clock or RealClock(), options or EngineOptions())
+        runtime = EngineRuntime(index, state_path, clock or RealClock(), options or EngineOptions(), functions)
         await runtime.start()
         return cls(runtime)
 

@@ -23,6 +23,7 @@ from devhost.engine.management import Management
 from devhost.engine.models import EngineOptions, RuntimeStatus
 from devhost.engine.state import Inbox, Instance
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
+from devhost.execution import FunctionExecutor, InProcessExecutor
 from devhost.invoke import install_sdk_timestamp_cache
 from devhost.protocol.timefmt import from_epoch, to_epoch
 
@@ -51,7 +52,8 @@ class Commit:
 
 
 class EngineRuntime(Management):
-    def __init__(self, index: FunctionIndex, state_path: str, clock: Clock, options: EngineOptions) -> None:
+    def __init__(self, index: FunctionIndex, state_path: str, clock: Clock, options: EngineOptions,
+                 functions: FunctionExecutor | None = None) -> None:
         self.index = index
         self.state_path = state_path
         self.clock = clock
@@ -68,6 +70,8 @@ class EngineRuntime(Management):
         self._crash_hits: dict[str, int] = {}
         threads = options.worker_threads or options.max_concurrent_activities + options.max_concurrent_entities
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-worker")
+        # Activities run wherever the host says (worker processes); by default on this loop and `executor`.
+        self.functions: FunctionExecutor = functions or InProcessExecutor(index.app_dir, executor=self.executor)
         self.episodes = EpisodeProcessor(self)
         self.activities = ActivityRunner(self)
         self.entity_processor = EntityProcessor(self)

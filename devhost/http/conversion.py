@@ -1,8 +1,10 @@
-"""aiohttp request -> `func.HttpRequest` and user result -> aiohttp response, via the real `azure.functions` converters.
+"""HTTP request/response data between the host and the worker, converted with the real `azure.functions` converters.
 
-The worker decodes the host's RpcHttp message with `HttpRequestConverter.decode` and encodes results with
-`HttpResponseConverter.encode`; going through the same converters keeps header casing, content-type defaults and the
-str / HttpResponse rules identical to a deployed app.
+The host turns the aiohttp request into `HttpRequestData` (what the host's RpcHttp message carries); the worker
+decodes it with `HttpRequestConverter.decode` and encodes the function's result with `HttpResponseConverter.encode`
+into `HttpResponseData`, which the host sends. Going through the same converters keeps header casing, content-type
+defaults and the str / HttpResponse rules identical to a deployed app. Both data models are plain JSON (bodies in
+base64), so the same path serves functions run in the host process and in worker processes.
 """
 
 from __future__ import annotations
@@ -14,56 +16,87 @@ from aiohttp import web
 from azure.functions import meta
 from azure.functions.http import HttpRequestConverter, HttpResponseConverter
 from multidict import CIMultiDict
+from pydantic import BaseModel, ConfigDict
 
 
 class ResultEncodingError(TypeError):
     """The function returned something the http output binding cannot encode (the worker fails the invocation)."""
 
 
+class HttpRequestData(BaseModel):
+    """One request as the worker receives it: repeated headers comma-joined (lower-case names), first query value."""
+
+    model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    query: dict[str, str]
+    params: dict[str, str]
+    body: bytes
+
+    @classmethod
+    def from_web_request(cls, request: web.Request, body: bytes, route_params: dict[str, str]) -> HttpRequestData:
+        headers: dict[str, str] = {}
+        for name, value in request.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]},{value}" if key in headers else value
+        query: dict[str, str] = {}
+        for name, value in request.query.items():
+            query.setdefault(name, value)
+        return cls(method=request.method, url=str(request.url), headers=headers, query=query, params=route_params,
+                   body=body)
+
+    def to_func_request(self) -> func.HttpRequest:
+        """The `func.HttpRequest` the Python worker builds from the host's message."""
+        datum = meta.Datum(
+            type="http",
+            value={
+                "method": _string_datum(self.method),
+                "url": _string_datum(self.url),
+                "headers": {k: _string_datum(v) for k, v in self.headers.items()},
+                "query": {k: _string_datum(v) for k, v in self.query.items()},
+                "params": {k: _string_datum(v) for k, v in self.params.items()},
+                # The worker announces RawHttpBodyBytes, so the host always sends the body as bytes.
+                "body": meta.Datum(value=self.body, type="bytes"),
+            },
+        )
+        return HttpRequestConverter.decode(datum, trigger_metadata=None)
+
+
+class HttpResponseData(BaseModel):
+    """The function's http result as the host sends it (headers in order, repeated names kept)."""
+
+    model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @classmethod
+    def from_result(cls, result: Any) -> HttpResponseData:
+        """Encode a returned `func.HttpResponse` or `str` like the worker does."""
+        try:
+            datum = HttpResponseConverter.encode(result, expected_type=None)
+        except NotImplementedError as exc:
+            raise ResultEncodingError(
+                f"unable to encode outgoing TypedData: unsupported type for Python type {type(result).__name__!r}"
+            ) from exc
+        if datum.type == "string":
+            return cls(status=200, headers=[("Content-Type", "text/plain; charset=utf-8")],
+                       body=str(datum.value).encode("utf-8"))
+        value = datum.value
+        headers = [(name, header.value) for name, header in value["headers"].items()]
+        for cookie in value.get("cookies") or []:
+            headers += [("Set-Cookie", morsel.OutputString()) for morsel in cookie.values()]
+        return cls(status=int(value["status_code"].value), headers=headers, body=value["body"].value or b"")
+
+    def to_web_response(self) -> web.Response:
+        headers: CIMultiDict[str] = CIMultiDict()
+        for name, value in self.headers:
+            headers.add(name, value)
+        return web.Response(status=self.status, body=self.body, headers=headers)
+
+
 def _string_datum(value: str) -> meta.Datum:
     return meta.Datum(value=value, type="string")
-
-
-def build_http_request(request: web.Request, body: bytes, route_params: dict[str, str]) -> func.HttpRequest:
-    """The request the Python worker would build (repeated headers are comma-joined, the first query value wins)."""
-    headers: dict[str, str] = {}
-    for name, value in request.headers.items():
-        key = name.lower()
-        headers[key] = f"{headers[key]},{value}" if key in headers else value
-    query: dict[str, str] = {}
-    for name, value in request.query.items():
-        query.setdefault(name, value)
-    datum = meta.Datum(
-        type="http",
-        value={
-            "method": _string_datum(request.method),
-            "url": _string_datum(str(request.url)),
-            "headers": {k: _string_datum(v) for k, v in headers.items()},
-            "query": {k: _string_datum(v) for k, v in query.items()},
-            "params": {k: _string_datum(v) for k, v in route_params.items()},
-            # The worker announces RawHttpBodyBytes, so the host always sends the body as bytes.
-            "body": meta.Datum(value=body, type="bytes"),
-        },
-    )
-    return HttpRequestConverter.decode(datum, trigger_metadata=None)
-
-
-def build_web_response(result: Any) -> web.Response:
-    """Encode a returned `func.HttpResponse` or `str` like the worker, then build the host's HTTP response."""
-    try:
-        datum = HttpResponseConverter.encode(result, expected_type=None)
-    except NotImplementedError as exc:
-        raise ResultEncodingError(
-            f"unable to encode outgoing TypedData: unsupported type for Python type {type(result).__name__!r}"
-        ) from exc
-    if datum.type == "string":
-        return web.Response(status=200, body=str(datum.value).encode("utf-8"), content_type="text/plain",
-                            charset="utf-8")
-    value = datum.value
-    headers: CIMultiDict[str] = CIMultiDict()
-    for name, header in value["headers"].items():
-        headers.add(name, header.value)
-    for cookie in value.get("cookies") or []:
-        for morsel in cookie.values():
-            headers.add("Set-Cookie", morsel.OutputString())
-    return web.Response(status=int(value["status_code"].value), body=value["body"].value or b"", headers=headers)

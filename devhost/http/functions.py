@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from devhost.execution import FunctionExecutor, FunctionFailedError
+
 from .client_binding import build_client_binding
-from .conversion import ResultEncodingError, build_http_request, build_web_response
+from .conversion import HttpRequestData
 from .routes import RouteTable
-from .trigger import HttpTriggerSpec, invoke_http_function
+from .trigger import HttpTriggerSpec
 
 log = logging.getLogger("devhost.http")
 
@@ -26,14 +27,12 @@ class HttpFunctions:
         *,
         route_prefix: str,
         hub_name: str,
-        function_directory: str,
-        executor: Executor | None,
+        functions: FunctionExecutor,
         rpc_origin: Callable[[], str],
     ) -> None:
         self.route_prefix = route_prefix.strip("/")
         self.hub_name = hub_name
-        self.function_directory = function_directory
-        self.executor = executor
+        self.functions = functions
         self._rpc_origin = rpc_origin
         self.specs = list(specs)
         self.table: RouteTable[HttpTriggerSpec] = RouteTable()
@@ -61,7 +60,7 @@ class HttpFunctions:
             return web.Response(status=404)
         spec, route_values = resolved
         body = await request.read()
-        http_request = build_http_request(request, body, route_values)
+        http_request = HttpRequestData.from_web_request(request, body, route_values)
         binding_json = None
         if spec.durable_client is not None:
             origin = "{0.scheme}://{0.netloc}".format(urlsplit(str(request.url)))
@@ -72,20 +71,10 @@ class HttpFunctions:
                 rpc_origin=self._rpc_origin(),
             ).to_json()
         try:
-            result = await invoke_http_function(
-                spec,
-                http_request,
-                client_binding_json=binding_json,
-                executor=self.executor,
-                function_directory=self.function_directory,
-            )
-            response = build_web_response(result)
-            log.info("Executed 'Functions.%s' (Succeeded, %s %s)", spec.function_name, request.method, response.status)
-            return response
-        except ResultEncodingError as exc:
-            log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc)
-            return web.Response(status=500)
-        except (Exception, SystemExit):
+            result = await self.functions.run_http(spec, http_request, binding_json)
+        except FunctionFailedError as exc:
             # User code failed: like the Functions host, answer 500 with no body and keep serving.
-            log.exception("Executed 'Functions.%s' (Failed)", spec.function_name)
+            log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc, exc_info=exc.__cause__)
             return web.Response(status=500)
+        log.info("Executed 'Functions.%s' (Succeeded, %s %s)", spec.function_name, request.method, result.status)
+        return result.to_web_response()

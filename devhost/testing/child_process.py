@@ -22,6 +22,7 @@ class SubprocessHost:
 
     `kill()` sends SIGKILL (no cleanup, like a crash); `start()` again reuses the same port and state file.
     `clock`: "real" (default), "virtual" (moved by `advance`) or "auto-skip" (jumps to the next timer when idle).
+    `workers`: `--workers N` (activity and HTTP functions in N worker processes); None leaves it to the setting.
     """
 
     def __init__(
@@ -34,6 +35,7 @@ class SubprocessHost:
         clock: ClockMode = "real",
         log_path: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
+        workers: int | None = None,
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
         self.state_path = str(state_path)
@@ -42,6 +44,7 @@ class SubprocessHost:
         self.clock_mode = clock
         self.log_path = Path(log_path) if log_path else Path(self.state_path).with_suffix(".log")
         self.startup_timeout = startup_timeout
+        self.workers = workers
         self.process: subprocess.Popen[bytes] | None = None
         self._client: httpx.Client | None = None
 
@@ -60,8 +63,9 @@ class SubprocessHost:
         return self._client
 
     def command(self) -> list[str]:
+        workers = [] if self.workers is None else ["--workers", str(self.workers)]
         return [sys.executable, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port),
-                "--state", self.state_path, "--clock", self.clock_mode]
+                "--state", self.state_path, "--clock", self.clock_mode, *workers]
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -99,7 +99,8 @@ class InProcessHost:
     (virtual, jumps to the next timer whenever idle), or "real". `env` is applied before the app is imported and the
     whole environment (including `local.settings.json` values the loader adds) is restored by `stop()`, which also
     forgets the app-directory modules this host imported (the next host re-imports them under its own environment;
-    `fresh_imports=False` keeps them).
+    `fresh_imports=False` keeps them). `workers`: run activity and HTTP functions in that many worker processes
+    (see `DevHost.start`; None reads FUNCTIONS_WORKER_PROCESS_COUNT, default 0 = in this process).
     """
 
     def __init__(
@@ -112,6 +113,7 @@ class InProcessHost:
         options: EngineOptions | None = None,
         port: int = 0,
         fresh_imports: bool = True,
+        workers: int | None = None,
     ) -> None:
         self.app_dir = Path(app_dir)
         self.clock_mode = clock
@@ -120,6 +122,7 @@ class InProcessHost:
         self.options = options
         self.port = port
         self.fresh_imports = fresh_imports
+        self.workers = workers
         self._loop_thread: _LoopThread | None = None
         self._host: DevHost | None = None
         self._env: _EnvPatch | None = None
@@ -139,7 +142,7 @@ class InProcessHost:
             self._host = self._loop_thread.call(
                 DevHost.start(
                     self.app_dir, port=self.port, state_path=self.state_path, clock=self._make_clock(),
-                    options=self.options,
+                    options=self.options, workers=self.workers,
                 ),
                 timeout=60,
             )

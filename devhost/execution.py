@@ -1,0 +1,75 @@
+"""Where activity and HTTP functions run: on the host's loop and threads, or in worker processes.
+
+The engine and the HTTP server hand every activity and HTTP invocation to a `FunctionExecutor`. `InProcessExecutor`
+runs them in this process (async functions on the loop, sync ones on a thread pool, like one Python worker);
+`devhost.workers.WorkerPool` sends them to worker processes (the `FUNCTIONS_WORKER_PROCESS_COUNT` analogue), each of
+which runs them with its own `InProcessExecutor`. Orchestrator episodes and entity batches stay in the host process:
+they are short, deterministic and committed together with the engine state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Protocol
+
+from devhost.app_loader import FunctionInfo
+from devhost.http.conversion import HttpRequestData, HttpResponseData
+from devhost.http.trigger import HttpTriggerSpec, invoke_http_function
+from devhost.invoke import ActivityOutcome, invoke_activity_async, invoke_activity_sync
+
+# PYTHON_THREADPOOL_THREAD_COUNT's default in the Python worker.
+DEFAULT_SYNC_THREADS = 32
+
+
+class FunctionExecutor(Protocol):
+    async def run_activity(self, function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
+        """Run an activity; user failures come back as a failed outcome, never raised."""
+        ...
+
+    async def run_http(
+        self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None
+    ) -> HttpResponseData:
+        """Run an HTTP function; raises `FunctionFailedError` when user code fails or its result cannot be encoded."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class FunctionFailedError(Exception):
+    """The function raised (or returned something unencodable); the host answers 500, as the Functions host does."""
+
+
+class InProcessExecutor:
+    """Async functions on the running loop, sync functions on a thread pool of this process."""
+
+    def __init__(self, function_directory: str, *, threads: int = DEFAULT_SYNC_THREADS,
+                 executor: Executor | None = None) -> None:
+        self._function_directory = function_directory
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-sync")
+
+    async def run_activity(self, function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
+        if function.is_async:
+            return await invoke_activity_async(function, input_text)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, invoke_activity_sync, function, input_text)
+
+    async def run_http(
+        self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None
+    ) -> HttpResponseData:
+        try:
+            result = await invoke_http_function(
+                spec,
+                request.to_func_request(),
+                client_binding_json=client_binding_json,
+                executor=self._executor,
+                function_directory=self._function_directory,
+            )
+            return HttpResponseData.from_result(result)
+        except (Exception, SystemExit) as exc:  # user code never stops the host
+            raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
+            self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,88 @@
+"""The host <-> worker wire: length-prefixed JSON frames over a loopback TCP connection.
+
+One connection per worker process, multiplexed: the host sends calls tagged with an id, the worker answers each
+when it is done, in any order (async activities of one worker interleave, as in the Python worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from devhost.http.conversion import HttpRequestData, HttpResponseData
+from devhost.invoke import ActivityOutcome
+
+_HEADER_BYTES = 4
+MAX_FRAME_BYTES = 256 * 1024 * 1024  # far above any payload Durable or HTTP allow; a guard against a corrupt stream
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Hello(_Frame):
+    """The worker's first frame: proves it was started by this host (token) and says which process it is."""
+
+    type: Literal["hello"] = "hello"
+    token: str
+    pid: int
+
+
+class ActivityCall(_Frame):
+    type: Literal["activity"] = "activity"
+    id: int
+    function: str
+    input: str | None
+
+
+class HttpCall(_Frame):
+    type: Literal["http"] = "http"
+    id: int
+    function: str
+    request: HttpRequestData
+    client_binding: str | None
+
+
+class ActivityDone(_Frame):
+    type: Literal["activity_done"] = "activity_done"
+    id: int
+    outcome: ActivityOutcome
+
+
+class HttpDone(_Frame):
+    """`response`, or `error` ("{Type}: {message}") when the function failed."""
+
+    type: Literal["http_done"] = "http_done"
+    id: int
+    response: HttpResponseData | None = None
+    error: str | None = None
+
+
+Frame = Annotated[Hello | ActivityCall | HttpCall | ActivityDone | HttpDone, Field(discriminator="type")]
+_FRAME = TypeAdapter(Frame)
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a frame of this protocol."""
+
+
+def encode_frame(frame: _Frame) -> bytes:
+    body = frame.model_dump_json().encode("utf-8")
+    return len(body).to_bytes(_HEADER_BYTES, "big") + body
+
+
+async def read_frame(reader: asyncio.StreamReader) -> Frame | None:
+    """The next frame, or None when the peer closed the connection."""
+    try:
+        size = int.from_bytes(await reader.readexactly(_HEADER_BYTES), "big")
+        if size > MAX_FRAME_BYTES:
+            raise FrameError(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+        body = await reader.readexactly(size)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    try:
+        return _FRAME.validate_json(body)
+    except ValueError as exc:
+        raise FrameError(f"invalid frame: {exc}") from exc
