@@ -36,10 +36,16 @@ def workload_host(
     clock: ClockMode = "real",
     options: EngineOptions | None = None,
     env: Mapping[str, str] | None = None,
+    workers: int = 0,
 ) -> Iterator[InProcessHost]:
-    """Start the app on devhost; at exit close the app's services (store thread, model clients), then the host."""
+    """Start the app on devhost; at exit close the app's services (store thread, model clients), then the host.
+
+    `workers` > 0 runs activity and HTTP functions in that many worker processes (the store must then be a file)."""
+    if workers and store_path == ":memory:":
+        raise ValueError("worker processes share the session store through a file: give a store_path")
     host = InProcessHost(
-        REPO_ROOT, clock=clock, state_path=state_path, options=options, env=app_env(model_url, store_path, env)
+        REPO_ROOT, clock=clock, state_path=state_path, options=options, env=app_env(model_url, store_path, env),
+        workers=workers,
     )
     host.start()
     try:
