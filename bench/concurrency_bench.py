@@ -1,24 +1,28 @@
 """Concurrency: 10, 100 and 500 runs started at once over HTTP, each polled to the end with continuation tokens.
 
-The app runs in its own devhost process (`SubprocessHost`, SQLite store and engine state in files), the scripted
-model server (0 ms latency) in another, the clients in this one. Each run is `blobs 2 size 200` (3 model calls,
-2 tool calls). Latency = start request to the poll that sees the run finished (what a client experiences, including
-the long-poll granularity); throughput = runs / wall time of the batch. `host CPU` is the devhost process's CPU time
-over the batch wall time (cores busy): near the core count means the machine, not the runtime, is the limit;
-`host CPU ms / run` is the runtime's own cost, which does not depend on what else the machine is doing.
+The app runs in its own devhost process (`SubprocessHost`, SQLite store and engine state in files), with every
+function in that process (`--workers 0`) or with activity and HTTP functions in worker processes (`--workers 2`, the
+`FUNCTIONS_WORKER_PROCESS_COUNT` analogue); the scripted model server runs in another process, the clients in this
+one. Each run is `blobs 2 size 200` (3 model calls, 2 tool calls). Latency = start request to the poll that sees the
+run finished (what a client experiences, including the long-poll granularity); throughput = runs / wall time.
 
-    python -m bench.concurrency_bench [--runs 10,100,500] [--no-record]
+What limited a batch: `devhost CPU` is the CPU of the devhost process and its workers over the wall time (cores),
+`busiest process` the most loaded one of them, `machine busy` the share of all cores busy (everything on the machine,
+clients and model server included). A busiest process near 1.00 core while the machine has idle cores means the
+runtime is the bottleneck; a machine near 100% busy with no process at a full core means the machine is.
+
+    python -m bench.concurrency_bench [--runs 10,100,500] [--workers 0,2] [--model-latency-ms 0] [--no-record]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
 import time
 from pathlib import Path
 
+from bench.cpu import CpuWindow, process_tree
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.brain import blobs_prompt
 from bench.workload.client import async_client, poll, start_run
@@ -27,12 +31,6 @@ from bench.workload.model_process import model_server_process
 from devhost.testing import SubprocessHost
 
 PROMPT = blobs_prompt(2, 200)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def one_run(base_url_client, results: list[float], failures: list[str]) -> None:
@@ -57,38 +55,59 @@ async def batch(base_url: str, runs: int) -> tuple[list[float], list[str], float
         return latencies, failures, time.perf_counter() - started
 
 
+def limit(busiest_cores: float, machine_busy: float) -> str:
+    if busiest_cores >= 0.9:
+        return "one devhost process (a full core)"
+    if machine_busy >= 0.9:
+        return "the machine (all cores busy)"
+    return "neither (waiting on the model)"
+
+
+def measure(workers: int, latency_ms: float, batches: list[int]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    with model_server_process(latency_ms) as model_url, tempfile.TemporaryDirectory() as tmp:
+        env = app_env(model_url, str(Path(tmp) / "sessions.sqlite3"))
+        host = SubprocessHost(REPO_ROOT, state_path=Path(tmp) / "engine.sqlite3", env=env, workers=workers).start()
+        try:
+            asyncio.run(batch(host.base_url, 4))  # warm-up: imports, store, model clients in every worker
+            assert host.pid is not None
+            for runs in batches:
+                cpu = CpuWindow(process_tree(host.pid)).start()
+                latencies, failures, wall = asyncio.run(batch(host.base_url, runs))
+                cpu.stop()
+                ms = [x * 1000 for x in latencies] or [float("nan")]
+                rows.append([workers, f"{latency_ms:g}", runs, len(latencies), len(failures), wall,
+                             len(latencies) / wall, median(ms), percentile(ms, 95), percentile(ms, 99),
+                             cpu.total / wall, cpu.busiest / wall, f"{cpu.machine_busy:.0%}", cpu.total * 1000 / runs,
+                             limit(cpu.busiest / wall, cpu.machine_busy)])
+        finally:
+            host.stop()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default="10,100,500")
+    parser.add_argument("--workers", default="0,2", help="worker process counts to compare (0 = in the host)")
+    parser.add_argument("--model-latency-ms", default="0", help="scripted model latencies to run (comma-separated)")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
-    rows = []
-    with model_server_process() as model_url, tempfile.TemporaryDirectory() as tmp:
-        env = app_env(model_url, str(Path(tmp) / "sessions.sqlite3"))
-        host = SubprocessHost(REPO_ROOT, state_path=Path(tmp) / "engine.sqlite3", env=env).start()
-        try:
-            asyncio.run(batch(host.base_url, 2))  # warm-up: imports, store, model clients
-            for runs in (int(r) for r in args.runs.split(",")):
-                assert host.pid is not None
-                cpu_before = cpu_seconds(host.pid)
-                latencies, failures, wall = asyncio.run(batch(host.base_url, runs))
-                cpu = cpu_seconds(host.pid) - cpu_before
-                ms = [x * 1000 for x in latencies] or [float("nan")]
-                rows.append([runs, len(latencies), len(failures), wall, len(latencies) / wall, median(ms),
-                             percentile(ms, 95), percentile(ms, 99), cpu / wall, cpu * 1000 / runs])
-        finally:
-            host.stop()
-    body = table(["concurrent runs", "completed", "failed", "wall s", "runs/s", "p50 ms", "p95 ms", "p99 ms",
-                  "host CPU (cores)", "host CPU ms / run"], rows)
+    batches = [int(r) for r in args.runs.split(",")]
+    rows = [
+        row
+        for latency in (float(x) for x in args.model_latency_ms.split(","))
+        for workers in (int(w) for w in args.workers.split(","))
+        for row in measure(workers, latency, batches)
+    ]
+    body = table(["workers", "model ms", "concurrent runs", "completed", "failed", "wall s", "runs/s", "p50 ms",
+                  "p95 ms", "p99 ms", "devhost CPU (cores)", "busiest process (cores)", "machine busy",
+                  "devhost CPU ms / run", "limited by"], rows)
     notes = (
         f"Each run = `{PROMPT}` (3 model calls, 2 tool calls, plus the run's record/finish activities). "
-        "Clients poll with `wait_seconds=10`; a poll answers as soon as there is something new; while nothing "
-        "changes the server checks the orchestration every 0.1 s, backing off to 1 s. Reading: devhost runs HTTP "
-        "handlers, orchestrator episodes and async activities on one event loop in one process, so a batch is "
-        "CPU-bound in that process once its loop is busy, and the scheduler is fair: every run of a batch advances "
-        "step by step together, so p50 is close to the batch's wall time. `host CPU ms / run` is what one run "
-        "costs the runtime; `host CPU` below one core with a machine load average above the core count means the "
-        "process was sharing the CPU with other work."
+        "Clients poll with `wait_seconds=10`; a poll answers as soon as there is something new. `workers` 0: HTTP, "
+        "orchestrator episodes and activities share one event loop in one process; 2: activity and HTTP functions "
+        "run in two worker processes, the host process keeps the HTTP server, the engine and orchestrator episodes. "
+        "The machine's cores are shared with the benchmark's own clients and the model server."
     )
     publish(section("Concurrent runs over HTTP", command_line("bench.concurrency_bench"), body, notes),
             record=not args.no_record)
