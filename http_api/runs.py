@@ -29,7 +29,6 @@ from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reco
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
-from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
 
 
 def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
@@ -40,7 +39,7 @@ def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
 
 
 def is_workflow_run(run: RunRecord) -> bool:
-    return run.agent.startswith(WORKFLOW_AGENT_PREFIX)
+    return run.kind == "workflow"
 
 
 async def run_or_404(store: SessionStore, run_id: str) -> RunRecord:

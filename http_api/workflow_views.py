@@ -17,14 +17,14 @@ from http_api.workflow_models import (
     WorkflowRunView,
 )
 from session_store import RunRecord, SessionStore
-from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowProgress, control_session_id
+from workflow_runtime.contracts import WorkflowProgress, control_session_id
 
 TOKEN_SCOPE = "workflow_run"
 ENTRIES_PER_RESPONSE = 100
 
 
 def workflow_name(record: RunRecord) -> str | None:
-    return record.agent.removeprefix(WORKFLOW_AGENT_PREFIX) if record.agent.startswith(WORKFLOW_AGENT_PREFIX) else None
+    return record.agent if record.kind == "workflow" else None
 
 
 def links(base_url: str, run_id: str) -> WorkflowLinks:

@@ -94,7 +94,8 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         RunRecord(
             run_id=run_id,
             session_id=control,
-            agent=f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
+            agent=definition.name,
+            kind="workflow",
             instance_id=run_id,
             metadata={
                 "workflow": definition.name,

@@ -50,7 +50,8 @@ class MessageRecord(_Record):
 class RunRecord(_Record):
     run_id: StoreId
     session_id: StoreId
-    agent: str
+    agent: str = Field(description="the agent's name, or the workflow's when kind is 'workflow'")
+    kind: Literal["agent", "workflow"] = "agent"
     status: RunStatus = "queued"
     ordinal: int = Field(default=0, ge=0, description="1-based position among the session's runs; set by begin_run")
     instance_id: str | None = None

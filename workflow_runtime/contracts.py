@@ -18,7 +18,7 @@ ORCHESTRATOR_NAME = "workflow"
 CANCEL_EVENT = "cancel"  # the same event name as agent runs: `/api/runs/{id}/cancel` works on workflows too
 APPROVAL_EVENT = "approval"  # decisions arrive through the run approval routes, like tool approvals
 SIGNAL_EVENT_PREFIX = "signal:"
-WORKFLOW_AGENT_PREFIX = "workflow:"  # a workflow's run record names its workflow here (records need an "agent")
+WORKFLOW_AGENT_PREFIX = "workflow:"  # the agent label of a workflow's control session
 JOURNAL_ROLE = "workflow"
 
 WorkflowStatus = Literal["queued", "in_progress", "requires_action", "waiting", "cancelling", "completed", "failed",

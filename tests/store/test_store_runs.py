@@ -66,6 +66,14 @@ async def test_get_run_resolves_from_the_run_id_alone(store: SessionStore) -> No
     assert await store.get_run(new_id("run")) is None
 
 
+async def test_a_workflow_run_keeps_its_kind(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id).model_copy(update={"kind": "workflow", "agent": "review"}))
+    stored = await store.get_run(started.run_id)
+    assert (stored.kind, stored.agent) == ("workflow", "review")
+    assert (await store.list_runs(session_id))[0].kind == "workflow"
+
+
 async def test_update_run_changes_mutable_fields_under_an_etag(store: SessionStore) -> None:
     session_id = await new_session(store)
     started = await store.begin_run(run(session_id))
