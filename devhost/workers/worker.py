@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from devhost.app_loader import AppLoadError, FunctionIndex, load_app
 from devhost.execution import FunctionFailedError, InProcessExecutor
 from devhost.http.trigger import HttpTriggerSpec
-from devhost.invoke import ActivityOutcome, install_sdk_timestamp_cache
+from devhost.invoke import ActivityOutcome, activity_failure, install_sdk_timestamp_cache
 from devhost.protocol.replay import unknown_function_message
 
 from .messages import ActivityCall, ActivityDone, Frame, Hello, HttpCall, HttpDone, encode_frame, read_frame
@@ -56,7 +56,10 @@ class Worker:
             known = [f.name for f in self.index.activities()]
             outcome = ActivityOutcome(ok=False, reason=unknown_function_message("activity", call.function, known))
         else:
-            outcome = await self.executor.run_activity(function, call.input)
+            try:
+                outcome = await self.executor.run_activity(function, call.input)
+            except BaseException as exc:  # even a cancelled call is answered: the host must never wait forever
+                outcome = activity_failure(call.function, exc)
         self._writer.write(encode_frame(ActivityDone(id=call.id, outcome=outcome)))
 
     async def _http(self, call: HttpCall) -> None:
@@ -70,6 +73,8 @@ class Worker:
             except FunctionFailedError as exc:
                 log.error("Executed 'Functions.%s' (Failed)", call.function, exc_info=exc.__cause__)
                 done = HttpDone(id=call.id, error=str(exc))
+            except BaseException as exc:  # even a cancelled call is answered: the host must never wait forever
+                done = HttpDone(id=call.id, error=f"{type(exc).__name__}: {exc}")
         self._writer.write(encode_frame(done))
 
 
