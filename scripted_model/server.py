@@ -35,6 +35,11 @@ _SHUTDOWN_GRACE_S = 0.25
 _TRUNCATED_JSON = '{"id": "chatcmpl-broken", "choices": ['
 
 
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # a held call whose client went away was cancelled
+        waiter.set_result(None)
+
+
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
     return f"data: {data}\n\n".encode()
@@ -69,8 +74,24 @@ class ScriptedModelServer:
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self._hold_lock = threading.Lock()
+        self._holding = False
+        self._held: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     # ------------------------------------------------------------------ control (any thread)
+
+    def hold_answers(self) -> None:
+        """Keep every answer (after its latency) until `release_answers()`: a test can then act while a call is
+        certainly in flight, instead of racing a latency. The request is logged as soon as it arrives."""
+        with self._hold_lock:
+            self._holding = True
+
+    def release_answers(self) -> None:
+        """Send the held answers and stop holding new ones."""
+        with self._hold_lock:
+            self._holding, held, self._held = False, self._held, []
+        for loop, waiter in held:
+            loop.call_soon_threadsafe(_resolve, waiter)
 
     def set_script(self, responder: Responder | Script | None) -> None:
         self.engine.set_responder(responder)
@@ -79,8 +100,9 @@ class ScriptedModelServer:
         self.engine.fail_next(fault, times)
 
     def reset(self, responder: Responder | Script | None = None) -> None:
-        """New responder, no pending faults, empty log: a clean slate between tests sharing one server."""
+        """New responder, no pending faults, nothing held, empty log: a clean slate between tests sharing one server."""
         self.engine.set_responder(responder)
+        self.release_answers()
         self.log.clear()
 
     @property
@@ -242,9 +264,18 @@ class ScriptedModelServer:
         self.log.record(**record, status=status, outcome="fault" if decision.fault else "reply", reply=decision.reply)
         if decision.latency_s > 0:
             await asyncio.sleep(decision.latency_s)  # the configured model latency, not a wait for something
+        await self._until_released()
         if decision.fault is not None:
             return await self._serve_fault(request, decision.fault, parsed)
         return await self._serve_answer(request, decision, parsed)
+
+    async def _until_released(self) -> None:
+        with self._hold_lock:
+            if not self._holding:
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._held.append((asyncio.get_running_loop(), waiter))
+        await waiter
 
     async def _serve_answer(
         self, request: web.Request, decision: Decision, parsed: ChatCompletionRequest

@@ -12,6 +12,9 @@ from devhost.engine.api import RuntimeStatus
 
 StatusNames = Iterable[str | RuntimeStatus] | str | RuntimeStatus
 TERMINAL = ("Completed", "Failed", "Terminated", "Canceled")
+# Default bound of `wait_for_status` / `wait_until_idle`. It only limits how long a failing test waits, so it is
+# generous: a loaded 2-core CI machine runs orchestrations several times slower than a developer's laptop.
+DEFAULT_WAIT_SECONDS = 60.0
 STATUS_PATH = "/runtime/webhooks/durabletask/instances/{}"
 DEVHOST_DIR = Path(__file__).resolve().parent.parent
 # The directory that holds the `devhost` package (put on PYTHONPATH of child processes).

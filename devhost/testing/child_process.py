@@ -13,7 +13,16 @@ from typing import Any, Self
 
 import httpx
 
-from ._common import PACKAGE_ROOT, STATUS_PATH, HostStartError, StatusNames, free_port, loopback_client, status_names
+from ._common import (
+    DEFAULT_WAIT_SECONDS,
+    PACKAGE_ROOT,
+    STATUS_PATH,
+    HostStartError,
+    StatusNames,
+    free_port,
+    loopback_client,
+    status_names,
+)
 from .inprocess import ClockMode
 
 
@@ -136,7 +145,7 @@ class SubprocessHost:
         return None if response.status_code == 404 else response.json()
 
     def wait_for_status(
-        self, instance_id: str, statuses: StatusNames | None = None, timeout: float = 10.0
+        self, instance_id: str, statuses: StatusNames | None = None, timeout: float = DEFAULT_WAIT_SECONDS
     ) -> dict[str, Any]:
         """Poll the status webhook until one of `statuses` (default: terminal); raises TimeoutError at `timeout`."""
         wanted = status_names(statuses)
@@ -149,7 +158,7 @@ class SubprocessHost:
             time.sleep(0.02)
         raise TimeoutError(f"instance {instance_id} did not reach {sorted(wanted)} in {timeout}s; last: {last}")
 
-    def wait_until_idle(self, timeout: float = 10.0, *, skip_timers: bool = False) -> None:
+    def wait_until_idle(self, timeout: float = DEFAULT_WAIT_SECONDS, *, skip_timers: bool = False) -> None:
         params = {"timeout": str(timeout), "skipTimers": str(skip_timers).lower()}
         response = self.client.post("/admin/devhost/idle", params=params, timeout=timeout + 5)
         if response.status_code == 504:

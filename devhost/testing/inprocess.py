@@ -15,7 +15,7 @@ import httpx
 from devhost.engine.api import Clock, DurableEngine, EngineOptions, RealClock, RuntimeStatus, VirtualClock
 from devhost.host import DevHost
 
-from ._common import DEVHOST_DIR, StatusNames, loopback_client, status_names
+from ._common import DEFAULT_WAIT_SECONDS, DEVHOST_DIR, StatusNames, loopback_client, status_names
 
 T = TypeVar("T")
 ClockMode = Literal["virtual", "auto-skip", "real"]
@@ -218,7 +218,7 @@ class InProcessHost:
         return status.to_json() if status is not None else None
 
     def wait_for_status(
-        self, instance_id: str, statuses: StatusNames | None = None, timeout: float = 10.0
+        self, instance_id: str, statuses: StatusNames | None = None, timeout: float = DEFAULT_WAIT_SECONDS
     ) -> dict[str, Any]:
         """Block until the instance reaches one of `statuses` (default: any terminal one); returns the status JSON.
 
@@ -228,7 +228,7 @@ class InProcessHost:
         status = self.run(self.engine.wait_for_status(instance_id, wanted, timeout), timeout=timeout + 5)
         return status.to_json()
 
-    def wait_until_idle(self, timeout: float = 10.0, *, skip_timers: bool = False) -> None:
+    def wait_until_idle(self, timeout: float = DEFAULT_WAIT_SECONDS, *, skip_timers: bool = False) -> None:
         """Block until nothing is runnable; `skip_timers=True` also fires every pending timer (virtual clock)."""
         self.run(self.engine.run_until_idle(timeout, skip_timers=skip_timers), timeout=timeout + 5)
 

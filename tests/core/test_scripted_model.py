@@ -266,12 +266,25 @@ async def test_request_log_is_bounded_but_counts_everything():
         assert server.log.total == 5 and [r.index for r in server.log.requests] == [2, 3, 4]
 
 
-async def test_a_call_is_logged_while_its_latency_is_still_running(scripted_model, sdk):
-    scripted_model.set_script(Script.of(Reply(text="slow answer", latency_ms=500)))
+async def test_a_held_call_is_logged_at_once_and_answered_on_release(scripted_model, sdk):
+    scripted_model.set_script(Script.of(Reply(text="slow answer", latency_ms=20)))
+    scripted_model.hold_answers()
     pending = asyncio.ensure_future(sdk.chat.completions.create(model="m", messages=USER))
     entry = (await asyncio.to_thread(scripted_model.log.wait_for, 1))[0]
-    assert entry.outcome == "reply" and not pending.done()
+    assert entry.outcome == "reply" and not pending.done()  # held: no answer can have arrived, however slow we are
+    scripted_model.release_answers()
     assert (await pending).choices[0].message.content == "slow answer"
+
+
+async def test_reset_releases_held_answers(scripted_model, sdk):
+    scripted_model.set_script(Script.of("first", "second"))
+    scripted_model.hold_answers()
+    pending = asyncio.ensure_future(sdk.chat.completions.create(model="m", messages=USER))
+    await asyncio.to_thread(scripted_model.log.wait_for, 1)
+    scripted_model.reset(Script.of("after reset"))
+    assert (await pending).choices[0].message.content == "first"
+    answer = await sdk.chat.completions.create(model="m", messages=USER)  # not held any more
+    assert answer.choices[0].message.content == "after reset"
 
 
 async def test_paced_streaming_delivers_the_same_chunks():

@@ -6,7 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from e2e_harness import InProcessApp, contents_of, parallel_calls, unanswered_tool_calls, wait_for_file
+from e2e_harness import (
+    PROGRESS_TIMEOUT_S,
+    InProcessApp,
+    contents_of,
+    parallel_calls,
+    unanswered_tool_calls,
+    wait_for_file,
+)
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -50,13 +57,14 @@ def test_cancel_while_waiting_for_approval(app: InProcessApp, model: ScriptedMod
 
 
 def test_cancel_while_a_model_call_runs(app: InProcessApp, model: ScriptedModelServer) -> None:
-    slow_call = Reply.call("lookup", {"key": "k1"}).model_copy(update={"latency_ms": 1500})
-    model.set_script(Script.of(slow_call, "never reached"))
+    model.set_script(Script.of(Reply.call("lookup", {"key": "k1"}), "never reached"))
+    model.hold_answers()  # the call stays in flight until released (a latency would race the cancel)
     started = app.start(input="Look up k1")
-    model.log.wait_for(1, timeout=10)  # the model has the request: the call is in flight
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)  # the model has the request: the call is in flight
 
     assert app.cancel(started["run_id"]).status_code == 202
     assert app.view(started["run_id"])["status"] == "in_progress"  # graceful: the call is allowed to finish
+    model.release_answers()
     app.settle()
 
     view = app.view(started["run_id"])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import FINAL, AppClient, wait_for_file
+from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient, wait_for_file
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 
 from devhost.testing import SubprocessHost
@@ -116,13 +116,15 @@ def test_killed_while_a_tool_runs(crashable: CrashableApp, model: ScriptedModelS
 
 
 def test_killed_while_a_model_call_runs(crashable: CrashableApp, model: ScriptedModelServer) -> None:
-    """The model call is redelivered after the crash (the model answers twice); the answer is stored once."""
-    model.set_script(Script(default=Reply(text="The answer.", latency_ms=1500)))
+    """The model call is redelivered after the crash (the model is asked twice); the answer is stored once."""
+    model.set_script(Script(default=Reply(text="The answer.")))
+    model.hold_answers()  # the host is killed while the call is in flight (a latency would race the kill)
     api = crashable.api
     started = api.start(input="A question")
-    model.log.wait_for(1, timeout=15)  # the model has the request: the call_model activity is in flight
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)  # the model has the request: the call_model activity is in flight
 
     crashable.crash_and_restart()
+    model.release_answers()
 
     final = api.wait_for(started["run_id"], FINAL)
     assert (final["status"], final["output"]["text"]) == ("completed", "The answer.")

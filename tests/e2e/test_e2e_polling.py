@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from e2e_harness import InProcessApp
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -22,7 +22,7 @@ def test_polls_return_each_update_once_and_in_order(app: InProcessApp, model: Sc
     delivered = [(u["seq"], u["message"]["message_id"]) for u in started["updates"]]
     token = started["continuation_token"]
     non_empty_polls = 0
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
     while token is not None:
         assert time.monotonic() < deadline, "the run did not finish in time"
         response = app.poll(run_id, token, wait_seconds=2)  # long poll: returns on news or when the run ends

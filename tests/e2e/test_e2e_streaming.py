@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
 import pytest
-from e2e_harness import InProcessApp
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp
 
 from scripted_model import Script, ScriptedModelServer
 
@@ -37,7 +37,7 @@ def test_polls_show_the_answer_as_it_streams_then_deliver_it_once(
     started = streaming_app.start(input="tell me a long story")
 
     partials: list[str] = []
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
     token = started["continuation_token"]
     updates = list(started["updates"])
     while True:

@@ -4,6 +4,11 @@ The app's Cosmos client talks to the proxy (`COSMOS_ENDPOINT=proxy.endpoint`); t
 the real (local) server, except that every `every`-th item operation (`/docs` paths) is answered by the proxy with
 `status` the way Cosmos throttles or sheds load: 429 with `x-ms-retry-after-ms` and sub-status 3200, or 503. The
 account document is rewritten so the SDK's endpoint discovery keeps routing through the proxy.
+
+The SDK retries a faulted operation itself, with the same `x-ms-activity-id`; the proxy lets such retries through and
+does not count them. So which operations fail depends on how concurrent requests interleave, but what reaches the
+app does not: no fault gets past the SDK, except on the first operation on each path fragment of `surface_once`
+(e.g. `/colls/effects/docs`), which fails on every attempt, so exactly one error per fragment reaches the app.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ class CosmosFaultPlan(BaseModel):
     every: int = Field(default=3, ge=1)
     retry_after_ms: int = Field(default=5, ge=0)
     max_faults: int = Field(default=1_000, ge=0)
+    # Path fragments whose first operation fails on all its attempts: the error reaches the app (once per fragment).
+    surface_once: tuple[str, ...] = ()
 
 
 class CosmosFaultProxy:
@@ -33,6 +40,8 @@ class CosmosFaultProxy:
         self.plan = plan
         self.item_requests = 0
         self.injected = 0
+        self.surfaced: list[str] = []  # the `surface_once` fragments whose first operation failed for good
+        self._faulted: dict[str, bool] = {}  # activity id of a faulted operation -> whether its retries fail too
         self.forwarded = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cosmos-fault-proxy", daemon=True)
@@ -69,12 +78,10 @@ class CosmosFaultProxy:
             await self._session.close()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if "/docs" in request.path:
-            self.item_requests += 1
-            if self.item_requests % self.plan.every == 0 and self.injected < self.plan.max_faults:
-                self.injected += 1
-                await request.read()
-                return self._fault()
+        if "/docs" in request.path and self._should_fault(request.path, request.headers.get("x-ms-activity-id", "")):
+            self.injected += 1
+            await request.read()
+            return self._fault()
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         body = await request.read()
@@ -88,6 +95,21 @@ class CosmosFaultProxy:
             self.forwarded += 1
             out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
             return web.Response(status=upstream.status, body=payload, headers=out)
+
+    def _should_fault(self, path: str, activity_id: str) -> bool:
+        if activity_id and activity_id in self._faulted:  # the SDK retrying an operation this proxy faulted
+            return self._faulted[activity_id]
+        fragment = next((f for f in self.plan.surface_once if f in path and f not in self.surfaced), None)
+        if fragment is not None and activity_id:
+            self.surfaced.append(fragment)
+            self._faulted[activity_id] = True
+            return True
+        self.item_requests += 1
+        if self.item_requests % self.plan.every != 0 or self.injected >= self.plan.max_faults:
+            return False
+        if activity_id:
+            self._faulted[activity_id] = False
+        return True
 
     def _fault(self) -> web.Response:
         if self.plan.status == 429:

@@ -7,6 +7,9 @@ from typing import Any
 
 from devhost.testing import InProcessHost
 
+# Waits for a run's progress only bound a failure; a loaded 2-core CI machine runs several times slower.
+PROGRESS_TIMEOUT_S = 120.0
+
 
 def app_store(host: InProcessHost) -> Any:
     """The session store the host's app uses (its own import of `agent_runs.services`)."""

@@ -19,6 +19,7 @@ schemathesis = pytest.importorskip("schemathesis")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from load_helpers import PROGRESS_TIMEOUT_S  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import (  # noqa: E402
     content_type_conformance,
@@ -57,7 +58,7 @@ def real_ids(api_host: InProcessHost) -> dict[str, str]:
     async def make() -> dict[str, str]:
         async with async_client(api_host.base_url) as client:
             view = await start_run(client, email_prompt("fuzz@example.com"))
-            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=30)
+            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=PROGRESS_TIMEOUT_S)
         return {
             "agent": "worker",
             "run_id": view["run_id"],

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from load_helpers import app_store, tool_executions
+from load_helpers import PROGRESS_TIMEOUT_S, app_store, tool_executions
 from load_invariants import assert_conversation_sound, contents, final_texts
 
 from bench.workload.brain import WorkloadBrain, email_prompt, parallel_prompt, steps_prompt
@@ -31,9 +31,9 @@ async def _run_to_end(host: InProcessHost, prompt: str, *, approve: bool = False
     async with async_client(host.base_url) as client:
         view = await start_run(client, prompt)
         if approve:
-            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=30)
+            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=PROGRESS_TIMEOUT_S)
             await decide_all(client, view)
-        final, _ = await poll(client, view, deadline_s=30)
+        final, _ = await poll(client, view, deadline_s=PROGRESS_TIMEOUT_S)
         return final, await session_messages(client, final["session_id"])
 
 
@@ -80,7 +80,7 @@ async def test_crash_and_restart_at_each_commit_step(
         executions = sum(tool_executions().values())  # this host's import of the tools, gone at its stop
     with workload_host(model_server.base_url, store_path=store, state_path=state) as reopened:
         async with async_client(reopened.base_url) as client:
-            final, _ = await poll(client, started, deadline_s=30)
+            final, _ = await poll(client, started, deadline_s=PROGRESS_TIMEOUT_S)
             messages = await session_messages(client, started["session_id"])
         executions += sum(tool_executions().values())
         assert final["status"] == "completed", final
@@ -106,13 +106,13 @@ async def test_crash_around_an_approved_tool_call_sends_once(
                        options=EngineOptions(faults=faults)) as crashing:
         async with async_client(crashing.base_url) as client:
             view = await start_run(client, email_prompt("ops@example.com"))
-            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=30)
+            view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=PROGRESS_TIMEOUT_S)
             assert await decide_all(client, view) == 1
         await _until_crashed(crashing)
         executions = sum(tool_executions().values())
     with workload_host(model_server.base_url, store_path=store, state_path=state) as reopened:
         async with async_client(reopened.base_url) as client:
-            final, _ = await poll(client, view, deadline_s=30)
+            final, _ = await poll(client, view, deadline_s=PROGRESS_TIMEOUT_S)
             messages = await session_messages(client, view["session_id"])
             approvals = (await client.get(f"/api/runs/{view['run_id']}/approvals")).json()["approvals"]
         executions += sum(tool_executions().values())
@@ -123,7 +123,7 @@ async def test_crash_around_an_approved_tool_call_sends_once(
     assert executions == 1, executions
 
 
-async def _until_crashed(host: InProcessHost, deadline_s: float = 30) -> None:
+async def _until_crashed(host: InProcessHost, deadline_s: float = PROGRESS_TIMEOUT_S) -> None:
     deadline = time.monotonic() + deadline_s
     while not host.engine.crashed:
         assert time.monotonic() < deadline, "the engine never reached the crash point"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from load_helpers import PROGRESS_TIMEOUT_S
+
 from bench.workload.brain import blobs_prompt
 from bench.workload.client import async_client, poll, session_messages, start_run
 from bench.workload.host import workload_host
@@ -17,7 +19,7 @@ async def test_large_tool_results_keep_history_events_small(model_server: Script
     with workload_host(model_server.base_url, store_path=store_path) as host:
         async with async_client(host.base_url) as client:
             view = await start_run(client, blobs_prompt(5, RESULT_BYTES))
-            final, _ = await poll(client, view, deadline_s=60)
+            final, _ = await poll(client, view, deadline_s=PROGRESS_TIMEOUT_S)
             messages = await session_messages(client, view["session_id"])
         assert final["status"] == "completed", final
         results = [c for m in messages for c in m["contents"] if c["type"] == "function_result"]

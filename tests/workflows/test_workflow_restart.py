@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workflow_helpers import decide, start, view
+from workflow_helpers import PROGRESS_TIMEOUT_S, decide, start, view
 from workflow_scripts import REPO_ROOT, standard_script
 
 from devhost.testing import SubprocessHost
@@ -51,7 +51,7 @@ def app(tmp_path: Path, slow_writer_model: ScriptedModelServer) -> Iterator[Subp
         host.close()
 
 
-def _poll(app: SubprocessHost, run_id: str, ready: Any, timeout: float = 30) -> dict[str, Any]:
+def _poll(app: SubprocessHost, run_id: str, ready: Any, timeout: float = PROGRESS_TIMEOUT_S) -> dict[str, Any]:
     """Poll the workflow (long-poll, bounded) until `ready(view)` holds."""
     deadline = time.monotonic() + timeout
     token: str | None = None
@@ -95,8 +95,8 @@ def test_follow_up_delay_survives_a_restart(app: SubprocessHost) -> None:
     app.kill()
     app.start()
     app.advance(2 * 86400)  # the two-day delay fires on the restarted host
-    app.wait_until_idle(timeout=30)
+    app.wait_until_idle(timeout=PROGRESS_TIMEOUT_S)
     assert view(app, run_id)["active_step"]["id"] == "watch"
-    app.wait_until_idle(timeout=60, skip_timers=True)
+    app.wait_until_idle(timeout=PROGRESS_TIMEOUT_S, skip_timers=True)
     done = view(app, run_id)
     assert done["status"] == "completed" and done["output"]["checks"] == 15

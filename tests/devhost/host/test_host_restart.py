@@ -12,15 +12,16 @@ pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_durable")
 WEBHOOKS = "/runtime/webhooks/durabletask"
 
 
-def poll(predicate, what: str, attempts: int = 1500) -> None:
-    """Bounded wait on a condition outside the host (gate files), checked between short yields to the OS."""
+def poll(predicate, what: str, timeout: float = 120.0) -> None:
+    """Bounded wait on a condition outside the host (gate files), checked between short yields to the OS. The
+    bound only limits a failure: a loaded CI machine may take many seconds to start the child host."""
     import time
 
-    for _ in range(attempts):
-        if predicate():
-            return
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}")
         time.sleep(0.01)
-    raise TimeoutError(f"gave up waiting for {what}")
 
 
 def started_files(gate: Path) -> list[Path]:
