@@ -95,9 +95,9 @@ def own_cpu_seconds() -> float:
 def limit(busiest_cores: float, machine_busy: float) -> str:
     if busiest_cores >= 0.9:
         return "one devhost process (a full core)"
-    if machine_busy >= 0.9:
-        return "the machine (all cores busy)"
-    return "neither (waiting on the model)"
+    if machine_busy >= 0.85:
+        return "the machine (its cores busy)"
+    return "neither (cores left idle)"
 
 
 def measure(workers: int, latency_ms: float, batches: list[int]) -> list[list[object]]:
