@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime
 
@@ -29,6 +30,8 @@ from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reco
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
+
+log = logging.getLogger(__name__)
 
 
 def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
@@ -63,24 +66,33 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
             409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
         ) from error
     run = await _begin_run(store, gateway, new_run_record(uuid.uuid4().hex, session_id, agent, body.metadata))
-    inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
-    input_count = await write_input(store, run, inputs)
-    run_input = run_input_for(
-        run,
-        agent,
-        services.run_settings,
-        input_count=input_count,
-        approval_timeout_seconds=body.approval_timeout_seconds,
-    )
     try:
+        inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
+        input_count = await write_input(store, run, inputs)
+        run_input = run_input_for(
+            run,
+            agent,
+            services.run_settings,
+            input_count=input_count,
+            approval_timeout_seconds=body.approval_timeout_seconds,
+        )
         await gateway.start_run(run_input)
     except Exception:
-        await store.finish_run(run.run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+        await _abandon(store, run)
         raise
     view = await _wait_for_view(
         services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
     )
     return _run_response(view)
+
+
+async def _abandon(store: SessionStore, run: RunRecord) -> None:
+    """A start that failed after claiming the session: end the run as failed so that it does not hold the session.
+    Best effort: the store may be what failed (then the next start in that session reconciles the run instead)."""
+    try:
+        await store.finish_run(run.run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+    except Exception:
+        log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
 
 
 async def _begin_run(store: SessionStore, gateway: DurableGateway, record: RunRecord) -> RunRecord:

@@ -75,3 +75,32 @@ async def test_runs_survive_cosmos_throttling_and_outages(
         proxy.stop()
     assert proxy.injected > 0 and proxy.forwarded > 0
     assert proxy.surfaced == list(plan.surface_once)
+
+
+async def test_a_start_that_fails_after_claiming_the_session_releases_it(
+    model_server: ScriptedModelServer, local_cosmos: str
+) -> None:
+    """The input write fails past the SDK (503): the client gets a 503 problem, the half-started run ends `failed`
+    instead of holding the session, and the next start in that session runs."""
+    from cosmos_local import EMULATOR_KEY
+
+    plan = CosmosFaultPlan(status=503, every=1_000_000, surface_once=("/colls/messages/docs",))
+    proxy = CosmosFaultProxy(local_cosmos, plan).start()
+    env = {"COSMOS_ENDPOINT": proxy.endpoint, "COSMOS_KEY": EMULATOR_KEY, "COSMOS_DATABASE": f"f{uuid.uuid4().hex[:8]}"}
+    session_id = uuid.uuid4().hex
+    try:
+        with workload_host(model_server.base_url, env=env) as host:
+            async with async_client(host.base_url) as client:
+                failed = await client.post("/api/agents/worker/runs",
+                                           json={"input": steps_prompt(1), "session_id": session_id})
+                assert failed.status_code == 503 and failed.json()["code"] == "store_unavailable", failed.text
+                store = app_store(host)
+                [abandoned] = host.run(store.list_runs(session_id))
+                assert abandoned.status == "failed" and abandoned.error["code"] == "start_failed"
+                assert host.run(store.get_session(session_id)).active_run_id is None
+                view = await start_run(client, steps_prompt(1), session_id=session_id)
+                final, _ = await poll(client, view, deadline_s=DEADLINE_S)
+            assert final["status"] == "completed", final
+    finally:
+        proxy.stop()
+    assert proxy.surfaced == ["/colls/messages/docs"]
