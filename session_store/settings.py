@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from typing import Self
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -27,6 +29,19 @@ class StoreSettings(BaseSettings):
         description="retention: every item expires this long after its last write; unset keeps items forever",
     )
     session_store_path: str = Field(default="./.devhost/sessions.sqlite3", validation_alias="SESSION_STORE_PATH")
+    worker_process_count: int = Field(
+        default=1, ge=0, validation_alias="FUNCTIONS_WORKER_PROCESS_COUNT",
+        description="how many processes run the app's functions (Azure and devhost set it); they share the store",
+    )
+
+    @model_validator(mode="after")
+    def _shared_by_every_worker(self) -> Self:
+        if not self.uses_cosmos and self.session_store_path == ":memory:" and self.worker_process_count > 1:
+            raise ValueError(
+                f"SESSION_STORE_PATH=':memory:' cannot be shared by {self.worker_process_count} worker processes "
+                "(FUNCTIONS_WORKER_PROCESS_COUNT): each would see its own empty store; use a file path or Cosmos DB"
+            )
+        return self
 
     @property
     def uses_cosmos(self) -> bool:

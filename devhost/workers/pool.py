@@ -189,7 +189,8 @@ class WorkerPool:
 
     async def _start_worker(self) -> None:
         token = secrets.token_hex(16)
-        env = {**os.environ, TOKEN_VARIABLE: token}
+        # Like Azure, the workers see how many of them there are (an app can refuse per-process state).
+        env = {**os.environ, TOKEN_VARIABLE: token, "FUNCTIONS_WORKER_PROCESS_COUNT": str(self.count)}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "devhost.workers", "--app-dir", self.app_dir, "--connect", self._address,

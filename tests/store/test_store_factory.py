@@ -71,3 +71,15 @@ async def test_one_store_serves_several_threads_each_with_its_own_event_loop(har
         thread.join(timeout=60)
     assert errors == []
     assert await store.count_messages(session_id) == 40
+
+
+def test_an_in_memory_store_is_refused_when_several_worker_processes_would_each_have_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COSMOS_ENDPOINT", raising=False)
+    monkeypatch.setenv("FUNCTIONS_WORKER_PROCESS_COUNT", "2")
+    with pytest.raises(ValueError, match="cannot be shared by 2 worker processes"):
+        StoreSettings(SESSION_STORE_PATH=":memory:")
+    assert StoreSettings(SESSION_STORE_PATH="/tmp/sessions.sqlite3").worker_process_count == 2  # a file is shared
+    monkeypatch.setenv("FUNCTIONS_WORKER_PROCESS_COUNT", "1")
+    assert StoreSettings(SESSION_STORE_PATH=":memory:").session_store_path == ":memory:"

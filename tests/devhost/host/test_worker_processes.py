@@ -71,6 +71,11 @@ def test_http_functions_run_in_a_worker_with_the_request_and_response_intact(hos
                                "body_hex": body.hex()}
 
 
+def test_workers_see_how_many_of_them_there_are(host: InProcessHost) -> None:
+    """As on Azure, FUNCTIONS_WORKER_PROCESS_COUNT is set for the app (e.g. to refuse per-process state)."""
+    assert host.client.get("/api/worker-count").text == "2"
+
+
 def test_a_durable_client_in_a_worker_drives_the_host(host: InProcessHost) -> None:
     response = host.client.post("/api/start/fan_out_pids", json={"count": 2})
     assert response.status_code == 202, response.text

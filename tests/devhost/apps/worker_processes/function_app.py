@@ -22,6 +22,11 @@ def pid(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(str(os.getpid()))
 
 
+@app.route(route="worker-count", methods=["GET"])
+def worker_count(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse(os.environ.get("FUNCTIONS_WORKER_PROCESS_COUNT", "unset"))
+
+
 @app.route(route="boom", methods=["GET"])
 async def boom(req: func.HttpRequest) -> func.HttpResponse:
     raise RuntimeError("the handler failed")
