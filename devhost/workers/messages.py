@@ -23,11 +23,10 @@ class _Frame(BaseModel):
 
 
 class Hello(_Frame):
-    """The worker's first frame: proves it was started by this host (token) and says which process it is."""
+    """The worker's first frame: its own token, which proves this host started it and says which worker it is."""
 
     type: Literal["hello"] = "hello"
     token: str
-    pid: int
 
 
 class ActivityCall(_Frame):

@@ -90,7 +90,7 @@ async def serve(app_dir: str, host: str, port: int, token: str) -> int:
     except OSError as exc:
         print(f"devhost worker: cannot reach the host at {host}:{port}: {exc}", file=sys.stderr, flush=True)
         return EXIT_NO_HOST
-    writer.write(encode_frame(Hello(token=token, pid=os.getpid())))
+    writer.write(encode_frame(Hello(token=token)))
     worker = Worker(index, writer)
     while (frame := await read_frame(reader)) is not None:
         worker.dispatch(frame)
