@@ -137,8 +137,16 @@ class RunOutcome(_Payload):
     reason: str
 
 
+def approval_event_name(approval_id: str) -> str:
+    """The external event announcing one approval's decision. Every approval has its own name, never shared: the
+    Python SDK keeps one deferred event per name (a second overwrites the first, and it completes every later waiter
+    of that name), so a name shared by several decisions loses or replays them (docs/durable-protocol.md §5)."""
+    return f"{APPROVAL_EVENT}:{approval_id}"
+
+
 class ApprovalEvent(_Payload):
-    """Payload of the `approval` external event."""
+    """Payload of an approval's event (`approval_event_name`): a doorbell naming the approval. The decision itself is
+    read from the store, where the API wrote it before raising the event."""
 
     approval_id: str
 

@@ -13,13 +13,13 @@ import azure.durable_functions as df
 from pydantic import BaseModel, ValidationError
 
 from agent_runs.contracts import (
-    APPROVAL_EVENT,
     CANCEL_EVENT,
     ORCHESTRATOR_NAME,
     ApprovalEvent,
     CancelEvent,
     RunInput,
     RunProgress,
+    approval_event_name,
 )
 
 ProgressT = TypeVar("ProgressT", bound=BaseModel)
@@ -59,7 +59,9 @@ class DurableGateway:
         return await orchestration_state(self._client, run_id, RunProgress)
 
     async def send_approval(self, run_id: str, approval_id: str) -> None:
-        await self._client.raise_event(run_id, APPROVAL_EVENT, ApprovalEvent(approval_id=approval_id).model_dump())
+        await self._client.raise_event(
+            run_id, approval_event_name(approval_id), ApprovalEvent(approval_id=approval_id).model_dump()
+        )
 
     async def send_cancel(self, run_id: str, reason: str | None) -> None:
         await self._client.raise_event(run_id, CANCEL_EVENT, CancelEvent(reason=reason).model_dump())
