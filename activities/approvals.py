@@ -7,12 +7,19 @@ the run always agree, including when a decision races the timeout.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_runs.budget import within_budget
+from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size, within_budget
 from agent_runs.context import StepContext
-from agent_runs.contracts import ApprovalRequestsInput, DecisionInput, ExpireApprovalsInput, ExpireApprovalsResult
+from agent_runs.contracts import (
+    ApprovalRequestsInput,
+    DecisionsInput,
+    DecisionsResult,
+    ExpireApprovalsInput,
+    ExpireApprovalsResult,
+)
 from agent_runs.store_log import StoreConversationLog
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
@@ -20,6 +27,11 @@ from agent_runtime.steps import record_approval_requests_step, record_approval_r
 from session_store import AlreadyDecidedError, ApprovalRecord
 
 NOT_APPROVED_IN_TIME = "Not approved in time."
+# Headroom below the payload budget for one more decision (a reason is at most MAX_REASON_IN_RESULT characters).
+DECISIONS_RESULT_BUDGET = PAYLOAD_BUDGET_BYTES - 2048
+MAX_REASON_IN_RESULT = 200
+REREAD_ATTEMPTS = 3
+REREAD_DELAY_SECONDS = 0.5
 
 
 async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
@@ -45,33 +57,57 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
     return {"approval_ids": [request.id for request in requests]}
 
 
-async def apply_decision(payload: dict[str, Any]) -> dict[str, Any]:
-    step = DecisionInput.model_validate(payload)
+async def apply_decisions(payload: dict[str, Any]) -> dict[str, Any]:
+    step = DecisionsInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
-    record = await ctx.store.get_approval(step.approval_id)
-    if record is None or record.status == "pending":
-        raise RuntimeError(f"approval {step.approval_id!r} has no stored decision yet")  # retried by Durable
-    decision = await _record_response(ctx, ctx.run_log(step.seq, 1), record)
-    return within_budget(decision.model_dump(mode="json"), "decision")
+    stored = {record.approval_id: record for record in await ctx.store.list_approvals(run_id=step.run.run_id)}
+    unconfirmed = [a for a in step.rung if (r := stored.get(a)) is None or r.status == "pending"]
+    if unconfirmed:
+        # The API stores a decision before ringing: give a lagging replica a moment, and only then report the bell
+        # as one with no decision behind it.
+        stored |= await _reread_pending(ctx, unconfirmed)
+        unconfirmed = [a for a in unconfirmed if (r := stored.get(a)) is None or r.status == "pending"]
+    result = DecisionsResult(unconfirmed=unconfirmed)
+    for index, approval_id in enumerate(step.approval_ids):
+        record = stored.get(approval_id)
+        if record is None or record.status not in ("approved", "rejected"):
+            continue  # still pending (or expired by a timeout step that lost to this one: it reports it itself)
+        if payload_size(result) > DECISIONS_RESULT_BUDGET:
+            result.more = True  # the rest are applied by the next call, at the same reserved seqs
+            break
+        result.decided.append(await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record))
+    return within_budget(result.model_dump(mode="json"), "decisions result")
+
+
+async def _reread_pending(ctx: StepContext, approval_ids: list[str]) -> dict[str, ApprovalRecord]:
+    found: dict[str, ApprovalRecord] = {}
+    for attempt in range(REREAD_ATTEMPTS):
+        for approval_id in approval_ids:
+            record = await ctx.store.get_approval(approval_id)
+            if record is not None and record.status != "pending":
+                found[approval_id] = record
+        if len(found) == len(approval_ids) or attempt == REREAD_ATTEMPTS - 1:
+            return found
+        await asyncio.sleep(REREAD_DELAY_SECONDS)
+    return found
 
 
 async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
+    """Expire, in the store, what is still pending there, and write each expiry into the conversation. An approval
+    decided in the store meanwhile is left for `apply_decisions`: the run applies it like any decision."""
     step = ExpireApprovalsInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
-    log = ctx.run_log(step.first_seq, len(step.approval_ids))
     result = ExpireApprovalsResult()
-    for approval_id in step.approval_ids:
+    for index, approval_id in enumerate(step.approval_ids):
         try:
             record = await ctx.store.decide_approval(
                 approval_id, "expired", reason=NOT_APPROVED_IN_TIME, decided_at=datetime.now(UTC)
             )
         except AlreadyDecidedError as race:
             record = race.current
-        decision = await _record_response(ctx, log, record)
         if record.status == "expired":
+            await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
             result.expired.append(approval_id)
-        else:
-            result.decided.append(decision)
     return within_budget(result.model_dump(mode="json"), "expire result")
 
 
@@ -85,9 +121,13 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
         function_call=FunctionCallContent(call_id=record.call_id, name=record.tool, arguments=arguments),
         reason=record.reason,
     )
-    return await record_approval_response_step(
+    decision = await record_approval_response_step(
         ctx.agent, log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
     )
+    # The loop only needs the gist of a reason (the denied call's result); the full text is stored with the decision.
+    if decision.reason is not None and len(decision.reason) > MAX_REASON_IN_RESULT:
+        decision = decision.model_copy(update={"reason": decision.reason[: MAX_REASON_IN_RESULT - 1] + "…"})
+    return decision
 
 
 def _arguments_object(call: FunctionCallContent) -> dict[str, Any]:

@@ -100,17 +100,31 @@ class ApprovalRequestsInput(_Payload):
     expires_at: datetime
 
 
-class DecisionInput(_Payload):
-    """Apply the decision stored for `approval_id` (the API stored it; the event only says which one)."""
+class DecisionsInput(_Payload):
+    """Apply the decisions stored for the run's pending approvals (the API stores a decision, then rings the
+    approval's doorbell). Every pending approval has its own reserved seq, `first_seq + its index in approval_ids`, so
+    a retried activity rewrites in place whatever it finds decided. `rung`: the approvals whose event arrived; their
+    decision must be in the store (the others are read too, which delivers a decision whose event was lost)."""
 
     run: RunRef
-    approval_id: str
-    seq: int
+    approval_ids: list[str]
+    rung: list[str] = Field(default_factory=list)
+    first_seq: int
+
+
+class DecisionsResult(_Payload):
+    """`decided`: the decisions applied, in `approval_ids` order; `unconfirmed`: rung approvals the store still shows
+    pending (an event no decision stands behind); `more`: decisions left out to keep this result in budget."""
+
+    decided: list[ApprovalDecision] = Field(default_factory=list)
+    unconfirmed: list[str] = Field(default_factory=list)
+    more: bool = False
 
 
 class ExpireApprovalsInput(_Payload):
-    """The approval timer fired: expire what is still pending. A decision that won the race in the store is
-    returned as a decision instead, so the store and the run never disagree."""
+    """The approval timer fired: expire, in the store, what is still pending there (approval i of `approval_ids`
+    writes its expiry at `first_seq + i`). A decision that won the race in the store is not expired: the run applies
+    it like any other decision, so the store and the run never disagree."""
 
     run: RunRef
     approval_ids: list[str]
@@ -118,7 +132,6 @@ class ExpireApprovalsInput(_Payload):
 
 
 class ExpireApprovalsResult(_Payload):
-    decided: list[ApprovalDecision] = Field(default_factory=list)
     expired: list[str] = Field(default_factory=list)
 
 

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 
 from agent_runs.contracts import (
     ApprovalRequestsInput,
-    DecisionInput,
+    DecisionsInput,
+    DecisionsResult,
     ExpireApprovalsInput,
     ExpireApprovalsResult,
     FinishInput,
@@ -60,6 +61,7 @@ class RunDriver:
         self._expires_at: datetime | None = None
         self._reason: str | None = None
         self._model_call_seq: int | None = None
+        self._expired: set[str] = set()
 
     # ------------------------------------------------------------------------------------------------ commands
 
@@ -95,11 +97,10 @@ class RunDriver:
             run=self.run, calls=command.calls, first_seq=self._allocate(len(command.calls)), expires_at=self._expires_at
         )
 
-    def decision_input(self, approval_id: str) -> DecisionInput | None:
-        """The activity input applying a decision, or None for an approval this run is not waiting for."""
-        if approval_id not in self._pending_approvals:
-            return None
-        return DecisionInput(run=self.run, approval_id=approval_id, seq=self._allocate(1))
+    def decisions_input(self, rung: list[str]) -> DecisionsInput:
+        """The activity input applying whatever the store holds for the pending approvals (`rung` rang)."""
+        pending = self.pending_approvals
+        return DecisionsInput(run=self.run, approval_ids=pending, rung=rung, first_seq=self._allocate(len(pending)))
 
     def expire_input(self) -> ExpireApprovalsInput:
         return ExpireApprovalsInput(
@@ -130,26 +131,42 @@ class RunDriver:
         self._step_completed()
         return self._loop.send(ToolResults(outcomes=outcomes))
 
-    def on_decision(self, decision: ApprovalDecision) -> LoopCommand:
+    def on_decisions(self, result: DecisionsResult) -> LoopCommand | None:
+        """Feed the applied decisions to the loop; None if none applied (still waiting for the same approvals)."""
+        command: LoopCommand | None = None
+        for decision in result.decided:
+            command = self.on_decision(decision) or command
         self._step_completed()
-        self._pending_approvals = [
-            pending
-            for pending in self._pending_approvals
-            if pending != approval_id_for(self.run.run_id, decision.call_id)
-        ]
+        return command
+
+    def on_decision(self, decision: ApprovalDecision) -> LoopCommand | None:
+        """One decision; None for a call not (or no longer) pending here (delivered twice: applied once)."""
+        decided = approval_id_for(self.run.run_id, decision.call_id)
+        if decided not in self._pending_approvals:
+            return None
+        self._step_completed()
+        self._pending_approvals = [pending for pending in self._pending_approvals if pending != decided]
         command = self._loop.send(decision)
         self._after_approvals()
         return command
 
-    def on_expired(self, result: ExpireApprovalsResult) -> LoopCommand | None:
-        """Feed the race winners, then the timeout for what is still undecided; None if nothing changed."""
-        command: LoopCommand | None = None
-        for decision in result.decided:
-            command = self.on_decision(decision)
+    def on_expired(self, result: ExpireApprovalsResult) -> None:
+        """The deadline's expiries are stored; what the store had decided instead stays pending until applied."""
         self._step_completed()
+        self._expired = set(result.expired)
+
+    @property
+    def undecided_after_expiry(self) -> list[str]:
+        """Pending approvals the expiry step found decided in the store: apply them before the timeout."""
+        return [a for a in self._pending_approvals if a not in self._expired]
+
+    def on_timeout(self) -> LoopCommand | None:
+        """The deadline passed and every decision that won it is applied: the rest time out."""
+        command: LoopCommand | None = None
         if self._loop.awaiting_approval:
             self._pending_approvals = []
             command = self._loop.send(ApprovalTimeout())
+        self._expired = set()
         self._after_approvals()
         return command
 

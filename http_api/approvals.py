@@ -18,6 +18,7 @@ from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallC
 from agent_runtime.steps import decide_approval
 from agent_runtime.tools import ToolArgumentsError
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.decision_delivery import deliver
 from http_api.durable_gateway import DurableGateway
 from http_api.models import ApprovalDecisionRequest
 from http_api.problems import ApiProblem, not_found
@@ -71,25 +72,43 @@ async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     if record is None or record.run_id != run.run_id:
         raise not_found("approval_not_found", "Approval", approval_id, field="path.approval_id")
     now = datetime.now(UTC)
+    decision = "approved" if body.decision == "approve" else "rejected"
+    edited = body.arguments if decision == "approved" else None
+    if _same_decision(record, decision, principal(req), body.reason, edited):
+        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
+        await deliver(DurableGateway(client), run.run_id, approval_id)
+        return json_response(ApprovalView.of(record), status=202)
     _check_open(record, run_finished=run.finished, now=now)
-    approved = body.decision == "approve"
-    edited = body.arguments if approved else None
     if edited is not None:
         _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
             approval_id,
-            "approved" if approved else "rejected",
+            decision,
             decided_by=principal(req),
             reason=body.reason,
             edited_arguments=edited,
             decided_at=now,
         )
     except AlreadyDecidedError as race:
-        _check_open(race.current, run_finished=False, now=now)
-        raise  # unreachable: a decided record always fails the check
-    await DurableGateway(client).send_approval(run.run_id, approval_id)
+        if not _same_decision(race.current, decision, principal(req), body.reason, edited):
+            _check_open(race.current, run_finished=False, now=now)
+            raise  # unreachable: a decided record always fails the check
+        decided = race.current  # the same caller's concurrent retry won: deliver it as well
+    await deliver(DurableGateway(client), run.run_id, approval_id)
     return json_response(ApprovalView.of(decided), status=202)
+
+
+def _same_decision(
+    current: ApprovalRecord, decision: str, decided_by: str | None, reason: str | None, edited: object
+) -> bool:
+    """A retry of the decision already stored (same caller, same content)."""
+    return (
+        current.status == decision
+        and current.decided_by == decided_by
+        and current.reason == reason
+        and current.edited_arguments == edited
+    )
 
 
 def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime) -> None:

@@ -21,6 +21,7 @@ from agent_runs.starting import (
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
 from http_api.polling import PollQuery, long_poll, view_response
@@ -170,6 +171,8 @@ async def _wait_for_view(
     """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update)."""
 
     async def build(state: OrchestrationState[RunProgress] | None) -> RunView:
+        if state is not None and state.progress is not None:
+            await redeliver_stalled(services.store, gateway, run.run_id, state.progress.pending_approvals)
         return await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
 
     def answer_now(view: RunView) -> bool:

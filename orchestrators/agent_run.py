@@ -15,19 +15,18 @@ import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
 from pydantic import TypeAdapter
 
-from agent_runs.budget import within_budget
+from agent_runs.budget import PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import (
-    APPROVAL_EVENT,
     CANCEL_EVENT,
-    ApprovalEvent,
     CancelEvent,
+    DecisionsResult,
     ExpireApprovalsResult,
     RunInput,
     StepFailure,
+    approval_event_name,
 )
 from agent_runs.driver import RunDriver
 from agent_runtime.loop_types import (
-    ApprovalDecision,
     AwaitApproval,
     CallModel,
     Finish,
@@ -37,7 +36,7 @@ from agent_runtime.loop_types import (
     RunTools,
     ToolOutcome,
 )
-from orchestrators.external_events import ExternalEvents
+from orchestrators.external_events import Doorbells, ExternalEvents
 from orchestrators.tasks import drain, error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
@@ -51,50 +50,35 @@ class _Activities:
     call_model = "call_model"
     invoke_tool = "invoke_tool"
     record_approvals = "record_approvals"
-    apply_decision = "apply_decision"
+    apply_decisions = "apply_decisions"
     expire_approvals = "expire_approvals"
     finish_run = "finish_run"
+
+
+# Stable codes of failures the orchestrator itself decides (the detail follows after ": ").
+MODEL_CALL_FAILED = "model_call_failed"
+TOOL_CALL_FAILED = "tool_call_failed"
+APPROVAL_STEP_FAILED = "approval_step_failed"
+PAYLOAD_TOO_LARGE = "payload_too_large"
 
 
 def _payload(model: Any, what: str) -> dict[str, Any]:
     return within_budget(model.model_dump(mode="json"), what)
 
 
-
-
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     driver = RunDriver(RunInput.model_validate(context.get_input()))
     cancels = ExternalEvents(context, CANCEL_EVENT)
-    approvals = ExternalEvents(context, APPROVAL_EVENT)
     command: LoopCommand = driver.first_command()
 
     while not isinstance(command, Finish):
-        received = cancels.take()  # a cancel that arrived while a step was not raced (recording approvals...)
-        if received is not None:
-            command = driver.on_cancel(CancelEvent.model_validate(received).reason)
-            continue
-        if driver.should_continue_as_new(command):
-            context.continue_as_new(_payload(driver.continue_as_new_input(command), "continue-as-new input"))
+        try:
+            command = yield from _next(context, driver, cancels, command)
+        except PayloadBudgetExceeded as error:
+            # Deterministic: the same oversized payload is built again on replay, so the run fails the same way.
+            command = driver.on_failure(f"{PAYLOAD_TOO_LARGE}: {error}")
+        if command is None:  # continued as new
             return {}
-        if isinstance(command, CallModel):
-            task = context.call_activity_with_retry(
-                _Activities.call_model, ACTIVITY_RETRY, _payload(driver.model_call(command), "call_model input")
-            )
-            done = yield from _step(context, driver, cancels, task, "model_call_failed")
-            command = done if done is not None else driver.on_model_result(_model_result.validate_python(task.result))
-
-        elif isinstance(command, RunTools):
-            tasks = [
-                context.call_activity_with_retry(_Activities.invoke_tool, ACTIVITY_RETRY, _payload(call, "tool input"))
-                for call in driver.tool_calls(command)
-            ]
-            done = yield from _step(context, driver, cancels, context.task_all(tasks), "tool_call_failed")
-            if done is None:
-                done = driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
-            command = done
-
-        elif isinstance(command, RequestApproval | AwaitApproval):
-            command = yield from _wait_for_approvals(context, driver, command, approvals, cancels)
 
     context.set_custom_status(_payload(driver.progress(), "custom status"))
     yield context.call_activity_with_retry(
@@ -105,11 +89,41 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     return outcome.model_dump(mode="json")
 
 
+def _next(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, command: LoopCommand
+) -> Generator[Any, Any, LoopCommand | None]:
+    """Carry out one command; returns the next one, or None once the execution continued as new."""
+    received = cancels.take()  # a cancel that arrived while no step was raced with it
+    if received is not None:
+        return driver.on_cancel(CancelEvent.model_validate(received).reason)
+    if driver.should_continue_as_new(command):
+        context.continue_as_new(_payload(driver.continue_as_new_input(command), "continue-as-new input"))
+        return None
+    if isinstance(command, CallModel):
+        task = _activity(context, _Activities.call_model, driver.model_call(command), "call_model input")
+        done = yield from _step(context, driver, cancels, task, MODEL_CALL_FAILED)
+        return done if done is not None else driver.on_model_result(_model_result.validate_python(task.result))
+    if isinstance(command, RunTools):
+        tasks = [_activity(context, _Activities.invoke_tool, call, "tool input") for call in driver.tool_calls(command)]
+        done = yield from _step(context, driver, cancels, context.task_all(tasks), TOOL_CALL_FAILED)
+        if done is not None:
+            return done
+        return driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
+    if isinstance(command, RequestApproval | AwaitApproval):
+        return (yield from _wait_for_approvals(context, driver, command, cancels))
+    raise TypeError(f"unexpected loop command {command!r}")  # pragma: no cover - the loop's vocabulary is closed
+
+
+def _activity(context: df.DurableOrchestrationContext, name: str, payload: Any, what: str) -> TaskBase:
+    return context.call_activity_with_retry(name, ACTIVITY_RETRY, _payload(payload, what))
+
+
 def _step(
     context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, work: TaskBase, failure: str
 ) -> Generator[Any, Any, LoopCommand | None]:
     """Publish progress, then race the step's work with cancel. Returns the next command when the step was cancelled
-    or failed, None when it succeeded (the caller feeds its result to the driver)."""
+    or failed (after its retries: the run fails with `failure` as its code), None when it succeeded (the caller feeds
+    its result to the driver)."""
     context.set_custom_status(_payload(driver.progress(), "custom status"))
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
@@ -125,42 +139,86 @@ def _wait_for_approvals(
     context: df.DurableOrchestrationContext,
     driver: RunDriver,
     command: RequestApproval | AwaitApproval,
-    approvals: ExternalEvents,
     cancels: ExternalEvents,
 ) -> Generator[Any, Any, LoopCommand]:
-    """Record the requests, then take decisions one by one until none is pending, the deadline passes or cancel.
-    Each wait races a decision, the deadline and cancel afresh (see `orchestrators.external_events`)."""
+    """Record the requests, then apply decisions until none is pending, the deadline passes or the run is cancelled.
+
+    Each approval has its own event name (a doorbell: the decision is in the store, written before the event was
+    raised), so no decision can overwrite or replay another (see `orchestrators.external_events`). Whenever a bell
+    rings, one activity applies every decision the store holds for the pending approvals: a burst of decisions is
+    applied in one step, and a decision whose event was lost is applied with the next one that arrives. Each wait
+    races fresh waiters, a fresh deadline timer and cancel."""
     if isinstance(command, RequestApproval):
         requests = driver.approval_requests(command, context.current_utc_datetime)
-        yield context.call_activity_with_retry(
-            _Activities.record_approvals, ACTIVITY_RETRY, _payload(requests, "approval requests")
-        )
+        task = _activity(context, _Activities.record_approvals, requests, "approval requests")
+        done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
+        if done is not None:
+            return done
         driver.on_approvals_recorded()
     expires_at = driver.approvals_expire_at
-    assert expires_at is not None  # set by approval_requests before any wait
+    if expires_at is None:  # pragma: no cover - approval_requests sets it before any wait, also across replays
+        return driver.on_failure(f"{APPROVAL_STEP_FAILED}: no approval deadline")
+    doorbells = Doorbells(context, approval_event_name)
     next_command: LoopCommand = command
     while driver.pending_approvals:
         context.set_custom_status(_payload(driver.progress(), "custom status"))
         received_cancel = cancels.take()
         if received_cancel is not None:
             return driver.on_cancel(CancelEvent.model_validate(received_cancel).reason)
-        event = approvals.take()
-        if event is None:
+        rung = doorbells.rung(driver.pending_approvals)
+        if not rung:
             timer = context.create_timer(expires_at)
-            yield context.task_any([approvals.waiter(), timer, cancels.waiter()])
+            yield context.task_any([*doorbells.waiters(driver.pending_approvals), timer, cancels.waiter()])
             if timer.is_completed:
-                expiry = driver.expire_input()
-                result = yield context.call_activity_with_retry(
-                    _Activities.expire_approvals, ACTIVITY_RETRY, _payload(expiry, "expire input")
-                )
-                return driver.on_expired(ExpireApprovalsResult.model_validate(result)) or next_command
+                return (yield from _expire(context, driver, cancels)) or next_command
             timer.cancel()
-            continue  # take what arrived: cancel first, else the decision
-        decision_input = driver.decision_input(ApprovalEvent.model_validate(event).approval_id)
-        if decision_input is None:
-            continue  # not (or no longer) pending here: the API already answered the caller
-        result = yield context.call_activity_with_retry(
-            _Activities.apply_decision, ACTIVITY_RETRY, _payload(decision_input, "decision input")
-        )
-        next_command = driver.on_decision(ApprovalDecision.model_validate(result))
+            continue  # take what arrived: cancel first, else the decisions
+        applied = yield from _apply_decisions(context, driver, cancels, rung)
+        if isinstance(applied, DecisionsResult):
+            doorbells.silence(applied.unconfirmed)
+            continue
+        if applied is not None:
+            next_command = applied
+            if isinstance(applied, Finish):
+                return applied
     return next_command
+
+
+def _apply_decisions(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, rung: list[str]
+) -> Generator[Any, Any, LoopCommand | DecisionsResult | None]:
+    """Apply what the store holds for the pending approvals, as many calls as the payload budget needs. Returns the
+    loop's next command if a decision changed it, a `Finish` if the step failed or was cancelled, or the result when
+    nothing was applied."""
+    command: LoopCommand | None = None
+    while True:
+        task = _activity(context, _Activities.apply_decisions, driver.decisions_input(rung), "decisions input")
+        done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
+        if done is not None:
+            return done
+        result = DecisionsResult.model_validate(task.result)
+        command = driver.on_decisions(result) or command
+        if not result.more or not driver.pending_approvals:
+            return command if command is not None or result.decided else result
+
+
+def _expire(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents
+) -> Generator[Any, Any, LoopCommand | None]:
+    """The deadline passed: expire what is undecided in the store, apply the decisions that won the race there,
+    then time out the rest."""
+    task = _activity(context, _Activities.expire_approvals, driver.expire_input(), "expire input")
+    done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
+    if done is not None:
+        return done
+    driver.on_expired(ExpireApprovalsResult.model_validate(task.result))
+    command: LoopCommand | None = None
+    while undecided := driver.undecided_after_expiry:
+        applied = yield from _apply_decisions(context, driver, cancels, undecided)
+        if isinstance(applied, DecisionsResult):
+            # The expiry step saw these decided; a store that says otherwise now is broken: fail rather than loop.
+            return driver.on_failure(f"{APPROVAL_STEP_FAILED}: decisions of {applied.unconfirmed} vanished")
+        if isinstance(applied, Finish):
+            return applied
+        command = applied or command
+    return driver.on_timeout() or command

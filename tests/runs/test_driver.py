@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
-from agent_runs.contracts import ExpireApprovalsResult, RunInput, RunRef, StepFailure
+from agent_runs.contracts import DecisionsResult, ExpireApprovalsResult, RunInput, RunRef, StepFailure
 from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
 from agent_runtime.conversation import approval_id
@@ -62,31 +62,50 @@ def test_approvals_pending_then_partially_decided_then_tools_run() -> None:
     assert requests.expires_at == NOW + timedelta(seconds=60)
     assert d.pending_approvals == [approval_id("r1", "a"), approval_id("r1", "b")]
     assert d.progress().status == "requires_action"
-    assert d.decision_input("r1:unknown") is None
+    assert d.on_decision(ApprovalDecision(call_id="unknown", approved=True)) is None  # not pending here: ignored
 
-    assert d.decision_input(approval_id("r1", "a")) is not None
-    command = d.on_decision(ApprovalDecision(call_id="a", approved=True))
+    decisions = d.decisions_input(rung=[approval_id("r1", "a")])
+    assert decisions.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]  # a slot for every pending one
+    command = d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="a", approved=True)]))
     assert isinstance(command, AwaitApproval)
     assert d.pending_approvals == [approval_id("r1", "b")]
     assert d.progress().status == "requires_action"
+    # The same decision delivered again (a duplicate event, a retried activity) is applied once.
+    assert d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="a", approved=True)])) is None
 
-    d.decision_input(approval_id("r1", "b"))
-    command = d.on_decision(ApprovalDecision(call_id="b", approved=False, reason="no"))
+    assert d.decisions_input(rung=[]).first_seq == decisions.first_seq + 2  # fresh slots for every application
+    command = d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="b", approved=False, reason="no")]))
     assert isinstance(command, RunTools)
     assert {c.call_id: c.action for c in command.calls} == {"a": "invoke", "b": "deny", "c": "invoke"}
     assert d.progress().status == "in_progress"
     assert d.progress().pending_approvals == []
 
 
-def test_timeout_feeds_race_winners_first_then_times_out_the_rest() -> None:
+def test_a_batch_of_decisions_is_applied_in_one_step() -> None:
+    d = driver()
+    d.model_call(d.first_command())
+    d.approval_requests(d.on_model_result(turn(("a", True), ("b", True), ("c", True))), NOW)
+    d.decisions_input(rung=[approval_id("r1", "b")])
+    command = d.on_decisions(
+        DecisionsResult(decided=[ApprovalDecision(call_id=c, approved=c != "b") for c in ("a", "b", "c")])
+    )
+    assert isinstance(command, RunTools)
+    assert {c.call_id: c.action for c in command.calls} == {"a": "invoke", "b": "deny", "c": "invoke"}
+
+
+def test_timeout_applies_race_winners_first_then_times_out_the_rest() -> None:
     d = driver()
     d.model_call(d.first_command())
     d.approval_requests(d.on_model_result(turn(("a", True), ("b", True))), NOW)
     expiry = d.expire_input()
     assert expiry.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
-    command = d.on_expired(
-        ExpireApprovalsResult(decided=[ApprovalDecision(call_id="a", approved=True)], expired=[approval_id("r1", "b")])
-    )
+    d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "b")]))
+    assert d.undecided_after_expiry == [approval_id("r1", "a")]  # decided in the store: applied, not expired
+    d.decisions_input(rung=d.undecided_after_expiry)
+    applied = d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="a", approved=True)]))
+    assert isinstance(applied, AwaitApproval)
+    assert d.undecided_after_expiry == []
+    command = d.on_timeout()
     assert isinstance(command, RunTools)
     actions = {c.call_id: c.action for c in command.calls}
     assert actions == {"a": "invoke", "b": "deny"}
@@ -96,7 +115,8 @@ def test_timeout_in_fail_mode_finishes_the_run_failed() -> None:
     d = driver(loop_config=LoopConfig(on_approval_timeout="fail"))
     d.model_call(d.first_command())
     d.approval_requests(d.on_model_result(turn(("a", True))), NOW)
-    command = d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "a")]))
+    d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "a")]))
+    command = d.on_timeout()
     assert isinstance(command, Finish)
     assert command.status == "failed"
 

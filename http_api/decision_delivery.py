@@ -1,0 +1,63 @@
+"""Delivering stored decisions to their run: ring the approval's doorbell, and ring again when a run still waits for
+a decision the store has held for a while (the first ring failed, or was lost).
+
+The API stores a decision first, conditionally, so exactly one wins; the event that follows only tells the run which
+approval to read (`agent_runs.contracts.approval_event_name`). Ringing twice is harmless: the run applies what the
+store holds, once. So a delivery that failed is repaired by ringing again: by the deciding caller repeating the same
+request, and by any poll of the run (`redeliver_stalled`).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from http_api.durable_gateway import DurableGateway
+from http_api.problems import ApiProblem
+from session_store import SessionStore
+
+log = logging.getLogger(__name__)
+
+# A decision the run has not applied this long after it was stored is rung again by the next poll. Long enough that
+# a normal delivery (event, episode, apply step) is never rung twice; short enough that nobody waits for long.
+STALLED_AFTER = timedelta(seconds=5)
+
+
+async def deliver(gateway: DurableGateway, run_id: str, approval_id: str) -> None:
+    """Ring the approval's doorbell; on failure the caller gets a 503 telling it to repeat the request."""
+    try:
+        await gateway.send_approval(run_id, approval_id)
+    except Exception as error:
+        log.warning("decision %s of run %s is stored but was not delivered: %s", approval_id, run_id, error)
+        raise ApiProblem(
+            503,
+            "decision_not_delivered",
+            "The decision is stored but the run has not been told yet",
+            "Send the same request again to deliver it; it will not be applied twice.",
+            headers={"Retry-After": "1"},
+        ) from error
+
+
+async def redeliver_stalled(
+    store: SessionStore, gateway: DurableGateway, run_id: str, waiting_for: list[str], *, now: datetime | None = None
+) -> list[str]:
+    """Ring again for each approval the run still waits for (`waiting_for`, from its custom status) that the store
+    shows decided for longer than `STALLED_AFTER`. Best effort; returns the approvals rung."""
+    if not waiting_for:
+        return []
+    now = now or datetime.now(UTC)
+    stalled = [
+        record.approval_id
+        for record in await store.list_approvals(run_id=run_id)
+        if record.approval_id in waiting_for
+        and record.status in ("approved", "rejected")
+        and record.decided_at is not None
+        and now - record.decided_at > STALLED_AFTER
+    ]
+    for approval_id in stalled:
+        try:
+            await gateway.send_approval(run_id, approval_id)
+            log.info("decision %s of run %s was stalled: delivered again", approval_id, run_id)
+        except Exception as error:
+            log.warning("decision %s of run %s is still not delivered: %s", approval_id, run_id, error)
+    return stalled

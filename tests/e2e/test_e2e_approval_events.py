@@ -1,0 +1,278 @@
+"""Decisions reach the run whatever their timing (issue: external events that are never lost).
+
+The Python Durable SDK keeps one deferred event per name (a second overwrites the first) and replays it to every
+later waiter of that name; decisions therefore ring one doorbell per approval and the run reads them from the store.
+These tests put decisions where the old design lost them: many at once, before the run has recorded its requests,
+while another decision or the expiry is being applied, together with a cancel, and across two rounds. Timing is
+made exact by pausing the app's own store inside the step that must be in flight (`StepPause`), never by sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, parallel_calls, pending_ids
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+
+def emails(count: int, prefix: str = "user") -> list[dict[str, str]]:
+    return [{"to": f"{prefix}{i}@example.com", "subject": "Hi", "body": f"Hello {i}"} for i in range(count)]
+
+
+def app_module(name: str) -> Any:
+    """A module as the host imported it (test modules must not import the app's packages themselves)."""
+    return sys.modules[name]
+
+
+def decide_together(app: InProcessApp, run_id: str, decisions: dict[str, dict[str, Any]]) -> list[httpx.Response]:
+    """POST every decision at the same moment (one client and thread each, released together)."""
+    barrier = threading.Barrier(len(decisions))
+
+    def send(item: tuple[str, dict[str, Any]]) -> httpx.Response:
+        approval_id, body = item
+        with httpx.Client(base_url=app.host.base_url, timeout=60, trust_env=False) as client:
+            barrier.wait()
+            return client.post(f"/api/runs/{run_id}/approvals/{approval_id}", json=body)
+
+    with ThreadPoolExecutor(len(decisions)) as pool:
+        return list(pool.map(send, decisions.items()))
+
+
+class StepPause:
+    """Hold a step of the app inside one store call: the call completes, then waits until `release()`.
+
+    The store is the app's own (the host imported it); only the timing changes, so the step is exactly "in flight"
+    while the test acts."""
+
+    def __init__(self, app: InProcessApp, method: str, when: Callable[..., bool]) -> None:
+        self._store = app.services().current().store
+        self._method = method
+        self._original = getattr(self._store, method)
+        self._when = when
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def __enter__(self) -> StepPause:
+        original, when = self._original, self._when
+
+        async def paused_call(*args: Any, **kwargs: Any) -> Any:
+            result = await original(*args, **kwargs)
+            if when(*args, **kwargs) and not self._released.is_set():
+                self.reached.set()
+                await asyncio.to_thread(self._released.wait, PROGRESS_TIMEOUT_S)
+            return result
+
+        setattr(self._store, self._method, paused_call)
+        return self
+
+    def wait_reached(self) -> None:
+        assert self.reached.wait(PROGRESS_TIMEOUT_S), f"the step never reached {self._method}"
+
+    def release(self) -> None:
+        self._released.set()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+        setattr(self._store, self._method, self._original)
+
+
+@contextmanager
+def paused(app: InProcessApp, method: str, when: Callable[..., bool] = lambda *a, **k: True) -> Iterator[StepPause]:
+    with StepPause(app, method, when) as pause:
+        yield pause
+
+
+def assert_applied_once(app: InProcessApp, view: dict[str, Any], approved: list[dict[str, str]]) -> None:
+    """The run completed, every approved email took effect once, and store, view and conversation agree."""
+    final = app.view(view["run_id"])
+    assert final["status"] == "completed", final
+    assert final["pending_approvals"] == []
+    sent = app.effects(view["session_id"], "email")
+    assert sorted(e["to"] for e in sent) == sorted(e["to"] for e in approved)
+    records = app.approvals(view["run_id"])
+    assert all(r["status"] in ("approved", "rejected", "expired") for r in records), records
+    responses = [
+        m["contents"][0]["id"]
+        for m in app.session_messages(view["session_id"], view["run_id"])
+        if contents_of(m) == ["function_approval_response"]
+    ]
+    assert sorted(responses) == sorted(r["approval_id"] for r in records)  # each decision written once
+
+
+@pytest.mark.parametrize("count", [4, 50])
+def test_every_decision_of_a_batch_sent_at_once_is_applied(
+    app: InProcessApp, model: ScriptedModelServer, count: int
+) -> None:
+    batch = emails(count)
+    model.set_script(Script.of(parallel_calls("send_email", *batch), "All handled."))
+    view = app.start_until_approval(input="email everyone")
+    assert len(view["pending_approvals"]) == count
+    by_approval = {p["approval_id"]: p["arguments"] for p in view["pending_approvals"]}
+    decisions = {
+        approval_id: {"decision": "approve"} if i % 3 else {"decision": "reject", "reason": f"not {i}"}
+        for i, approval_id in enumerate(by_approval)
+    }
+    responses = decide_together(app, view["run_id"], decisions)
+    assert [r.status_code for r in responses] == [202] * count, [r.text for r in responses if r.status_code != 202]
+    app.settle()
+
+    approved = [by_approval[a] for a, body in decisions.items() if body["decision"] == "approve"]
+    assert_applied_once(app, view, approved)
+    assert app.history(view["run_id"])["runtimeStatus"] == "Completed"
+
+
+def test_decisions_that_arrive_before_the_run_recorded_its_requests(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    batch = emails(3)
+    model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
+    with paused(app, "put_approvals") as recording:
+        started = app.start(input="email three people")
+        recording.wait_reached()  # the requests are stored; the step that stored them has not completed
+        stored = app.approvals(started["run_id"])
+        assert [a["status"] for a in stored] == ["pending"] * 3
+        poll = app.view(started["run_id"])  # pollers already see them (from the store)
+        assert sorted(pending_ids(poll)) == sorted(a["approval_id"] for a in stored)
+        responses = decide_together(app, started["run_id"], {a["approval_id"]: {"decision": "approve"} for a in stored})
+        assert [r.status_code for r in responses] == [202] * 3
+    app.settle()
+    assert_applied_once(app, started, batch)
+
+
+def test_a_decision_that_arrives_while_another_is_applied(app: InProcessApp, model: ScriptedModelServer) -> None:
+    batch = emails(2)
+    model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
+    view = app.start_until_approval()
+    first, second = pending_ids(view)
+    in_apply_step = lambda *a, **k: k.get("run_id") == view["run_id"] and "status" not in k  # noqa: E731
+    with paused(app, "list_approvals", in_apply_step) as applying:
+        assert app.decide(view["run_id"], first, "approve").status_code == 202
+        applying.wait_reached()  # the run is applying the first decision
+        assert app.decide(view["run_id"], second, "reject", reason="no").status_code == 202
+    app.settle()
+    assert_applied_once(app, view, [batch[0]])
+
+
+def test_a_decision_that_arrives_during_the_expiry(app: InProcessApp, model: ScriptedModelServer) -> None:
+    batch = emails(2)
+    model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
+    view = app.start_until_approval()
+    first, second = pending_ids(view)
+    with paused(app, "decide_approval", lambda approval_id, status, **k: status == "expired") as expiry:
+        app.host.clock.advance(2 * 86400)  # the deadline passes: the expiry step starts
+        expiry.wait_reached()  # it has expired the first approval and is about to do the second
+        late = app.decide(view["run_id"], second, "approve")
+        assert late.status_code == 202  # stored before the expiry step reached it: it wins
+    app.settle()
+    records = {r["approval_id"]: r["status"] for r in app.approvals(view["run_id"])}
+    assert records == {first: "expired", second: "approved"}
+    assert_applied_once(app, view, [batch[1]])
+
+
+def test_approve_and_cancel_at_once(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(parallel_calls("send_email", *emails(2)), "Done."))
+    view = app.start_until_approval()
+    first, second = pending_ids(view)
+    barrier = threading.Barrier(3)
+
+    def send(request: tuple[str, str, dict[str, Any] | None]) -> int:
+        method, path, body = request
+        with httpx.Client(base_url=app.host.base_url, timeout=60, trust_env=False) as client:
+            barrier.wait()
+            return client.request(method, path, json=body).status_code
+
+    run = f"/api/runs/{view['run_id']}"
+    requests = [
+        ("POST", f"{run}/approvals/{first}", {"decision": "approve"}),
+        ("POST", f"{run}/approvals/{second}", {"decision": "approve"}),
+        ("POST", f"{run}/cancel", None),
+    ]
+    with ThreadPoolExecutor(3) as pool:
+        codes = list(pool.map(send, requests))
+    assert codes == [202, 202, 202]
+    app.settle()
+    final = app.view(view["run_id"])
+    assert final["status"] == "cancelled", final
+    # Cancel wins over decisions not applied yet; whatever ran, ran once; the session is free again.
+    sent = app.effects(view["session_id"], "email")
+    assert len(sent) == len({e["to"] for e in sent}) <= 2
+    session = app.http.get(f"/api/sessions/{view['session_id']}").json()
+    assert session.get("active_run_id") is None
+
+
+def test_a_second_round_after_a_concurrent_first_round(app: InProcessApp, model: ScriptedModelServer) -> None:
+    first_round, second_round = emails(3, "first"), emails(2, "second")
+    model.set_script(
+        Script.of(parallel_calls("send_email", *first_round), parallel_calls("send_email", *second_round), "Both done.")
+    )
+    view = app.start_until_approval()
+    responses = decide_together(app, view["run_id"], {a: {"decision": "approve"} for a in pending_ids(view)})
+    assert [r.status_code for r in responses] == [202] * 3
+    app.settle()
+    second = app.view(view["run_id"])
+    assert second["status"] == "requires_action" and len(second["pending_approvals"]) == 2
+    responses = decide_together(app, view["run_id"], {a: {"decision": "approve"} for a in pending_ids(second)})
+    assert [r.status_code for r in responses] == [202] * 2
+    app.settle()
+    assert_applied_once(app, view, first_round + second_round)
+
+
+def test_the_same_decision_sent_twice_is_delivered_again_and_applied_once(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    model.set_script(Script.of(Reply.call("send_email", emails(1)[0]), "Sent."))
+    view = app.start_until_approval()
+    [approval_id] = pending_ids(view)
+    assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+    assert app.decide(view["run_id"], approval_id, "approve").status_code == 202  # a retry: 202 again
+    other = app.decide(view["run_id"], approval_id, "reject")
+    assert (other.status_code, other.json()["code"]) == (409, "approval_already_decided")
+    app.settle()
+    assert_applied_once(app, view, emails(1))
+
+
+def test_a_decision_whose_event_failed_reaches_the_run_at_the_next_poll(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    model.set_script(Script.of(parallel_calls("send_email", *emails(2)), "Done."))
+    view = app.start_until_approval()
+    first, second = pending_ids(view)
+    gateway = app_module("http_api.durable_gateway").DurableGateway
+    original = gateway.send_approval
+
+    async def unreachable(self: Any, run_id: str, approval_id: str) -> None:
+        raise RuntimeError("the task hub is unreachable")  # what Azure does sometimes: cannot happen on loopback
+
+    gateway.send_approval = unreachable
+    try:
+        refused = app.decide(view["run_id"], first, "approve")
+    finally:
+        gateway.send_approval = original
+    assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
+    assert refused.headers["Retry-After"] == "1"
+    app.settle()
+    assert app.view(view["run_id"])["status"] == "requires_action"  # stored, not delivered
+    assert [a["status"] for a in app.approvals(view["run_id"]) if a["approval_id"] == first] == ["approved"]
+
+    # Nobody repeats the request: a poll, once the decision has been stalled long enough, delivers it.
+    delivery = app_module("http_api.decision_delivery")
+    saved, delivery.STALLED_AFTER = delivery.STALLED_AFTER, timedelta(0)
+    try:
+        app.view(view["run_id"])
+    finally:
+        delivery.STALLED_AFTER = saved
+    app.settle()
+    assert pending_ids(app.view(view["run_id"])) == [second]
+    assert app.decide(view["run_id"], second, "approve").status_code == 202
+    app.settle()
+    assert_applied_once(app, view, emails(2))
