@@ -8,6 +8,7 @@ from typing import Any
 from agent_runs.closing import expire_pending_approvals
 from agent_runs.context import StepContext
 from agent_runs.contracts import FinishInput
+from agent_runs.driver import FINISH_SPARE_SLOTS
 from agent_runs.sequence import run_seq_range
 from agent_runs.store_log import load_session_records
 from agent_runtime.messages import Message, last_assistant_text
@@ -20,7 +21,8 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
     step = FinishInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
     finish = step.finish
-    await close_unresolved_calls_step(ctx.run_log(step.first_seq, len(finish.unresolved) + 1), step.run.run_id, finish)
+    slots = len(finish.unresolved) + 1 + FINISH_SPARE_SLOTS  # as reserved by the driver
+    await close_unresolved_calls_step(ctx.run_log(step.first_seq, slots), step.run.run_id, finish)
     output: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     if finish.status == "completed":

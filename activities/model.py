@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runs.budget import within_budget
+from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext
 from agent_runs.contracts import ModelCallInput, StepFailure
 from agent_runs.drafts import DraftWriter
@@ -48,4 +48,10 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
             if error.retryable:
                 raise  # the activity's durable retry waits on a timer, holding no worker
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
-    return within_budget(result.model_dump(mode="json"), "call_model result")
+    summary = result.model_dump(mode="json")
+    if payload_size(summary) > PAYLOAD_BUDGET_BYTES:
+        # The answer is stored already: failing the activity would make Durable retry it and call the model again.
+        summary = StepFailure(
+            code="payload_too_large", message="the model's answer is too large to hand back to the run"
+        ).model_dump(mode="json")
+    return summary

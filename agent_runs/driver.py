@@ -46,6 +46,7 @@ from agent_runtime.loop_types import (
 
 # Model calls per execution before continuing as new: bounds the history each episode replays.
 MODEL_CALLS_PER_EXECUTION = 8
+FINISH_SPARE_SLOTS = 10_000
 
 
 class RunDriver:
@@ -110,7 +111,9 @@ class RunDriver:
         )
 
     def finish_input(self, finish: Finish) -> FinishInput:
-        slots = len(finish.unresolved) + 1
+        # The store may hold calls the loop never saw (a stored answer whose summary could not be handed back): the
+        # last step reserves room to close them all. Positions are plentiful and gaps are fine.
+        slots = len(finish.unresolved) + 1 + FINISH_SPARE_SLOTS
         return FinishInput(run=self.run, finish=finish, first_seq=self._allocate(slots), usage=self._loop.state.usage)
 
     # ------------------------------------------------------------------------------------------------ results

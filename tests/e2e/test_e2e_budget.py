@@ -16,7 +16,7 @@ import httpx
 import pytest
 from e2e_harness import InProcessApp
 
-from scripted_model import Conversation, Reply, Script, ScriptedModelServer, ScriptPlayer
+from scripted_model import Conversation, Reply, Script, ScriptedModelServer, ScriptedToolCall, ScriptPlayer
 
 STEPS = 30
 BUDGET_BYTES = 16 * 1024
@@ -101,3 +101,24 @@ def test_long_run_with_big_results_keeps_history_small(app: InProcessApp, model:
     assert generations == set(range(STEPS // 8 + 1)), generations
     longest = max(len(status["historyEvents"]) for status in statuses)
     assert longest < 80, f"an execution's history has {longest} events"
+
+
+def test_an_answer_too_large_to_hand_back_fails_the_run_without_calling_the_model_again(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A model turn whose summary would break the payload budget (hundreds of tool calls) ends the run `failed` with
+    `payload_too_large`; the answer is stored once and the model is not asked again by a Durable retry."""
+    calls = [ScriptedToolCall(name="lookup", arguments={"key": f"key-{i}"}) for i in range(400)]
+    model.set_script(Script.of(Reply(tool_calls=calls)))
+    started = app.start(input="look everything up")
+    app.settle()
+    response = app.poll(started["run_id"])
+    view = response.json()
+    assert response.status_code == 500, view
+    assert (view["status"], view["error"]["code"]) == ("failed", "payload_too_large"), view
+    assert model.log.total == 1
+    assert app.history(started["run_id"])["runtimeStatus"] == "Completed"  # the orchestrator did not crash
+    # The stored calls got "not run" results: the session's conversation stays valid for its next run.
+    messages = app.session_messages(view["session_id"])
+    results = [c for m in messages for c in m["contents"] if c["type"] == "function_result"]
+    assert len(results) == len(calls)
