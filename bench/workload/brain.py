@@ -7,6 +7,7 @@ serves any number of concurrent runs and any retry lands on the same decision:
 - `steps N`        -> N sequential `record_step` calls, then a text answer;
 - `parallel N`     -> N `record_step` calls in one model turn (parallel tool calls), then a text answer;
 - `email ADDRESS`  -> one `send_email` (needs approval), then a text answer;
+- `emails A B ...` -> one `send_email` per address in one model turn (a batch of approvals), then a text answer;
 - `stuck`          -> one `stuck_lookup` (times out), then a text answer quoting the tool error;
 - anything else    -> a short text answer (one model call: a plain chat turn).
 """
@@ -22,6 +23,7 @@ _BLOBS = re.compile(r"\bblobs\s+(\d+)\s+size\s+(\d+)\b", re.IGNORECASE)
 _STEPS = re.compile(r"\bsteps\s+(\d+)\b", re.IGNORECASE)
 _PARALLEL = re.compile(r"\bparallel\s+(\d+)\b", re.IGNORECASE)
 _EMAIL = re.compile(r"\bemail\s+(\S+@\S+)", re.IGNORECASE)
+_EMAILS = re.compile(r"\bemails((?:\s+\S+@\S+)+)", re.IGNORECASE)
 _STUCK = re.compile(r"\bstuck\b", re.IGNORECASE)
 
 
@@ -39,6 +41,10 @@ def parallel_prompt(calls: int) -> str:
 
 def email_prompt(address: str) -> str:
     return f"email {address}"
+
+
+def emails_prompt(addresses: list[str]) -> str:
+    return "emails " + " ".join(addresses)
 
 
 class WorkloadBrain:
@@ -62,6 +68,13 @@ class WorkloadBrain:
                     ScriptedToolCall(name="record_step", arguments={"key": f"p-{i}"}) for i in range(count)
                 ])
             return Reply.say(f"Recorded {done} steps in parallel.")
+        if match := _EMAILS.search(text):
+            if done == 0:
+                return Reply(tool_calls=[
+                    ScriptedToolCall(name="send_email", arguments={"to": to, "subject": "load test"})
+                    for to in match[1].split()
+                ])
+            return Reply.say(f"Emailed {done}: " + "; ".join(r.content for r in conversation.tool_results[-done:]))
         if match := _EMAIL.search(text):
             if done == 0:
                 return Reply.call("send_email", {"to": match[1], "subject": "load test"})
