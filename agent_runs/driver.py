@@ -93,7 +93,6 @@ class RunDriver:
     def approval_requests(self, command: RequestApproval, now: datetime) -> ApprovalRequestsInput:
         self._expires_at = now + timedelta(seconds=self._input.approval_timeout_seconds)
         self._pending_approvals = [approval_id_for(self.run.run_id, ref.call_id) for ref in command.calls]
-        self._status = "requires_action"
         return ApprovalRequestsInput(
             run=self.run, calls=command.calls, first_seq=self._allocate(len(command.calls)), expires_at=self._expires_at
         )
@@ -129,6 +128,7 @@ class RunDriver:
     def on_approvals_recorded(self) -> None:
         """The approval requests are stored: pollers may see them while the run waits."""
         self._step_completed()
+        self._status = "requires_action"
 
     def on_tool_results(self, outcomes: list[ToolOutcome]) -> LoopCommand:
         self._step_completed()

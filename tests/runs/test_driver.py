@@ -61,6 +61,9 @@ def test_approvals_pending_then_partially_decided_then_tools_run() -> None:
     requests = d.approval_requests(command, NOW)
     assert requests.expires_at == NOW + timedelta(seconds=60)
     assert d.pending_approvals == [approval_id("r1", "a"), approval_id("r1", "b")]
+    # Pollers see "requires_action" once the requests are stored (they list them from the store), not before.
+    assert d.progress().status == "in_progress"
+    d.on_approvals_recorded()
     assert d.progress().status == "requires_action"
     assert d.on_decision(ApprovalDecision(call_id="unknown", approved=True)) is None  # not pending here: ignored
 
