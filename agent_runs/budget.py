@@ -12,6 +12,8 @@ from pydantic import BaseModel
 from pydantic_core import to_json
 
 PAYLOAD_BUDGET_BYTES = 16 * 1024
+# The custom status keeps a margin below 16 KB: Azure Storage's Durable provider refuses a larger one outright.
+CUSTOM_STATUS_BUDGET_BYTES = 12 * 1024
 PayloadT = TypeVar("PayloadT", BaseModel, dict[str, Any], list[Any])
 
 

@@ -15,7 +15,7 @@ import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
 from pydantic import TypeAdapter
 
-from agent_runs.budget import PayloadBudgetExceeded, within_budget
+from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import (
     CANCEL_EVENT,
     CancelEvent,
@@ -66,6 +66,11 @@ def _payload(model: Any, what: str) -> dict[str, Any]:
     return within_budget(model.model_dump(mode="json"), what)
 
 
+def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
+    progress = driver.progress().model_dump(mode="json")
+    context.set_custom_status(within_budget(progress, "custom status", CUSTOM_STATUS_BUDGET_BYTES))
+
+
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     driver = RunDriver(RunInput.model_validate(context.get_input()))
     cancels = ExternalEvents(context, CANCEL_EVENT)
@@ -80,12 +85,12 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
         if command is None:  # continued as new
             return {}
 
-    context.set_custom_status(_payload(driver.progress(), "custom status"))
+    _publish(context, driver)
     yield context.call_activity_with_retry(
         _Activities.finish_run, ACTIVITY_RETRY, _payload(driver.finish_input(command), "finish input")
     )
     outcome = driver.on_finished(command)
-    context.set_custom_status(_payload(driver.progress(), "custom status"))
+    _publish(context, driver)
     return outcome.model_dump(mode="json")
 
 
@@ -124,7 +129,7 @@ def _step(
     """Publish progress, then race the step's work with cancel. Returns the next command when the step was cancelled
     or failed (after its retries: the run fails with `failure` as its code), None when it succeeded (the caller feeds
     its result to the driver)."""
-    context.set_custom_status(_payload(driver.progress(), "custom status"))
+    _publish(context, driver)
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
     if winner is cancel:
@@ -161,7 +166,7 @@ def _wait_for_approvals(
     doorbells = Doorbells(context, approval_event_name)
     next_command: LoopCommand = command
     while driver.pending_approvals:
-        context.set_custom_status(_payload(driver.progress(), "custom status"))
+        _publish(context, driver)
         received_cancel = cancels.take()
         if received_cancel is not None:
             return driver.on_cancel(CancelEvent.model_validate(received_cancel).reason)
