@@ -8,7 +8,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
-from activities.approvals import apply_decisions, expire_approvals, record_approvals
+from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
 from activities.finish import finish_run
 from activities.model import call_model
 from activities.tools import invoke_tool
@@ -22,7 +22,9 @@ app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration
 app.orchestration_trigger(context_name="context")(agent_run)
-for activity in (call_model, invoke_tool, record_approvals, apply_decisions, expire_approvals, finish_run):
+for activity in (
+    call_model, invoke_tool, record_approvals, apply_decisions, expire_approvals, escalate_approvals, finish_run
+):
     app.activity_trigger(input_name="payload")(activity)
 
 

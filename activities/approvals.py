@@ -17,6 +17,8 @@ from agent_runs.contracts import (
     ApprovalRequestsInput,
     DecisionsInput,
     DecisionsResult,
+    EscalateApprovalsInput,
+    EscalateApprovalsResult,
     ExpireApprovalsInput,
     ExpireApprovalsResult,
 )
@@ -109,6 +111,21 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
             await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
             result.expired.append(approval_id)
     return within_budget(result.model_dump(mode="json"), "expire result")
+
+
+async def escalate_approvals(payload: dict[str, Any]) -> dict[str, Any]:
+    """Hand what is still pending in the store to the escalation's approver with the new deadline. An approval decided
+    in the store meanwhile is left for `apply_decisions`, as after an expiry."""
+    step = EscalateApprovalsInput.model_validate(payload)
+    ctx = StepContext.for_run(step.run)
+    result = EscalateApprovalsResult()
+    for approval_id in step.approval_ids:
+        try:
+            await ctx.store.escalate_approval(approval_id, step.to, expires_at=step.expires_at)
+        except AlreadyDecidedError:
+            continue
+        result.escalated.append(approval_id)
+    return within_budget(result.model_dump(mode="json"), "escalate result")
 
 
 async def _record_response(ctx: StepContext, log: StoreConversationLog, record: ApprovalRecord) -> ApprovalDecision:

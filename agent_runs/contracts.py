@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_runtime.escalation import Escalate
 from agent_runtime.loop_types import (
     ApprovalDecision,
     CallModel,
@@ -56,6 +57,7 @@ class RunInput(_Payload):
     next_position: int = Field(ge=0)
     approval_timeout_seconds: float = Field(gt=0)
     on_approval_timeout: TimeoutAction = "reject"
+    escalation: Escalate | None = None
     loop_state: LoopState | None = None
     pending_command: Annotated[LoopCommand, Field(discriminator="kind")] | None = None
     generation: int = 0
@@ -133,6 +135,20 @@ class ExpireApprovalsInput(_Payload):
 
 class ExpireApprovalsResult(_Payload):
     expired: list[str] = Field(default_factory=list)
+
+
+class EscalateApprovalsInput(_Payload):
+    """The first approval deadline passed and the agent escalates: hand what is still pending in the store to `to`
+    until `expires_at` (a decision that won the race in the store is applied instead, as after an expiry)."""
+
+    run: RunRef
+    approval_ids: list[str]
+    to: str
+    expires_at: datetime
+
+
+class EscalateApprovalsResult(_Payload):
+    escalated: list[str] = Field(default_factory=list)
 
 
 class FinishInput(_Payload):

@@ -15,8 +15,8 @@ from agent_runs.contracts import (
     ApprovalRequestsInput,
     DecisionsInput,
     DecisionsResult,
+    EscalateApprovalsInput,
     ExpireApprovalsInput,
-    ExpireApprovalsResult,
     FinishInput,
     ModelCallInput,
     RunInput,
@@ -62,7 +62,8 @@ class RunDriver:
         self._expires_at: datetime | None = None
         self._reason: str | None = None
         self._model_call_seq: int | None = None
-        self._expired: set[str] = set()
+        self._handed_on: set[str] = set()
+        self._escalated = False
 
     # ------------------------------------------------------------------------------------------------ commands
 
@@ -93,6 +94,7 @@ class RunDriver:
     def approval_requests(self, command: RequestApproval, now: datetime) -> ApprovalRequestsInput:
         self._expires_at = now + timedelta(seconds=self._input.approval_timeout_seconds)
         self._pending_approvals = [approval_id_for(self.run.run_id, ref.call_id) for ref in command.calls]
+        self._escalated = False
         return ApprovalRequestsInput(
             run=self.run, calls=command.calls, first_seq=self._allocate(len(command.calls)), expires_at=self._expires_at
         )
@@ -101,6 +103,18 @@ class RunDriver:
         """The activity input applying whatever the store holds for the pending approvals (`rung` rang)."""
         pending = self.pending_approvals
         return DecisionsInput(run=self.run, approval_ids=pending, rung=rung, first_seq=self._allocate(len(pending)))
+
+    def escalation_input(self, now: datetime) -> EscalateApprovalsInput | None:
+        """At the first deadline of an escalating agent: the step handing the pending approvals on, with the new
+        deadline; None when there is nobody (left) to escalate to."""
+        escalation = self._input.escalation
+        if escalation is None or self._escalated:
+            return None
+        self._escalated = True
+        self._expires_at = now + timedelta(seconds=escalation.timeout_seconds)
+        return EscalateApprovalsInput(
+            run=self.run, approval_ids=self.pending_approvals, to=escalation.to, expires_at=self._expires_at
+        )
 
     def expire_input(self) -> ExpireApprovalsInput:
         return ExpireApprovalsInput(
@@ -153,15 +167,15 @@ class RunDriver:
         self._after_approvals()
         return command
 
-    def on_expired(self, result: ExpireApprovalsResult) -> None:
-        """The deadline's expiries are stored; what the store had decided instead stays pending until applied."""
+    def on_deadline_step(self, handed_on: list[str]) -> None:
+        """A deadline step (expiry or escalation) stored what it did to `handed_on`; the other pending approvals
+        were decided in the store meanwhile and stay pending here until applied (`decided_during_deadline`)."""
         self._step_completed()
-        self._expired = set(result.expired)
+        self._handed_on = set(handed_on)
 
     @property
-    def undecided_after_expiry(self) -> list[str]:
-        """Pending approvals the expiry step found decided in the store: apply them before the timeout."""
-        return [a for a in self._pending_approvals if a not in self._expired]
+    def decided_during_deadline(self) -> list[str]:
+        return [a for a in self._pending_approvals if a not in self._handed_on]
 
     def on_timeout(self) -> LoopCommand | None:
         """The deadline passed and every decision that won it is applied: the rest time out."""
@@ -169,7 +183,7 @@ class RunDriver:
         if self._loop.awaiting_approval:
             self._pending_approvals = []
             command = self._loop.send(ApprovalTimeout())
-        self._expired = set()
+        self._handed_on = set()
         self._after_approvals()
         return command
 

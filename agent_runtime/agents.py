@@ -23,10 +23,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .definitions import DefinitionRegistry
+from .escalation import Escalate
 from .loop_types import LoopConfig, RequiredFunction, ToolChoice
 from .middleware import MiddlewareLike, MiddlewarePipeline
 from .models.types import ChatOptions, NamedToolChoice, ResponseFormat, ToolSpec
 from .tools import ApprovalPolicy, Tool, as_tool
+
+TimeoutPolicy = Literal["reject", "fail"] | Escalate
 
 
 class AgentDefinitionError(ValueError):
@@ -55,7 +58,9 @@ class AgentDefinition(BaseModel):
     approval: ApprovalPolicy = "never"
     """Default approval policy for tools that do not set their own."""
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
-    on_approval_timeout: Literal["reject", "fail"] = "reject"
+    on_approval_timeout: TimeoutPolicy = "reject"
+    """What an approval deadline does to undecided calls: reject them, fail the run, or first ask someone else for a
+    while: `Escalate(to=..., timeout_seconds=..., then="reject" | "fail")`."""
     max_iterations: int = Field(default=40, ge=1)
     max_consecutive_errors: int = Field(default=3, ge=1)
     terminate_on_unknown_calls: bool = False
@@ -64,6 +69,13 @@ class AgentDefinition(BaseModel):
     run_middleware: list[Any] = Field(default_factory=list)
     chat_middleware: list[Any] = Field(default_factory=list)
     function_middleware: list[Any] = Field(default_factory=list)
+
+    @field_validator("on_approval_timeout")
+    @classmethod
+    def _never_approve_by_timer(cls, value: TimeoutPolicy) -> TimeoutPolicy:
+        if isinstance(value, Escalate) and value.then == "approve":
+            raise ValueError("an escalation of a tool approval ends with 'reject' or 'fail': a timer never approves")
+        return value
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -122,7 +134,15 @@ class AgentDefinition(BaseModel):
             max_consecutive_errors=self.max_consecutive_errors,
             terminate_on_unknown_calls=self.terminate_on_unknown_calls,
             tool_choice=self.tool_choice,
-            on_approval_timeout=self.on_approval_timeout,
+            on_approval_timeout=self.final_timeout_action,
+        )
+
+    @property
+    def final_timeout_action(self) -> Literal["reject", "fail"]:
+        """What the last approval deadline does (after an escalation, its `then`)."""
+        policy = self.on_approval_timeout
+        return "fail" if isinstance(policy, Escalate) and policy.then == "fail" else (
+            policy if isinstance(policy, str) else "reject"
         )
 
     def chat_options(self, tool_choice: ToolChoice | None = None) -> ChatOptions:

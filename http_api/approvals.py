@@ -40,6 +40,8 @@ class ApprovalView(BaseModel):
     decided_by: str | None
     reason: str | None
     edited_arguments: dict[str, object] | None
+    escalated_to: str | None = None
+    escalated_at: datetime | None = None
 
     @classmethod
     def of(cls, record: ApprovalRecord) -> ApprovalView:

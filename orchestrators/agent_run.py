@@ -20,7 +20,8 @@ from agent_runs.contracts import (
     CANCEL_EVENT,
     CancelEvent,
     DecisionsResult,
-    ExpireApprovalsResult,
+    EscalateApprovalsInput,
+    ExpireApprovalsInput,
     RunInput,
     StepFailure,
     approval_event_name,
@@ -52,9 +53,11 @@ class _Activities:
     record_approvals = "record_approvals"
     apply_decisions = "apply_decisions"
     expire_approvals = "expire_approvals"
+    escalate_approvals = "escalate_approvals"
     finish_run = "finish_run"
 
 
+EXPIRE, ESCALATE = _Activities.expire_approvals, _Activities.escalate_approvals
 # Stable codes of failures the orchestrator itself decides (the detail follows after ": ").
 MODEL_CALL_FAILED = "model_call_failed"
 TOOL_CALL_FAILED = "tool_call_failed"
@@ -175,7 +178,18 @@ def _wait_for_approvals(
             timer = context.create_timer(expires_at)
             yield context.task_any([*doorbells.waiters(driver.pending_approvals), timer, cancels.waiter()])
             if timer.is_completed:
-                return (yield from _expire(context, driver, cancels)) or next_command
+                escalation = driver.escalation_input(context.current_utc_datetime)
+                if escalation is not None:
+                    applied = yield from _deadline_step(context, driver, cancels, ESCALATE, escalation)
+                else:
+                    applied = yield from _deadline_step(context, driver, cancels, EXPIRE, driver.expire_input())
+                if isinstance(applied, Finish):
+                    return applied
+                if escalation is None:
+                    return driver.on_timeout() or applied or next_command
+                next_command = applied or next_command
+                expires_at = driver.approvals_expire_at or expires_at
+                continue  # the same approvals, now waiting for whom they were escalated to, until the new deadline
             timer.cancel()
             continue  # take what arrived: cancel first, else the decisions
         applied = yield from _apply_decisions(context, driver, cancels, rung)
@@ -207,23 +221,28 @@ def _apply_decisions(
             return command if command is not None or result.decided else result
 
 
-def _expire(
-    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents
+def _deadline_step(
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    activity: str,
+    payload: ExpireApprovalsInput | EscalateApprovalsInput,
 ) -> Generator[Any, Any, LoopCommand | None]:
-    """The deadline passed: expire what is undecided in the store, apply the decisions that won the race there,
-    then time out the rest."""
-    task = _activity(context, _Activities.expire_approvals, driver.expire_input(), "expire input")
+    """A deadline passed: expire (or escalate) what is still pending in the store, then apply the decisions that won
+    the race there. Returns a `Finish` if the run ended, else the loop's command if a decision changed it."""
+    task = _activity(context, activity, payload, f"{activity} input")
     done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
     if done is not None:
         return done
-    driver.on_expired(ExpireApprovalsResult.model_validate(task.result))
+    result = task.result or {}
+    driver.on_deadline_step(result.get("expired") or result.get("escalated") or [])
     command: LoopCommand | None = None
-    while undecided := driver.undecided_after_expiry:
-        applied = yield from _apply_decisions(context, driver, cancels, undecided)
+    while decided := driver.decided_during_deadline:
+        applied = yield from _apply_decisions(context, driver, cancels, decided)
         if isinstance(applied, DecisionsResult):
-            # The expiry step saw these decided; a store that says otherwise now is broken: fail rather than loop.
+            # The deadline step saw these decided; a store that says otherwise now is broken: fail rather than loop.
             return driver.on_failure(f"{APPROVAL_STEP_FAILED}: decisions of {applied.unconfirmed} vanished")
         if isinstance(applied, Finish):
             return applied
         command = applied or command
-    return driver.on_timeout() or command
+    return command

@@ -396,6 +396,22 @@ class CosmosSessionStore:
                 return from_item(ApprovalRecord, saved)
         raise ConflictError(f"approval {approval_id!r} kept changing; decide_approval gave up")
 
+    @_on_portal
+    async def escalate_approval(
+        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+    ) -> ApprovalRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            approval = await self._get_approval(approval_id)
+            if approval is None:
+                raise NotFoundError("approval", approval_id)
+            escalated = rules.escalate(approval, to, expires_at, escalated_at or self._clock())
+            if escalated is approval:
+                return approval
+            saved = await self._replace("approvals", escalated, approval.etag)
+            if saved is not None:
+                return from_item(ApprovalRecord, saved)
+        raise ConflictError(f"approval {approval_id!r} kept changing; escalate_approval gave up")
+
     # -- effects --------------------------------------------------------------------------------------------
 
     @_on_portal

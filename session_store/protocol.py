@@ -125,6 +125,13 @@ class SessionStore(Protocol):
         decided_at: datetime | None = None,
     ) -> ApprovalRecord: ...
 
+    async def escalate_approval(
+        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+    ) -> ApprovalRecord:
+        """Hand a pending approval to `to` with a new deadline (conditional like ``decide_approval``: a decided one
+        raises ``AlreadyDecidedError``); idempotent for the same `to`."""
+        ...
+
     # Effects (idempotency ledger for tool side effects)
     async def record_effect(
         self, session_id: str, key: str, kind: str, payload: JsonObject

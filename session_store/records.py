@@ -92,6 +92,8 @@ class ApprovalRecord(_Record):
     decided_by: str | None = None
     reason: str | None = None
     edited_arguments: JsonObject | None = None
+    escalated_to: str | None = None
+    escalated_at: AwareDatetime | None = None
     etag: str | None = None
 
 

@@ -85,6 +85,18 @@ def finish(
     return apply_run_changes(run, changes, now)
 
 
+def escalate(approval: ApprovalRecord, to: str, expires_at: datetime, escalated_at: datetime) -> ApprovalRecord:
+    """The approval, still pending, now waiting for `to` until `expires_at`; ``AlreadyDecidedError`` if it is not
+    pending any more. Escalating again to the same `to` (a retried step) changes nothing."""
+    if approval.status != "pending":
+        raise AlreadyDecidedError(approval)
+    if approval.escalated_to == to:
+        return approval
+    return ApprovalRecord.model_validate(
+        {**approval.model_dump(), "escalated_to": to, "escalated_at": escalated_at, "expires_at": expires_at}
+    )
+
+
 def decide(
     approval: ApprovalRecord,
     status: DecidedApprovalStatus,

@@ -414,6 +414,20 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
+    async def escalate_approval(
+        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+    ) -> ApprovalRecord:
+        def op() -> ApprovalRecord:
+            now = self._now()
+            with self._tx() as conn:
+                approval = self._get_approval(conn, approval_id, now)
+                if approval is None:
+                    raise NotFoundError("approval", approval_id)
+                escalated = rules.escalate(approval, to, expires_at, escalated_at or now)
+                return self._put_approval(conn, escalated, now) if escalated is not approval else approval
+
+        return await self._run(op)
+
     # -- effects --------------------------------------------------------------------------------------------
 
     async def record_effect(

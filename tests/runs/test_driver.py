@@ -3,10 +3,11 @@
 from datetime import UTC, datetime, timedelta
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
-from agent_runs.contracts import DecisionsResult, ExpireApprovalsResult, RunInput, RunRef, StepFailure
+from agent_runs.contracts import DecisionsResult, RunInput, RunRef, StepFailure
 from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
 from agent_runtime.conversation import approval_id
+from agent_runtime.escalation import Escalate
 from agent_runtime.loop_types import (
     ApprovalDecision,
     AwaitApproval,
@@ -102,23 +103,39 @@ def test_timeout_applies_race_winners_first_then_times_out_the_rest() -> None:
     d.approval_requests(d.on_model_result(turn(("a", True), ("b", True))), NOW)
     expiry = d.expire_input()
     assert expiry.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
-    d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "b")]))
-    assert d.undecided_after_expiry == [approval_id("r1", "a")]  # decided in the store: applied, not expired
-    d.decisions_input(rung=d.undecided_after_expiry)
+    d.on_deadline_step(handed_on=[approval_id("r1", "b")])  # expired
+    assert d.decided_during_deadline == [approval_id("r1", "a")]  # decided in the store: applied, not expired
+    d.decisions_input(rung=d.decided_during_deadline)
     applied = d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="a", approved=True)]))
     assert isinstance(applied, AwaitApproval)
-    assert d.undecided_after_expiry == []
+    assert d.decided_during_deadline == []
     command = d.on_timeout()
     assert isinstance(command, RunTools)
     actions = {c.call_id: c.action for c in command.calls}
     assert actions == {"a": "invoke", "b": "deny"}
 
 
+def test_an_escalation_hands_the_batch_on_once_with_a_new_deadline() -> None:
+    d = driver(escalation=Escalate(to="role:Supervisors", timeout_seconds=600, then="fail"))
+    d.model_call(d.first_command())
+    d.approval_requests(d.on_model_result(turn(("a", True), ("b", True))), NOW)
+    later = NOW + timedelta(seconds=60)
+    escalation = d.escalation_input(later)
+    assert escalation is not None
+    assert (escalation.to, escalation.expires_at) == ("role:Supervisors", later + timedelta(seconds=600))
+    assert escalation.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
+    assert d.approvals_expire_at == escalation.expires_at
+    assert d.progress().approvals_expire_at == escalation.expires_at  # pollers see the new deadline
+    d.on_deadline_step(handed_on=[approval_id("r1", "b")])  # "a" was decided in the store meanwhile
+    assert d.decided_during_deadline == [approval_id("r1", "a")]
+    assert d.escalation_input(later) is None  # once per batch: the next deadline is the last
+
+
 def test_timeout_in_fail_mode_finishes_the_run_failed() -> None:
     d = driver(loop_config=LoopConfig(on_approval_timeout="fail"))
     d.model_call(d.first_command())
     d.approval_requests(d.on_model_result(turn(("a", True))), NOW)
-    d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "a")]))
+    d.on_deadline_step(handed_on=[approval_id("r1", "a")])
     command = d.on_timeout()
     assert isinstance(command, Finish)
     assert command.status == "failed"
