@@ -14,6 +14,7 @@ from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, openapi, runs, sessions, workflows
+from http_api.ui import serve as ui
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
@@ -147,3 +148,14 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- HTTP: the page
+@app.route(route="ui", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def ui_page(req: func.HttpRequest) -> func.HttpResponse:
+    return await ui.page(req)
+
+
+@app.route(route="ui/{file}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def ui_asset(req: func.HttpRequest) -> func.HttpResponse:
+    return await ui.page(req)

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.escalation import Escalate
 from http_api.adapter import http_endpoint, json_response
 from http_api.runs import agent_or_404
 
@@ -26,6 +27,7 @@ class AgentView(BaseModel):
     structured_output: bool
     approval_timeout_seconds: float | None
     on_approval_timeout: str
+    escalation: dict[str, object] | None = None
 
     @classmethod
     def of(cls, agent: AgentDefinition) -> AgentView:
@@ -43,7 +45,8 @@ class AgentView(BaseModel):
             ],
             structured_output=agent.output_type is not None,
             approval_timeout_seconds=agent.approval_timeout_seconds,
-            on_approval_timeout=agent.on_approval_timeout,
+            on_approval_timeout=agent.final_timeout_action,
+            escalation=policy.model_dump() if isinstance(policy := agent.on_approval_timeout, Escalate) else None,
         )
 
 
