@@ -51,6 +51,28 @@ class TextContent(_Model):
     text: str
 
 
+class DataContent(_Model):
+    """Binary data (an image, audio, a blob) inline as a `data:` URI, e.g. from an MCP tool result."""
+
+    type: Literal["data"] = "data"
+    uri: str = Field(pattern=r"^data:")
+    media_type: str
+
+    @property
+    def size(self) -> int:
+        """Roughly how many bytes the data holds (base64 length * 3/4)."""
+        return len(self.uri.partition(",")[2]) * 3 // 4
+
+
+class UriContent(_Model):
+    """A reference to content elsewhere (a resource link): the URI, and its media type when known."""
+
+    type: Literal["uri"] = "uri"
+    uri: str
+    media_type: str | None = None
+    name: str | None = None
+
+
 class FunctionCallContent(_Model):
     """A tool call proposed by the model. `arguments` is the parsed object, or the raw JSON text as the model sent it
     (kept verbatim so malformed arguments can be reported back to the model instead of being lost)."""
@@ -146,6 +168,8 @@ class UsageContent(_Model):
 
 Content = Annotated[
     TextContent
+    | DataContent
+    | UriContent
     | FunctionCallContent
     | FunctionResultContent
     | FunctionApprovalRequestContent
@@ -337,6 +361,7 @@ __all__ = [
     "ChatResponse",
     "ChatResponseUpdate",
     "Content",
+    "DataContent",
     "FunctionApprovalRequestContent",
     "FunctionApprovalResponseContent",
     "FunctionCallContent",
@@ -344,6 +369,7 @@ __all__ = [
     "Message",
     "Role",
     "TextContent",
+    "UriContent",
     "Usage",
     "UsageContent",
     "UserInputRequestContent",
