@@ -10,6 +10,7 @@ import azure.functions as func
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.approvals import apply_decision, expire_approvals, record_approvals
 from activities.finish import finish_run
+from activities.mcp import discover_tools
 from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
@@ -24,6 +25,7 @@ app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.orchestration_trigger(context_name="context")(agent_run)
 for activity in (call_model, invoke_tool, record_approvals, apply_decision, expire_approvals, finish_run):
     app.activity_trigger(input_name="payload")(activity)
+app.activity_trigger(input_name="payload")(discover_tools)  # MCP tools, listed once per run
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents

@@ -86,7 +86,7 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
         reason=record.reason,
     )
     return await record_approval_response_step(
-        ctx.agent, log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
+        await ctx.run_agent(), log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
     )
 
 

@@ -70,6 +70,7 @@ def run_input_for(
         or agent.approval_timeout_seconds
         or settings.default_approval_timeout_seconds,
         on_approval_timeout=agent.on_approval_timeout,
+        discover_tools=bool(agent.mcp_servers),
     )
 
 

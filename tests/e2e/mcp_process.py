@@ -103,8 +103,8 @@ class McpServerProcess:
     def show_tools(self, names: list[str]) -> None:
         (self.state / "tools.json").write_text(json.dumps(names))
 
-    def crash_on_next_record(self) -> None:
-        (self.state / "crash_once").touch()
+    def crash_on_next_record(self, item: str = "") -> None:
+        (self.state / "crash_once").write_text(item)
 
 
 def server_calls(state: Path, tool: str | None = None) -> list[dict[str, Any]]:

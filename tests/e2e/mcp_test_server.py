@@ -7,8 +7,8 @@ Everything it does is recorded under the state directory, so tests (in another p
 - `calls.jsonl`: one line per tool call: tool, arguments, the `_meta` idempotency key, selected headers;
 - `effects/<key>.json`: `record`'s effect, created once per idempotency key (a retried call finds it and answers the
   same without a second effect);
-- `crash_once` (a file the test creates): the next `record` stores its effect and then the process dies before it
-  answers - the lost answer of a crash;
+- `crash_once` (a file the test creates, empty or naming an item): the next `record` (of that item) stores its effect
+  and then the process dies before it answers - the lost answer of a crash;
 - `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run).
 """
 
@@ -83,7 +83,7 @@ def build(state: Path) -> TestServer:
         except FileExistsError:
             pass  # a retry of a call whose effect is already recorded
         crash = state / "crash_once"
-        if crash.exists():
+        if crash.exists() and crash.read_text() in ("", item):
             crash.unlink()
             os._exit(17)  # the effect is stored, the answer is lost
         return f"recorded {json.loads(effect.read_text())['item']}"
