@@ -15,7 +15,8 @@ DISCOVERY_FAILED = "tool_discovery_failed"
 async def discover_tools(payload: dict[str, Any]) -> dict[str, Any]:
     """Returns `{"tools": n, "skipped_servers": [...]}`, or a `StepFailure` when a required server cannot be listed
     (after the client's own retries): the run then fails with a reason naming the server."""
-    from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools as discover
+    from agent_runtime.mcp.discovery import McpDiscoveryError
+    from agent_runtime.mcp.discovery import discover_tools as discover
 
     run = RunRef.model_validate(payload)
     ctx = StepContext.for_run(run)
