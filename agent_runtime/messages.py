@@ -60,8 +60,9 @@ class DataContent(_Model):
 
     @property
     def size(self) -> int:
-        """Roughly how many bytes the data holds (base64 length * 3/4)."""
-        return len(self.uri.partition(",")[2]) * 3 // 4
+        """How many bytes the base64 data holds."""
+        data = self.uri.partition(",")[2]
+        return len(data) * 3 // 4 - len(data) + len(data.rstrip("="))
 
 
 class UriContent(_Model):

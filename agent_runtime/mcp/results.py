@@ -69,7 +69,7 @@ def _convert(block: Any) -> OurContent | None:
 
 
 def _data(base64_data: str, media_type: str) -> OurContent:
-    size = len(base64_data) * 3 // 4
+    size = len(base64_data) * 3 // 4 - len(base64_data) + len(base64_data.rstrip("="))
     if size > MAX_INLINE_BYTES:
         return TextContent(text=f"[{media_type} content of {size} bytes omitted: over {MAX_INLINE_BYTES} bytes]")
     return DataContent(uri=f"data:{media_type};base64,{base64_data}", media_type=media_type)

@@ -53,7 +53,8 @@ def result_text(result: FunctionResultContent) -> str:
 def _without_inline_data(item: Any) -> Any:
     """A tool message is text only: inline data (an image from an MCP tool) is described, not sent as base64."""
     if isinstance(item, dict) and item.get("type") == "data" and str(item.get("uri", "")).startswith("data:"):
-        size = len(str(item["uri"]).partition(",")[2]) * 3 // 4
+        data = str(item["uri"]).partition(",")[2]
+        size = len(data) * 3 // 4 - len(data) + len(data.rstrip("="))
         return {"type": "data", "media_type": item.get("media_type"), "bytes": size, "note": "binary data not shown"}
     return item
 
