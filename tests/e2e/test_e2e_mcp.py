@@ -6,7 +6,7 @@ on a name collision); a call with its idempotency key in `_meta` and a secret he
 required / rejected / edited (edited arguments failing the server's input schema -> 422); a server crash between
 two calls (the call is retried, the server's effect ledger sees one effect); the tool list changing mid-run (the run
 keeps its list); `isError` and a server that is down reach the model as tool errors; a required server that is down
-at the start fails the run.
+at the start fails the run; the list survives continue-as-new (no second discovery) and a SIGKILL of the host.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import InProcessApp, pending_ids
+from e2e_harness import AppClient, InProcessApp, pending_ids
+from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 from mcp_process import McpServerProcess, server_calls, server_effects
 
+from devhost.testing import SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer
 
 API_KEY = "e2e-mcp-secret-4711"
@@ -200,8 +202,9 @@ def test_an_is_error_result_and_a_down_server_are_tool_errors_for_the_model(
         )
     )
     view = mcp_app.start_until_approval(agent="mcp_helper")
-    assert tool_messages(model) == ["Error: Tool 'fail' reported an error: Error executing tool fail: cannot do that:"
-                                    " disk full"]
+    assert tool_messages(model) == [
+        "Error: Tool 'fail' reported an error: Error executing tool fail: cannot do that: disk full"
+    ]
     mcp_server.stop()  # the server goes away while the run waits for approval
     mcp_app.decide(view["run_id"], pending_ids(view)[0], "approve")
     mcp_app.settle()
@@ -237,3 +240,66 @@ def test_stdio_server_discovery_and_calls(mcp_app: InProcessApp, model: Scripted
     [call] = server_calls(state, "record")
     assert call["idempotency_key"].startswith(started["run_id"]) and call["headers"] == {}
     assert list(server_effects(state).values()) == [{"item": "fig"}]
+
+
+def test_the_list_survives_continue_as_new_without_a_second_discovery(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    python_echoes = [Reply.call("echo", {"text": str(i)}) for i in range(8)]
+    model.set_script(
+        Script.of(
+            Reply.call("transfer", {"amount": 1, "to": "bob"}),
+            *python_echoes,
+            Reply.call("tools__echo", {"text": "after"}),  # gone from the server's list by then
+            "Done.",
+        )
+    )
+    view = mcp_app.start_until_approval(agent="mcp_helper")
+    mcp_server.show_tools(["later", "record"])
+    mcp_app.decide(view["run_id"], pending_ids(view)[0], "approve")
+    mcp_app.settle()
+    assert mcp_app.view(view["run_id"])["status"] == "completed"
+
+    requests = model.log.requests
+    assert len(requests) == 11
+    assert all(r.body["tools"] == requests[0].body["tools"] for r in requests)
+    history = mcp_app.history(view["run_id"])
+    first_input = json.loads(json.loads(history["historyEvents"][0]["Input"]))
+    assert first_input["generation"] >= 1  # this execution was continued as new ...
+    assert "discover_tools" not in activity_names(mcp_app, view["run_id"])  # ... and did not discover again
+    assert [c["arguments"] for c in mcp_server.calls("echo")] == [{"text": "after"}]
+    assert tool_messages(model)[-1] == "echo: after"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_backend", ["sqlite"])
+def test_killed_host_resumes_with_the_recorded_list(
+    tmp_path: Path, model: ScriptedModelServer, mcp_server: McpServerProcess, store_settings: dict[str, str]
+) -> None:
+    env = app_settings(
+        model.base_url,
+        **{**store_settings, "SESSION_STORE_PATH": str(tmp_path / "sessions.sqlite3")},
+        AGENTS_PACKAGE="fixture_mcp_agents",
+        WORKFLOWS_PACKAGE="none",
+        E2E_MCP_URL=mcp_server.url,
+        E2E_MCP_KEY=API_KEY,
+        PYTHONPATH=str(E2E_DIR),
+    )
+    host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
+    host.start()
+    try:
+        api = AppClient(host.client)
+        model.set_script(Script.of(Reply.call("transfer", {"amount": 3, "to": "eve"}), "Paid."))
+        started = api.start(agent="mcp_helper", input="pay eve")
+        view = api.wait_for(started["run_id"], {"requires_action"})
+        mcp_server.show_tools(["later"])  # the server changes while the host is down
+        host.kill()
+        host.start()
+        assert api.decide(view["run_id"], pending_ids(view)[0], "approve").status_code == 202
+        final = api.wait_for(started["run_id"], {"completed", "failed"})
+        assert final["status"] == "completed", final
+        first, second = model.log.requests
+        assert first.body["tools"] == second.body["tools"] and "transfer" in second.tool_names
+        assert [c["arguments"] for c in mcp_server.calls("transfer")] == [{"amount": 3, "to": "eve"}]
+    finally:
+        host.close()
