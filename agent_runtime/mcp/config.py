@@ -58,8 +58,8 @@ class McpServer(BaseModel):
     allowed_tools: list[str] | None = None
     """Only these tools of the server (by the server's names); None: all it lists."""
     approval: ApprovalPolicy | dict[str, ApprovalPolicy] = "always"
-    """For every tool, or per tool by the server's name (tools not named: the agent's default). Remote tools are
-    someone else's code: they need approval unless the definition says otherwise."""
+    """For every tool, or per tool by the server's name (`"*"`: tools not named; without it the agent's default
+    applies to them). Remote tools are someone else's code: they need approval unless the definition says so."""
     timeout_seconds: float = Field(default=60, gt=0)
     """Per attempt: connecting, listing tools or one tool call."""
     attempts: int = Field(default=3, ge=1, le=10)
@@ -94,7 +94,7 @@ class McpServer(BaseModel):
     def policy_for(self, tool_name: str) -> ApprovalPolicy | None:
         """The approval policy of one of this server's tools (None: the agent's default applies)."""
         if isinstance(self.approval, dict):
-            return self.approval.get(tool_name)
+            return self.approval.get(tool_name, self.approval.get("*"))
         return self.approval
 
     def allows(self, tool_name: str) -> bool:

@@ -99,6 +99,9 @@ def test_approval_policy_per_server_and_per_tool() -> None:
     assert tool_.needs_approval(tool_.validate_arguments({"amount": 500, "to": "x"}))
     other = McpTool(spec("balance", schema={"type": "object"}), per_tool)
     assert other.approval is None and not other.needs_approval(other.validate_arguments({}), "never")
+    with_default = McpServer(name="bank", url="https://bank/mcp", approval={"balance": "never", "*": "always"})
+    assert McpTool(spec("balance"), with_default).approval == "never"
+    assert McpTool(spec("transfer"), with_default).approval == "always"
     # A tool whose server the agent no longer configures always asks (and fails to run: see the e2e tests).
     orphan = McpTool(spec(), None)
     assert orphan.needs_approval(orphan.validate_arguments({"amount": 1, "to": "x"}))

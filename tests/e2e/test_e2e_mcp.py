@@ -303,3 +303,32 @@ def test_killed_host_resumes_with_the_recorded_list(
         assert [c["arguments"] for c in mcp_server.calls("transfer")] == [{"amount": 3, "to": "eve"}]
     finally:
         host.close()
+
+
+def test_the_shipped_example_agent_is_served_only_with_its_setting(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]],
+    model: ScriptedModelServer,
+    mcp_server: McpServerProcess,
+) -> None:
+    with app_with(AGENTS_PACKAGE="agents") as app:
+        assert app.http.get("/api/agents/mcp_assistant").status_code == 404  # offline by default
+    with app_with(AGENTS_PACKAGE="agents", MCP_EXAMPLE_URL=mcp_server.url, MCP_EXAMPLE_TRUSTED_TOOLS="echo") as app:
+        agent = app.http.get("/api/agents/mcp_assistant").json()
+        assert agent["mcp_servers"] == [
+            {
+                "name": "example",
+                "transport": "streamable_http",
+                "allowed_tools": None,
+                "approval": {"*": "always", "echo": "never"},
+            }
+        ]
+        assert mcp_server.url not in json.dumps(agent)
+        model.set_script(
+            Script.of(Reply.call("echo", {"text": "hi"}), Reply.call("transfer", {"amount": 2, "to": "ann"}), "Ok.")
+        )
+        view = app.start_until_approval(agent="mcp_assistant", input="go")
+        assert [p["tool"] for p in view["pending_approvals"]] == ["transfer"]  # echo is trusted, transfer is not
+        app.decide(view["run_id"], pending_ids(view)[0], "approve")
+        app.settle()
+        assert app.view(view["run_id"])["status"] == "completed"
+        assert [c["tool"] for c in mcp_server.calls()] == ["echo", "transfer"]
