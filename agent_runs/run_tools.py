@@ -21,10 +21,6 @@ _lock = threading.Lock()
 _bound: OrderedDict[tuple[int, str], tuple[AgentDefinition, AgentDefinition]] = OrderedDict()
 
 
-class ToolsNotDiscoveredError(RuntimeError):
-    """A step of a run whose agent has MCP servers found no recorded tool list (discovery has not run)."""
-
-
 async def agent_for_run(store: SessionStore, agent: AgentDefinition, run_id: str) -> AgentDefinition:
     """`agent` with the MCP tools recorded for `run_id` (the agent itself when it has no MCP servers)."""
     if not agent.mcp_servers:
@@ -36,8 +32,11 @@ async def agent_for_run(store: SessionStore, agent: AgentDefinition, run_id: str
             _bound.move_to_end(key)
             return cached[1]
     record = await store.get_run(run_id)
-    if record is None or record.discovered_tools is None:
-        raise ToolsNotDiscoveredError(f"run {run_id!r} has no recorded tool list")
+    if record is None:
+        raise LookupError(f"no run {run_id!r}")
+    if record.discovered_tools is None:
+        # Started before the agent had MCP servers (a redeploy mid-run): it keeps the tools it started with.
+        return agent
     bound = bind(agent, record.discovered_tools)
     with _lock:
         _bound[key] = (agent, bound)

@@ -22,6 +22,7 @@ from .tools import McpToolSpec
 logger = logging.getLogger(__name__)
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
+MAX_TOOLS = 128  # OpenAI's limit of tools per request
 
 
 class McpDiscoveryError(RuntimeError):
@@ -54,6 +55,12 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
         for remote in outcome:
             if server.allows(remote.name):
                 found.append((server, remote.name, remote.description or "", dict(remote.input_schema or {})))
+    taken_names = list(taken_names)
+    if len(found) + len(taken_names) > MAX_TOOLS:
+        raise McpDiscoveryError(
+            f"the agent would offer {len(found) + len(taken_names)} tools; models take at most {MAX_TOOLS}"
+            " (narrow the servers with allowed_tools)"
+        )
     names = assign_names(taken_names, [(server.name, remote_name) for server, remote_name, _, _ in found])
     tools = [
         McpToolSpec(
