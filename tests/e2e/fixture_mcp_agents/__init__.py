@@ -40,6 +40,13 @@ mcp_helper = AgentDefinition(
     tools=[echo, remote],
 )
 
+mcp_fragile = AgentDefinition(
+    name="mcp_fragile",
+    description="Test agent whose MCP server is tried twice, without a pause, before a call is given up.",
+    instructions="You are a test agent.",
+    tools=[echo, remote.model_copy(update={"attempts": 2, "retry_delay_seconds": 0})],
+)
+
 mcp_stdio = AgentDefinition(
     name="mcp_stdio",
     description="Test agent with the tools of an MCP server it starts over stdio.",
