@@ -96,7 +96,8 @@ class AgentDefinition(BaseModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"duplicate tool names: {', '.join(duplicates)}")
-        if isinstance(self.tool_choice, RequiredFunction) and self.tool_choice.required_function_name not in names:
+        required = self.tool_choice.required_function_name if isinstance(self.tool_choice, RequiredFunction) else None
+        if required is not None and required not in names and not self.mcp_servers:  # MCP names: known per run
             raise ValueError(f"tool_choice names {self.tool_choice.required_function_name!r}, which is not a tool")
         servers = [s.name for s in self.mcp_servers]
         if len(set(servers)) != len(servers):
