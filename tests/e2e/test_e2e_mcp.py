@@ -6,23 +6,27 @@ on a name collision); a call with its idempotency key in `_meta` and a secret he
 required / rejected / edited (edited arguments failing the server's input schema -> 422); a server crash between
 two calls (the call is retried, the server's effect ledger sees one effect); the tool list changing mid-run (the run
 keeps its list); `isError` and a server that is down reach the model as tool errors; a required server that is down
-at the start fails the run; the list survives continue-as-new (no second discovery) and a SIGKILL of the host.
+at the start fails the run; the list survives continue-as-new (no second discovery), a SIGKILL of the host and a
+redelivered discovery activity.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import AppClient, InProcessApp, pending_ids
+from e2e_harness import PROGRESS_TIMEOUT_S, AppClient, InProcessApp, pending_ids
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 from mcp_process import McpServerProcess, server_calls, server_effects
 
-from devhost.testing import SubprocessHost
+from devhost.engine.api import EngineOptions, FaultPlan
+from devhost.testing import InProcessHost, SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer
 
 API_KEY = "e2e-mcp-secret-4711"
@@ -332,3 +336,45 @@ def test_the_shipped_example_agent_is_served_only_with_its_setting(
         app.settle()
         assert app.view(view["run_id"])["status"] == "completed"
         assert [c["tool"] for c in mcp_server.calls()] == ["echo", "transfer"]
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])
+def test_a_redelivered_discovery_keeps_the_first_list(
+    tmp_path: Path, model: ScriptedModelServer, mcp_server: McpServerProcess, store_settings: dict[str, str]
+) -> None:
+    """The host dies after `discover_tools` ran (its list recorded) but before its completion was committed; the
+    server then changes its list. The reopened host delivers the activity again: the run keeps the first list."""
+    env = app_settings(
+        model.base_url,
+        **{**store_settings, "SESSION_STORE_PATH": str(tmp_path / "sessions.sqlite3")},
+        AGENTS_PACKAGE="fixture_mcp_agents",
+        WORKFLOWS_PACKAGE="none",
+        E2E_MCP_URL=mcp_server.url,
+        E2E_MCP_KEY=API_KEY,
+    )
+    state = tmp_path / "engine.sqlite3"
+    model.set_script(Script.of(Reply.call("record", {"item": "once"}), "Done."))
+    faults = FaultPlan(crash_at={"activity_before_commit"}, crash_after=1)  # the first activity: discover_tools
+    crashing = InProcessHost(REPO_ROOT, state_path=state, env=env, options=EngineOptions(faults=faults)).start()
+    try:
+        started = AppClient(crashing.client).start(agent="mcp_helper", input="record once")
+        deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+        while not crashing.engine.crashed:
+            assert time.monotonic() < deadline, "the engine never reached the crash point"
+            time.sleep(0.02)  # the crash happens on the host's thread; a bounded poll of its flag
+        assert len(model.log) == 0
+    finally:
+        sys.modules["agent_runs.services"].RunServices.reset()
+        crashing.stop()
+    mcp_server.show_tools(["later"])
+
+    with InProcessHost(REPO_ROOT, state_path=state, env=env) as reopened:
+        app = InProcessApp(reopened, "sqlite")
+        try:
+            app.settle()
+            view = app.view(started["run_id"])
+            assert view["status"] == "completed", view
+            assert model.log.requests[0].tool_names == ["echo", *MCP_TOOLS]
+            assert [c["arguments"] for c in mcp_server.calls("record")] == [{"item": "once"}]
+        finally:
+            app.services().reset()
