@@ -10,6 +10,7 @@ import azure.functions as func
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
 from activities.finish import finish_run
+from activities.mcp import discover_tools
 from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
@@ -27,6 +28,7 @@ for activity in (
     call_model, invoke_tool, record_approvals, apply_decisions, expire_approvals, escalate_approvals, finish_run
 ):
     app.activity_trigger(input_name="payload")(activity)
+app.activity_trigger(input_name="payload")(discover_tools)  # MCP tools, listed once per run
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents

@@ -139,7 +139,7 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
         reason=record.reason,
     )
     decision = await record_approval_response_step(
-        ctx.agent, log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
+        await ctx.run_agent(), log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
     )
     # The loop only needs the gist of a reason (the denied call's result); the full text is stored with the decision.
     if decision.reason is not None and len(decision.reason) > MAX_REASON_IN_RESULT:

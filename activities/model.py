@@ -23,13 +23,14 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
         log = ctx.session_log(step.first_seq, SLOTS_PER_MODEL_CALL)
+        agent = await ctx.run_agent()
         settings = ctx.services.run_settings
         drafts = (
             DraftWriter(
                 log,
                 step.run.run_id,
                 step.command.iteration,
-                author_name=ctx.agent.name,
+                author_name=agent.name,
                 interval_seconds=settings.partial_output_interval_seconds,
             )
             if settings.stream_partial_output
@@ -37,7 +38,7 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
         )
         try:
             result = await call_model_step(
-                ctx.agent,
+                agent,
                 ctx.services.model_client(),
                 log,
                 step.run.run_id,

@@ -15,7 +15,7 @@ async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
     step = ToolCallInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
     outcome = await invoke_tool_step(
-        ctx.agent,
+        await ctx.run_agent(),
         ctx.run_log(step.seq, 1),
         step.run.run_id,
         step.invocation,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_runs.contracts import RunRef
+from agent_runs.run_tools import agent_for_run
 from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runs.store_log import StoreConversationLog
@@ -27,7 +28,12 @@ class StepContext:
 
     @property
     def agent(self) -> AgentDefinition:
+        """The definition as registered (without the run's MCP tools: see `run_agent`)."""
         return self.services.agents.get(self.run.agent)
+
+    async def run_agent(self) -> AgentDefinition:
+        """The agent with the tools recorded for this run (MCP tools discovered at its start)."""
+        return await agent_for_run(self.store, self.agent, self.run.run_id)
 
     def session_log(self, first_seq: int | None = None, slots: int = 1) -> StoreConversationLog:
         """The whole conversation of the session (what the model is sent); writes go to the reserved seqs."""

@@ -61,6 +61,8 @@ class RunInput(_Payload):
     loop_state: LoopState | None = None
     pending_command: Annotated[LoopCommand, Field(discriminator="kind")] | None = None
     generation: int = 0
+    discover_tools: bool = False
+    """The agent has MCP servers: the first execution lists their tools (`discover_tools`) before anything else."""
 
 
 class StepFailure(_Payload):

@@ -72,6 +72,7 @@ def run_input_for(
         or settings.default_approval_timeout_seconds,
         on_approval_timeout=agent.final_timeout_action,
         escalation=agent.on_approval_timeout if isinstance(agent.on_approval_timeout, Escalate) else None,
+        discover_tools=bool(agent.mcp_servers),
     )
 
 

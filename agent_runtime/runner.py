@@ -32,6 +32,7 @@ from .loop_types import (
     RunTools,
     ToolResults,
 )
+from .mcp.config import McpConfigurationError
 from .messages import (
     FunctionApprovalRequestContent,
     FunctionApprovalResponseContent,
@@ -55,6 +56,11 @@ from .steps import (
 
 logger = logging.getLogger(__name__)
 
+
+class ToolDiscoveryError(RuntimeError):
+    """A run's MCP tools could not be listed (a required server is down or misconfigured)."""
+
+
 RunStatusLike = Literal["completed", "failed", "cancelled", "requires_action"]
 Approver = Callable[[FunctionApprovalRequestContent], Awaitable[FunctionApprovalResponseContent]]
 
@@ -75,6 +81,8 @@ class RunResult(BaseModel):
     pending_approvals: list[FunctionApprovalRequestContent] = Field(default_factory=list)
     loop_state: LoopState | None = None
     """Set while `requires_action`: what `resume()` continues from."""
+    mcp_tools: list[dict[str, Any]] = Field(default_factory=list)
+    """The MCP tools discovered for this run (`McpToolSpec` JSON): `resume()` offers exactly these again."""
 
 
 def _as_messages(input: str | Message | Sequence[Message]) -> list[Message]:
@@ -111,8 +119,14 @@ class AgentRunner:
         async def execute(ctx: AgentRunContext) -> None:
             before = len(await self.log.messages())
             await append_input_step(self.log, run_id, ctx.messages)
+            try:
+                agent, mcp_tools = await self._discover(run_id)
+            except ToolDiscoveryError as error:
+                ctx.result = await self._result(run_id, "failed", f"tool discovery failed: {error}", Usage(), before)
+                return
             loop = AgentLoop(self.agent.loop_config())
-            ctx.result = await self._drive(loop, loop.start(), run_id, before)
+            ctx.result = await self._drive(agent, loop, loop.start(), run_id, before)
+            ctx.result.mcp_tools = mcp_tools
 
         await MiddlewarePipeline(self.agent.run_middleware).execute(context, execute)
         if context.result is None:
@@ -125,13 +139,16 @@ class AgentRunner:
             raise ValueError(f"run {paused.run_id} is {paused.status}, not waiting for approval")
         loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
         before = len(await self.log.messages()) - len(paused.messages)
+        agent = self._bound(paused.mcp_tools)
         command: LoopCommand | None = None
         for response in decisions:
-            decision = await record_approval_response_step(self.agent, self.log, paused.run_id, response)
+            decision = await record_approval_response_step(agent, self.log, paused.run_id, response)
             command = loop.send(decision)
         if command is None:
             return paused
-        return await self._drive(loop, command, paused.run_id, before)
+        result = await self._drive(agent, loop, command, paused.run_id, before)
+        result.mcp_tools = paused.mcp_tools
+        return result
 
     async def cancel(self, paused: RunResult, reason: str | None = None) -> RunResult:
         """End a `requires_action` run: its waiting calls get "not run" results, the status becomes `cancelled`."""
@@ -139,9 +156,32 @@ class AgentRunner:
             raise ValueError(f"run {paused.run_id} is {paused.status}; only a paused run can be cancelled here")
         loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
         before = len(await self.log.messages()) - len(paused.messages)
-        return await self._drive(loop, loop.send(Cancel(reason=reason)), paused.run_id, before)
+        agent = self._bound(paused.mcp_tools)
+        return await self._drive(agent, loop, loop.send(Cancel(reason=reason)), paused.run_id, before)
 
-    async def _drive(self, loop: AgentLoop, command: LoopCommand, run_id: str, before: int) -> RunResult:
+    async def _discover(self, run_id: str) -> tuple[AgentDefinition, list[dict[str, Any]]]:
+        """List the agent's MCP tools once for this run (an unreachable required server fails the run's start)."""
+        if not self.agent.mcp_servers:
+            return self.agent, []
+        from .mcp.discovery import McpDiscoveryError, discover_tools
+
+        try:
+            discovered = await discover_tools(self.agent.mcp_servers, [t.name for t in self.agent.tools])
+        except (McpDiscoveryError, McpConfigurationError) as error:
+            raise ToolDiscoveryError(str(error)) from error
+        specs = [spec.model_dump(mode="json") for spec in discovered.tools]
+        return self._bound(specs), specs
+
+    def _bound(self, mcp_tools: Sequence[dict[str, Any]]) -> AgentDefinition:
+        if not self.agent.mcp_servers:
+            return self.agent
+        from .mcp.tools import McpToolSpec
+
+        return self.agent.with_discovered_tools([McpToolSpec.model_validate(spec) for spec in mcp_tools])
+
+    async def _drive(
+        self, agent: AgentDefinition, loop: AgentLoop, command: LoopCommand, run_id: str, before: int
+    ) -> RunResult:
         while True:
             if isinstance(command, Finish):
                 await close_unresolved_calls_step(self.log, run_id, command)
@@ -155,35 +195,32 @@ class AgentRunner:
                     )
                     result.loop_state = loop.state.model_copy(deep=True)
                     return result
-                command = await self._ask_approver(self.approver, loop, run_id)
+                command = await self._ask_approver(agent, self.approver, loop, run_id)
                 continue
-            command = loop.send(await self._execute(command, run_id))
+            command = loop.send(await self._execute(agent, command, run_id))
 
-    async def _execute(self, command: CallModel | RunTools, run_id: str) -> LoopEvent:
+    async def _execute(self, agent: AgentDefinition, command: CallModel | RunTools, run_id: str) -> LoopEvent:
         if isinstance(command, CallModel):
             try:
-                return await call_model_step(
-                    self.agent, self.client, self.log, run_id, command, on_update=self.on_update
-                )
+                return await call_model_step(agent, self.client, self.log, run_id, command, on_update=self.on_update)
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")
             except Exception as error:  # e.g. a chat middleware refusing the call (UsageBudgetExceeded)
                 logger.warning("model step of run %s failed", run_id, exc_info=True)
                 return Fail(reason=f"model call failed: {type(error).__name__}: {error}")
         outcomes = await asyncio.gather(
-            *(
-                invoke_tool_step(self.agent, self.log, run_id, call, session_id=self.session_id)
-                for call in command.calls
-            )
+            *(invoke_tool_step(agent, self.log, run_id, call, session_id=self.session_id) for call in command.calls)
         )
         return ToolResults(outcomes=list(outcomes))
 
-    async def _ask_approver(self, approver: Approver, loop: AgentLoop, run_id: str) -> LoopCommand:
+    async def _ask_approver(
+        self, agent: AgentDefinition, approver: Approver, loop: AgentLoop, run_id: str
+    ) -> LoopCommand:
         requests = {r.function_call.call_id: r for r in await self._pending(run_id)}
         command: LoopCommand = AwaitApproval(pending=loop.awaiting_approval)
         for call_id in loop.awaiting_approval:
             response = await approver(requests[call_id])
-            decision: ApprovalDecision = await record_approval_response_step(self.agent, self.log, run_id, response)
+            decision: ApprovalDecision = await record_approval_response_step(agent, self.log, run_id, response)
             command = loop.send(decision)
         return command
 

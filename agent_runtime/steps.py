@@ -50,7 +50,14 @@ from .messages import (
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
 from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
-from .tools import EffectLedger, EffectLedgerUnavailableError, ToolArgumentsError, ToolContext, ToolTimeoutError
+from .tools import (
+    EffectLedger,
+    EffectLedgerUnavailableError,
+    ToolArgumentsError,
+    ToolContext,
+    ToolReportedError,
+    ToolTimeoutError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -254,7 +261,7 @@ async def _run_tool(
 
     try:
         await MiddlewarePipeline(agent.function_middleware).execute(context, invoke)
-    except (ToolTimeoutError, ToolArgumentsError) as error:
+    except (ToolTimeoutError, ToolArgumentsError, ToolReportedError) as error:
         return FunctionResultContent(call_id=call.call_id, error=str(error)), False
     except EffectLedgerUnavailableError:
         raise  # infrastructure, not the tool: the host retries the step

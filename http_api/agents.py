@@ -19,11 +19,21 @@ class ToolView(BaseModel):
     approval: str
 
 
+class McpServerView(BaseModel):
+    """An MCP server of the agent (its tools are listed when a run starts); no URL, header or setting is shown."""
+
+    name: str
+    transport: str
+    allowed_tools: list[str] | None
+    approval: str | dict[str, str]
+
+
 class AgentView(BaseModel):
     name: str
     description: str
     model: str | None
     tools: list[ToolView]
+    mcp_servers: list[McpServerView] = []
     structured_output: bool
     approval_timeout_seconds: float | None
     on_approval_timeout: str
@@ -42,6 +52,19 @@ class AgentView(BaseModel):
             tools=[
                 ToolView(name=t.name, description=t.description, parameters=t.parameters, approval=policy(t.approval))
                 for t in agent.tools
+            ],
+            mcp_servers=[
+                McpServerView(
+                    name=server.name,
+                    transport=server.transport,
+                    allowed_tools=server.allowed_tools,
+                    approval=(
+                        {tool: policy(p) for tool, p in server.approval.items()}
+                        if isinstance(server.approval, dict)
+                        else policy(server.approval)
+                    ),
+                )
+                for server in agent.mcp_servers
             ],
             structured_output=agent.output_type is not None,
             approval_timeout_seconds=agent.approval_timeout_seconds,

@@ -13,6 +13,7 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel
 
+from agent_runs.run_tools import agent_for_run
 from agent_runs.services import RunServices
 from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallContent
 from agent_runtime.steps import decide_approval
@@ -76,13 +77,13 @@ async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     now = datetime.now(UTC)
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
-    if _same_decision(record, decision, principal(req), body.reason, edited):
+    if not run.finished and _same_decision(record, decision, principal(req), body.reason, edited):
         # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
         await deliver(DurableGateway(client), run.run_id, approval_id)
         return json_response(ApprovalView.of(record), status=202)
     _check_open(record, run_finished=run.finished, now=now)
     if edited is not None:
-        _validate_edit(services, run.agent, record, edited)
+        await _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
             approval_id,
@@ -128,8 +129,11 @@ def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime) ->
         raise ApiProblem(410, "run_finished", "The run has already finished", "Its approvals can no longer change.")
 
 
-def _validate_edit(services: RunServices, agent_name: str, record: ApprovalRecord, edited: dict[str, object]) -> None:
-    agent = agent_or_404(services, agent_name)
+async def _validate_edit(
+    services: RunServices, agent_name: str, record: ApprovalRecord, edited: dict[str, object]
+) -> None:
+    # The run's own tools: an MCP tool's schema is the one discovered when the run started.
+    agent = await agent_for_run(services.store, agent_or_404(services, agent_name), record.run_id)
     call = FunctionCallContent(call_id=record.call_id, name=record.tool, arguments=record.arguments)
     request = FunctionApprovalRequestContent(id=record.approval_id, function_call=call)
     try:

@@ -55,6 +55,7 @@ class _Activities:
     expire_approvals = "expire_approvals"
     escalate_approvals = "escalate_approvals"
     finish_run = "finish_run"
+    discover_tools = "discover_tools"
 
 
 EXPIRE, ESCALATE = _Activities.expire_approvals, _Activities.escalate_approvals
@@ -75,9 +76,12 @@ def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
-    driver = RunDriver(RunInput.model_validate(context.get_input()))
+    run_input = RunInput.model_validate(context.get_input())
+    driver = RunDriver(run_input)
     cancels = ExternalEvents(context, CANCEL_EVENT)
     command: LoopCommand = driver.first_command()
+    if run_input.discover_tools and run_input.generation == 0:  # MCP tools: listed once, by the first execution
+        command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
 
     while not isinstance(command, Finish):
         try:
@@ -141,6 +145,21 @@ def _step(
     if failed(work):
         return driver.on_failure(f"{failure}: {error_text(work)}")
     return None
+
+
+def _discover_tools(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, run_input: RunInput
+) -> Generator[Any, Any, LoopCommand | None]:
+    """List and record the run's MCP tools (every later step reads the recorded list). Returns the next command
+    when discovery failed or the run was cancelled meanwhile, None to go on."""
+    task = context.call_activity_with_retry(
+        _Activities.discover_tools, ACTIVITY_RETRY, _payload(run_input.run, "discover_tools input")
+    )
+    done = yield from _step(context, driver, cancels, task, "tool_discovery_failed")
+    if done is None and isinstance(task.result, dict) and "code" in task.result:
+        failure = StepFailure.model_validate(task.result)
+        return driver.on_failure(f"{failure.code}: {failure.message}")
+    return done
 
 
 def _wait_for_approvals(

@@ -318,6 +318,21 @@ class CosmosSessionStore:
         raise ConflictError(f"session {run.session_id!r} kept changing; could not release run {run.run_id!r}")
 
     @_on_portal
+    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            updated = rules.record_tools(run, list(tools), self._clock())
+            if updated is None:
+                return run  # recorded before (a retried discovery): the first list stays
+            ensure_fits("run", run_id, updated)
+            saved = await self._save_run(updated, run.etag)
+            if saved is not None:
+                return saved
+        raise ConflictError(f"run {run_id!r} kept changing; record_run_tools gave up")
+
+    @_on_portal
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         sql = "SELECT * FROM c WHERE c.sessionId = @s ORDER BY c.ordinal"
         return [from_item(RunRecord, i) for i in await self._db.query("runs", sql, session_id, s=session_id)]

@@ -65,6 +65,10 @@ class RunRecord(_Record):
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
     metadata: JsonObject = Field(default_factory=dict)
+    discovered_tools: list[JsonObject] | None = Field(
+        default=None,
+        description="the tools discovered for the run when it started (MCP): written once by record_run_tools",
+    )
     etag: str | None = None
 
     @property

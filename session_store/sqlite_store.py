@@ -327,6 +327,21 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
+    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
+        def op() -> RunRecord:
+            now = self._now()
+            with self._tx() as conn:
+                run = self._get_run(conn, run_id, now)
+                if run is None:
+                    raise NotFoundError("run", run_id)
+                updated = rules.record_tools(run, list(tools), now)
+                if updated is None:
+                    return run
+                ensure_fits("run", run_id, updated)
+                return self._put_run(conn, updated, now)
+
+        return await self._run(op)
+
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         sql = f"SELECT doc FROM runs WHERE session_id = ? AND {LIVE} ORDER BY ordinal"
         rows = await self._run(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchall())
