@@ -39,8 +39,9 @@ from .middleware import AgentRunContext
 from .models.errors import ModelError
 from .models.types import ModelClient
 from .run_middleware import run_around
-from .run_result import RunResult, RunStatusLike, build_run_result
+from .run_result import RunResult, RunStatusLike, build_run_result, failure_reason
 from .steps import (
+    ChatMiddlewareEnded,
     OnUpdate,
     append_input_step,
     call_model_step,
@@ -155,6 +156,8 @@ class AgentRunner:
                 )
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")
+            except ChatMiddlewareEnded as ended:
+                return Fail(reason=failure_reason(ended.code, ended.message))
             except Exception as error:  # e.g. a chat middleware refusing the call (UsageBudgetExceeded)
                 logger.warning("model step of run %s failed", run_id, exc_info=True)
                 return Fail(reason=f"model call failed: {type(error).__name__}: {error}")
