@@ -11,6 +11,7 @@ from activities import workflow_agents, workflow_finish, workflow_gates, workflo
 from activities.approvals import apply_decision, expire_approvals, record_approvals
 from activities.finish import finish_run
 from activities.model import call_model
+from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, openapi, runs, sessions, workflows
@@ -24,6 +25,7 @@ app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.orchestration_trigger(context_name="context")(agent_run)
 for activity in (call_model, invoke_tool, record_approvals, apply_decision, expire_approvals, finish_run):
     app.activity_trigger(input_name="payload")(activity)
+app.activity_trigger(input_name="payload")(run_middleware_before)
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents

@@ -70,6 +70,8 @@ def run_input_for(
         or agent.approval_timeout_seconds
         or settings.default_approval_timeout_seconds,
         on_approval_timeout=agent.on_approval_timeout,
+        run_middleware=bool(agent.run_middleware),
+        cancel_grace_seconds=settings.cancel_grace_seconds,
     )
 
 

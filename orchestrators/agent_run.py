@@ -9,6 +9,7 @@ nothing else is read.
 from __future__ import annotations
 
 from collections.abc import Generator
+from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
@@ -22,6 +23,8 @@ from agent_runs.contracts import (
     ApprovalEvent,
     CancelEvent,
     ExpireApprovalsResult,
+    FinishResult,
+    MiddlewareBeforeResult,
     RunInput,
     StepFailure,
 )
@@ -38,7 +41,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
 )
 from orchestrators.external_events import ExternalEvents
-from orchestrators.tasks import drain, error_text, failed
+from orchestrators.tasks import error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
 ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
@@ -54,19 +57,21 @@ class _Activities:
     apply_decision = "apply_decision"
     expire_approvals = "expire_approvals"
     finish_run = "finish_run"
+    run_middleware_before = "run_middleware_before"
 
 
 def _payload(model: Any, what: str) -> dict[str, Any]:
     return within_budget(model.model_dump(mode="json"), what)
 
 
-
-
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     driver = RunDriver(RunInput.model_validate(context.get_input()))
     cancels = ExternalEvents(context, CANCEL_EVENT)
     approvals = ExternalEvents(context, APPROVAL_EVENT)
-    command: LoopCommand = driver.first_command()
+    if driver.needs_middleware_before():
+        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    else:
+        command = driver.first_command()
 
     while not isinstance(command, Finish):
         received = cancels.take()  # a cancel that arrived while a step was not raced (recording approvals...)
@@ -97,12 +102,28 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             command = yield from _wait_for_approvals(context, driver, command, approvals, cancels)
 
     context.set_custom_status(_payload(driver.progress(), "custom status"))
-    yield context.call_activity_with_retry(
+    finished = yield context.call_activity_with_retry(
         _Activities.finish_run, ACTIVITY_RETRY, _payload(driver.finish_input(command), "finish input")
     )
-    outcome = driver.on_finished(command)
+    outcome = driver.on_finished(command, FinishResult.model_validate(finished) if finished else None)
     context.set_custom_status(_payload(driver.progress(), "custom status"))
     return outcome.model_dump(mode="json")
+
+
+def _run_middleware_before(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents
+) -> Generator[Any, Any, LoopCommand]:
+    """The run middleware's pre-processing (an activity, raced with cancel): the first command, or the Finish the
+    middleware decided."""
+    task = context.call_activity_with_retry(
+        _Activities.run_middleware_before,
+        ACTIVITY_RETRY,
+        _payload(driver.middleware_before_input(), "run middleware input"),
+    )
+    done = yield from _step(context, driver, cancels, task, "run_middleware_error")
+    if done is not None:
+        return done
+    return driver.on_middleware_before(MiddlewareBeforeResult.model_validate(task.result))
 
 
 def _step(
@@ -114,11 +135,28 @@ def _step(
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
     if winner is cancel:
-        yield from drain(work)
+        yield from _drain_within(context, work, driver.cancel_grace_seconds)
         return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
     if failed(work):
         return driver.on_failure(f"{failure}: {error_text(work)}")
     return None
+
+
+def _drain_within(
+    context: df.DurableOrchestrationContext, work: TaskBase, grace_seconds: float
+) -> Generator[Any, Any, None]:
+    """A cancelled run lets its step in flight finish (its writes land before the run closes), but waits at most
+    `grace_seconds`: a hung step is abandoned and the run still ends `cancelled` (`invoke_tool` does not write a
+    result for a run that has closed)."""
+    if work.is_completed:
+        return
+    timer = context.create_timer(context.current_utc_datetime + timedelta(seconds=grace_seconds))
+    try:
+        winner = yield context.task_any([work, timer])
+    except Exception:
+        return
+    if winner is not timer:
+        timer.cancel()
 
 
 def _wait_for_approvals(
