@@ -84,23 +84,24 @@ async def run_around(
 ) -> tuple[RunResult, bool]:
     """The whole onion in one go (in-process). Returns (result, whether the run itself ran). An exception raised
     by the run itself (not by a layer) propagates unchanged."""
-    reached = False
+    ran: RunResult | None = None
 
     async def final(ctx: AgentRunContext) -> None:
-        nonlocal reached
-        reached = True
+        nonlocal ran
         try:
-            ctx.result = await core(ctx)
+            ran = ctx.result = await core(ctx)
         except Exception as error:
             raise _CoreFailed(error) from error
 
+    usage = None
     try:
         await MiddlewarePipeline(layers).execute(context, final)
+        usage = ran.usage if ran is not None else None
     except _CoreFailed as failed:
         raise failed.error from None
     except Exception as error:
-        return _error_result(context, error, detailed_errors), reached
-    return settle(context), reached
+        return _error_result(context, error, detailed_errors, usage=ran.usage if ran else None), ran is not None
+    return settle(context, usage=usage), ran is not None
 
 
 async def run_before(

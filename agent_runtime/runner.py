@@ -105,8 +105,8 @@ class AgentRunner:
                     update={"message_id": middleware_answer_message_id(run_id), "author_name": self.agent.name}
                 )
                 await self.log.append(answer)
-            result = result.model_copy(update={"messages": (await self.log.messages())[before:]})
-        return result
+        # What the run added to the conversation, whatever result object the chain settled on.
+        return result.model_copy(update={"messages": (await self.log.messages())[before:]})
 
     async def resume(self, paused: RunResult, decisions: Sequence[FunctionApprovalResponseContent]) -> RunResult:
         """Continue a `requires_action` run with approval decisions (all, or some: it pauses again for the rest)."""
