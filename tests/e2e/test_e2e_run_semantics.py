@@ -69,7 +69,9 @@ CASES = [
     # chat middleware terminating with a result: that is the answer, the loop ends
     Case("mw_chat_answer", (), "completed", None, "the chat layer answered", 0, ()),
     # ... even after the model proposed a tool call: the call is not stored and the tool never runs
-    Case("mw_chat_overrule", (Reply.call("lookup", {"key": "k"}),), "completed", None, "the chat layer answered", 1, ()),
+    Case(
+        "mw_chat_overrule", (Reply.call("lookup", {"key": "k"}),), "completed", None, "the chat layer answered", 1, ()
+    ),
     # chat middleware terminating without a result: failed, not retried
     Case("mw_chat_bare", (), "failed", "middleware_terminated", None, 0, ()),
     # structured output that does not validate: failed, the answer's text kept

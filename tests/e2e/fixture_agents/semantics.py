@@ -66,9 +66,7 @@ class ShortCircuit:
         elif self.kind == "message":
             context.result = Message.assistant("cached message")
         else:
-            context.result = RunResult(
-                run_id=context.run_id, status="completed", reason="cache", text="cached result"
-            )
+            context.result = RunResult(run_id=context.run_id, status="completed", reason="cache", text="cached result")
 
 
 class Terminate:
