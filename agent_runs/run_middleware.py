@@ -26,7 +26,7 @@ from agent_runs.store_log import load_session_records
 from agent_runtime.conversation import input_message_id, middleware_answer_message_id
 from agent_runtime.messages import Message
 from agent_runtime.middleware import AgentRunContext
-from agent_runtime.run_middleware import run_after, run_before
+from agent_runtime.run_middleware import RUN_MIDDLEWARE_INVALID_RESULT, run_after, run_before
 from agent_runtime.run_result import RunResult, failure_reason
 
 LEDGER_KIND = "run_middleware"
@@ -108,6 +108,12 @@ async def before_phase(ctx: StepContext, first_seq: int, slots: int) -> BeforeRe
                 continue
             stored = message.model_copy(update={"message_id": input_message_id(ctx.run.run_id, index)})
             await log.append(stored)
+    if ended is not None and ended.status not in ("completed", "failed", "cancelled"):
+        ended = RunResult(
+            run_id=ctx.run.run_id,
+            status="failed",
+            reason=failure_reason(RUN_MIDDLEWARE_INVALID_RESULT, f"a run cannot end {ended.status}"),
+        )
     state = _state(context)
     if state is None:
         ended = RunResult(

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2e_harness import FINAL, InProcessApp, wait_for_file
-from fixture_agents import semantics
+from semantics_agents import agents as semantics
 from test_e2e_crash import CrashableApp
 
 from agent_runtime.messages import Message
@@ -116,6 +117,16 @@ def _text(message: dict[str, Any]) -> str:
     return "".join(c.get("text", "") for c in message["contents"] if c["type"] == "text")
 
 
+AGENTS = {"AGENTS_PACKAGE": "semantics_agents"}
+
+
+@pytest.fixture
+def app(app_with: Callable[..., AbstractContextManager[InProcessApp]]) -> Iterator[InProcessApp]:
+    """The app serving the conformance agents, in-process on the virtual clock."""
+    with app_with(**AGENTS) as started:
+        yield started
+
+
 @pytest.fixture
 async def model_client(model: ScriptedModelServer) -> AsyncIterator[OpenAIChatClient]:
     client = OpenAIChatClient.compatible(base_url=model.base_url, model="scripted-model", timeout=10)
@@ -190,7 +201,7 @@ def test_restart_between_pre_and_post_processing(
     """The host is killed while the run's tool runs (after the pre-processing, before the post-processing) and
     started again: each phase ran once, and the post-processing saw the metadata the pre-processing left."""
     model.set_script(Script.of(Reply.call("slow_step", {"label": "once"}), "Done."))
-    app = CrashableApp(tmp_path, model, store_settings)
+    app = CrashableApp(tmp_path, model, {**store_settings, **AGENTS})
     app.host.start()
     try:
         started = app.api.start(agent="mw_slow", input="go")

@@ -1,4 +1,4 @@
-"""Agents of the run-semantics conformance table (`tests/e2e/test_e2e_run_semantics.py`): one agent per case of
+"""The agents of the run-semantics conformance table (`tests/e2e/test_e2e_run_semantics.py`): one agent per case of
 seed 000's middleware control flow, so the in-process runner and durable runs execute the very same definitions.
 
 `Trace` is a two-phase layer (`RunMiddleware`): it appends `<run id> <name>.before` / `<name>.after` to
@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fixture_agents.tools import lookup, slow_step
 from pydantic import BaseModel
 
 from agent_runtime.agents import AgentDefinition
@@ -18,7 +19,6 @@ from agent_runtime.messages import ChatResponse, Message
 from agent_runtime.middleware import AgentRunContext, CallNext, ChatContext, MiddlewareTermination
 from agent_runtime.run_middleware import RunMiddleware
 from agent_runtime.run_result import RunResult
-from fixture_agents.tools import lookup, slow_step
 
 TRACE_FILE = "run_middleware.trace"
 
