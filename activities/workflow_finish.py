@@ -23,9 +23,7 @@ async def workflow_finish(payload: dict[str, Any]) -> dict[str, Any]:
     await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error)
     for pending in await ctx.store.list_approvals(run_id=request.ref.run_id, status="pending"):
         await ctx.store.decide_approval(
-            pending.approval_id,
-            "expired",
-            reason=f"The workflow ended ({request.status}).",
+            pending.approval_id, "expired", reason=f"The workflow ended ({request.status}).",
             decided_at=datetime.now(UTC),
         )
     return {}

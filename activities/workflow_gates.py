@@ -88,5 +88,7 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
         "approval_id": record.approval_id,
     }
     await ctx.journal(request, "approval", output=output)
-    result = StepResult(step_id=step.id, status="ok", approved=approved, cancel_requested=await ctx.cancel_requested())
+    result = StepResult(
+        step_id=step.id, status="ok", approved=approved, cancel_requested=await ctx.cancel_requested()
+    )
     return within_budget(result.model_dump(mode="json"), "step result")

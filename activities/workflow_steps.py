@@ -49,9 +49,8 @@ async def workflow_evaluate(payload: dict[str, Any]) -> dict[str, Any]:
     step = ctx.definition.step(request.step_id)
     assert isinstance(step, BranchStep)
     holds, problem = evaluate(step.when, await ctx.data(request.refs))
-    await ctx.journal(
-        request, "branch", output={"condition": holds, "took": "then" if holds else "otherwise", "problem": problem}
-    )
+    await ctx.journal(request, "branch", output={"condition": holds, "took": "then" if holds else "otherwise",
+                                                  "problem": problem})
     return _result(StepResult(step_id=request.step_id, status="ok", condition=holds, journaled=False))
 
 
@@ -87,7 +86,6 @@ async def workflow_record_signal(payload: dict[str, Any]) -> dict[str, Any]:
         await ctx.journal(request, "signal", output={"payload": None, "timed_out": True})
     else:
         signal_payload = await ctx.signal_payload(request.signal_id)
-        await ctx.journal(
-            request, "signal", output={"payload": signal_payload, "timed_out": False, "signal_id": request.signal_id}
-        )
+        await ctx.journal(request, "signal", output={"payload": signal_payload, "timed_out": False,
+                                                     "signal_id": request.signal_id})
     return _result(StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested()))

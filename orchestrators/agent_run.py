@@ -64,6 +64,8 @@ def _payload(model: Any, what: str) -> dict[str, Any]:
     return within_budget(model.model_dump(mode="json"), what)
 
 
+
+
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     driver = RunDriver(RunInput.model_validate(context.get_input()))
     cancels = ExternalEvents(context, CANCEL_EVENT)

@@ -56,3 +56,4 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
     outcome = driver.outcome(command)
     runner.publish()
     return outcome.model_dump(mode="json")
+

@@ -213,11 +213,9 @@ class StepRunner:
         while True:
             expires_at = self.context.current_utc_datetime + timedelta(seconds=timeout)
             opened = GateOpened.model_validate(
-                (
-                    yield self.activity(
-                        Activities.open_gate, GateRequest(**self.request(command), level=level, expires_at=expires_at)
-                    )
-                )
+                (yield self.activity(
+                    Activities.open_gate, GateRequest(**self.request(command), level=level, expires_at=expires_at)
+                ))
             )
             outcome = yield from self._await_decision(command, opened, level)
             if outcome is None:
@@ -230,7 +228,9 @@ class StepRunner:
         )
         return StepResult.model_validate((yield self.activity(Activities.record_gate, record)))
 
-    def _await_decision(self, command: ExecuteStep, opened: GateOpened, level: int) -> Generator[Any, Any, str | None]:
+    def _await_decision(
+        self, command: ExecuteStep, opened: GateOpened, level: int
+    ) -> Generator[Any, Any, str | None]:
         """'decided' or 'expired' (after the deadline, unless a decision came first); None when cancelled.
         Each wait races a decision, the deadline and cancel afresh; what arrived between waits is taken first."""
         self.wait("requires_action", Waiting(approval_id=opened.approval_id, until=opened.expires_at))
