@@ -31,10 +31,10 @@ from typing import Any
 from .messages import Message, Usage
 from .middleware import AgentRunContext, CallNext, MiddlewareLike, MiddlewarePipeline
 from .run_result import RunResult, failure_reason
+from .steps import MIDDLEWARE_TERMINATED
 
 logger = logging.getLogger(__name__)
 
-MIDDLEWARE_TERMINATED = "middleware_terminated"
 RUN_MIDDLEWARE_ERROR = "run_middleware_error"
 RUN_MIDDLEWARE_NO_RESULT = "run_middleware_no_result"
 RUN_MIDDLEWARE_INVALID_RESULT = "run_middleware_invalid_result"

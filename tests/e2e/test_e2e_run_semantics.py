@@ -195,8 +195,20 @@ def test_redelivered_middleware_activities_do_not_run_it_again(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("agent", "text", "phases"),
+    [
+        ("mw_slow", "DONE. [OUTER-WAS-HERE]", BOTH),  # post-processing replaces the output, reads the metadata
+        ("mw_slow_stop", "stopped answer", BEFORE),  # termination after the run skips the outer post-processing
+    ],
+)
 def test_restart_between_pre_and_post_processing(
-    tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]
+    tmp_path: Path,
+    model: ScriptedModelServer,
+    store_settings: dict[str, str],
+    agent: str,
+    text: str,
+    phases: tuple[str, ...],
 ) -> None:
     """The host is killed while the run's tool runs (after the pre-processing, before the post-processing) and
     started again: each phase ran once, and the post-processing saw the metadata the pre-processing left."""
@@ -204,7 +216,7 @@ def test_restart_between_pre_and_post_processing(
     app = CrashableApp(tmp_path, model, {**store_settings, **AGENTS})
     app.host.start()
     try:
-        started = app.api.start(agent="mw_slow", input="go")
+        started = app.api.start(agent=agent, input="go")
         wait_for_file(app.marker_dir / "slow_step.started")
         assert semantics.traced(app.marker_dir, started["run_id"]) == ["outer.before"]
 
@@ -213,8 +225,8 @@ def test_restart_between_pre_and_post_processing(
         app.host.start()
 
         final = app.api.wait_for(started["run_id"], FINAL)
-        assert (final["status"], final["output"]["text"]) == ("completed", "DONE. [OUTER-WAS-HERE]")
-        assert semantics.traced(app.marker_dir, started["run_id"]) == list(BOTH)
+        assert (final["status"], final["output"]["text"]) == ("completed", text)
+        assert semantics.traced(app.marker_dir, started["run_id"]) == list(phases)
         messages, _ = app.stored(started["session_id"])
         assert Message.model_validate(messages[-1].payload).text == "Done."  # the stored answer is the model's
     finally:

@@ -153,3 +153,4 @@ mw_chat_overrule = _agent(
 mw_chat_bare = _agent("mw_chat_bare", chat_middleware=[ChatTerminate(with_result=False)])
 mw_structured = _agent("mw_structured", output_type=Weather)
 mw_slow = _agent("mw_slow", tools=[slow_step], run_middleware=[Trace(), Upper(), ReadMetadata()])
+mw_slow_stop = _agent("mw_slow_stop", tools=[slow_step], run_middleware=[Trace(), Terminate("after", "stopped answer")])
