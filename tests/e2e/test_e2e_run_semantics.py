@@ -75,6 +75,8 @@ CASES = [
     ),
     # chat middleware terminating without a result: failed, not retried
     Case("mw_chat_bare", (), "failed", "middleware_terminated", None, 0, ()),
+    # chat middleware returning without calling the model or setting a result: failed, not retried
+    Case("mw_chat_empty", (), "failed", "chat_middleware_no_result", None, 0, ()),
     # structured output that does not validate: failed, the answer's text kept
     Case(
         "mw_structured",

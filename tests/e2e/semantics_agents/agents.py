@@ -126,6 +126,13 @@ class ChatTerminate:
         raise MiddlewareTermination("chat blocked", result=result)
 
 
+class ChatSkip:
+    """Chat middleware that returns without `call_next` and without a result (a bug the run must report)."""
+
+    async def process(self, context: ChatContext, call_next: CallNext) -> None:
+        return None
+
+
 class Weather(BaseModel):
     city: str
     celsius: int
@@ -151,6 +158,7 @@ mw_chat_overrule = _agent(
     "mw_chat_overrule", tools=[lookup], chat_middleware=[ChatTerminate(with_result=True, after_model=True)]
 )
 mw_chat_bare = _agent("mw_chat_bare", chat_middleware=[ChatTerminate(with_result=False)])
+mw_chat_empty = _agent("mw_chat_empty", chat_middleware=[ChatSkip()])
 mw_structured = _agent("mw_structured", output_type=Weather)
 mw_slow = _agent("mw_slow", tools=[slow_step], run_middleware=[Trace(), Upper(), ReadMetadata()])
 mw_slow_stop = _agent("mw_slow_stop", tools=[slow_step], run_middleware=[Trace(), Terminate("after", "stopped answer")])
