@@ -67,6 +67,7 @@ CASES = [
     Case("mw_guard", ("Hello.",), "completed", None, "Hello.", 1, BOTH, input="my secret", model_sees="[redacted]"),
     # any other exception: failed with a stable code, no model call
     Case("mw_error", (), "failed", "run_middleware_error", None, 0, BEFORE),
+    Case("mw_error_after", ("Hello.",), "failed", "run_middleware_error", None, 1, BEFORE),
     # chat middleware terminating with a result: that is the answer, the loop ends
     Case("mw_chat_answer", (), "completed", None, "the chat layer answered", 0, ()),
     # ... even after the model proposed a tool call: the call is not stored and the tool never runs

@@ -109,7 +109,12 @@ class Guard:
 
 
 class Explode:
+    def __init__(self, after: bool = False) -> None:
+        self.after = after
+
     async def process(self, context: AgentRunContext, call_next: CallNext) -> None:
+        if self.after:
+            await call_next()
         raise ValueError("the guardrail service is down")
 
 
@@ -153,6 +158,7 @@ mw_upper = _agent("mw_upper", run_middleware=[Trace(), Upper()])
 mw_metadata = _agent("mw_metadata", run_middleware=[Trace(), ReadMetadata()])
 mw_guard = _agent("mw_guard", run_middleware=[Trace(), Guard()])
 mw_error = _agent("mw_error", run_middleware=[Trace(), Explode()])
+mw_error_after = _agent("mw_error_after", run_middleware=[Trace(), Explode(after=True)])
 mw_chat_answer = _agent("mw_chat_answer", chat_middleware=[ChatTerminate(with_result=True)])
 mw_chat_overrule = _agent(
     "mw_chat_overrule", tools=[lookup], chat_middleware=[ChatTerminate(with_result=True, after_model=True)]
