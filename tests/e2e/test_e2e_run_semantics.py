@@ -108,6 +108,7 @@ def check(case: Case, outcome: Outcome, model: ScriptedModelServer, phases: list
     assert tuple(phases) == case.phases  # each phase at most once
     if case.model_sees is not None:
         assert case.model_sees in str(model.log.last.body["messages"])
+        assert case.model_sees in _text(outcome.stored[0])  # and it is what the conversation keeps as the input
     answers = [m for m in outcome.stored if m["role"] == "assistant" and _text(m)]
     if case.status == "completed":
         assert _text(answers[-1]) == (case.stored_answer or case.text)
