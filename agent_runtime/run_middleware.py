@@ -12,8 +12,9 @@ activity and finishes in another, maybe days and several processes later. It run
 `RunMiddleware` layers (`before_run` / `after_run` hooks) are exact: their `before_run` is skipped when resumed, so
 each hook runs once per run. A plain onion layer's code before `call_next` runs again in the finish activity (Python
 cannot suspend a coroutine across processes): keep it free of side effects, or guard them with
-`if not context.resumed`. `context.metadata` and `context.options` set before `call_next` are persisted (small, JSON)
-and restored for the finish activity.
+`if not context.resumed`. Its decision must replay the same: a layer that short-circuits in the finish activity (a
+cache filled meanwhile) replaces the finished run's result with its own. `context.metadata` and `context.options` set
+before `call_next` are persisted (small, JSON) and restored for the finish activity.
 
 How the chain ends decides the run, identically in both runners (`settle`):
 - `context.result` is a `str`, a `Message` or a `RunResult`: that is the run's result (`str`/`Message`: completed);
