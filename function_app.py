@@ -12,6 +12,7 @@ from activities.approvals import apply_decisions, escalate_approvals, expire_app
 from activities.finish import finish_run
 from activities.mcp import discover_tools
 from activities.model import call_model
+from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, openapi, runs, sessions, workflows
@@ -29,6 +30,7 @@ for activity in (
 ):
     app.activity_trigger(input_name="payload")(activity)
 app.activity_trigger(input_name="payload")(discover_tools)  # MCP tools, listed once per run
+app.activity_trigger(input_name="payload")(run_middleware_before)
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents

@@ -8,7 +8,7 @@ from agent_runs.contracts import RunRef
 from agent_runs.run_tools import agent_for_run
 from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
-from agent_runs.store_log import StoreConversationLog
+from agent_runs.store_log import OpenRunLog, StoreConversationLog
 from agent_runtime.agents import AgentDefinition
 from session_store import SessionStore
 
@@ -44,6 +44,13 @@ class StepContext:
         decisions all belong to the run; earlier runs closed theirs), and O(run) instead of O(session)."""
         first, _ = run_seq_range(self.run.ordinal)
         return StoreConversationLog(
+            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
+        )
+
+    def open_run_log(self, first_seq: int, slots: int = 1) -> OpenRunLog:
+        """`run_log` that drops writes once the run has closed (see `OpenRunLog`)."""
+        first, _ = run_seq_range(self.run.ordinal)
+        return OpenRunLog(
             self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
         )
 

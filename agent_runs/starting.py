@@ -73,6 +73,8 @@ def run_input_for(
         on_approval_timeout=agent.final_timeout_action,
         escalation=agent.on_approval_timeout if isinstance(agent.on_approval_timeout, Escalate) else None,
         discover_tools=bool(agent.mcp_servers),
+        run_middleware=bool(agent.run_middleware),
+        cancel_grace_seconds=settings.cancel_grace_seconds,
     )
 
 

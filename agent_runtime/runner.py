@@ -11,12 +11,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from .agents import AgentDefinition
-from .conversation import ConversationLog, InMemoryConversationLog
+from .conversation import ConversationLog, InMemoryConversationLog, middleware_answer_message_id
 from .loop import AgentLoop
 from .loop_types import (
     ApprovalDecision,
@@ -27,7 +25,6 @@ from .loop_types import (
     Finish,
     LoopCommand,
     LoopEvent,
-    LoopState,
     RequestApproval,
     RunTools,
     ToolResults,
@@ -38,13 +35,15 @@ from .messages import (
     FunctionApprovalResponseContent,
     Message,
     Usage,
-    last_assistant_text,
     pending_approval_requests,
 )
-from .middleware import AgentRunContext, MiddlewarePipeline
+from .middleware import AgentRunContext
 from .models.errors import ModelError
 from .models.types import ModelClient
+from .run_middleware import run_around
+from .run_result import RunResult, RunStatusLike, build_run_result, failure_reason
 from .steps import (
+    ChatMiddlewareEnded,
     OnUpdate,
     append_input_step,
     call_model_step,
@@ -61,28 +60,7 @@ class ToolDiscoveryError(RuntimeError):
     """A run's MCP tools could not be listed (a required server is down or misconfigured)."""
 
 
-RunStatusLike = Literal["completed", "failed", "cancelled", "requires_action"]
 Approver = Callable[[FunctionApprovalRequestContent], Awaitable[FunctionApprovalResponseContent]]
-
-
-class RunResult(BaseModel):
-    """How a run ended (or paused). `messages`: what the run added to the conversation, in order."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    run_id: str
-    status: RunStatusLike
-    reason: str
-    text: str = ""
-    value: Any = None
-    """The structured output (an instance of the agent's `output_type`) when the agent has one."""
-    usage: Usage = Field(default_factory=Usage)
-    messages: list[Message] = Field(default_factory=list)
-    pending_approvals: list[FunctionApprovalRequestContent] = Field(default_factory=list)
-    loop_state: LoopState | None = None
-    """Set while `requires_action`: what `resume()` continues from."""
-    mcp_tools: list[dict[str, Any]] = Field(default_factory=list)
-    """The MCP tools discovered for this run (`McpToolSpec` JSON): `resume()` offers exactly these again."""
 
 
 def _as_messages(input: str | Message | Sequence[Message]) -> list[Message]:
@@ -116,22 +94,32 @@ class AgentRunner:
             agent_name=self.agent.name, messages=_as_messages(input), run_id=run_id, session_id=self.session_id
         )
 
-        async def execute(ctx: AgentRunContext) -> None:
-            before = len(await self.log.messages())
+        before = len(await self.log.messages())
+
+        async def execute(ctx: AgentRunContext) -> RunResult:
             await append_input_step(self.log, run_id, ctx.messages)
             try:
                 agent, mcp_tools = await self._discover(run_id)
             except ToolDiscoveryError as error:
-                ctx.result = await self._result(run_id, "failed", f"tool discovery failed: {error}", Usage(), before)
-                return
+                return await self._result(run_id, "failed", f"tool_discovery_failed: {error}", Usage(), before)
             loop = AgentLoop(self.agent.loop_config())
-            ctx.result = await self._drive(agent, loop, loop.start(), run_id, before)
-            ctx.result.mcp_tools = mcp_tools
+            result = await self._drive(agent, loop, loop.start(), run_id, before)
+            result.mcp_tools = mcp_tools
+            return result
 
-        await MiddlewarePipeline(self.agent.run_middleware).execute(context, execute)
-        if context.result is None:
-            raise RuntimeError("run middleware ended the run without a result")
-        return context.result
+        result, ran = await run_around(
+            self.agent.run_middleware, context, execute, detailed_errors=self.agent.include_detailed_errors
+        )
+        if not ran:
+            # The chain ended the run before it started: its input and answer are stored as a durable run does.
+            await append_input_step(self.log, run_id, context.messages)
+            if result.text:
+                answer = Message.assistant(result.text).model_copy(
+                    update={"message_id": middleware_answer_message_id(run_id), "author_name": self.agent.name}
+                )
+                await self.log.append(answer)
+        # What the run added to the conversation, whatever result object the chain settled on.
+        return result.model_copy(update={"messages": (await self.log.messages())[before:]})
 
     async def resume(self, paused: RunResult, decisions: Sequence[FunctionApprovalResponseContent]) -> RunResult:
         """Continue a `requires_action` run with approval decisions (all, or some: it pauses again for the rest)."""
@@ -205,6 +193,8 @@ class AgentRunner:
                 return await call_model_step(agent, self.client, self.log, run_id, command, on_update=self.on_update)
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")
+            except ChatMiddlewareEnded as ended:
+                return Fail(reason=failure_reason(ended.code, ended.message))
             except Exception as error:  # e.g. a chat middleware refusing the call (UsageBudgetExceeded)
                 logger.warning("model step of run %s failed", run_id, exc_info=True)
                 return Fail(reason=f"model call failed: {type(error).__name__}: {error}")
@@ -229,23 +219,10 @@ class AgentRunner:
 
     async def _result(self, run_id: str, status: RunStatusLike, reason: str, usage: Usage, before: int) -> RunResult:
         added = (await self.log.messages())[before:]
-        text = last_assistant_text(added)
-        value = None
-        if status == "completed" and self.agent.output_type is not None:
-            try:
-                value = self.agent.parse_output(text)
-            except ValueError as error:  # pydantic's ValidationError and json's JSONDecodeError are ValueErrors
-                status, reason = "failed", f"invalid structured output: {error}"
-        return RunResult(
-            run_id=run_id,
-            status=status,
-            reason=reason,
-            text=text,
-            value=value,
-            usage=usage,
-            messages=added,
-            pending_approvals=await self._pending(run_id) if status == "requires_action" else [],
-        )
+        result = build_run_result(self.agent, run_id, status, reason, usage, added)
+        if status == "requires_action":
+            result.pending_approvals = await self._pending(run_id)
+        return result
 
 
 __all__ = ["AgentRunner", "Approver", "RunResult"]

@@ -9,6 +9,7 @@ nothing else is read.
 from __future__ import annotations
 
 from collections.abc import Generator
+from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
@@ -22,6 +23,8 @@ from agent_runs.contracts import (
     DecisionsResult,
     EscalateApprovalsInput,
     ExpireApprovalsInput,
+    FinishResult,
+    MiddlewareBeforeResult,
     RunInput,
     StepFailure,
     approval_event_name,
@@ -38,7 +41,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
 )
 from orchestrators.external_events import Doorbells, ExternalEvents
-from orchestrators.tasks import drain, error_text, failed
+from orchestrators.tasks import error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
 ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
@@ -56,6 +59,7 @@ class _Activities:
     escalate_approvals = "escalate_approvals"
     finish_run = "finish_run"
     discover_tools = "discover_tools"
+    run_middleware_before = "run_middleware_before"
 
 
 EXPIRE, ESCALATE = _Activities.expire_approvals, _Activities.escalate_approvals
@@ -64,6 +68,7 @@ MODEL_CALL_FAILED = "model_call_failed"
 TOOL_CALL_FAILED = "tool_call_failed"
 APPROVAL_STEP_FAILED = "approval_step_failed"
 PAYLOAD_TOO_LARGE = "payload_too_large"
+RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 
 
 def _payload(model: Any, what: str) -> dict[str, Any]:
@@ -79,8 +84,12 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     run_input = RunInput.model_validate(context.get_input())
     driver = RunDriver(run_input)
     cancels = ExternalEvents(context, CANCEL_EVENT)
-    command: LoopCommand = driver.first_command()
-    if run_input.discover_tools and run_input.generation == 0:  # MCP tools: listed once, by the first execution
+    if driver.needs_middleware_before():
+        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    else:
+        command = driver.first_command()
+    if run_input.discover_tools and run_input.generation == 0 and not isinstance(command, Finish):
+        # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
         command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
 
     while not isinstance(command, Finish):
@@ -93,10 +102,10 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             return {}
 
     _publish(context, driver)
-    yield context.call_activity_with_retry(
+    finished = yield context.call_activity_with_retry(
         _Activities.finish_run, ACTIVITY_RETRY, _payload(driver.finish_input(command), "finish input")
     )
-    outcome = driver.on_finished(command)
+    outcome = driver.on_finished(command, FinishResult.model_validate(finished) if finished else None)
     _publish(context, driver)
     return outcome.model_dump(mode="json")
 
@@ -130,6 +139,22 @@ def _activity(context: df.DurableOrchestrationContext, name: str, payload: Any, 
     return context.call_activity_with_retry(name, ACTIVITY_RETRY, _payload(payload, what))
 
 
+def _run_middleware_before(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents
+) -> Generator[Any, Any, LoopCommand]:
+    """The run middleware's pre-processing (an activity, raced with cancel): the first command, or the Finish the
+    middleware decided."""
+    task = context.call_activity_with_retry(
+        _Activities.run_middleware_before,
+        ACTIVITY_RETRY,
+        _payload(driver.middleware_before_input(), "run middleware input"),
+    )
+    done = yield from _step(context, driver, cancels, task, RUN_MIDDLEWARE_FAILED)
+    if done is not None:
+        return done
+    return driver.on_middleware_before(MiddlewareBeforeResult.model_validate(task.result))
+
+
 def _step(
     context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, work: TaskBase, failure: str
 ) -> Generator[Any, Any, LoopCommand | None]:
@@ -140,7 +165,7 @@ def _step(
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
     if winner is cancel:
-        yield from drain(work)
+        yield from _drain_within(context, work, driver.cancel_grace_seconds)
         return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
     if failed(work):
         return driver.on_failure(f"{failure}: {error_text(work)}")
@@ -160,6 +185,23 @@ def _discover_tools(
         failure = StepFailure.model_validate(task.result)
         return driver.on_failure(f"{failure.code}: {failure.message}")
     return done
+
+
+def _drain_within(
+    context: df.DurableOrchestrationContext, work: TaskBase, grace_seconds: float
+) -> Generator[Any, Any, None]:
+    """A cancelled run lets its step in flight finish (its writes land before the run closes), but waits at most
+    `grace_seconds`: a hung step is abandoned and the run still ends `cancelled` (`invoke_tool` does not write a
+    result for a run that has closed)."""
+    if work.is_completed:
+        return
+    timer = context.create_timer(context.current_utc_datetime + timedelta(seconds=grace_seconds))
+    try:
+        winner = yield context.task_any([work, timer])
+    except Exception:
+        return
+    if winner is not timer:
+        timer.cancel()
 
 
 def _wait_for_approvals(

@@ -175,5 +175,5 @@ async def test_a_server_that_goes_down_mid_run_is_a_tool_error_then_a_failed_sta
     # A new run cannot list the required server's tools: it fails before the model is called.
     calls = len(model.log)
     failed = await runner.run("again")
-    assert failed.status == "failed" and "tool discovery failed: MCP server 'tools'" in failed.reason
+    assert failed.status == "failed" and "tool_discovery_failed: MCP server 'tools'" in failed.reason
     assert len(model.log) == calls

@@ -3,8 +3,15 @@
 from datetime import UTC, datetime, timedelta
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
-from agent_runs.contracts import DecisionsResult, RunInput, RunRef, StepFailure
-from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
+from agent_runs.contracts import (
+    DecisionsResult,
+    FinishResult,
+    MiddlewareBeforeResult,
+    RunInput,
+    RunRef,
+    StepFailure,
+)
+from agent_runs.driver import MIDDLEWARE_SLOTS, MODEL_CALLS_PER_EXECUTION, RunDriver
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
 from agent_runtime.conversation import approval_id
 from agent_runtime.escalation import Escalate
@@ -186,3 +193,58 @@ def test_the_model_call_in_flight_is_published_for_its_streamed_draft() -> None:
     assert d.progress().model_call_seq == model.first_seq  # pollers read the draft there
     d.on_model_result(turn(("a", False)))
     assert d.progress().model_call_seq is None  # the answer is complete: an ordinary update now
+
+
+# ----------------------------------------------------------------------------------------------- run middleware
+
+
+def test_run_middleware_pre_processing_runs_first_and_post_processing_is_asked_at_the_finish() -> None:
+    d = driver(run_middleware=True)
+    assert d.needs_middleware_before()
+    before = d.middleware_before_input()
+    assert before.first_seq == seq_for(3, 2) and before.slots == MIDDLEWARE_SLOTS
+    command = d.on_middleware_before(MiddlewareBeforeResult(proceed=True))
+    assert isinstance(command, CallModel)
+    model = d.model_call(command)
+    assert model.first_seq == seq_for(3, 2 + MIDDLEWARE_SLOTS)  # after what the middleware may have written
+    finish = d.on_model_result(turn())
+    assert isinstance(finish, Finish)
+    assert d.finish_input(finish).run_middleware == "after"
+
+
+def test_run_middleware_that_ends_the_run_skips_the_loop_and_the_post_processing() -> None:
+    d = driver(run_middleware=True)
+    d.middleware_before_input()
+    command = d.on_middleware_before(MiddlewareBeforeResult(proceed=False, status="completed", reason="run_middleware"))
+    assert command == Finish(status="completed", reason="run_middleware")
+    assert d.finish_input(command).run_middleware == "ended"
+    outcome = d.on_finished(command, FinishResult(status="completed", reason="run_middleware"))
+    assert (outcome.status, d.progress().status) == ("completed", "completed")
+
+
+def test_run_middleware_pre_processing_is_not_repeated_after_continue_as_new() -> None:
+    d = driver(run_middleware=True, generation=1, pending_command=CallModel(iteration=9, tool_choice="auto"))
+    assert not d.needs_middleware_before()
+    assert d.finish_input(Finish(status="completed", reason="stop")).run_middleware == "after"
+    assert not driver().needs_middleware_before()  # an agent without run middleware
+    assert driver().finish_input(Finish(status="completed", reason="stop")).run_middleware == "none"
+
+
+def test_a_cancelled_or_failed_pre_processing_is_not_post_processed() -> None:
+    d = driver(run_middleware=True)
+    d.middleware_before_input()
+    command = d.on_cancel("stop")
+    assert isinstance(command, Finish) and command.status == "cancelled"
+    assert d.finish_input(command).run_middleware == "none"
+
+
+def test_finish_run_may_change_the_verdict_of_the_loop() -> None:
+    d = driver()
+    d.model_call(d.first_command())
+    finish = d.on_model_result(turn())
+    assert isinstance(finish, Finish)
+    verdict = FinishResult(status="failed", reason="invalid_structured_output: the answer is not JSON")
+    outcome = d.on_finished(finish, verdict)
+    assert (outcome.status, outcome.reason) == ("failed", verdict.reason)
+    assert (d.progress().status, d.progress().reason) == ("failed", verdict.reason)
+    assert driver().on_finished(Finish(status="completed", reason="stop")).status == "completed"  # old histories
