@@ -12,12 +12,19 @@ from typing import Any
 
 from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
-from agent_runs.contracts import ApprovalRequestsInput, DecisionInput, ExpireApprovalsInput, ExpireApprovalsResult
+from agent_runs.contracts import (
+    ApprovalRequestsInput,
+    DecisionInput,
+    ExpireApprovalsInput,
+    ExpireApprovalsResult,
+    RunRef,
+)
 from agent_runs.store_log import StoreConversationLog
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
 from agent_runtime.steps import record_approval_requests_step, record_approval_response_step
 from session_store import AlreadyDecidedError, ApprovalRecord
+from telemetry.spans import emit_approval_span
 
 NOT_APPROVED_IN_TIME = "Not approved in time."
 
@@ -52,6 +59,7 @@ async def apply_decision(payload: dict[str, Any]) -> dict[str, Any]:
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {step.approval_id!r} has no stored decision yet")  # retried by Durable
     decision = await _record_response(ctx, ctx.run_log(step.seq, 1), record)
+    _approval_span(step.run, record)
     return within_budget(decision.model_dump(mode="json"), "decision")
 
 
@@ -68,6 +76,7 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
         except AlreadyDecidedError as race:
             record = race.current
         decision = await _record_response(ctx, log, record)
+        _approval_span(step.run, record)
         if record.status == "expired":
             result.expired.append(approval_id)
         else:
@@ -87,6 +96,22 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
     )
     return await record_approval_response_step(
         ctx.agent, log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
+    )
+
+
+def _approval_span(run: RunRef, record: ApprovalRecord) -> None:
+    """The wait for this decision as an `await_approval` span of the run (request to decision) and its latency."""
+    emit_approval_span(
+        run.trace,
+        run_id=run.run_id,
+        agent=run.agent,
+        tool=record.tool,
+        call_id=record.call_id,
+        approval_id=record.approval_id,
+        decision=record.status,
+        decided_by=record.decided_by,
+        requested_at=record.created_at,
+        decided_at=record.decided_at,
     )
 
 

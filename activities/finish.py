@@ -12,6 +12,7 @@ from agent_runs.sequence import run_seq_range
 from agent_runs.store_log import load_session_records
 from agent_runtime.messages import Message, last_assistant_text
 from agent_runtime.steps import close_unresolved_calls_step
+from telemetry.spans import emit_run_span
 
 _CODE = re.compile(r"^([a-z][a-z0-9_]*):\s*(.*)$", re.DOTALL)
 
@@ -31,6 +32,15 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
         step.run.run_id, finish.status, output=output, error=error, usage=step.usage.model_dump(mode="json")
     )
     await expire_pending_approvals(ctx.store, step.run.run_id, finish.status)
+    emit_run_span(
+        step.run.trace,
+        run_id=step.run.run_id,
+        session_id=step.run.session_id,
+        agent=step.run.agent,
+        status=finish.status,
+        reason=finish.reason,
+        usage=step.usage,
+    )
     return {}
 
 

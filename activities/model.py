@@ -13,6 +13,8 @@ from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
 from agent_runtime.steps import call_model_step
+from telemetry.model_client import TracedModelClient
+from telemetry.spans import run_step
 
 
 async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
@@ -36,14 +38,16 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
             else None
         )
         try:
-            result = await call_model_step(
-                ctx.agent,
-                ctx.services.model_client(),
-                log,
-                step.run.run_id,
-                step.command,
-                on_update=drafts.on_update if drafts else None,
-            )
+            with run_step(step.run.trace, step.run.run_id):  # the `chat` span is a child of the run's span
+                result = await call_model_step(
+                    ctx.agent,
+                    TracedModelClient(ctx.services.model_client(), agent=ctx.agent.name),
+                    log,
+                    step.run.run_id,
+                    step.command,
+                    on_update=drafts.on_update if drafts else None,
+                    prices=ctx.services.model_settings.prices(),
+                )
         except ModelError as error:
             if error.retryable:
                 raise  # the activity's durable retry waits on a timer, holding no worker

@@ -8,13 +8,28 @@ from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
 from agent_runs.contracts import ToolCallInput
 from agent_runs.effects import StoreEffectLedger
+from agent_runtime.loop_types import ToolOutcome
 from agent_runtime.steps import invoke_tool_step
+from telemetry.spans import mark_error, run_step, tool_span
 
 
 async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
     step = ToolCallInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
-    outcome = await invoke_tool_step(
+    invocation = step.invocation
+    with run_step(step.run.trace, step.run.run_id):
+        if invocation.action == "deny":  # not executed: the `await_approval` span records the rejection
+            outcome = await _invoke(ctx, step)
+        else:
+            with tool_span(ctx.agent.name, invocation.name, invocation.call_id) as span:
+                outcome = await _invoke(ctx, step)
+                if outcome.is_error:
+                    mark_error(span, "unknown_tool" if invocation.action == "unknown" else "tool_error")
+    return within_budget(outcome.model_dump(mode="json"), "invoke_tool result")
+
+
+async def _invoke(ctx: StepContext, step: ToolCallInput) -> ToolOutcome:
+    return await invoke_tool_step(
         ctx.agent,
         ctx.run_log(step.seq, 1),
         step.run.run_id,
@@ -22,4 +37,3 @@ async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
         session_id=step.run.session_id,
         effects=StoreEffectLedger(ctx.store, step.run.session_id),
     )
-    return within_budget(outcome.model_dump(mode="json"), "invoke_tool result")

@@ -43,6 +43,7 @@ from .messages import (
 from .middleware import AgentRunContext, MiddlewarePipeline
 from .models.errors import ModelError
 from .models.types import ModelClient
+from .spend import ModelPrices, RunBudget
 from .steps import (
     OnUpdate,
     append_input_step,
@@ -95,8 +96,13 @@ class AgentRunner:
         approver: Approver | None = None,
         session_id: str | None = None,
         on_update: OnUpdate | None = None,
+        budget: RunBudget | None = None,
+        prices: ModelPrices | None = None,
     ) -> None:
         self.agent, self.client, self.approver = agent, client, approver
+        # The agent's budget tightened by this runner's (a BudgetAboveAgentLimitError if it asks for more).
+        self.budget = agent.run_budget(budget)
+        self.prices = prices
         self.log = log if log is not None else InMemoryConversationLog()
         self.session_id = session_id
         self.on_update = on_update  # set: model calls stream and every update is passed on
@@ -111,7 +117,7 @@ class AgentRunner:
         async def execute(ctx: AgentRunContext) -> None:
             before = len(await self.log.messages())
             await append_input_step(self.log, run_id, ctx.messages)
-            loop = AgentLoop(self.agent.loop_config())
+            loop = AgentLoop(self.agent.loop_config(self.budget))
             ctx.result = await self._drive(loop, loop.start(), run_id, before)
 
         await MiddlewarePipeline(self.agent.run_middleware).execute(context, execute)
@@ -163,7 +169,7 @@ class AgentRunner:
         if isinstance(command, CallModel):
             try:
                 return await call_model_step(
-                    self.agent, self.client, self.log, run_id, command, on_update=self.on_update
+                    self.agent, self.client, self.log, run_id, command, on_update=self.on_update, prices=self.prices
                 )
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from agent_runtime.messages import Usage
+from agent_runtime.spend import RunBudget
 
 # Ids travel in URLs and become Cosmos ids/partition keys: keep them to a safe alphabet.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -48,6 +49,9 @@ class StartRunRequest(StrictModel):
     approval_timeout_seconds: Annotated[int, Field(ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS)] | None = None
     metadata: dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue] = Field(
         default_factory=dict, max_length=MAX_METADATA_ENTRIES
+    )
+    budget: RunBudget | None = Field(
+        default=None, description="limits for this run; each may only be lower than the agent's (422 otherwise)"
     )
 
     @field_validator("input")
