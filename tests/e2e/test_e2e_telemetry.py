@@ -4,6 +4,7 @@ trace, parented under the run span, with or without an approval in between; repl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +94,131 @@ def test_the_run_continues_the_callers_trace(app: InProcessApp, model: ScriptedM
     run_span = next(s for s in spans if s.name == "invoke_agent helper")
     assert f"{run_span.parent.span_id:016x}" == CLIENT_SPAN
 
+
+
+WITH_APPROVAL = Script.of(
+    Reply.call("lookup", {"key": "a"}),
+    Reply.call("send_email", {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}),
+    "Sent.",
+)
+
+
+def orchestrator_episodes(app: InProcessApp, run_id: str) -> int:
+    """Episodes the orchestrator ran: the first, then one per completion, event or timer (each replays it all)."""
+    history = app.history(run_id)["historyEvents"]
+    return 1 + sum(1 for e in history if e["EventType"] in ("TaskCompleted", "EventRaised", "TimerFired"))
+
+
+def test_an_approval_three_days_later_stays_in_the_runs_trace(
+    app: InProcessApp, model: ScriptedModelServer, sink: TelemetrySink
+) -> None:
+    model.set_script(WITH_APPROVAL)
+    view = app.start_until_approval(input="Look a up and email Bob", approval_timeout_seconds=4 * 86400)
+    assert names(sink.spans()) == ["chat scripted-model", "chat scripted-model", "execute_tool lookup"]
+    app.advance(3 * 86400)  # durable time: the run waits three days, holding nothing
+    [approval_id] = [a["approval_id"] for a in view["pending_approvals"]]
+    decided = app.decide(view["run_id"], approval_id, "approve", reason="fine")
+    assert decided.status_code == 202
+    app.http.post(  # the same decision again, as a double-click sends it: one decision, one span
+        f"/api/runs/{view['run_id']}/approvals/{approval_id}", json={"decision": "approve"}
+    )
+    app.settle()
+    assert app.view(view["run_id"])["status"] == "completed"
+
+    spans = sink.spans()
+    assert names(spans) == [
+        "await_approval send_email", "chat scripted-model", "chat scripted-model", "chat scripted-model",
+        "execute_tool lookup", "execute_tool send_email", "invoke_agent helper",
+    ]
+    assert len({span.context.trace_id for span in spans}) == 1
+    run_span = next(s for s in spans if s.name == "invoke_agent helper")
+    assert all(s.parent.span_id == run_span.context.span_id for s in spans if s is not run_span)
+    wait = next(s for s in spans if s.name.startswith("await_approval"))
+    assert wait.attributes["agent_run.approval.decision"] == "approved"
+    assert wait.attributes["agent_run.approval.id"] == approval_id
+    assert wait.attributes["gen_ai.tool.name"] == "send_email"
+    [record] = app.approvals(view["run_id"])
+    assert wait.start_time < wait.end_time
+    assert wait.end_time == int(_parse(record["decided_at"]).timestamp() * 1_000_000_000)
+    # The orchestrator replayed its history on every episode; only activities made spans.
+    assert orchestrator_episodes(app, view["run_id"]) > len(spans)
+
+
+def test_the_approver_and_an_expired_wait_are_recorded(
+    app: InProcessApp, model: ScriptedModelServer, sink: TelemetrySink
+) -> None:
+    model.set_script(WITH_APPROVAL)
+    view = app.start_until_approval(input="Look a up and email Bob")
+    approval_id = view["pending_approvals"][0]["approval_id"]
+    app.http.post(
+        f"/api/runs/{view['run_id']}/approvals/{approval_id}",
+        json={"decision": "reject", "reason": "no"},
+        headers={"x-ms-client-principal-name": "alice@example.com"},
+    )
+    app.settle()
+    wait = next(s for s in sink.spans() if s.name.startswith("await_approval"))
+    assert wait.attributes["agent_run.approval.decision"] == "rejected"
+    assert wait.attributes["agent_run.approval.decided_by"] == "alice@example.com"
+    # The rejected call was not executed: no execute_tool span for it.
+    assert names(s for s in sink.spans() if s.name.startswith("execute_tool")) == ["execute_tool lookup"]
+
+    sink.clear()
+    model.set_script(WITH_APPROVAL)
+    view = app.start_until_approval(input="Again", session_id=view["session_id"])
+    app.advance(86400 + 1)  # the default approval timeout passes: the request expires
+    assert app.view(view["run_id"])["status"] == "completed"
+    wait = next(s for s in sink.spans() if s.name.startswith("await_approval"))
+    assert wait.attributes["agent_run.approval.decision"] == "expired"
+
+
+def test_message_content_is_captured_only_when_asked(
+    model_server: ScriptedModelServer, model: ScriptedModelServer, sink: TelemetrySink, monkeypatch
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    settings = app_settings(model_server.base_url, SESSION_STORE_PATH=":memory:")
+    with running_app(settings, "sqlite") as app:
+        model.set_script(FIVE_STEPS)
+        run_to_end(app)
+    chats = sorted((s for s in sink.spans() if s.name.startswith("chat")), key=lambda s: s.start_time)
+    first_in = json.loads(chats[0].attributes["gen_ai.input.messages"])
+    assert first_in[-1] == {"role": "user", "parts": [{"type": "text", "content": "Look up a and b"}]}
+    first_out = json.loads(chats[0].attributes["gen_ai.output.messages"])
+    assert first_out[0]["parts"][0]["type"] == "tool_call" and first_out[0]["parts"][0]["name"] == "lookup"
+    last_in = json.loads(chats[2].attributes["gen_ai.input.messages"])
+    assert {"type": "tool_call_response", "id": last_in[-1]["parts"][0]["id"],
+            "response": {"key": "b", "value": "value-of-b"}} == last_in[-1]["parts"][0]
+    assert json.loads(chats[2].attributes["gen_ai.output.messages"])[0]["parts"] == [
+        {"type": "text", "content": "Both found."}
+    ]
+
+
+def test_metrics_count_tokens_steps_and_runs(app: InProcessApp, model: ScriptedModelServer, sink) -> None:
+    def total(name: str, **attributes: str) -> float:
+        points = [p for p in sink.metric_points(name) if attributes.items() <= dict(p.attributes).items()]
+        return sum(getattr(p, "sum", None) or getattr(p, "value", 0) for p in points)
+
+    def count(name: str, **attributes: str) -> int:
+        points = [p for p in sink.metric_points(name) if attributes.items() <= dict(p.attributes).items()]
+        return sum(p.count for p in points)
+
+    before_runs = total("agent_run.runs", **{"gen_ai.agent.name": "helper", "agent_run.status": "completed"})
+    before_input = total("gen_ai.client.token.usage", **{"gen_ai.token.type": "input", "gen_ai.agent.name": "helper"})
+    before_tools = count("agent_run.step.duration", **{"agent_run.step": "execute_tool", "gen_ai.agent.name": "helper"})
+    before_durations = count("agent_run.duration", **{"gen_ai.agent.name": "helper"})
+    model.set_script(FIVE_STEPS)
+    view = run_to_end(app)
+
+    assert total("agent_run.runs", **{"gen_ai.agent.name": "helper", "agent_run.status": "completed"}) == (
+        before_runs + 1
+    )
+    used = total("gen_ai.client.token.usage", **{"gen_ai.token.type": "input", "gen_ai.agent.name": "helper"})
+    assert used - before_input == view["usage"]["input_tokens"]
+    tools = count("agent_run.step.duration", **{"agent_run.step": "execute_tool", "gen_ai.agent.name": "helper"})
+    assert tools - before_tools == 2
+    assert count("agent_run.duration", **{"gen_ai.agent.name": "helper"}) == before_durations + 1
+
+
+def _parse(text: str):  # noqa: ANN202
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
