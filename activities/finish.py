@@ -25,7 +25,7 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
     output: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     if finish.status == "completed":
-        output = await _output(ctx)
+        output = {**await _output(ctx), "finish_reason": finish.reason}  # e.g. "stop", "budget_exceeded"
     else:
         error = _error(finish.status, finish.reason)
     await ctx.store.finish_run(

@@ -122,8 +122,11 @@ class RunView(BaseModel):
     updated_at: datetime | None = None
     updates: list[RunUpdate] = Field(default_factory=list)
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=Usage, description="tokens so far; `cost` when MODEL_PRICES prices them")
     output: dict[str, Any] | None = None
+    finish_reason: str | None = Field(
+        default=None, description="why a completed run ended: `stop`, `budget_exceeded`, `max_iterations`, ..."
+    )
     partial_output: str | None = Field(
         default=None, description="the text of the model answer streaming in right now (not yet an update)"
     )
