@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from agent_runtime.messages import Usage
 from telemetry import metrics
 from telemetry.ids import fixed_ids, run_span_tracer
-from telemetry.trace_context import RunTrace, non_recording
+from telemetry.trace_context import RunTrace, non_recording, run_span_id
 
 TRACER_NAME = "durable_agents"
 _tracer = trace.get_tracer(TRACER_NAME)
@@ -86,11 +86,8 @@ def emit_run_span(
     ended_at = ended_at or datetime.now(UTC)
     seconds = (ended_at - run_trace.started_at).total_seconds() if run_trace else 0.0
     metrics.record_run(agent=agent, status=status, reason=reason, seconds=seconds)
-    run_tracer = run_span_tracer(f"{TRACER_NAME}.runs")
-    if run_trace is None or run_tracer is None:
+    if run_trace is None:
         return
-    parent = run_trace.parent_span_context()
-    parent_context = trace.set_span_in_context(non_recording(parent)) if parent else otel_context.Context()
     attributes: dict[str, str | int | float] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": agent,
@@ -103,16 +100,45 @@ def emit_run_span(
     }
     if usage.cost is not None:
         attributes["agent_run.cost"] = usage.cost
-    with fixed_ids(run_trace.trace_id_int, run_trace.run_span_context(run_id).span_id):
+    emit_fixed_span(
+        run_trace,
+        f"invoke_agent {agent}",
+        span_id=run_span_id(run_id),
+        parent=run_trace.parent_span_context(),
+        attributes=attributes,
+        started_at=run_trace.started_at,
+        ended_at=ended_at,
+        error=reason if status == "failed" else None,
+    )
+
+
+def emit_fixed_span(
+    run_trace: RunTrace,
+    name: str,
+    *,
+    span_id: int,
+    parent: SpanContext | None,
+    attributes: dict[str, str | int | float],
+    started_at: datetime,
+    ended_at: datetime,
+    error: str | None = None,
+) -> None:
+    """A span that covers work across activities, with an id fixed in advance (so spans emitted before it could
+    name it as their parent), emitted at once when that work is over."""
+    run_tracer = run_span_tracer(f"{TRACER_NAME}.runs")
+    if run_tracer is None:
+        return
+    parent_context = trace.set_span_in_context(non_recording(parent)) if parent else otel_context.Context()
+    with fixed_ids(run_trace.trace_id_int, span_id):
         span = run_tracer.start_span(
-            f"invoke_agent {agent}",
+            name,
             context=parent_context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
-            start_time=_ns(run_trace.started_at),
+            start_time=_ns(min(started_at, ended_at)),
         )
-    if status == "failed":
-        mark_error(span, reason.split(":", 1)[0][:64] or "failed", reason[:256])
+    if error is not None:
+        mark_error(span, error.split(":", 1)[0][:64] or "failed", error[:256])
     span.end(end_time=_ns(ended_at))
 
 

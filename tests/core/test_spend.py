@@ -119,7 +119,9 @@ def test_limits_must_be_positive() -> None:
 
 
 def test_model_prices() -> None:
-    prices = ModelPrices.parse('{"gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4o": {"input": 2.5, "output": 10}}')
+    prices = ModelPrices.parse(
+        '{"gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4o": {"input": 2.5, "output": 10}}'
+    )
     usage = Usage(input_tokens=1_000_000, output_tokens=500_000, total_tokens=1_500_000)
     assert prices.cost_of(usage, "gpt-4o-mini") == pytest.approx(0.45)
     assert prices.cost_of(usage, None, "gpt-4o-mini-2024-07-18") == pytest.approx(0.45)  # dated: the family's price

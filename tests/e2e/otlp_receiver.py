@@ -40,7 +40,7 @@ class OtlpReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 if self.path == "/v1/traces":
                     receiver._receive(ExportTraceServiceRequest.FromString(body))

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import app_settings, running_app
-from telemetry_sink import TelemetrySink, names, telemetry_sink
 
 from scripted_model import Reply, Script, ScriptedModelServer
+from telemetry.testing import TelemetrySink, names, telemetry_sink
 
 FIVE_STEPS = Script.of(Reply.call("lookup", {"key": "a"}), Reply.call("lookup", {"key": "b"}), "Both found.")
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -218,7 +219,5 @@ def test_metrics_count_tokens_steps_and_runs(app: InProcessApp, model: ScriptedM
     assert count("agent_run.duration", **{"gen_ai.agent.name": "helper"}) == before_durations + 1
 
 
-def _parse(text: str):  # noqa: ANN202
-    from datetime import datetime
-
+def _parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))

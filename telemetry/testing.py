@@ -1,6 +1,12 @@
-"""This test process's OpenTelemetry sink: an SDK tracer provider with an in-memory span exporter and a meter
-provider with an in-memory reader, installed once (OpenTelemetry allows one global provider per process). In-process
-hosts run the app's activities in this process, so everything the app records lands here."""
+"""For tests: an in-memory OpenTelemetry sink for this process. An SDK tracer provider with an in-memory span
+exporter and a meter provider with an in-memory reader, installed once (OpenTelemetry allows one global provider per
+process). In-process hosts (`devhost.testing.InProcessHost`) run the app's activities in the test's process, so
+everything the app records lands here:
+
+    sink = telemetry_sink(); sink.clear()
+    ... run something on an InProcessHost ...
+    assert names(sink.spans()) == [...]
+"""
 
 from __future__ import annotations
 
