@@ -21,6 +21,8 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -33,37 +35,55 @@ log = logging.getLogger(__name__)
 DEFAULT_SERVICE_NAME = "durable-agents"
 _EXPORTERS = frozenset({"console", "otlp", "none"})
 _lock = threading.Lock()
-_configured: str | None = None
+_configured: TelemetryPlan | None = None
 
 
-def configure_telemetry(environ: Mapping[str, str] | None = None) -> str:
-    """Configure this process once; returns what was configured (`azure_monitor`, `sdk`, `none`), then the same
-    answer on every later call."""
+@dataclass(frozen=True)
+class TelemetryPlan:
+    """What the environment asks for: `azure_monitor`, `sdk` (with its exporters) or `none`."""
+
+    kind: Literal["azure_monitor", "sdk", "none"]
+    traces: frozenset[str] = frozenset()
+    metrics: frozenset[str] = frozenset()
+
+
+def configure_telemetry(environ: Mapping[str, str] | None = None) -> TelemetryPlan:
+    """Configure this process once from the environment; returns the plan, then the same one on every later call."""
     global _configured
-    env = os.environ if environ is None else environ
     with _lock:
         if _configured is None:
-            _configured = _configure(env)
+            _configured = telemetry_plan(os.environ if environ is None else environ)
+            apply(_configured)
         return _configured
 
 
-def _configure(env: Mapping[str, str]) -> str:
+def telemetry_plan(env: Mapping[str, str]) -> TelemetryPlan:
     if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING"):
-        from azure.monitor.opentelemetry import configure_azure_monitor  # heavy: only when asked for
-
-        configure_azure_monitor(resource=_resource())
-        return "azure_monitor"
+        return TelemetryPlan("azure_monitor")
     traces = _exporters(env, "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     meters = _exporters(env, "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
     if not traces and not meters:
-        return "none"
+        return TelemetryPlan("none")
+    return TelemetryPlan("sdk", frozenset(traces), frozenset(meters))
+
+
+def apply(plan: TelemetryPlan) -> None:
+    """Install the plan's providers as this process's global ones (OpenTelemetry takes the first only)."""
+    if plan.kind == "azure_monitor":
+        from azure.monitor.opentelemetry import configure_azure_monitor  # heavy: only when asked for
+
+        # Reads APPLICATIONINSIGHTS_CONNECTION_STRING itself; credentials stay with the distro.
+        configure_azure_monitor(resource=_resource())
+        log.info("OpenTelemetry: Azure Monitor")
+        return
+    if plan.kind == "none":
+        return
     resource = _resource()
-    if traces:
-        trace.set_tracer_provider(tracer_provider(traces, resource))
-    if meters:
-        metrics.set_meter_provider(meter_provider(meters, resource))
-    log.info("OpenTelemetry: traces %s, metrics %s", sorted(traces) or "off", sorted(meters) or "off")
-    return "sdk"
+    if plan.traces:
+        trace.set_tracer_provider(tracer_provider(set(plan.traces), resource))
+    if plan.metrics:
+        metrics.set_meter_provider(meter_provider(set(plan.metrics), resource))
+    log.info("OpenTelemetry: traces %s, metrics %s", sorted(plan.traces) or "off", sorted(plan.metrics) or "off")
 
 
 def _exporters(env: Mapping[str, str], variable: str, signal_endpoint: str) -> set[str]:
