@@ -160,9 +160,9 @@ def main() -> None:
         ["on (in-memory)", len(times["on"]), on, percentile([t * 1000 for t in times["on"]], 95), cpu_on,
          (on - off) / STEPS_PER_TURN, (cpu_on - cpu_off) / STEPS_PER_TURN],
     ]
+    rows.append(["on, telemetry work alone", 2000, "-", "-", micro_ms, "-", micro_ms / STEPS_PER_TURN])
     body = table(["tracing", "turns", "durable turn ms (p50)", "durable turn ms (p95)", "CPU ms per turn (p50)",
                   "added wall ms per step", "added CPU ms per step"], rows)
-    rows.append(["on, telemetry work alone", 2000, "-", "-", micro_ms, "-", micro_ms / STEPS_PER_TURN])
     notes = (
         f"One turn = {STEPS_PER_TURN} steps (3 model calls, 2 tool calls) on devhost in-process, model latency 0 ms, "
         "as in the overhead benchmark; tracing on = 6 spans per turn (checked) plus the run metrics, kept in memory. "
