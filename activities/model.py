@@ -13,6 +13,7 @@ from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
 from agent_runtime.steps import call_model_step
+from telemetry.metrics import record_cost
 from telemetry.model_client import TracedModelClient
 from telemetry.spans import run_step
 
@@ -37,17 +38,19 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
             if settings.stream_partial_output
             else None
         )
+        client = TracedModelClient(ctx.services.model_client(), agent=ctx.agent.name)
         try:
             with run_step(step.run.trace, step.run.run_id):  # the `chat` span is a child of the run's span
                 result = await call_model_step(
                     ctx.agent,
-                    TracedModelClient(ctx.services.model_client(), agent=ctx.agent.name),
+                    client,
                     log,
                     step.run.run_id,
                     step.command,
                     on_update=drafts.on_update if drafts else None,
                     prices=ctx.services.model_settings.prices(),
                 )
+            record_cost(agent=ctx.agent.name, request_model=ctx.agent.model or client.default_model, usage=result.usage)
         except ModelError as error:
             if error.retryable:
                 raise  # the activity's durable retry waits on a timer, holding no worker

@@ -58,9 +58,16 @@ def record_model_call(
         return
     token_usage.record(usage.input_tokens, {**attributes, "gen_ai.token.type": "input"})
     token_usage.record(usage.output_tokens, {**attributes, "gen_ai.token.type": "output"})
-    if usage.cost:
-        priced = {k: v for k, v in attributes.items() if k in ("gen_ai.agent.name", "gen_ai.request.model")}
-        cost.add(usage.cost, priced)
+
+
+def record_cost(*, agent: str, request_model: str | None, usage: Usage | None) -> None:
+    """A priced model call's cost (the step prices it after the call: `agent_runtime.spend.ModelPrices`)."""
+    if usage is None or not usage.cost:
+        return
+    attributes = {"gen_ai.agent.name": agent}
+    if request_model:
+        attributes["gen_ai.request.model"] = request_model
+    cost.add(usage.cost, attributes)
 
 
 def record_tool_call(*, agent: str, tool: str, seconds: float) -> None:

@@ -50,6 +50,7 @@ class TracedModelClient:
         self.provider = _PROVIDERS.get(str(getattr(base, "provider", "openai")), "openai")
         base_url = getattr(getattr(base, "client", None), "base_url", None)
         self._server = urlsplit(str(base_url)) if base_url is not None else None
+        self.default_model = default_model(inner)
 
     async def get_response(self, request: ChatRequest) -> ChatResponse:
         call = _ChatCall(self, request)

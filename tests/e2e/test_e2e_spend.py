@@ -15,6 +15,7 @@ from e2e_settings import app_settings, running_app
 
 from scripted_model import Reply, Script, ScriptedModelServer
 from scripted_model.script import ScriptedToolCall
+from telemetry.testing import telemetry_sink
 
 PRICES = json.dumps({"scripted-model": {"input": 1000, "output": 2000}})  # per 1M: 100 in + 10 out = 0.12
 
@@ -130,3 +131,17 @@ def test_unpriced_models_show_tokens_without_cost(model_server: ScriptedModelSer
         view = run(app, "helper", budget={"max_cost": 0.01})  # nothing priced: the cost limit never triggers
     assert (view["finish_reason"], view["usage"]["cost"]) == ("stop", None)
     assert view["usage"]["total_tokens"] > 0
+
+
+def test_the_cost_is_a_metric_by_agent_and_model(app: InProcessApp, model: ScriptedModelServer) -> None:
+    sink = telemetry_sink()
+
+    def spent() -> float:
+        points = sink.metric_points("agent_run.cost")
+        wanted = {"gen_ai.agent.name": "frugal", "gen_ai.request.model": "scripted-model"}
+        return sum(p.value for p in points if wanted.items() <= dict(p.attributes).items())
+
+    before = spent()
+    model.set_script(FIVE_CALLS)
+    view = run(app, "frugal", budget={"max_model_calls": 2})
+    assert spent() - before == pytest.approx(view["usage"]["cost"]) == pytest.approx(0.24)

@@ -5,6 +5,7 @@ trace, parented under the run span, with or without an approval in between; repl
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -113,6 +114,7 @@ def orchestrator_episodes(app: InProcessApp, run_id: str) -> int:
 def test_an_approval_three_days_later_stays_in_the_runs_trace(
     app: InProcessApp, model: ScriptedModelServer, sink: TelemetrySink
 ) -> None:
+    latencies_before = sum(p.count for p in sink.metric_points("agent_run.approval.latency"))
     model.set_script(WITH_APPROVAL)
     view = app.start_until_approval(input="Look a up and email Bob", approval_timeout_seconds=4 * 86400)
     assert names(sink.spans()) == ["chat scripted-model", "chat scripted-model", "execute_tool lookup"]
@@ -141,6 +143,7 @@ def test_an_approval_three_days_later_stays_in_the_runs_trace(
     [record] = app.approvals(view["run_id"])
     assert wait.start_time < wait.end_time
     assert wait.end_time == int(_parse(record["decided_at"]).timestamp() * 1_000_000_000)
+    assert sum(p.count for p in sink.metric_points("agent_run.approval.latency")) == latencies_before + 1
     # The orchestrator replayed its history on every episode; only activities made spans.
     assert orchestrator_episodes(app, view["run_id"]) > len(spans)
 
@@ -221,3 +224,19 @@ def test_metrics_count_tokens_steps_and_runs(app: InProcessApp, model: ScriptedM
 
 def _parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_a_run_that_continues_as_new_stays_one_trace(app: InProcessApp, model: ScriptedModelServer, sink) -> None:
+    lookups = [Reply.call("lookup", {"key": f"k{i}"}) for i in range(10)]
+    model.set_script(Script.of(*lookups, "All ten found."))
+    view = run_to_end(app)
+    assert view["status"] == "completed"
+    assert json.loads(app.history(view["run_id"])["input"])["generation"] >= 1  # it continued as new
+
+    spans = sink.spans()
+    assert Counter(s.name for s in spans) == {
+        "invoke_agent helper": 1, "chat scripted-model": 11, "execute_tool lookup": 10
+    }
+    assert len({s.context.trace_id for s in spans}) == 1
+    run_span = next(s for s in spans if s.name == "invoke_agent helper")
+    assert all(s.parent.span_id == run_span.context.span_id for s in spans if s is not run_span)
