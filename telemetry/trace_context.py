@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 _HEX32 = r"^[0-9a-f]{32}$"
 _HEX16 = r"^[0-9a-f]{16}$"
+_MAX_TRACESTATE = 512
 _propagator = TraceContextTextMapPropagator()
 
 
@@ -32,7 +33,7 @@ class RunTrace(BaseModel):
     trace_id: str = Field(pattern=_HEX32)
     parent_span_id: str | None = Field(default=None, pattern=_HEX16, description="the span that started the run")
     sampled: bool = True
-    tracestate: str | None = Field(default=None, max_length=512)
+    tracestate: str | None = Field(default=None, max_length=_MAX_TRACESTATE)
     started_at: datetime
 
     @classmethod
@@ -47,19 +48,14 @@ class RunTrace(BaseModel):
         if not parent.is_valid:
             return cls(trace_id=f"{RandomIdGenerator().generate_trace_id():032x}", started_at=started_at)
         state = parent.trace_state.to_header() if parent.trace_state else None
+        if state and len(state) > _MAX_TRACESTATE:
+            state = None  # vendor data too large to carry in every payload: the trace itself continues
         return cls(
             trace_id=f"{parent.trace_id:032x}",
             parent_span_id=f"{parent.span_id:016x}",
             sampled=parent.trace_flags.sampled,
             tracestate=state or None,
             started_at=started_at,
-        )
-
-    def child(self, parent_run_id: str, *, now: datetime | None = None) -> RunTrace:
-        """The trace of a run started by the run `parent_run_id` (a workflow's agent step): same trace, its run span
-        parented under the starting run's span."""
-        return self.model_copy(
-            update={"parent_span_id": f"{run_span_id(parent_run_id):016x}", "started_at": now or datetime.now(UTC)}
         )
 
     @property
