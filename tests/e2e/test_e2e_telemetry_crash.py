@@ -35,7 +35,7 @@ def receiver() -> Iterator[OtlpReceiver]:
     receiver.stop()
 
 
-def child_host(tmp_path: Path, model: ScriptedModelServer, **otel: str) -> SubprocessHost:
+def child_host(tmp_path: Path, model: ScriptedModelServer, workers: int | None = None, **otel: str) -> SubprocessHost:
     env = app_settings(
         model.base_url,
         SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"),
@@ -43,7 +43,7 @@ def child_host(tmp_path: Path, model: ScriptedModelServer, **otel: str) -> Subpr
         OTEL_SERVICE_NAME="durable-agents-test",
         **otel,
     )
-    return SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
+    return SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env, workers=workers)
 
 
 def test_one_trace_across_two_kills_and_an_approval(
@@ -92,6 +92,31 @@ def test_one_trace_across_two_kills_and_an_approval(
     assert run_span.attributes["agent_run.id"] == started["run_id"]
     assert run_span.attributes["gen_ai.usage.output_tokens"] == final["usage"]["output_tokens"]
     assert model.log.total == 4  # the last call was asked again after the kill: still one span for it
+
+
+def test_worker_processes_configure_themselves_and_share_the_trace(
+    tmp_path: Path, model: ScriptedModelServer, receiver: OtlpReceiver
+) -> None:
+    """Activities run in worker processes (each imports the app, so each configures OpenTelemetry once)."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), Reply.call("lookup", {"key": "b"}), "Found."))
+    host = child_host(
+        tmp_path, model, workers=2,
+        OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="50",
+    )
+    host.start()
+    try:
+        api = AppClient(host.client)
+        started = api.start(input="Look a and b up")
+        assert api.wait_for(started["run_id"], FINAL)["status"] == "completed"
+        spans = receiver.wait_for(6, PROGRESS_TIMEOUT_S)
+    finally:
+        host.close()
+    assert sorted(s.name for s in spans) == [
+        "chat scripted-model", "chat scripted-model", "chat scripted-model",
+        "execute_tool lookup", "execute_tool lookup", "invoke_agent helper",
+    ]
+    assert len({s.trace_id for s in spans}) == 1
 
 
 def test_the_console_exporter_prints_the_runs_spans(tmp_path: Path, model: ScriptedModelServer) -> None:
