@@ -32,8 +32,9 @@ class WorkflowGateway:
     async def state(self, run_id: str) -> WorkflowState | None:
         return await orchestration_state(self._client, run_id, WorkflowProgress)
 
-    async def send_signal(self, run_id: str, name: str, signal_id: str) -> None:
-        await self._client.raise_event(run_id, signal_event(name), {"signal_id": signal_id})
+    async def send_signal(self, run_id: str, name: str, index: int) -> None:
+        """Ring signal `index` of `name` (stored first: the ring only says which queue position is there)."""
+        await self._client.raise_event(run_id, signal_event(name, index), {"name": name, "index": index})
 
     async def send_cancel(self, instance_id: str, reason: str) -> bool:
         """Ask an orchestration (the workflow or a child run) to cancel; False if it no longer takes events."""

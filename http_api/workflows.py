@@ -32,8 +32,7 @@ from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_n
 from session_store import RunRecord
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
-from workflow_runtime.journal import SIGNAL_KIND
-from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows
+from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows, workflows_package
 
 
 def _registry(services: RunServices) -> WorkflowRegistry:
@@ -106,7 +105,9 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     )
     gateway = WorkflowGateway(client)
     try:
-        ref = WorkflowRef(run_id=run_id, workflow=definition.name, session_id=session_id)
+        package = workflows_package()
+        assert package is not None  # a definition was found, so a package is served
+        ref = WorkflowRef(run_id=run_id, workflow=definition.name, package=package, session_id=session_id)
         await gateway.start(WorkflowInput(ref=ref))
     except Exception:
         await store.finish_run(run_id, "failed", error={"code": "start_failed", "message": "could not start"})
@@ -205,15 +206,17 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     body = read_json_body(req, SignalRequest)
     if record.finished:
         raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
-    signal_id = uuid.uuid4().hex
-    await services.store.record_effect(
-        control_session_id(record.run_id),
-        signal_id,
-        SIGNAL_KIND,
-        {"name": name, "payload": body.payload, "received_at": datetime.now(UTC).isoformat()},
+    # Queued in the store first (its index allocated atomically), then rung: the workflow consumes the signals of a
+    # name one by one in index order, each exactly once (workflows/README.md, "Signals").
+    signal = await services.store.append_signal(
+        control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
     )
-    await WorkflowGateway(client).send_signal(record.run_id, name, signal_id)
-    return json_response({"run_id": record.run_id, "signal": name, "signal_id": signal_id, "status": "accepted"}, 202)
+    await WorkflowGateway(client).send_signal(record.run_id, name, signal.index)
+    return json_response(
+        {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
+         "status": "accepted"},
+        202,
+    )
 
 
 async def _wait_for_view(
