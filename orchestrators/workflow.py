@@ -35,11 +35,29 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
         done = driver.on_failure(PAYLOAD_TOO_LARGE, report(context, PAYLOAD_TOO_LARGE, "the workflow", error))
     if done is None:
         return {}  # continued as new
+    request = _finish_request(driver, done)
+    if request is None:  # the references the output needs outgrew the budget
+        error = PayloadBudgetExceeded("the finish request is over the payload budget")
+        done = driver.on_failure(PAYLOAD_TOO_LARGE, report(context, PAYLOAD_TOO_LARGE, "the workflow", error))
+        request = _finish_request(driver, done)
+        assert request is not None  # a failure needs no references
     runner.publish_final()
-    yield runner.activity(Activities.finish, driver.finish_request(done))
+    yield runner.activity(Activities.finish, request)
     outcome = driver.outcome(done)
     runner.publish_final()
     return outcome.model_dump(mode="json")
+
+
+def _finish_request(driver: WorkflowDriver, done: Done) -> dict[str, Any] | None:
+    """What `workflow_finish` needs: the step references only when it resolves the output (a completed workflow);
+    None when that is over the budget."""
+    request = driver.finish_request(done)
+    if done.status != "completed":
+        request = request.model_copy(update={"refs": {}})
+    try:
+        return within_budget(request.model_dump(mode="json"), "finish request")
+    except PayloadBudgetExceeded:
+        return None
 
 
 def _steps(context: df.DurableOrchestrationContext, driver: WorkflowDriver, runner: StepRunner) -> Generator[

@@ -259,3 +259,24 @@ def test_a_gate_activity_that_fails_ends_the_workflow_failed_with_a_code(host) -
     assert "RuntimeError" not in done["error"]["message"] and "Activity function" not in done["error"]["message"]
     assert host.get_status(run_id)["runtimeStatus"] == "Completed"
     assert host.client.get(f"/api/runs/{run_id}/approvals", params={"status": "pending"}).json()["approvals"] == []
+
+
+# ------------------------------------------------------------------------------------------------------ budget
+
+
+def test_state_over_the_payload_budget_ends_the_workflow_failed_with_a_code(host) -> None:
+    """The step references grow with every step: once a step's request would exceed 16 KB, the workflow ends
+    `failed` with `payload_too_large` (no orchestrator crash, nothing half-sent)."""
+    from agent_runs.budget import PAYLOAD_BUDGET_BYTES
+
+    run_id = start(host, "many_steps_flow", {})["run_id"]
+    settle(host)
+    done = view(host, run_id)
+    assert done["status"] == "failed", done["status"]
+    assert done["error"]["code"] == "payload_too_large" and done["error"]["step"].startswith("step_")
+    assert "payload budget" in done["error"]["message"] and "Exception" not in done["error"]["message"]
+    status = host.get_status(run_id)
+    assert status["runtimeStatus"] == "Completed"
+    assert len(json.dumps(status["customStatus"])) < PAYLOAD_BUDGET_BYTES
+    finished = int(done["error"]["step"][5:8])
+    assert 150 < finished < 300  # it got far: the limit is the budget, not a step count

@@ -176,3 +176,16 @@ monitor_then_signals_flow = WorkflowDefinition(
     ],
     output={"first": "steps.first.payload", "second": "steps.second.payload"},
 )
+
+
+def ok(data: StepData) -> dict[str, Any]:
+    return {"ok": True}
+
+
+# So many steps with long ids that the step references the orchestrator carries (`refs`) outgrow the 16 KB budget.
+MANY_STEPS = 300
+many_steps_flow = WorkflowDefinition(
+    name="many_steps_flow",
+    input_model=Topic,
+    steps=[FunctionStep(id=f"step_{i:03d}_{'x' * 39}", function=ok) for i in range(MANY_STEPS)],
+)
