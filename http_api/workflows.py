@@ -211,7 +211,15 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     signal = await services.store.append_signal(
         control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
     )
-    await WorkflowGateway(client).send_signal(record.run_id, name, signal.index)
+    try:
+        await WorkflowGateway(client).send_signal(record.run_id, name, signal.index)
+    except Exception:
+        current = await services.store.get_run(record.run_id)
+        if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
+            raise ApiProblem(
+                409, "workflow_finished", "The workflow has already finished", f"It is {current.status}."
+            ) from None
+        raise
     return json_response(
         {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
          "status": "accepted"},

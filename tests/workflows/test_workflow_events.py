@@ -280,3 +280,23 @@ def test_state_over_the_payload_budget_ends_the_workflow_failed_with_a_code(host
     assert len(json.dumps(status["customStatus"])) < PAYLOAD_BUDGET_BYTES
     finished = int(done["error"]["step"][5:8])
     assert 150 < finished < 300  # it got far: the limit is the budget, not a step count
+
+
+# ------------------------------------------------------------------------------------------------------ replay
+
+
+def test_the_orchestrator_reads_no_setting_on_replay(host, monkeypatch) -> None:
+    """The workflows package comes with the orchestration input: with `WORKFLOWS_PACKAGE` changed under a running
+    workflow (the API would now serve none), it replays and goes on as started."""
+    import workflow_runtime.registry as registry
+
+    run_id = start(host, "eternal_monitor", {})["run_id"]
+    settle(host)
+    monkeypatch.setenv("WORKFLOWS_PACKAGE", "none")
+    monkeypatch.setattr(registry, "_imported", {})  # no definition cached from before: loaded again on replay
+    for _ in range(30):  # continues as new on the way
+        host.advance(3600)
+    status = host.get_status(run_id)
+    assert status["runtimeStatus"] == "Running", status
+    assert status["customStatus"]["iteration"] == 31 and status["customStatus"]["generation"] >= 1
+    assert registry.load_workflows([]).names() == []  # what an env read would have found
