@@ -426,15 +426,19 @@ class CosmosSessionStore:
 
     # -- signals (items of the effects container, type "signal", id "signal:<name>:<index>") --------------------
 
-    async def _signal_items(self, session_id: str, name: str) -> list[dict[str, Any]]:
-        sql = "SELECT * FROM c WHERE c.sessionId = @s AND c.type = @t AND c.name = @n"
-        return await self._db.query("effects", sql, session_id, s=session_id, t=SIGNAL_TYPE, n=name)
+    _SIGNALS = "FROM c WHERE c.sessionId = @s AND c.type = @t AND c.name = @n"
+
+    async def _last_signal_index(self, session_id: str, name: str) -> int:
+        found = await self._db.query(
+            "effects", f"SELECT VALUE MAX(c['index']) {self._SIGNALS}", session_id, s=session_id, t=SIGNAL_TYPE, n=name
+        )
+        return int(found[0]) if found and found[0] is not None else 0  # an empty MAX is undefined: no row
 
     @_on_portal
     async def append_signal(self, session_id: str, name: str, signal_id: str, payload: Any) -> SignalRecord:
         """The next index is claimed by creating the item with a deterministic id: of two concurrent appends that
         picked the same index exactly one is created (the other gets 409 and takes the following index)."""
-        index = 1 + max((int(i["index"]) for i in await self._signal_items(session_id, name)), default=0)
+        index = 1 + await self._last_signal_index(session_id, name)
         for _ in range(MAX_SIGNAL_ATTEMPTS):
             record = SignalRecord(
                 session_id=session_id, name=name, index=index, signal_id=signal_id, payload=payload,
@@ -455,9 +459,10 @@ class CosmosSessionStore:
     async def list_signals(
         self, session_id: str, name: str, *, from_index: int = 1, limit: int = 100
     ) -> list[SignalRecord]:
-        items = [i for i in await self._signal_items(session_id, name) if int(i["index"]) >= from_index]
-        items.sort(key=lambda i: int(i["index"]))
-        return [from_item(SignalRecord, i) for i in items[:limit]]
+        sql = f"SELECT TOP @k * {self._SIGNALS} AND c['index'] >= @i ORDER BY c['index']"
+        params = {"s": session_id, "t": SIGNAL_TYPE, "n": name, "i": from_index, "k": limit}
+        items = await self._db.query("effects", sql, session_id, **params)
+        return [from_item(SignalRecord, i) for i in items]
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
