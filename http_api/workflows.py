@@ -19,6 +19,7 @@ from http_api.adapter import http_endpoint, json_response, query_model, read_jso
 from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.request_context import base_url, verify_token
+from http_api.workflow_doorbells import ring_again
 from http_api.workflow_gateway import WorkflowGateway, WorkflowState
 from http_api.workflow_models import (
     FINAL_WORKFLOW_STATUSES,
@@ -243,6 +244,8 @@ async def _wait_for_view(
         view = await build_workflow_view(services, record, state, cursor=cursor, base_url=base_url(req))
         if view.status == "cancelling":
             await _cancel_children(services, gateway, record.run_id)  # a child started after the cancel request
+        elif view.status not in FINAL_WORKFLOW_STATUSES and state is not None and state.progress is not None:
+            await ring_again(services.store, gateway, record.run_id, state.progress)  # a ring that never came
         return view
 
     def answer_now(view: WorkflowRunView) -> bool:

@@ -245,7 +245,7 @@ class StepRunner:
             timer = None
             if step.timeout_seconds is not None:
                 timer = self.timer(self.context.current_utc_datetime + timedelta(seconds=step.timeout_seconds))
-            self.wait("waiting", Waiting(signal=step.name))
+            self.wait("waiting", Waiting(signal=step.name, signal_index=index))
             yield self.context.task_any([this.waiter(), following.waiter(), cancel, *([timer] if timer else [])])
             self.resume()
             arrived = this.rang() or following.rang()

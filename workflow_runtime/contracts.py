@@ -176,6 +176,7 @@ class WorkflowOutcome(_Payload):
 class Waiting(_Payload):
     approval_id: str | None = None
     signal: str | None = None
+    signal_index: int | None = None  # the queue position of the signal waited for
     until: datetime | None = None
 
 

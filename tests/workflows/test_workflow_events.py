@@ -265,6 +265,40 @@ def test_a_gate_activity_that_fails_ends_the_workflow_failed_with_a_code(host) -
     assert host.client.get(f"/api/runs/{run_id}/approvals", params={"status": "pending"}).json()["approvals"] == []
 
 
+def test_a_gate_decision_whose_ring_never_came_is_rung_by_the_next_poll(host) -> None:
+    """The decision is stored but its event is never raised (the API died in between: stored directly here). The
+    next poll sees the workflow waiting for a decided approval and rings again: no wait until the deadline."""
+    run_id, gate = _at_the_gate(host)
+    host.run(_store(host).decide_approval(gate["approval_id"], "approved", decided_by="ed@example.com"))
+    settle(host)
+    assert host.get_status(run_id)["customStatus"]["status"] == "requires_action"  # nothing rang
+    view(host, run_id)  # the poll rings
+    settle(host)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["published"] is True
+    assert done["output"]["decided_by"] == "ed@example.com" and len(_gate_entries(done)) == 1
+
+
+def test_a_signal_whose_ring_never_came_is_rung_by_the_next_poll(host) -> None:
+    from workflow_runtime.contracts import control_session_id
+
+    run_id = start(host, "monitor_then_signals_flow", {})["run_id"]
+    settle(host)
+    for _ in range(31):
+        host.advance(3600)
+    settle(host)
+    host.run(_store(host).append_signal(control_session_id(run_id), "go", "no-ring", {"which": "first"}))
+    settle(host)
+    assert host.get_status(run_id)["customStatus"]["waiting"]["signal_index"] == 1  # nothing rang
+    view(host, run_id)  # the poll rings signal 1
+    settle(host)
+    assert host.get_status(run_id)["customStatus"]["waiting"]["signal_index"] == 2
+    view(host, run_id)  # nothing stored for 2: no ring
+    _send_signals(host, run_id, "go", [{"which": "second"}])
+    settle(host)
+    assert view(host, run_id)["output"] == {"first": {"which": "first"}, "second": {"which": "second"}}
+
+
 # ------------------------------------------------------------------------------------------------------ budget
 
 
