@@ -82,6 +82,7 @@ class SignalAcceptedBody(BaseModel):
     run_id: str
     signal: str
     signal_id: str
+    index: int  # the signal's position in the queue of its name (1, 2, ...): consumed in this order
     status: Literal["accepted"]
 
 
