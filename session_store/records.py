@@ -34,6 +34,8 @@ class SessionRecord(_Record):
     metadata: JsonObject = Field(default_factory=dict)
     active_run_id: StoreId | None = None
     run_count: int = Field(default=0, ge=0)
+    owner_id: str | None = Field(default=None, description="the principal that created the session")
+    owner_name: str | None = None
     etag: str | None = None
 
 
@@ -65,6 +67,8 @@ class RunRecord(_Record):
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
     metadata: JsonObject = Field(default_factory=dict)
+    owner_id: str | None = Field(default=None, description="the principal that started the run")
+    owner_name: str | None = None
     etag: str | None = None
 
     @property
@@ -89,9 +93,16 @@ class ApprovalRecord(_Record):
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
     decided_at: AwareDatetime | None = None
-    decided_by: str | None = None
+    decided_by: str | None = Field(default=None, description="the deciding principal's id")
+    decided_by_name: str | None = None
     reason: str | None = None
     edited_arguments: JsonObject | None = None
+    owner_id: str | None = Field(default=None, description="the run's owner (who 'owner' in approvers means)")
+    approvers: list[str] = Field(default_factory=lambda: ["owner"], description="'owner', 'role:<role>', ids")
+    separation_of_duties: bool = False
+    decider_keys: list[str] = Field(
+        default_factory=list, description="'principal:<id>' / 'role:<role>' keys the inbox query matches"
+    )
     etag: str | None = None
 
 

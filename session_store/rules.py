@@ -92,6 +92,7 @@ def decide(
     reason: str | None,
     edited_arguments: JsonObject | None,
     decided_at: datetime,
+    decided_by_name: str | None = None,
 ) -> ApprovalRecord:
     """The decided approval, or ``AlreadyDecidedError`` if it is not pending any more."""
     if approval.status != "pending":
@@ -105,6 +106,7 @@ def decide(
             **approval.model_dump(),
             "status": status,
             "decided_by": decided_by,
+            "decided_by_name": decided_by_name,
             "reason": reason,
             "edited_arguments": edited_arguments,
             "decided_at": decided_at,
