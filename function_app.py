@@ -13,7 +13,7 @@ from activities.finish import finish_run
 from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
-from http_api import agents, approvals, openapi, runs, sessions, workflows
+from http_api import agents, approvals, listings, openapi, runs, sessions, workflows
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
@@ -84,8 +84,9 @@ async def get_session(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @app.route(route="sessions/{session_id}", methods=["DELETE"])
-async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
-    return await sessions.delete_session(req)
+@app.durable_client_input(client_name="client")
+async def delete_session(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await sessions.delete_session(req, client)
 
 
 @app.route(route="sessions/{session_id}/messages", methods=["GET"])
@@ -145,3 +146,19 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- the caller's lists
+@app.route(route="approvals", methods=["GET"])
+async def list_approval_inbox(req: func.HttpRequest) -> func.HttpResponse:
+    return await listings.list_inbox(req)
+
+
+@app.route(route="runs", methods=["GET"])
+async def list_my_runs(req: func.HttpRequest) -> func.HttpResponse:
+    return await listings.list_runs(req)
+
+
+@app.route(route="sessions", methods=["GET"])
+async def list_my_sessions(req: func.HttpRequest) -> func.HttpResponse:
+    return await sessions.list_sessions(req)

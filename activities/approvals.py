@@ -14,9 +14,11 @@ from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
 from agent_runs.contracts import ApprovalRequestsInput, DecisionInput, ExpireApprovalsInput, ExpireApprovalsResult
 from agent_runs.store_log import StoreConversationLog
+from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
 from agent_runtime.steps import record_approval_requests_step, record_approval_response_step
+from agent_runtime.tools import Tool
 from session_store import AlreadyDecidedError, ApprovalRecord
 
 NOT_APPROVED_IN_TIME = "Not approved in time."
@@ -28,6 +30,8 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
     requests = await record_approval_requests_step(
         ctx.run_log(step.first_seq, len(step.calls)), step.run.run_id, RequestApproval(calls=step.calls)
     )
+    run = await ctx.store.get_run(step.run.run_id)
+    owner_id = run.owner_id if run is not None else None
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -38,6 +42,7 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
                 tool=request.function_call.name,
                 arguments=_arguments_object(request.function_call),
                 expires_at=step.expires_at,
+                **approver_fields(ctx.agent.tool(request.function_call.name), owner_id),
             )
             for request in requests
         ]
@@ -88,6 +93,18 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
     return await record_approval_response_step(
         ctx.agent, log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
     )
+
+
+def approver_fields(tool: Tool | None, owner_id: str | None) -> dict[str, Any]:
+    """Who may decide a call of `tool` (its `approvers` and `separation_of_duties`), stored on the approval record
+    with the keys an approver's inbox is queried by."""
+    approvers = list(tool.approvers) if tool is not None else list(DEFAULT_APPROVERS)
+    return {
+        "owner_id": owner_id,
+        "approvers": approvers,
+        "separation_of_duties": tool.separation_of_duties if tool is not None else False,
+        "decider_keys": inbox_keys(approvers, owner_id),
+    }
 
 
 def _arguments_object(call: FunctionCallContent) -> dict[str, Any]:

@@ -40,6 +40,9 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
     data = await ctx.data(request.refs)
     parallel = isinstance(step, ParallelStep)
     started = StartedRuns()
+    workflow_run = await ctx.store.get_run(request.ref.run_id)
+    owner_id = workflow_run.owner_id if workflow_run is not None else None
+    owner_name = workflow_run.owner_name if workflow_run is not None else None
     for child in child_steps(step):
         try:
             prompt = render(child.prompt, data)
@@ -55,6 +58,8 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
                 agent_name=child.agent,
                 prompt=prompt,
                 metadata={"workflow_run_id": request.ref.run_id, "workflow_step": child.id},
+                owner_id=owner_id,
+                owner_name=owner_name,
             )
         )
     return within_budget(started.model_dump(mode="json"), "started runs")

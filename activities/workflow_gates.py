@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.budget import within_budget
+from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from session_store import AlreadyDecidedError, ApprovalRecord
 from workflow_runtime.contracts import GateOpened, GateRecord, GateRequest, StepResult
 from workflow_runtime.definition import ApprovalStep, Escalate
@@ -32,6 +33,9 @@ async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
     escalated = request.level > 0
     approver = step.on_timeout.to if escalated and isinstance(step.on_timeout, Escalate) else step.approver
     approval_id = gate_approval_id(request.ref.run_id, request.key, request.level)
+    run = await ctx.store.get_run(request.ref.run_id)
+    owner_id = run.owner_id if run is not None else None
+    approvers = [approver] if approver else list(DEFAULT_APPROVERS)  # a role ("role:<role>") or a principal id
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -42,6 +46,9 @@ async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 tool=f"{GATE_TOOL_PREFIX}{step.id}",
                 arguments={"step": step.id, "message": message, "approver": approver, "escalated": escalated},
                 expires_at=request.expires_at,
+                owner_id=owner_id,
+                approvers=approvers,
+                decider_keys=inbox_keys(approvers, owner_id),
             )
         ]
     )

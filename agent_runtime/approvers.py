@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 OWNER = "owner"
+# The principal of AUTH_MODE=none, and the owner of records written before owners were recorded.
+ANONYMOUS = "anonymous"
 ROLE_PREFIX = "role:"
 DEFAULT_APPROVERS: tuple[str, ...] = (OWNER,)
 
@@ -67,3 +69,12 @@ def may_decide(
         return False
     mine = set(caller_keys(principal_id, roles))
     return any(key in mine for key in decider_keys(approvers, owner_id))
+
+
+def inbox_keys(approvers: Sequence[str], owner_id: str | None) -> list[str]:
+    """The keys stored on an approval record: the approvers' keys plus the owner's (the owner sees every approval of
+    their runs, and an inbox filters with `may_decide` afterwards)."""
+    keys = decider_keys(approvers, owner_id)
+    if owner_id and principal_key(owner_id) not in keys:
+        keys.append(principal_key(owner_id))
+    return keys

@@ -8,6 +8,8 @@ from pydantic import BaseModel
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition
 from http_api.adapter import http_endpoint, json_response
+from http_api.caller import public
+from http_api.identity import authenticator
 from http_api.runs import agent_or_404
 
 
@@ -59,6 +61,7 @@ async def get_agent(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @http_endpoint
+@public
 async def health(req: func.HttpRequest) -> func.HttpResponse:
     services = RunServices.current()
     return json_response(
@@ -67,5 +70,6 @@ async def health(req: func.HttpRequest) -> func.HttpResponse:
             "agents": services.agents.names(),
             "store": "cosmos" if services.store_settings.uses_cosmos else "sqlite",
             "model_provider": services.model_settings.resolved_provider,
+            "auth": authenticator().health(),
         }
     )

@@ -19,10 +19,12 @@ from pydantic.json_schema import models_json_schema
 from http_api.adapter import http_endpoint
 from http_api.agents import AgentView
 from http_api.approvals import ApprovalsQuery, ApprovalView
+from http_api.caller import public
+from http_api.listings import InboxBody, InboxQuery, RunListBody, RunsQuery
 from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
 from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
-from http_api.sessions import MessagesQuery, SessionView
+from http_api.sessions import DeleteSessionQuery, MessagesQuery, SessionListBody, SessionsQuery, SessionView
 from http_api.workflow_models import SignalRequest, StartWorkflowRequest, WorkflowRunView, WorkflowSummary
 
 API_TITLE = "Durable agents API"
@@ -33,11 +35,17 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 # ------------------------------------------------------------------------------------------------ dict-shaped bodies
 
 
+class AuthHealth(BaseModel):
+    mode: Literal["none", "easyauth", "jwt"]
+    warning: str | None = None
+
+
 class HealthBody(BaseModel):
     status: Literal["ok"]
     agents: list[str]
     store: Literal["cosmos", "sqlite"]
     model_provider: str
+    auth: AuthHealth
 
 
 class AgentListBody(BaseModel):
@@ -136,12 +144,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/runs/{run_id}/approvals/{approval_id}", operation_id="decide_approval",
               summary="Approve (optionally with edited arguments) or reject a pending tool call", tag="approvals",
               body=ApprovalDecisionRequest, responses={202: ApprovalView},
-              problems=(400, 404, 409, 410, 413, 415, 422)),
+              problems=(400, 403, 404, 409, 410, 413, 415, 422)),
     Operation(method="get", path="/api/sessions/{session_id}", operation_id="get_session",
               summary="A session and its runs", tag="sessions", responses={200: SessionView}, problems=(404,)),
     Operation(method="delete", path="/api/sessions/{session_id}", operation_id="delete_session",
-              summary="Delete a session with everything in it", tag="sessions",
-              responses={204: None}, problems=(404, 409)),
+              summary="Delete a session with everything in it and purge its runs' Durable history "
+              "(?cancel=true: terminate an active run instead of 409)", tag="sessions", query=DeleteSessionQuery,
+              responses={204: None}, problems=(404, 409, 422)),
     Operation(method="get", path="/api/sessions/{session_id}/messages", operation_id="list_session_messages",
               summary="Page through a session's messages", tag="sessions", query=MessagesQuery,
               responses={200: MessagePageBody}, problems=(400, 401, 404, 422)),
@@ -165,6 +174,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/workflows/runs/{run_id}/signals/{name}", operation_id="signal_workflow_run",
               summary="Send a signal (with a payload) to a workflow run", tag="workflows", body=SignalRequest,
               responses={202: SignalAcceptedBody}, problems=(400, 404, 409, 413, 415, 422)),
+    # The caller's lists (identities: README "Callers and identities")
+    Operation(method="get", path="/api/approvals", operation_id="list_approval_inbox",
+              summary="Every approval the caller may decide, across runs and workflows (newest first)",
+              tag="approvals", query=InboxQuery, responses={200: InboxBody}, problems=(400, 401, 422)),
+    Operation(method="get", path="/api/runs", operation_id="list_my_runs",
+              summary="The caller's runs (newest first; by status and agent)", tag="runs", query=RunsQuery,
+              responses={200: RunListBody}, problems=(400, 401, 422)),
+    Operation(method="get", path="/api/sessions", operation_id="list_my_sessions",
+              summary="The caller's sessions (newest first, with last activity)", tag="sessions",
+              query=SessionsQuery, responses={200: SessionListBody}, problems=(400, 401, 422)),
 )
 
 # Every route can also answer these (see http_api.adapter): the store is down, or an unexpected error.
@@ -232,7 +251,8 @@ def _operation(op: Operation) -> dict[str, Any]:
         responses[str(status)] = {"description": text}
         if model is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": _ref(model)}}
-    for status in (*op.problems, *_ALWAYS_PROBLEMS):
+    # Any route but the public ones answers 401 when AUTH_MODE requires a caller and the request names none.
+    for status in sorted({*op.problems, *_ALWAYS_PROBLEMS, *(() if op.public else (401,))}):
         # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
         response = responses.setdefault(str(status), {"description": _STATUS_TEXT.get(status, "Problem")})
         response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": _ref(Problem)}
@@ -254,7 +274,8 @@ def _query_parameters(model: type[BaseModel] | None) -> list[dict[str, Any]]:
 _FAILED_RUN_TEXT = "The run failed (the body is the run, with `error`), or an unexpected server error (problem)"
 _STATUS_TEXT = {
     200: "Done", 204: "Deleted", 202: "Accepted: still running (poll the Location) or decision recorded",
-    400: "Malformed request", 401: "Invalid continuation token",
+    400: "Malformed request", 401: "Not authenticated (AUTH_MODE), or an invalid continuation token",
+    403: "Not allowed (e.g. not an approver of this approval)",
     404: "Not found", 409: "Conflict with the current state", 410: "Gone (expired)",
     413: "Body too large", 415: "Body is not JSON", 422: "Validation failed", 500: "Unexpected server error",
     503: "The store is temporarily unavailable (see Retry-After)",
@@ -262,5 +283,6 @@ _STATUS_TEXT = {
 
 
 @http_endpoint
+@public
 async def serve_openapi(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(json.dumps(openapi_document()), status_code=200, mimetype="application/json")

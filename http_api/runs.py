@@ -12,15 +12,15 @@ import azure.functions as func
 from agent_runs.contracts import RunProgress
 from agent_runs.services import RunServices
 from agent_runs.starting import (
-    SessionAgentMismatchError,
     new_run_record,
-    open_session,
     run_input_for,
     write_input,
 )
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
+from http_api.access import open_owned_session, owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
 from http_api.polling import PollQuery, long_poll, view_response
@@ -46,8 +46,9 @@ def is_workflow_run(run: RunRecord) -> bool:
 
 
 async def run_or_404(store: SessionStore, run_id: str) -> RunRecord:
+    """The run, if the caller owns it; 404 otherwise (another principal's run is not revealed)."""
     run = await store.get_run(run_id)
-    if run is None:
+    if run is None or not owns(current_principal(), run.owner_id):
         raise not_found("run_not_found", "Run", run_id, field="path.run_id")
     return run
 
@@ -58,14 +59,13 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
     store, gateway = services.store, DurableGateway(client)
+    caller = current_principal()
     session_id = body.session_id or uuid.uuid4().hex
-    try:
-        await open_session(store, session_id, agent)
-    except SessionAgentMismatchError as error:
-        raise ApiProblem(
-            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
-        ) from error
-    run = await _begin_run(store, gateway, new_run_record(uuid.uuid4().hex, session_id, agent, body.metadata))
+    await open_owned_session(store, session_id, agent, caller)
+    record = new_run_record(
+        uuid.uuid4().hex, session_id, agent, body.metadata, owner_id=caller.id, owner_name=caller.name
+    )
+    run = await _begin_run(store, gateway, record)
     try:
         inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
         input_count = await write_input(store, run, inputs)

@@ -14,8 +14,9 @@ import azure.functions as func
 from pydantic import ValidationError
 
 from agent_runs.services import RunServices
-from agent_runs.starting import SessionAgentMismatchError, open_session
+from http_api.access import open_owned_session, owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.caller import current_principal
 from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.request_context import base_url, verify_token
@@ -49,7 +50,7 @@ def _definition_or_404(services: RunServices, name: str) -> WorkflowDefinition:
 
 async def _workflow_run_or_404(services: RunServices, run_id: str) -> RunRecord:
     record = await services.store.get_run(run_id)
-    if record is None or workflow_name(record) is None:
+    if record is None or workflow_name(record) is None or not owns(current_principal(), record.owner_id):
         raise not_found("workflow_run_not_found", "Workflow run", run_id, field="path.run_id")
     return record
 
@@ -86,10 +87,17 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     except ValidationError as error:
         raise validation_problem(error, prefix="body.input") from error
     run_id = uuid.uuid4().hex
+    caller = current_principal()
     session_id = await _conversation_session(services, definition, body.session_id)
     store = services.store
     control = control_session_id(run_id)
-    await store.create_session(control, f"{WORKFLOW_AGENT_PREFIX}{definition.name}", {"workflow_run_id": run_id})
+    await store.create_session(
+        control,
+        f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
+        {"workflow_run_id": run_id},
+        owner_id=caller.id,
+        owner_name=caller.name,
+    )
     record = await store.begin_run(
         RunRecord(
             run_id=run_id,
@@ -97,6 +105,8 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             agent=definition.name,
             kind="workflow",
             instance_id=run_id,
+            owner_id=caller.id,
+            owner_name=caller.name,
             metadata={
                 "workflow": definition.name,
                 "input": workflow_input.model_dump(mode="json"),
@@ -129,12 +139,8 @@ async def _conversation_session(
             )
         return None
     session_id = session_id or uuid.uuid4().hex
-    try:
-        await open_session(services.store, session_id, services.agents.get(definition.session_agent))
-    except SessionAgentMismatchError as error:
-        raise ApiProblem(
-            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
-        ) from error
+    agent = services.agents.get(definition.session_agent)
+    await open_owned_session(services.store, session_id, agent, current_principal())
     return session_id
 
 

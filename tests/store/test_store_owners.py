@@ -23,7 +23,7 @@ async def _pages(fetch) -> list:
 async def test_sessions_keep_their_owner_and_list_per_owner(harness, store: SessionStore) -> None:
     alice, bob = new_id("alice"), new_id("bob")
     mine = []
-    for index in range(3):
+    for _ in range(3):
         session_id = new_id("s")
         created = await store.create_session(session_id, "assistant", owner_id=alice, owner_name="Alice")
         assert created.owner_id == alice and created.owner_name == "Alice"
