@@ -210,7 +210,7 @@ class Authenticator:
 
     def health(self) -> dict[str, Any]:
         """What `GET /api/health` says about identities (a warning for `none` on Azure)."""
-        report: dict[str, Any] = {"mode": self.settings.mode}
+        report: dict[str, Any] = {"mode": self.settings.mode, "warning": None}
         if self.settings.mode == "none" and os.environ.get("WEBSITE_INSTANCE_ID"):
             report["warning"] = (
                 "AUTH_MODE=none on Azure: every function-key holder is the same principal and may see and decide "

@@ -1,0 +1,137 @@
+"""Fixtures of the identity tests: the real app on devhost in each `AUTH_MODE`, with callers to match.
+
+`easyauth`: the headers App Service Authentication would send; `jwt`: bearer tokens from a local OpenID issuer on
+loopback (`local_issuer.py`); `none`: the same people send principal headers, which the app must ignore.
+Azure itself (the Easy Auth module in front of the app, Entra ID) is not here: its headers and tokens are made by
+the tests, as documented by Microsoft.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+AUTH_DIR = Path(__file__).resolve().parent
+E2E_DIR = AUTH_DIR.parent / "e2e"
+for path in (str(AUTH_DIR), str(E2E_DIR)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from e2e_harness import InProcessApp  # noqa: E402
+from e2e_settings import running_app  # noqa: E402
+from local_issuer import LocalIssuer  # noqa: E402
+
+from scripted_model import ScriptedModelServer  # noqa: E402
+
+OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
+TOKEN_SECRET = "auth-tests-continuation-secret"
+
+
+@dataclass(frozen=True)
+class Person:
+    id: str
+    name: str
+    roles: tuple[str, ...] = ()
+
+
+ALICE = Person("oid-alice", "Alice")
+BOB = Person("oid-bob", "Bob")
+CAROL = Person("oid-carol", "Carol", ("Payments.Approver",))
+DAVE = Person("oid-dave", "Dave", ("Payments.Approver", "Publisher"))
+
+
+def easyauth_headers(person: Person) -> dict[str, str]:
+    """What App Service Authentication passes to the app for a signed-in Entra ID user."""
+    claims = [
+        {"typ": OBJECT_ID_CLAIM, "val": person.id},
+        {"typ": "name", "val": person.name},
+        *({"typ": "roles", "val": role} for role in person.roles),
+    ]
+    principal = {"auth_typ": "aad", "claims": claims, "name_typ": "name", "role_typ": "roles"}
+    return {
+        "X-MS-CLIENT-PRINCIPAL": base64.b64encode(json.dumps(principal).encode()).decode(),
+        "X-MS-CLIENT-PRINCIPAL-ID": person.id,
+        "X-MS-CLIENT-PRINCIPAL-NAME": person.name,
+        "X-MS-CLIENT-PRINCIPAL-IDP": "aad",
+    }
+
+
+@dataclass
+class Callers:
+    """How each person authenticates in one mode, and who they then are to the app."""
+
+    mode: str
+    issuer: LocalIssuer | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def headers(self, person: Person) -> dict[str, str]:
+        if self.mode == "jwt":
+            assert self.issuer is not None
+            return self.issuer.headers(person.id, name=person.name, roles=list(person.roles))
+        return easyauth_headers(person)  # `none` ignores them: everyone is `anonymous`
+
+    def identity(self, person: Person) -> str:
+        return "anonymous" if self.mode == "none" else person.id
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[ScriptedModelServer]:
+    server = ScriptedModelServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model(model_server: ScriptedModelServer) -> ScriptedModelServer:
+    model_server.reset()
+    model_server.latency_ms = 0
+    return model_server
+
+
+@pytest.fixture(scope="session")
+def issuer() -> Iterator[LocalIssuer]:
+    server = LocalIssuer().start()
+    yield server
+    server.stop()
+
+
+def callers_for(mode: str, issuer: LocalIssuer) -> Callers:
+    if mode == "jwt":
+        return Callers("jwt", issuer, issuer.settings())
+    return Callers(mode, None, {"AUTH_MODE": mode})
+
+
+def app_env(model_url: str, **extra: str) -> dict[str, str]:
+    return {
+        "AGENTS_PACKAGE": "auth_agents",
+        "WORKFLOWS_PACKAGE": "auth_workflows",
+        "SCRIPTED_MODEL_URL": model_url,
+        "MODEL_PROVIDER": "scripted",
+        "CONTINUATION_TOKEN_SECRET": TOKEN_SECRET,
+        "SESSION_STORE_PATH": ":memory:",
+        **extra,
+    }
+
+
+@pytest.fixture
+def app_in(
+    model_server: ScriptedModelServer, issuer: LocalIssuer
+) -> Callable[..., AbstractContextManager[tuple[InProcessApp, Callers]]]:
+    """`with app_in("jwt") as (app, callers):` - the app (in-process devhost, virtual clock) in that mode."""
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def start(mode: str, **settings: str) -> Iterator[tuple[InProcessApp, Callers]]:
+        callers = callers_for(mode, issuer)
+        with running_app(app_env(model_server.base_url, **callers.settings, **settings), "sqlite") as app:
+            yield app, callers
+
+    return start
