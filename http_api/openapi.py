@@ -113,6 +113,7 @@ class Operation(BaseModel):
     responses: dict[int, type[BaseModel] | None] = Field(default_factory=dict)
     problems: tuple[int, ...] = ()
     public: bool = False  # anonymous (no function key)
+    idempotent: bool = False  # accepts an Idempotency-Key header
 
     def path_params(self) -> list[str]:
         return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
@@ -131,7 +132,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/agents/{agent}/runs", operation_id="start_run",
               summary="Start a run (optionally in a session; optionally wait up to wait_seconds)", tag="runs",
               body=StartRunRequest, responses={200: RunView, 202: RunView, 500: RunView},
-              problems=(400, 404, 409, 413, 415, 422)),
+              problems=(400, 404, 409, 413, 415, 422), idempotent=True),
     Operation(method="get", path="/api/runs/{run_id}", operation_id="get_run",
               summary="Poll a run: what is new since the continuation token (long-poll with wait_seconds)",
               tag="runs", query=PollQuery, responses={200: RunView, 202: RunView, 500: RunView},
@@ -162,7 +163,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/workflows/{name}/runs", operation_id="start_workflow",
               summary="Start a workflow run (optionally wait up to wait_seconds)", tag="workflows",
               body=StartWorkflowRequest, responses={200: WorkflowRunView, 202: WorkflowRunView, 500: WorkflowRunView},
-              problems=(400, 404, 409, 413, 415, 422)),
+              problems=(400, 404, 409, 413, 415, 422), idempotent=True),
     Operation(method="get", path="/api/workflows/runs/{run_id}", operation_id="get_workflow_run",
               summary="Poll a workflow run: steps finished since the continuation token, the active step",
               tag="workflows", query=PollQuery,
@@ -241,6 +242,12 @@ def _operation(op: Operation) -> dict[str, Any]:
         for name in op.path_params()
     ]
     parameters += _query_parameters(op.query)
+    if op.idempotent:
+        parameters.append(
+            {"name": "Idempotency-Key", "in": "header", "required": False,
+             "description": "The same key and body from the same caller within 24 h return the same run",
+             "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[\x20-\x7e]+$"}}
+        )
     if parameters:
         spec["parameters"] = parameters
     if op.body is not None:

@@ -18,6 +18,7 @@ from agent_runs.starting import (
 )
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
+from http_api import idempotency
 from http_api.access import open_owned_session, owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
@@ -60,12 +61,28 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     body = read_json_body(req, StartRunRequest)
     store, gateway = services.store, DurableGateway(client)
     caller = current_principal()
-    session_id = body.session_id or uuid.uuid4().hex
-    await open_owned_session(store, session_id, agent, caller)
-    record = new_run_record(
-        uuid.uuid4().hex, session_id, agent, body.metadata, owner_id=caller.id, owner_name=caller.name
-    )
-    run = await _begin_run(store, gateway, record)
+    run_id = uuid.uuid4().hex
+    key = idempotency.key_of(req)
+    start = None
+    if key is not None:
+        request_fingerprint = idempotency.fingerprint(f"agents/{agent.name}", body.model_dump(mode="json"))
+        start = await idempotency.claim(store, caller, key, request_fingerprint, run_id)
+        if not start.first:  # the same request again: answer with its run, as a poll would
+            existing = await idempotency.started_run(store, start)
+            view = await _wait_for_view(
+                services, gateway, existing, cursor=None, wait_seconds=body.wait_seconds, req=req,
+                return_on_updates=False,
+            )
+            return _run_response(view)
+    try:
+        session_id = body.session_id or uuid.uuid4().hex
+        await open_owned_session(store, session_id, agent, caller)
+        record = new_run_record(run_id, session_id, agent, body.metadata, owner_id=caller.id, owner_name=caller.name)
+        run = await _begin_run(store, gateway, record)
+    except Exception:
+        if start is not None:
+            await idempotency.release(store, start)
+        raise
     try:
         inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
         input_count = await write_input(store, run, inputs)

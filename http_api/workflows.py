@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent_runs.services import RunServices
+from http_api import idempotency
 from http_api.access import open_owned_session, owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
+from http_api.identity import Principal
 from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.request_context import base_url, verify_token
@@ -88,6 +90,43 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         raise validation_problem(error, prefix="body.input") from error
     run_id = uuid.uuid4().hex
     caller = current_principal()
+    store = services.store
+    gateway = WorkflowGateway(client)
+    key = idempotency.key_of(req)
+    start = None
+    if key is not None:
+        request_fingerprint = idempotency.fingerprint(f"workflows/{definition.name}", body.model_dump(mode="json"))
+        start = await idempotency.claim(store, caller, key, request_fingerprint, run_id)
+        if not start.first:  # the same request again: answer with its run, as a poll would
+            existing = await idempotency.started_run(store, start)
+            view = await _wait_for_view(services, gateway, existing, None, body.wait_seconds, req,
+                                        return_on_updates=False)
+            return _response(view)
+    try:
+        record = await _begin_workflow_run(services, definition, body, workflow_input, run_id, caller)
+    except Exception:
+        if start is not None:
+            await idempotency.release(store, start)
+        raise
+    try:
+        ref = WorkflowRef(run_id=run_id, workflow=definition.name, session_id=record.metadata.get("session_id"))
+        await gateway.start(WorkflowInput(ref=ref))
+    except Exception:
+        await store.finish_run(run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+        raise
+    view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
+    return _response(view)
+
+
+async def _begin_workflow_run(
+    services: RunServices,
+    definition: WorkflowDefinition,
+    body: StartWorkflowRequest,
+    workflow_input: BaseModel,
+    run_id: str,
+    caller: Principal,
+) -> RunRecord:
+    """The workflow's conversation session (if any), its control session and its run record, owned by the caller."""
     session_id = await _conversation_session(services, definition, body.session_id)
     store = services.store
     control = control_session_id(run_id)
@@ -98,7 +137,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         owner_id=caller.id,
         owner_name=caller.name,
     )
-    record = await store.begin_run(
+    return await store.begin_run(
         RunRecord(
             run_id=run_id,
             session_id=control,
@@ -114,15 +153,6 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             },
         )
     )
-    gateway = WorkflowGateway(client)
-    try:
-        ref = WorkflowRef(run_id=run_id, workflow=definition.name, session_id=session_id)
-        await gateway.start(WorkflowInput(ref=ref))
-    except Exception:
-        await store.finish_run(run_id, "failed", error={"code": "start_failed", "message": "could not start"})
-        raise
-    view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
-    return _response(view)
 
 
 async def _conversation_session(
