@@ -11,6 +11,7 @@ from activities import workflow_agents, workflow_finish, workflow_gates, workflo
 from activities.approvals import apply_decision, expire_approvals, record_approvals
 from activities.finish import finish_run
 from activities.model import call_model
+from activities.queue import take_turn
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, listings, openapi, runs, sessions, workflows
@@ -146,6 +147,10 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- queued runs
+app.activity_trigger(input_name="payload")(take_turn)  # a queued run asks for its turn (orchestrators.queue_wait)
 
 
 # ----------------------------------------------------------------------------------------------- the caller's lists

@@ -44,7 +44,7 @@ class RunRef(_Payload):
     run_id: str
     session_id: str
     agent: str
-    ordinal: int = Field(ge=1)
+    ordinal: int = Field(ge=0, description="0 only while the run waits in the session's queue (no position yet)")
 
 
 class RunInput(_Payload):
@@ -59,6 +59,7 @@ class RunInput(_Payload):
     loop_state: LoopState | None = None
     pending_command: Annotated[LoopCommand, Field(discriminator="kind")] | None = None
     generation: int = 0
+    queued: bool = Field(default=False, description="wait for the session first (if_busy=enqueue / interrupt)")
 
 
 class StepFailure(_Payload):
@@ -160,3 +161,18 @@ class RunProgress(_Payload):
     model_call_seq: int | None = Field(
         default=None, description="first seq of the model call in flight: where its streamed draft is stored"
     )
+
+
+class TurnInput(_Payload):
+    """`take_turn`: is it this queued run's turn? (`polls`: how often it asked, for the activity's logs.)"""
+
+    run: RunRef
+
+
+class TurnResult(_Payload):
+    """`ordinal` once the run holds the session (its input is then written); `cancelled` if it was cancelled while
+    it waited (the run is then closed); neither: keep waiting."""
+
+    ordinal: int | None = None
+    input_count: int = 0
+    cancelled: bool = False

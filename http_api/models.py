@@ -49,6 +49,11 @@ class StartRunRequest(StrictModel):
     metadata: dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue] = Field(
         default_factory=dict, max_length=MAX_METADATA_ENTRIES
     )
+    if_busy: Literal["reject", "enqueue", "interrupt"] = Field(
+        default="reject",
+        description="the session has an active run: 409 (reject), start when it ends (enqueue, status queued), or "
+        "cancel it and start when it has ended (interrupt)",
+    )
 
     @field_validator("input")
     @classmethod

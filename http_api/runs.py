@@ -10,6 +10,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from agent_runs.contracts import RunProgress
+from agent_runs.queued_input import keep_queued_input
 from agent_runs.services import RunServices
 from agent_runs.starting import (
     new_run_record,
@@ -31,6 +32,7 @@ from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reco
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
+from session_store.records import QueuePosition
 
 log = logging.getLogger(__name__)
 
@@ -78,25 +80,32 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         session_id = body.session_id or uuid.uuid4().hex
         await open_owned_session(store, session_id, agent, caller)
         record = new_run_record(run_id, session_id, agent, body.metadata, owner_id=caller.id, owner_name=caller.name)
-        run = await _begin_run(store, gateway, record)
+        run = await _begin_run(store, gateway, record, QUEUE_POSITIONS[body.if_busy])
     except Exception:
         if start is not None:
             await idempotency.release(store, start)
         raise
     try:
         inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
-        input_count = await write_input(store, run, inputs)
+        queued = run.ordinal == 0  # waiting for the session: its input waits aside (agent_runs.queued_input)
+        if queued:
+            await keep_queued_input(store, run.session_id, run.run_id, inputs)
+            input_count = 0
+        else:
+            input_count = await write_input(store, run, inputs)
         run_input = run_input_for(
             run,
             agent,
             services.run_settings,
             input_count=input_count,
             approval_timeout_seconds=body.approval_timeout_seconds,
-        )
+        ).model_copy(update={"queued": queued})
         await gateway.start_run(run_input)
     except Exception:
         await _abandon(store, run)
         raise
+    if queued and body.if_busy == "interrupt":
+        await _interrupt_active(store, gateway, run.session_id)
     view = await _wait_for_view(
         services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
     )
@@ -112,8 +121,32 @@ async def _abandon(store: SessionStore, run: RunRecord) -> None:
         log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
 
 
-async def _begin_run(store: SessionStore, gateway: DurableGateway, record: RunRecord) -> RunRecord:
-    """Claim the session; a session held by a run whose orchestration already died is released first."""
+QUEUE_POSITIONS: dict[str, QueuePosition | None] = {"reject": None, "enqueue": "back", "interrupt": "front"}
+
+
+async def _interrupt_active(store: SessionStore, gateway: DurableGateway, session_id: str) -> None:
+    """`if_busy=interrupt`: cancel the session's active run (the same graceful cancel as the cancel route); the new
+    run, first in the queue, gets the session when the cancelled one has released it."""
+    session = await store.get_session(session_id)
+    active = await store.get_run(session.active_run_id) if session and session.active_run_id else None
+    if active is None or active.finished or active.kind != "agent":
+        return
+    if active.cancel_requested_at is None:
+        await store.update_run(active.run_id, cancel_requested_at=datetime.now(UTC))
+    await gateway.send_cancel(active.run_id, "interrupted by a new run")
+
+
+async def _begin_run(
+    store: SessionStore, gateway: DurableGateway, record: RunRecord, queue: QueuePosition | None = None
+) -> RunRecord:
+    """Claim the session (or queue the run in it); a session held by a run whose orchestration already died is
+    released first, so neither a start nor a queue waits on a run that will never end."""
+    if queue is not None:
+        session = await store.get_session(record.session_id)
+        active = await store.get_run(session.active_run_id) if session and session.active_run_id else None
+        if active is not None and active.run_id != record.run_id:
+            await reconcile(store, active, await gateway.state(active.run_id))
+        return await store.begin_run(record, queue=queue)
     for _ in range(2):
         try:
             return await store.begin_run(record)

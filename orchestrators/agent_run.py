@@ -38,6 +38,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
 )
 from orchestrators.external_events import ExternalEvents
+from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import drain, error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
@@ -63,8 +64,11 @@ def _payload(model: Any, what: str) -> dict[str, Any]:
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
-    driver = RunDriver(RunInput.model_validate(context.get_input()))
     cancels = ExternalEvents(context, CANCEL_EVENT)
+    run_input = yield from take_turn_if_queued(context, RunInput.model_validate(context.get_input()), cancels)
+    if run_input is None:
+        return {}  # cancelled while queued, or continued as new to keep waiting (orchestrators.queue_wait)
+    driver = RunDriver(run_input)
     approvals = ExternalEvents(context, APPROVAL_EVENT)
     command: LoopCommand = driver.first_command()
 

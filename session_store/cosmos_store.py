@@ -33,6 +33,7 @@ from .records import (
     JsonObject,
     MessageRecord,
     Page,
+    QueuePosition,
     RunRecord,
     SessionRecord,
     stamp,
@@ -267,7 +268,7 @@ class CosmosSessionStore:
         return from_item(RunRecord, saved)
 
     @_on_portal
-    async def begin_run(self, record: RunRecord) -> RunRecord:
+    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord:
         ensure_fits("run", record.run_id, record)
         for _ in range(MAX_ETAG_ROUNDS):
             existing = await self._db.read("runs", record.run_id, record.session_id)
@@ -277,7 +278,7 @@ class CosmosSessionStore:
             session = await self._get_session(record.session_id)
             if session is None:
                 raise NotFoundError("session", record.session_id)
-            claim = rules.claim_session(session, record, self._clock())
+            claim = rules.claim_session(session, record, self._clock(), queue)
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
             # Lookup first: a run item is never visible without the index that resolves its id.
@@ -287,6 +288,28 @@ class CosmosSessionStore:
                 continue
             return from_item(RunRecord, created)
         raise ConflictError(f"session {record.session_id!r} kept changing; begin_run gave up")
+
+    @_on_portal
+    async def take_turn(self, run_id: str) -> RunRecord | None:
+        # The run first, then the session's count: a retry after a crash in between finds the run's ordinal and
+        # brings the count up to it (rules.take_turn), so no later run can get the same position.
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            session = await self._get_session(run.session_id)
+            if session is None:
+                raise NotFoundError("session", run.session_id)
+            turn = rules.take_turn(session, run, self._clock())
+            if turn.run is not None:
+                saved = await self._save_run(turn.run, run.etag)
+                if saved is None:
+                    continue
+                run = saved
+            if turn.session is not None and await self._replace("sessions", turn.session, session.etag) is None:
+                continue
+            return run if turn.granted else None
+        raise ConflictError(f"run {run_id!r} kept changing; take_turn gave up")
 
     @_on_portal
     async def get_run(self, run_id: str) -> RunRecord | None:

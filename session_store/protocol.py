@@ -15,7 +15,10 @@ Messages
     ``last_seq`` help the run layer compute the next ``seq``.
 Runs
     ``begin_run`` atomically makes the run the session's only active run and assigns ``ordinal = run_count + 1``;
-    another active run raises ``SessionBusyError``; repeating it with the same ``run_id`` returns the stored run.
+    another active run raises ``SessionBusyError``, unless ``queue`` is given: then the run is stored ``queued``
+    (ordinal 0) in the session's queue (at the back, or the front). Repeating it with the same ``run_id`` returns the
+    stored run. When the active run finishes the session passes to the first queued run, which ``take_turn`` then
+    gives its ordinal (``None`` while it is still waiting).
     ``get_run`` resolves a run from its id alone (no cross-partition query). ``update_run`` changes the mutable
     fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal status (the first
     finish wins) and releases the session if this run holds it. ``list_owner_runs`` pages one owner's runs newest
@@ -47,6 +50,7 @@ from .records import (
     JsonObject,
     MessageRecord,
     Page,
+    QueuePosition,
     RunRecord,
     SessionRecord,
 )
@@ -97,7 +101,9 @@ class SessionStore(Protocol):
     async def last_seq(self, session_id: str) -> int | None: ...
 
     # Runs
-    async def begin_run(self, record: RunRecord) -> RunRecord: ...
+    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord: ...
+
+    async def take_turn(self, run_id: str) -> RunRecord | None: ...
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 

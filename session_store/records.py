@@ -16,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 StoreId = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^/\\?#]+$")]
 JsonObject = dict[str, Any]
 
+QueuePosition = Literal["back", "front"]
 RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"]
 TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
@@ -34,6 +35,9 @@ class SessionRecord(_Record):
     metadata: JsonObject = Field(default_factory=dict)
     active_run_id: StoreId | None = None
     run_count: int = Field(default=0, ge=0)
+    queued_run_ids: list[StoreId] = Field(
+        default_factory=list, description="runs waiting for the session, in the order they will get it"
+    )
     owner_id: str | None = Field(default=None, description="the principal that created the session")
     owner_name: str | None = None
     etag: str | None = None
@@ -55,7 +59,10 @@ class RunRecord(_Record):
     agent: str = Field(description="the agent's name, or the workflow's when kind is 'workflow'")
     kind: Literal["agent", "workflow"] = "agent"
     status: RunStatus = "queued"
-    ordinal: int = Field(default=0, ge=0, description="1-based position among the session's runs; set by begin_run")
+    ordinal: int = Field(
+        default=0, ge=0,
+        description="1-based position among the session's runs; set by begin_run (a queued run: by take_turn)",
+    )
     instance_id: str | None = None
     created_at: AwareDatetime | None = None
     updated_at: AwareDatetime | None = None

@@ -29,6 +29,7 @@ from .records import (
     JsonObject,
     MessageRecord,
     Page,
+    QueuePosition,
     RunRecord,
     SessionRecord,
     stamp,
@@ -291,7 +292,7 @@ class SqliteSessionStore:
         )
         return run
 
-    async def begin_run(self, record: RunRecord) -> RunRecord:
+    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord:
         ensure_fits("run", record.run_id, record)
 
         def op() -> RunRecord:
@@ -303,10 +304,29 @@ class SqliteSessionStore:
                 session = self._get_session(conn, record.session_id, now)
                 if session is None:
                     raise NotFoundError("session", record.session_id)
-                claim = rules.claim_session(session, record, now)
+                claim = rules.claim_session(session, record, now, queue)
                 if claim.session is not None:
                     self._put_session(conn, claim.session, now)
                 return self._put_run(conn, claim.run, now)
+
+        return await self._run(op)
+
+    async def take_turn(self, run_id: str) -> RunRecord | None:
+        def op() -> RunRecord | None:
+            now = self._now()
+            with self._tx() as conn:
+                run = self._get_run(conn, run_id, now)
+                if run is None:
+                    raise NotFoundError("run", run_id)
+                session = self._get_session(conn, run.session_id, now)
+                if session is None:
+                    raise NotFoundError("session", run.session_id)
+                turn = rules.take_turn(session, run, now)
+                if turn.session is not None:
+                    self._put_session(conn, turn.session, now)
+                if turn.run is not None:
+                    run = self._put_run(conn, turn.run, now)
+                return run if turn.granted else None
 
         return await self._run(op)
 
