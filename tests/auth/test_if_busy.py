@@ -124,7 +124,8 @@ def test_queued_runs_survive_a_host_kill_and_keep_their_order(model, tmp_path: P
         api = AppClient(host.client)
         first = _start(api.http, alice, "note please")
         deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-        while (view := api.http.get(f"/api/runs/{first['run_id']}", headers=alice).json())["status"] != "waiting":
+        while True:
+            view = api.http.get(f"/api/runs/{first['run_id']}", headers=alice).json()
             if view["status"] == "requires_action":
                 break
             assert time.monotonic() < deadline, view
