@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import azure.functions as func
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition
@@ -18,6 +18,8 @@ class ToolView(BaseModel):
     description: str
     parameters: dict[str, object]
     approval: str
+    approvers: list[str] = Field(default_factory=lambda: ["owner"], description="who may decide its approvals")
+    separation_of_duties: bool = False
 
 
 class AgentView(BaseModel):
@@ -40,7 +42,14 @@ class AgentView(BaseModel):
             description=agent.description,
             model=agent.model,
             tools=[
-                ToolView(name=t.name, description=t.description, parameters=t.parameters, approval=policy(t.approval))
+                ToolView(
+                    name=t.name,
+                    description=t.description,
+                    parameters=t.parameters,
+                    approval=policy(t.approval),
+                    approvers=list(t.approvers),
+                    separation_of_duties=t.separation_of_duties,
+                )
                 for t in agent.tools
             ],
             structured_output=agent.output_type is not None,

@@ -18,6 +18,7 @@ from http_api.paging import next_token, store_cursor, store_paging
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
 from http_api.run_views import reconcile
+from http_api.token_binding import bound_to
 from session_store import SessionRecord, SessionStore
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
 
@@ -88,7 +89,8 @@ async def list_messages(req: func.HttpRequest) -> func.HttpResponse:
     )
     token = None
     if page.continuation is not None and page.items:
-        token = services.tokens.issue(TOKEN_SCOPE, session.session_id, {"seq": page.items[-1].seq})
+        cursor = {"seq": page.items[-1].seq, **bound_to(session.owner_id)}
+        token = services.tokens.issue(TOKEN_SCOPE, session.session_id, cursor)
     return json_response(
         {
             "session_id": session.session_id,

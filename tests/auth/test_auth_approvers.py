@@ -46,6 +46,9 @@ def inbox(app, callers: Callers, person, status: str = "pending") -> list[dict]:
 def test_a_role_approver_decides_others_get_403_or_404(app_in, model, mode: str) -> None:
     model.set_script(pay_script())
     with app_in(mode) as (app, callers):
+        tools = app.http.get("/api/agents/payer", headers=callers.headers(ALICE)).json()["tools"]
+        policies = {t["name"]: (t["approvers"], t["separation_of_duties"]) for t in tools}
+        assert policies == {"pay": (["role:Payments.Approver"], True), "note": (["owner"], False)}
         run_id, approval_id = waiting_run(app, callers, ALICE, "pay bob")
         # The inbox: Carol and Dave hold the role; Alice (the requester: separation of duties) and Bob do not.
         [carols] = inbox(app, callers, CAROL)
