@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs import run_status
 from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
 from agent_runs.contracts import ApprovalRequestsInput, DecisionInput, ExpireApprovalsInput, ExpireApprovalsResult
@@ -47,6 +48,7 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
             for request in requests
         ]
     )
+    await run_status.mark(ctx.store, step.run.run_id, "requires_action")
     return {"approval_ids": [request.id for request in requests]}
 
 
@@ -57,6 +59,7 @@ async def apply_decision(payload: dict[str, Any]) -> dict[str, Any]:
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {step.approval_id!r} has no stored decision yet")  # retried by Durable
     decision = await _record_response(ctx, ctx.run_log(step.seq, 1), record)
+    await run_status.mark_unless_pending(ctx.store, step.run.run_id)
     return within_budget(decision.model_dump(mode="json"), "decision")
 
 
@@ -77,6 +80,7 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
             result.expired.append(approval_id)
         else:
             result.decided.append(decision)
+    await run_status.mark_unless_pending(ctx.store, step.run.run_id)
     return within_budget(result.model_dump(mode="json"), "expire result")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs import run_status
 from agent_runs.budget import within_budget
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from session_store import AlreadyDecidedError, ApprovalRecord
@@ -52,6 +53,7 @@ async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
             )
         ]
     )
+    await run_status.mark(ctx.store, request.ref.run_id, "requires_action")
     return GateOpened(approval_id=approval_id, expires_at=request.expires_at).model_dump(mode="json")
 
 
@@ -77,6 +79,7 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {request.approval_id!r} has no decision yet")  # retried by Durable
     escalated = request.level > 0
+    await run_status.mark_unless_pending(ctx.store, request.ref.run_id)
     if record.status == "expired":
         action = step.on_timeout.then if isinstance(step.on_timeout, Escalate) else step.on_timeout
         if action == "fail":

@@ -56,8 +56,11 @@ def claim_session(
 
 
 def _new_run(run: RunRecord, ordinal: int, now: datetime) -> RunRecord:
+    """The run as stored by a claim: a run that holds its session is `in_progress` (lists filter on it)."""
+    status = "in_progress" if run.status == "queued" else run.status
     return run.model_copy(
-        update={"ordinal": ordinal, "created_at": run.created_at or now, "updated_at": now, "etag": None}
+        update={"ordinal": ordinal, "status": status, "created_at": run.created_at or now, "updated_at": now,
+                "etag": None}
     )
 
 
@@ -96,7 +99,7 @@ def take_turn(session: SessionRecord, run: RunRecord, now: datetime) -> Turn:
     ordinal = session.run_count + 1
     return Turn(
         granted=True,
-        run=run.model_copy(update={"ordinal": ordinal, "updated_at": now}),
+        run=run.model_copy(update={"ordinal": ordinal, "status": "in_progress", "updated_at": now}),
         session=session.model_copy(update={"run_count": ordinal, "updated_at": now}),
     )
 

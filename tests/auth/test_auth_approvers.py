@@ -63,6 +63,12 @@ def test_a_role_approver_decides_others_get_403_or_404(app_in, model, mode: str)
         assert app.http.get(f"/api/runs/{run_id}", headers=callers.headers(CAROL)).status_code == 404
         assert app.http.get(f"/api/runs/{run_id}/approvals", headers=callers.headers(BOB)).status_code == 404
 
+        def listed(status: str) -> list[str]:
+            page = app.http.get("/api/runs", params={"status": status}, headers=callers.headers(ALICE)).json()
+            return [r["run_id"] for r in page["runs"]]
+
+        assert (listed("requires_action"), listed("in_progress"), listed("completed")) == ([run_id], [], [])
+
         own = decide(app, callers, ALICE, run_id, approval_id)  # she sees it (her run) but may not decide it
         assert own.status_code == 403 and own.json()["code"] == "not_an_approver", own.text
         stranger = decide(app, callers, BOB, run_id, approval_id)
@@ -74,6 +80,7 @@ def test_a_role_approver_decides_others_get_403_or_404(app_in, model, mode: str)
         app.settle()
         view = app.http.get(f"/api/runs/{run_id}", headers=callers.headers(ALICE)).json()
         assert (view["status"], view["output"]["text"]) == ("completed", "Done.")
+        assert (listed("requires_action"), listed("completed")) == ([], [run_id])
         [record] = app.http.get(f"/api/runs/{run_id}/approvals", headers=callers.headers(ALICE)).json()["approvals"]
         assert (record["status"], record["decided_by"]) == ("approved", CAROL.id)
 
@@ -118,6 +125,8 @@ def test_a_workflow_gate_is_decided_by_its_approver_role(app_in, model, mode: st
         assert decide(app, callers, CAROL, run_id, gate["approval_id"]).status_code == 404
         assert decide(app, callers, DAVE, run_id, gate["approval_id"]).status_code == 202
         app.settle()
+        runs = app.http.get("/api/runs", headers=callers.headers(ALICE)).json()["runs"]
+        assert [(r["run_id"], r["kind"], r["status"]) for r in runs] == [(run_id, "workflow", "completed")]
         done = app.http.get(f"/api/workflows/runs/{run_id}", headers=callers.headers(ALICE)).json()
         assert done["status"] == "completed" and done["output"] == {"approved": True, "decided_by": DAVE.id}
 

@@ -55,7 +55,7 @@ async def test_runs_list_per_owner_newest_first_by_status_and_agent(harness, sto
         if index == 4:
             await store.finish_run(started.run_id, "completed")
         if owner == alice:
-            expected.append((started.run_id, agent, "completed" if index == 4 else "queued"))
+            expected.append((started.run_id, agent, "completed" if index == 4 else "in_progress"))
         harness.clock.advance(1)
 
     every = await _pages(lambda token: store.list_owner_runs(alice, limit=2, continuation=token))

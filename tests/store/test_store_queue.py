@@ -28,7 +28,7 @@ async def test_runs_queue_in_order_and_take_their_turns(store: SessionStore) -> 
     assert (session.active_run_id, session.queued_run_ids) == (second.run_id, [third.run_id])
     assert await store.take_turn(third.run_id) is None
     turn = await store.take_turn(second.run_id)
-    assert turn is not None and turn.ordinal == 2
+    assert turn is not None and (turn.ordinal, turn.status) == (2, "in_progress")
     assert (await store.take_turn(second.run_id)).ordinal == 2  # idempotent
     assert (await store.get_session(session_id)).run_count == 2
 
