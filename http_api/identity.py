@@ -219,14 +219,17 @@ class Authenticator:
         return report
 
 
-_authenticator: Authenticator | None = None
-_authenticator_lock = threading.Lock()
+_authenticators: dict[str, Authenticator] = {}
+_authenticators_lock = threading.Lock()
 
 
 def authenticator() -> Authenticator:
-    """The process's authenticator (settings read once, JWKS cached across requests)."""
-    global _authenticator
-    with _authenticator_lock:
-        if _authenticator is None:
-            _authenticator = Authenticator(AuthSettings())
-        return _authenticator
+    """The authenticator for the current settings (read on each request, as cheap as reading the environment; one
+    authenticator, with its cached JWKS, per distinct configuration)."""
+    settings = AuthSettings()
+    key = settings.model_dump_json()
+    with _authenticators_lock:
+        found = _authenticators.get(key)
+        if found is None:
+            found = _authenticators[key] = Authenticator(settings)
+        return found

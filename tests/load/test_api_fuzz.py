@@ -151,6 +151,13 @@ def test_every_served_route_is_described(api_host: InProcessHost) -> None:
     assert served == described
 
 
+def test_the_host_runs_in_its_auth_mode(api_host: InProcessHost, auth_mode: str) -> None:
+    """The fuzz really runs as the mode says: without the principal, easyauth refuses."""
+    assert api_host.client.get("/api/health").json()["auth"]["mode"] == auth_mode
+    bare = api_host.client.get("/api/agents")
+    assert bare.status_code == (401 if auth_mode == "easyauth" else 200)
+
+
 def test_the_app_serves_the_document(api_host: InProcessHost) -> None:
     response = api_host.client.get("/api/openapi.json")
     assert response.status_code == 200 and response.json() == openapi_document()
