@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -29,6 +31,12 @@ from e2e_settings import running_app  # noqa: E402
 from local_issuer import LocalIssuer  # noqa: E402
 
 from scripted_model import ScriptedModelServer  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The local Cosmos server's certificate is self-signed; the SDK skips verification for 127.0.0.1 only.
+    config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
+
 
 OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
 TOKEN_SECRET = "auth-tests-continuation-secret"
@@ -120,18 +128,50 @@ def app_env(model_url: str, **extra: str) -> dict[str, str]:
     }
 
 
+@pytest.fixture(scope="session")
+def cosmos_account() -> Iterator[tuple[str, str | None]]:
+    """(endpoint, key): COSMOS_ENDPOINT when set, else a local Cosmos server for the whole session."""
+    endpoint = os.environ.get("COSMOS_ENDPOINT")
+    if endpoint:
+        yield endpoint, os.environ.get("COSMOS_KEY") or None
+        return
+    from cosmos_local import start_local_cosmos
+
+    server = start_local_cosmos()
+    try:
+        yield server.endpoint, server.key
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def cosmos_settings(cosmos_account: tuple[str, str | None]) -> Iterator[dict[str, str]]:
+    """A database of its own for the test (dropped after)."""
+    endpoint, key = cosmos_account
+    database = f"auth-{uuid.uuid4().hex[:12]}"
+    yield {"COSMOS_ENDPOINT": endpoint, "COSMOS_DATABASE": database, **({"COSMOS_KEY": key} if key else {})}
+    from session_store.cosmos_admin import drop_database
+
+    drop_database(endpoint, key, database)
+
+
 @pytest.fixture
 def app_in(
-    model_server: ScriptedModelServer, issuer: LocalIssuer
+    request: pytest.FixtureRequest, model_server: ScriptedModelServer, issuer: LocalIssuer
 ) -> Callable[..., AbstractContextManager[tuple[InProcessApp, Callers]]]:
-    """`with app_in("jwt") as (app, callers):` - the app (in-process devhost, virtual clock) in that mode."""
+    """`with app_in("jwt") as (app, callers):` - the app (in-process devhost, virtual clock) in that mode, on the
+    SQLite store (`store="cosmos"`: on the local Cosmos server)."""
 
     from contextlib import contextmanager
 
     @contextmanager
-    def start(mode: str, **settings: str) -> Iterator[tuple[InProcessApp, Callers]]:
+    def start(mode: str, store: str = "sqlite", **settings: str) -> Iterator[tuple[InProcessApp, Callers]]:
         callers = callers_for(mode, issuer)
-        with running_app(app_env(model_server.base_url, **callers.settings, **settings), "sqlite") as app:
+        env = app_env(model_server.base_url, **callers.settings, **settings)
+        if store == "cosmos":
+            env.pop("SESSION_STORE_PATH")
+            env.update(request.getfixturevalue("cosmos_settings"))
+        with running_app(env, store) as app:
             yield app, callers
 
     return start

@@ -76,10 +76,13 @@ def owned_requests(app, ids: dict[str, str]) -> list[tuple[str, str, dict | None
     return requests
 
 
-@pytest.mark.parametrize("mode", ["easyauth", "jwt"])
-def test_every_route_of_another_principal_answers_404_and_changes_nothing(app_in, model, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "store"),
+    [("easyauth", "sqlite"), ("jwt", "sqlite"), pytest.param("easyauth", "cosmos", marks=pytest.mark.cosmos)],
+)
+def test_every_route_of_another_principal_answers_404_and_changes_nothing(app_in, model, mode: str, store) -> None:
     model.set_script(note_script())
-    with app_in(mode) as (app, callers):
+    with app_in(mode, store) as (app, callers):
         ids = alices_things(app, callers)
         before = app.snapshot()
         bob = callers.headers(BOB)

@@ -41,9 +41,10 @@ def _texts(http, headers) -> list[str]:
     return [c.get("text") for m in page["messages"] for c in m["contents"] if c["type"] == "text"]
 
 
-def test_enqueued_runs_start_in_order_when_the_active_one_ends(app_in, model) -> None:
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_enqueued_runs_start_in_order_when_the_active_one_ends(app_in, model, store: str) -> None:
     model.set_script(script())
-    with app_in("easyauth") as (app, callers):
+    with app_in("easyauth", store) as (app, callers):
         alice = callers.headers(ALICE)
         first = _start(app.http, alice, "note please")
         app.settle()
