@@ -13,12 +13,13 @@ from activities.finish import finish_run
 from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
-from http_api import agents, approvals, openapi, runs, sessions, workflows
+from http_api import agents, approvals, fastapi_bridge, openapi, runs, sessions, workflows
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
 
-app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+# DFApp with every route bridged to azurefunctions-extensions-http-fastapi, which the streams need (see the module)
+app = fastapi_bridge.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration
 app.orchestration_trigger(context_name="context")(agent_run)
