@@ -6,6 +6,7 @@ Runs on Azure Functions (Durable extension), `func start` on a laptop, and devho
 
 import azure.durable_functions as df
 import azure.functions as func
+from azurefunctions.extensions.http.fastapi import Request, StreamingResponse
 
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.approvals import apply_decision, expire_approvals, record_approvals
@@ -14,6 +15,7 @@ from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, fastapi_bridge, openapi, runs, sessions, workflows
+from http_api.streams import handlers as streams
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
@@ -146,3 +148,16 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- live streams (SSE)
+@app.route(route="runs/{run_id}/stream", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def stream_run(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    return await streams.stream_run(req, client)
+
+
+@app.route(route="workflows/runs/{run_id}/stream", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    return await streams.stream_workflow_run(req, client)

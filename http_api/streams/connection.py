@@ -1,0 +1,63 @@
+"""One client's stream: from its cursor, what the shared watcher has that the client has not received.
+
+Order within a batch: new updates (seq order), then the status if it changed, then the delta of the answer being
+written (only for a draft above the last update delivered: an update covers its draft, so a resumed client never
+gets text twice), then `done` once every update is out. Each event's `id:` is the cursor after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+from . import sse
+from .cursor import Cursor
+from .watchers import RunWatcher
+
+
+class Position:
+    def __init__(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+
+    def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
+        """Everything the watcher has that this client has not been sent, advancing the cursor as it goes."""
+        for update in watcher.updates_after(self.cursor.seq):
+            self.cursor = self.cursor.after_update(update["seq"])
+            yield sse.event("update", update, self.cursor.encode())
+        if watcher.status and watcher.status_fp != self.cursor.status:
+            self.cursor = self.cursor.with_status(watcher.status_fp)
+            yield sse.event("status", watcher.status, self.cursor.encode())
+        draft = watcher.draft
+        if draft is not None and draft.seq > self.cursor.seq and len(draft.text) != self.cursor.draft:
+            if len(draft.text) > self.cursor.draft:
+                data = {"message_id": draft.message_id, "text": draft.text[self.cursor.draft:]}
+            else:  # a retried model call started its answer over: the text so far replaces what was sent
+                data = {"message_id": draft.message_id, "text": draft.text, "replace": True}
+            self.cursor = self.cursor.with_draft(len(draft.text))
+            yield sse.event("delta", data, self.cursor.encode())
+        if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
+            yield sse.event("done", watcher.done, self.cursor.encode())
+
+
+async def stream_events(watcher: RunWatcher, cursor: Cursor, ping_seconds: float) -> AsyncIterator[bytes]:
+    """The SSE body; releases the watcher when the client leaves (the generator is cancelled) or the run is done."""
+    position = Position(cursor)
+    try:
+        await watcher.ready()
+        while True:
+            changed = watcher.changed()
+            finished = False
+            for chunk in position.pending(watcher):
+                finished = chunk.startswith(b"event: done")
+                yield chunk
+            if finished:
+                return
+            if watcher.failure is not None:
+                return  # the watcher could not read the run; the client reconnects with its cursor
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), ping_seconds)
+                continue
+            yield sse.PING
+    finally:
+        watcher.unsubscribe()
