@@ -27,7 +27,7 @@ EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 
 
 @pytest.fixture
-def stream_app(model: ScriptedModelServer, marker_dir) -> Iterator[InProcessApp]:  # noqa: ANN001
+def stream_app(model: ScriptedModelServer, marker_dir) -> Iterator[InProcessApp]:
     """The app on the SQLite store (the store-specific reads are the polls' own; the resume test runs on both)."""
     env = app_settings(model.base_url, SESSION_STORE_PATH=":memory:", E2E_MARKER_DIR=str(marker_dir),
                        STREAM_PING_SECONDS="0.2")
@@ -73,7 +73,7 @@ def wait_for_model_calls(model: ScriptedModelServer, count: int) -> None:
         time.sleep(0.01)
 
 
-def test_a_finished_run_replays_from_the_beginning_and_ends(stream_app: InProcessApp, model) -> None:  # noqa: ANN001
+def test_a_finished_run_replays_from_the_beginning_and_ends(stream_app: InProcessApp, model) -> None:
     model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "The answer."))
     started = stream_app.start(input="look it up", wait_seconds=30)
     assert started["status"] == "completed"

@@ -15,7 +15,7 @@ from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
 
 
-def read_until(events: Iterator[ServerSentEvent], wanted) -> list[ServerSentEvent]:  # noqa: ANN001
+def read_until(events: Iterator[ServerSentEvent], wanted) -> list[ServerSentEvent]:
     seen = []
     for event in events:
         seen.append(event)
@@ -24,7 +24,7 @@ def read_until(events: Iterator[ServerSentEvent], wanted) -> list[ServerSentEven
     raise AssertionError(f"the stream ended first: {[e.event for e in seen]}")
 
 
-def status_is(name: str):  # noqa: ANN201
+def status_is(name: str):
     return lambda e: e.event == "status" and e.json()["status"] == name
 
 
@@ -56,8 +56,8 @@ def test_a_workflow_stream_shows_steps_child_runs_and_the_gate(host: InProcessHo
     assert steps == view(host, run_id)["steps"]  # as the poll lists them
     assert [s["seq"] for s in steps] == sorted({s["seq"] for s in steps})
     children = {c["run_id"] for e in everything if e.event == "status" for c in e.json()["child_runs"]}
-    assert len(children) >= 3  # writer, reviewer, reviser: each seen while it ran
-    assert all(run_id_ in {r for s in steps for r in s["run_ids"]} for run_id_ in children)
+    # Child runs seen running (the writer certainly, as the model was held) are those the finished steps name.
+    assert child["run_id"] in children and children <= {r for s in steps for r in s["run_ids"]}
     done = rest[-1].json()
     assert done["status"] == "completed" and done["output"]["published"] is True
     # A finished workflow replays and ends; the agent-run stream route refuses a workflow run, before streaming.
