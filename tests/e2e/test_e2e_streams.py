@@ -234,3 +234,26 @@ def test_problems_come_before_the_stream(stream_app: InProcessApp, model: Script
         events = read_until(source.iter_sse(), is_done)
     assert of(events, "update")  # the answer, which the start's view did not have
     assert all(u["seq"] > second["updates"][-1]["seq"] for u in of(events, "update"))
+
+
+def test_with_worker_processes_deltas_come_from_the_stored_draft(model: ScriptedModelServer, tmp_path) -> None:  # noqa: ANN001
+    """The model call runs in a worker process, the stream in the host: the host's watcher follows the draft the
+    worker stores (no in-process token feed crosses the process boundary)."""
+    from devhost.testing import InProcessHost
+    from e2e_settings import E2E_DIR, REPO_ROOT
+
+    model.set_script(Script.of(ANSWER))
+    model.hold_mid_stream(after_chunks=12)
+    env = app_settings(model.base_url, SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"),
+                       PARTIAL_OUTPUT_INTERVAL_SECONDS="0", STREAM_WATCH_MAX_INTERVAL_SECONDS="0.2",
+                       PYTHONPATH=str(E2E_DIR))  # the workers import `fixture_agents` too
+    with InProcessHost(REPO_ROOT, clock="virtual", env=env, workers=1) as host:
+        app = InProcessApp(host, "sqlite")
+        run_id = app.start(input="a long story")["run_id"]
+        with sse(app, run_id) as source:
+            events = source.iter_sse()
+            first = read_until(events, lambda e: e.event == "delta")
+            model.release_answers()
+            rest = read_until(events, is_done)
+    assert ANSWER.startswith(delta_text(first + rest)) and delta_text(first)
+    assert of(rest, "done")[0]["output"] == {"text": ANSWER}
