@@ -1,8 +1,8 @@
 """One client's stream: from its cursor, what the shared watcher has that the client has not received.
 
 Order within a batch: new updates (seq order), then the status if it changed, then the delta of the answer being
-written (only for a draft above the last update delivered: an update covers its draft, so a resumed client never
-gets text twice), then `done` once every update is out. Each event's `id:` is the cursor after it.
+written (only for a draft above the last update delivered: the update at a draft's seq covers it, so a resumed
+client never gets text twice), then `done` once every update is out. Each event's `id:` is the cursor after it.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ class Position:
             self.cursor = self.cursor.with_status(watcher.status_fp)
             yield sse.event("status", watcher.status, self.cursor.encode())
         draft = watcher.draft
-        if draft is not None and draft.seq > self.cursor.seq and len(draft.text) != self.cursor.draft:
-            if len(draft.text) > self.cursor.draft:
-                data = {"message_id": draft.message_id, "text": draft.text[self.cursor.draft:]}
+        sent = self.cursor.sent_of(draft.seq) if draft is not None else 0
+        if draft is not None and draft.seq > self.cursor.seq and len(draft.text) != sent:
+            if len(draft.text) > sent:
+                data = {"message_id": draft.message_id, "text": draft.text[sent:]}
             else:  # a retried model call started its answer over: the text so far replaces what was sent
                 data = {"message_id": draft.message_id, "text": draft.text, "replace": True}
-            self.cursor = self.cursor.with_draft(len(draft.text))
+            self.cursor = self.cursor.with_draft(draft.seq, len(draft.text))
             yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
             yield sse.event("done", watcher.done, self.cursor.encode())

@@ -236,11 +236,12 @@ def test_problems_come_before_the_stream(stream_app: InProcessApp, model: Script
     assert all(u["seq"] > second["updates"][-1]["seq"] for u in of(events, "update"))
 
 
-def test_with_worker_processes_deltas_come_from_the_stored_draft(model: ScriptedModelServer, tmp_path) -> None:  # noqa: ANN001
+def test_with_worker_processes_deltas_come_from_the_stored_draft(model: ScriptedModelServer, tmp_path) -> None:
     """The model call runs in a worker process, the stream in the host: the host's watcher follows the draft the
     worker stores (no in-process token feed crosses the process boundary)."""
-    from devhost.testing import InProcessHost
     from e2e_settings import E2E_DIR, REPO_ROOT
+
+    from devhost.testing import InProcessHost
 
     model.set_script(Script.of(ANSWER))
     model.hold_mid_stream(after_chunks=12)
