@@ -90,7 +90,7 @@ def test_resuming_from_any_event_id_gives_the_uninterrupted_stream(cut: int) -> 
     watcher, steps = FakeWatcher(), timeline()
     first = Position(Cursor())
     received: list[tuple[str, str, Any]] = []
-    for index, step in enumerate(steps):  # the first client leaves after `cut` events, mid-batch if need be
+    for index, step in enumerate(steps):  # noqa: B007 - used after the loop; the first client leaves after `cut` events, mid-batch if need be
         step(watcher)
         for chunk in first.pending(watcher):
             if len(received) == cut:
