@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 
 from . import sse
@@ -41,9 +42,12 @@ class Position:
             yield sse.event("done", watcher.done, self.cursor.encode())
 
 
-async def stream_events(watcher: RunWatcher, cursor: Cursor, ping_seconds: float) -> AsyncIterator[bytes]:
-    """The SSE body; releases the watcher when the client leaves (the generator is cancelled) or the run is done."""
+async def stream_events(watcher: RunWatcher, cursor: Cursor, ping_seconds: float,
+                        max_seconds: float = 0) -> AsyncIterator[bytes]:
+    """The SSE body; releases the watcher when the client leaves (the generator is cancelled), the run is done, or
+    `max_seconds` (if not 0) have passed (the client then reconnects with its last event id)."""
     position = Position(cursor)
+    deadline = time.monotonic() + max_seconds if max_seconds else None
     try:
         await watcher.ready()
         while True:
@@ -56,9 +60,15 @@ async def stream_events(watcher: RunWatcher, cursor: Cursor, ping_seconds: float
                 return
             if watcher.failure is not None:
                 return  # the watcher could not read the run; the client reconnects with its cursor
+            wait = ping_seconds
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), ping_seconds)
+                await asyncio.wait_for(changed.wait(), wait)
                 continue
-            yield sse.PING
+            if deadline is None or time.monotonic() < deadline:
+                yield sse.PING
     finally:
         watcher.unsubscribe()

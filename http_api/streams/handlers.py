@@ -75,8 +75,8 @@ async def _stream(make_feed: Callable[[], Feed], kind: str, run_id: str, cursor:
     if watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for a store outage)
         watcher.unsubscribe()
         raise watcher.failure
-    return StreamingResponse(stream_events(watcher, cursor, settings.ping_seconds), media_type=sse.MEDIA_TYPE,
-                             headers=sse.HEADERS)
+    return StreamingResponse(stream_events(watcher, cursor, settings.ping_seconds, settings.max_seconds),
+                             media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 
 def start_cursor(req: func.HttpRequest, services: RunServices, scope: str, run_id: str) -> Cursor:

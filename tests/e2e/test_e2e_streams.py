@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -258,3 +259,26 @@ def test_with_worker_processes_deltas_come_from_the_stored_draft(model: Scripted
             rest = read_until(events, is_done)
     assert ANSWER.startswith(delta_text(first + rest)) and delta_text(first)
     assert of(rest, "done")[0]["output"] == {"text": ANSWER}
+
+
+def test_a_stream_ends_at_its_time_limit_and_the_client_resumes(
+    model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """`STREAM_MAX_SECONDS` (a stream must end before the function timeout): the stream closes without `done`; the
+    client reconnects with its last event id and gets the rest, nothing twice."""
+    model.set_script(Script.of("After the limit."))
+    model.hold_answers()
+    env = app_settings(model.base_url, SESSION_STORE_PATH=":memory:", E2E_MARKER_DIR=str(marker_dir),
+                       STREAM_MAX_SECONDS="0.3")
+    with running_app(env, "sqlite") as app:
+        run_id = app.start(input="hi")["run_id"]
+        wait_for_model_calls(model, 1)
+        with sse(app, run_id) as source:
+            first = list(source.iter_sse())  # the run is held: the stream ends at its limit, not at `done`
+        assert first and "done" not in [e.event for e in first]
+        with sse(app, run_id, headers={"Last-Event-ID": first[-1].id}) as source:
+            model.release_answers()
+            second = read_until(source.iter_sse(), is_done)
+    updates = of(first + second, "update")
+    assert [u["seq"] for u in updates] == sorted({u["seq"] for u in updates})
+    assert of(second, "done")[0]["output"] == {"text": "After the limit."}
