@@ -22,11 +22,22 @@ import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
 
+def public_url(request: Request) -> str:
+    """The URL the client used. On Azure the host proxies the request to the worker's web server; when it says where
+    the request came in (`X-Forwarded-Host`/`-Proto`), that is the URL links must use, not the worker's address."""
+    url = request.url
+    host = request.headers.get("x-forwarded-host")
+    if host:
+        proto = request.headers.get("x-forwarded-proto") or url.scheme
+        url = url.replace(scheme=proto.split(",")[0].strip(), netloc=host.split(",")[0].strip())
+    return str(url)
+
+
 async def to_func_request(request: Request) -> func.HttpRequest:
     """The `func.HttpRequest` a non-v2 worker would have built for this request."""
     return func.HttpRequest(
         method=request.method,
-        url=str(request.url),
+        url=public_url(request),
         headers=dict(request.headers),
         params=dict(request.query_params),
         route_params={k: str(v) for k, v in request.path_params.items()},

@@ -23,6 +23,7 @@ from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
 from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
 from http_api.sessions import MessagesQuery, SessionView
+from http_api.streams.query import StreamQuery
 from http_api.workflow_models import SignalRequest, StartWorkflowRequest, WorkflowRunView, WorkflowSummary
 
 API_TITLE = "Durable agents API"
@@ -105,6 +106,7 @@ class Operation(BaseModel):
     responses: dict[int, type[BaseModel] | None] = Field(default_factory=dict)
     problems: tuple[int, ...] = ()
     public: bool = False  # anonymous (no function key)
+    stream: bool = False  # 200 is a text/event-stream (see README "Live streams")
 
     def path_params(self) -> list[str]:
         return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
@@ -165,6 +167,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/workflows/runs/{run_id}/signals/{name}", operation_id="signal_workflow_run",
               summary="Send a signal (with a payload) to a workflow run", tag="workflows", body=SignalRequest,
               responses={202: SignalAcceptedBody}, problems=(400, 404, 409, 413, 415, 422)),
+    Operation(method="get", path="/api/runs/{run_id}/stream", operation_id="stream_run",
+              summary="Live stream (SSE) of a run: update, delta, status, done events; resumable", tag="runs",
+              query=StreamQuery, stream=True, problems=(400, 401, 404, 422)),
+    Operation(method="get", path="/api/workflows/runs/{run_id}/stream", operation_id="stream_workflow_run",
+              summary="Live stream (SSE) of a workflow run: steps, status with child runs, done; resumable",
+              tag="workflows", query=StreamQuery, stream=True, problems=(400, 401, 404, 422)),
 )
 
 # Every route can also answer these (see http_api.adapter): the store is down, or an unexpected error.
@@ -227,6 +235,10 @@ def _operation(op: Operation) -> dict[str, Any]:
     if op.body is not None:
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     responses: dict[str, Any] = {}
+    if op.stream:
+        responses["200"] = {"description": "Server-Sent Events", "content": {"text/event-stream": {
+            "schema": {"type": "string", "description": "events `update`, `delta`, `status`, `done`, each with an id"}
+        }}}
     for status, model in op.responses.items():
         text = _FAILED_RUN_TEXT if status == 500 else _STATUS_TEXT.get(status, "OK")
         responses[str(status)] = {"description": text}

@@ -16,7 +16,7 @@ from azurefunctions.extensions.http.fastapi import Request, Response, StreamingR
 
 from agent_runs.services import RunServices
 from http_api import run_views, workflow_views
-from http_api.adapter import http_endpoint
+from http_api.adapter import http_endpoint, query_model
 from http_api.fastapi_bridge import to_fastapi_response, to_func_request
 from http_api.problems import ApiProblem
 from http_api.request_context import base_url, verify_token
@@ -27,6 +27,7 @@ from . import sse
 from .connection import stream_events
 from .cursor import Cursor
 from .feeds import Feed, RunFeed, WorkflowFeed
+from .query import StreamQuery
 from .settings import StreamSettings
 from .watchers import REGISTRY
 
@@ -80,13 +81,14 @@ async def _stream(make_feed: Callable[[], Feed], kind: str, run_id: str, cursor:
 
 
 def start_cursor(req: func.HttpRequest, services: RunServices, scope: str, run_id: str) -> Cursor:
-    candidates = (("header.last-event-id", req.headers.get("last-event-id")), ("query.after", req.params.get("after")))
+    query = query_model(req, StreamQuery)
+    candidates = (("header.last-event-id", req.headers.get("last-event-id")), ("query.after", query.after))
     for field, raw in candidates:
         if raw:
             try:
                 return Cursor.parse(raw)
             except ValueError as error:
                 raise ApiProblem(400, "invalid_cursor", "Invalid stream cursor", str(error), field=field) from error
-    token = verify_token(services, req.params.get("continuation_token"), scope, run_id)
+    token = verify_token(services, query.continuation_token, scope, run_id)
     seq = token.get("seq") if token else None
     return Cursor(seq=seq) if isinstance(seq, int) else Cursor()
