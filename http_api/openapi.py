@@ -236,9 +236,8 @@ def _operation(op: Operation) -> dict[str, Any]:
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     responses: dict[str, Any] = {}
     if op.stream:
-        responses["200"] = {"description": "Server-Sent Events", "content": {"text/event-stream": {
-            "schema": {"type": "string", "description": "events `update`, `delta`, `status`, `done`, each with an id"}
-        }}}
+        sse = {"text/event-stream": {"schema": _SSE_EVENT}}
+        responses["200"] = {"description": "Server-Sent Events", "content": sse}
     for status, model in op.responses.items():
         text = _FAILED_RUN_TEXT if status == 500 else _STATUS_TEXT.get(status, "OK")
         responses[str(status)] = {"description": text}
@@ -250,6 +249,18 @@ def _operation(op: Operation) -> dict[str, Any]:
         response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": _ref(Problem)}
     spec["responses"] = responses
     return spec
+
+
+# One event of a stream (pings are comments, not events); `data` is JSON (see README "Live streams").
+_SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "id", "data"],
+    "properties": {
+        "event": {"enum": ["update", "delta", "status", "done"]},
+        "id": {"type": "string", "pattern": r"^-?[0-9]+\.[0-9]+\.[0-9]+\.([0-9a-f]{8}|-)$"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 
 
 def _query_parameters(model: type[BaseModel] | None) -> list[dict[str, Any]]:
