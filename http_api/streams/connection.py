@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from . import sse
 from .cursor import Cursor
-from .watchers import RunWatcher
+from .watchers import Lease, RunWatcher
 
 
 class Position:
@@ -42,10 +42,11 @@ class Position:
             yield sse.event("done", watcher.done, self.cursor.encode())
 
 
-async def stream_events(watcher: RunWatcher, cursor: Cursor, ping_seconds: float,
+async def stream_events(lease: Lease, cursor: Cursor, ping_seconds: float,
                         max_seconds: float = 0) -> AsyncIterator[bytes]:
     """The SSE body; releases the watcher when the client leaves (the generator is cancelled), the run is done, or
     `max_seconds` (if not 0) have passed (the client then reconnects with its last event id)."""
+    watcher = lease.watcher
     position = Position(cursor)
     deadline = time.monotonic() + max_seconds if max_seconds else None
     try:
@@ -71,4 +72,4 @@ async def stream_events(watcher: RunWatcher, cursor: Cursor, ping_seconds: float
             if deadline is None or time.monotonic() < deadline:
                 yield sse.PING
     finally:
-        watcher.unsubscribe()
+        lease.release()

@@ -8,6 +8,7 @@ else the beginning of the run.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import azure.durable_functions as df
@@ -29,7 +30,7 @@ from .cursor import Cursor
 from .feeds import Feed, RunFeed, WorkflowFeed
 from .query import StreamQuery
 from .settings import StreamSettings
-from .watchers import REGISTRY
+from .watchers import REGISTRY, Lease
 
 
 async def stream_run(req: Request, client: df.DurableOrchestrationClient) -> Response:
@@ -76,8 +77,10 @@ async def _stream(make_feed: Callable[[], Feed], kind: str, run_id: str, cursor:
     if watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for a store outage)
         watcher.unsubscribe()
         raise watcher.failure
-    return StreamingResponse(stream_events(watcher, cursor, settings.ping_seconds, settings.max_seconds),
-                             media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+    lease = Lease(watcher)
+    events = stream_events(lease, cursor, settings.ping_seconds, settings.max_seconds)
+    weakref.finalize(events, lease.release)  # a response never sent (client gone first) still lets the watcher go
+    return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 
 def start_cursor(req: func.HttpRequest, services: RunServices, scope: str, run_id: str) -> Cursor:

@@ -179,6 +179,20 @@ class RunWatcher:
             self._notify()
 
 
+class Lease:
+    """One connection's hold on a watcher, released once (by the stream's end, or when a stream that never started
+    is garbage-collected: an async generator that never ran does not run its `finally`)."""
+
+    def __init__(self, watcher: RunWatcher) -> None:
+        self.watcher = watcher
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.watcher.unsubscribe()
+
+
 class WatcherRegistry:
     """The watchers of this process, by (kind, run id), per event loop (tests run several hosts in one process)."""
 
