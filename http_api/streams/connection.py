@@ -2,7 +2,9 @@
 
 Order within a batch: new updates (seq order), then the status if it changed, then the delta of the answer being
 written (only for a draft above the last update delivered: the update at a draft's seq covers it, so a resumed
-client never gets text twice), then `done` once every update is out. Each event's `id:` is the cursor after it.
+client never gets text twice; and only once every update below the draft is out, so text never runs ahead of the
+tool results and decisions it follows), then `done` once every update is out. Each event's `id:` is the cursor
+after it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Position:
             self.cursor = self.cursor.with_status(watcher.status_fp)
             yield sse.event("status", watcher.status, self.cursor.encode())
         draft = watcher.draft
+        if draft is not None and (draft.seq != watcher.confirmed_draft_seq or self.cursor.seq < watcher.last_seq):
+            draft = None  # not before the updates below it: they are not all known, or not all sent yet
         sent = self.cursor.sent_of(draft.seq) if draft is not None else 0
         if draft is not None and draft.seq > self.cursor.seq and len(draft.text) != sent:
             if len(draft.text) > sent:

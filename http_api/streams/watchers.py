@@ -56,6 +56,9 @@ class RunWatcher:
         self._wake = asyncio.Event()
         self._ready = asyncio.Event()
         self._live_seq: int | None = None  # the draft seq this process is streaming token by token
+        # The model call in flight per the orchestration status last read: its draft may be shown, because that
+        # status's `visible_seq` covers every update below it (live tokens can arrive before the status is read).
+        self.confirmed_draft_seq: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop_live: Callable[[], None] | None = None
         self.failure: BaseException | None = None
@@ -108,7 +111,10 @@ class RunWatcher:
             return  # already covered by a delivered update
         self._live_seq = draft.seq
         self.draft = Draft(draft.seq, draft.message_id, draft.text)
-        self._notify()
+        if draft.seq == self.confirmed_draft_seq:
+            self._notify()
+        else:
+            self._wake.set()  # read the orchestration status now: the updates below this draft come first
 
     async def _run(self) -> None:
         state = _MISSING
@@ -122,6 +128,10 @@ class RunWatcher:
                     await self._refresh(new_state)
                     state = new_state
                     interval = self.settings.watch_min_interval_seconds
+                confirmed = self.feed.draft_seq(new_state)
+                if confirmed != self.confirmed_draft_seq:
+                    self.confirmed_draft_seq = confirmed
+                    self._notify()
                 if self.done is None:
                     await self._follow_draft(new_state)
             except asyncio.CancelledError:

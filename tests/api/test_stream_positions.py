@@ -23,6 +23,7 @@ class FakeWatcher:
     status: dict[str, Any] = field(default_factory=dict)
     status_fp: str = "-"
     draft: Draft | None = None
+    confirmed_draft_seq: int | None = None
     done: dict[str, Any] | None = None
 
     def updates_after(self, seq: int):
@@ -47,7 +48,8 @@ ANSWER = "The weather in Paris is windy."
 
 def timeline() -> list[callable]:  # type: ignore[valid-type]
     """The watcher's states in order: input, tool call, a live draft of answer 18 before the tool result 17 is
-    visible, the result, more draft, the finished answer, completion."""
+    visible (not shown yet), the result with the status naming model call 18, more draft, the finished answer,
+    completion."""
 
     def step(fn):
         return fn
@@ -56,7 +58,7 @@ def timeline() -> list[callable]:  # type: ignore[valid-type]
         step(lambda w: (w.updates.append({"seq": 1, "message": "input"}), w.set_status({"status": "in_progress"}))),
         step(lambda w: w.updates.append({"seq": 2, "message": "call"})),
         step(lambda w: setattr(w, "draft", Draft(18, "m18", ANSWER[:5]))),
-        step(lambda w: w.updates.append({"seq": 17, "message": "result"})),
+        step(lambda w: (w.updates.append({"seq": 17, "message": "result"}), setattr(w, "confirmed_draft_seq", 18))),
         step(lambda w: setattr(w, "draft", Draft(18, "m18", ANSWER[:12]))),
         step(lambda w: setattr(w, "draft", Draft(18, "m18", ANSWER[:20]))),
         step(lambda w: (w.updates.append({"seq": 18, "message": ANSWER}), setattr(w, "draft", None))),
@@ -79,8 +81,9 @@ def uninterrupted() -> list[tuple[str, str, Any]]:
 
 def test_an_uninterrupted_client_gets_each_thing_once_in_order() -> None:
     events = uninterrupted()
-    assert [e for e, _, _ in events] == ["update", "status", "update", "delta", "update", "delta", "delta", "update",
+    assert [e for e, _, _ in events] == ["update", "status", "update", "update", "delta", "delta", "delta", "update",
                                          "status", "done"]
+    assert [d["seq"] for e, _, d in events if e == "update"] == [1, 2, 17, 18]  # the result before the answer text
     assert "".join(d["text"] for e, _, d in events if e == "delta") == ANSWER[:20]
 
 
@@ -108,7 +111,7 @@ def test_resuming_from_any_event_id_gives_the_uninterrupted_stream(cut: int) -> 
 
 
 def test_a_retried_answer_replaces_the_text() -> None:
-    watcher = FakeWatcher(draft=Draft(5, "m", "Hello wor"))
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hello wor"), confirmed_draft_seq=5)
     position = Position(Cursor())
     assert [parse(c)[2] for c in position.pending(watcher)] == [{"message_id": "m", "text": "Hello wor"}]
     watcher.draft = Draft(5, "m", "Hi")

@@ -129,6 +129,12 @@ def test_resume_after_a_disconnect_mid_answer_equals_an_uninterrupted_stream(
     assert [a["message"]["contents"][0]["text"] for a in answers] == [ANSWER]
     assert of(resumed, "done")[0]["output"] == {"text": ANSWER}
     assert len({e.id for e in resumed if e.event == "update"}) == len(of(resumed, "update"))
+    # The answer's text never runs ahead of what it follows: the tool's result is out before the first delta.
+    kinds = [(e.event, e.json()) for e in uninterrupted]
+    first_delta = next(i for i, (name, _) in enumerate(kinds) if name == "delta")
+    result_at = next(i for i, (name, data) in enumerate(kinds)
+                     if name == "update" and data["message"]["role"] == "tool")
+    assert result_at < first_delta
 
 
 def test_an_approval_is_a_status_event_and_the_stream_goes_on_after_the_decision(
