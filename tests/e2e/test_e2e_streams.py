@@ -288,3 +288,20 @@ def test_a_stream_ends_at_its_time_limit_and_the_client_resumes(
     updates = of(first + second, "update")
     assert [u["seq"] for u in updates] == sorted({u["seq"] for u in updates})
     assert of(second, "done")[0]["output"] == {"text": "After the limit."}
+
+
+def test_a_client_that_leaves_releases_the_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    registry = sys.modules["http_api.streams.watchers"].REGISTRY
+    model.set_script(Script.of("Later."))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    with sse(stream_app, run_id) as source:
+        next(source.iter_sse())
+        assert [s.subscribers for s in registry.stats(run_id)] == [1]
+    # The client has gone while the run waits: the host notices, the stream's generator ends, the watcher stops.
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while registry.stats(run_id):
+        assert time.monotonic() < deadline, "the watcher outlived its only stream"
+        time.sleep(0.01)
+    model.release_answers()
