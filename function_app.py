@@ -6,6 +6,7 @@ Runs on Azure Functions (Durable extension), `func start` on a laptop, and devho
 
 import azure.durable_functions as df
 import azure.functions as func
+from azurefunctions.extensions.http.fastapi import Request, StreamingResponse
 
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
@@ -16,7 +17,8 @@ from activities.queue import take_turn
 from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
-from http_api import agents, approvals, listings, openapi, runs, sessions, workflows
+from http_api import agents, approvals, fastapi_bridge, listings, openapi, runs, sessions, workflows
+from http_api.streams import handlers as streams
 from http_api.ui import serve as ui
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
@@ -24,7 +26,8 @@ from telemetry import configure_telemetry
 from workflow_runtime.registry import load_workflows
 
 configure_telemetry()  # OpenTelemetry from the environment, once per process (devhost workers import the app too)
-app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+# DFApp with every route bridged to azurefunctions-extensions-http-fastapi, which the streams need (see the module)
+app = fastapi_bridge.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration
 app.orchestration_trigger(context_name="context")(agent_run)
@@ -188,3 +191,16 @@ async def ui_page(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="ui/{file}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def ui_asset(req: func.HttpRequest) -> func.HttpResponse:
     return await ui.page(req)
+
+
+# ----------------------------------------------------------------------------------------------- live streams (SSE)
+@app.route(route="runs/{run_id}/stream", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def stream_run(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    return await streams.stream_run(req, client)
+
+
+@app.route(route="workflows/runs/{run_id}/stream", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    return await streams.stream_workflow_run(req, client)

@@ -35,6 +35,7 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
                 step.command.iteration,
                 author_name=agent.name,
                 interval_seconds=settings.partial_output_interval_seconds,
+                seq=step.first_seq,
             )
             if settings.stream_partial_output
             else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from agent_runs.live_drafts import LiveDraft, publish
 from agent_runtime.conversation import ConversationLog, model_message_id
 from agent_runtime.messages import ChatResponseUpdate, Message, TextContent
 
@@ -24,12 +25,15 @@ class DraftWriter:
         author_name: str | None,
         interval_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        seq: int | None = None,
     ) -> None:
         self._log = log
+        self._run_id = run_id
         self._message_id = model_message_id(run_id, iteration, 0)
         self._author_name = author_name
         self._interval = interval_seconds
         self._clock = clock
+        self._seq = seq  # where the draft is stored: with it, every token is also published live (in-process)
         self._text = ""
         self._written = ""
         self._response_id: str | None = None
@@ -45,6 +49,8 @@ class DraftWriter:
             self._text = "" if self._response_id is not None else self._text
             self._response_id = update.response_id
         self._text += update.text
+        if self._seq is not None and update.text:
+            publish(LiveDraft(self._run_id, self._seq, self._message_id, self._text))
         if self._text != self._written and self._clock() - self._last_write >= self._interval:
             await self._write()
 

@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "store": ("bench.store_bench", "session store append/read as a session grows (SQLite, local Cosmos)"),
     "devhost": ("bench.devhost_bench", "devhost engine: activity chains, fan-out, concurrent chains"),
     "tracing": ("bench.tracing_bench", "durable turns with OpenTelemetry off vs on (in-memory exporter), per step"),
+    "stream": ("bench.stream_bench", "SSE streams: model token to delta latency p50/p95, 200 concurrent streams"),
 }
 SUITE = ("overhead", "scale", "concurrency")
 

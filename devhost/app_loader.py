@@ -52,6 +52,8 @@ class FunctionInfo(BaseModel):
     methods: list[str] | None = None
     durable_client_param: str | None = None
     return_binding: str | None = None
+    # http only, HTTP v2 mode (azurefunctions-extensions-http-fastapi): the function returns a streamed response
+    streams: bool = False
     # entity only: the name the extension registers (binding `entityName`, else the function name)
     entity_name: str | None = None
 
@@ -70,6 +72,8 @@ class FunctionIndex(BaseModel):
     app_dir: str
     app: Any = None
     functions: list[FunctionInfo] = Field(default_factory=list)
+    # The app uses a web extension (HTTP v2 mode: every HTTP function gets the extension's request type).
+    http_v2: bool = False
     _lookup: dict[tuple[str, str], FunctionInfo] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -107,9 +111,13 @@ class FunctionIndex(BaseModel):
         return self._find("entity", name)
 
     @classmethod
-    def from_functions(cls, app_dir: str, app: Any, functions: list[Any]) -> FunctionIndex:
+    def from_functions(cls, app_dir: str, app: Any, functions: list[Any], module: Any = None) -> FunctionIndex:
         """Build the index from `azure.functions.decorators.function_app.Function` objects."""
-        return cls(app_dir=app_dir, app=app, functions=[_describe(f) for f in functions])
+        described = [_describe(f) for f in functions]
+        http_v2 = _http_v2_mode(module, described)
+        if http_v2:
+            described = [_check_http_v2(f) for f in described]
+        return cls(app_dir=app_dir, app=app, functions=described, http_v2=http_v2)
 
     @classmethod
     def from_app(cls, app: func.FunctionRegister, app_dir: str = ".") -> FunctionIndex:
@@ -152,6 +160,24 @@ def _describe(function: Any) -> FunctionInfo:
     elif kind == "entity":
         info["entity_name"] = trigger.get("entityName") or name
     return FunctionInfo(**info)
+
+
+def _http_v2_mode(module: Any, functions: list[FunctionInfo]) -> bool:
+    from devhost.http.streaming import app_uses_extension
+
+    return app_uses_extension(module, [f.fn for f in functions if f.kind == "http"])
+
+
+def _check_http_v2(info: FunctionInfo) -> FunctionInfo:
+    if info.kind != "http":
+        return info
+    from devhost.http.streaming import HttpV2LoadError, check_function
+
+    try:
+        streams = check_function(info.name, info.fn, info.trigger_param)
+    except HttpV2LoadError as exc:
+        raise AppLoadError(f"{info.script_file}: {exc}") from exc
+    return info.model_copy(update={"streams": streams})
 
 
 def apply_local_settings(app_dir: Path) -> list[str]:
@@ -210,4 +236,4 @@ def load_app(app_dir: str | os.PathLike[str], *, module_name: str = "function_ap
         functions = app.get_functions()
     except Exception as exc:
         raise AppLoadError(f"{script}: indexing failed: {type(exc).__name__}: {exc}") from exc
-    return FunctionIndex.from_functions(str(directory), app, functions)
+    return FunctionIndex.from_functions(str(directory), app, functions, module)

@@ -13,7 +13,10 @@ import asyncio
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Protocol
 
+from aiohttp import web
+
 from devhost.app_loader import FunctionInfo
+from devhost.http import streaming
 from devhost.http.conversion import HttpRequestData, HttpResponseData
 from devhost.http.trigger import HttpTriggerSpec, invoke_http_function
 from devhost.invoke import ActivityOutcome, invoke_activity_async, invoke_activity_sync
@@ -58,6 +61,8 @@ class InProcessExecutor:
     async def run_http(
         self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None
     ) -> HttpResponseData:
+        if spec.http_v2:
+            return await self._run_http_v2_buffered(spec, request, client_binding_json)
         try:
             result = await invoke_http_function(
                 spec,
@@ -69,6 +74,40 @@ class InProcessExecutor:
             return HttpResponseData.from_result(result)
         except (Exception, SystemExit) as exc:  # user code never stops the host
             raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _run_http_v2_buffered(
+        self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None
+    ) -> HttpResponseData:
+        """HTTP v2 mode, the whole response at once (what a worker process sends back to the host)."""
+        scope = streaming.asgi_scope(request, request.params, None)
+        try:
+            result = await invoke_http_function(
+                spec, streaming.make_request(scope, streaming.buffered_receive(request.body)),
+                client_binding_json=client_binding_json, executor=self._executor,
+                function_directory=self._function_directory,
+            )
+            return await streaming.render_buffered(streaming.as_response(result), scope)
+        except (Exception, SystemExit) as exc:
+            raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def serve_http_v2(
+        self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None,
+        connection: web.Request,
+    ) -> web.StreamResponse:
+        """HTTP v2 mode on the client's live connection: chunks reach the client as the function's response yields
+        them; a client that leaves cancels the generator. Raises `FunctionFailedError` when the function raises."""
+        peer = connection.transport.get_extra_info("peername") if connection.transport else None
+        scope = streaming.asgi_scope(request, request.params, tuple(peer[:2]) if peer else None)
+        try:
+            result = await invoke_http_function(
+                spec, streaming.make_request(scope, streaming.live_receive(request.body, connection)),
+                client_binding_json=client_binding_json, executor=self._executor,
+                function_directory=self._function_directory,
+            )
+            response = streaming.as_response(result)
+        except (Exception, SystemExit) as exc:
+            raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
+        return await streaming.send_live(response, scope, connection, request.body)
 
     async def close(self) -> None:
         if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):

@@ -37,9 +37,9 @@ class RouteInfo(BaseModel):
     url: str
 
 
-def _http_spec(info: FunctionInfo) -> HttpTriggerSpec:
+def _http_spec(info: FunctionInfo, http_v2: bool) -> HttpTriggerSpec:
     try:
-        return HttpTriggerSpec.from_function_info(info)
+        return HttpTriggerSpec.from_function_info(info, http_v2=http_v2)
     except RouteTemplateError as exc:
         raise AppLoadError(f"{info.script_file}: function '{info.name}': invalid route '{info.route}': {exc}") from exc
 
@@ -96,11 +96,12 @@ class DevHost:
                 functions=functions if worker_count else None,
             )
             http_functions = HttpFunctions(
-                [_http_spec(info) for info in index.http_functions()],
+                [_http_spec(info, index.http_v2) for info in index.http_functions()],
                 route_prefix=config.route_prefix,
                 hub_name=config.hub_name,
                 functions=functions,
                 rpc_origin=lambda: http.origin if http else "",
+                live=InProcessExecutor(index.app_dir) if worker_count and index.http_v2 else None,
             )
             http = HttpHost(
                 http_functions, DurableHttpApi(engine, hub_name=config.hub_name), admin=AdminHandler(engine), port=port
@@ -143,6 +144,9 @@ class DevHost:
                 await self.engine.close()
             finally:
                 await self.functions.close()
+                live = self.http.functions.live
+                if live is not None and live is not self.functions:
+                    await live.close()
                 await _close_sdk_session()
 
 

@@ -25,6 +25,7 @@ from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
 from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
 from http_api.sessions import DeleteSessionQuery, MessagesQuery, SessionListBody, SessionsQuery, SessionView
+from http_api.streams.query import StreamQuery
 from http_api.workflow_models import SignalRequest, StartWorkflowRequest, WorkflowRunView, WorkflowSummary
 
 API_TITLE = "Durable agents API"
@@ -116,6 +117,7 @@ class Operation(BaseModel):
     public: bool = False  # anonymous (no function key)
     text: str | None = None  # a non-JSON success body: its media type (range), e.g. the page's files
     idempotent: bool = False  # accepts an Idempotency-Key header
+    stream: bool = False  # 200 is a text/event-stream (see README "Live streams")
 
     def path_params(self) -> list[str]:
         return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
@@ -191,6 +193,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="get", path="/api/sessions", operation_id="list_my_sessions",
               summary="The caller's sessions (newest first, with last activity)", tag="sessions",
               query=SessionsQuery, responses={200: SessionListBody}, problems=(400, 401, 422)),
+    Operation(method="get", path="/api/runs/{run_id}/stream", operation_id="stream_run",
+              summary="Live stream (SSE) of a run: update, delta, status, done events; resumable", tag="runs",
+              query=StreamQuery, stream=True, problems=(400, 401, 404, 422)),
+    Operation(method="get", path="/api/workflows/runs/{run_id}/stream", operation_id="stream_workflow_run",
+              summary="Live stream (SSE) of a workflow run: steps, status with child runs, done; resumable",
+              tag="workflows", query=StreamQuery, stream=True, problems=(400, 401, 404, 422)),
 )
 
 # Every route can also answer these (see http_api.adapter): the store is down, or an unexpected error.
@@ -259,6 +267,9 @@ def _operation(op: Operation) -> dict[str, Any]:
     if op.body is not None:
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     responses: dict[str, Any] = {}
+    if op.stream:
+        sse = {"text/event-stream": {"schema": _SSE_EVENT}}
+        responses["200"] = {"description": "Server-Sent Events", "content": sse}
     for status, model in op.responses.items():
         text = _FAILED_RUN_TEXT if status == 500 else _STATUS_TEXT.get(status, "OK")
         responses[str(status)] = {"description": text}
@@ -273,6 +284,18 @@ def _operation(op: Operation) -> dict[str, Any]:
         response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": _ref(Problem)}
     spec["responses"] = responses
     return spec
+
+
+# One event of a stream (pings are comments, not events); `data` is JSON (see README "Live streams").
+_SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "id", "data"],
+    "properties": {
+        "event": {"enum": ["update", "delta", "status", "done"]},
+        "id": {"type": "string", "pattern": r"^-?[0-9]+\.[0-9]+\.[0-9]+\.([0-9a-f]{8}|-)$"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 
 
 def _query_parameters(model: type[BaseModel] | None) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from typing import Any
 
 from aiohttp import web
@@ -77,6 +78,9 @@ class ScriptedModelServer:
         self._hold_lock = threading.Lock()
         self._holding = False
         self._held: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._pause_after: int | None = None
+        # (time.monotonic(), chunk) of every streamed chunk as it is written, when `chunk_times` is a list
+        self.chunk_times: list[tuple[float, dict[str, Any]]] | None = None
 
     # ------------------------------------------------------------------ control (any thread)
 
@@ -86,10 +90,17 @@ class ScriptedModelServer:
         with self._hold_lock:
             self._holding = True
 
+    def hold_mid_stream(self, after_chunks: int) -> None:
+        """Streamed answers stop after `after_chunks` chunks until `release_answers()`: a test can act while an answer
+        is certainly half-written."""
+        with self._hold_lock:
+            self._pause_after = after_chunks
+
     def release_answers(self) -> None:
         """Send the held answers and stop holding new ones."""
         with self._hold_lock:
             self._holding, held, self._held = False, self._held, []
+            self._pause_after = None
         for loop, waiter in held:
             loop.call_soon_threadsafe(_resolve, waiter)
 
@@ -269,9 +280,9 @@ class ScriptedModelServer:
             return await self._serve_fault(request, decision.fault, parsed)
         return await self._serve_answer(request, decision, parsed)
 
-    async def _until_released(self) -> None:
+    async def _until_released(self, mid_stream: bool = False) -> None:
         with self._hold_lock:
-            if not self._holding:
+            if not (self._pause_after is not None if mid_stream else self._holding):
                 return
             waiter = asyncio.get_running_loop().create_future()
             self._held.append((asyncio.get_running_loop(), waiter))
@@ -288,12 +299,18 @@ class ScriptedModelServer:
             decision.answer, completion_id=completion_id, model=parsed.model, include_usage=parsed.include_usage
         )
         response = await self._open_stream(request)
-        if self.chunk_delay_ms <= 0:  # one write: the fast path benchmarks take
+        pause_after, times = self._pause_after, self.chunk_times
+        if self.chunk_delay_ms <= 0 and pause_after is None and times is None:  # one write: the benchmarks' fast path
             await response.write(b"".join(_sse(c) for c in chunks) + _sse("[DONE]"))
         else:
-            for chunk in chunks:
+            for index, chunk in enumerate(chunks):
+                if index == pause_after:
+                    await self._until_released(mid_stream=True)
                 await response.write(_sse(chunk))
-                await asyncio.sleep(self.chunk_delay_ms / 1000.0)  # simulated token pace, not a wait for something
+                if times is not None:
+                    times.append((time.monotonic(), chunk))
+                if self.chunk_delay_ms > 0:
+                    await asyncio.sleep(self.chunk_delay_ms / 1000.0)  # simulated token pace, not a wait
             await response.write(_sse("[DONE]"))
         await response.write_eof()
         return response

@@ -8,11 +8,12 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from devhost.execution import FunctionExecutor, FunctionFailedError
+from devhost.execution import FunctionExecutor, FunctionFailedError, InProcessExecutor
 
 from .client_binding import build_client_binding
 from .conversion import HttpRequestData
 from .routes import RouteTable
+from .streaming import streaming_failure
 from .trigger import HttpTriggerSpec
 
 log = logging.getLogger("devhost.http")
@@ -29,11 +30,15 @@ class HttpFunctions:
         hub_name: str,
         functions: FunctionExecutor,
         rpc_origin: Callable[[], str],
+        live: InProcessExecutor | None = None,
     ) -> None:
         self.route_prefix = route_prefix.strip("/")
         self.hub_name = hub_name
         self.functions = functions
         self._rpc_origin = rpc_origin
+        # Runs HTTP v2 functions on the client's connection in this process: all of them when functions run here,
+        # the streaming ones when the others go to worker processes (a stream does not cross the process boundary).
+        self.live = live if live is not None else (functions if isinstance(functions, InProcessExecutor) else None)
         self.specs = list(specs)
         self.table: RouteTable[HttpTriggerSpec] = RouteTable()
         for spec in self.specs:
@@ -54,7 +59,7 @@ class HttpFunctions:
             return raw_path[len(head) :]
         return None
 
-    async def handle(self, request: web.Request, relative_path: str) -> web.Response:
+    async def handle(self, request: web.Request, relative_path: str) -> web.StreamResponse:
         resolved = self.table.resolve(request.method, relative_path)
         if resolved is None:
             return web.Response(status=404)
@@ -70,11 +75,19 @@ class HttpFunctions:
                 connection=spec.durable_client.connection,
                 rpc_origin=self._rpc_origin(),
             ).to_json()
+        live = spec.http_v2 and self.live is not None and (spec.streams or self.live is self.functions)
         try:
+            if live:
+                assert self.live is not None
+                streamed = await self.live.serve_http_v2(spec, http_request, binding_json, request)
+                log.info("Executed 'Functions.%s' (Succeeded, %s %s, streamed)", spec.function_name, request.method,
+                         streamed.status)
+                return streamed
             result = await self.functions.run_http(spec, http_request, binding_json)
         except FunctionFailedError as exc:
-            # User code failed: like the Functions host, answer 500 with no body and keep serving.
+            # User code failed: like the Functions host, answer 500 with no body and keep serving (HTTP v2: the
+            # worker's FastAPI route raised, so FastAPI's plain 500).
             log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc, exc_info=exc.__cause__)
-            return web.Response(status=500)
+            return streaming_failure(exc).to_web_response() if spec.http_v2 else web.Response(status=500)
         log.info("Executed 'Functions.%s' (Succeeded, %s %s)", spec.function_name, request.method, result.status)
         return result.to_web_response()

@@ -42,13 +42,16 @@ class HttpTriggerSpec:
     user_function: Callable[..., Any]
     durable_client: DurableClientInput | None = None
     http_outputs: tuple[str, ...] = ()
+    # HTTP v2 mode (devhost.http.streaming): the function gets a fastapi.Request; `streams`: it returns a stream
+    http_v2: bool = False
+    streams: bool = False
     template: RouteTemplate = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "template", RouteTemplate(self.route))
 
     @classmethod
-    def from_function_info(cls, info: FunctionInfo) -> HttpTriggerSpec:
+    def from_function_info(cls, info: FunctionInfo, *, http_v2: bool = False) -> HttpTriggerSpec:
         """Build the spec from the loader's index entry (its `bindings` are the worker's raw binding JSON)."""
         client = next((b for b in info.bindings if b.get("type") == "durableClient"), None)
         return cls(
@@ -67,6 +70,8 @@ class HttpTriggerSpec:
                 for b in info.bindings
                 if b.get("type") == "http" and str(b.get("direction", "")).upper() == "OUT" and b["name"] != "$return"
             ),
+            http_v2=http_v2,
+            streams=info.streams,
         )
 
 
@@ -154,13 +159,15 @@ class InvocationContext(func.Context):
 
 async def invoke_http_function(
     spec: HttpTriggerSpec,
-    request: func.HttpRequest,
+    request: Any,
     *,
     client_binding_json: str | None,
     executor: Executor | None,
     function_directory: str,
 ) -> Any:
-    """Run the user function; returns the http result (a set named output wins over the return value)."""
+    """Run the user function; returns the http result (a set named output wins over the return value).
+
+    `request` is a `func.HttpRequest`, or in HTTP v2 mode the extension's `fastapi.Request`."""
     kwargs: dict[str, Any] = {spec.request_param: request}
     if spec.durable_client is not None:
         kwargs[spec.durable_client.name] = client_binding_json

@@ -35,7 +35,9 @@ class Worker:
     def __init__(self, index: FunctionIndex, writer: asyncio.StreamWriter) -> None:
         self.index = index
         self.executor = InProcessExecutor(index.app_dir)
-        self.http_specs = {f.name: HttpTriggerSpec.from_function_info(f) for f in index.http_functions()}
+        self.http_specs = {
+            f.name: HttpTriggerSpec.from_function_info(f, http_v2=index.http_v2) for f in index.http_functions()
+        }
         self._writer = writer
         self._tasks: set[asyncio.Task[None]] = set()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import azure.functions as func
 
 from http_api.adapter import http_endpoint
+from http_api.caller import public
 from http_api.problems import not_found
 
 STATIC_DIR = Path(__file__).with_name("static")
@@ -29,6 +30,7 @@ def _files() -> dict[str, bytes]:
 
 
 @http_endpoint
+@public
 async def page(req: func.HttpRequest) -> func.HttpResponse:
     """`GET /api/ui` (the page) and `GET /api/ui/{file}` (its scripts and styles)."""
     name = req.route_params.get("file") or "index.html"

@@ -76,6 +76,7 @@ def app_env(model_url: str, **extra: str) -> dict[str, str]:
         "MODEL_PROVIDER": "scripted",
         "CONTINUATION_TOKEN_SECRET": TOKEN_SECRET,
         "SESSION_STORE_PATH": ":memory:",
+        "STREAM_MAX_SECONDS": "1",  # a stream of a run waiting for approval ends after a second (clients resume)
         **extra,
     }
 

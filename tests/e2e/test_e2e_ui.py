@@ -116,3 +116,19 @@ def test_the_answer_appears_while_it_is_written(app: InProcessApp, model: Script
         assert page.evaluate("document.documentElement.scrollWidth") <= 375  # nothing overflows a phone's width
     finally:
         model.chunk_delay_ms = 0
+
+
+def test_approve_from_the_inbox_then_follow_the_run(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Paid from the inbox."))
+    started = app.start(input="pay GB1234")
+    app.settle()
+    page.goto(f"{app.host.base_url}/api/ui#inbox")
+    card = page.locator(f"article.approval[data-approval-id^='{started['run_id']}']")
+    expect(card).to_contain_text("transfer")
+    expect(card).to_contain_text("left")  # the expiry countdown
+    card.get_by_role("button", name="Approve").click()
+    card.get_by_role("link", name="Follow the run").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    expect(page.locator(".msg.assistant")).to_have_text("Paid from the inbox.")
+    page.get_by_role("link", name="Approvals").click()
+    expect(page.get_by_role("status")).to_contain_text("Nothing waits for your decision.")

@@ -65,7 +65,9 @@ def api_host(
     model_server: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory, auth_mode: str
 ) -> Iterator[InProcessHost]:
     store = str(tmp_path_factory.mktemp("fuzz") / "sessions.sqlite3")
-    with workload_host(model_server.base_url, store_path=store, env={"AUTH_MODE": auth_mode}) as host:
+    # Streams on a run waiting for approval would stay open: end them after a second (the documented time limit).
+    env = {"AUTH_MODE": auth_mode, "STREAM_MAX_SECONDS": "1"}
+    with workload_host(model_server.base_url, store_path=store, env=env) as host:
         host.fuzz_headers = MODE_HEADERS[auth_mode]  # type: ignore[attr-defined]
         yield host
 

@@ -11,20 +11,24 @@ async function identity() {
   const box = document.getElementById("identity");
   let health = {};
   try { health = await api("/health"); } catch { /* the page still works; sections show their own errors */ }
-  const mode = health.auth_mode || "none";
-  if (health.principal_picker) {
-    // devhost only: stand in for the sign-in App Service Authentication does on Azure.
+  const mode = (health.auth && health.auth.mode) || health.auth_mode || "none";
+  const front = mode === "easyauth"
+    ? await fetch("/.auth/me", { credentials: "same-origin" }).then((r) => (r.ok ? r.json() : null)).catch(() => null)
+    : null;
+  if (mode === "easyauth" && front === null) {
+    // No App Service Authentication in front (devhost, `func start`): pick who to act as; this tab then sends the
+    // headers Easy Auth would add. On Azure the front strips such headers, so this cannot be used to impersonate.
     const input = h("input", { id: "principal", value: devPrincipal(), placeholder: "name+Role.One,Role.Two", size: 24 });
     const apply = h("button", { type: "button", onclick: () => { setDevPrincipal(input.value.trim()); route(); } }, "Act as");
-    box.replaceChildren(h("label", { for: "principal" }, "Principal (devhost)"), input, apply);
+    box.replaceChildren(h("label", { for: "principal" }, "Principal (local host)"), input, apply);
   } else if (mode === "easyauth") {
-    const me = await fetch("/.auth/me", { credentials: "same-origin" }).then((r) => (r.ok ? r.json() : [])).catch(() => []);
-    if (!Array.isArray(me) || !me.length) {
+    if (!Array.isArray(front) || !front.length) {
       location.href = `/.auth/login/aad?post_login_redirect_uri=${encodeURIComponent(location.pathname + location.hash)}`;
       return;
     }
-    box.replaceChildren(`Signed in as ${me[0].user_id}`, " · ", h("a", { href: "/.auth/logout" }, "Sign out"));
+    box.replaceChildren(`Signed in as ${front[0].user_id}`, " · ", h("a", { href: "/.auth/logout" }, "Sign out"));
   } else {
+    setDevPrincipal("");
     box.textContent = mode === "none" ? "Anonymous (function key)" : `Auth: ${mode}`;
   }
 }

@@ -1,0 +1,79 @@
+"""One client's stream: from its cursor, what the shared watcher has that the client has not received.
+
+Order within a batch: new updates (seq order), then the status if it changed, then the delta of the answer being
+written (only for a draft above the last update delivered: the update at a draft's seq covers it, so a resumed
+client never gets text twice; and only once every update below the draft is out, so text never runs ahead of the
+tool results and decisions it follows), then `done` once every update is out. Each event's `id:` is the cursor
+after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+
+from . import sse
+from .cursor import Cursor
+from .watchers import Lease, RunWatcher
+
+
+class Position:
+    def __init__(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+
+    def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
+        """Everything the watcher has that this client has not been sent, advancing the cursor as it goes."""
+        for update in watcher.updates_after(self.cursor.seq):
+            self.cursor = self.cursor.after_update(update["seq"])
+            yield sse.event("update", update, self.cursor.encode())
+        if watcher.status and watcher.status_fp != self.cursor.status:
+            self.cursor = self.cursor.with_status(watcher.status_fp)
+            yield sse.event("status", watcher.status, self.cursor.encode())
+        draft = watcher.draft
+        if draft is not None and (draft.seq != watcher.confirmed_draft_seq or self.cursor.seq < watcher.last_seq):
+            draft = None  # not before the updates below it: they are not all known, or not all sent yet
+        sent = self.cursor.sent_of(draft.seq) if draft is not None else 0
+        if draft is not None and draft.seq > self.cursor.seq and len(draft.text) != sent:
+            if len(draft.text) > sent:
+                data = {"message_id": draft.message_id, "text": draft.text[sent:]}
+            else:  # a retried model call started its answer over: the text so far replaces what was sent
+                data = {"message_id": draft.message_id, "text": draft.text, "replace": True}
+            self.cursor = self.cursor.with_draft(draft.seq, len(draft.text))
+            yield sse.event("delta", data, self.cursor.encode())
+        if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
+            yield sse.event("done", watcher.done, self.cursor.encode())
+
+
+async def stream_events(lease: Lease, cursor: Cursor, ping_seconds: float,
+                        max_seconds: float = 0) -> AsyncIterator[bytes]:
+    """The SSE body; releases the watcher when the client leaves (the generator is cancelled), the run is done, or
+    `max_seconds` (if not 0) have passed (the client then reconnects with its last event id)."""
+    watcher = lease.watcher
+    position = Position(cursor)
+    deadline = time.monotonic() + max_seconds if max_seconds else None
+    try:
+        await watcher.ready()
+        while True:
+            changed = watcher.changed()
+            finished = False
+            for chunk in position.pending(watcher):
+                finished = chunk.startswith(b"event: done")
+                yield chunk
+            if finished:
+                return
+            if watcher.failure is not None:
+                return  # the watcher could not read the run; the client reconnects with its cursor
+            wait = ping_seconds
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), wait)
+                continue
+            if deadline is None or time.monotonic() < deadline:
+                yield sse.PING
+    finally:
+        lease.release()

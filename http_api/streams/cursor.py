@@ -1,0 +1,57 @@
+"""The stream cursor: what a client has received, as the `id:` of each event.
+
+`{seq}.{draft_seq}.{draft}.{status}`: the last update delivered (`seq`, -1 for none), the seq of the answer being
+written that deltas were sent for (0 for none) and how many of its characters were sent, and a fingerprint of the
+last status delivered. The draft is named by its seq because a draft's deltas may reach a client before updates
+below it (the tokens are live, the updates wait for the step to be committed). Opaque to clients; it only selects
+what of a run they are shown, so it is validated, not signed (access is checked by the route's lookup, as polls).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+_NUMBER = r"(0|[1-9][0-9]{0,15})"
+_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.([0-9a-f]{{8}}|-)$")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    seq: int = -1
+    draft_seq: int = 0
+    draft: int = 0
+    status: str = "-"
+
+    def encode(self) -> str:
+        return f"{self.seq}.{self.draft_seq}.{self.draft}.{self.status}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        match = _PATTERN.fullmatch(text.strip())
+        if match is None:
+            raise ValueError("not a stream cursor (the id of an event of this stream)")
+        return cls(int(match.group(1)), int(match.group(3)), int(match.group(4)), match.group(5))
+
+    def after_update(self, seq: int) -> Cursor:
+        if seq >= self.draft_seq:  # the finished answer (stored at its draft's seq) covers the deltas sent
+            return Cursor(seq, 0, 0, self.status)
+        return replace(self, seq=seq)
+
+    def sent_of(self, draft_seq: int) -> int:
+        """How many characters of the draft at `draft_seq` this client has."""
+        return self.draft if draft_seq == self.draft_seq else 0
+
+    def with_draft(self, draft_seq: int, length: int) -> Cursor:
+        return replace(self, draft_seq=draft_seq, draft=length)
+
+    def with_status(self, fingerprint: str) -> Cursor:
+        return replace(self, status=fingerprint)
+
+
+def fingerprint(payload: Any) -> str:
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2s(canonical.encode("utf-8"), digest_size=4).hexdigest()

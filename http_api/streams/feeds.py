@@ -1,0 +1,148 @@
+"""What a stream shows of one run, read the way polls read it.
+
+A feed turns "the orchestration state just read" into the stream's snapshot parts with the poll views' own builders
+(`build_run_view`, `build_workflow_view`), so a stream and a poll of the same run agree by construction: `update`
+events carry the poll's updates (agent runs: `{seq, message}`; workflow runs: the finished-step entries, `{seq, ...}`),
+`status` carries what polls show as status, `done` the final view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import azure.durable_functions as df
+
+from agent_runs.services import RunServices
+from agent_runtime.messages import Message
+from http_api.durable_gateway import DurableGateway
+from http_api.models import FINAL_STATUSES
+from http_api.run_views import UPDATES_PER_RESPONSE, build_run_view
+from http_api.workflow_gateway import WorkflowGateway
+from http_api.workflow_models import FINAL_WORKFLOW_STATUSES
+from http_api.workflow_views import ENTRIES_PER_RESPONSE, build_workflow_view
+from session_store import RunRecord
+
+
+@dataclass(frozen=True)
+class Refresh:
+    updates: list[dict[str, Any]]  # new since `after`, in seq order
+    status: dict[str, Any]
+    done: dict[str, Any] | None  # the final view once the run has finished
+
+
+@dataclass(frozen=True)
+class Draft:
+    seq: int
+    message_id: str
+    text: str
+
+
+class Feed(Protocol):
+    kind: str
+    run_id: str
+
+    async def read_state(self) -> Any: ...
+
+    async def refresh(self, state: Any, after: int) -> Refresh: ...
+
+    def draft_seq(self, state: Any) -> int | None: ...
+
+    async def read_draft(self, seq: int) -> Draft | None: ...
+
+
+class RunFeed:
+    kind = "run"
+
+    def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord,
+                 base_url: str) -> None:
+        self.services, self.run, self.base_url = services, run, base_url
+        self.run_id = run.run_id
+        self.gateway = DurableGateway(client)
+
+    async def read_state(self) -> Any:
+        return await self.gateway.state(self.run_id)
+
+    async def refresh(self, state: Any, after: int) -> Refresh:
+        updates: list[dict[str, Any]] = []
+        while True:
+            view = await build_run_view(self.services.store, self.services.tokens, self.run, state,
+                                        cursor=after if after >= 0 else None, base_url=self.base_url)
+            updates += [u.model_dump(mode="json") for u in view.updates]
+            if len(view.updates) < UPDATES_PER_RESPONSE:
+                break
+            after = view.updates[-1].seq
+        status = {
+            "status": view.status,
+            "pending_approvals": [a.model_dump(mode="json") for a in view.pending_approvals],
+        }
+        done = None
+        if view.status in FINAL_STATUSES:
+            done = view.model_copy(update={"updates": [], "partial_output": None}).model_dump(mode="json")
+        return Refresh(updates, status, done)
+
+    def draft_seq(self, state: Any) -> int | None:
+        progress = getattr(state, "progress", None)
+        return progress.model_call_seq if progress is not None else None
+
+    async def read_draft(self, seq: int) -> Draft | None:
+        page = await self.services.store.list_messages(self.run.session_id, after_seq=seq - 1, up_to_seq=seq, limit=1)
+        if not page.items:
+            return None
+        message = Message.model_validate(page.items[0].payload)
+        return Draft(seq, message.message_id or "", message.text)
+
+
+class WorkflowFeed:
+    """Updates are finished steps; the status adds the active step and the progress of its child runs."""
+
+    kind = "workflow"
+
+    def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, record: RunRecord,
+                 base_url: str) -> None:
+        self.services, self.record, self.base_url = services, record, base_url
+        self.run_id = record.run_id
+        self.gateway = WorkflowGateway(client)
+        self.children = DurableGateway(client)
+
+    async def read_state(self) -> Any:
+        state = await self.gateway.state(self.run_id)
+        children: tuple[tuple[str, str], ...] = ()
+        if state is not None and state.progress is not None:
+            # Child runs move on without the workflow's status changing: their status is part of what is watched.
+            children = tuple([(child, await self._child_status(child)) for child in state.progress.child_runs])
+        return state, children
+
+    async def _child_status(self, run_id: str) -> str:
+        child = await self.children.state(run_id)
+        if child is not None and child.progress is not None:
+            return child.progress.status
+        record = await self.services.store.get_run(run_id)
+        return record.status if record is not None else "queued"
+
+    async def refresh(self, state: Any, after: int) -> Refresh:
+        workflow_state, children = state
+        updates: list[dict[str, Any]] = []
+        while True:
+            view = await build_workflow_view(self.services, self.record, workflow_state,
+                                             cursor=after if after >= 0 else None, base_url=self.base_url)
+            updates += [s.model_dump(mode="json") for s in view.steps]
+            if len(view.steps) < ENTRIES_PER_RESPONSE:
+                break
+            after = view.steps[-1].seq
+        final = view.status in FINAL_WORKFLOW_STATUSES
+        status = {
+            "status": view.status,
+            "active_step": view.active_step.model_dump(mode="json") if view.active_step else None,
+            "child_runs": [] if final else [{"run_id": run_id, "status": s} for run_id, s in children],
+            "pending_approvals": [a.model_dump(mode="json") for a in view.pending_approvals],
+            "pending_signals": list(view.pending_signals),
+        }
+        done = view.model_copy(update={"steps": []}).model_dump(mode="json") if final else None
+        return Refresh(updates, status, done)
+
+    def draft_seq(self, state: Any) -> int | None:
+        return None
+
+    async def read_draft(self, seq: int) -> Draft | None:
+        return None

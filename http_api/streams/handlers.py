@@ -1,0 +1,97 @@
+"""The stream routes: the same lookups and problems as the polls (401/404 before the stream starts), then SSE.
+
+The run is found with the poll routes' own lookups (`runs.run_or_404`, `workflows._workflow_run_or_404`), so access
+rules added to those lookups apply to streams too. Where to start: `Last-Event-ID` (what browsers send when they
+reconnect), else `?after=<cursor>`, else `?continuation_token=` (a poll's token: the stream goes on from that poll),
+else the beginning of the run.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+import azure.durable_functions as df
+import azure.functions as func
+from azurefunctions.extensions.http.fastapi import Request, Response, StreamingResponse
+
+from agent_runs.services import RunServices
+from http_api import run_views, workflow_views
+from http_api.adapter import http_endpoint, query_model
+from http_api.fastapi_bridge import to_fastapi_response, to_func_request
+from http_api.problems import ApiProblem
+from http_api.request_context import base_url, verify_token
+from http_api.runs import is_workflow_run, run_or_404
+from http_api.workflows import _workflow_run_or_404
+
+from . import sse
+from .connection import stream_events
+from .cursor import Cursor
+from .feeds import Feed, RunFeed, WorkflowFeed
+from .query import StreamQuery
+from .settings import StreamSettings
+from .watchers import REGISTRY, Lease
+
+
+async def stream_run(req: Request, client: df.DurableOrchestrationClient) -> Response:
+    """`GET /api/runs/{run_id}/stream`."""
+    return await _respond(await _open_run(await to_func_request(req), client))
+
+
+async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClient) -> Response:
+    """`GET /api/workflows/runs/{run_id}/stream`."""
+    return await _respond(await _open_workflow_run(await to_func_request(req), client))
+
+
+async def _respond(opened: func.HttpResponse | StreamingResponse) -> Response:
+    return to_fastapi_response(opened) if isinstance(opened, func.HttpResponse) else opened
+
+
+@http_endpoint
+async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    services = RunServices.current()
+    run = await run_or_404(services.store, req.route_params["run_id"])
+    if is_workflow_run(run):
+        raise ApiProblem(
+            404, "run_is_a_workflow", "This run is a workflow run",
+            f"Stream it at /api/workflows/runs/{run.run_id}/stream.", field="path.run_id",
+            workflow_run=f"{base_url(req)}/api/workflows/runs/{run.run_id}/stream",
+        )
+    cursor = start_cursor(req, services, run_views.TOKEN_SCOPE, run.run_id)
+    return await _stream(lambda: RunFeed(services, client, run, base_url(req)), "run", run.run_id, cursor)
+
+
+@http_endpoint
+async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    services = RunServices.current()
+    record = await _workflow_run_or_404(services, req.route_params["run_id"])
+    cursor = start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id)
+    return await _stream(lambda: WorkflowFeed(services, client, record, base_url(req)), "workflow", record.run_id,
+                         cursor)
+
+
+async def _stream(make_feed: Callable[[], Feed], kind: str, run_id: str, cursor: Cursor) -> StreamingResponse:
+    settings = StreamSettings()
+    watcher = REGISTRY.acquire(kind, run_id, make_feed, settings)
+    await watcher.ready()
+    if watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for a store outage)
+        watcher.unsubscribe()
+        raise watcher.failure
+    lease = Lease(watcher)
+    events = stream_events(lease, cursor, settings.ping_seconds, settings.max_seconds)
+    weakref.finalize(events, lease.release)  # a response never sent (client gone first) still lets the watcher go
+    return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+
+
+def start_cursor(req: func.HttpRequest, services: RunServices, scope: str, run_id: str) -> Cursor:
+    query = query_model(req, StreamQuery)
+    candidates = (("header.last-event-id", req.headers.get("last-event-id")), ("query.after", query.after))
+    for field, raw in candidates:
+        if raw:
+            try:
+                return Cursor.parse(raw)
+            except ValueError as error:
+                raise ApiProblem(400, "invalid_cursor", "Invalid stream cursor", str(error), field=field) from error
+    token = verify_token(services, query.continuation_token, scope, run_id)
+    seq = token.get("seq") if token else None
+    return Cursor(seq=seq) if isinstance(seq, int) else Cursor()

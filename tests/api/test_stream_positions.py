@@ -1,0 +1,129 @@
+"""The stream cursor and what a client is sent from it (`http_api.streams`), event by event, without HTTP: every
+interleaving of updates, live deltas and statuses that the watcher can produce, resumed from every event's id,
+gives the same updates and the same answer text as one uninterrupted client, nothing twice."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from http_api.streams.connection import Position
+from http_api.streams.cursor import Cursor, fingerprint
+from http_api.streams.feeds import Draft
+
+
+@dataclass
+class FakeWatcher:
+    """The snapshot a `RunWatcher` exposes to connections."""
+
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    status_fp: str = "-"
+    draft: Draft | None = None
+    confirmed_draft_seq: int | None = None
+    done: dict[str, Any] | None = None
+
+    def updates_after(self, seq: int):
+        return (u for u in self.updates if u["seq"] > seq)
+
+    @property
+    def last_seq(self) -> int:
+        return self.updates[-1]["seq"] if self.updates else -1
+
+    def set_status(self, status: dict[str, Any]) -> None:
+        self.status, self.status_fp = status, fingerprint(status)
+
+
+def parse(chunk: bytes) -> tuple[str, str, Any]:
+    lines = chunk.decode().strip().split("\n")
+    fields = dict(line.split(": ", 1) for line in lines)
+    return fields["event"], fields["id"], json.loads(fields["data"])
+
+
+ANSWER = "The weather in Paris is windy."
+
+
+def timeline() -> list[callable]:  # type: ignore[valid-type]
+    """The watcher's states in order: input, tool call, a live draft of answer 18 before the tool result 17 is
+    visible (not shown yet), the result with the status naming model call 18, more draft, the finished answer,
+    completion."""
+
+    def step(fn):
+        return fn
+
+    return [
+        step(lambda w: (w.updates.append({"seq": 1, "message": "input"}), w.set_status({"status": "in_progress"}))),
+        step(lambda w: w.updates.append({"seq": 2, "message": "call"})),
+        step(lambda w: setattr(w, "draft", Draft(18, "m18", ANSWER[:5]))),
+        step(lambda w: (w.updates.append({"seq": 17, "message": "result"}), setattr(w, "confirmed_draft_seq", 18))),
+        step(lambda w: setattr(w, "draft", Draft(18, "m18", ANSWER[:12]))),
+        step(lambda w: setattr(w, "draft", Draft(18, "m18", ANSWER[:20]))),
+        step(lambda w: (w.updates.append({"seq": 18, "message": ANSWER}), setattr(w, "draft", None))),
+        step(lambda w: (w.set_status({"status": "completed"}), setattr(w, "done", {"status": "completed"}))),
+    ]
+
+
+def run_client(watcher: FakeWatcher, position: Position, steps: list, start: int, stop: int) -> list:
+    received = []
+    for index in range(start, stop):
+        steps[index](watcher)
+        received += [parse(c) for c in position.pending(watcher)]
+    return received
+
+
+def uninterrupted() -> list[tuple[str, str, Any]]:
+    watcher, steps = FakeWatcher(), timeline()
+    return run_client(watcher, Position(Cursor()), steps, 0, len(steps))
+
+
+def test_an_uninterrupted_client_gets_each_thing_once_in_order() -> None:
+    events = uninterrupted()
+    assert [e for e, _, _ in events] == ["update", "status", "update", "update", "delta", "delta", "delta", "update",
+                                         "status", "done"]
+    assert [d["seq"] for e, _, d in events if e == "update"] == [1, 2, 17, 18]  # the result before the answer text
+    assert "".join(d["text"] for e, _, d in events if e == "delta") == ANSWER[:20]
+
+
+@pytest.mark.parametrize("cut", range(1, 10))
+def test_resuming_from_any_event_id_gives_the_uninterrupted_stream(cut: int) -> None:
+    reference = uninterrupted()
+    watcher, steps = FakeWatcher(), timeline()
+    first = Position(Cursor())
+    received: list[tuple[str, str, Any]] = []
+    for index, step in enumerate(steps):  # noqa: B007 - used after the loop; the first client leaves after `cut` events, mid-batch if need be
+        step(watcher)
+        for chunk in first.pending(watcher):
+            if len(received) == cut:
+                break
+            received.append(parse(chunk))
+        if len(received) == cut:
+            break
+    resumed = Position(Cursor.parse(received[-1][1]))
+    received += [parse(c) for c in resumed.pending(watcher)]
+    received += run_client(watcher, resumed, steps, index + 1, len(steps))
+    kinds = ("update", "status", "done")
+    assert [(e, d) for e, _, d in received if e in kinds] == [(e, d) for e, _, d in reference if e in kinds]
+    text = "".join(d["text"] for e, _, d in received if e == "delta")
+    assert ANSWER.startswith(text) and len(text) <= 20  # no character twice
+
+
+def test_a_retried_answer_replaces_the_text() -> None:
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hello wor"), confirmed_draft_seq=5)
+    position = Position(Cursor())
+    assert [parse(c)[2] for c in position.pending(watcher)] == [{"message_id": "m", "text": "Hello wor"}]
+    watcher.draft = Draft(5, "m", "Hi")
+    assert [parse(c)[2] for c in position.pending(watcher)] == [{"message_id": "m", "text": "Hi", "replace": True}]
+
+
+@pytest.mark.parametrize("text", ["", "1.2", "a.0.0.-", "1.0.0.xyz", "01.0.0.-", "1.0.0.-\nx", "-2.0.0.-"])
+def test_bad_cursors_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        Cursor.parse(text)
+
+
+def test_cursors_round_trip() -> None:
+    for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-")):
+        assert Cursor.parse(cursor.encode()) == cursor

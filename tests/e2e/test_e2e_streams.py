@@ -1,0 +1,307 @@
+"""Live streams (SSE) of agent runs over real HTTP, read with a real SSE client (`httpx-sse`): replay of a finished
+run, resume after a disconnect in the middle of an answer (the union equals an uninterrupted stream, nothing twice),
+approvals as `status` events with the stream going on after the decision, streams and polls agreeing, one shared
+watcher per run, pings, and the poll routes' problems before any stream starts.
+
+Timing is controlled with the scripted model's holds (`hold_answers`, `hold_mid_stream`, `release_answers`): a test
+acts while an answer is certainly not yet started or certainly half-written. No sleeps.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_harness import PROBLEM_JSON, PROGRESS_TIMEOUT_S, InProcessApp
+from e2e_settings import app_settings, running_app
+from httpx_sse import EventSource, ServerSentEvent, connect_sse
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+ANSWER = " ".join(f"word{i}" for i in range(80))
+EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+
+
+@pytest.fixture
+def stream_app(model: ScriptedModelServer, marker_dir) -> Iterator[InProcessApp]:
+    """The app on the SQLite store (the store-specific reads are the polls' own; the resume test runs on both)."""
+    env = app_settings(model.base_url, SESSION_STORE_PATH=":memory:", E2E_MARKER_DIR=str(marker_dir),
+                       STREAM_PING_SECONDS="0.2")
+    with running_app(env, "sqlite") as app:
+        yield app
+
+
+@contextmanager
+def sse(app: InProcessApp, run_id: str, *, path: str = "/api/runs/{}/stream", headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None) -> Iterator[EventSource]:
+    with connect_sse(app.http, "GET", path.format(run_id), headers=dict(headers or {}), params=params,
+                     timeout=PROGRESS_TIMEOUT_S) as source:
+        assert source.response.status_code == 200, source.response.read()
+        assert source.response.headers["content-type"].startswith("text/event-stream")
+        yield source
+
+
+def read_until(events: Iterator[ServerSentEvent], stop: Callable[[ServerSentEvent], bool]) -> list[ServerSentEvent]:
+    seen = []
+    for event in events:
+        seen.append(event)
+        if stop(event):
+            return seen
+    raise AssertionError(f"the stream ended before the expected event: {[e.event for e in seen]}")
+
+
+def is_done(event: ServerSentEvent) -> bool:
+    return event.event == "done"
+
+
+def of(events: list[ServerSentEvent], name: str) -> list[Any]:
+    return [e.json() for e in events if e.event == name]
+
+
+def delta_text(events: list[ServerSentEvent]) -> str:
+    return "".join(d["text"] for d in of(events, "delta"))
+
+
+def wait_for_model_calls(model: ScriptedModelServer, count: int) -> None:
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while len(model.log.requests) < count:
+        assert time.monotonic() < deadline, "the model was not called"
+        time.sleep(0.01)
+
+
+def test_a_finished_run_replays_from_the_beginning_and_ends(stream_app: InProcessApp, model) -> None:
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "The answer."))
+    started = stream_app.start(input="look it up", wait_seconds=30)
+    assert started["status"] == "completed"
+    with sse(stream_app, started["run_id"]) as source:
+        events = list(source.iter_sse())
+    assert [e.event for e in events][-2:] == ["status", "done"]
+    assert of(events, "update") == stream_app.poll(started["run_id"]).json()["updates"]  # all of them, as polls
+    assert of(events, "status") == [{"status": "completed", "pending_approvals": []}]
+    done = of(events, "done")[0]
+    assert done["output"] == {"text": "The answer.", "finish_reason": "stop"} and done["continuation_token"] is None
+    assert all(e.id for e in events)
+    # From the cursor of the last update: only the status and done again; from `done`'s cursor: only `done`.
+    last_update = [e for e in events if e.event == "update"][-1]
+    with sse(stream_app, started["run_id"], headers={"Last-Event-ID": last_update.id}) as source:
+        assert [e.event for e in source.iter_sse()] == ["status", "done"]
+    with sse(stream_app, started["run_id"], params={"after": events[-1].id}) as source:
+        assert [e.event for e in source.iter_sse()] == ["done"]
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_resume_after_a_disconnect_mid_answer_equals_an_uninterrupted_stream(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer
+) -> None:
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), ANSWER))
+    with app_with() as app:
+        model.hold_mid_stream(after_chunks=12)  # the answer stops half-written until released
+        run_id = app.start(input="a long story")["run_id"]
+        with sse(app, run_id) as whole_source:
+            whole = whole_source.iter_sse()
+            with sse(app, run_id) as first_source:
+                # Leave at the first delta: the answer is held half-written, so this is certainly mid-answer.
+                first = read_until(first_source.iter_sse(), lambda e: e.event == "delta")
+            # `whole` stays connected; the first client has gone. Resume from the last id, then finish the answer.
+            with sse(app, run_id, headers={"Last-Event-ID": first[-1].id}) as second_source:
+                model.release_answers()
+                second = read_until(second_source.iter_sse(), is_done)
+            uninterrupted = read_until(whole, is_done)
+
+    resumed = first + second
+    assert of(resumed, "update") == of(uninterrupted, "update")  # nothing missed, nothing twice
+    seqs = [u["seq"] for u in of(resumed, "update")]
+    assert seqs == sorted(set(seqs))
+    assert of(resumed, "status") == of(uninterrupted, "status")
+    assert of(resumed, "done") == of(uninterrupted, "done")
+    # The answer's text: the first connection got a part, the second went on from exactly there (or the finished
+    # answer arrived as an update and covered the rest); no character twice.
+    assert delta_text(first) and ANSWER.startswith(delta_text(first))
+    assert ANSWER.startswith(delta_text(first) + delta_text(second))
+    assert len({d["message_id"] for d in of(resumed, "delta")}) == 1
+    answers = [u for u in of(resumed, "update") if u["message"]["role"] == "assistant" and
+               u["message"]["contents"][0]["type"] == "text"]
+    assert [a["message"]["contents"][0]["text"] for a in answers] == [ANSWER]
+    assert of(resumed, "done")[0]["output"] == {"text": ANSWER, "finish_reason": "stop"}
+    assert len({e.id for e in resumed if e.event == "update"}) == len(of(resumed, "update"))
+    # The answer's text never runs ahead of what it follows: the tool's result is out before the first delta.
+    kinds = [(e.event, e.json()) for e in uninterrupted]
+    first_delta = next(i for i, (name, _) in enumerate(kinds) if name == "delta")
+    result_at = next(i for i, (name, data) in enumerate(kinds)
+                     if name == "update" and data["message"]["role"] == "tool")
+    assert result_at < first_delta
+
+
+def test_an_approval_is_a_status_event_and_the_stream_goes_on_after_the_decision(
+    stream_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    run_id = stream_app.start(input="email bob")["run_id"]
+    with sse(stream_app, run_id) as source:
+        events = source.iter_sse()
+        waiting = read_until(events, lambda e: e.event == "status" and e.json()["status"] == "requires_action")
+        [pending] = waiting[-1].json()["pending_approvals"]
+        assert pending["tool"] == "send_email" and pending["arguments"] == EMAIL_BOB
+        assert any(u["message"]["contents"][0]["type"] == "function_call" for u in of(waiting, "update"))
+        assert stream_app.decide(run_id, pending["approval_id"], "approve").status_code == 202
+        rest = read_until(events, is_done)
+    statuses = [s["status"] for s in of(waiting + rest, "status")]
+    assert statuses[-1] == "completed" and statuses.index("requires_action") < len(statuses) - 1
+    assert of(rest, "status")[0]["pending_approvals"] == []  # the decision cleared it
+    assert of(rest, "done")[0]["output"] == {"text": "Sent.", "finish_reason": "stop"}
+
+
+def test_a_poll_client_and_a_stream_client_agree(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), Reply.call("lookup", {"key": "b"}), "Both."))
+    model.hold_answers()
+    started = stream_app.start(input="two lookups")
+    run_id = started["run_id"]
+    with sse(stream_app, run_id) as source:
+        events = source.iter_sse()
+        model.release_answers()
+        polled = list(started["updates"])
+        token = started["continuation_token"]
+        while token:  # the poll client, side by side with the open stream
+            view = stream_app.poll(run_id, token=token, wait_seconds=1).json()
+            polled += view["updates"]
+            token = view["continuation_token"]
+        streamed = read_until(events, is_done)
+    assert of(streamed, "update") == polled
+    done = of(streamed, "done")[0]
+    final = stream_app.poll(run_id).json()
+    for field in ("status", "output", "usage", "error", "pending_approvals", "session_id"):
+        assert done[field] == final[field], field
+
+
+def test_two_streams_on_one_run_share_one_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    registry = sys.modules["http_api.streams.watchers"].REGISTRY  # the app's own module in this process
+    model.set_script(Script.of("Shared."))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    with sse(stream_app, run_id) as a, sse(stream_app, run_id) as b:
+        events_a, events_b = a.iter_sse(), b.iter_sse()
+        first_a, first_b = next(events_a), next(events_b)
+        assert (first_a.event, first_a.data) == (first_b.event, first_b.data)
+        [stats] = registry.stats(run_id)
+        assert stats.subscribers == 2
+        model.release_answers()
+        done_a, done_b = read_until(events_a, is_done), read_until(events_b, is_done)
+    assert of(done_a, "done") == of(done_b, "done")
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while registry.stats(run_id):  # the last connection's end stops the watcher (after the client has left)
+        assert time.monotonic() < deadline, "the watcher outlived its streams"
+        time.sleep(0.01)
+
+
+def test_an_idle_stream_sends_pings(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("Eventually."))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    with stream_app.http.stream("GET", f"/api/runs/{run_id}/stream", timeout=PROGRESS_TIMEOUT_S) as response:
+        lines = response.iter_lines()
+        seen = []
+        for line in lines:  # the run is held at its model call: nothing but pings arrives after the first events
+            seen.append(line)
+            if line == ": ping" and seen.count(": ping") == 2:
+                break
+        model.release_answers()
+        rest = [line for line in lines]
+    assert "event: done" in rest
+
+
+def test_problems_come_before_the_stream(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("ok", "ok again"))
+    run_id = stream_app.start(input="hi", wait_seconds=30)["run_id"]
+    cases: list[tuple[str, dict[str, Any], int, str, str | None]] = [
+        ("/api/runs/no-such-run/stream", {}, 404, "run_not_found", "path.run_id"),
+        (f"/api/runs/{run_id}/stream", {"params": {"continuation_token": "forged"}}, 401, "token_invalid",
+         "query.continuation_token"),
+        (f"/api/runs/{run_id}/stream", {"params": {"after": "nope"}}, 400, "invalid_cursor", "query.after"),
+        (f"/api/runs/{run_id}/stream", {"headers": {"Last-Event-ID": "1.2"}}, 400, "invalid_cursor",
+         "header.last-event-id"),
+        ("/api/workflows/runs/no-such-run/stream", {}, 404, "workflow_run_not_found", "path.run_id"),
+        (f"/api/workflows/runs/{run_id}/stream", {}, 404, "workflow_run_not_found", "path.run_id"),
+    ]
+    for path, options, status, code, field in cases:
+        response = stream_app.http.get(path, **options)
+        assert response.status_code == status, (path, response.text)
+        assert response.headers["content-type"] == PROBLEM_JSON
+        assert (response.json()["code"], response.json()["field"]) == (code, field)
+    # A poll's continuation token is a valid start: the stream goes on from that poll.
+    session_id = stream_app.poll(run_id).json()["session_id"]
+    second = stream_app.start(input="again", session_id=session_id)
+    with sse(stream_app, second["run_id"], params={"continuation_token": second["continuation_token"]}) as source:
+        events = read_until(source.iter_sse(), is_done)
+    assert of(events, "update")  # the answer, which the start's view did not have
+    assert all(u["seq"] > second["updates"][-1]["seq"] for u in of(events, "update"))
+
+
+def test_with_worker_processes_deltas_come_from_the_stored_draft(model: ScriptedModelServer, tmp_path) -> None:
+    """The model call runs in a worker process, the stream in the host: the host's watcher follows the draft the
+    worker stores (no in-process token feed crosses the process boundary)."""
+    from e2e_settings import E2E_DIR, REPO_ROOT
+
+    from devhost.testing import InProcessHost
+
+    model.set_script(Script.of(ANSWER))
+    model.hold_mid_stream(after_chunks=12)
+    env = app_settings(model.base_url, SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"),
+                       PARTIAL_OUTPUT_INTERVAL_SECONDS="0", STREAM_WATCH_MAX_INTERVAL_SECONDS="0.2",
+                       PYTHONPATH=str(E2E_DIR))  # the workers import `fixture_agents` too
+    with InProcessHost(REPO_ROOT, clock="virtual", env=env, workers=1) as host:
+        app = InProcessApp(host, "sqlite")
+        run_id = app.start(input="a long story")["run_id"]
+        with sse(app, run_id) as source:
+            events = source.iter_sse()
+            first = read_until(events, lambda e: e.event == "delta")
+            model.release_answers()
+            rest = read_until(events, is_done)
+    assert ANSWER.startswith(delta_text(first + rest)) and delta_text(first)
+    assert of(rest, "done")[0]["output"] == {"text": ANSWER, "finish_reason": "stop"}
+
+
+def test_a_stream_ends_at_its_time_limit_and_the_client_resumes(
+    model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """`STREAM_MAX_SECONDS` (a stream must end before the function timeout): the stream closes without `done`; the
+    client reconnects with its last event id and gets the rest, nothing twice."""
+    model.set_script(Script.of("After the limit."))
+    model.hold_answers()
+    env = app_settings(model.base_url, SESSION_STORE_PATH=":memory:", E2E_MARKER_DIR=str(marker_dir),
+                       STREAM_MAX_SECONDS="0.3")
+    with running_app(env, "sqlite") as app:
+        run_id = app.start(input="hi")["run_id"]
+        wait_for_model_calls(model, 1)
+        with sse(app, run_id) as source:
+            first = list(source.iter_sse())  # the run is held: the stream ends at its limit, not at `done`
+        assert first and "done" not in [e.event for e in first]
+        with sse(app, run_id, headers={"Last-Event-ID": first[-1].id}) as source:
+            model.release_answers()
+            second = read_until(source.iter_sse(), is_done)
+    updates = of(first + second, "update")
+    assert [u["seq"] for u in updates] == sorted({u["seq"] for u in updates})
+    assert of(second, "done")[0]["output"] == {"text": "After the limit.", "finish_reason": "stop"}
+
+
+def test_a_client_that_leaves_releases_the_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    registry = sys.modules["http_api.streams.watchers"].REGISTRY
+    model.set_script(Script.of("Later."))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    with sse(stream_app, run_id) as source:
+        next(source.iter_sse())
+        assert [s.subscribers for s in registry.stats(run_id)] == [1]
+    # The client has gone while the run waits: the host notices, the stream's generator ends, the watcher stops.
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while registry.stats(run_id):
+        assert time.monotonic() < deadline, "the watcher outlived its only stream"
+        time.sleep(0.01)
+    model.release_answers()
