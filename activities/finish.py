@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from agent_runs.closing import expire_pending_approvals
-from agent_runs.context import StepContext
+from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import FinishInput
 from agent_runs.driver import FINISH_SPARE_SLOTS
 from agent_runs.sequence import run_seq_range
@@ -42,9 +42,10 @@ async def _output(ctx: StepContext) -> dict[str, Any]:
     text = last_assistant_text([Message.model_validate(record.payload) for record in records])
     output: dict[str, Any] = {"text": text}
     agent = ctx.agent
-    if agent.output_type is not None:
+    overrides = overrides_of(await ctx.record())
+    if agent.output_type is not None or overrides.has_output_format:
         try:
-            value = agent.parse_output(text)
+            value = overrides.parse_output(agent, text)
             output["value"] = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
         except ValueError as exc:  # pydantic's ValidationError and json's JSONDecodeError are ValueErrors
             output["value_error"] = str(exc).split("\n", 1)[0]

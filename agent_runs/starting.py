@@ -18,6 +18,7 @@ from agent_runs.store_log import to_record
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message
+from agent_runtime.overrides import RunOverrides
 from session_store import RunRecord, SessionRecord, SessionStore
 
 
@@ -73,5 +74,18 @@ def run_input_for(
     )
 
 
-def new_run_record(run_id: str, session_id: str, agent: AgentDefinition, metadata: dict[str, Any]) -> RunRecord:
-    return RunRecord(run_id=run_id, session_id=session_id, agent=agent.name, instance_id=run_id, metadata=metadata)
+def new_run_record(
+    run_id: str,
+    session_id: str,
+    agent: AgentDefinition,
+    metadata: dict[str, Any],
+    overrides: RunOverrides | None = None,
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        session_id=session_id,
+        agent=agent.name,
+        instance_id=run_id,
+        metadata=metadata,
+        overrides=overrides.to_record() if overrides is not None else {},
+    )

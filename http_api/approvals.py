@@ -24,7 +24,7 @@ from http_api.models import ApprovalDecisionRequest
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import principal
 from http_api.runs import agent_or_404, run_or_404
-from session_store import AlreadyDecidedError, ApprovalRecord
+from session_store import AlreadyDecidedError, ApprovalRecord, RunRecord
 
 
 class ApprovalView(BaseModel):
@@ -64,20 +64,36 @@ async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
 @http_endpoint
 async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
-    store = services.store
-    run = await run_or_404(store, req.route_params["run_id"])
-    approval_id = req.route_params["approval_id"]
+    run = await run_or_404(services.store, req.route_params["run_id"])
     body = read_json_body(req, ApprovalDecisionRequest)
+    decided = await record_decision(
+        services, DurableGateway(client), run, req.route_params["approval_id"], body, decided_by=principal(req)
+    )
+    return json_response(ApprovalView.of(decided), status=202)
+
+
+async def record_decision(
+    services: RunServices,
+    gateway: DurableGateway,
+    run: RunRecord,
+    approval_id: str,
+    body: ApprovalDecisionRequest,
+    *,
+    decided_by: str | None,
+) -> ApprovalRecord:
+    """Store one decision (exactly one wins; the same caller's identical retry is delivered again) and ring the
+    approval's doorbell. Every HTTP surface that decides approvals goes through here."""
+    store = services.store
     record = await store.get_approval(approval_id)
     if record is None or record.run_id != run.run_id:
         raise not_found("approval_not_found", "Approval", approval_id, field="path.approval_id")
     now = datetime.now(UTC)
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
-    if _same_decision(record, decision, principal(req), body.reason, edited):
+    if _same_decision(record, decision, decided_by, body.reason, edited):
         # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
-        await deliver(DurableGateway(client), run.run_id, approval_id)
-        return json_response(ApprovalView.of(record), status=202)
+        await deliver(gateway, run.run_id, approval_id)
+        return record
     _check_open(record, run_finished=run.finished, now=now)
     if edited is not None:
         _validate_edit(services, run.agent, record, edited)
@@ -85,18 +101,18 @@ async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
         decided = await store.decide_approval(
             approval_id,
             decision,
-            decided_by=principal(req),
+            decided_by=decided_by,
             reason=body.reason,
             edited_arguments=edited,
             decided_at=now,
         )
     except AlreadyDecidedError as race:
-        if not _same_decision(race.current, decision, principal(req), body.reason, edited):
+        if not _same_decision(race.current, decision, decided_by, body.reason, edited):
             _check_open(race.current, run_finished=False, now=now)
             raise  # unreachable: a decided record always fails the check
         decided = race.current  # the same caller's concurrent retry won: deliver it as well
-    await deliver(DurableGateway(client), run.run_id, approval_id)
-    return json_response(ApprovalView.of(decided), status=202)
+    await deliver(gateway, run.run_id, approval_id)
+    return decided
 
 
 def _same_decision(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
@@ -20,6 +21,7 @@ from agent_runs.starting import (
 )
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
+from agent_runtime.overrides import RunOverrides
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
@@ -58,33 +60,59 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     services = RunServices.current()
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
-    store, gateway = services.store, DurableGateway(client)
-    session_id = body.session_id or uuid.uuid4().hex
+    gateway = DurableGateway(client)
+    run = await start_agent_run(
+        services,
+        gateway,
+        agent,
+        session_id=body.session_id,
+        inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
+        metadata=body.metadata,
+        approval_timeout_seconds=body.approval_timeout_seconds,
+    )
+    view = await _wait_for_view(
+        services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
+    )
+    return _run_response(view)
+
+
+async def start_agent_run(
+    services: RunServices,
+    gateway: DurableGateway,
+    agent: AgentDefinition,
+    *,
+    session_id: str | None,
+    inputs: list[Message],
+    metadata: dict[str, Any],
+    approval_timeout_seconds: int | None = None,
+    overrides: RunOverrides | None = None,
+) -> RunRecord:
+    """Claim the session (a new one without `session_id`), store the input, start the orchestration. Every HTTP
+    surface that starts agent runs goes through here, so they follow the same rules."""
+    store = services.store
+    session_id = session_id or uuid.uuid4().hex
     try:
         await open_session(store, session_id, agent)
     except SessionAgentMismatchError as error:
         raise ApiProblem(
             409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
         ) from error
-    run = await _begin_run(store, gateway, new_run_record(uuid.uuid4().hex, session_id, agent, body.metadata))
+    record = new_run_record(uuid.uuid4().hex, session_id, agent, metadata, overrides)
+    run = await _begin_run(store, gateway, record)
     try:
-        inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
         input_count = await write_input(store, run, inputs)
         run_input = run_input_for(
             run,
             agent,
             services.run_settings,
             input_count=input_count,
-            approval_timeout_seconds=body.approval_timeout_seconds,
+            approval_timeout_seconds=approval_timeout_seconds,
         )
         await gateway.start_run(run_input)
     except Exception:
         await _abandon(store, run)
         raise
-    view = await _wait_for_view(
-        services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
-    )
-    return _run_response(view)
+    return run
 
 
 async def _abandon(store: SessionStore, run: RunRecord) -> None:
@@ -146,16 +174,20 @@ async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) 
 @http_endpoint
 async def cancel_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
-    store = services.store
-    run = await run_or_404(store, req.route_params["run_id"])
+    run = await run_or_404(services.store, req.route_params["run_id"])
+    await request_cancel(services, client, run)
+    return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
+
+
+async def request_cancel(services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord) -> None:
+    """Ask a running run to stop (409 once it has finished); the run ends `cancelled` at its next step."""
     if run.finished:
         raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
         await cancel_workflow(services, WorkflowGateway(client), run)
-        return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
-    await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
+        return
+    await services.store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
     await DurableGateway(client).send_cancel(run.run_id, "cancelled by the client")
-    return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
 
 
 async def _wait_for_view(

@@ -92,6 +92,12 @@ async def list_messages(req: func.HttpRequest) -> func.HttpResponse:
 async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
     store = RunServices.current().store
     session = await session_or_404(store, req.route_params["session_id"])
+    await delete_idle_session(store, session)
+    return func.HttpResponse(status_code=204)
+
+
+async def delete_idle_session(store: SessionStore, session: SessionRecord) -> None:
+    """Delete the session with everything in it; 409 while a run in it is still active."""
     if session.active_run_id:
         active = await store.get_run(session.active_run_id)
         if active is not None and not active.finished:
@@ -103,4 +109,3 @@ async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
                 active_run_id=active.run_id,
             )
     await store.delete_session(session.session_id)
-    return func.HttpResponse(status_code=204)

@@ -65,6 +65,9 @@ class RunRecord(_Record):
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
     metadata: JsonObject = Field(default_factory=dict)
+    overrides: JsonObject = Field(
+        default_factory=dict, description="per-run changes to the agent (extra instructions, output format)"
+    )
     etag: str | None = None
 
     @property
