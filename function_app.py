@@ -14,6 +14,7 @@ from activities.model import call_model
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, openapi, runs, sessions, workflows
+from http_api.openai_responses import handlers as responses
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
@@ -145,3 +146,33 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- OpenAI Responses API
+@app.route(route="v1/responses", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def create_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.create_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def get_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.get_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}", methods=["DELETE"])
+async def delete_response(req: func.HttpRequest) -> func.HttpResponse:
+    return await responses.delete_response(req)
+
+
+@app.route(route="v1/responses/{response_id}/cancel", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def cancel_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.cancel_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}/input_items", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def list_response_input_items(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.list_input_items(req, client)

@@ -91,8 +91,10 @@ async def record_decision(
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
     if _same_decision(record, decision, decided_by, body.reason, edited):
-        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
-        await deliver(gateway, run.run_id, approval_id)
+        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again, unless the
+        # run has finished (it applied the decision, or nothing waits for it any more: a ring would fail forever).
+        if not run.finished:
+            await deliver(gateway, run.run_id, approval_id)
         return record
     _check_open(record, run_finished=run.finished, now=now)
     if edited is not None:
