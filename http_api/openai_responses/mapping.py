@@ -25,6 +25,7 @@ from http_api.openai_responses.models import (
     InputMessageOut,
     McpApprovalRequest,
     McpCall,
+    McpToolExecutionError,
     MessageOutput,
     OutputItem,
     OutputText,
@@ -36,6 +37,13 @@ from http_api.openai_responses.models import (
 from session_store import ApprovalRecord, MessageRecord, RunRecord
 
 LENGTH_FINISH = "length"
+INVALID_OUTPUT = "invalid_output"
+RATE_LIMIT_CODES = frozenset({"model_http_429", "rate_limited"})
+
+
+def message_item_id(message_id: str) -> str:
+    """The output item id of a stored assistant message (a streamed draft has the same id as its answer)."""
+    return f"msg_{message_id}"
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,7 @@ def _mcp_call(server: str, call_id: str, index: _Calls, approval_id: str | None 
         name=name,
         arguments=_arguments(arguments),
         output=_result_text(result) if result and not error else None,
-        error=error,
+        error=McpToolExecutionError.of(str(error)) if error else None,
         status=status,
         approval_request_id=approval_id,
     )
@@ -149,7 +157,10 @@ def _placed_items(snapshot: RunSnapshot) -> tuple[list[_Placed], list[int]]:
                 )
                 placed.insert(
                     at,
-                    _Placed(record.seq, MessageOutput(id=f"msg_{record.message_id}", content=[OutputText(text=text)])),
+                    _Placed(
+                        record.seq,
+                        MessageOutput(id=message_item_id(record.message_id), content=[OutputText(text=text)]),
+                    ),
                 )
         if is_request:
             if previous_was_request:
@@ -178,22 +189,24 @@ def _text_config(overrides: RunOverrides) -> dict[str, Any]:
     return {"format": {"type": "json_schema", "name": fmt.name, "schema": fmt.json_schema, "strict": fmt.strict}}
 
 
+def run_error(code: str, message: str) -> ResponseError:
+    """OpenAI's error codes are a closed set: ours travels at the start of the message (`<code>: <message>`)."""
+    openai_code = "rate_limit_exceeded" if code in RATE_LIMIT_CODES else "server_error"
+    return ResponseError(code=openai_code, message=f"{code}: {message}" if message else code)
+
+
 def _final_status(
     snapshot: RunSnapshot, overrides: RunOverrides
 ) -> tuple[ResponseStatus, ResponseError | None, IncompleteDetails | None]:
     run = snapshot.run
     if snapshot.status == "failed":
         error = run.error or {}
-        return (
-            "failed",
-            ResponseError(code=str(error.get("code", "server_error")), message=str(error.get("message", ""))),
-            None,
-        )
+        return "failed", run_error(str(error.get("code", "run_failed")), str(error.get("message", ""))), None
     if snapshot.status == "cancelled":
         return "cancelled", None, None
     output = run.output or {}
     if overrides.has_output_format and "value_error" in output:
-        return "failed", ResponseError(code="invalid_output", message=str(output["value_error"])), None
+        return "failed", run_error(INVALID_OUTPUT, str(output["value_error"])), None
     if snapshot.finish_reason == LENGTH_FINISH:
         return "incomplete", None, IncompleteDetails(reason="max_output_tokens")
     return "completed", None, None
@@ -298,11 +311,17 @@ def input_items(snapshot: RunSnapshot, ref: ResponseRef) -> list[InputItem]:
         for record in snapshot.messages:
             if not record.message_id.startswith(prefix):
                 continue
-            message = Message.model_validate(record.payload)
-            role = message.role if message.role in ("user", "system", "assistant") else "user"
+            role = record.payload.get("role")
+            parts = [
+                {"type": "input_text", "text": c.get("text", "")}
+                for c in record.payload.get("contents", [])
+                if c.get("type") == "text"
+            ]
             items.append(
                 InputMessageOut(
-                    id=f"msg_{record.message_id}", role=role, content=[{"type": "input_text", "text": message.text}]
+                    id=f"msg_{record.message_id}",
+                    role=role if role in ("user", "system", "assistant") else "user",
+                    content=parts,
                 )
             )
         return items

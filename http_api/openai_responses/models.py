@@ -112,6 +112,21 @@ class MessageOutput(BaseModel):
     content: list[OutputText]
 
 
+class McpToolExecutionError(BaseModel):
+    """A tool that failed (or did not run: denied, expired, bad arguments), as MCP reports a tool error."""
+
+    type: Literal["mcp_tool_execution_error"] = "mcp_tool_execution_error"
+    content: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, text: str) -> McpToolExecutionError:
+        return cls(content=[{"type": "text", "text": text}])
+
+    @property
+    def text(self) -> str:
+        return "".join(str(part.get("text", "")) for part in self.content)
+
+
 class McpCall(BaseModel):
     type: Literal["mcp_call"] = "mcp_call"
     id: str
@@ -119,7 +134,7 @@ class McpCall(BaseModel):
     name: str
     arguments: str
     output: str | None = None
-    error: str | None = None
+    error: McpToolExecutionError | None = None
     status: Literal["in_progress", "completed", "incomplete", "calling", "failed"] = "completed"
     approval_request_id: str | None = None
 
@@ -137,6 +152,7 @@ OutputItem = Annotated[MessageOutput | McpCall | McpApprovalRequest, Field(discr
 
 class InputTokensDetails(BaseModel):
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class OutputTokensDetails(BaseModel):

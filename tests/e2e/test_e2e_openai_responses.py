@@ -15,6 +15,7 @@ import openai
 import pytest
 from e2e_harness import InProcessApp, wait_for_file
 from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import Response
 from pydantic import BaseModel
 
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -36,6 +37,13 @@ def async_client(app: InProcessApp) -> AsyncOpenAI:
         http_client=httpx.AsyncClient(timeout=300, trust_env=False),
         max_retries=0,
     )
+
+
+def assert_official_shape(app: InProcessApp, response_id: str) -> None:
+    """The raw JSON validates (strictly) as the official package's `Response` type, not only leniently."""
+    raw = app.http.get(f"/api/v1/responses/{response_id}")
+    assert raw.status_code == 200, raw.text
+    Response.model_validate(raw.json())
 
 
 def run_of(response_id: str) -> str:
@@ -65,6 +73,7 @@ def test_plain_response(app: InProcessApp, client: OpenAI, model: ScriptedModelS
     view = app.view(run_of(response.id))
     assert (view["status"], view["output"]["text"]) == ("completed", "The value is value-of-a.")
     assert client.responses.retrieve(response.id).output_text == response.output_text
+    assert_official_shape(app, response.id)
 
 
 def test_background_then_retrieve(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
@@ -114,7 +123,7 @@ def test_input_items(app: InProcessApp, client: OpenAI, model: ScriptedModelServ
     )
     items = client.responses.input_items.list(response.id, order="asc")
     assert [(i.type, i.role) for i in items.data] == [("message", "system"), ("message", "user")]
-    assert [c.text for c in items.data[1].content] == ["first\nsecond"]
+    assert [c.text for c in items.data[1].content] == ["first", "second"]
     newest_first = client.responses.input_items.list(response.id, limit=1)
     assert [i.role for i in newest_first.data] == ["user"] and newest_first.has_more
     after = client.responses.input_items.list(response.id, limit=1, after=newest_first.data[0].id)
@@ -143,6 +152,8 @@ def test_approve_via_mcp_approval_response(app: InProcessApp, client: OpenAI, mo
     assert record["status"] == "approved"
     # The earlier turn is unchanged; the decision is the later turn's input.
     assert client.responses.retrieve(first.id).output[0].type == "mcp_approval_request"
+    assert_official_shape(app, first.id)
+    assert_official_shape(app, second.id)
     [item] = client.responses.input_items.list(second.id).data
     assert (item.type, item.approval_request_id, item.approve) == ("mcp_approval_response", request.id, True)
     # The same answer again is a retry of the same decision: the same response, the tool still ran once.
@@ -185,7 +196,8 @@ def test_reject_via_mcp_approval_response(app: InProcessApp, model: ScriptedMode
     first_id, second = asyncio.run(scenario())
     assert (second.status, second.output_text) == ("completed", "Not sent, as you wish.")  # type: ignore[attr-defined]
     [call, _] = second.output  # type: ignore[attr-defined]
-    assert call.type == "mcp_call" and "denied" in (call.error or "") and call.output is None
+    assert call.type == "mcp_call" and call.output is None
+    assert call.error.type == "mcp_tool_execution_error" and "denied" in call.error.content[0]["text"]
     view = app.view(run_of(first_id))
     assert app.effects(view["session_id"], "email") == []
     [record] = app.approvals(run_of(first_id))
@@ -222,8 +234,10 @@ def test_structured_output_that_does_not_match_fails(
         text={"format": {"type": "json_schema", "name": "verdict", "schema": schema}},
     )
     assert response.status == "failed"
-    assert response.error is not None and response.error.code == "invalid_output"
+    assert response.error is not None and response.error.code == "server_error"
+    assert response.error.message.startswith("invalid_output: ")
     assert "approved" in response.error.message or "score" in response.error.message
+    assert_official_shape(app, response.id)
 
 
 def test_cancel_and_delete(app: InProcessApp, client: OpenAI, model: ScriptedModelServer, marker_dir: Path) -> None:
