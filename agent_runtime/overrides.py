@@ -71,6 +71,8 @@ class RunOverrides(BaseModel):
             except jsonschema.ValidationError as error:
                 where = "/".join(str(part) for part in error.absolute_path) or "(root)"
                 raise OutputSchemaError(f"the answer does not match the schema at {where}: {error.message}") from error
+            except Exception as error:  # e.g. a $ref the schema cannot resolve: the answer cannot be checked
+                raise OutputSchemaError(f"the answer cannot be checked against the schema: {error}") from error
         return value
 
 
@@ -80,6 +82,8 @@ def check_output_schema(schema: dict[str, Any]) -> None:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as error:
         raise ValueError(f"not a valid JSON schema: {error.message}") from error
+    except Exception as error:  # an unknown `$schema` dialect and the like
+        raise ValueError(f"not a usable JSON schema: {error}") from error
     ResponseFormat.from_json_schema(schema)  # the object root check
 
 

@@ -240,3 +240,16 @@ class DeletedResponse(BaseModel):
     id: str
     object: Literal["response"] = "response"
     deleted: bool = True
+
+
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorBody(BaseModel):
+    """Every error of the Responses routes, in OpenAI's shape (not problem+json, so OpenAI clients parse it)."""
+
+    error: OpenAIError
