@@ -312,3 +312,80 @@ def test_errors_in_openai_shape(app: InProcessApp, client: OpenAI, model: Script
     with pytest.raises(openai.BadRequestError) as streaming:
         client.responses.retrieve("resp_" + "0" * 32, stream=True, starting_after=3)
     assert streaming.value.body["param"] in ("stream", "starting_after")  # type: ignore[index]
+
+
+EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
+
+
+def answer(approval_id: str, approve: bool = True) -> list[dict[str, object]]:
+    return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": approve}]
+
+
+def test_the_same_answer_sent_twice_at_once(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """Two identical answers arriving together (a client retrying on a slow network): one decision, one email, the
+    same next response for both."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+
+    async def scenario() -> tuple[object, object, str]:
+        async with async_client(app) as client:
+            first = await client.responses.create(model="helper", input="Email Bob")
+            [request] = first.output
+            one, two = await asyncio.gather(
+                *(
+                    client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+                    for _ in range(2)
+                )
+            )
+            return one, two, first.id
+
+    one, two, first_id = asyncio.run(scenario())
+    assert one.id == two.id and one.output_text == two.output_text == "Sent."  # type: ignore[attr-defined]
+    app.settle()
+    assert app.effects(app.view(run_of(first_id))["session_id"], "email") == [EMAIL_BOB]
+
+
+def test_an_answer_after_the_approval_expired(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """Late: the approval timed out (virtual clock) and the run went on without the call; the answer is refused,
+    the turn the run went on with is there to read."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "I could not send it."))
+    first = client.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    app.advance(86_401)
+    with pytest.raises(openai.APIStatusError) as late:
+        client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert late.value.status_code == 410
+    assert late.value.body["param"] == "input[0]" and late.value.body["code"] == "approval_expired"  # type: ignore[index]
+    rest = client.responses.retrieve(f"{first.id}_2")
+    assert (rest.status, rest.output_text, rest.previous_response_id) == ("completed", "I could not send it.", first.id)
+    [expired, _] = rest.output
+    assert expired.type == "mcp_call" and "no decision before the approval deadline" in expired.error.content[0]["text"]
+    assert app.effects(app.view(run_of(first.id))["session_id"], "email") == []
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(f"{first.id}_3")
+
+
+def test_a_batch_answered_one_request_at_a_time(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """Two calls ask for approval at once: answering one gives a response that lists the request still open; the
+    answer to that one continues the run (the next response has the same id: it is the same turn)."""
+    both = Reply(
+        tool_calls=[*Reply.call("send_email", EMAIL_BOB).tool_calls, *Reply.call("send_email", EMAIL_EVE).tool_calls]
+    )
+    model.set_script(Script.of(both, "Bob's went out, Eve's did not."))
+    first = client.responses.create(model="helper", input="Email both")
+    by_to = {json.loads(item.arguments)["to"]: item.id for item in first.output}
+    assert set(by_to) == {"bob@example.com", "eve@example.com"}
+
+    partial = client.responses.create(
+        model="helper", previous_response_id=first.id, input=answer(by_to["bob@example.com"])
+    )
+    assert partial.status == "completed"
+    assert [(i.type, i.id) for i in partial.output if i.type == "mcp_approval_request"] == [
+        ("mcp_approval_request", by_to["eve@example.com"])
+    ]
+    rest = client.responses.create(
+        model="helper", previous_response_id=partial.id, input=answer(by_to["eve@example.com"], approve=False)
+    )
+    assert rest.id == partial.id and rest.output_text == "Bob's went out, Eve's did not."
+    calls = {json.loads(i.arguments)["to"]: i for i in rest.output if i.type == "mcp_call"}
+    assert calls["bob@example.com"].error is None and calls["eve@example.com"].error is not None
+    assert app.effects(app.view(run_of(first.id))["session_id"], "email") == [EMAIL_BOB]
