@@ -55,9 +55,12 @@ def error_body(problem: ApiProblem) -> dict[str, Any]:
     if param is not None:
         param = _PARAMS.get(param, param.removeprefix("body.").removeprefix("query.").removeprefix("path."))
     status = 400 if problem.status == 422 else problem.status
+    message = problem.detail or problem.title
+    if problem.field and param and message.startswith(f"{problem.field}:"):
+        message = f"Invalid '{param}':" + message[len(problem.field) + 1 :]
     return {
         "error": {
-            "message": problem.detail or problem.title,
+            "message": message,
             "type": _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
             "param": param,
             "code": problem.code,
