@@ -54,6 +54,7 @@ def parse_create(data: dict[str, Any]) -> CreateRequest:
         if name in SUPPORTED or value is None or value in HARMLESS.get(name, ()):
             continue
         raise unsupported(name)
+    data = {name: value for name, value in data.items() if name in SUPPORTED}  # the rest asks for nothing
     try:
         body = CreateResponseRequest.model_validate(data)
     except ValidationError as error:
