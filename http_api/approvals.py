@@ -90,11 +90,10 @@ async def record_decision(
     now = datetime.now(UTC)
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
-    if _same_decision(record, decision, decided_by, body.reason, edited):
-        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again, unless the
-        # run has finished (it applied the decision, or nothing waits for it any more: a ring would fail forever).
-        if not run.finished:
-            await deliver(gateway, run.run_id, approval_id)
+    if same_decision(record, decision, decided_by, body.reason, edited) and not run.finished:
+        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again. Once the
+        # run has finished nothing waits for it (a ring would fail forever): the checks below answer 409.
+        await deliver(gateway, run.run_id, approval_id)
         return record
     _check_open(record, run_finished=run.finished, now=now)
     if edited is not None:
@@ -109,7 +108,7 @@ async def record_decision(
             decided_at=now,
         )
     except AlreadyDecidedError as race:
-        if not _same_decision(race.current, decision, decided_by, body.reason, edited):
+        if not same_decision(race.current, decision, decided_by, body.reason, edited):
             _check_open(race.current, run_finished=False, now=now)
             raise  # unreachable: a decided record always fails the check
         decided = race.current  # the same caller's concurrent retry won: deliver it as well
@@ -117,7 +116,7 @@ async def record_decision(
     return decided
 
 
-def _same_decision(
+def same_decision(
     current: ApprovalRecord, decision: str, decided_by: str | None, reason: str | None, edited: object
 ) -> bool:
     """A retry of the decision already stored (same caller, same content)."""

@@ -3,7 +3,8 @@
 A new response starts a run through `runs.start_agent_run`; an `mcp_approval_response` input decides through
 `approvals.record_decision` (same approver rules, timeouts and idempotent retries) and the SAME run continues as the
 next turn; cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a create
-waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s).
+waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
+with the response as it is (`in_progress`: poll it with GET).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from agent_runs.services import RunServices
 from agent_runs.store_log import load_session_records
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from http_api.adapter import json_response, query_model, read_json_body
-from http_api.approvals import record_decision
+from http_api.approvals import record_decision, same_decision
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import ApprovalDecisionRequest
@@ -42,7 +43,8 @@ from http_api.runs import request_cancel, start_agent_run
 from http_api.sessions import delete_idle_session
 from session_store import RunRecord
 
-MAX_WAIT_SECONDS = 230  # Azure Functions ends an HTTP request after 230 s whatever the function's timeout
+# Azure's load balancer ends an HTTP request after 230 s whatever the function's timeout: answer a little before.
+MAX_WAIT_SECONDS = 220
 CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before answering with its current state
 
 
@@ -244,8 +246,16 @@ async def _answer_approvals(
         try:
             await record_decision(services, gateway, run, item.approval_request_id, decision, decided_by=principal(req))
         except ApiProblem as problem:
-            problem.field = f"input[{index}]"  # the item at fault (already decided, expired...)
-            raise
+            # The same answer again after the run went on (a client retrying): nothing to change, the same response.
+            stored = await services.store.get_approval(item.approval_request_id)
+            verdict = "approved" if item.approve else "rejected"
+            if (
+                problem.status != 409
+                or stored is None
+                or not same_decision(stored, verdict, principal(req), item.reason, None)
+            ):
+                problem.field = f"input[{index}]"  # the item at fault (decided otherwise, expired...)
+                raise
     return run, ResponseRef(run.run_id, turns.pop() + 1)
 
 
