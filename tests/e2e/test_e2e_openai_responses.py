@@ -17,6 +17,7 @@ from e2e_harness import InProcessApp, wait_for_file
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response
 from pydantic import BaseModel
+from test_e2e_crash import CrashableApp
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -389,3 +390,40 @@ def test_a_batch_answered_one_request_at_a_time(app: InProcessApp, client: OpenA
     calls = {json.loads(i.arguments)["to"]: i for i in rest.output if i.type == "mcp_call"}
     assert calls["bob@example.com"].error is None and calls["eve@example.com"].error is not None
     assert app.effects(app.view(run_of(first.id))["session_id"], "email") == [EMAIL_BOB]
+
+
+@pytest.fixture
+def crashable(tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> Iterator[CrashableApp]:
+    crashing = CrashableApp(tmp_path, model, store_settings)
+    crashing.host.start()
+    try:
+        yield crashing
+    finally:
+        crashing.host.close()
+
+
+@pytest.mark.slow
+def test_an_answer_across_a_host_kill(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    """The host is killed (SIGKILL) while the run waits for the answer; after the restart the answer continues the
+    same run and the tool runs once."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+
+    def client() -> OpenAI:
+        http = httpx.Client(timeout=300, trust_env=False)
+        return OpenAI(base_url=f"{crashable.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0)
+
+    with client() as before:
+        first = before.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    assert request.type == "mcp_approval_request"
+
+    crashable.crash_and_restart()
+
+    with client() as after:
+        assert after.responses.retrieve(first.id).output[0].id == request.id  # the turn survived, still answerable
+        rest = after.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert (rest.status, rest.output_text, run_of(rest.id)) == ("completed", "Sent.", run_of(first.id))
+    session_id = crashable.api.view(run_of(first.id))["session_id"]
+    _, effects = crashable.stored(session_id)
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL_BOB)]
+    assert model.log.total == 2
