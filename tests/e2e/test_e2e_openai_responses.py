@@ -6,7 +6,9 @@ errors in OpenAI's shape."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -427,3 +429,40 @@ def test_an_answer_across_a_host_kill(crashable: CrashableApp, model: ScriptedMo
     _, effects = crashable.stored(session_id)
     assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL_BOB)]
     assert model.log.total == 2
+
+
+def test_events_of_a_real_run(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """The streaming event mapping fed what a transport would see of a real run (here: GET polls of a background
+    response): the official client's stream accumulator takes every event, the deltas join to the final text, and
+    a stream resumed from the last look alone continues exactly where a dropped one stopped."""
+    from openai import omit
+    from openai._models import construct_type
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+    from openai.types.responses import ResponseStreamEvent
+
+    # Imported while the host runs, as the host's own modules (see InProcessApp.max_body_bytes).
+    events_module = importlib.import_module("http_api.openai_responses.events")
+    models_module = sys.modules["http_api.openai_responses.models"]
+    text = "The value of a is value-of-a; " * 8
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), text))
+    response = client.responses.create(model="helper", input="What is a?", background=True)
+    stream = events_module.ResponseEventStream()
+    events: list[dict[str, object]] = []
+    looks = []
+    while not stream.finished:
+        look = models_module.ResponseObject.model_validate(app.http.get(f"/api/v1/responses/{response.id}").json())
+        looks.append(look)
+        events += stream.feed(look)
+        if not stream.finished:
+            app.host.wait_until_idle(5)
+    state: ResponseStreamState[object] = ResponseStreamState(input_tools=[], text_format=omit)
+    for event in events:
+        state.handle_event(construct_type(type_=ResponseStreamEvent, value=event))  # type: ignore[arg-type]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert "response.mcp_call.completed" in kinds
+    deltas = "".join(str(e["delta"]) for e in events if e["type"] == "response.output_text.delta")
+    assert deltas == text == client.responses.retrieve(response.id).output_text
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    resumed = events_module.ResponseEventStream(starting_after=5).feed(looks[-1])
+    assert [e["type"] for e in resumed] == kinds[6:]
