@@ -5,14 +5,21 @@ PYTHON ?= python3
 AF_VENV ?= .venv-agent-framework
 PIP_FLAGS = --quiet --disable-pip-version-check
 
-.PHONY: install install-test run test test-agent-framework lint bench
+.PHONY: install install-test install-browser run test test-agent-framework lint bench
 
 install:
 	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt
 
-# The tests also need the local Cosmos server (npm package, exact pin in package-lock.json).
-install-test: install
+# The tests also need the local Cosmos server (npm package, exact pin in package-lock.json) and, for the page's
+# browser tests, Debian's Chromium (Playwright drives it; no browser download).
+install-test: install install-browser
 	npm ci --no-audit --no-fund --loglevel=error
+
+install-browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "!!! NO CHROMIUM and no apt-get as root: the browser tests of /api/ui will be SKIPPED !!!"; fi
 
 run: install
 	$(PYTHON) -m devhost

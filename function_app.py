@@ -8,13 +8,16 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
-from activities.approvals import apply_decisions, expire_approvals, record_approvals
+from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
 from activities.finish import finish_run
+from activities.mcp import discover_tools
 from activities.model import call_model
+from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, openapi, runs, sessions, workflows
 from http_api.openai_responses import handlers as responses
+from http_api.ui import serve as ui
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
 from workflow_runtime.registry import load_workflows
@@ -23,8 +26,12 @@ app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration
 app.orchestration_trigger(context_name="context")(agent_run)
-for activity in (call_model, invoke_tool, record_approvals, apply_decisions, expire_approvals, finish_run):
+for activity in (
+    call_model, invoke_tool, record_approvals, apply_decisions, expire_approvals, escalate_approvals, finish_run
+):
     app.activity_trigger(input_name="payload")(activity)
+app.activity_trigger(input_name="payload")(discover_tools)  # MCP tools, listed once per run
+app.activity_trigger(input_name="payload")(run_middleware_before)
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents
@@ -146,6 +153,17 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- HTTP: the page
+@app.route(route="ui", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def ui_page(req: func.HttpRequest) -> func.HttpResponse:
+    return await ui.page(req)
+
+
+@app.route(route="ui/{file}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def ui_asset(req: func.HttpRequest) -> func.HttpResponse:
+    return await ui.page(req)
 
 
 # ----------------------------------------------------------------------------------------------- OpenAI Responses API

@@ -17,6 +17,8 @@ from agent_runs.contracts import (
     ApprovalRequestsInput,
     DecisionsInput,
     DecisionsResult,
+    EscalateApprovalsInput,
+    EscalateApprovalsResult,
     ExpireApprovalsInput,
     ExpireApprovalsResult,
 )
@@ -111,6 +113,21 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
     return within_budget(result.model_dump(mode="json"), "expire result")
 
 
+async def escalate_approvals(payload: dict[str, Any]) -> dict[str, Any]:
+    """Hand what is still pending in the store to the escalation's approver with the new deadline. An approval decided
+    in the store meanwhile is left for `apply_decisions`, as after an expiry."""
+    step = EscalateApprovalsInput.model_validate(payload)
+    ctx = StepContext.for_run(step.run)
+    result = EscalateApprovalsResult()
+    for approval_id in step.approval_ids:
+        try:
+            await ctx.store.escalate_approval(approval_id, step.to, expires_at=step.expires_at)
+        except AlreadyDecidedError:
+            continue
+        result.escalated.append(approval_id)
+    return within_budget(result.model_dump(mode="json"), "escalate result")
+
+
 async def _record_response(ctx: StepContext, log: StoreConversationLog, record: ApprovalRecord) -> ApprovalDecision:
     """Write the decision into the conversation (seed 002's approval response) and return it for the loop."""
     approved = record.status == "approved"
@@ -122,7 +139,7 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
         reason=record.reason,
     )
     decision = await record_approval_response_step(
-        ctx.agent, log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
+        await ctx.run_agent(), log, ctx.run.run_id, response, decided_by=record.decided_by, decided_at=record.decided_at
     )
     # The loop only needs the gist of a reason (the denied call's result); the full text is stored with the decision.
     if decision.reason is not None and len(decision.reason) > MAX_REASON_IN_RESULT:

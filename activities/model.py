@@ -12,7 +12,7 @@ from agent_runs.drafts import DraftWriter
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
-from agent_runtime.steps import call_model_step
+from agent_runtime.steps import ChatMiddlewareEnded, call_model_step
 
 
 async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
@@ -24,13 +24,14 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
         log = ctx.session_log(step.first_seq, SLOTS_PER_MODEL_CALL)
+        agent = await ctx.run_agent()
         settings = ctx.services.run_settings
         drafts = (
             DraftWriter(
                 log,
                 step.run.run_id,
                 step.command.iteration,
-                author_name=ctx.agent.name,
+                author_name=agent.name,
                 interval_seconds=settings.partial_output_interval_seconds,
             )
             if settings.stream_partial_output
@@ -38,7 +39,7 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
         )
         try:
             result = await call_model_step(
-                ctx.agent,
+                agent,
                 ctx.services.model_client(),
                 log,
                 step.run.run_id,
@@ -50,6 +51,8 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
             if error.retryable:
                 raise  # the activity's durable retry waits on a timer, holding no worker
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
+        except ChatMiddlewareEnded as ended:  # the same middleware would decide the same again: no retry
+            result = StepFailure(code=ended.code, message=ended.message)
     summary = result.model_dump(mode="json")
     if payload_size(summary) > PAYLOAD_BUDGET_BYTES:
         # The answer is stored already: failing the activity would make Durable retry it and call the model again.

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_runs.contracts import RunRef
+from agent_runs.run_tools import agent_for_run
 from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
-from agent_runs.store_log import StoreConversationLog
+from agent_runs.store_log import OpenRunLog, StoreConversationLog
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.overrides import RunOverrides
 from session_store import RunRecord, SessionStore
@@ -28,7 +29,12 @@ class StepContext:
 
     @property
     def agent(self) -> AgentDefinition:
+        """The definition as registered (without the run's MCP tools: see `run_agent`)."""
         return self.services.agents.get(self.run.agent)
+
+    async def run_agent(self) -> AgentDefinition:
+        """The agent with the tools recorded for this run (MCP tools discovered at its start)."""
+        return await agent_for_run(self.store, self.agent, self.run.run_id)
 
     def session_log(self, first_seq: int | None = None, slots: int = 1) -> StoreConversationLog:
         """The whole conversation of the session (what the model is sent); writes go to the reserved seqs."""
@@ -39,6 +45,13 @@ class StepContext:
         decisions all belong to the run; earlier runs closed theirs), and O(run) instead of O(session)."""
         first, _ = run_seq_range(self.run.ordinal)
         return StoreConversationLog(
+            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
+        )
+
+    def open_run_log(self, first_seq: int, slots: int = 1) -> OpenRunLog:
+        """`run_log` that drops writes once the run has closed (see `OpenRunLog`)."""
+        first, _ = run_seq_range(self.run.ordinal)
+        return OpenRunLog(
             self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
         )
 

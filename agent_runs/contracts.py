@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_runtime.escalation import Escalate
 from agent_runtime.loop_types import (
     ApprovalDecision,
     CallModel,
@@ -56,9 +57,16 @@ class RunInput(_Payload):
     next_position: int = Field(ge=0)
     approval_timeout_seconds: float = Field(gt=0)
     on_approval_timeout: TimeoutAction = "reject"
+    escalation: Escalate | None = None
     loop_state: LoopState | None = None
     pending_command: Annotated[LoopCommand, Field(discriminator="kind")] | None = None
     generation: int = 0
+    discover_tools: bool = False
+    """The agent has MCP servers: the first execution lists their tools (`discover_tools`) before anything else."""
+    run_middleware: bool = False
+    """The agent has run middleware: `run_middleware_before` runs first, `finish_run` post-processes."""
+    cancel_grace_seconds: float = Field(default=30, ge=0)
+    """How long a cancel waits for the step in flight before abandoning it (the run ends `cancelled` anyway)."""
 
 
 class StepFailure(_Payload):
@@ -135,11 +143,53 @@ class ExpireApprovalsResult(_Payload):
     expired: list[str] = Field(default_factory=list)
 
 
+class EscalateApprovalsInput(_Payload):
+    """The first approval deadline passed and the agent escalates: hand what is still pending in the store to `to`
+    until `expires_at` (a decision that won the race in the store is applied instead, as after an expiry)."""
+
+    run: RunRef
+    approval_ids: list[str]
+    to: str
+    expires_at: datetime
+
+
+class EscalateApprovalsResult(_Payload):
+    escalated: list[str] = Field(default_factory=list)
+
+
+class MiddlewareBeforeInput(_Payload):
+    """Run the run middleware's pre-processing; `first_seq`/`slots`: where added input or an early answer go."""
+
+    run: RunRef
+    first_seq: int
+    slots: int
+
+
+class MiddlewareBeforeResult(_Payload):
+    """`proceed`: the chain reached the run. Otherwise the chain ended it with `status`/`reason`."""
+
+    proceed: bool
+    status: Literal["completed", "failed", "cancelled"] = "completed"
+    reason: str = ""
+
+
+RunMiddlewarePhase = Literal["none", "after", "ended"]
+
+
 class FinishInput(_Payload):
     run: RunRef
     finish: Finish
     first_seq: int
     usage: Usage = Field(default_factory=Usage)
+    run_middleware: RunMiddlewarePhase = "none"
+    """`after`: post-process with the run middleware; `ended`: the middleware's pre-processing ended the run."""
+
+
+class FinishResult(_Payload):
+    """How the run really ended: structured output validation and run middleware may change the loop's verdict."""
+
+    status: Literal["completed", "failed", "cancelled"]
+    reason: str
 
 
 class RunOutcome(_Payload):

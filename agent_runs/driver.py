@@ -15,11 +15,15 @@ from agent_runs.contracts import (
     ApprovalRequestsInput,
     DecisionsInput,
     DecisionsResult,
+    EscalateApprovalsInput,
     ExpireApprovalsInput,
-    ExpireApprovalsResult,
     FinishInput,
+    FinishResult,
+    MiddlewareBeforeInput,
+    MiddlewareBeforeResult,
     ModelCallInput,
     RunInput,
+    RunMiddlewarePhase,
     RunOutcome,
     RunProgress,
     RunStatus,
@@ -47,6 +51,8 @@ from agent_runtime.loop_types import (
 # Model calls per execution before continuing as new: bounds the history each episode replays.
 MODEL_CALLS_PER_EXECUTION = 8
 FINISH_SPARE_SLOTS = 10_000
+# Positions for what run middleware writes before the run starts: input it adds, or the answer it ends the run with.
+MIDDLEWARE_SLOTS = 16
 
 
 class RunDriver:
@@ -62,12 +68,34 @@ class RunDriver:
         self._expires_at: datetime | None = None
         self._reason: str | None = None
         self._model_call_seq: int | None = None
-        self._expired: set[str] = set()
+        self._handed_on: set[str] = set()
+        self._escalated = False
+        # A continued-as-new execution only exists if the middleware's pre-processing let the run proceed.
+        self._middleware: RunMiddlewarePhase = "after" if run_input.generation > 0 else "none"
 
     # ------------------------------------------------------------------------------------------------ commands
 
     def first_command(self) -> LoopCommand:
         return self._input.pending_command or self._loop.start()
+
+    # ------------------------------------------------------------------------------------------------ run middleware
+
+    def needs_middleware_before(self) -> bool:
+        """The run middleware's pre-processing runs once, before the first step of a fresh run."""
+        fresh = self._input.generation == 0 and self._input.loop_state is None and self._input.pending_command is None
+        return self._input.run_middleware and fresh and self._middleware == "none"
+
+    def middleware_before_input(self) -> MiddlewareBeforeInput:
+        return MiddlewareBeforeInput(run=self.run, first_seq=self._allocate(MIDDLEWARE_SLOTS), slots=MIDDLEWARE_SLOTS)
+
+    def on_middleware_before(self, result: MiddlewareBeforeResult) -> LoopCommand:
+        """Start the loop, or finish as the middleware decided (it already wrote any answer)."""
+        self._step_completed()
+        if result.proceed:
+            self._middleware = "after"
+            return self.first_command()
+        self._middleware = "ended"
+        return Finish(status=result.status, reason=result.reason)  # before any step: nothing is unresolved
 
     def should_continue_as_new(self, command: LoopCommand) -> bool:
         return isinstance(command, CallModel) and self._model_calls >= MODEL_CALLS_PER_EXECUTION
@@ -93,6 +121,7 @@ class RunDriver:
     def approval_requests(self, command: RequestApproval, now: datetime) -> ApprovalRequestsInput:
         self._expires_at = now + timedelta(seconds=self._input.approval_timeout_seconds)
         self._pending_approvals = [approval_id_for(self.run.run_id, ref.call_id) for ref in command.calls]
+        self._escalated = False
         return ApprovalRequestsInput(
             run=self.run, calls=command.calls, first_seq=self._allocate(len(command.calls)), expires_at=self._expires_at
         )
@@ -101,6 +130,18 @@ class RunDriver:
         """The activity input applying whatever the store holds for the pending approvals (`rung` rang)."""
         pending = self.pending_approvals
         return DecisionsInput(run=self.run, approval_ids=pending, rung=rung, first_seq=self._allocate(len(pending)))
+
+    def escalation_input(self, now: datetime) -> EscalateApprovalsInput | None:
+        """At the first deadline of an escalating agent: the step handing the pending approvals on, with the new
+        deadline; None when there is nobody (left) to escalate to."""
+        escalation = self._input.escalation
+        if escalation is None or self._escalated:
+            return None
+        self._escalated = True
+        self._expires_at = now + timedelta(seconds=escalation.timeout_seconds)
+        return EscalateApprovalsInput(
+            run=self.run, approval_ids=self.pending_approvals, to=escalation.to, expires_at=self._expires_at
+        )
 
     def expire_input(self) -> ExpireApprovalsInput:
         return ExpireApprovalsInput(
@@ -113,7 +154,14 @@ class RunDriver:
         # The store may hold calls the loop never saw (a stored answer whose summary could not be handed back): the
         # last step reserves room to close them all. Positions are plentiful and gaps are fine.
         slots = len(finish.unresolved) + 1 + FINISH_SPARE_SLOTS
-        return FinishInput(run=self.run, finish=finish, first_seq=self._allocate(slots), usage=self._loop.state.usage)
+        phase = self._middleware if self._input.run_middleware else "none"
+        return FinishInput(
+            run=self.run,
+            finish=finish,
+            first_seq=self._allocate(slots),
+            usage=self._loop.state.usage,
+            run_middleware=phase,
+        )
 
     # ------------------------------------------------------------------------------------------------ results
 
@@ -153,15 +201,15 @@ class RunDriver:
         self._after_approvals()
         return command
 
-    def on_expired(self, result: ExpireApprovalsResult) -> None:
-        """The deadline's expiries are stored; what the store had decided instead stays pending until applied."""
+    def on_deadline_step(self, handed_on: list[str]) -> None:
+        """A deadline step (expiry or escalation) stored what it did to `handed_on`; the other pending approvals
+        were decided in the store meanwhile and stay pending here until applied (`decided_during_deadline`)."""
         self._step_completed()
-        self._expired = set(result.expired)
+        self._handed_on = set(handed_on)
 
     @property
-    def undecided_after_expiry(self) -> list[str]:
-        """Pending approvals the expiry step found decided in the store: apply them before the timeout."""
-        return [a for a in self._pending_approvals if a not in self._expired]
+    def decided_during_deadline(self) -> list[str]:
+        return [a for a in self._pending_approvals if a not in self._handed_on]
 
     def on_timeout(self) -> LoopCommand | None:
         """The deadline passed and every decision that won it is applied: the rest time out."""
@@ -169,7 +217,7 @@ class RunDriver:
         if self._loop.awaiting_approval:
             self._pending_approvals = []
             command = self._loop.send(ApprovalTimeout())
-        self._expired = set()
+        self._handed_on = set()
         self._after_approvals()
         return command
 
@@ -181,14 +229,20 @@ class RunDriver:
     def on_cancel(self, reason: str | None) -> LoopCommand:
         return self._loop.send(Cancel(reason=reason))
 
-    def on_finished(self, finish: Finish) -> RunOutcome:
+    def on_finished(self, finish: Finish, result: FinishResult | None = None) -> RunOutcome:
+        """`result`: what `finish_run` decided (older histories returned nothing: the loop's verdict stands)."""
         self._step_completed()
-        self._status = finish.status
-        self._reason = finish.reason
+        status, reason = (result.status, result.reason) if result is not None else (finish.status, finish.reason)
+        self._status = status
+        self._reason = reason
         self._pending_approvals = []
-        return RunOutcome(run_id=self.run.run_id, status=finish.status, reason=finish.reason)
+        return RunOutcome(run_id=self.run.run_id, status=status, reason=reason)
 
     # ------------------------------------------------------------------------------------------------ state
+
+    @property
+    def cancel_grace_seconds(self) -> float:
+        return self._input.cancel_grace_seconds
 
     @property
     def pending_approvals(self) -> list[str]:

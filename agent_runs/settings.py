@@ -39,6 +39,8 @@ class RunSettings(BaseSettings):
     partial_output_interval_seconds: float = Field(
         default=0.5, ge=0, validation_alias="PARTIAL_OUTPUT_INTERVAL_SECONDS"
     )
+    cancel_grace_seconds: float = Field(default=30, ge=0, validation_alias="CANCEL_GRACE_SECONDS")
+    """How long a cancelled run waits for its step in flight before abandoning it."""
 
     def token_secrets(self) -> list[str]:
         if self.continuation_token_secret is not None:

@@ -17,6 +17,7 @@ from agent_runs.settings import RunSettings
 from agent_runs.store_log import to_record
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.conversation import input_message_id
+from agent_runtime.escalation import Escalate
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from session_store import RunRecord, SessionRecord, SessionStore
@@ -70,7 +71,11 @@ def run_input_for(
         approval_timeout_seconds=approval_timeout_seconds
         or agent.approval_timeout_seconds
         or settings.default_approval_timeout_seconds,
-        on_approval_timeout=agent.on_approval_timeout,
+        on_approval_timeout=agent.final_timeout_action,
+        escalation=agent.on_approval_timeout if isinstance(agent.on_approval_timeout, Escalate) else None,
+        discover_tools=bool(agent.mcp_servers),
+        run_middleware=bool(agent.run_middleware),
+        cancel_grace_seconds=settings.cancel_grace_seconds,
     )
 
 

@@ -64,6 +64,21 @@ class StoreConversationLog:
         return seq
 
 
+class RunClosedError(RuntimeError):
+    """The run closed while the step was working (a cancel abandoned it): what it produced is not written."""
+
+
+class OpenRunLog(StoreConversationLog):
+    """A run's log that refuses writes once the run is finished: a step abandoned by a cancel after its grace period
+    must not add to a conversation the run already closed (and the next run may be using)."""
+
+    async def append(self, message: Message) -> None:
+        run = await self._store.get_run(self._run_id)
+        if run is not None and run.finished:
+            raise RunClosedError(f"run {self._run_id} is {run.status}; the result of its abandoned step is dropped")
+        await super().append(message)
+
+
 def to_record(session_id: str, run_id: str | None, seq: int, message: Message) -> MessageRecord:
     assert message.message_id is not None
     return MessageRecord(

@@ -12,5 +12,6 @@ How a run fits together:
 - `runner`      `AgentRunner`: drives the loop with the steps in-process (the durable orchestrator does the same
                 with activities);
 - `middleware`  onion pipelines around a run, each model call and each tool call, and built-in layers;
-- `models`      model clients (`ModelClient`, `OpenAIChatClient`), errors and retry policy.
+- `models`      model clients (`ModelClient`, `OpenAIChatClient`), errors and retry policy;
+- `mcp`         `McpServer`: tools of Model Context Protocol servers, discovered once per run.
 """

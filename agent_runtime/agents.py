@@ -23,10 +23,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .definitions import DefinitionRegistry
+from .escalation import Escalate
 from .loop_types import LoopConfig, RequiredFunction, ToolChoice
+from .mcp.config import McpServer
 from .middleware import MiddlewareLike, MiddlewarePipeline
 from .models.types import ChatOptions, NamedToolChoice, ResponseFormat, ToolSpec
 from .tools import ApprovalPolicy, Tool, as_tool
+
+TimeoutPolicy = Literal["reject", "fail"] | Escalate
 
 
 class AgentDefinitionError(ValueError):
@@ -46,6 +50,8 @@ class AgentDefinition(BaseModel):
     model: str | None = None
     """Model name, or the deployment on Azure OpenAI; None = the client's configured default."""
     tools: list[Tool] = Field(default_factory=list)
+    """Python tools, and `McpServer`s (moved to `mcp_servers`: their tools are discovered when a run starts)."""
+    mcp_servers: list[McpServer] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     tool_choice: ToolChoice = "auto"
@@ -55,7 +61,9 @@ class AgentDefinition(BaseModel):
     approval: ApprovalPolicy = "never"
     """Default approval policy for tools that do not set their own."""
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
-    on_approval_timeout: Literal["reject", "fail"] = "reject"
+    on_approval_timeout: TimeoutPolicy = "reject"
+    """What an approval deadline does to undecided calls: reject them, fail the run, or first ask someone else for a
+    while: `Escalate(to=..., timeout_seconds=..., then="reject" | "fail")`."""
     max_iterations: int = Field(default=40, ge=1)
     max_consecutive_errors: int = Field(default=3, ge=1)
     terminate_on_unknown_calls: bool = False
@@ -64,6 +72,24 @@ class AgentDefinition(BaseModel):
     run_middleware: list[Any] = Field(default_factory=list)
     chat_middleware: list[Any] = Field(default_factory=list)
     function_middleware: list[Any] = Field(default_factory=list)
+
+    @field_validator("on_approval_timeout")
+    @classmethod
+    def _never_approve_by_timer(cls, value: TimeoutPolicy) -> TimeoutPolicy:
+        if isinstance(value, Escalate) and value.then == "approve":
+            raise ValueError("an escalation of a tool approval ends with 'reject' or 'fail': a timer never approves")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_mcp_servers(cls, data: Any) -> Any:
+        """`tools=[f, McpServer(...)]`: servers go to `mcp_servers`, the rest stays a tool."""
+        if isinstance(data, dict) and any(isinstance(t, McpServer) for t in data.get("tools") or ()):
+            data = dict(data)
+            servers = [t for t in data["tools"] if isinstance(t, McpServer)]
+            data["tools"] = [t for t in data["tools"] if not isinstance(t, McpServer)]
+            data["mcp_servers"] = [*data.get("mcp_servers", []), *servers]
+        return data
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -82,14 +108,28 @@ class AgentDefinition(BaseModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"duplicate tool names: {', '.join(duplicates)}")
-        if isinstance(self.tool_choice, RequiredFunction) and self.tool_choice.required_function_name not in names:
+        required = self.tool_choice.required_function_name if isinstance(self.tool_choice, RequiredFunction) else None
+        if required is not None and required not in names and not self.mcp_servers:  # MCP names: known per run
             raise ValueError(f"tool_choice names {self.tool_choice.required_function_name!r}, which is not a tool")
-        if self.tool_choice != "auto" and self.tool_choice != "none" and not self.tools:
+        servers = [s.name for s in self.mcp_servers]
+        if len(set(servers)) != len(servers):
+            raise ValueError(f"duplicate MCP server names: {', '.join(sorted(servers))}")
+        if self.tool_choice != "auto" and self.tool_choice != "none" and not self.tools and not self.mcp_servers:
             raise ValueError("tool_choice requires a tool call but the agent has no tools")
         self.response_format()  # a schema without an object root fails here, at definition time
         return self
 
     # ------------------------------------------------------------------------------------------------ derived
+
+    def with_discovered_tools(self, specs: Sequence[Any]) -> AgentDefinition:
+        """This agent for one run: its Python tools plus the MCP tools discovered for the run (`McpToolSpec`s).
+        The servers stay attached (a bound agent is not discovered again)."""
+        from .mcp.tools import McpTool  # the MCP client is only needed by agents that use MCP servers
+
+        servers = {server.name: server for server in self.mcp_servers}
+        remote = [McpTool(spec, servers.get(spec.server)) for spec in specs]
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self)(**{**fields, "tools": [*self.tools, *remote]})
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -122,7 +162,15 @@ class AgentDefinition(BaseModel):
             max_consecutive_errors=self.max_consecutive_errors,
             terminate_on_unknown_calls=self.terminate_on_unknown_calls,
             tool_choice=self.tool_choice,
-            on_approval_timeout=self.on_approval_timeout,
+            on_approval_timeout=self.final_timeout_action,
+        )
+
+    @property
+    def final_timeout_action(self) -> Literal["reject", "fail"]:
+        """What the last approval deadline does (after an escalation, its `then`)."""
+        policy = self.on_approval_timeout
+        return "fail" if isinstance(policy, Escalate) and policy.then == "fail" else (
+            policy if isinstance(policy, str) else "reject"
         )
 
     def chat_options(self, tool_choice: ToolChoice | None = None) -> ChatOptions:

@@ -73,6 +73,11 @@ def approval_response_message_id(run_id: str, call_id: str) -> str:
     return f"{run_id}:approval-response:{call_id}"
 
 
+def middleware_answer_message_id(run_id: str) -> str:
+    """The answer of a run its run middleware ended before it started (short-circuit or termination)."""
+    return f"{run_id}:middleware:answer"
+
+
 def approval_id(run_id: str, call_id: str) -> str:
     """The id pairing a `FunctionApprovalRequestContent` with its response (what clients decide on)."""
     return f"{run_id}:{call_id}"
@@ -91,6 +96,7 @@ __all__ = [
     "approval_response_message_id",
     "idempotency_key",
     "input_message_id",
+    "middleware_answer_message_id",
     "model_message_id",
     "model_message_prefix",
     "result_message_id",

@@ -136,6 +136,9 @@ class AgentLoop:
         state = self.state
         state.usage = state.usage + turn.usage
         calls = turn.tool_calls
+        if turn.terminated:
+            # seed 000: chat middleware wraps the function-invocation loop; terminating it ends the run.
+            return self._finish("completed", REASON_MIDDLEWARE_TERMINATION)
         if not calls:
             return self._finish("completed", state.tools_disabled_reason or turn.finish_reason or REASON_ANSWERED)
         state.batch = [BatchCall(ref=call) for call in calls]

@@ -64,6 +64,8 @@ class ModelTurn(_Model):
     finish_reason: str | None = None
     usage: Usage | None = None
     has_text: bool = False
+    terminated: bool = False
+    """Chat middleware raised `MiddlewareTermination` with a result: that result is the answer, the loop ends."""
 
 
 class ToolOutcome(_Model):

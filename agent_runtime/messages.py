@@ -51,6 +51,29 @@ class TextContent(_Model):
     text: str
 
 
+class DataContent(_Model):
+    """Binary data (an image, audio, a blob) inline as a `data:` URI, e.g. from an MCP tool result."""
+
+    type: Literal["data"] = "data"
+    uri: str = Field(pattern=r"^data:")
+    media_type: str
+
+    @property
+    def size(self) -> int:
+        """How many bytes the base64 data holds."""
+        data = self.uri.partition(",")[2]
+        return len(data) * 3 // 4 - len(data) + len(data.rstrip("="))
+
+
+class UriContent(_Model):
+    """A reference to content elsewhere (a resource link): the URI, and its media type when known."""
+
+    type: Literal["uri"] = "uri"
+    uri: str
+    media_type: str | None = None
+    name: str | None = None
+
+
 class FunctionCallContent(_Model):
     """A tool call proposed by the model. `arguments` is the parsed object, or the raw JSON text as the model sent it
     (kept verbatim so malformed arguments can be reported back to the model instead of being lost)."""
@@ -146,6 +169,8 @@ class UsageContent(_Model):
 
 Content = Annotated[
     TextContent
+    | DataContent
+    | UriContent
     | FunctionCallContent
     | FunctionResultContent
     | FunctionApprovalRequestContent
@@ -337,6 +362,7 @@ __all__ = [
     "ChatResponse",
     "ChatResponseUpdate",
     "Content",
+    "DataContent",
     "FunctionApprovalRequestContent",
     "FunctionApprovalResponseContent",
     "FunctionCallContent",
@@ -344,6 +370,7 @@ __all__ = [
     "Message",
     "Role",
     "TextContent",
+    "UriContent",
     "Usage",
     "UsageContent",
     "UserInputRequestContent",

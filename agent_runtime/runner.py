@@ -11,12 +11,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from .agents import AgentDefinition
-from .conversation import ConversationLog, InMemoryConversationLog
+from .conversation import ConversationLog, InMemoryConversationLog, middleware_answer_message_id
 from .loop import AgentLoop
 from .loop_types import (
     ApprovalDecision,
@@ -27,23 +25,25 @@ from .loop_types import (
     Finish,
     LoopCommand,
     LoopEvent,
-    LoopState,
     RequestApproval,
     RunTools,
     ToolResults,
 )
+from .mcp.config import McpConfigurationError
 from .messages import (
     FunctionApprovalRequestContent,
     FunctionApprovalResponseContent,
     Message,
     Usage,
-    last_assistant_text,
     pending_approval_requests,
 )
-from .middleware import AgentRunContext, MiddlewarePipeline
+from .middleware import AgentRunContext
 from .models.errors import ModelError
 from .models.types import ModelClient
+from .run_middleware import run_around
+from .run_result import RunResult, RunStatusLike, build_run_result, failure_reason
 from .steps import (
+    ChatMiddlewareEnded,
     OnUpdate,
     append_input_step,
     call_model_step,
@@ -55,26 +55,12 @@ from .steps import (
 
 logger = logging.getLogger(__name__)
 
-RunStatusLike = Literal["completed", "failed", "cancelled", "requires_action"]
+
+class ToolDiscoveryError(RuntimeError):
+    """A run's MCP tools could not be listed (a required server is down or misconfigured)."""
+
+
 Approver = Callable[[FunctionApprovalRequestContent], Awaitable[FunctionApprovalResponseContent]]
-
-
-class RunResult(BaseModel):
-    """How a run ended (or paused). `messages`: what the run added to the conversation, in order."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    run_id: str
-    status: RunStatusLike
-    reason: str
-    text: str = ""
-    value: Any = None
-    """The structured output (an instance of the agent's `output_type`) when the agent has one."""
-    usage: Usage = Field(default_factory=Usage)
-    messages: list[Message] = Field(default_factory=list)
-    pending_approvals: list[FunctionApprovalRequestContent] = Field(default_factory=list)
-    loop_state: LoopState | None = None
-    """Set while `requires_action`: what `resume()` continues from."""
 
 
 def _as_messages(input: str | Message | Sequence[Message]) -> list[Message]:
@@ -108,16 +94,32 @@ class AgentRunner:
             agent_name=self.agent.name, messages=_as_messages(input), run_id=run_id, session_id=self.session_id
         )
 
-        async def execute(ctx: AgentRunContext) -> None:
-            before = len(await self.log.messages())
-            await append_input_step(self.log, run_id, ctx.messages)
-            loop = AgentLoop(self.agent.loop_config())
-            ctx.result = await self._drive(loop, loop.start(), run_id, before)
+        before = len(await self.log.messages())
 
-        await MiddlewarePipeline(self.agent.run_middleware).execute(context, execute)
-        if context.result is None:
-            raise RuntimeError("run middleware ended the run without a result")
-        return context.result
+        async def execute(ctx: AgentRunContext) -> RunResult:
+            await append_input_step(self.log, run_id, ctx.messages)
+            try:
+                agent, mcp_tools = await self._discover(run_id)
+            except ToolDiscoveryError as error:
+                return await self._result(run_id, "failed", f"tool_discovery_failed: {error}", Usage(), before)
+            loop = AgentLoop(self.agent.loop_config())
+            result = await self._drive(agent, loop, loop.start(), run_id, before)
+            result.mcp_tools = mcp_tools
+            return result
+
+        result, ran = await run_around(
+            self.agent.run_middleware, context, execute, detailed_errors=self.agent.include_detailed_errors
+        )
+        if not ran:
+            # The chain ended the run before it started: its input and answer are stored as a durable run does.
+            await append_input_step(self.log, run_id, context.messages)
+            if result.text:
+                answer = Message.assistant(result.text).model_copy(
+                    update={"message_id": middleware_answer_message_id(run_id), "author_name": self.agent.name}
+                )
+                await self.log.append(answer)
+        # What the run added to the conversation, whatever result object the chain settled on.
+        return result.model_copy(update={"messages": (await self.log.messages())[before:]})
 
     async def resume(self, paused: RunResult, decisions: Sequence[FunctionApprovalResponseContent]) -> RunResult:
         """Continue a `requires_action` run with approval decisions (all, or some: it pauses again for the rest)."""
@@ -125,13 +127,16 @@ class AgentRunner:
             raise ValueError(f"run {paused.run_id} is {paused.status}, not waiting for approval")
         loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
         before = len(await self.log.messages()) - len(paused.messages)
+        agent = self._bound(paused.mcp_tools)
         command: LoopCommand | None = None
         for response in decisions:
-            decision = await record_approval_response_step(self.agent, self.log, paused.run_id, response)
+            decision = await record_approval_response_step(agent, self.log, paused.run_id, response)
             command = loop.send(decision)
         if command is None:
             return paused
-        return await self._drive(loop, command, paused.run_id, before)
+        result = await self._drive(agent, loop, command, paused.run_id, before)
+        result.mcp_tools = paused.mcp_tools
+        return result
 
     async def cancel(self, paused: RunResult, reason: str | None = None) -> RunResult:
         """End a `requires_action` run: its waiting calls get "not run" results, the status becomes `cancelled`."""
@@ -139,9 +144,32 @@ class AgentRunner:
             raise ValueError(f"run {paused.run_id} is {paused.status}; only a paused run can be cancelled here")
         loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
         before = len(await self.log.messages()) - len(paused.messages)
-        return await self._drive(loop, loop.send(Cancel(reason=reason)), paused.run_id, before)
+        agent = self._bound(paused.mcp_tools)
+        return await self._drive(agent, loop, loop.send(Cancel(reason=reason)), paused.run_id, before)
 
-    async def _drive(self, loop: AgentLoop, command: LoopCommand, run_id: str, before: int) -> RunResult:
+    async def _discover(self, run_id: str) -> tuple[AgentDefinition, list[dict[str, Any]]]:
+        """List the agent's MCP tools once for this run (an unreachable required server fails the run's start)."""
+        if not self.agent.mcp_servers:
+            return self.agent, []
+        from .mcp.discovery import McpDiscoveryError, discover_tools
+
+        try:
+            discovered = await discover_tools(self.agent.mcp_servers, [t.name for t in self.agent.tools])
+        except (McpDiscoveryError, McpConfigurationError) as error:
+            raise ToolDiscoveryError(str(error)) from error
+        specs = [spec.model_dump(mode="json") for spec in discovered.tools]
+        return self._bound(specs), specs
+
+    def _bound(self, mcp_tools: Sequence[dict[str, Any]]) -> AgentDefinition:
+        if not self.agent.mcp_servers:
+            return self.agent
+        from .mcp.tools import McpToolSpec
+
+        return self.agent.with_discovered_tools([McpToolSpec.model_validate(spec) for spec in mcp_tools])
+
+    async def _drive(
+        self, agent: AgentDefinition, loop: AgentLoop, command: LoopCommand, run_id: str, before: int
+    ) -> RunResult:
         while True:
             if isinstance(command, Finish):
                 await close_unresolved_calls_step(self.log, run_id, command)
@@ -155,35 +183,34 @@ class AgentRunner:
                     )
                     result.loop_state = loop.state.model_copy(deep=True)
                     return result
-                command = await self._ask_approver(self.approver, loop, run_id)
+                command = await self._ask_approver(agent, self.approver, loop, run_id)
                 continue
-            command = loop.send(await self._execute(command, run_id))
+            command = loop.send(await self._execute(agent, command, run_id))
 
-    async def _execute(self, command: CallModel | RunTools, run_id: str) -> LoopEvent:
+    async def _execute(self, agent: AgentDefinition, command: CallModel | RunTools, run_id: str) -> LoopEvent:
         if isinstance(command, CallModel):
             try:
-                return await call_model_step(
-                    self.agent, self.client, self.log, run_id, command, on_update=self.on_update
-                )
+                return await call_model_step(agent, self.client, self.log, run_id, command, on_update=self.on_update)
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")
+            except ChatMiddlewareEnded as ended:
+                return Fail(reason=failure_reason(ended.code, ended.message))
             except Exception as error:  # e.g. a chat middleware refusing the call (UsageBudgetExceeded)
                 logger.warning("model step of run %s failed", run_id, exc_info=True)
                 return Fail(reason=f"model call failed: {type(error).__name__}: {error}")
         outcomes = await asyncio.gather(
-            *(
-                invoke_tool_step(self.agent, self.log, run_id, call, session_id=self.session_id)
-                for call in command.calls
-            )
+            *(invoke_tool_step(agent, self.log, run_id, call, session_id=self.session_id) for call in command.calls)
         )
         return ToolResults(outcomes=list(outcomes))
 
-    async def _ask_approver(self, approver: Approver, loop: AgentLoop, run_id: str) -> LoopCommand:
+    async def _ask_approver(
+        self, agent: AgentDefinition, approver: Approver, loop: AgentLoop, run_id: str
+    ) -> LoopCommand:
         requests = {r.function_call.call_id: r for r in await self._pending(run_id)}
         command: LoopCommand = AwaitApproval(pending=loop.awaiting_approval)
         for call_id in loop.awaiting_approval:
             response = await approver(requests[call_id])
-            decision: ApprovalDecision = await record_approval_response_step(self.agent, self.log, run_id, response)
+            decision: ApprovalDecision = await record_approval_response_step(agent, self.log, run_id, response)
             command = loop.send(decision)
         return command
 
@@ -192,23 +219,10 @@ class AgentRunner:
 
     async def _result(self, run_id: str, status: RunStatusLike, reason: str, usage: Usage, before: int) -> RunResult:
         added = (await self.log.messages())[before:]
-        text = last_assistant_text(added)
-        value = None
-        if status == "completed" and self.agent.output_type is not None:
-            try:
-                value = self.agent.parse_output(text)
-            except ValueError as error:  # pydantic's ValidationError and json's JSONDecodeError are ValueErrors
-                status, reason = "failed", f"invalid structured output: {error}"
-        return RunResult(
-            run_id=run_id,
-            status=status,
-            reason=reason,
-            text=text,
-            value=value,
-            usage=usage,
-            messages=added,
-            pending_approvals=await self._pending(run_id) if status == "requires_action" else [],
-        )
+        result = build_run_result(self.agent, run_id, status, reason, usage, added)
+        if status == "requires_action":
+            result.pending_approvals = await self._pending(run_id)
+        return result
 
 
 __all__ = ["AgentRunner", "Approver", "RunResult"]

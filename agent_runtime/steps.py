@@ -51,7 +51,14 @@ from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeli
 from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
 from .overrides import RunOverrides
-from .tools import EffectLedger, EffectLedgerUnavailableError, ToolArgumentsError, ToolContext, ToolTimeoutError
+from .tools import (
+    EffectLedger,
+    EffectLedgerUnavailableError,
+    ToolArgumentsError,
+    ToolContext,
+    ToolReportedError,
+    ToolTimeoutError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +67,20 @@ OnUpdate = Callable[[ChatResponseUpdate], Awaitable[None]]
 
 class StepError(RuntimeError):
     """The conversation is not in the state the step was told it is in (a driver bug or a lost write)."""
+
+
+class ChatMiddlewareEnded(RuntimeError):
+    """Chat middleware ended a model call without an answer: the run fails with `code` (not retried: running the
+    same middleware again decides the same). `middleware_terminated`: it raised `MiddlewareTermination` without a
+    result; `chat_middleware_no_result`: a layer returned without calling `call_next` or setting a result."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+MIDDLEWARE_TERMINATED = "middleware_terminated"
+CHAT_MIDDLEWARE_NO_RESULT = "chat_middleware_no_result"
 
 
 async def append_input_step(log: ConversationLog, run_id: str, messages: Sequence[Message]) -> list[str]:
@@ -123,7 +144,11 @@ async def call_model_step(
     await MiddlewarePipeline(agent.chat_middleware).execute(context, call_model)
     response = context.result
     if response is None:
-        raise StepError("chat middleware ended the call without setting a result")
+        if context.terminated:
+            raise ChatMiddlewareEnded(
+                MIDDLEWARE_TERMINATED, context.termination_message or "chat middleware terminated the model call"
+            )
+        raise ChatMiddlewareEnded(CHAT_MIDDLEWARE_NO_RESULT, "chat middleware ended the call without a result")
     calls: list[FunctionCallContent] = []
     seen = {call.call_id for m in history for call in m.function_calls}
     for index, message in enumerate(response.messages):
@@ -137,10 +162,12 @@ async def call_model_step(
         await log.append(stored)
         calls.extend(stored.function_calls)
     return ModelTurn(
-        tool_calls=[_summarise_call(agent, call) for call in calls],
+        # A terminating layer's answer ends the run: its calls (if any) are closed as not run, never executed.
+        tool_calls=[] if context.terminated else [_summarise_call(agent, call) for call in calls],
         finish_reason=response.finish_reason,
         usage=response.usage,
         has_text=bool(response.text),
+        terminated=context.terminated,
     )
 
 
@@ -259,7 +286,7 @@ async def _run_tool(
 
     try:
         await MiddlewarePipeline(agent.function_middleware).execute(context, invoke)
-    except (ToolTimeoutError, ToolArgumentsError) as error:
+    except (ToolTimeoutError, ToolArgumentsError, ToolReportedError) as error:
         return FunctionResultContent(call_id=call.call_id, error=str(error)), False
     except EffectLedgerUnavailableError:
         raise  # infrastructure, not the tool: the host retries the step
@@ -384,6 +411,7 @@ async def close_unresolved_calls_step(log: ConversationLog, run_id: str, finish:
 
 
 __all__ = [
+    "ChatMiddlewareEnded",
     "OnUpdate",
     "StepError",
     "append_input_step",

@@ -75,6 +75,11 @@ class ToolArgumentsError(ValueError):
     """The model's arguments do not fit the tool's schema; the message is meant for the model."""
 
 
+class ToolReportedError(Exception):
+    """A tool's own account of why it failed, meant for the model: sent verbatim (unlike an unexpected exception,
+    whose text may leak internals). Remote tools (MCP `isError` results, an unreachable server) raise it."""
+
+
 class ToolTimeoutError(TimeoutError):
     """The tool did not finish within its timeout."""
 
@@ -295,6 +300,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolReportedError",
     "ToolTimeoutError",
     "as_tool",
     "tool",

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.escalation import Escalate
 from http_api.adapter import http_endpoint, json_response
 from http_api.runs import agent_or_404
 
@@ -18,14 +19,25 @@ class ToolView(BaseModel):
     approval: str
 
 
+class McpServerView(BaseModel):
+    """An MCP server of the agent (its tools are listed when a run starts); no URL, header or setting is shown."""
+
+    name: str
+    transport: str
+    allowed_tools: list[str] | None
+    approval: str | dict[str, str]
+
+
 class AgentView(BaseModel):
     name: str
     description: str
     model: str | None
     tools: list[ToolView]
+    mcp_servers: list[McpServerView] = []
     structured_output: bool
     approval_timeout_seconds: float | None
     on_approval_timeout: str
+    escalation: dict[str, object] | None = None
 
     @classmethod
     def of(cls, agent: AgentDefinition) -> AgentView:
@@ -41,9 +53,23 @@ class AgentView(BaseModel):
                 ToolView(name=t.name, description=t.description, parameters=t.parameters, approval=policy(t.approval))
                 for t in agent.tools
             ],
+            mcp_servers=[
+                McpServerView(
+                    name=server.name,
+                    transport=server.transport,
+                    allowed_tools=server.allowed_tools,
+                    approval=(
+                        {tool: policy(p) for tool, p in server.approval.items()}
+                        if isinstance(server.approval, dict)
+                        else policy(server.approval)
+                    ),
+                )
+                for server in agent.mcp_servers
+            ],
             structured_output=agent.output_type is not None,
             approval_timeout_seconds=agent.approval_timeout_seconds,
-            on_approval_timeout=agent.on_approval_timeout,
+            on_approval_timeout=agent.final_timeout_action,
+            escalation=policy.model_dump() if isinstance(policy := agent.on_approval_timeout, Escalate) else None,
         )
 
 

@@ -13,6 +13,7 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel
 
+from agent_runs.run_tools import agent_for_run
 from agent_runs.services import RunServices
 from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallContent
 from agent_runtime.steps import decide_approval
@@ -40,6 +41,8 @@ class ApprovalView(BaseModel):
     decided_by: str | None
     reason: str | None
     edited_arguments: dict[str, object] | None
+    escalated_to: str | None = None
+    escalated_at: datetime | None = None
 
     @classmethod
     def of(cls, record: ApprovalRecord) -> ApprovalView:
@@ -97,7 +100,7 @@ async def record_decision(
         return record
     _check_open(record, run_finished=run.finished, now=now)
     if edited is not None:
-        _validate_edit(services, run.agent, record, edited)
+        await _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
             approval_id,
@@ -143,8 +146,11 @@ def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime) ->
         raise ApiProblem(410, "run_finished", "The run has already finished", "Its approvals can no longer change.")
 
 
-def _validate_edit(services: RunServices, agent_name: str, record: ApprovalRecord, edited: dict[str, object]) -> None:
-    agent = agent_or_404(services, agent_name)
+async def _validate_edit(
+    services: RunServices, agent_name: str, record: ApprovalRecord, edited: dict[str, object]
+) -> None:
+    # The run's own tools: an MCP tool's schema is the one discovered when the run started.
+    agent = await agent_for_run(services.store, agent_or_404(services, agent_name), record.run_id)
     call = FunctionCallContent(call_id=record.call_id, name=record.tool, arguments=record.arguments)
     request = FunctionApprovalRequestContent(id=record.approval_id, function_call=call)
     try:

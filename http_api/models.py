@@ -86,6 +86,7 @@ class PendingApproval(BaseModel):
     tool: str
     arguments: dict[str, Any]
     expires_at: datetime | None
+    escalated_to: str | None = Field(default=None, description="who the decision was escalated to, if it was")
 
 
 class RunUpdate(BaseModel):

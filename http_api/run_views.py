@@ -112,6 +112,7 @@ async def build_run_view(
                 tool=a.tool,
                 arguments=a.arguments,
                 expires_at=a.expires_at,
+                escalated_to=a.escalated_to,
             )
             for a in pending
         ],

@@ -9,6 +9,7 @@ nothing else is read.
 from __future__ import annotations
 
 from collections.abc import Generator
+from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
@@ -20,7 +21,10 @@ from agent_runs.contracts import (
     CANCEL_EVENT,
     CancelEvent,
     DecisionsResult,
-    ExpireApprovalsResult,
+    EscalateApprovalsInput,
+    ExpireApprovalsInput,
+    FinishResult,
+    MiddlewareBeforeResult,
     RunInput,
     StepFailure,
     approval_event_name,
@@ -37,7 +41,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
 )
 from orchestrators.external_events import Doorbells, ExternalEvents
-from orchestrators.tasks import drain, error_text, failed
+from orchestrators.tasks import error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
 ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
@@ -52,14 +56,19 @@ class _Activities:
     record_approvals = "record_approvals"
     apply_decisions = "apply_decisions"
     expire_approvals = "expire_approvals"
+    escalate_approvals = "escalate_approvals"
     finish_run = "finish_run"
+    discover_tools = "discover_tools"
+    run_middleware_before = "run_middleware_before"
 
 
+EXPIRE, ESCALATE = _Activities.expire_approvals, _Activities.escalate_approvals
 # Stable codes of failures the orchestrator itself decides (the detail follows after ": ").
 MODEL_CALL_FAILED = "model_call_failed"
 TOOL_CALL_FAILED = "tool_call_failed"
 APPROVAL_STEP_FAILED = "approval_step_failed"
 PAYLOAD_TOO_LARGE = "payload_too_large"
+RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 
 
 def _payload(model: Any, what: str) -> dict[str, Any]:
@@ -72,9 +81,16 @@ def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
-    driver = RunDriver(RunInput.model_validate(context.get_input()))
+    run_input = RunInput.model_validate(context.get_input())
+    driver = RunDriver(run_input)
     cancels = ExternalEvents(context, CANCEL_EVENT)
-    command: LoopCommand = driver.first_command()
+    if driver.needs_middleware_before():
+        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    else:
+        command = driver.first_command()
+    if run_input.discover_tools and run_input.generation == 0 and not isinstance(command, Finish):
+        # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
+        command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
 
     while not isinstance(command, Finish):
         try:
@@ -86,10 +102,10 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             return {}
 
     _publish(context, driver)
-    yield context.call_activity_with_retry(
+    finished = yield context.call_activity_with_retry(
         _Activities.finish_run, ACTIVITY_RETRY, _payload(driver.finish_input(command), "finish input")
     )
-    outcome = driver.on_finished(command)
+    outcome = driver.on_finished(command, FinishResult.model_validate(finished) if finished else None)
     _publish(context, driver)
     return outcome.model_dump(mode="json")
 
@@ -123,6 +139,22 @@ def _activity(context: df.DurableOrchestrationContext, name: str, payload: Any, 
     return context.call_activity_with_retry(name, ACTIVITY_RETRY, _payload(payload, what))
 
 
+def _run_middleware_before(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents
+) -> Generator[Any, Any, LoopCommand]:
+    """The run middleware's pre-processing (an activity, raced with cancel): the first command, or the Finish the
+    middleware decided."""
+    task = context.call_activity_with_retry(
+        _Activities.run_middleware_before,
+        ACTIVITY_RETRY,
+        _payload(driver.middleware_before_input(), "run middleware input"),
+    )
+    done = yield from _step(context, driver, cancels, task, RUN_MIDDLEWARE_FAILED)
+    if done is not None:
+        return done
+    return driver.on_middleware_before(MiddlewareBeforeResult.model_validate(task.result))
+
+
 def _step(
     context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, work: TaskBase, failure: str
 ) -> Generator[Any, Any, LoopCommand | None]:
@@ -133,11 +165,43 @@ def _step(
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
     if winner is cancel:
-        yield from drain(work)
+        yield from _drain_within(context, work, driver.cancel_grace_seconds)
         return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
     if failed(work):
         return driver.on_failure(f"{failure}: {error_text(work)}")
     return None
+
+
+def _discover_tools(
+    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, run_input: RunInput
+) -> Generator[Any, Any, LoopCommand | None]:
+    """List and record the run's MCP tools (every later step reads the recorded list). Returns the next command
+    when discovery failed or the run was cancelled meanwhile, None to go on."""
+    task = context.call_activity_with_retry(
+        _Activities.discover_tools, ACTIVITY_RETRY, _payload(run_input.run, "discover_tools input")
+    )
+    done = yield from _step(context, driver, cancels, task, "tool_discovery_failed")
+    if done is None and isinstance(task.result, dict) and "code" in task.result:
+        failure = StepFailure.model_validate(task.result)
+        return driver.on_failure(f"{failure.code}: {failure.message}")
+    return done
+
+
+def _drain_within(
+    context: df.DurableOrchestrationContext, work: TaskBase, grace_seconds: float
+) -> Generator[Any, Any, None]:
+    """A cancelled run lets its step in flight finish (its writes land before the run closes), but waits at most
+    `grace_seconds`: a hung step is abandoned and the run still ends `cancelled` (`invoke_tool` does not write a
+    result for a run that has closed)."""
+    if work.is_completed:
+        return
+    timer = context.create_timer(context.current_utc_datetime + timedelta(seconds=grace_seconds))
+    try:
+        winner = yield context.task_any([work, timer])
+    except Exception:
+        return
+    if winner is not timer:
+        timer.cancel()
 
 
 def _wait_for_approvals(
@@ -175,7 +239,18 @@ def _wait_for_approvals(
             timer = context.create_timer(expires_at)
             yield context.task_any([*doorbells.waiters(driver.pending_approvals), timer, cancels.waiter()])
             if timer.is_completed:
-                return (yield from _expire(context, driver, cancels)) or next_command
+                escalation = driver.escalation_input(context.current_utc_datetime)
+                if escalation is not None:
+                    applied = yield from _deadline_step(context, driver, cancels, ESCALATE, escalation)
+                else:
+                    applied = yield from _deadline_step(context, driver, cancels, EXPIRE, driver.expire_input())
+                if isinstance(applied, Finish):
+                    return applied
+                if escalation is None:
+                    return driver.on_timeout() or applied or next_command
+                next_command = applied or next_command
+                expires_at = driver.approvals_expire_at or expires_at
+                continue  # the same approvals, now waiting for whom they were escalated to, until the new deadline
             timer.cancel()
             continue  # take what arrived: cancel first, else the decisions
         applied = yield from _apply_decisions(context, driver, cancels, rung)
@@ -207,23 +282,28 @@ def _apply_decisions(
             return command if command is not None or result.decided else result
 
 
-def _expire(
-    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents
+def _deadline_step(
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    activity: str,
+    payload: ExpireApprovalsInput | EscalateApprovalsInput,
 ) -> Generator[Any, Any, LoopCommand | None]:
-    """The deadline passed: expire what is undecided in the store, apply the decisions that won the race there,
-    then time out the rest."""
-    task = _activity(context, _Activities.expire_approvals, driver.expire_input(), "expire input")
+    """A deadline passed: expire (or escalate) what is still pending in the store, then apply the decisions that won
+    the race there. Returns a `Finish` if the run ended, else the loop's command if a decision changed it."""
+    task = _activity(context, activity, payload, f"{activity} input")
     done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
     if done is not None:
         return done
-    driver.on_expired(ExpireApprovalsResult.model_validate(task.result))
+    result = task.result or {}
+    driver.on_deadline_step(result.get("expired") or result.get("escalated") or [])
     command: LoopCommand | None = None
-    while undecided := driver.undecided_after_expiry:
-        applied = yield from _apply_decisions(context, driver, cancels, undecided)
+    while decided := driver.decided_during_deadline:
+        applied = yield from _apply_decisions(context, driver, cancels, decided)
         if isinstance(applied, DecisionsResult):
-            # The expiry step saw these decided; a store that says otherwise now is broken: fail rather than loop.
+            # The deadline step saw these decided; a store that says otherwise now is broken: fail rather than loop.
             return driver.on_failure(f"{APPROVAL_STEP_FAILED}: decisions of {applied.unconfirmed} vanished")
         if isinstance(applied, Finish):
             return applied
         command = applied or command
-    return driver.on_timeout() or command
+    return command

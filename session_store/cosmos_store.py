@@ -318,6 +318,21 @@ class CosmosSessionStore:
         raise ConflictError(f"session {run.session_id!r} kept changing; could not release run {run.run_id!r}")
 
     @_on_portal
+    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            updated = rules.record_tools(run, list(tools), self._clock())
+            if updated is None:
+                return run  # recorded before (a retried discovery): the first list stays
+            ensure_fits("run", run_id, updated)
+            saved = await self._save_run(updated, run.etag)
+            if saved is not None:
+                return saved
+        raise ConflictError(f"run {run_id!r} kept changing; record_run_tools gave up")
+
+    @_on_portal
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         sql = "SELECT * FROM c WHERE c.sessionId = @s ORDER BY c.ordinal"
         return [from_item(RunRecord, i) for i in await self._db.query("runs", sql, session_id, s=session_id)]
@@ -395,6 +410,22 @@ class CosmosSessionStore:
                 await self._db.upsert("lookup", lookup_item("approval", approval_id, approval.session_id, self._ttl))
                 return from_item(ApprovalRecord, saved)
         raise ConflictError(f"approval {approval_id!r} kept changing; decide_approval gave up")
+
+    @_on_portal
+    async def escalate_approval(
+        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+    ) -> ApprovalRecord:
+        for _ in range(MAX_ETAG_ROUNDS):
+            approval = await self._get_approval(approval_id)
+            if approval is None:
+                raise NotFoundError("approval", approval_id)
+            escalated = rules.escalate(approval, to, expires_at, escalated_at or self._clock())
+            if escalated is approval:
+                return approval
+            saved = await self._replace("approvals", escalated, approval.etag)
+            if saved is not None:
+                return from_item(ApprovalRecord, saved)
+        raise ConflictError(f"approval {approval_id!r} kept changing; escalate_approval gave up")
 
     # -- effects --------------------------------------------------------------------------------------------
 

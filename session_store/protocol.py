@@ -17,7 +17,8 @@ Runs
     another active run raises ``SessionBusyError``; repeating it with the same ``run_id`` returns the stored run.
     ``get_run`` resolves a run from its id alone (no cross-partition query). ``update_run`` changes the mutable
     fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal status (the first
-    finish wins) and releases the session if this run holds it.
+    finish wins) and releases the session if this run holds it. ``record_run_tools`` stores the tools discovered
+    for a run once: the first list wins and is returned to every later caller.
 Approvals
     ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
     from the id alone; ``decide_approval`` is conditional: exactly one decision wins, the others get
@@ -101,6 +102,8 @@ class SessionStore(Protocol):
 
     async def list_runs(self, session_id: str) -> list[RunRecord]: ...
 
+    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord: ...
+
     # Approvals
     async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]: ...
 
@@ -124,6 +127,13 @@ class SessionStore(Protocol):
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,
     ) -> ApprovalRecord: ...
+
+    async def escalate_approval(
+        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+    ) -> ApprovalRecord:
+        """Hand a pending approval to `to` with a new deadline (conditional like ``decide_approval``: a decided one
+        raises ``AlreadyDecidedError``); idempotent for the same `to`."""
+        ...
 
     # Effects (idempotency ledger for tool side effects)
     async def record_effect(

@@ -68,6 +68,10 @@ class RunRecord(_Record):
     overrides: JsonObject = Field(
         default_factory=dict, description="per-run changes to the agent (extra instructions, output format)"
     )
+    discovered_tools: list[JsonObject] | None = Field(
+        default=None,
+        description="the tools discovered for the run when it started (MCP): written once by record_run_tools",
+    )
     etag: str | None = None
 
     @property
@@ -95,6 +99,8 @@ class ApprovalRecord(_Record):
     decided_by: str | None = None
     reason: str | None = None
     edited_arguments: JsonObject | None = None
+    escalated_to: str | None = None
+    escalated_at: AwareDatetime | None = None
     etag: str | None = None
 
 

@@ -66,6 +66,16 @@ def apply_run_changes(run: RunRecord, changes: dict[str, Any], now: datetime) ->
     return RunRecord.model_validate(data)
 
 
+def record_tools(run: RunRecord, tools: list[JsonObject], now: datetime) -> RunRecord | None:
+    """The run with its discovered tools, or ``None`` if it has them already (the first list wins: a retried
+    discovery that saw a different list must not change what the run's earlier steps used)."""
+    if run.discovered_tools is not None:
+        return None
+    data = run.model_dump()
+    data.update(discovered_tools=list(tools), updated_at=now)
+    return RunRecord.model_validate(data)
+
+
 def finish(
     run: RunRecord,
     status: str,
@@ -83,6 +93,18 @@ def finish(
     if usage is not None:
         changes["usage"] = usage
     return apply_run_changes(run, changes, now)
+
+
+def escalate(approval: ApprovalRecord, to: str, expires_at: datetime, escalated_at: datetime) -> ApprovalRecord:
+    """The approval, still pending, now waiting for `to` until `expires_at`; ``AlreadyDecidedError`` if it is not
+    pending any more. Escalating again to the same `to` (a retried step) changes nothing."""
+    if approval.status != "pending":
+        raise AlreadyDecidedError(approval)
+    if approval.escalated_to == to:
+        return approval
+    return ApprovalRecord.model_validate(
+        {**approval.model_dump(), "escalated_to": to, "escalated_at": escalated_at, "expires_at": expires_at}
+    )
 
 
 def decide(

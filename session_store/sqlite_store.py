@@ -327,6 +327,21 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
+    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
+        def op() -> RunRecord:
+            now = self._now()
+            with self._tx() as conn:
+                run = self._get_run(conn, run_id, now)
+                if run is None:
+                    raise NotFoundError("run", run_id)
+                updated = rules.record_tools(run, list(tools), now)
+                if updated is None:
+                    return run
+                ensure_fits("run", run_id, updated)
+                return self._put_run(conn, updated, now)
+
+        return await self._run(op)
+
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         sql = f"SELECT doc FROM runs WHERE session_id = ? AND {LIVE} ORDER BY ordinal"
         rows = await self._run(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchall())
@@ -411,6 +426,20 @@ class SqliteSessionStore:
                 decided = rules.decide(approval, status, decided_by, reason, edited_arguments, decided_at or now)
                 ensure_fits("approval", approval_id, decided)
                 return self._put_approval(conn, decided, now)
+
+        return await self._run(op)
+
+    async def escalate_approval(
+        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+    ) -> ApprovalRecord:
+        def op() -> ApprovalRecord:
+            now = self._now()
+            with self._tx() as conn:
+                approval = self._get_approval(conn, approval_id, now)
+                if approval is None:
+                    raise NotFoundError("approval", approval_id)
+                escalated = rules.escalate(approval, to, expires_at, escalated_at or now)
+                return self._put_approval(conn, escalated, now) if escalated is not approval else approval
 
         return await self._run(op)
 

@@ -28,12 +28,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from agent_runtime.escalation import Escalate, FinalAction
 from workflow_runtime.references import Condition, parse_path, template_paths
 
 StepId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,47}$")]
 SignalName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 WorkflowName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-FinalAction = Literal["approve", "reject", "fail"]
 
 
 class StepData(BaseModel):
@@ -98,16 +98,6 @@ class ParallelStep(_Step):
 
     def children(self) -> list[_Step]:
         return [*self.branches, *([self.merge] if self.merge else [])]
-
-
-class Escalate(BaseModel):
-    """On timeout, ask someone else (a second approval request) for `timeout_seconds`, then apply `then`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    to: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    timeout_seconds: float = Field(gt=0)
-    then: FinalAction = "reject"
 
 
 class ApprovalStep(_Step):

@@ -27,6 +27,10 @@ class AgentRunContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     terminated: bool = False
+    termination_message: str | None = None
+    resumed: bool = False
+    """True in a durable run's finish activity, where the chain runs again around the finished run: code before
+    `call_next` already ran in the start activity (see `agent_runtime.middleware.run_phases`)."""
 
 
 @dataclass
@@ -43,6 +47,7 @@ class ChatContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     result: ChatResponse | None = None
     terminated: bool = False
+    termination_message: str | None = None
 
 
 @dataclass
@@ -57,3 +62,4 @@ class FunctionInvocationContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     result: Any = None
     terminated: bool = False
+    termination_message: str | None = None

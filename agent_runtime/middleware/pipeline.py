@@ -5,7 +5,8 @@ The first registered middleware is the outermost layer. Inside `process`:
 - `await call_next()` runs the inner layers and the real operation; code after it is post-processing;
 - returning (with or without calling `call_next`) hands control back: upstream post-processing still runs;
 - raising `MiddlewareTermination` ends the whole chain at once: no upstream post-processing runs, `execute` returns
-  normally with `context.terminated = True` and whatever `context.result` holds;
+  normally with `context.terminated = True` and `context.result` set to the exception's `result` when it carries one
+  (seed 004: `MiddlewareTermination(message, *, result=None)`), else whatever `context.result` holds;
 - raising anything else aborts the chain and propagates to the caller of `execute`.
 """
 
@@ -25,7 +26,13 @@ class MiddlewareTermination(Exception):
     """Raised by a middleware to end processing: skips every remaining layer and all upstream post-processing.
 
     In function middleware it also ends the agent loop after the current batch, without another model call.
+    `result` (seed 004) is an early-return value: the pipeline puts it in `context.result`.
     """
+
+    def __init__(self, message: str = "Middleware terminated execution.", *, result: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result
 
 
 class Middleware(Protocol[ContextT]):
@@ -68,6 +75,9 @@ class MiddlewarePipeline(Generic[ContextT]):
 
         try:
             await run(0)
-        except MiddlewareTermination:
+        except MiddlewareTermination as termination:
             context.terminated = True  # type: ignore[attr-defined]
+            context.termination_message = termination.message  # type: ignore[attr-defined]
+            if termination.result is not None:
+                context.result = termination.result  # type: ignore[attr-defined]
         return context

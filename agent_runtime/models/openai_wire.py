@@ -45,7 +45,18 @@ def result_text(result: FunctionResultContent) -> str:
         return value
     if isinstance(value, BaseModel):
         return value.model_dump_json()
+    if isinstance(value, list):
+        value = [_without_inline_data(item) for item in value]
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _without_inline_data(item: Any) -> Any:
+    """A tool message is text only: inline data (an image from an MCP tool) is described, not sent as base64."""
+    if isinstance(item, dict) and item.get("type") == "data" and str(item.get("uri", "")).startswith("data:"):
+        data = str(item["uri"]).partition(",")[2]
+        size = len(data) * 3 // 4 - len(data) + len(data.rstrip("="))
+        return {"type": "data", "media_type": item.get("media_type"), "bytes": size, "note": "binary data not shown"}
+    return item
 
 
 def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -37,7 +37,6 @@ from http_api.openai_responses.models import (
 from session_store import ApprovalRecord, MessageRecord, RunRecord
 
 LENGTH_FINISH = "length"
-INVALID_OUTPUT = "invalid_output"
 RATE_LIMIT_CODES = frozenset({"model_http_429", "rate_limited"})
 
 
@@ -195,18 +194,13 @@ def run_error(code: str, message: str) -> ResponseError:
     return ResponseError(code=openai_code, message=f"{code}: {message}" if message else code)
 
 
-def _final_status(
-    snapshot: RunSnapshot, overrides: RunOverrides
-) -> tuple[ResponseStatus, ResponseError | None, IncompleteDetails | None]:
+def _final_status(snapshot: RunSnapshot) -> tuple[ResponseStatus, ResponseError | None, IncompleteDetails | None]:
     run = snapshot.run
     if snapshot.status == "failed":
         error = run.error or {}
         return "failed", run_error(str(error.get("code", "run_failed")), str(error.get("message", ""))), None
     if snapshot.status == "cancelled":
         return "cancelled", None, None
-    output = run.output or {}
-    if overrides.has_output_format and "value_error" in output:
-        return "failed", run_error(INVALID_OUTPUT, str(output["value_error"])), None
     if snapshot.finish_reason == LENGTH_FINISH:
         return "incomplete", None, IncompleteDetails(reason="max_output_tokens")
     return "completed", None, None
@@ -246,7 +240,7 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
         else:
             status = "in_progress"  # a decision is on its way to the run
     else:
-        status, error, incomplete = _final_status(snapshot, overrides)
+        status, error, incomplete = _final_status(snapshot)
     usage = snapshot.usage
     return ResponseObject(
         id=ref.response_id,

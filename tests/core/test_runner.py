@@ -177,7 +177,7 @@ async def test_invalid_structured_output_fails_the_run(scripted_model, model_cli
     scripted_model.set_script(Script.of(Reply(json_output={"city": "Oslo"})))
     result = await AgentRunner(AgentDefinition(name="typed", output_type=Weather), model_client).run("Oslo?")
     assert result.status == "failed"
-    assert result.reason.startswith("invalid structured output")
+    assert result.code == "invalid_structured_output" and "celsius" in result.reason
 
 
 async def test_run_middleware_wraps_the_whole_run(scripted_model, model_client):

@@ -238,7 +238,7 @@ def test_structured_output_that_does_not_match_fails(
     )
     assert response.status == "failed"
     assert response.error is not None and response.error.code == "server_error"
-    assert response.error.message.startswith("invalid_output: ")
+    assert response.error.message.startswith("invalid_structured_output: ")
     assert "approved" in response.error.message or "score" in response.error.message
     assert_official_shape(app, response.id)
 

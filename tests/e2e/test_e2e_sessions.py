@@ -77,12 +77,16 @@ def test_list_approvals_by_status(app: InProcessApp, model: ScriptedModelServer)
 
 def test_agents_and_health(app: InProcessApp, model: ScriptedModelServer) -> None:
     agents = {a["name"]: a for a in app.http.get("/api/agents").json()["agents"]}
-    assert set(agents) == {"helper", "strict"}
+    assert set(agents) == {"helper", "strict", "escalating"}
     tools = {t["name"]: t for t in agents["helper"]["tools"]}
     assert tools["send_email"]["approval"] == "always" and tools["lookup"]["approval"] == "never"
     assert tools["transfer"]["parameters"]["properties"]["amount"]["maximum"] == 1000
     assert agents["strict"]["on_approval_timeout"] == "fail"
     assert app.http.get("/api/agents/strict").json()["approval_timeout_seconds"] == 600
+    escalating = agents["escalating"]
+    assert (escalating["on_approval_timeout"], escalating["escalation"]) == (
+        "fail", {"to": "role:Supervisors", "timeout_seconds": 3600.0, "then": "fail"},
+    )
     missing = app.http.get("/api/agents/nobody")
     assert (missing.status_code, missing.json()["code"]) == (404, "agent_not_found")
     health = app.http.get("/api/health").json()

@@ -3,10 +3,18 @@
 from datetime import UTC, datetime, timedelta
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
-from agent_runs.contracts import DecisionsResult, ExpireApprovalsResult, RunInput, RunRef, StepFailure
-from agent_runs.driver import MODEL_CALLS_PER_EXECUTION, RunDriver
+from agent_runs.contracts import (
+    DecisionsResult,
+    FinishResult,
+    MiddlewareBeforeResult,
+    RunInput,
+    RunRef,
+    StepFailure,
+)
+from agent_runs.driver import MIDDLEWARE_SLOTS, MODEL_CALLS_PER_EXECUTION, RunDriver
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL, seq_for
 from agent_runtime.conversation import approval_id
+from agent_runtime.escalation import Escalate
 from agent_runtime.loop_types import (
     ApprovalDecision,
     AwaitApproval,
@@ -102,23 +110,39 @@ def test_timeout_applies_race_winners_first_then_times_out_the_rest() -> None:
     d.approval_requests(d.on_model_result(turn(("a", True), ("b", True))), NOW)
     expiry = d.expire_input()
     assert expiry.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
-    d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "b")]))
-    assert d.undecided_after_expiry == [approval_id("r1", "a")]  # decided in the store: applied, not expired
-    d.decisions_input(rung=d.undecided_after_expiry)
+    d.on_deadline_step(handed_on=[approval_id("r1", "b")])  # expired
+    assert d.decided_during_deadline == [approval_id("r1", "a")]  # decided in the store: applied, not expired
+    d.decisions_input(rung=d.decided_during_deadline)
     applied = d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="a", approved=True)]))
     assert isinstance(applied, AwaitApproval)
-    assert d.undecided_after_expiry == []
+    assert d.decided_during_deadline == []
     command = d.on_timeout()
     assert isinstance(command, RunTools)
     actions = {c.call_id: c.action for c in command.calls}
     assert actions == {"a": "invoke", "b": "deny"}
 
 
+def test_an_escalation_hands_the_batch_on_once_with_a_new_deadline() -> None:
+    d = driver(escalation=Escalate(to="role:Supervisors", timeout_seconds=600, then="fail"))
+    d.model_call(d.first_command())
+    d.approval_requests(d.on_model_result(turn(("a", True), ("b", True))), NOW)
+    later = NOW + timedelta(seconds=60)
+    escalation = d.escalation_input(later)
+    assert escalation is not None
+    assert (escalation.to, escalation.expires_at) == ("role:Supervisors", later + timedelta(seconds=600))
+    assert escalation.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
+    assert d.approvals_expire_at == escalation.expires_at
+    assert d.progress().approvals_expire_at == escalation.expires_at  # pollers see the new deadline
+    d.on_deadline_step(handed_on=[approval_id("r1", "b")])  # "a" was decided in the store meanwhile
+    assert d.decided_during_deadline == [approval_id("r1", "a")]
+    assert d.escalation_input(later) is None  # once per batch: the next deadline is the last
+
+
 def test_timeout_in_fail_mode_finishes_the_run_failed() -> None:
     d = driver(loop_config=LoopConfig(on_approval_timeout="fail"))
     d.model_call(d.first_command())
     d.approval_requests(d.on_model_result(turn(("a", True))), NOW)
-    d.on_expired(ExpireApprovalsResult(expired=[approval_id("r1", "a")]))
+    d.on_deadline_step(handed_on=[approval_id("r1", "a")])
     command = d.on_timeout()
     assert isinstance(command, Finish)
     assert command.status == "failed"
@@ -169,3 +193,58 @@ def test_the_model_call_in_flight_is_published_for_its_streamed_draft() -> None:
     assert d.progress().model_call_seq == model.first_seq  # pollers read the draft there
     d.on_model_result(turn(("a", False)))
     assert d.progress().model_call_seq is None  # the answer is complete: an ordinary update now
+
+
+# ----------------------------------------------------------------------------------------------- run middleware
+
+
+def test_run_middleware_pre_processing_runs_first_and_post_processing_is_asked_at_the_finish() -> None:
+    d = driver(run_middleware=True)
+    assert d.needs_middleware_before()
+    before = d.middleware_before_input()
+    assert before.first_seq == seq_for(3, 2) and before.slots == MIDDLEWARE_SLOTS
+    command = d.on_middleware_before(MiddlewareBeforeResult(proceed=True))
+    assert isinstance(command, CallModel)
+    model = d.model_call(command)
+    assert model.first_seq == seq_for(3, 2 + MIDDLEWARE_SLOTS)  # after what the middleware may have written
+    finish = d.on_model_result(turn())
+    assert isinstance(finish, Finish)
+    assert d.finish_input(finish).run_middleware == "after"
+
+
+def test_run_middleware_that_ends_the_run_skips_the_loop_and_the_post_processing() -> None:
+    d = driver(run_middleware=True)
+    d.middleware_before_input()
+    command = d.on_middleware_before(MiddlewareBeforeResult(proceed=False, status="completed", reason="run_middleware"))
+    assert command == Finish(status="completed", reason="run_middleware")
+    assert d.finish_input(command).run_middleware == "ended"
+    outcome = d.on_finished(command, FinishResult(status="completed", reason="run_middleware"))
+    assert (outcome.status, d.progress().status) == ("completed", "completed")
+
+
+def test_run_middleware_pre_processing_is_not_repeated_after_continue_as_new() -> None:
+    d = driver(run_middleware=True, generation=1, pending_command=CallModel(iteration=9, tool_choice="auto"))
+    assert not d.needs_middleware_before()
+    assert d.finish_input(Finish(status="completed", reason="stop")).run_middleware == "after"
+    assert not driver().needs_middleware_before()  # an agent without run middleware
+    assert driver().finish_input(Finish(status="completed", reason="stop")).run_middleware == "none"
+
+
+def test_a_cancelled_or_failed_pre_processing_is_not_post_processed() -> None:
+    d = driver(run_middleware=True)
+    d.middleware_before_input()
+    command = d.on_cancel("stop")
+    assert isinstance(command, Finish) and command.status == "cancelled"
+    assert d.finish_input(command).run_middleware == "none"
+
+
+def test_finish_run_may_change_the_verdict_of_the_loop() -> None:
+    d = driver()
+    d.model_call(d.first_command())
+    finish = d.on_model_result(turn())
+    assert isinstance(finish, Finish)
+    verdict = FinishResult(status="failed", reason="invalid_structured_output: the answer is not JSON")
+    outcome = d.on_finished(finish, verdict)
+    assert (outcome.status, outcome.reason) == ("failed", verdict.reason)
+    assert (d.progress().status, d.progress().reason) == ("failed", verdict.reason)
+    assert driver().on_finished(Finish(status="completed", reason="stop")).status == "completed"  # old histories

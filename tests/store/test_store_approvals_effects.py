@@ -55,6 +55,29 @@ async def test_decision_is_recorded_with_who_when_and_what(store: SessionStore) 
     assert [a.call_id for a in await store.list_approvals(run_id=started.run_id, status="pending")] == []
 
 
+async def test_escalation_hands_a_pending_approval_on_with_a_new_deadline(store: SessionStore) -> None:
+    _, _, (first, second) = await _run_with_approvals(store)
+    deadline, when = datetime(2026, 5, 2, 12, 0, tzinfo=UTC), datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    escalated = await store.escalate_approval(first.approval_id, "role:Supervisors", expires_at=deadline,
+                                              escalated_at=when)
+    assert (escalated.status, escalated.escalated_to, escalated.escalated_at, escalated.expires_at) == (
+        "pending", "role:Supervisors", when, deadline,
+    )
+    assert await store.get_approval(first.approval_id) == escalated
+    # A retried escalation step changes nothing (not even the deadline it would compute anew).
+    again = await store.escalate_approval(first.approval_id, "role:Supervisors", expires_at=datetime.now(UTC))
+    assert again.expires_at == deadline
+    # Still decidable; a decided approval is never escalated.
+    decided = await store.decide_approval(first.approval_id, "approved", decided_by="sam")
+    assert (decided.status, decided.escalated_to) == ("approved", "role:Supervisors")
+    await store.decide_approval(second.approval_id, "rejected")
+    with pytest.raises(AlreadyDecidedError) as lost:
+        await store.escalate_approval(second.approval_id, "role:Supervisors", expires_at=deadline)
+    assert lost.value.current.status == "rejected"
+    with pytest.raises(NotFoundError):
+        await store.escalate_approval(new_id("approval"), "x", expires_at=deadline)
+
+
 async def test_exactly_one_of_twenty_concurrent_decisions_wins(store: SessionStore) -> None:
     _, _, stored = await _run_with_approvals(store, calls=1)
     approval_id = stored[0].approval_id

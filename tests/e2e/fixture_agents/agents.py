@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.escalation import Escalate
 from fixture_agents.tools import big_result, lookup, send_email, slow_step, transfer
 
 helper = AgentDefinition(
@@ -19,4 +20,13 @@ strict = AgentDefinition(
     tools=[lookup, send_email],
     approval_timeout_seconds=600,
     on_approval_timeout="fail",
+)
+
+escalating = AgentDefinition(
+    name="escalating",
+    description="Test agent whose undecided approvals go to supervisors after 10 minutes; the run fails an hour later.",
+    instructions="You are a test agent.",
+    tools=[lookup, send_email],
+    approval_timeout_seconds=600,
+    on_approval_timeout=Escalate(to="role:Supervisors", timeout_seconds=3600, then="fail"),
 )

@@ -1,0 +1,148 @@
+"""Talking to an MCP server with the official `mcp` SDK: one short connection per operation, retried while the
+server cannot be reached.
+
+A connection per operation keeps activities independent (any worker, any retry, no session to lose when a server
+restarts) at the price of a handshake per call. A call that is retried carries the same idempotency key in its
+`_meta`, so a server that deduplicates by it applies the effect once even when the first answer was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+from mcp_types import Tool as RemoteTool
+
+from ..tools import ToolReportedError
+from .config import McpConfigurationError, McpServer
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+IDEMPOTENCY_META_KEY = "idempotencyKey"
+_MAX_LIST_PAGES = 100
+
+
+class McpUnavailableError(ToolReportedError):
+    """The server could not be reached (or did not answer in time) on any attempt."""
+
+
+class McpProtocolError(ToolReportedError):
+    """The server answered with a protocol error (unknown tool, invalid parameters...)."""
+
+
+@asynccontextmanager
+async def open_client(server: McpServer) -> AsyncIterator[Client]:
+    """A connected `mcp.Client` for one operation (settings and tokens are resolved now, never earlier)."""
+    if server.command:
+        params = StdioServerParameters(
+            command=server.command, args=list(server.args), env=server.resolved_env() or None, cwd=server.cwd
+        )
+        async with Client(params, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
+            yield client
+        return
+    url = server.resolved_url()
+    headers = await server.resolved_headers()
+    timeout = httpx2.Timeout(server.timeout_seconds, read=server.timeout_seconds)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
+            yield client
+
+
+async def with_server(server: McpServer, operation: Callable[[Client], Awaitable[T]], what: str) -> T:
+    """Run `operation` on a fresh connection; retry (with backoff) while the server cannot be reached."""
+    delay = server.retry_delay_seconds
+    last: BaseException | None = None
+    for attempt in range(1, server.attempts + 1):
+        done, result = False, None
+        try:
+            with anyio.fail_after(server.timeout_seconds):
+                async with open_client(server) as client:
+                    result = await operation(client)
+                    done = True
+        except McpConfigurationError:
+            raise
+        except Exception as error:
+            protocol_error = _find(error, MCPError)
+            if done:  # the answer arrived; only closing the connection failed
+                logger.info("MCP server %r: closing the connection failed after %s", server.name, what)
+            elif protocol_error is not None:
+                raise McpProtocolError(f"MCP server {server.name!r} refused {what}: {protocol_error}") from error
+            else:
+                last = error
+                logger.warning(
+                    "MCP server %r: %s failed (attempt %d/%d): %s",
+                    server.name,
+                    what,
+                    attempt,
+                    server.attempts,
+                    _describe(error),
+                )
+        if done:
+            return result  # type: ignore[return-value]
+        if attempt < server.attempts:
+            await asyncio.sleep(delay)
+            delay *= 2
+    raise McpUnavailableError(
+        f"MCP server {server.name!r} is unavailable: {what} failed {server.attempts} times"
+        f" ({_describe(last) if last else 'no answer'})."
+    )
+
+
+async def list_remote_tools(server: McpServer) -> list[RemoteTool]:
+    """Every tool the server lists (all pages)."""
+
+    async def operation(client: Client) -> list[RemoteTool]:
+        tools: list[RemoteTool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    return await with_server(server, operation, "listing its tools")
+
+
+async def call_remote_tool(
+    server: McpServer, name: str, arguments: dict[str, Any], idempotency_key: str
+) -> CallToolResult:
+    """Call one tool; the idempotency key travels in the request's `_meta` on every attempt."""
+
+    async def operation(client: Client) -> CallToolResult:
+        return await client.call_tool(name, arguments, meta={IDEMPOTENCY_META_KEY: idempotency_key})
+
+    return await with_server(server, operation, f"calling tool {name!r}")
+
+
+def _find(error: BaseException, kind: type[BaseException]) -> Any:
+    """`error` or the first exception of that kind inside it (task groups wrap errors in ExceptionGroups)."""
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    cause = error.__cause__
+    return _find(cause, kind) if cause is not None and cause is not error else None
+
+
+def _describe(error: BaseException) -> str:
+    """The innermost error's type and message, without URLs or headers (they may carry secrets)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    return type(error).__name__

@@ -1,0 +1,92 @@
+"""Discovery: which tools of an agent's MCP servers a run offers, and under which names (done once per run).
+
+Names: a tool keeps the server's name unless that name is taken (by a Python tool of the agent or a tool of another
+server), then it becomes `server__tool`. Characters OpenAI refuses in tool names become `_`. The result only depends
+on what the servers listed, and it is recorded, so a run's names never change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+from .config import McpServer
+from .connection import list_remote_tools
+from .tools import McpToolSpec
+
+logger = logging.getLogger(__name__)
+
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+MAX_TOOLS = 128  # OpenAI's limit of tools per request
+
+
+class McpDiscoveryError(RuntimeError):
+    """A required server could not be reached (or is misconfigured) when the run listed its tools."""
+
+
+class DiscoveredTools(BaseModel):
+    tools: list[McpToolSpec] = Field(default_factory=list)
+    skipped_servers: list[str] = Field(default_factory=list, description="optional servers that could not be listed")
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str] = ()) -> DiscoveredTools:
+    """List every server's tools (concurrently), keep the allowed ones and name them for the model."""
+    listed = await asyncio.gather(*(list_remote_tools(server) for server in servers), return_exceptions=True)
+    found: list[tuple[McpServer, str, str, dict]] = []
+    skipped: list[str] = []
+    for server, outcome in zip(servers, listed, strict=True):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            reason = str(outcome) or type(outcome).__name__
+            if server.required:
+                raise McpDiscoveryError(f"MCP server {server.name!r}: {reason}") from outcome
+            logger.warning("MCP server %r skipped for this run: %s", server.name, reason)
+            skipped.append(server.name)
+            continue
+        for remote in outcome:
+            if server.allows(remote.name):
+                found.append((server, remote.name, remote.description or "", dict(remote.input_schema or {})))
+    taken_names = list(taken_names)
+    if len(found) + len(taken_names) > MAX_TOOLS:
+        raise McpDiscoveryError(
+            f"the agent would offer {len(found) + len(taken_names)} tools; models take at most {MAX_TOOLS}"
+            " (narrow the servers with allowed_tools)"
+        )
+    names = assign_names(taken_names, [(server.name, remote_name) for server, remote_name, _, _ in found])
+    tools = [
+        McpToolSpec(
+            server=server.name, remote_name=remote_name, name=name, description=description, input_schema=schema
+        )
+        for (server, remote_name, description, schema), name in zip(found, names, strict=True)
+    ]
+    return DiscoveredTools(tools=tools, skipped_servers=skipped)
+
+
+def assign_names(taken_names: Iterable[str], tools: Sequence[tuple[str, str]]) -> list[str]:
+    """The model-facing name of each `(server, tool)`: the tool's own name, or `server__tool` when it collides."""
+    taken = set(taken_names)
+    bases = [_clean(tool) for _, tool in tools]
+    counts = Counter(bases)
+    names: list[str] = []
+    for (server, tool), base in zip(tools, bases, strict=True):
+        name = base if base not in taken and counts[base] == 1 else _clean(f"{server}__{tool}")
+        unique, suffix = name, 2
+        while unique in taken:  # still taken (two servers with one name after cleaning...): number it
+            tail = f"_{suffix}"
+            unique, suffix = name[: 64 - len(tail)] + tail, suffix + 1
+        taken.add(unique)
+        names.append(unique)
+    return names
+
+
+def _clean(name: str) -> str:
+    return (_INVALID.sub("_", name) or "tool")[:64]

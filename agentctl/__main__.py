@@ -1,0 +1,3 @@
+from agentctl.cli import main
+
+raise SystemExit(main())

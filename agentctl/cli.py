@@ -1,0 +1,206 @@
+"""`agentctl`: command line over the HTTP API.
+
+    agentctl run AGENT "text" [--session ID] [--wait]
+    agentctl approvals [--watch]        agentctl runs [--status S] [--agent A]     agentctl sessions
+    agentctl show RUN [--follow]        agentctl cancel RUN
+    agentctl workflows list             agentctl workflows run NAME --input JSON [--wait]
+
+Global: --url / AGENTS_URL, --key (function key) / AGENTS_KEY, --token (bearer) / AGENTS_TOKEN, --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentctl.approve import decide_interactively
+from agentctl.attach import Attachment
+from agentctl.client import AgentsClient, ApiError, Connection
+from agentctl.events import FINAL
+from agentctl.exit_codes import COMPLETED, DETACHED, FAILED, USAGE, WAITING_FOR_APPROVAL, for_status
+
+WATCH_INTERVAL_SECONDS = 2.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentctl", description="Drive durable agents over their HTTP API.")
+    parser.add_argument("--url", help="the app's base URL (default: $AGENTS_URL or http://127.0.0.1:7071)")
+    parser.add_argument("--key", help="a function key (default: $AGENTS_KEY)")
+    parser.add_argument("--token", help="a bearer token (default: $AGENTS_TOKEN)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output, no prompts")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="start a run and follow it live")
+    run.add_argument("agent")
+    run.add_argument("text")
+    run.add_argument("--session", help="continue this session")
+    run.add_argument("--wait", action="store_true", help="only print the end (no live output)")
+
+    approvals = commands.add_parser("approvals", help="your inbox of pending approvals; decide them")
+    approvals.add_argument("--watch", action="store_true", help="keep watching for new ones (Ctrl-C stops)")
+
+    runs = commands.add_parser("runs", help="your runs")
+    runs.add_argument("--status")
+    runs.add_argument("--agent")
+    commands.add_parser("sessions", help="your sessions")
+
+    show = commands.add_parser("show", help="a run's state")
+    show.add_argument("run_id")
+    show.add_argument("--follow", action="store_true", help="attach to it until it ends")
+    cancel = commands.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run_id")
+
+    workflows = commands.add_parser("workflows", help="workflow definitions and runs")
+    workflow_commands = workflows.add_subparsers(dest="workflow_command", required=True)
+    workflow_commands.add_parser("list", help="the workflows served")
+    start = workflow_commands.add_parser("run", help="start a workflow")
+    start.add_argument("name")
+    start.add_argument("--input", default="{}", help="the workflow input, a JSON object")
+    start.add_argument("--wait", action="store_true", help="wait until it ends")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return USAGE if exit_.code else COMPLETED
+    console = Console(stderr=False, highlight=False)
+    errors = Console(stderr=True)
+    client = AgentsClient(Connection.from_env(args.url, args.key, args.token))
+    interactive = not args.json and sys.stdin.isatty() and console.is_terminal
+    try:
+        return _dispatch(args, client, console, interactive)
+    except ApiError as error:
+        if args.json:
+            print(json.dumps({"error": {"status": error.status, "code": error.code, "detail": error.detail}}))
+        else:
+            errors.print(f"[red]{error}[/red]")
+        return USAGE if error.status in (400, 404, 409, 410, 422) else FAILED
+    except KeyboardInterrupt:
+        return DETACHED
+    finally:
+        client.close()
+
+
+def _dispatch(args: argparse.Namespace, client: AgentsClient, console: Console, interactive: bool) -> int:
+    if args.command == "run":
+        view = client.start_run(args.agent, args.text, args.session)
+        return _attach(args, client, console, view, interactive, live=not args.wait)
+    if args.command == "show":
+        view = client.poll(args.run_id)
+        if args.follow:
+            return _attach(args, client, console, view, interactive, live=True)
+        return _print_view(args, console, view)
+    if args.command == "cancel":
+        _emit(args, console, client.cancel(args.run_id), lambda body: f"Run {args.run_id}: {body.get('status')}")
+        return COMPLETED
+    if args.command == "approvals":
+        return _approvals(args, client, console, interactive)
+    if args.command == "runs":
+        _table(args, console, client.runs(args.status, args.agent), ["run_id", "agent", "status", "updated_at"])
+        return COMPLETED
+    if args.command == "sessions":
+        _table(args, console, client.sessions(), ["session_id", "agent", "run_count", "updated_at"])
+        return COMPLETED
+    return _workflows(args, client, console)
+
+
+def _attach(
+    args: argparse.Namespace, client: AgentsClient, console: Console, view: dict[str, Any], interactive: bool,
+    *, live: bool,
+) -> int:
+    if not args.json and live:
+        console.print(f"[dim]run {view['run_id']} · session {view['session_id']}[/dim]")
+    attachment = Attachment(console, client, interactive=interactive, live=live and not args.json)
+    code = attachment.run(view)
+    final = attachment.final
+    if final is not None and (args.json or not live):
+        if args.json:
+            print(json.dumps(final))
+        else:
+            _print_view(args, console, final)
+    return code
+
+
+def _print_view(args: argparse.Namespace, console: Console, view: dict[str, Any]) -> int:
+    code = for_status(view["status"]) if view["status"] in FINAL else (
+        WAITING_FOR_APPROVAL if view["status"] == "requires_action" else COMPLETED
+    )
+    if args.json:
+        print(json.dumps(view))
+        return code
+    console.print(f"Run {view['run_id']} ({view.get('agent', '')}): [bold]{view['status']}[/bold]")
+    if view.get("output"):
+        console.print(view["output"].get("text") or json.dumps(view["output"]), markup=False)
+    if view.get("error"):
+        console.print(f"[red]{view['error'].get('code')}: {view['error'].get('message')}[/red]")
+    for approval in view.get("pending_approvals") or []:
+        console.print(f"  waiting for approval {approval['approval_id']}: {approval['tool']}({approval['arguments']})")
+    return code
+
+
+def _approvals(args: argparse.Namespace, client: AgentsClient, console: Console, interactive: bool) -> int:
+    seen: set[str] = set()
+    while True:
+        pending = [a for a in client.inbox() if a["approval_id"] not in seen]
+        if args.json:
+            print(json.dumps(pending))
+        elif not pending and not args.watch:
+            console.print("No approvals waiting for you.")
+        elif not interactive:
+            _table(args, console, pending, ["approval_id", "run_id", "agent", "tool", "expires_at"])
+        for approval in pending:
+            seen.add(approval["approval_id"])
+            if interactive:
+                console.print(f"[dim]run {approval['run_id']} · {approval.get('agent', '')}[/dim]")
+                decide_interactively(console, client, approval["run_id"], approval)
+        if not args.watch:
+            return COMPLETED
+        time.sleep(WATCH_INTERVAL_SECONDS)  # a person's inbox: a poll every few seconds is plenty
+
+
+def _workflows(args: argparse.Namespace, client: AgentsClient, console: Console) -> int:
+    if args.workflow_command == "list":
+        _table(args, console, client.workflows(), ["name", "description"])
+        return COMPLETED
+    try:
+        workflow_input = json.loads(args.input)
+    except json.JSONDecodeError as error:
+        console.print(f"[red]--input is not JSON: {error}[/red]")
+        return USAGE
+    view = client.start_workflow(args.name, workflow_input)
+    while args.wait and view["status"] not in FINAL:
+        view = client.poll_workflow(view["run_id"], view.get("continuation_token"), wait_seconds=10)
+    if args.json:
+        print(json.dumps(view))
+    else:
+        console.print(f"Workflow run {view['run_id']} ({args.name}): [bold]{view['status']}[/bold]")
+        if view.get("output"):
+            console.print(json.dumps(view["output"]), markup=False)
+    return for_status(view["status"]) if view["status"] in FINAL else COMPLETED
+
+
+def _table(args: argparse.Namespace, console: Console, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    if args.json:
+        print(json.dumps(rows))
+        return
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*[str(row.get(column, "")) for column in columns])
+    console.print(table)
+
+
+def _emit(args: argparse.Namespace, console: Console, body: dict[str, Any], text: Any) -> None:
+    if args.json:
+        print(json.dumps(body))
+    else:
+        console.print(text(body))

@@ -1,0 +1,159 @@
+"""The HTTP API as the client sees it: one method per route, problems raised as `ApiError`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:7071"
+
+
+@dataclass
+class ApiError(Exception):
+    """An RFC 9457 problem (or any non-success answer) from the API."""
+
+    status: int
+    code: str
+    detail: str
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Connection:
+    url: str = DEFAULT_URL
+    key: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_env(cls, url: str | None, key: str | None, token: str | None) -> Connection:
+        return cls(
+            url=(url or os.environ.get("AGENTS_URL") or DEFAULT_URL).rstrip("/"),
+            key=key or os.environ.get("AGENTS_KEY"),
+            token=token or os.environ.get("AGENTS_TOKEN"),
+        )
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.key:
+            headers["x-functions-key"] = self.key
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+
+class AgentsClient:
+    def __init__(self, connection: Connection, *, timeout: float = 90.0) -> None:
+        self.connection = connection
+        self.http = httpx.Client(
+            base_url=connection.url, headers=connection.headers(), timeout=timeout, trust_env=False
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    # ----------------------------------------------------------------------------------------------- runs
+
+    def start_run(self, agent: str, text: str, session_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"input": text}
+        if session_id:
+            body["session_id"] = session_id
+        return self._run_answer(self.http.post(f"/api/agents/{agent}/runs", json=body))
+
+    def poll(self, run_id: str, token: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
+        params: dict[str, Any] = {"wait_seconds": wait_seconds}
+        if token:
+            params["continuation_token"] = token
+        return self._run_answer(self.http.get(f"/api/runs/{run_id}", params=params))
+
+    def cancel(self, run_id: str) -> dict[str, Any]:
+        return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))
+
+    def decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        decision: str,
+        *,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"decision": decision}
+        if reason:
+            body["reason"] = reason
+        if arguments is not None:
+            body["arguments"] = arguments
+        return self._json(self.http.post(f"/api/runs/{run_id}/approvals/{approval_id}", json=body))
+
+    def run_approvals(self, run_id: str, status: str | None = None) -> list[dict[str, Any]]:
+        params = {"status": status} if status else {}
+        return self._json(self.http.get(f"/api/runs/{run_id}/approvals", params=params))["approvals"]
+
+    def inbox(self) -> list[dict[str, Any]]:
+        """Every pending approval the caller may decide, across runs and workflows (all pages)."""
+        return list(self._pages("/api/approvals", {"status": "pending"}, "approvals"))
+
+    def runs(self, status: str | None = None, agent: str | None = None) -> list[dict[str, Any]]:
+        params = {k: v for k, v in {"status": status, "agent": agent}.items() if v}
+        return list(self._pages("/api/runs", params, "runs"))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return list(self._pages("/api/sessions", {}, "sessions"))
+
+    def agent(self, name: str) -> dict[str, Any]:
+        return self._json(self.http.get(f"/api/agents/{name}"))
+
+    # ----------------------------------------------------------------------------------------------- workflows
+
+    def workflows(self) -> list[dict[str, Any]]:
+        return self._json(self.http.get("/api/workflows"))["workflows"]
+
+    def start_workflow(self, name: str, workflow_input: dict[str, Any]) -> dict[str, Any]:
+        return self._run_answer(self.http.post(f"/api/workflows/{name}/runs", json={"input": workflow_input}))
+
+    def poll_workflow(self, run_id: str, token: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
+        params: dict[str, Any] = {"wait_seconds": wait_seconds}
+        if token:
+            params["continuation_token"] = token
+        return self._run_answer(self.http.get(f"/api/workflows/runs/{run_id}", params=params))
+
+    # ----------------------------------------------------------------------------------------------- plumbing
+
+    def _pages(self, path: str, params: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            query = {**params, **({"continuation_token": token} if token else {})}
+            page = self._json(self.http.get(path, params=query))
+            yield from page.get(key) or page.get("items") or []
+            token = page.get("continuation_token")
+            if not token:
+                return
+
+    @staticmethod
+    def _run_answer(response: httpx.Response) -> dict[str, Any]:
+        """A run route answers 500 with the run as its body when the run failed: that is a view, not an error."""
+        if response.status_code == 500 and _is_json(response) and "status" in response.json():
+            return response.json()
+        return AgentsClient._json(response)
+
+    @staticmethod
+    def _json(response: httpx.Response) -> dict[str, Any]:
+        if response.is_success:
+            return response.json() if response.content else {}
+        body = response.json() if _is_json(response) else {}
+        raise ApiError(
+            response.status_code,
+            str(body.get("code") or f"http_{response.status_code}"),
+            str(body.get("detail") or body.get("title") or response.reason_phrase),
+            body,
+        )
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "")

@@ -1,0 +1,90 @@
+"""Following a run: over the server-sent event stream when the app serves one, else by long-polling its view.
+
+Both yield the same `RunEvent`s; both resume where they stopped (the stream's `Last-Event-ID`, the poll's
+continuation token), so a dropped connection loses and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+from httpx_sse import connect_sse
+
+from agentctl.client import AgentsClient, ApiError
+from agentctl.events import FINAL, Done, RunEvent, Status, TextDelta, events_of_update
+
+POLL_WAIT_SECONDS = 2.0
+MAX_RECONNECTS = 5
+
+
+class StreamUnavailable(Exception):
+    """The app serves no stream route (an older deployment): poll instead."""
+
+
+def follow(client: AgentsClient, view: dict[str, Any]) -> Iterator[RunEvent]:
+    """Every event of the run from `view` on, ending with `Done`."""
+    try:
+        yield from follow_stream(client, view["run_id"])
+    except StreamUnavailable:
+        yield from follow_polls(client, view)
+
+
+def follow_stream(client: AgentsClient, run_id: str, after: str | None = None) -> Iterator[RunEvent]:
+    last_id = after
+    for _ in range(MAX_RECONNECTS + 1):
+        headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
+        try:
+            with connect_sse(client.http, "GET", f"/api/runs/{run_id}/stream", headers=headers, timeout=None) as source:
+                _check_stream_answer(source.response)
+                for sse in source.iter_sse():
+                    if sse.id:
+                        last_id = sse.id
+                    data = json.loads(sse.data) if sse.data else {}
+                    if sse.event == "update":
+                        yield from events_of_update(data)
+                    elif sse.event == "delta":
+                        yield TextDelta(data.get("text", ""))
+                    elif sse.event == "status":
+                        yield Status(data.get("status", ""), data.get("pending_approvals") or [])
+                    elif sse.event == "done":
+                        yield Done(data)
+                        return
+        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout):
+            continue  # reconnect and resume after the last event seen
+    raise ApiError(0, "stream_lost", f"the stream of run {run_id} kept dropping")
+
+
+def _check_stream_answer(response: httpx.Response) -> None:
+    if response.status_code in (404, 405) and "text/event-stream" not in response.headers.get("content-type", ""):
+        body = response.json() if "json" in response.headers.get("content-type", "") else {}
+        if body.get("code") in (None, "not_found", "route_not_found") or response.status_code == 405:
+            raise StreamUnavailable
+    if not response.is_success:
+        response.read()
+        AgentsClient._json(response)  # raises the problem as an ApiError
+
+
+def follow_polls(client: AgentsClient, view: dict[str, Any]) -> Iterator[RunEvent]:
+    """Long-poll the run's view: updates since the continuation token, the draft of the answer being written."""
+    draft = ""
+    status = None
+    while True:
+        for update in view.get("updates") or []:
+            for event in events_of_update(update):
+                yield event
+                draft = ""  # a finished message replaces the draft that preceded it
+        partial = view.get("partial_output") or ""
+        if partial.startswith(draft) and len(partial) > len(draft):
+            yield TextDelta(partial[len(draft):])
+            draft = partial
+        if view["status"] != status or view["status"] == "requires_action":
+            status = view["status"]
+            yield Status(status, view.get("pending_approvals") or [])
+        if view["status"] in FINAL and not view.get("continuation_token"):
+            yield Done(view)
+            return
+        wait = 0.3 if view["status"] == "in_progress" else POLL_WAIT_SECONDS
+        view = client.poll(view["run_id"], view.get("continuation_token"), wait_seconds=wait)

@@ -1,0 +1,80 @@
+// The HTTP API as the page uses it. Every request carries the function key (if one is set) and, on devhost, the
+// principal picked for this tab; problems (RFC 9457) become ApiError with their code and detail.
+const API = "/api";
+const KEY = "agents.functionKey";
+const PRINCIPAL = "agents.devPrincipal";
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body.detail || body.title || `HTTP ${status}`);
+    this.status = status;
+    this.code = body.code || `http_${status}`;
+    this.body = body;
+  }
+}
+
+export function functionKey() { return sessionStorage.getItem(KEY) || ""; }
+export function setFunctionKey(value) { value ? sessionStorage.setItem(KEY, value) : sessionStorage.removeItem(KEY); }
+export function devPrincipal() { return sessionStorage.getItem(PRINCIPAL) || ""; }
+export function setDevPrincipal(value) {
+  value ? sessionStorage.setItem(PRINCIPAL, value) : sessionStorage.removeItem(PRINCIPAL);
+}
+
+function principalHeader(name) {
+  // What App Service Authentication adds in front of the app (devhost has no such front): base64 JSON claims.
+  const claims = [{ typ: "name", val: name }, { typ: "oid", val: name }];
+  for (const role of (name.split("+")[1] || "").split(",").filter(Boolean)) claims.push({ typ: "roles", val: role });
+  const principal = { auth_typ: "aad", name_typ: "name", role_typ: "roles", claims };
+  return btoa(unescape(encodeURIComponent(JSON.stringify(principal))));
+}
+
+function headers(extra = {}) {
+  const all = { Accept: "application/json", ...extra };
+  const key = functionKey();
+  if (key) all["x-functions-key"] = key;
+  const picked = devPrincipal();
+  if (picked) {
+    const name = picked.split("+")[0];
+    all["X-MS-CLIENT-PRINCIPAL"] = principalHeader(picked);
+    all["X-MS-CLIENT-PRINCIPAL-NAME"] = name;
+    all["X-MS-CLIENT-PRINCIPAL-ID"] = name;
+  }
+  return all;
+}
+
+export async function api(path, { method = "GET", body, query } = {}) {
+  const url = new URL(API + path, location.origin);
+  for (const [k, v] of Object.entries(query || {})) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
+  const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const response = await fetch(url, init);
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : {};
+  // A run route answers 500 with the run itself when the run failed: that is a view, not an error.
+  if (response.ok || (response.status === 500 && data && data.run_id && data.status)) return data;
+  throw new ApiError(response.status, data || {});
+}
+
+export function streamUrl(path, after) {
+  const url = new URL(API + path, location.origin);
+  const key = functionKey();
+  if (key) url.searchParams.set("code", key); // EventSource cannot send headers; Functions also reads ?code=
+  if (after) url.searchParams.set("after", after);
+  return url.toString();
+}
+
+// DOM helper: elements from data, never from HTML strings (nothing the API returns is parsed as markup).
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const child of children.flat()) if (child !== null && child !== undefined && child !== false)
+    el.append(child instanceof Node ? child : String(child));
+  return el;
+}
+
+export function pretty(value) { return JSON.stringify(value, null, 2); }

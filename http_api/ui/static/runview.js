@@ -1,0 +1,122 @@
+// A run, live: its conversation, the answer as it is written, tool calls and results, approvals to decide.
+// Follows the run's server-sent event stream; where the app serves none, long-polls the run instead.
+import { api, h, pretty, streamUrl } from "./api.js";
+import { approvalCard } from "./approval.js";
+
+const FINAL = new Set(["completed", "failed", "cancelled"]);
+
+export function renderRun(main, runId) {
+  const panel = runPanel(runId);
+  main.replaceChildren(h("h2", {}, "Run"), panel.element);
+  panel.follow();
+  return panel;
+}
+
+export function runPanel(runId, { onDone } = {}) {
+  const badge = h("span", { class: "status", "data-testid": "run-status" }, "…");
+  const transcript = h("div", { class: "transcript", "aria-live": "polite", "aria-relevant": "additions" });
+  const approvals = h("div", { class: "approvals" });
+  const outcome = h("div", { role: "status" });
+  const cancel = h("button", { type: "button", class: "danger", onclick: async () => {
+    cancel.disabled = true;
+    try { await api(`/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST" }); } catch (e) { outcome.textContent = e.message; }
+  } }, "Cancel run");
+  const element = h("section", { class: "run", "data-run-id": runId, "aria-label": `run ${runId}` },
+    h("p", { class: "meta" }, `run ${runId} · `, badge, " ", cancel), transcript, approvals, outcome);
+  const seenSeq = new Set();
+  const shownApprovals = new Set();
+  let writing = null;
+  let source = null;
+
+  function setStatus(status, pending = []) {
+    badge.textContent = status.replace("_", " ");
+    badge.className = `status ${status}`;
+    cancel.hidden = FINAL.has(status);
+    for (const approval of pending) {
+      if (shownApprovals.has(approval.approval_id)) continue;
+      shownApprovals.add(approval.approval_id);
+      approvals.append(approvalCard({ ...approval, run_id: runId }));
+    }
+  }
+
+  function addUpdate(update) {
+    if (seenSeq.has(update.seq)) return;
+    seenSeq.add(update.seq);
+    const message = update.message || {};
+    for (const content of message.contents || []) {
+      if (content.type === "text" && content.text) {
+        if (message.role === "assistant" && writing) { writing.remove(); writing = null; }
+        transcript.append(h("div", { class: `msg ${message.role}` }, content.text));
+      } else if (content.type === "function_call") {
+        const args = typeof content.arguments === "string" ? content.arguments : JSON.stringify(content.arguments);
+        transcript.append(h("div", { class: "msg tool" }, `→ ${content.name}(${args})`));
+      } else if (content.type === "function_result") {
+        const text = content.error ? `error: ${content.error}` : JSON.stringify(content.result);
+        transcript.append(h("div", { class: "msg tool" }, `← ${text.length > 300 ? text.slice(0, 299) + "…" : text}`));
+      } else if (content.type === "function_approval_response") {
+        const who = message.author_name ? ` by ${message.author_name}` : "";
+        const verdict = content.approved ? "approved" : `rejected${content.reason ? `: ${content.reason}` : ""}`;
+        transcript.append(h("div", { class: "msg tool" }, `${content.function_call?.name}: ${verdict}${who}`));
+        approvals.querySelector(`[data-approval-id="${CSS.escape(content.id)}"]`)?.remove();
+      }
+    }
+  }
+
+  function addDelta(text) {
+    if (!writing) {
+      writing = h("div", { class: "msg assistant writing", "data-testid": "writing" });
+      transcript.append(writing);
+    }
+    writing.textContent += text;
+  }
+
+  function finish(view) {
+    setStatus(view.status);
+    if (writing && view.status !== "completed") { writing.remove(); writing = null; }
+    approvals.replaceChildren();
+    if (view.error) outcome.replaceChildren(h("p", { class: "error" }, `${view.error.code}: ${view.error.message}`));
+    else if (view.output && view.output.value !== undefined) outcome.replaceChildren(h("pre", {}, pretty(view.output.value)));
+    onDone?.(view);
+  }
+
+  function follow() {
+    let lastId = null;
+    let gotEvent = false;
+    source = new EventSource(streamUrl(`/runs/${encodeURIComponent(runId)}/stream`));
+    const handle = (kind, fn) => source.addEventListener(kind, (event) => {
+      gotEvent = true;
+      lastId = event.lastEventId || lastId;
+      fn(JSON.parse(event.data || "{}"));
+    });
+    handle("update", addUpdate);
+    handle("delta", (d) => addDelta(d.text || ""));
+    handle("status", (s) => setStatus(s.status, s.pending_approvals || []));
+    handle("done", (view) => { source.close(); source = null; finish(view); });
+    source.onerror = () => {
+      if (!gotEvent && source) { source.close(); source = null; poll(); } // no stream served here: poll instead
+      // otherwise EventSource reconnects by itself, resuming after Last-Event-ID
+    };
+  }
+
+  async function poll() {
+    let token = null;
+    let draft = "";
+    let wait = 0;
+    for (;;) {
+      let view;
+      try {
+        view = await api(`/runs/${encodeURIComponent(runId)}`, { query: { continuation_token: token, wait_seconds: wait } });
+      } catch (e) { outcome.textContent = e.message; return; }
+      for (const update of view.updates || []) addUpdate(update);
+      const partial = view.partial_output || "";
+      if (partial.startsWith(draft) && partial.length > draft.length) { addDelta(partial.slice(draft.length)); draft = partial; }
+      if (!partial) draft = "";
+      setStatus(view.status, view.pending_approvals || []);
+      token = view.continuation_token;
+      if (FINAL.has(view.status) && !token) { finish(view); return; }
+      wait = view.status === "in_progress" ? 0.5 : 5; // a draft does not end a long poll: ask often while writing
+    }
+  }
+
+  return { element, follow, close: () => source?.close() };
+}

@@ -1,0 +1,65 @@
+"""Agents with MCP servers for the end-to-end tests (`AGENTS_PACKAGE=fixture_mcp_agents`).
+
+The server's URL, its API key and the stdio server's state folder are app settings (`E2E_MCP_URL`, `E2E_MCP_KEY`,
+`E2E_MCP_STATE`), read when a run contacts the server - as a deployed app reads its secrets.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agent_runtime.agents import AgentDefinition
+from agent_runtime.mcp import McpServer
+from agent_runtime.tools import tool
+
+SERVER_SCRIPT = str(Path(__file__).resolve().parent.parent / "mcp_test_server.py")
+
+
+@tool
+def echo(text: str) -> str:
+    """A Python tool whose name the MCP server's `echo` collides with."""
+    return f"python echo: {text}"
+
+
+remote = McpServer(
+    name="tools",
+    url_setting="E2E_MCP_URL",
+    header_settings={"X-Api-Key": "E2E_MCP_KEY"},
+    headers={"X-Team": "e2e"},
+    approval={"transfer": "always", "record": "never", "fail": "never", "picture": "never", "echo": "never"},
+    timeout_seconds=20,
+    attempts=8,
+    retry_delay_seconds=0.2,
+)
+
+mcp_helper = AgentDefinition(
+    name="mcp_helper",
+    description="Test agent with the tools of an MCP server on loopback (Streamable HTTP).",
+    instructions="You are a test agent.",
+    tools=[echo, remote],
+)
+
+mcp_fragile = AgentDefinition(
+    name="mcp_fragile",
+    description="Test agent whose MCP server is tried twice, without a pause, before a call is given up.",
+    instructions="You are a test agent.",
+    tools=[echo, remote.model_copy(update={"attempts": 2, "retry_delay_seconds": 0})],
+)
+
+mcp_stdio = AgentDefinition(
+    name="mcp_stdio",
+    description="Test agent with the tools of an MCP server it starts over stdio.",
+    instructions="You are a test agent.",
+    tools=[
+        McpServer(
+            name="local",
+            command=sys.executable,
+            args=[SERVER_SCRIPT, "stdio"],
+            env_settings={"MCP_TEST_STATE": "E2E_MCP_STATE"},
+            allowed_tools=["echo", "record"],
+            approval="never",
+            timeout_seconds=30,
+        )
+    ],
+)

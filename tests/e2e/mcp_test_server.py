@@ -1,0 +1,144 @@
+"""A real MCP server for the tests, built with the official `mcp` package (`MCPServer`).
+
+    python mcp_test_server.py http --port 8123 --state DIR     # Streamable HTTP on 127.0.0.1
+    python mcp_test_server.py stdio --state DIR                # stdio (the client starts it)
+
+Everything it does is recorded under the state directory, so tests (in another process) can assert on it:
+- `calls.jsonl`: one line per tool call: tool, arguments, the `_meta` idempotency key, selected headers;
+- `effects/<key>.json`: `record`'s effect, created once per idempotency key (a retried call finds it and answers the
+  same without a second effect);
+- `crash_once` (a file the test creates, empty or naming an item): the next `record` (of that item) stores its effect
+  and then the process dies before it answers - the lost answer of a crash;
+- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
+from pydantic import Field
+
+IDEMPOTENCY_META_KEY = "idempotencyKey"
+DEFAULT_TOOLS = ["echo", "record", "transfer", "fail", "picture"]
+RECORDED_HEADERS = ("x-api-key", "authorization", "x-team")
+PNG_1PX = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000100ffff03000006000557bfabd40000000049454e44ae426082"
+    )
+).decode()
+
+
+class TestServer(MCPServer):
+    """`tools/list` shows what `tools.json` names (all tools stay callable, like a server mid-deployment)."""
+
+    def __init__(self, state: Path) -> None:
+        super().__init__("test-tools")
+        self.state = state
+
+    async def list_tools(self) -> list[Any]:
+        listed = await super().list_tools()
+        names_file = self.state / "tools.json"
+        names = json.loads(names_file.read_text()) if names_file.exists() else DEFAULT_TOOLS
+        return [tool for tool in listed if tool.name in names]
+
+
+def build(state: Path) -> TestServer:
+    server = TestServer(state)
+    (state / "effects").mkdir(parents=True, exist_ok=True)
+
+    def log_call(ctx: Context, tool: str, arguments: dict[str, Any]) -> str | None:
+        meta = ctx.request_context.meta or {}
+        key = meta.get(IDEMPOTENCY_META_KEY)
+        headers = {h: v for h, v in (ctx.headers or {}).items() if h.lower() in RECORDED_HEADERS}
+        line = {"tool": tool, "arguments": arguments, "idempotency_key": key, "headers": headers, "pid": os.getpid()}
+        with (state / "calls.jsonl").open("a") as calls:
+            calls.write(json.dumps(line) + "\n")
+        return key
+
+    @server.tool()
+    def echo(text: str, ctx: Context) -> str:
+        """Repeat the text."""
+        log_call(ctx, "echo", {"text": text})
+        return f"echo: {text}"
+
+    @server.tool()
+    def record(item: str, ctx: Context) -> str:
+        """Record an item (once per idempotency key)."""
+        key = log_call(ctx, "record", {"item": item})
+        if not key:
+            raise ToolError("record needs an idempotency key in _meta")
+        effect = state / "effects" / f"{key}.json"
+        try:
+            with effect.open("x") as created:
+                created.write(json.dumps({"item": item}))
+        except FileExistsError:
+            pass  # a retry of a call whose effect is already recorded
+        crash = state / "crash_once"
+        if crash.exists() and crash.read_text() in ("", item):
+            crash.unlink()
+            os._exit(17)  # the effect is stored, the answer is lost
+        return f"recorded {json.loads(effect.read_text())['item']}"
+
+    @server.tool()
+    def transfer(amount: Annotated[int, Field(ge=1, le=1000)], to: str, ctx: Context) -> str:
+        """Transfer money (the approval tests edit its arguments)."""
+        log_call(ctx, "transfer", {"amount": amount, "to": to})
+        return f"transferred {amount} to {to}"
+
+    @server.tool()
+    def fail(reason: str, ctx: Context) -> str:
+        """Always fails with the reason."""
+        log_call(ctx, "fail", {"reason": reason})
+        raise ToolError(f"cannot do that: {reason}")
+
+    @server.tool()
+    def picture(ctx: Context) -> list[Any]:
+        """An image, a text resource and a resource link."""
+        log_call(ctx, "picture", {})
+        return [
+            TextContent(type="text", text="a red dot"),
+            ImageContent(type="image", data=PNG_1PX, mime_type="image/png"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="some notes"),
+            ),
+            ResourceLink(type="resource_link", uri="file:///big.bin", name="big.bin", mime_type="application/zip"),
+        ]
+
+    @server.tool()
+    def later(x: int, ctx: Context) -> str:
+        """A tool that only appears in the list when tools.json names it."""
+        log_call(ctx, "later", {"x": x})
+        return f"later {x}"
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("transport", choices=["http", "stdio"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--state", default=os.environ.get("MCP_TEST_STATE", ""))
+    args = parser.parse_args()
+    if not args.state:
+        parser.error("--state (or MCP_TEST_STATE) is required")
+    server = build(Path(args.state))
+    if args.transport == "stdio":
+        server.run("stdio")
+        return
+    import uvicorn
+
+    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Cancel with a hung step: the run waits `CANCEL_GRACE_SECONDS` (a durable timer, on devhost's virtual clock) for
+the step in flight, then abandons it. The run still ends `cancelled`, every call has a result, the session is free,
+and the abandoned tool's late result is not written into the closed run. No sleeps: the grace timer fires when the
+test moves the virtual clock."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, wait_for_file
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+GRACE_SECONDS = 30  # the default of CANCEL_GRACE_SECONDS
+
+
+def _wait_for_history_event(app: InProcessApp, run_id: str, event_type: str) -> None:
+    """Block until the orchestration recorded `event_type` (the engine offers no event for it); bounded."""
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while not any(e["EventType"] == event_type for e in app.history(run_id)["historyEvents"]):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {event_type} in the history of {run_id}")
+        time.sleep(0.02)
+
+
+def _advance_clock(app: InProcessApp, seconds: float) -> None:
+    """Move the virtual clock without waiting for idle (the hung tool keeps the host busy)."""
+
+    async def advance() -> Any:
+        return app.host.clock.advance(seconds)
+
+    app.host.run(advance())
+
+
+def test_cancel_abandons_a_hung_tool_after_the_grace_period(
+    app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "hang"}), "Next run's answer."))
+    started = app.start(input="Do the slow step")
+    run_id = started["run_id"]
+    wait_for_file(marker_dir / "slow_step.started")  # the tool runs and will not return until released
+
+    assert app.cancel(run_id).status_code == 202
+    _wait_for_history_event(app, run_id, "TimerCreated")  # the run took the cancel and waits for the tool
+    _advance_clock(app, GRACE_SECONDS - 1)
+    assert app.view(run_id)["status"] == "in_progress"  # still within the grace period
+    _advance_clock(app, 2)
+    # The run closes now; its orchestration instance ends when the abandoned activity returns (Durable does not
+    # complete an orchestration with an activity outstanding), which does not hold anything up.
+    app.wait_for(run_id, {"cancelled"})
+
+    view = app.view(run_id)
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "cancelled")
+    messages = app.session_messages(started["session_id"])
+    assert [contents_of(m) for m in messages] == [["text"], ["function_call"], ["function_result"]]
+    assert "Not run" in messages[-1]["contents"][0]["error"]
+
+    (marker_dir / "slow_step.release").touch()  # the abandoned tool returns now
+    app.settle()
+    late = app.session_messages(started["session_id"])
+    assert late == messages  # its result was dropped: the closed run is unchanged
+    assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+    nxt = app.start(input="Anything else?", session_id=started["session_id"])  # the session is free
+    app.settle()
+    assert app.view(nxt["run_id"])["output"]["text"] == "Next run's answer."

@@ -1,0 +1,176 @@
+"""`agentctl`, the terminal client, as a person and a script use it: a real `python -m agentctl` process against
+the app on devhost. The interactive path runs under a pseudo-terminal (pexpect): approve, reject with a reason, edit
+the arguments in $EDITOR (an edit the tool's schema refuses first), Ctrl-C to detach. Without a terminal the exit
+codes say how the run ended: 0 completed, 1 failed, 3 cancelled, 4 waiting for approval, 2 usage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+from e2e_harness import InProcessApp, pending_ids
+
+from scripted_model import Reply, Script, ScriptedModelServer
+from scripted_model.script import Fault
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXPECT_TIMEOUT_S = 60
+
+
+@pytest.fixture
+def store_backend() -> str:
+    return "sqlite"  # the client does not see the store: once is enough
+
+
+@pytest.fixture
+def editor(tmp_path: Path) -> Path:
+    """A stand-in for $EDITOR: each call replaces the file with the next queued text (queue/0, queue/1, ...)."""
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    script = tmp_path / "editor.py"
+    script.write_text(
+        "import pathlib, sys\n"
+        f"queue = sorted(pathlib.Path({str(queue)!r}).iterdir(), key=lambda p: int(p.name))\n"
+        "pathlib.Path(sys.argv[1]).write_text(queue[0].read_text())\n"
+        "queue[0].unlink()\n"
+    )
+    return script
+
+
+def queue_edits(editor: Path, *texts: str) -> None:
+    for index, text in enumerate(texts):
+        (editor.parent / "queue" / str(index)).write_text(text)
+
+
+def cli_env(app: InProcessApp, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTS_")}
+    return {**env, "AGENTS_URL": app.host.base_url, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "200", **extra}
+
+
+def spawn(app: InProcessApp, *args: str, **env: str) -> pexpect.spawn:
+    child = pexpect.spawn(
+        sys.executable, ["-m", "agentctl", *args], env=cli_env(app, **env), cwd=str(REPO_ROOT),
+        encoding="utf-8", timeout=EXPECT_TIMEOUT_S, dimensions=(50, 200),
+    )
+    return child
+
+
+def run_cli(app: InProcessApp, *args: str) -> subprocess.CompletedProcess[str]:
+    """No terminal: stdin is not a tty, so nothing is asked."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentctl", *args], env=cli_env(app), cwd=str(REPO_ROOT), capture_output=True,
+        text=True, timeout=EXPECT_TIMEOUT_S, stdin=subprocess.DEVNULL,
+    )
+
+
+def ended(child: pexpect.spawn) -> int:
+    child.expect(pexpect.EOF)
+    child.close()
+    return int(child.exitstatus if child.exitstatus is not None else 128 + (child.signalstatus or 0))
+
+
+def test_a_run_that_needs_no_approval(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("lookup", {"key": "paris"}), "Paris is lovely."))
+    child = spawn(app, "run", "helper", "tell me about paris")
+    child.expect("lookup")
+    child.expect("value-of-paris")
+    child.expect("Paris is lovely.")
+    child.expect("completed")
+    assert ended(child) == 0
+
+
+def test_approve_at_the_prompt(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Transferred."))
+    child = spawn(app, "run", "helper", "pay")
+    child.expect("Approval needed")
+    child.expect(r"Approve \(a\)")
+    child.sendline("a")
+    child.expect("Transferred.")
+    assert ended(child) == 0
+    [run] = [r for r in app.snapshot().sessions.values()]
+    assert [a["status"] for a in run["approvals"]] == ["approved"]
+    assert run["effects"] == 1
+
+
+def test_reject_with_a_reason(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Understood."))
+    child = spawn(app, "run", "helper", "pay")
+    child.expect(r"Approve \(a\)")
+    child.sendline("r")
+    child.expect("Reason")
+    child.sendline("not this month")
+    child.expect("rejected")
+    child.expect("Understood.")
+    assert ended(child) == 0
+    [session] = app.snapshot().sessions.values()
+    [approval] = session["approvals"]
+    assert (approval["status"], approval["reason"], session["effects"]) == ("rejected", "not this month", 0)
+
+
+def test_edit_the_arguments_the_schema_refuses_then_accepts(
+    app: InProcessApp, model: ScriptedModelServer, editor: Path
+) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Done."))
+    queue_edits(editor, '{"account": "nope", "amount": 10}', '{"account": "FR5678", "amount": 12}')
+    child = spawn(app, "run", "helper", "pay", EDITOR=f"{sys.executable} {editor}")
+    child.expect(r"Approve \(a\)")
+    child.sendline("e")
+    child.expect("refuses these arguments")  # the schema error is shown and the editor opens again
+    child.expect("Done.")
+    assert ended(child) == 0
+    [session] = app.snapshot().sessions.values()
+    [approval] = session["approvals"]
+    assert approval["edited_arguments"] == {"account": "FR5678", "amount": 12}
+    assert app.effects(session["session"]["session_id"], "transfer") == [{"account": "FR5678", "amount": 12}]
+
+
+def test_ctrl_c_detaches_and_the_run_goes_on(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("Finished later."))
+    model.hold_answers()
+    try:
+        child = spawn(app, "run", "helper", "take your time")
+        child.expect(r"run (\w+)")
+        run_id = child.match.group(1)
+        child.sendintr()
+        child.expect("Detached")
+        child.expect(f"agentctl show {run_id} --follow")
+        assert ended(child) == 130
+    finally:
+        model.release_answers()
+    app.settle()
+    assert app.view(run_id)["status"] == "completed"
+    attached = run_cli(app, "show", run_id, "--follow")
+    assert attached.returncode == 0 and "Finished later." in attached.stdout
+
+
+def test_exit_codes_without_a_terminal(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Done."))
+    waiting = run_cli(app, "--json", "run", "helper", "pay")
+    assert waiting.returncode == 4, waiting.stderr
+    view: dict[str, Any] = json.loads(waiting.stdout)
+    assert view["status"] == "requires_action" and pending_ids(view)
+
+    cancelled = run_cli(app, "cancel", view["run_id"])
+    assert cancelled.returncode == 0, cancelled.stderr
+    app.settle()
+    shown = run_cli(app, "--json", "show", view["run_id"])
+    assert (shown.returncode, json.loads(shown.stdout)["status"]) == (3, "cancelled")
+
+    model.fail_next(Fault.bad_request("the model refuses"))
+    failed = run_cli(app, "--json", "run", "helper", "anything", "--wait")
+    assert failed.returncode == 1, failed.stdout
+    assert json.loads(failed.stdout)["status"] == "failed"
+
+    model.set_script(Script.of("Hello."))
+    done = run_cli(app, "run", "helper", "hi", "--wait")
+    assert (done.returncode, "Hello." in done.stdout) == (0, True)
+
+    assert run_cli(app, "run").returncode == 2  # usage
+    unknown = run_cli(app, "--json", "show", "no-such-run")
+    assert unknown.returncode == 2 and json.loads(unknown.stdout)["error"]["code"] == "run_not_found"

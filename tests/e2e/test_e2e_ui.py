@@ -1,0 +1,118 @@
+"""The page at `/api/ui` in a real browser: Debian's Chromium driven by Playwright (no browser download).
+
+Approve from the page and see the run complete; reject with a reason; edit the arguments with a schema error
+first; the answer's text appears while it is written; the layout works at 375 px. Skipped, loudly, only where no
+Chromium is installed (`make install-browser` installs it with apt; CI runs it)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from e2e_harness import InProcessApp
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:  # pragma: no cover - CI installs it
+    pytest.skip("NO CHROMIUM: the browser tests of /api/ui did not run (make install-browser)", allow_module_level=True)
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+TIMEOUT_MS = 60_000
+expect.set_options(timeout=TIMEOUT_MS)
+TRANSFER = {"account": "GB1234", "amount": 10}
+# Chromium as root in a sandbox-less container, with no network beyond loopback (see the tool library's notes).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update"]
+
+
+@pytest.fixture
+def store_backend() -> str:
+    return "sqlite"  # the page does not see the store: once is enough
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(TIMEOUT_MS)
+    yield opened
+    context.close()
+
+
+def start_chat(page: Page, app: InProcessApp, text: str) -> None:
+    page.goto(f"{app.host.base_url}/api/ui#chat")
+    page.get_by_label("Agent").select_option("helper")
+    page.get_by_label("Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
+def test_approve_on_the_page_and_watch_the_run_complete(
+    app: InProcessApp, model: ScriptedModelServer, page: Page
+) -> None:
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Transferred 10 euros."))
+    start_chat(page, app, "pay GB1234")
+    card = page.locator("article.approval")
+    expect(card.get_by_role("heading")).to_contain_text("transfer")
+    expect(card.get_by_label("arguments", exact=True)).to_contain_text('"account": "GB1234"')
+    card.get_by_role("button", name="Approve").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    expect(page.locator(".msg.assistant")).to_have_text("Transferred 10 euros.")
+    [session] = app.snapshot().sessions.values()
+    assert [a["status"] for a in session["approvals"]] == ["approved"] and session["effects"] == 1
+
+
+def test_reject_with_a_reason(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Not paid, as you wish."))
+    start_chat(page, app, "pay GB1234")
+    card = page.locator("article.approval")
+    card.get_by_label("Reason").fill("budget is frozen")
+    card.get_by_role("button", name="Reject").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    expect(page.locator(".transcript")).to_contain_text("rejected: budget is frozen")
+    [session] = app.snapshot().sessions.values()
+    [approval] = session["approvals"]
+    assert (approval["status"], approval["reason"], session["effects"]) == ("rejected", "budget is frozen", 0)
+
+
+def test_edit_the_arguments_a_schema_error_first(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Done."))
+    start_chat(page, app, "pay GB1234")
+    card = page.locator("article.approval")
+    card.get_by_role("button", name="Edit arguments").click()
+    editor = card.get_by_label("Arguments (JSON)")
+    editor.fill('{"account": "GB1234", "amount": 5000}')  # over the tool's limit of 1000
+    card.get_by_role("button", name="Approve").click()
+    expect(card.get_by_role("alert")).to_contain_text("The tool refuses these arguments")
+    editor.fill('{"account": "GB1234", "amount": 900}')
+    card.get_by_role("button", name="Approve").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    [session] = app.snapshot().sessions.values()
+    assert session["approvals"][0]["edited_arguments"] == {"account": "GB1234", "amount": 900}
+    assert app.effects(session["session"]["session_id"], "transfer") == [{"account": "GB1234", "amount": 900}]
+
+
+def test_the_answer_appears_while_it_is_written(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:
+    words = " ".join(f"word{i}" for i in range(60))
+    model.set_script(Script.of(words))
+    model.chunk_delay_ms = 80  # about five seconds of streaming
+    try:
+        page.set_viewport_size({"width": 375, "height": 800})
+        start_chat(page, app, "write slowly")
+        writing = page.get_by_test_id("writing")
+        expect(writing).to_contain_text("word1")  # part of the answer, while the run still runs
+        expect(page.get_by_test_id("run-status")).not_to_have_text("completed")
+        expect(page.get_by_test_id("run-status")).to_have_text("completed")
+        expect(page.locator(".msg.assistant")).to_have_text(words)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375  # nothing overflows a phone's width
+    finally:
+        model.chunk_delay_ms = 0

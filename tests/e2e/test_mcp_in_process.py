@@ -1,0 +1,179 @@
+"""MCP tools with the in-process runner (`AgentRunner`, no Durable): the same real MCP servers as the durable tests
+(`mcp_test_server.py` on loopback Streamable HTTP in a child process, and over stdio), the real `openai` client
+against the scripted model.
+
+Entra ID cannot run here: `credential_scope` is exercised with a fake credential object (the only stand-in), and
+the test checks the bearer token reaches the server.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from mcp_process import SERVER_SCRIPT, McpServerProcess, server_calls
+
+from agent_runtime.agents import AgentDefinition
+from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
+from agent_runtime.mcp import McpServer
+from agent_runtime.models import OpenAIChatClient
+from agent_runtime.runner import AgentRunner
+from agent_runtime.tools import ToolArgumentsError
+from scripted_model import Reply, Script, ScriptedModelServer
+
+
+@pytest.fixture
+def mcp_server(tmp_path: Path) -> Iterator[McpServerProcess]:
+    server = McpServerProcess(tmp_path / "mcp").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def client(model: ScriptedModelServer) -> AsyncIterator[OpenAIChatClient]:
+    chat = OpenAIChatClient.compatible(base_url=model.base_url, model="scripted", timeout=10)
+    yield chat
+    await chat.aclose()
+
+
+def http_server(process: McpServerProcess, **fields: Any) -> McpServer:
+    return McpServer(**{"name": "tools", "url": process.url, "attempts": 2, "retry_delay_seconds": 0, **fields})
+
+
+def tool_messages(model: ScriptedModelServer, request: int = -1) -> list[str]:
+    return [m["content"] for m in model.log.requests[request].messages if m["role"] == "tool"]
+
+
+async def test_discovery_and_a_call_over_http(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
+) -> None:
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["record"])])
+    model.set_script(Script.of(Reply.call("record", {"item": "kiwi"}), "Recorded."))
+    result = await AgentRunner(agent, client).run("record a kiwi", run_id="run-1")
+    assert (result.status, result.text) == ("completed", "Recorded.")
+    assert [t["name"] for t in result.mcp_tools] == ["record"]
+    assert model.log.requests[0].tool_names == ["record"]
+    [call] = mcp_server.calls("record")
+    assert call["idempotency_key"] == idempotency_key("run-1", result.messages[1].function_calls[0].call_id)
+    assert tool_messages(model) == ["recorded kiwi"]
+
+
+async def test_approval_rejected_edited_and_the_list_kept_across_resume(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
+) -> None:
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval={"transfer": "always"})])
+    runner = AgentRunner(agent, client, InMemoryConversationLog())
+    model.set_script(
+        Script.of(
+            Reply.call("transfer", {"amount": 5, "to": "bob"}),
+            Reply.call("transfer", {"amount": 9, "to": "x"}),
+            "Done.",
+        )
+    )
+    paused = await runner.run("pay bob")
+    assert paused.status == "requires_action" and mcp_server.calls() == []
+    mcp_server.show_tools(["echo"])  # the server changes its list while the run waits
+
+    [request] = paused.pending_approvals
+    with pytest.raises(ToolArgumentsError, match="5000 is greater than the maximum of 1000"):
+        await runner.resume(paused, [request.create_approval(arguments={"amount": 5000, "to": "bob"})])
+    paused = await runner.resume(paused, [request.create_approval(arguments={"amount": 6, "to": "bob"})])
+    assert paused.status == "requires_action"  # the second transfer
+    assert [c["arguments"] for c in mcp_server.calls("transfer")] == [{"amount": 6, "to": "bob"}]
+
+    done = await runner.resume(paused, [paused.pending_approvals[0].create_rejection("no")])
+    assert done.status == "completed"
+    assert len(mcp_server.calls("transfer")) == 1
+    assert model.log.requests[0].tool_names == model.log.requests[-1].tool_names  # the run kept its list
+    assert "later" not in model.log.requests[-1].tool_names and "transfer" in model.log.requests[-1].tool_names
+
+
+async def test_stdio_server_with_env_from_settings(
+    tmp_path: Path, client: OpenAIChatClient, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_MCP_STATE", str(tmp_path / "stdio"))
+    server = McpServer(
+        name="local",
+        command=sys.executable,
+        args=[str(SERVER_SCRIPT), "stdio"],
+        env_settings={"MCP_TEST_STATE": "MY_MCP_STATE"},
+        approval="never",
+    )
+    agent = AgentDefinition(name="a", tools=[server])
+    model.set_script(Script.of(Reply.call("picture", {}), Reply.call("record", {"item": "plum"}), "Ok."))
+    result = await AgentRunner(agent, client).run("go", run_id="stdio-run")
+    assert result.status == "completed"
+    picture = next(c for m in result.messages for c in m.function_results)
+    assert [item["type"] for item in picture.result] == ["text", "data", "text", "uri"]
+    assert picture.result[1]["media_type"] == "image/png" and picture.result[1]["uri"].startswith("data:image/png")
+    assert picture.result[2]["text"] == "[resource file:///notes.txt]\nsome notes"
+    assert "binary data not shown" in tool_messages(model)[0]  # the model is told about the image, not sent base64
+    [call] = server_calls(tmp_path / "stdio", "record")
+    assert call["idempotency_key"].startswith("stdio-run")
+
+
+async def test_entra_bearer_token_and_secret_headers_come_from_settings(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scopes: list[str] = []
+
+    class FakeCredential:  # stands in for DefaultAzureCredential (no Entra ID here)
+        def get_token(self, scope: str) -> Any:
+            scopes.append(scope)
+            return SimpleNamespace(token="entra-token", expires_on=4_102_444_800)
+
+    monkeypatch.setenv("TOOLS_API_KEY", "k-123")
+    server = http_server(
+        mcp_server,
+        approval="never",
+        credential_scope="api://tools/.default",
+        credential=FakeCredential(),
+        header_settings={"X-Api-Key": "TOOLS_API_KEY"},
+    )
+    model.set_script(Script.of(Reply.call("echo", {"text": "x"}), "Ok."))
+    assert (await AgentRunner(AgentDefinition(name="a", tools=[server]), client).run("go")).status == "completed"
+    [call] = mcp_server.calls("echo")
+    assert call["headers"] == {"authorization": "Bearer entra-token", "x-api-key": "k-123"}
+    assert scopes == ["api://tools/.default"]  # cached: discovery and the call shared one token
+
+
+async def test_a_missing_setting_or_a_down_server(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
+) -> None:
+    unconfigured = http_server(mcp_server, header_settings={"X-Api-Key": "NO_SUCH_SETTING_4711"})
+    failed = await AgentRunner(AgentDefinition(name="a", tools=[unconfigured]), client).run("go")
+    assert failed.status == "failed" and "NO_SUCH_SETTING_4711" in failed.reason and len(model.log) == 0
+
+    # An optional server that cannot be listed is skipped; the run goes on with the other tools.
+    optional = McpServer(name="gone", url="http://127.0.0.1:9/mcp", attempts=1, required=False)
+    agent = AgentDefinition(name="a", tools=[optional, http_server(mcp_server, approval="never")])
+    model.set_script(Script.of(Reply.call("echo", {"text": "x"}), Reply.call("echo", {"text": "y"}), "Ok."))
+    runner = AgentRunner(agent, client)
+    result = await runner.run("go")
+    assert result.status == "completed"
+    assert [t["server"] for t in result.mcp_tools] == ["tools"] * 5
+    assert [c["arguments"] for c in mcp_server.calls("echo")] == [{"text": "x"}, {"text": "y"}]
+
+
+async def test_a_server_that_goes_down_mid_run_is_a_tool_error_then_a_failed_start(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
+) -> None:
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval={"transfer": "always"})])
+    runner = AgentRunner(agent, client)
+    model.set_script(Script.of(Reply.call("transfer", {"amount": 1, "to": "bob"}), "Could not pay.", "never"))
+    paused = await runner.run("pay")
+    mcp_server.stop()  # gone while the run waits for approval
+    done = await runner.resume(paused, [paused.pending_approvals[0].create_approval()])
+    assert (done.status, done.text) == ("completed", "Could not pay.")
+    [told] = tool_messages(model)
+    assert told == "Error: MCP server 'tools' is unavailable: calling tool 'transfer' failed 2 times (ConnectError)."
+
+    # A new run cannot list the required server's tools: it fails before the model is called.
+    calls = len(model.log)
+    failed = await runner.run("again")
+    assert failed.status == "failed" and "tool_discovery_failed: MCP server 'tools'" in failed.reason
+    assert len(model.log) == calls
