@@ -20,8 +20,10 @@ from http_api.openai_responses import handlers as responses
 from http_api.ui import serve as ui
 from orchestrators.agent_run import agent_run
 from orchestrators.workflow import workflow
+from telemetry import configure_telemetry
 from workflow_runtime.registry import load_workflows
 
+configure_telemetry()  # OpenTelemetry from the environment, once per process (devhost workers import the app too)
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration

@@ -21,12 +21,14 @@ from agent_runs.contracts import (
     EscalateApprovalsResult,
     ExpireApprovalsInput,
     ExpireApprovalsResult,
+    RunRef,
 )
 from agent_runs.store_log import StoreConversationLog
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
 from agent_runtime.steps import record_approval_requests_step, record_approval_response_step
 from session_store import AlreadyDecidedError, ApprovalRecord
+from telemetry.spans import emit_approval_span
 
 NOT_APPROVED_IN_TIME = "Not approved in time."
 # Headroom below the payload budget for one more decision (a reason is at most MAX_REASON_IN_RESULT characters).
@@ -78,6 +80,7 @@ async def apply_decisions(payload: dict[str, Any]) -> dict[str, Any]:
             result.more = True  # the rest are applied by the next call, at the same reserved seqs
             break
         result.decided.append(await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record))
+        _approval_span(step.run, record)
     return within_budget(result.model_dump(mode="json"), "decisions result")
 
 
@@ -109,6 +112,7 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
             record = race.current
         if record.status == "expired":
             await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
+            _approval_span(step.run, record)
             result.expired.append(approval_id)
     return within_budget(result.model_dump(mode="json"), "expire result")
 
@@ -145,6 +149,22 @@ async def _record_response(ctx: StepContext, log: StoreConversationLog, record: 
     if decision.reason is not None and len(decision.reason) > MAX_REASON_IN_RESULT:
         decision = decision.model_copy(update={"reason": decision.reason[: MAX_REASON_IN_RESULT - 1] + "…"})
     return decision
+
+
+def _approval_span(run: RunRef, record: ApprovalRecord) -> None:
+    """The wait for this decision as an `await_approval` span of the run (request to decision) and its latency."""
+    emit_approval_span(
+        run.trace,
+        run_id=run.run_id,
+        agent=run.agent,
+        tool=record.tool,
+        call_id=record.call_id,
+        approval_id=record.approval_id,
+        decision=record.status,
+        decided_by=record.decided_by,
+        requested_at=record.created_at,
+        decided_at=record.decided_at,
+    )
 
 
 def _arguments_object(call: FunctionCallContent) -> dict[str, Any]:

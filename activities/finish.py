@@ -25,6 +25,7 @@ from agent_runtime.run_result import (
     failure_reason,
 )
 from agent_runtime.steps import close_unresolved_calls_step
+from telemetry.spans import emit_run_span
 
 _FINAL = ("completed", "failed", "cancelled")
 
@@ -59,10 +60,21 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
             output["value"] = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
     if status != "completed":
         error = error_of(status, reason)
+    if status == "completed":
+        output = {**(output or {}), "finish_reason": finish.reason}  # e.g. "stop", "budget_exceeded"
     await ctx.store.finish_run(
         step.run.run_id, status, output=output, error=error, usage=step.usage.model_dump(mode="json")
     )
     await expire_pending_approvals(ctx.store, step.run.run_id, status)
+    emit_run_span(
+        step.run.trace,
+        run_id=step.run.run_id,
+        session_id=step.run.session_id,
+        agent=step.run.agent,
+        status=status,
+        reason=reason,
+        usage=step.usage,
+    )
     return FinishResult(status=status, reason=reason[:1000]).model_dump(mode="json")  # type: ignore[arg-type]
 
 

@@ -13,6 +13,9 @@ from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
 from agent_runtime.steps import ChatMiddlewareEnded, call_model_step
+from telemetry.metrics import record_cost
+from telemetry.model_client import TracedModelClient
+from telemetry.spans import run_step
 
 
 async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
@@ -37,16 +40,20 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
             if settings.stream_partial_output
             else None
         )
+        client = TracedModelClient(ctx.services.model_client(), agent=agent.name)
         try:
-            result = await call_model_step(
-                agent,
-                ctx.services.model_client(),
-                log,
-                step.run.run_id,
-                step.command,
-                on_update=drafts.on_update if drafts else None,
-                overrides=overrides_of(record),
-            )
+            with run_step(step.run.trace, step.run.run_id):  # the `chat` span is a child of the run's span
+                result = await call_model_step(
+                    agent,
+                    client,
+                    log,
+                    step.run.run_id,
+                    step.command,
+                    on_update=drafts.on_update if drafts else None,
+                    prices=ctx.services.model_settings.prices(),
+                    overrides=overrides_of(record),
+                )
+            record_cost(agent=agent.name, request_model=agent.model or client.default_model, usage=result.usage)
         except ModelError as error:
             if error.retryable:
                 raise  # the activity's durable retry waits on a timer, holding no worker

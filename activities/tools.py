@@ -9,16 +9,32 @@ from agent_runs.context import StepContext
 from agent_runs.contracts import ToolCallInput
 from agent_runs.effects import StoreEffectLedger
 from agent_runs.store_log import RunClosedError
+from agent_runtime.agents import AgentDefinition
 from agent_runtime.loop_types import ToolOutcome
 from agent_runtime.steps import invoke_tool_step
+from telemetry.spans import mark_error, run_step, tool_span
 
 
 async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
     step = ToolCallInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
+    invocation = step.invocation
+    agent = await ctx.run_agent()
+    with run_step(step.run.trace, step.run.run_id):
+        if invocation.action == "deny":  # not executed: the `await_approval` span records the rejection
+            outcome = await _invoke(ctx, agent, step)
+        else:
+            with tool_span(agent.name, invocation.name, invocation.call_id) as span:
+                outcome = await _invoke(ctx, agent, step)
+                if outcome.is_error:
+                    mark_error(span, "unknown_tool" if invocation.action == "unknown" else "tool_error")
+    return within_budget(outcome.model_dump(mode="json"), "invoke_tool result")
+
+
+async def _invoke(ctx: StepContext, agent: AgentDefinition, step: ToolCallInput) -> ToolOutcome:
     try:
-        outcome = await invoke_tool_step(
-            await ctx.run_agent(),
+        return await invoke_tool_step(
+            agent,
             ctx.open_run_log(step.seq, 1),
             step.run.run_id,
             step.invocation,
@@ -26,5 +42,4 @@ async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
             effects=StoreEffectLedger(ctx.store, step.run.session_id),
         )
     except RunClosedError:  # abandoned by a cancel: nobody waits for this result any more
-        outcome = ToolOutcome(call_id=step.invocation.call_id, is_error=True)
-    return within_budget(outcome.model_dump(mode="json"), "invoke_tool result")
+        return ToolOutcome(call_id=step.invocation.call_id, is_error=True)

@@ -10,6 +10,7 @@ from agent_runs.budget import within_budget
 from agent_runs.child_runs import prepare_child_run
 from agent_runs.services import RunServices
 from session_store import RunRecord
+from telemetry.workflow_spans import child_run_trace
 from workflow_runtime.conditions import monitor_facts
 from workflow_runtime.contracts import AgentRunsRecord, StartedRuns, StepRequest, StepResult
 from workflow_runtime.definition import AgentStep, MonitorStep, ParallelStep
@@ -55,6 +56,7 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
                 agent_name=child.agent,
                 prompt=prompt,
                 metadata={"workflow_run_id": request.ref.run_id, "workflow_step": child.id},
+                trace=child_run_trace(request.ref.trace, request.ref.run_id, request.key),
             )
         )
     return within_budget(started.model_dump(mode="json"), "started runs")
@@ -81,11 +83,15 @@ async def workflow_record_agents(payload: dict[str, Any]) -> dict[str, Any]:
     step = ctx.definition.step(request.step_id)
     runs = {run_id: await ctx.store.get_run(run_id) for run_id in request.run_ids}
     failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items()) if f]
+    created = [run.created_at for run in runs.values() if run is not None and run.created_at is not None]
+    started_at = min(created) if created else None  # the step's span covers its agent runs
     if request.failure and not failures:
         failures.append(request.failure)
     if failures:
         error = "; ".join(failures)
-        await ctx.journal(request, step.kind, status="failed", error=error, run_ids=request.run_ids)
+        await ctx.journal(
+            request, step.kind, status="failed", error=error, run_ids=request.run_ids, started_at=started_at
+        )
         result = StepResult(step_id=request.step_id, status="failed", error=error)
         return result.model_dump(mode="json")
     finished = [run for run in runs.values() if run is not None]
@@ -98,7 +104,7 @@ async def workflow_record_agents(payload: dict[str, Any]) -> dict[str, Any]:
     result = StepResult(step_id=request.step_id, status="ok")
     if isinstance(step, MonitorStep):
         output, result = await monitor_facts(ctx, request, step, output)
-    await ctx.journal(request, step.kind, output=output, run_ids=request.run_ids)
+    await ctx.journal(request, step.kind, output=output, run_ids=request.run_ids, started_at=started_at)
     result.cancel_requested = await ctx.cancel_requested()
     return within_budget(result.model_dump(mode="json"), "step result")
 

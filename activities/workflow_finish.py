@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from telemetry.workflow_spans import emit_workflow_span
 from workflow_runtime.contracts import FinishRequest
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, resolve
@@ -26,6 +27,13 @@ async def workflow_finish(payload: dict[str, Any]) -> dict[str, Any]:
             pending.approval_id, "expired", reason=f"The workflow ended ({request.status}).",
             decided_at=datetime.now(UTC),
         )
+    emit_workflow_span(
+        request.ref.trace,
+        workflow=request.ref.workflow,
+        workflow_run_id=request.ref.run_id,
+        status=request.status,
+        reason=request.reason,
+    )
     return {}
 
 

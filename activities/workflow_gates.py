@@ -74,7 +74,7 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
         action = step.on_timeout.then if isinstance(step.on_timeout, Escalate) else step.on_timeout
         if action == "fail":
             error = f"no decision on '{step.id}' before its timeout" + (" (escalated)" if escalated else "")
-            await ctx.journal(request, "approval", status="failed", error=error)
+            await ctx.journal(request, "approval", status="failed", error=error, started_at=record.created_at)
             return within_budget(StepResult(step_id=step.id, status="failed", error=error).model_dump(), "result")
         approved, decided_by, reason = action == "approve", None, f"timed out: default action '{action}'"
     else:
@@ -87,7 +87,7 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
         "timed_out": record.status == "expired",
         "approval_id": record.approval_id,
     }
-    await ctx.journal(request, "approval", output=output)
+    await ctx.journal(request, "approval", output=output, started_at=record.created_at)
     result = StepResult(
         step_id=step.id, status="ok", approved=approved, cancel_requested=await ctx.cancel_requested()
     )

@@ -12,6 +12,7 @@ from agent_runs.contracts import RunInput
 from agent_runs.services import RunServices
 from agent_runs.starting import new_run_record, open_session, run_input_for, write_input
 from agent_runtime.messages import Message
+from telemetry.trace_context import RunTrace
 
 
 async def prepare_child_run(
@@ -22,6 +23,7 @@ async def prepare_child_run(
     agent_name: str,
     prompt: str,
     metadata: dict[str, Any],
+    trace: RunTrace | None = None,
 ) -> RunInput:
     """Create the run in the store and return the `agent_run` orchestration input to start it with."""
     agent = services.agents.get(agent_name)
@@ -29,4 +31,6 @@ async def prepare_child_run(
     await open_session(store, session_id, agent)
     run = await store.begin_run(new_run_record(run_id, session_id, agent, metadata))
     input_count = await write_input(store, run, [Message(role="user", contents=prompt)])
-    return run_input_for(run, agent, services.run_settings, input_count=input_count)
+    if trace is not None and run.created_at is not None:
+        trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity
+    return run_input_for(run, agent, services.run_settings, input_count=input_count, trace=trace)

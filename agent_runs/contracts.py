@@ -25,6 +25,7 @@ from agent_runtime.loop_types import (
     ToolInvocation,
 )
 from agent_runtime.messages import Usage
+from telemetry.trace_context import RunTrace
 
 ORCHESTRATOR_NAME = "agent_run"
 APPROVAL_EVENT = "approval"
@@ -46,6 +47,8 @@ class RunRef(_Payload):
     session_id: str
     agent: str
     ordinal: int = Field(ge=1)
+    trace: RunTrace | None = None
+    """The run's trace (W3C context of the start request + start time): every activity parents its spans under it."""
 
 
 class RunInput(_Payload):

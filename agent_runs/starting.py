@@ -20,7 +20,9 @@ from agent_runtime.conversation import input_message_id
 from agent_runtime.escalation import Escalate
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
+from agent_runtime.spend import RunBudget
 from session_store import RunRecord, SessionRecord, SessionStore
+from telemetry.trace_context import RunTrace
 
 
 class SessionAgentMismatchError(ValueError):
@@ -63,10 +65,20 @@ def run_input_for(
     *,
     input_count: int,
     approval_timeout_seconds: float | None = None,
+    budget: RunBudget | None = None,
+    trace: RunTrace | None = None,
 ) -> RunInput:
+    """`budget`: the run's, already tightened (`AgentDefinition.run_budget`); default the agent's. `trace`: the
+    run's trace (`RunTrace.start`); default a new trace starting now."""
     return RunInput(
-        run=RunRef(run_id=run.run_id, session_id=run.session_id, agent=agent.name, ordinal=run.ordinal),
-        loop_config=agent.loop_config(),
+        run=RunRef(
+            run_id=run.run_id,
+            session_id=run.session_id,
+            agent=agent.name,
+            ordinal=run.ordinal,
+            trace=trace or RunTrace.start(),
+        ),
+        loop_config=agent.loop_config(budget),
         next_position=input_count,
         approval_timeout_seconds=approval_timeout_seconds
         or agent.approval_timeout_seconds

@@ -28,6 +28,7 @@ from .loop_types import LoopConfig, RequiredFunction, ToolChoice
 from .mcp.config import McpServer
 from .middleware import MiddlewareLike, MiddlewarePipeline
 from .models.types import ChatOptions, NamedToolChoice, ResponseFormat, ToolSpec
+from .spend import RunBudget
 from .tools import ApprovalPolicy, Tool, as_tool
 
 TimeoutPolicy = Literal["reject", "fail"] | Escalate
@@ -68,6 +69,8 @@ class AgentDefinition(BaseModel):
     max_consecutive_errors: int = Field(default=3, ge=1)
     terminate_on_unknown_calls: bool = False
     include_detailed_errors: bool = False
+    budget: RunBudget | None = None
+    """What one run may spend (model calls, tokens, cost); a request may only tighten it."""
     """Tell the model the exception text of a failed tool (off by default: it may leak internals)."""
     run_middleware: list[Any] = Field(default_factory=list)
     chat_middleware: list[Any] = Field(default_factory=list)
@@ -156,13 +159,20 @@ class AgentDefinition(BaseModel):
             return ResponseFormat.from_json_schema(self.output_type, name=name)
         return ResponseFormat.from_model(self.output_type)
 
-    def loop_config(self) -> LoopConfig:
+    def run_budget(self, request: RunBudget | None = None) -> RunBudget | None:
+        """The agent's budget tightened by a request's (raises `BudgetAboveAgentLimitError` if it asks for more)."""
+        merged = (self.budget or RunBudget()).tightened_by(request)
+        return None if merged.unlimited else merged
+
+    def loop_config(self, budget: RunBudget | None = None) -> LoopConfig:
+        """The loop's rules for a run; `budget`: the run's (already tightened) budget, default the agent's."""
         return LoopConfig(
             max_iterations=self.max_iterations,
             max_consecutive_errors=self.max_consecutive_errors,
             terminate_on_unknown_calls=self.terminate_on_unknown_calls,
             tool_choice=self.tool_choice,
             on_approval_timeout=self.final_timeout_action,
+            budget=budget if budget is not None else self.budget,
         )
 
     @property

@@ -19,6 +19,8 @@ Rules (seed 000 and its implementation):
   `terminate_on_unknown_calls` is set;
 - `tool_choice` `required` or a named function: the run finishes right after the tools, without another model call;
 - `MiddlewareTermination` in function middleware ends the run after the batch, without another model call;
+- a `RunBudget` in the config is checked before every model call: once a limit is reached (model calls, total
+  tokens, cost) the run ends `completed` with reason `budget_exceeded` instead of calling the model again;
 - calls needing approval pause the batch (all of its calls wait, so the model sees every result together); decisions
   may arrive one by one (partial approval); rejected calls get a "denied" result with the reason, approved ones run
   (with edited arguments when the approver edited them).
@@ -72,6 +74,7 @@ REASON_UNKNOWN_TOOL = "unknown_tool"
 REASON_TOOL_CALLS_NOT_ALLOWED = "tool_calls_not_allowed"
 REASON_APPROVAL_TIMEOUT = "approval_timeout"
 REASON_CANCELLED = "cancelled"
+REASON_BUDGET_EXCEEDED = "budget_exceeded"
 
 
 class AgentLoop:
@@ -120,8 +123,11 @@ class AgentLoop:
 
     # ------------------------------------------------------------------------------------------------- transitions
 
-    def _call_model(self) -> CallModel:
+    def _call_model(self) -> CallModel | Finish:
         state = self.state
+        budget = state.config.budget
+        if budget is not None and budget.exceeded(state.usage, state.iteration) is not None:
+            return self._finish("completed", REASON_BUDGET_EXCEEDED)
         state.iteration += 1
         state.phase = "awaiting_model"
         state.batch = []
@@ -228,6 +234,7 @@ class AgentLoop:
 __all__ = [
     "REASON_ANSWERED",
     "REASON_APPROVAL_TIMEOUT",
+    "REASON_BUDGET_EXCEEDED",
     "REASON_CANCELLED",
     "REASON_MAX_CONSECUTIVE_ERRORS",
     "REASON_MAX_ITERATIONS",

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .messages import Usage
+from .spend import RunBudget
 
 
 class _Model(BaseModel):
@@ -42,6 +43,8 @@ class LoopConfig(_Model):
     terminate_on_unknown_calls: bool = False
     tool_choice: ToolChoice = "auto"
     on_approval_timeout: Literal["reject", "fail"] = "reject"
+    budget: RunBudget | None = None
+    """Checked before every model call (`RunBudget.exceeded`): a spent budget ends the run `budget_exceeded`."""
 
 
 # --------------------------------------------------------------------------------------------------- events (inputs)
@@ -66,6 +69,8 @@ class ModelTurn(_Model):
     has_text: bool = False
     terminated: bool = False
     """Chat middleware raised `MiddlewareTermination` with a result: that result is the answer, the loop ends."""
+    model: str | None = None
+    """The model that answered (as the provider named it), when known."""
 
 
 class ToolOutcome(_Model):

@@ -27,19 +27,23 @@ class _Model(BaseModel):
 
 
 class Usage(_Model):
-    """Token counts of one model call (or a sum of several: `a + b`)."""
+    """Token counts of one model call (or a sum of several: `a + b`). `cost`: what the calls cost at the configured
+    model prices (`agent_runtime.spend.ModelPrices`), None when no call was priced."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cost: float | None = None
 
     def __add__(self, other: Usage | None) -> Usage:
         if other is None:
             return self
+        cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cost=cost,
         )
 
 

@@ -42,6 +42,7 @@ from .models.errors import ModelError
 from .models.types import ModelClient
 from .run_middleware import run_around
 from .run_result import RunResult, RunStatusLike, build_run_result, failure_reason
+from .spend import ModelPrices, RunBudget
 from .steps import (
     ChatMiddlewareEnded,
     OnUpdate,
@@ -81,8 +82,13 @@ class AgentRunner:
         approver: Approver | None = None,
         session_id: str | None = None,
         on_update: OnUpdate | None = None,
+        budget: RunBudget | None = None,
+        prices: ModelPrices | None = None,
     ) -> None:
         self.agent, self.client, self.approver = agent, client, approver
+        # The agent's budget tightened by this runner's (a BudgetAboveAgentLimitError if it asks for more).
+        self.budget = agent.run_budget(budget)
+        self.prices = prices
         self.log = log if log is not None else InMemoryConversationLog()
         self.session_id = session_id
         self.on_update = on_update  # set: model calls stream and every update is passed on
@@ -102,7 +108,7 @@ class AgentRunner:
                 agent, mcp_tools = await self._discover(run_id)
             except ToolDiscoveryError as error:
                 return await self._result(run_id, "failed", f"tool_discovery_failed: {error}", Usage(), before)
-            loop = AgentLoop(self.agent.loop_config())
+            loop = AgentLoop(self.agent.loop_config(self.budget))
             result = await self._drive(agent, loop, loop.start(), run_id, before)
             result.mcp_tools = mcp_tools
             return result
@@ -190,7 +196,9 @@ class AgentRunner:
     async def _execute(self, agent: AgentDefinition, command: CallModel | RunTools, run_id: str) -> LoopEvent:
         if isinstance(command, CallModel):
             try:
-                return await call_model_step(agent, self.client, self.log, run_id, command, on_update=self.on_update)
+                return await call_model_step(
+                    agent, self.client, self.log, run_id, command, on_update=self.on_update, prices=self.prices
+                )
             except ModelError as error:
                 return Fail(reason=f"model error: {error.message}")
             except ChatMiddlewareEnded as ended:

@@ -16,6 +16,7 @@
 | `MODEL_RETRY_MAX_ATTEMPTS` | attempts per model call, first included (our `RetryPolicy`; SDK retries are off) | `4` |
 | `MODEL_RETRY_INITIAL_DELAY` / `MODEL_RETRY_MAX_DELAY` | backoff bounds in seconds | `0.5` / `20` |
 | `MODEL_RETRY_MAX_RETRY_AFTER` | longest server `Retry-After` waited in-process, seconds | `60` |
+| `MODEL_PRICES` | JSON `{"<model>": {"input": <per 1M>, "output": <per 1M>}}` (`agent_runtime.spend`) | - |
 
 `auto` picks `azure_openai` when `AZURE_OPENAI_ENDPOINT` is set, else `openai` when `OPENAI_API_KEY` is set (or
 `compatible` when `OPENAI_BASE_URL` is set too, or alone), else `scripted` (the offline demo brain).
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .models.openai_client import OpenAIChatClient
 from .models.retry import RetryPolicy
+from .spend import ModelPrices
 
 Provider = Literal["openai", "azure_openai", "compatible", "scripted"]
 SCRIPTED_MODEL_NAME = "scripted-model"
@@ -59,6 +61,16 @@ class ModelSettings(BaseSettings):
     retry_initial_delay: float = Field(default=0.5, ge=0, validation_alias="MODEL_RETRY_INITIAL_DELAY")
     retry_max_delay: float = Field(default=20.0, ge=0, validation_alias="MODEL_RETRY_MAX_DELAY")
     retry_max_retry_after: float = Field(default=60.0, ge=0, validation_alias="MODEL_RETRY_MAX_RETRY_AFTER")
+    model_prices: str | None = Field(default=None, validation_alias="MODEL_PRICES")
+
+    @field_validator("model_prices")
+    @classmethod
+    def _prices_parse(cls, value: str | None) -> str | None:
+        ModelPrices.parse(value)  # a malformed price table fails when the settings load, not mid-run
+        return value
+
+    def prices(self) -> ModelPrices:
+        return ModelPrices.parse(self.model_prices)
 
     @property
     def resolved_provider(self) -> Provider:

@@ -51,6 +51,7 @@ from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeli
 from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
 from .overrides import RunOverrides
+from .spend import ModelPrices
 from .tools import (
     EffectLedger,
     EffectLedgerUnavailableError,
@@ -109,11 +110,13 @@ async def call_model_step(
     *,
     on_update: OnUpdate | None = None,
     overrides: RunOverrides | None = None,
+    prices: ModelPrices | None = None,
 ) -> ModelTurn:
     """One model call through the agent's chat middleware; stores the answer and summarises it for the loop.
 
     With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same).
     `overrides`: this run's extra instructions and output format (see `overrides.py`).
+    With `prices` the turn's usage carries its cost (when the model has a price).
     """
     # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
     own_prefix = model_message_prefix(run_id, command.iteration)
@@ -161,14 +164,32 @@ async def call_model_step(
         )
         await log.append(stored)
         calls.extend(stored.function_calls)
+    usage = response.usage
+    if prices and usage is not None:
+        usage = usage.model_copy(
+            update={"cost": prices.cost_of(usage, context.options.model, default_model(client), response.model_id)}
+        )
     return ModelTurn(
         # A terminating layer's answer ends the run: its calls (if any) are closed as not run, never executed.
         tool_calls=[] if context.terminated else [_summarise_call(agent, call) for call in calls],
         finish_reason=response.finish_reason,
-        usage=response.usage,
+        usage=usage,
         has_text=bool(response.text),
         terminated=context.terminated,
+        model=response.model_id or context.options.model or default_model(client),
     )
+
+
+def default_model(client: object) -> str | None:
+    """The model a client calls when a request names none (clients wrapping another expose it as `inner`)."""
+    for _ in range(5):
+        model = getattr(client, "model", None)
+        if isinstance(model, str):
+            return model
+        client = getattr(client, "inner", None)
+        if client is None:
+            return None
+    return None
 
 
 def _unique_call_ids(contents: list, seen: set[str], prefix: str) -> list:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from agent_runtime.messages import Usage
+from agent_runtime.spend import RunBudget
 
 # Ids travel in URLs and become Cosmos ids/partition keys: keep them to a safe alphabet.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -48,6 +49,9 @@ class StartRunRequest(StrictModel):
     approval_timeout_seconds: Annotated[int, Field(ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS)] | None = None
     metadata: dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue] = Field(
         default_factory=dict, max_length=MAX_METADATA_ENTRIES
+    )
+    budget: RunBudget | None = Field(
+        default=None, description="limits for this run; each may only be lower than the agent's (422 otherwise)"
     )
 
     @field_validator("input")
@@ -119,8 +123,11 @@ class RunView(BaseModel):
     updated_at: datetime | None = None
     updates: list[RunUpdate] = Field(default_factory=list)
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=Usage, description="tokens so far; `cost` when MODEL_PRICES prices them")
     output: dict[str, Any] | None = None
+    finish_reason: str | None = Field(
+        default=None, description="why a completed run ended: `stop`, `budget_exceeded`, `max_iterations`, ..."
+    )
     partial_output: str | None = Field(
         default=None, description="the text of the model answer streaming in right now (not yet an update)"
     )

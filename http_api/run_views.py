@@ -118,6 +118,7 @@ async def build_run_view(
         ],
         usage=_usage(run, state),
         output=run.output,
+        finish_reason=(run.output or {}).get("finish_reason") if run.status == "completed" else None,
         partial_output=None if run.finished else await partial_output(store, run, state),
         error=RunError.model_validate(run.error) if run.error else None,
         continuation_token=token,

@@ -22,6 +22,7 @@ from agent_runs.starting import (
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
+from agent_runtime.spend import BudgetAboveAgentLimitError, RunBudget
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
@@ -33,6 +34,7 @@ from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reco
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
+from telemetry.trace_context import RunTrace
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     services = RunServices.current()
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
+    budget = _run_budget(agent, body.budget)
     gateway = DurableGateway(client)
     run = await start_agent_run(
         services,
@@ -69,6 +72,8 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
         metadata=body.metadata,
         approval_timeout_seconds=body.approval_timeout_seconds,
+        budget=budget,
+        trace=RunTrace.start(req.headers),  # the caller's W3C trace context, or a new trace rooted at the run
     )
     view = await _wait_for_view(
         services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
@@ -86,6 +91,8 @@ async def start_agent_run(
     metadata: dict[str, Any],
     approval_timeout_seconds: int | None = None,
     overrides: RunOverrides | None = None,
+    budget: RunBudget | None = None,
+    trace: RunTrace | None = None,
 ) -> RunRecord:
     """Claim the session (a new one without `session_id`), store the input, start the orchestration. Every HTTP
     surface that starts agent runs goes through here, so they follow the same rules."""
@@ -107,12 +114,25 @@ async def start_agent_run(
             services.run_settings,
             input_count=input_count,
             approval_timeout_seconds=approval_timeout_seconds,
+            budget=budget,
+            trace=trace,
         )
         await gateway.start_run(run_input)
     except Exception:
         await _abandon(store, run)
         raise
     return run
+
+
+def _run_budget(agent: AgentDefinition, requested: RunBudget | None) -> RunBudget | None:
+    """The agent's budget tightened by the request's: a request may lower a limit, never raise it."""
+    try:
+        return agent.run_budget(requested)
+    except BudgetAboveAgentLimitError as error:
+        raise ApiProblem(
+            422, "budget_above_agent_limit", "The budget exceeds the agent's", str(error),
+            field=f"body.budget.{error.limit}",
+        ) from error
 
 
 async def _abandon(store: SessionStore, run: RunRecord) -> None:

@@ -8,6 +8,7 @@ import azure.functions as func
 from pydantic import BaseModel, Field
 
 from agent_runs.services import RunServices
+from agent_runtime.messages import Usage
 from http_api.adapter import http_endpoint, json_response, query_model
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
@@ -26,6 +27,7 @@ class RunSummary(BaseModel):
     status: str
     created_at: datetime | None
     updated_at: datetime | None
+    usage: Usage = Field(default_factory=Usage, description="tokens (and cost when priced) once the run finished")
 
 
 class SessionView(BaseModel):

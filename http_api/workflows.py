@@ -30,6 +30,7 @@ from http_api.workflow_models import (
 )
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from session_store import RunRecord
+from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
 from workflow_runtime.journal import SIGNAL_KIND
@@ -106,7 +107,9 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     )
     gateway = WorkflowGateway(client)
     try:
-        ref = WorkflowRef(run_id=run_id, workflow=definition.name, session_id=session_id)
+        ref = WorkflowRef(
+            run_id=run_id, workflow=definition.name, session_id=session_id, trace=RunTrace.start(req.headers)
+        )
         await gateway.start(WorkflowInput(ref=ref))
     except Exception:
         await store.finish_run(run_id, "failed", error={"code": "start_failed", "message": "could not start"})

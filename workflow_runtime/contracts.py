@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_runs.contracts import RunInput
+from telemetry.trace_context import RunTrace
 
 ORCHESTRATOR_NAME = "workflow"
 CANCEL_EVENT = "cancel"  # the same event name as agent runs: `/api/runs/{id}/cancel` works on workflows too
@@ -44,6 +45,8 @@ class WorkflowRef(_Payload):
     workflow: str
     session_id: str | None = None
     """The workflow's conversation session (steps with `session="workflow"`), if the workflow has one."""
+    trace: RunTrace | None = None
+    """The workflow's trace: its step spans and its agent runs' spans all belong to it."""
 
     @property
     def control_session(self) -> str:

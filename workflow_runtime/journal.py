@@ -3,12 +3,13 @@ its control session) and its signals. Used by the workflow activities; the orche
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.services import RunServices
 from session_store import MessageRecord, RunRecord, SessionStore
+from telemetry.workflow_spans import emit_step_span
 from workflow_runtime.contracts import JOURNAL_ROLE, StepRequest, WorkflowRef
 from workflow_runtime.definition import ParallelStep, WorkflowDefinition
 from workflow_runtime.registry import load_workflows
@@ -20,6 +21,7 @@ SIGNAL_KIND = "workflow_signal"
 class WorkflowContext:
     services: RunServices
     ref: WorkflowRef
+    opened_at: datetime = field(default_factory=lambda: datetime.now(UTC))  # the activity's start: a step's default
 
     @classmethod
     def for_ref(cls, ref: WorkflowRef) -> WorkflowContext:
@@ -70,8 +72,11 @@ class WorkflowContext:
         status: str = "ok",
         error: str | None = None,
         run_ids: list[str] | None = None,
+        started_at: datetime | None = None,
     ) -> None:
-        """Write the step's entry (upsert by a deterministic id: a retried activity rewrites the same entry)."""
+        """Write the step's entry (upsert by a deterministic id: a retried activity rewrites the same entry), and
+        the step's span: from `started_at` (the step's start when the caller knows it: its child runs' creation,
+        its approval request) or this activity's start, to now."""
         payload: dict[str, Any] = {
             "role": JOURNAL_ROLE,
             "step": request.step_id,
@@ -92,6 +97,17 @@ class WorkflowContext:
             payload=payload,
         )
         await self.store.append_messages(self.ref.control_session, [record])
+        emit_step_span(
+            self.ref.trace,
+            workflow=self.ref.workflow,
+            workflow_run_id=self.ref.run_id,
+            key=request.key,
+            step_id=request.step_id,
+            kind=kind,
+            status=status,
+            error=error,
+            started_at=started_at or self.opened_at,
+        )
 
     async def signal_payload(self, signal_id: str) -> Any:
         for effect in await self.store.list_effects(self.ref.control_session, kind=SIGNAL_KIND):

@@ -79,5 +79,5 @@ class AuditLogMiddleware:
             record["duration_ms"] = round((self.clock() - started) * 1000, 3)
             usage = getattr(getattr(context, "result", None), "usage", None)
             if usage is not None:
-                record["usage"] = usage.model_dump()
+                record["usage"] = usage.model_dump(exclude_none=True)
             self.sink(record)

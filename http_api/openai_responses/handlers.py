@@ -42,6 +42,7 @@ from http_api.run_views import reconcile, run_status, run_usage, visible_seq
 from http_api.runs import request_cancel, start_agent_run
 from http_api.sessions import delete_idle_session
 from session_store import RunRecord
+from telemetry.trace_context import RunTrace
 
 # Azure's load balancer ends an HTTP request after 230 s whatever the function's timeout: answer a little before.
 MAX_WAIT_SECONDS = 220
@@ -160,7 +161,7 @@ async def create_response(req: func.HttpRequest, client: df.DurableOrchestration
     if request.approvals:
         run, ref = await _answer_approvals(services, gateway, req, request, agent)
     else:
-        run = await _start(services, gateway, request, agent)
+        run = await _start(services, gateway, request, agent, RunTrace.start(req.headers))
         ref = ResponseRef(run.run_id)
     background = bool(request.body.background)
     wait = 0 if background else MAX_WAIT_SECONDS
@@ -168,7 +169,7 @@ async def create_response(req: func.HttpRequest, client: df.DurableOrchestration
 
 
 async def _start(
-    services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition
+    services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition, trace: RunTrace
 ) -> RunRecord:
     session_id: str | None = None
     previous_id = request.body.previous_response_id
@@ -208,6 +209,7 @@ async def _start(
         inputs=request.messages,
         metadata=dict(request.body.metadata or {}),
         overrides=request.overrides,
+        trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
     )
 
 

@@ -77,7 +77,7 @@ def test_list_approvals_by_status(app: InProcessApp, model: ScriptedModelServer)
 
 def test_agents_and_health(app: InProcessApp, model: ScriptedModelServer) -> None:
     agents = {a["name"]: a for a in app.http.get("/api/agents").json()["agents"]}
-    assert set(agents) == {"helper", "strict", "escalating"}
+    assert set(agents) == {"helper", "strict", "escalating", "frugal"}
     tools = {t["name"]: t for t in agents["helper"]["tools"]}
     assert tools["send_email"]["approval"] == "always" and tools["lookup"]["approval"] == "never"
     assert tools["transfer"]["parameters"]["properties"]["amount"]["maximum"] == 1000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.escalation import Escalate
+from agent_runtime.spend import RunBudget
 from fixture_agents.tools import big_result, lookup, send_email, slow_step, transfer
 
 helper = AgentDefinition(
@@ -29,4 +30,12 @@ escalating = AgentDefinition(
     tools=[lookup, send_email],
     approval_timeout_seconds=600,
     on_approval_timeout=Escalate(to="role:Supervisors", timeout_seconds=3600, then="fail"),
+)
+
+frugal = AgentDefinition(
+    name="frugal",
+    description="Test agent with a budget: at most 3 model calls, 1000 tokens and a cost of 0.5 per run.",
+    instructions="You are a frugal test agent.",
+    tools=[lookup],
+    budget=RunBudget(max_model_calls=3, max_total_tokens=1000, max_cost=0.5),
 )

@@ -1,0 +1,103 @@
+"""A minimal OTLP/HTTP trace receiver on loopback: what a collector would receive from the app's OTLP exporter
+(protobuf `ExportTraceServiceRequest` POSTed to `/v1/traces`), decoded with the official OTLP protobuf classes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def _value(any_value: Any) -> Any:
+    kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(_value(v) for v in any_value.array_value.values)
+    return getattr(any_value, kind) if kind else None
+
+
+class OtlpReceiver:
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self._changed = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.path == "/v1/traces":
+                    receiver._receive(ExportTraceServiceRequest.FromString(body))
+                    payload = ExportTraceServiceResponse().SerializeToString()
+                else:
+                    payload = b""  # metrics/logs: accepted, ignored
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _receive(self, request: ExportTraceServiceRequest) -> None:
+        received = [
+            ReceivedSpan(
+                name=span.name,
+                trace_id=span.trace_id.hex(),
+                span_id=span.span_id.hex(),
+                parent_span_id=span.parent_span_id.hex(),
+                start_ns=span.start_time_unix_nano,
+                end_ns=span.end_time_unix_nano,
+                attributes={kv.key: _value(kv.value) for kv in span.attributes},
+            )
+            for resource_spans in request.resource_spans
+            for scope_spans in resource_spans.scope_spans
+            for span in scope_spans.spans
+        ]
+        with self._changed:
+            self.spans.extend(received)
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float) -> list[ReceivedSpan]:
+        """Block until at least `count` spans arrived (bounded by `timeout`); returns all received so far."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self.spans) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    names = sorted(s.name for s in self.spans)
+                    raise TimeoutError(f"{len(self.spans)} spans, not {count}, within {timeout}s: {names}")
+                self._changed.wait(left)
+            return list(self.spans)

@@ -1,0 +1,152 @@
+"""One trace per run across SIGKILLs: `python -m devhost` in a child process exports its spans over OTLP/HTTP to a
+receiver this test runs on loopback. A run with a tool call, an approval and three model calls is killed while it
+waits for the approval and again while its last model call is in flight, and restarted each time: the receiver gets
+exactly one `invoke_agent`, three `chat`, two `execute_tool` and one `await_approval` span, all in one trace under
+the run span (the restarted host replays the orchestration without emitting anything again).
+
+And `OTEL_TRACES_EXPORTER=console` prints the run's spans to the host's output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient
+from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
+from otlp_receiver import OtlpReceiver
+
+from devhost.testing import SubprocessHost
+from scripted_model import Reply, Script, ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+# The last answer is the default: the call killed in flight took its turn, the redelivered one gets it again.
+SCRIPT = Script(
+    turns=[Reply.call("lookup", {"key": "a"}), Reply.call("send_email", EMAIL)], default=Reply(text="Sent.")
+)
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    receiver = OtlpReceiver().start()
+    yield receiver
+    receiver.stop()
+
+
+def child_host(tmp_path: Path, model: ScriptedModelServer, workers: int | None = None, **otel: str) -> SubprocessHost:
+    env = app_settings(
+        model.base_url,
+        SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"),
+        PYTHONPATH=str(E2E_DIR),
+        OTEL_SERVICE_NAME="durable-agents-test",
+        **otel,
+    )
+    return SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env, workers=workers)
+
+
+def test_one_trace_across_two_kills_and_an_approval(
+    tmp_path: Path, model: ScriptedModelServer, receiver: OtlpReceiver
+) -> None:
+    model.set_script(SCRIPT)
+    host = child_host(
+        tmp_path, model,
+        OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="50",
+    )
+    host.start()
+    try:
+        api = AppClient(host.client)
+        started = api.start(input="Look a up, then email Bob")
+        waiting = api.wait_for(started["run_id"], {"requires_action"})
+        receiver.wait_for(3, PROGRESS_TIMEOUT_S)  # chat, execute_tool lookup, chat: exported before the kill
+
+        host.kill()  # 1: while the run waits for the approval
+        host.start()
+        model.hold_answers()
+        approval_id = waiting["pending_approvals"][0]["approval_id"]
+        assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
+        model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # the last model call is in flight
+        receiver.wait_for(5, PROGRESS_TIMEOUT_S)  # + await_approval, execute_tool send_email
+
+        host.kill()  # 2: while the last model call runs (its span never ended, so it was never exported)
+        host.start()
+        model.release_answers()
+        final = api.wait_for(started["run_id"], FINAL)
+        assert final["status"] == "completed", final
+        assert final["output"]["text"] == "Sent."
+        spans = receiver.wait_for(7, PROGRESS_TIMEOUT_S)
+    finally:
+        host.close()
+
+    assert sorted(s.name for s in spans) == [
+        "await_approval send_email", "chat scripted-model", "chat scripted-model", "chat scripted-model",
+        "execute_tool lookup", "execute_tool send_email", "invoke_agent helper",
+    ]
+    assert len({s.trace_id for s in spans}) == 1
+    run_span = next(s for s in spans if s.name == "invoke_agent helper")
+    assert run_span.parent_span_id == ""  # the run is the root of its trace
+    assert all(s.parent_span_id == run_span.span_id for s in spans if s is not run_span)
+    assert all(run_span.start_ns <= s.start_ns and s.end_ns <= run_span.end_ns for s in spans)
+    assert run_span.attributes["agent_run.id"] == started["run_id"]
+    assert run_span.attributes["gen_ai.usage.output_tokens"] == final["usage"]["output_tokens"]
+    assert model.log.total == 4  # the last call was asked again after the kill: still one span for it
+
+
+def test_worker_processes_configure_themselves_and_share_the_trace(
+    tmp_path: Path, model: ScriptedModelServer, receiver: OtlpReceiver
+) -> None:
+    """Activities run in worker processes (each imports the app, so each configures OpenTelemetry once)."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), Reply.call("lookup", {"key": "b"}), "Found."))
+    host = child_host(
+        tmp_path, model, workers=2,
+        OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="50",
+    )
+    host.start()
+    try:
+        api = AppClient(host.client)
+        started = api.start(input="Look a and b up")
+        assert api.wait_for(started["run_id"], FINAL)["status"] == "completed"
+        spans = receiver.wait_for(6, PROGRESS_TIMEOUT_S)
+    finally:
+        host.close()
+    assert sorted(s.name for s in spans) == [
+        "chat scripted-model", "chat scripted-model", "chat scripted-model",
+        "execute_tool lookup", "execute_tool lookup", "invoke_agent helper",
+    ]
+    assert len({s.trace_id for s in spans}) == 1
+
+
+def test_the_console_exporter_prints_the_runs_spans(tmp_path: Path, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "Found."))
+    host = child_host(tmp_path, model, OTEL_TRACES_EXPORTER="console")
+    host.start()
+    try:
+        api = AppClient(host.client)
+        started = api.start(input="Look a up")
+        assert api.wait_for(started["run_id"], FINAL)["status"] == "completed"
+    finally:
+        host.stop()
+        output = host.output()
+        host.close()
+    spans = _json_objects(output)
+    named = {span["name"]: span for span in spans if "context" in span}
+    assert {"invoke_agent helper", "chat scripted-model", "execute_tool lookup"} <= set(named)
+    run = named["invoke_agent helper"]
+    assert run["attributes"]["agent_run.id"] == started["run_id"]
+    assert run["resource"]["attributes"]["service.name"] == "durable-agents-test"
+    assert named["chat scripted-model"]["parent_id"] == run["context"]["span_id"]
+
+
+def _json_objects(text: str) -> list[dict]:
+    """The JSON objects in a log that mixes them with other lines (the console exporter prints indented JSON)."""
+    decoder, found, index = json.JSONDecoder(), [], 0
+    while (start := text.find("{\n", index)) != -1:
+        try:
+            value, index = decoder.raw_decode(text, start)
+            found.append(value)
+        except json.JSONDecodeError:
+            index = start + 1
+    return found
