@@ -186,7 +186,8 @@ async def _start(
             waiting = snapshot.status == "requires_action"
             raise openai_error(
                 400 if waiting else 409,
-                f"Response '{latest.response_id}' is waiting for mcp_approval_response items."
+                f"Response '{ResponseRef(previous.run_id, latest.turn - 1).response_id}' is waiting for "
+                "mcp_approval_response items."
                 if waiting
                 else f"Response '{latest.response_id}' is still in progress; wait for it or cancel it.",
                 param="previous_response_id",

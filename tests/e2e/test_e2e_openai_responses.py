@@ -143,6 +143,11 @@ def test_approve_via_mcp_approval_response(app: InProcessApp, client: OpenAI, mo
     view = app.view(run_of(first.id))
     assert view["status"] == "requires_action" and [a["approval_id"] for a in view["pending_approvals"]] == [request.id]
 
+    # A new message while the run waits for the answer is refused (the run cannot take it mid-way).
+    with pytest.raises(openai.BadRequestError) as waiting:
+        client.responses.create(model="helper", previous_response_id=first.id, input="never mind")
+    assert waiting.value.body["code"] == "previous_response_waiting" and first.id in waiting.value.message  # type: ignore[index]
+
     answer = [{"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}]
     second = client.responses.create(model="helper", previous_response_id=first.id, input=answer)
     assert second.id != first.id and run_of(second.id) == run_of(first.id)  # the same durable run continues
