@@ -115,6 +115,7 @@ for workflow_activity in (
     workflow_steps.workflow_resolve_time,
     workflow_steps.workflow_record_delay,
     workflow_steps.workflow_record_signal,
+    workflow_steps.workflow_find_signal,
     workflow_gates.workflow_open_gate,
     workflow_gates.workflow_expire_gate,
     workflow_gates.workflow_record_gate,

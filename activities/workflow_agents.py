@@ -8,6 +8,7 @@ from typing import Any
 
 from agent_runs.budget import within_budget
 from agent_runs.child_runs import prepare_child_run
+from agent_runs.client_errors import client_message
 from agent_runs.services import RunServices
 from session_store import RunRecord
 from telemetry.workflow_spans import child_run_trace
@@ -73,7 +74,8 @@ def _run_failure(run: RunRecord | None, run_id: str) -> str | None:
     if run.status == "completed":
         return None
     error = run.error or {}
-    detail = f"{error.get('code', run.status)}: {error.get('message', '')}".rstrip(": ")
+    code = str(error.get("code", run.status))
+    detail = f"{code}: {client_message(code, str(error.get('message', '')))}".rstrip(": ")  # as its view says
     return f"agent run '{run_id}' ({run.agent}) ended {run.status}: {detail}"
 
 

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import logging
+import uuid
 from datetime import datetime
 from typing import Any
 
 from agent_runs.budget import within_budget
 from workflow_runtime.conditions import evaluate, monitor_facts
-from workflow_runtime.contracts import DelayRecord, SignalRecord, StepRequest, StepResult
+from workflow_runtime.contracts import DelayRecord, SignalProbe, SignalRecord, StepRequest, StepResult
 from workflow_runtime.definition import BranchStep, DelayStep, FunctionStep, MonitorStep, SignalStep, StepData
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import resolve
+
+log = logging.getLogger("workflow")
 
 
 def _result(result: StepResult) -> dict[str, Any]:
@@ -32,7 +36,10 @@ async def workflow_call_function(payload: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(output, dict):
             raise TypeError(f"a step function must return a dict, not {type(output).__name__}")
     except Exception as error:  # the function is user code: its failure is the step's failure, named
-        message = f"{type(error).__name__}: {error}"[:1000]
+        correlation_id = uuid.uuid4().hex  # the exception's text goes to the log, not to clients
+        log.warning("step %r of workflow run %s: its function raised (correlation id %s)", request.step_id,
+                    request.ref.run_id, correlation_id, exc_info=True)
+        message = f"its function raised {type(error).__name__} (correlation id {correlation_id})"
         await ctx.journal(request, step.kind, status="failed", error=message)
         return _result(StepResult(step_id=request.step_id, status="failed", error=message))
     result = StepResult(step_id=request.step_id, status="ok")
@@ -73,19 +80,28 @@ async def workflow_resolve_time(payload: dict[str, Any]) -> str:
     return moment.isoformat()
 
 
+async def workflow_find_signal(payload: dict[str, Any]) -> dict[str, Any]:
+    """Whether signal `index` of a name is in the store (its event may have been dropped or may still be coming)."""
+    probe = SignalProbe.model_validate(payload)
+    ctx = WorkflowContext.for_ref(probe.ref)
+    return {"found": await ctx.signal(probe.name, probe.index) is not None}
+
+
 async def workflow_record_signal(payload: dict[str, Any]) -> dict[str, Any]:
     request = SignalRecord.model_validate(payload)
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step(request.step_id)
     assert isinstance(step, SignalStep)
-    if request.signal_id is None:
+    if request.index is None:
         if step.on_timeout == "fail":
             error = f"no '{step.name}' signal within {step.timeout_seconds:g} s"
             await ctx.journal(request, "signal", status="failed", error=error)
             return _result(StepResult(step_id=request.step_id, status="failed", error=error))
         await ctx.journal(request, "signal", output={"payload": None, "timed_out": True})
     else:
-        signal_payload = await ctx.signal_payload(request.signal_id)
-        await ctx.journal(request, "signal", output={"payload": signal_payload, "timed_out": False,
-                                                     "signal_id": request.signal_id})
+        signal = await ctx.signal(request.name, request.index)
+        if signal is None:
+            raise LookupError(f"signal {request.name!r} #{request.index} is not in the store")  # retried by Durable
+        await ctx.journal(request, "signal", output={"payload": signal.payload, "timed_out": False,
+                                                     "signal_id": signal.signal_id, "index": signal.index})
     return _result(StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested()))

@@ -1,8 +1,8 @@
 """The edge between Azure Functions HTTP triggers and the typed handlers.
 
-`function_app.py` wraps every route handler with `http_endpoint`, which turns an `ApiProblem` (or any unexpected
-exception) into `application/problem+json`, and gives handlers `read_json_body` to parse a size-limited JSON body
-into a pydantic model. Nothing here knows about agents or runs.
+`function_app.py` wraps every route handler with `http_endpoint`, which checks the path ids (`http_api.path_ids`)
+and turns an `ApiProblem` (or any unexpected exception) into `application/problem+json`, and gives handlers
+`read_json_body` to parse a size-limited JSON body into a pydantic model. Nothing here knows about agents or runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
+from http_api.path_ids import check_path_ids
 from http_api.problems import (
     PROBLEM_CONTENT_TYPE,
     ApiProblem,
@@ -92,6 +93,8 @@ def http_endpoint(handler: Handler) -> Handler:
         req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
         instance = _path_of(req)
         try:
+            if req is not None:
+                check_path_ids(req, instance or "")  # one check for every route's path ids
             return await handler(*args, **kwargs)
         except ApiProblem as problem:
             return problem_response(problem, instance)

@@ -90,6 +90,7 @@ class SignalAcceptedBody(BaseModel):
     run_id: str
     signal: str
     signal_id: str
+    index: int  # the signal's position in the queue of its name (1, 2, ...): consumed in this order
     status: Literal["accepted"]
 
 
@@ -113,6 +114,8 @@ class Operation(BaseModel):
     responses: dict[int, type[BaseModel] | None] = Field(default_factory=dict)
     problems: tuple[int, ...] = ()
     public: bool = False  # anonymous (no function key)
+    text: str | None = None  # a non-JSON success body: its media type (range), e.g. the page's files
+
 
     def path_params(self) -> list[str]:
         return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
@@ -124,6 +127,10 @@ OPERATIONS: tuple[Operation, ...] = (
               responses={200: HealthBody}, public=True),
     Operation(method="get", path="/api/openapi.json", operation_id="openapi", summary="This document", tag="app",
               responses={200: OpenApiBody}, public=True),
+    Operation(method="get", path="/api/ui", operation_id="ui_page", summary="The page: approvals inbox, runs, chat",
+              tag="app", responses={200: None}, text="text/html", public=True),
+    Operation(method="get", path="/api/ui/{file}", operation_id="ui_file", summary="A script or style of the page",
+              tag="app", responses={200: None}, text="text/*", problems=(404,), public=True),
     Operation(method="get", path="/api/agents", operation_id="list_agents", summary="The agents this app serves",
               tag="agents", responses={200: AgentListBody}),
     Operation(method="get", path="/api/agents/{agent}", operation_id="get_agent", summary="One agent", tag="agents",
@@ -263,6 +270,8 @@ def _operation(op: Operation) -> dict[str, Any]:
         responses[str(status)] = {"description": text}
         if model is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": _ref(model)}}
+        elif op.text is not None and status < 300:
+            responses[str(status)]["content"] = {op.text: {"schema": {"type": "string"}}}
     for status in (*op.problems, *_ALWAYS_PROBLEMS):
         # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
         response = responses.setdefault(str(status), {"description": _STATUS_TEXT.get(status, "Problem")})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from agent_runs.client_errors import client_message, crash_error
 from agent_runs.closing import close_abandoned_run
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
@@ -41,9 +42,9 @@ async def reconcile(store: SessionStore, run: RunRecord, state: OrchestrationSta
     if run.finished or state is None or state.runtime_status not in _CRASHED:
         return run
     status = _CRASHED[state.runtime_status]
-    message = str(state.output or "the orchestration ended without finishing the run")[:1000]
     code = "run_crashed" if status == "failed" else "run_terminated"
-    return await close_abandoned_run(store, run, status, {"code": code, "message": message})
+    detail = str(state.output or "the orchestration ended without finishing the run")
+    return await close_abandoned_run(store, run, status, crash_error(code, detail, run.run_id))
 
 
 def _status(run: RunRecord, state: OrchestrationState | None) -> RunStatus:
@@ -120,10 +121,17 @@ async def build_run_view(
         output=run.output,
         finish_reason=(run.output or {}).get("finish_reason") if run.status == "completed" else None,
         partial_output=None if run.finished else await partial_output(store, run, state),
-        error=RunError.model_validate(run.error) if run.error else None,
+        error=_client_error(run.error),
         continuation_token=token,
         links=links(base_url, run),
     )
+
+
+def _client_error(error: dict[str, Any] | None) -> RunError | None:
+    if not error:
+        return None
+    code = str(error.get("code") or "failed")
+    return RunError(code=code, message=client_message(code, str(error.get("message") or "")))
 
 
 def _usage(run: RunRecord, state: OrchestrationState | None) -> Usage:

@@ -6,7 +6,7 @@ import logging
 
 import azure.durable_functions as df
 
-from http_api.durable_gateway import OrchestrationState, orchestration_state
+from http_api.durable_gateway import DurableGateway, OrchestrationState, orchestration_state
 from workflow_runtime.contracts import (
     CANCEL_EVENT,
     ORCHESTRATOR_NAME,
@@ -32,8 +32,13 @@ class WorkflowGateway:
     async def state(self, run_id: str) -> WorkflowState | None:
         return await orchestration_state(self._client, run_id, WorkflowProgress)
 
-    async def send_signal(self, run_id: str, name: str, signal_id: str) -> None:
-        await self._client.raise_event(run_id, signal_event(name), {"signal_id": signal_id})
+    async def send_signal(self, run_id: str, name: str, index: int) -> None:
+        """Ring signal `index` of `name` (stored first: the ring only says which queue position is there)."""
+        await self._client.raise_event(run_id, signal_event(name, index), {"name": name, "index": index})
+
+    async def send_approval(self, run_id: str, approval_id: str) -> None:
+        """A gate decision's event (the same as a run's: gates are decided through the run approval routes)."""
+        await DurableGateway(self._client).send_approval(run_id, approval_id)
 
     async def send_cancel(self, instance_id: str, reason: str) -> bool:
         """Ask an orchestration (the workflow or a child run) to cancel; False if it no longer takes events."""

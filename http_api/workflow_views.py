@@ -3,6 +3,9 @@ child runs plus outputs), pending approvals and signals, the output or the error
 
 from __future__ import annotations
 
+from typing import Any
+
+from agent_runs.client_errors import client_message
 from agent_runs.services import RunServices
 from http_api.models import PendingApproval
 from http_api.run_views import reconcile
@@ -63,6 +66,14 @@ def _active(base_url: str, progress: WorkflowProgress | None) -> ActiveStep | No
     )
 
 
+def _client_error(error: dict[str, Any] | None) -> WorkflowError | None:
+    if not error:
+        return None
+    code = str(error.get("code") or "failed")
+    message = client_message(code, str(error.get("message") or ""))
+    return WorkflowError(code=code, message=message, step=error.get("step"))
+
+
 async def build_workflow_view(
     services: RunServices,
     record: RunRecord,
@@ -87,7 +98,7 @@ async def build_workflow_view(
             kind=item.payload.get("kind", ""),
             status=item.payload.get("status", ""),
             output=item.payload.get("output"),
-            error=item.payload.get("error"),
+            error=client_message("", item.payload["error"]) if item.payload.get("error") else None,
             run_ids=item.payload.get("run_ids") or [],
             run_links=[f"{base_url}/api/runs/{run_id}" for run_id in item.payload.get("run_ids") or []],
             finished_at=item.payload.get("finished_at"),
@@ -115,9 +126,7 @@ async def build_workflow_view(
         ],
         pending_signals=[progress.waiting.signal] if progress and progress.waiting and progress.waiting.signal else [],
         output=record.output,
-        error=WorkflowError(code=error.get("code", "failed"), message=error.get("message", ""), step=error.get("step"))
-        if error
-        else None,
+        error=_client_error(error),
         continuation_token=token,
         links=links(base_url, record.run_id),
     )

@@ -19,6 +19,7 @@ from http_api.adapter import http_endpoint, json_response, query_model, read_jso
 from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.request_context import base_url, verify_token
+from http_api.workflow_doorbells import ring_again
 from http_api.workflow_gateway import WorkflowGateway, WorkflowState
 from http_api.workflow_models import (
     FINAL_WORKFLOW_STATUSES,
@@ -33,8 +34,7 @@ from session_store import RunRecord
 from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
-from workflow_runtime.journal import SIGNAL_KIND
-from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows
+from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows, workflows_package
 
 
 def _registry(services: RunServices) -> WorkflowRegistry:
@@ -107,8 +107,12 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     )
     gateway = WorkflowGateway(client)
     try:
+        package = workflows_package()
+        if package is None:  # pragma: no cover - a definition was found, so a package is served
+            raise RuntimeError("workflow definitions found without a workflows package")
         ref = WorkflowRef(
-            run_id=run_id, workflow=definition.name, session_id=session_id, trace=RunTrace.start(req.headers)
+            run_id=run_id, workflow=definition.name, package=package, session_id=session_id,
+            trace=RunTrace.start(req.headers),
         )
         await gateway.start(WorkflowInput(ref=ref))
     except Exception:
@@ -208,15 +212,25 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     body = read_json_body(req, SignalRequest)
     if record.finished:
         raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
-    signal_id = uuid.uuid4().hex
-    await services.store.record_effect(
-        control_session_id(record.run_id),
-        signal_id,
-        SIGNAL_KIND,
-        {"name": name, "payload": body.payload, "received_at": datetime.now(UTC).isoformat()},
+    # Queued in the store first (its index allocated atomically), then rung: the workflow consumes the signals of a
+    # name one by one in index order, each exactly once (workflows/README.md, "Signals").
+    signal = await services.store.append_signal(
+        control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
     )
-    await WorkflowGateway(client).send_signal(record.run_id, name, signal_id)
-    return json_response({"run_id": record.run_id, "signal": name, "signal_id": signal_id, "status": "accepted"}, 202)
+    try:
+        await WorkflowGateway(client).send_signal(record.run_id, name, signal.index)
+    except Exception:
+        current = await services.store.get_run(record.run_id)
+        if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
+            raise ApiProblem(
+                409, "workflow_finished", "The workflow has already finished", f"It is {current.status}."
+            ) from None
+        raise
+    return json_response(
+        {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
+         "status": "accepted"},
+        202,
+    )
 
 
 async def _wait_for_view(
@@ -235,6 +249,8 @@ async def _wait_for_view(
         view = await build_workflow_view(services, record, state, cursor=cursor, base_url=base_url(req))
         if view.status == "cancelling":
             await _cancel_children(services, gateway, record.run_id)  # a child started after the cancel request
+        elif view.status not in FINAL_WORKFLOW_STATUSES and state is not None and state.progress is not None:
+            await ring_again(services.store, gateway, record.run_id, state.progress)  # a ring that never came
         return view
 
     def answer_now(view: WorkflowRunView) -> bool:

@@ -3,7 +3,14 @@ events). Each executor returns the step's `StepResult`, or None when the workflo
 
 Every wait races the workflow's `cancel` event, with fresh waiters and a fresh timer per race (a task shared by two
 races is missing from the second on the host's side: see `orchestrators.external_events`); events that arrived while
-no race was on are taken from the older waiters first, so none is lost. Child runs are `agent_run`
+no race was on are taken from the older waiters first, so none is lost. Gate decisions and signals each have an
+event name of their own (`approval:<approval_id>`, `signal:<name>:<index>`), never shared: the SDK keeps one
+deferred event per name, overwritten by a second and replayed to every later waiter of the name.
+
+Signals are queues per name in the store (the API appends, then rings): the workflow consumes signal `index` of a
+name (its next queue position, kept in the driver's state across continue-as-new) when its event rings, or when the
+following signal's event rings (then this one's ring was lost), or when the store already holds it (a ring dropped
+by continue-as-new, or one that came before this execution). Child runs are `agent_run`
 sub-orchestrations with the run id as instance id, so they are ordinary runs (pollable, approvable and cancellable
 through `/api/runs/{id}`).
 """
@@ -19,18 +26,20 @@ import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
 from pydantic import BaseModel
 
-from agent_runs.budget import within_budget
+from agent_runs.budget import PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import ORCHESTRATOR_NAME as AGENT_RUN_ORCHESTRATOR
+from agent_runs.contracts import approval_event_name
 from orchestrators.external_events import ExternalEvents
-from orchestrators.tasks import drain, error_text, failed
+from orchestrators.failures import ACTIVITY_FAILED, failure_code, report
+from orchestrators.tasks import drain, failed
 from workflow_runtime.contracts import (
-    APPROVAL_EVENT,
     CANCEL_EVENT,
     AgentRunsRecord,
     DelayRecord,
     GateOpened,
     GateRecord,
     GateRequest,
+    SignalProbe,
     SignalRecord,
     StartedRuns,
     StepResult,
@@ -55,6 +64,7 @@ class Activities:
     evaluate = "workflow_evaluate"
     resolve_time = "workflow_resolve_time"
     record_delay = "workflow_record_delay"
+    find_signal = "workflow_find_signal"
     record_signal = "workflow_record_signal"
     open_gate = "workflow_open_gate"
     expire_gate = "workflow_expire_gate"
@@ -63,15 +73,43 @@ class Activities:
 
 
 @dataclass
+class RingOnce:
+    """The waiters of an event name that rings at most once (one signal's): whether any of them received it."""
+
+    context: df.DurableOrchestrationContext
+    name: str
+    waiters: list[TaskBase] = field(default_factory=list)
+
+    def waiter(self) -> TaskBase:
+        """A new waiter, for one race (a waiter that lost a race stays open and may receive the event later)."""
+        waiter = self.context.wait_for_external_event(self.name)
+        self.waiters.append(waiter)
+        return waiter
+
+    def rang(self) -> bool:
+        return any(waiter.is_completed for waiter in self.waiters)
+
+
+@dataclass
 class StepRunner:
     context: df.DurableOrchestrationContext
     driver: WorkflowDriver
     _events: dict[str, ExternalEvents] = field(default_factory=dict)
+    _rings: dict[str, RingOnce] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------------------------- plumbing
 
     def publish(self) -> None:
         self.context.set_custom_status(within_budget(self.driver.progress().model_dump(mode="json"), "custom status"))
+
+    def publish_final(self) -> None:
+        """The closing status: over the budget (a long reason...), the reason is shortened rather than lost."""
+        progress = self.driver.progress()
+        try:
+            self.context.set_custom_status(within_budget(progress.model_dump(mode="json"), "custom status"))
+        except PayloadBudgetExceeded:
+            short = progress.model_copy(update={"reason": (progress.reason or "")[:200], "child_runs": []})
+            self.context.set_custom_status(short.model_dump(mode="json"))
 
     def activity(self, name: str, payload: BaseModel | dict[str, Any]) -> TaskBase:
         body = payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
@@ -100,6 +138,10 @@ class StepRunner:
         """The waiters of one event name, kept for the whole execution (an event may land on an older one)."""
         return self._events.setdefault(name, ExternalEvents(self.context, name))
 
+    def ring(self, name: str) -> RingOnce:
+        """The waiters of a once-only event name, kept for the whole execution."""
+        return self._rings.setdefault(name, RingOnce(self.context, name))
+
     def cancel_waiter(self) -> TaskBase:
         """A fresh cancel waiter, for one race."""
         return self.events(CANCEL_EVENT).waiter()
@@ -114,14 +156,16 @@ class StepRunner:
     # ----------------------------------------------------------------------------------------------- steps
 
     def run(self, command: ExecuteStep) -> Steps:
-        """Run the step; an activity that failed for good (after its retries) fails the step, named, with why."""
+        """Run the step; an activity that failed for good (after its retries) or a payload over the budget fails the
+        step with a stable code and a safe message (the detail goes to the log, under a correlation id)."""
         try:
             return (yield from self._executor(command)(command))
         except Exception as error:
             self.resume()
             self.driver.child_runs = []
-            message = str(error).split("\n", 1)[0].strip()[:1000]
-            return StepResult(step_id=command.step_id, status="failed", error=message, journaled=False)
+            code = failure_code(error)
+            message = report(self.context, code, f"step '{command.step_id}'", error)
+            return StepResult(step_id=command.step_id, status="failed", code=code, error=message, journaled=False)
 
     def _executor(self, command: ExecuteStep) -> Callable[[ExecuteStep], Steps]:
         return {
@@ -160,7 +204,9 @@ class StepRunner:
             yield from drain(batch)
             self.driver.child_runs = []
             return None
-        failure = f"a child run crashed: {error_text(batch)}" if failed(batch) else None
+        failure = None
+        if failed(batch):  # the child run's own record says why; its orchestration's failure text is for the log
+            failure = "a child run crashed: " + report(self.context, ACTIVITY_FAILED, "a child run", batch.result)
         record = AgentRunsRecord(**self.request(command), run_ids=run_ids, failure=failure)
         result = yield self.activity(Activities.record_agents, record)
         self.driver.child_runs = []
@@ -185,26 +231,33 @@ class StepRunner:
         return StepResult.model_validate(result)
 
     def signal(self, command: ExecuteStep) -> Steps:
+        """Consume the next signal of the step's name (see the module docstring), or time out, or be cancelled."""
         step = self.driver.definition.step(command.step_id)
         assert isinstance(step, SignalStep)
-        signals = self.events(signal_event(step.name))
-        payload = signals.take()  # sent while no race was on, onto the waiter of an earlier wait for this name
-        if payload is None:
-            event, cancel = signals.waiter(), self.cancel_waiter()
+        index = self.driver.state.signals.get(step.name, 1)
+        this, following = self.ring(signal_event(step.name, index)), self.ring(signal_event(step.name, index + 1))
+        arrived = this.rang() or following.rang()
+        if not arrived:
+            probe = SignalProbe(ref=self.driver.ref, name=step.name, index=index)
+            arrived = bool((yield self.activity(Activities.find_signal, probe))["found"])
+        if not arrived:
+            cancel = self.cancel_waiter()
             timer = None
             if step.timeout_seconds is not None:
                 timer = self.timer(self.context.current_utc_datetime + timedelta(seconds=step.timeout_seconds))
-            self.wait("waiting", Waiting(signal=step.name))
-            winner = yield self.context.task_any([event, cancel, *([timer] if timer else [])])
+            self.wait("waiting", Waiting(signal=step.name, signal_index=index))
+            yield self.context.task_any([this.waiter(), following.waiter(), cancel, *([timer] if timer else [])])
             self.resume()
-            if winner is not timer and timer is not None:
+            arrived = this.rang() or following.rang()
+            if timer is not None and not timer.is_completed:
                 timer.cancel()  # an uncancelled timer would keep the instance running until it fires
-            if winner is cancel:
+            if not arrived and cancel.is_completed:
                 return None
-            payload = signals.take() if winner is event else None
-        signal_id = payload.get("signal_id") if payload is not None else None
-        record = SignalRecord(**self.request(command), signal_id=signal_id)
-        return StepResult.model_validate((yield self.activity(Activities.record_signal, record)))
+        record = SignalRecord(**self.request(command), name=step.name, index=index if arrived else None)
+        result = StepResult.model_validate((yield self.activity(Activities.record_signal, record)))
+        if arrived:
+            self.driver.state.signals[step.name] = index + 1  # consumed: exactly once, whatever rings later
+        return result
 
     def approval(self, command: ExecuteStep) -> Steps:
         step = self.driver.definition.step(command.step_id)
@@ -234,23 +287,21 @@ class StepRunner:
         """'decided' or 'expired' (after the deadline, unless a decision came first); None when cancelled.
         Each wait races a decision, the deadline and cancel afresh; what arrived between waits is taken first."""
         self.wait("requires_action", Waiting(approval_id=opened.approval_id, until=opened.expires_at))
-        approvals = self.events(APPROVAL_EVENT)
+        decisions = self.events(approval_event_name(opened.approval_id))  # this gate level's own name
         while True:
             if self.cancel_received():
                 self.resume()
                 return None
-            decision = approvals.take()
-            if decision is not None:
-                if decision.get("approval_id") != opened.approval_id:
-                    continue  # an old or foreign decision: the API already answered its caller
+            if decisions.take() is not None:  # rang in a race, or before the first (then the SDK deferred it)
                 self.resume()
                 return "decided"
             timer = self.timer(opened.expires_at)
-            yield self.context.task_any([approvals.waiter(), timer, self.cancel_waiter()])
+            yield self.context.task_any([decisions.waiter(), timer, self.cancel_waiter()])
             if not timer.is_completed:
                 timer.cancel()
                 continue  # take what arrived: cancel first, else the decision
             self.resume()
+            # The store decides: a decision stored before the expiry (its ring still on the way) wins.
             gate = GateRecord(**self.request(command), approval_id=opened.approval_id, level=level)
             expired = yield self.activity(Activities.expire_gate, gate)
             return "expired" if expired["status"] == "expired" else "decided"

@@ -28,6 +28,7 @@ from .records import (
     RunRecord,
     RunStatus,
     SessionRecord,
+    SignalRecord,
 )
 from .settings import StoreSettings
 from .sqlite_store import SqliteSessionStore
@@ -53,6 +54,7 @@ __all__ = [
     "SessionBusyError",
     "SessionRecord",
     "SessionStore",
+    "SignalRecord",
     "SqliteSessionStore",
     "StoreError",
     "StoreSettings",

@@ -35,11 +35,14 @@ from .records import (
     Page,
     RunRecord,
     SessionRecord,
+    SignalRecord,
     stamp,
 )
 from .settings import StoreSettings
 
 T = TypeVar("T")
+SIGNAL_TYPE = "signal"
+MAX_SIGNAL_ATTEMPTS = 1000
 # ETag retry bound for read-modify-write loops; each retry means another writer won a round, so this is generous.
 MAX_ETAG_ROUNDS = 50
 
@@ -445,12 +448,52 @@ class CosmosSessionStore:
 
     @_on_portal
     async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]:
-        sql, params = "SELECT * FROM c WHERE c.sessionId = @s", {"s": session_id}
+        sql, params = "SELECT * FROM c WHERE c.sessionId = @s AND c.type = @t", {"s": session_id, "t": "effect"}
         if kind is not None:
             sql, params["k"] = sql + " AND c.kind = @k", kind
         items = await self._db.query("effects", sql, session_id, **params)
         items.sort(key=lambda i: (i.get("createdEpoch", 0), i["id"]))
         return [from_item(EffectRecord, i) for i in items]
+
+    # -- signals (items of the effects container, type "signal", id "signal:<name>:<index>") --------------------
+
+    _SIGNALS = "FROM c WHERE c.sessionId = @s AND c.type = @t AND c.name = @n"
+
+    async def _last_signal_index(self, session_id: str, name: str) -> int:
+        found = await self._db.query(
+            "effects", f"SELECT VALUE MAX(c['index']) {self._SIGNALS}", session_id, s=session_id, t=SIGNAL_TYPE, n=name
+        )
+        return int(found[0]) if found and found[0] is not None else 0  # an empty MAX is undefined: no row
+
+    @_on_portal
+    async def append_signal(self, session_id: str, name: str, signal_id: str, payload: Any) -> SignalRecord:
+        """The next index is claimed by creating the item with a deterministic id: of two concurrent appends that
+        picked the same index exactly one is created (the other gets 409 and takes the following index)."""
+        index = 1 + await self._last_signal_index(session_id, name)
+        for _ in range(MAX_SIGNAL_ATTEMPTS):
+            record = SignalRecord(
+                session_id=session_id, name=name, index=index, signal_id=signal_id, payload=payload,
+                created_at=self._clock(),
+            )
+            ensure_fits("signal", signal_id, record)
+            item = record.model_dump(mode="json")
+            item.update(id=f"{SIGNAL_TYPE}:{name}:{index}", sessionId=session_id, type=SIGNAL_TYPE,
+                        createdEpoch=record.created_at.timestamp() if record.created_at else 0)
+            if self._ttl is not None:
+                item["ttl"] = self._ttl
+            if await self._db.create("effects", item) is not None:
+                return record
+            index += 1
+        raise ConflictError(f"signal {name!r} of session {session_id!r}: too many concurrent appends")
+
+    @_on_portal
+    async def list_signals(
+        self, session_id: str, name: str, *, from_index: int = 1, limit: int = 100
+    ) -> list[SignalRecord]:
+        sql = f"SELECT TOP @k * {self._SIGNALS} AND c['index'] >= @i ORDER BY c['index']"
+        params = {"s": session_id, "t": SIGNAL_TYPE, "n": name, "i": from_index, "k": limit}
+        items = await self._db.query("effects", sql, session_id, **params)
+        return [from_item(SignalRecord, i) for i in items]
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 

@@ -25,6 +25,10 @@ Approvals
     ``AlreadyDecidedError`` carrying the stored record.
 Effects
     ``record_effect`` is create-if-absent by idempotency key and says whether this call created it.
+Signals
+    ``append_signal`` appends a signal to the queue of its ``(session, name)`` with the next ``index`` (1, 2, ...),
+    allocated atomically: concurrent appends of one name get distinct, gapless indexes in the order they committed.
+    ``list_signals`` returns a name's signals from ``from_index`` on, in index order.
 Retention
     With a TTL every item expires that many seconds after its last write and is invisible from then on.
 Errors
@@ -47,6 +51,7 @@ from .records import (
     Page,
     RunRecord,
     SessionRecord,
+    SignalRecord,
 )
 
 
@@ -141,5 +146,14 @@ class SessionStore(Protocol):
     ) -> tuple[EffectRecord, bool]: ...
 
     async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]: ...
+
+    # Signals (per-name queues of a workflow run's control session)
+    async def append_signal(
+        self, session_id: str, name: str, signal_id: str, payload: Any
+    ) -> SignalRecord: ...
+
+    async def list_signals(
+        self, session_id: str, name: str, *, from_index: int = 1, limit: int = 100
+    ) -> list[SignalRecord]: ...
 
     async def close(self) -> None: ...

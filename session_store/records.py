@@ -114,6 +114,18 @@ class EffectRecord(_Record):
     created_at: AwareDatetime | None = None
 
 
+class SignalRecord(_Record):
+    """One signal sent to a workflow run, kept in its session: ``index`` numbers the signals of one ``name`` from 1,
+    in the order the store accepted them (allocated atomically: no gap, no duplicate)."""
+
+    session_id: StoreId
+    name: str = Field(min_length=1, max_length=128)
+    index: int = Field(ge=1)
+    signal_id: StoreId
+    payload: Any = None
+    created_at: AwareDatetime | None = None
+
+
 T = TypeVar("T")
 
 

@@ -35,9 +35,12 @@ CREATE INDEX IF NOT EXISTS approvals_by_session ON approvals (session_id, create
 CREATE TABLE IF NOT EXISTS effects (
     session_id TEXT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL,
     expires_at REAL, doc TEXT NOT NULL, PRIMARY KEY (session_id, key));
+CREATE TABLE IF NOT EXISTS signals (
+    session_id TEXT NOT NULL, name TEXT NOT NULL, idx INTEGER NOT NULL, created_at REAL NOT NULL,
+    expires_at REAL, doc TEXT NOT NULL, PRIMARY KEY (session_id, name, idx));
 """
 
-TABLES = ("sessions", "messages", "runs", "approvals", "effects")
+TABLES = ("sessions", "messages", "runs", "approvals", "effects", "signals")
 
 
 def connect(path: str) -> sqlite3.Connection:

@@ -31,6 +31,7 @@ from .records import (
     Page,
     RunRecord,
     SessionRecord,
+    SignalRecord,
     stamp,
 )
 from .sqlite_schema import TABLES, connect
@@ -478,6 +479,42 @@ class SqliteSessionStore:
                 sql, params = sql + " AND kind = ?", [*params, kind]
             rows = self._conn.execute(sql + " ORDER BY created_at, key", params).fetchall()
             return [EffectRecord.model_validate_json(r[0]) for r in rows]
+
+        return await self._run(op)
+
+    # -- signals ------------------------------------------------------------------------------------------
+
+    async def append_signal(self, session_id: str, name: str, signal_id: str, payload: Any) -> SignalRecord:
+        record = SignalRecord(session_id=session_id, name=name, index=1, signal_id=signal_id, payload=payload)
+        ensure_fits("signal", signal_id, record)
+
+        def op() -> SignalRecord:
+            now = self._now()
+            with self._tx() as conn:  # BEGIN IMMEDIATE: the read of the last index and the insert are one step
+                # Expired rows count too: an index is never handed out twice.
+                last = conn.execute(
+                    "SELECT MAX(idx) FROM signals WHERE session_id = ? AND name = ?", (session_id, name)
+                ).fetchone()[0]
+                fresh = record.model_copy(update={"index": (last or 0) + 1, "created_at": now})
+                conn.execute(
+                    "INSERT INTO signals (session_id, name, idx, created_at, expires_at, doc)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, name, fresh.index, now.timestamp(), self._expiry(now), fresh.model_dump_json()),
+                )
+                return fresh
+
+        return await self._run(op)
+
+    async def list_signals(
+        self, session_id: str, name: str, *, from_index: int = 1, limit: int = 100
+    ) -> list[SignalRecord]:
+        def op() -> list[SignalRecord]:
+            rows = self._conn.execute(
+                f"SELECT doc FROM signals WHERE session_id = ? AND name = ? AND idx >= ? AND {LIVE}"
+                " ORDER BY idx LIMIT ?",
+                (session_id, name, from_index, self._now().timestamp(), limit),
+            ).fetchall()
+            return [SignalRecord.model_validate_json(r[0]) for r in rows]
 
         return await self._run(op)
 

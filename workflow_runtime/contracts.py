@@ -17,7 +17,6 @@ from telemetry.trace_context import RunTrace
 
 ORCHESTRATOR_NAME = "workflow"
 CANCEL_EVENT = "cancel"  # the same event name as agent runs: `/api/runs/{id}/cancel` works on workflows too
-APPROVAL_EVENT = "approval"  # decisions arrive through the run approval routes, like tool approvals
 SIGNAL_EVENT_PREFIX = "signal:"
 WORKFLOW_AGENT_PREFIX = "workflow:"  # the agent label of a workflow's control session
 JOURNAL_ROLE = "workflow"
@@ -27,8 +26,11 @@ WorkflowStatus = Literal["queued", "in_progress", "requires_action", "waiting", 
 FinalStatus = Literal["completed", "failed", "cancelled"]
 
 
-def signal_event(name: str) -> str:
-    return f"{SIGNAL_EVENT_PREFIX}{name}"
+def signal_event(name: str, index: int) -> str:
+    """The event announcing signal `index` (1, 2, ...) of `name`: one name per signal, never shared. The Python SDK
+    keeps a single deferred event per name (a second overwrites the first and it completes every later waiter of
+    the name), so a name shared by several signals would lose or replay them (docs/durable-protocol.md §5)."""
+    return f"{SIGNAL_EVENT_PREFIX}{name}:{index}"
 
 
 def control_session_id(run_id: str) -> str:
@@ -43,6 +45,8 @@ class _Payload(BaseModel):
 class WorkflowRef(_Payload):
     run_id: str
     workflow: str
+    package: str = "workflows"
+    """The package that defines the workflow: the orchestrator loads the definition from it, reading no setting."""
     session_id: str | None = None
     """The workflow's conversation session (steps with `session="workflow"`), if the workflow has one."""
     trace: RunTrace | None = None
@@ -71,6 +75,8 @@ class WorkflowState(_Payload):
     last_step: str | None = None
     steps_done: int = 0
     generation: int = 0
+    signals: dict[str, int] = Field(default_factory=dict)
+    """signal name -> index of the next signal of that name to consume (1 when absent): the queue positions."""
 
 
 class WorkflowInput(_Payload):
@@ -121,8 +127,15 @@ class GateRecord(StepRequest):
     timed_out: bool = False
 
 
+class SignalProbe(_Payload):
+    ref: WorkflowRef
+    name: str
+    index: int
+
+
 class SignalRecord(StepRequest):
-    signal_id: str | None = None  # None: the wait timed out
+    name: str
+    index: int | None = None  # None: the wait timed out
 
 
 class DelayRecord(StepRequest):
@@ -135,6 +148,8 @@ class StepResult(_Payload):
     step_id: str
     status: Literal["ok", "failed", "cancelled"]
     error: str | None = None
+    code: str | None = None
+    """Why a step failed, stable (e.g. `activity_failed`, `payload_too_large`); None: the step's own failure."""
     journaled: bool = True
     condition: bool | None = None
     approved: bool | None = None
@@ -145,6 +160,7 @@ class FinishRequest(_Payload):
     ref: WorkflowRef
     status: FinalStatus
     reason: str
+    code: str | None = None
     failed_step: str | None = None
     refs: dict[str, int]
     last_step: str | None = None
@@ -156,12 +172,14 @@ class WorkflowOutcome(_Payload):
     run_id: str
     status: FinalStatus
     reason: str
+    code: str | None = None
     failed_step: str | None = None
 
 
 class Waiting(_Payload):
     approval_id: str | None = None
     signal: str | None = None
+    signal_index: int | None = None  # the queue position of the signal waited for
     until: datetime | None = None
 
 

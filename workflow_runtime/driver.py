@@ -63,6 +63,7 @@ class Done(_Command):
     status: FinalStatus
     reason: str
     failed_step: str | None = None
+    code: str | None = None  # a failure's stable code (None: `step_failed` when a step failed, else the status)
 
 
 Command = ExecuteStep | Sleep | ContinueAsNew | Done
@@ -136,7 +137,7 @@ class WorkflowDriver:
             return
         if result.status == "failed":
             reason = f"step '{result.step_id}' failed: {result.error or 'unknown error'}"
-            self._finish("failed", reason, failed_step=result.step_id)
+            self._finish("failed", reason, failed_step=result.step_id, code=result.code)
             return
         if result.journaled:
             self.state.refs[result.step_id] = command.seq
@@ -179,8 +180,18 @@ class WorkflowDriver:
         self._current = None
         return self._finish("cancelled", "cancelled by the client")
 
-    def _finish(self, status: FinalStatus, reason: str, failed_step: str | None = None) -> Done:
-        self._done = Done(status=status, reason=reason, failed_step=failed_step)
+    def on_failure(self, code: str, reason: str) -> Done:
+        """The orchestration itself cannot go on (e.g. its status outgrew the payload budget): end it failed."""
+        step = self._current.step_id if self._current else None
+        self._current = None
+        self.child_runs = []
+        self.waiting = None
+        return self._finish("failed", reason, failed_step=step, code=code)
+
+    def _finish(
+        self, status: FinalStatus, reason: str, failed_step: str | None = None, code: str | None = None
+    ) -> Done:
+        self._done = Done(status=status, reason=reason, failed_step=failed_step, code=code)
         return self._done
 
     def finish_request(self, done: Done) -> FinishRequest:
@@ -188,6 +199,7 @@ class WorkflowDriver:
             ref=self.ref,
             status=done.status,
             reason=done.reason,
+            code=done.code,
             failed_step=done.failed_step,
             refs=dict(self.state.refs),
             last_step=self.state.last_step,
@@ -196,7 +208,8 @@ class WorkflowDriver:
     def outcome(self, done: Done) -> WorkflowOutcome:
         self.status = done.status
         return WorkflowOutcome(
-            run_id=self.ref.run_id, status=done.status, reason=done.reason, failed_step=done.failed_step
+            run_id=self.ref.run_id, status=done.status, reason=done.reason, failed_step=done.failed_step,
+            code=done.code,
         )
 
     # ------------------------------------------------------------------------------------------------ state

@@ -8,13 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.services import RunServices
-from session_store import MessageRecord, RunRecord, SessionStore
+from session_store import MessageRecord, RunRecord, SessionStore, SignalRecord
 from telemetry.workflow_spans import emit_step_span
 from workflow_runtime.contracts import JOURNAL_ROLE, StepRequest, WorkflowRef
 from workflow_runtime.definition import ParallelStep, WorkflowDefinition
-from workflow_runtime.registry import load_workflows
-
-SIGNAL_KIND = "workflow_signal"
+from workflow_runtime.registry import package_workflows
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,7 @@ class WorkflowContext:
 
     @property
     def definition(self) -> WorkflowDefinition:
-        return load_workflows(self.services.agents.names()).get(self.ref.workflow)
+        return package_workflows(self.ref.package).get(self.ref.workflow)
 
     async def record(self) -> RunRecord:
         record = await self.store.get_run(self.ref.run_id)
@@ -109,11 +107,10 @@ class WorkflowContext:
             started_at=started_at or self.opened_at,
         )
 
-    async def signal_payload(self, signal_id: str) -> Any:
-        for effect in await self.store.list_effects(self.ref.control_session, kind=SIGNAL_KIND):
-            if effect.key == signal_id:
-                return effect.payload.get("payload")
-        raise LookupError(f"signal {signal_id!r} is not in the store")
+    async def signal(self, name: str, index: int) -> SignalRecord | None:
+        """Signal `index` of `name` (the queue the API appends to), if the store has it."""
+        found = await self.store.list_signals(self.ref.control_session, name, from_index=index, limit=1)
+        return found[0] if found and found[0].index == index else None
 
 
 def _maybe_step(definition: WorkflowDefinition, step_id: str) -> Any:

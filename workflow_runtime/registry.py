@@ -35,7 +35,10 @@ class WorkflowRegistry(DefinitionRegistry[WorkflowDefinition]):
 
 
 _lock = threading.Lock()
-_loaded: dict[str, WorkflowRegistry] = {}
+_imported: dict[str, WorkflowRegistry] = {}
+_checked: set[str] = set()
+
+SHIPPED_PACKAGE = "workflows"
 
 
 def workflows_package() -> str | None:
@@ -45,18 +48,28 @@ def workflows_package() -> str | None:
     if configured:
         return None if configured.lower() == "none" else configured
     agents = os.environ.get(AGENTS_PACKAGE_SETTING, "").strip()
-    return "workflows" if agents in ("", "agents") else None
+    return SHIPPED_PACKAGE if agents in ("", "agents") else None
+
+
+def package_workflows(package: str) -> WorkflowRegistry:
+    """The definitions of one package, imported once per process. Reads no setting: the `workflow` orchestrator
+    gets the package name in its input (the API chose it when it started the workflow) and calls this on replay."""
+    with _lock:
+        registry = _imported.get(package)
+        if registry is None:
+            registry = _imported[package] = WorkflowRegistry.from_package(package)
+        return registry
 
 
 def load_workflows(known_agents: Iterable[str], package: str | None = None) -> WorkflowRegistry:
-    """The process's registry (loaded and checked once per package; empty when no package is served)."""
+    """The process's served registry (loaded and checked against the agents once per package; empty when no package
+    is served). Reads the settings: for the API and start-up, never for orchestrator code."""
     name = package or workflows_package()
     if name is None:
         return WorkflowRegistry()
+    registry = package_workflows(name)
     with _lock:
-        registry = _loaded.get(name)
-        if registry is None:
-            registry = WorkflowRegistry.from_package(name)
+        if name not in _checked:
             registry.check_agents(known_agents)
-            _loaded[name] = registry
-        return registry
+            _checked.add(name)
+    return registry

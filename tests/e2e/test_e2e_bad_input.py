@@ -100,6 +100,51 @@ START_ERRORS = [
 ]
 
 
+# Ids that cannot exist (1-128 characters of A-Za-z0-9._:-, starting with a letter or digit): refused by the one
+# check every route runs first (`http_api.path_ids`) with the route's own not-found code, never a store error.
+_LONG = "r" * 129
+_BAD_IDS = [("too long", _LONG), ("a space", "a%20b"), ("non-ASCII", "caf%C3%A9"), ("a leading dash", "-run"),
+            ("a quote", "a%27b"), ("a hash", "a%23b"), ("a backslash", "a%5Cb")]
+PATH_ID_ERRORS = [
+    *(BadRequest(f"run id with {what}", "GET", f"/api/runs/{bad}", 404, "run_not_found", "path.run_id")
+      for what, bad in _BAD_IDS),
+    *(BadRequest(f"cancel id with {what}", "POST", f"/api/runs/{bad}/cancel", 404, "run_not_found", "path.run_id")
+      for what, bad in _BAD_IDS[:2]),
+    BadRequest("approvals of a bad run id", "GET", f"/api/runs/{_LONG}/approvals", 404, "run_not_found",
+               "path.run_id"),
+    BadRequest("a bad approval id", "POST", f"/api/runs/run-1/approvals/{_LONG}", 404, "approval_not_found",
+               "path.approval_id", {"decision": "approve"}),
+    BadRequest("a bad approval id (space)", "POST", "/api/runs/run-1/approvals/a%20b", 404, "approval_not_found",
+               "path.approval_id", {"decision": "approve"}),
+    *(BadRequest(f"session id with {what}", "GET", f"/api/sessions/{bad}", 404, "session_not_found",
+                 "path.session_id") for what, bad in _BAD_IDS),
+    BadRequest("delete a bad session id", "DELETE", f"/api/sessions/{_LONG}", 404, "session_not_found",
+               "path.session_id"),
+    BadRequest("messages of a bad session id", "GET", "/api/sessions/a%20b/messages", 404, "session_not_found",
+               "path.session_id"),
+    BadRequest("a bad agent name", "POST", "/api/agents/a%20b/runs", 404, "agent_not_found", "path.agent",
+               {"input": "x"}),
+    BadRequest("a bad workflow name", "GET", f"/api/workflows/{_LONG}", 404, "workflow_not_found", "path.name"),
+    BadRequest("a bad workflow run id", "GET", f"/api/workflows/runs/{_LONG}", 404, "workflow_run_not_found",
+               "path.run_id"),
+    BadRequest("cancel a bad workflow run id", "POST", "/api/workflows/runs/a%20b/cancel", 404,
+               "workflow_run_not_found", "path.run_id"),
+    BadRequest("a bad signal name", "POST", "/api/workflows/runs/run-1/signals/a%20b", 404, "signal_not_found",
+               "path.name", {"payload": 1}),
+    BadRequest("a bad run id of a signal", "POST", f"/api/workflows/runs/{_LONG}/signals/go", 404,
+               "workflow_run_not_found", "path.run_id", {"payload": 1}),
+]
+
+
+@pytest.mark.parametrize("request_", PATH_ID_ERRORS, ids=[r.name for r in PATH_ID_ERRORS])
+def test_a_path_id_that_cannot_exist_is_404_naming_the_parameter(
+    app: InProcessApp, model: ScriptedModelServer, request_: BadRequest
+) -> None:
+    model.set_script(Script.of("unused"))
+    problem = refused_without_writes(app, request_)
+    assert "Traceback" not in problem["detail"] and len(problem["detail"]) < 300
+
+
 @pytest.mark.parametrize("request_", START_ERRORS, ids=[r.name for r in START_ERRORS])
 def test_bad_request_is_refused_and_writes_nothing(
     app: InProcessApp, model: ScriptedModelServer, request_: BadRequest

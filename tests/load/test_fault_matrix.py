@@ -150,7 +150,10 @@ async def test_model_429_and_500_bursts_are_retried(model_server: ScriptedModelS
 
 @pytest.mark.parametrize(
     ("fault", "times", "reason"),
-    [(Fault.bad_request("this model refuses the request"), 1, "refuses"), (Fault.server_error(503), 40, "503")],
+    # A refusal is the model's answer, shown as is; a server error that outlasts the retries is an internal failure:
+    # a stable code and a safe message (the exception text goes to the log, never to the client).
+    [(Fault.bad_request("this model refuses the request"), 1, "refuses"),
+     (Fault.server_error(503), 40, "model_call_failed")],
     ids=["400-fails-fast", "503-outlasts-retries"],
 )
 async def test_model_failing_for_good_fails_the_run_with_a_clear_reason(
@@ -162,7 +165,8 @@ async def test_model_failing_for_good_fails_the_run_with_a_clear_reason(
         final, messages = await _run_to_end(host, steps_prompt(1))
         model_server.reset(WorkloadBrain())
         assert final["status"] == "failed", final
-        assert final["error"] and reason in final["error"]["message"], final["error"]
+        assert final["error"] and reason in f'{final["error"]["code"]} {final["error"]["message"]}', final["error"]
+        assert "Activity function" not in final["error"]["message"] and "Error:" not in final["error"]["message"]
         assert_conversation_sound(messages)
 
 

@@ -94,11 +94,32 @@ async def test_update_run_changes_mutable_fields_under_an_etag(store: SessionSto
 
 
 async def test_concurrent_updates_are_all_applied_to_the_latest_version(store: SessionStore) -> None:
+    """Each of ten concurrent read-modify-writes (under the etag it read, retried on conflict) adds its own key:
+    a lost update (one write based on a stale version) would drop a key. Each write makes a new version."""
     session_id = await new_session(store)
     started = await store.begin_run(run(session_id))
-    await asyncio.gather(*(store.update_run(started.run_id, usage={"step": i}) for i in range(10)))
+
+    async def add_key(i: int) -> str:
+        while True:
+            current = await store.get_run(started.run_id)
+            try:
+                saved = await store.update_run(
+                    started.run_id, if_match=current.etag, metadata={**current.metadata, f"k{i}": i}
+                )
+            except ConflictError:
+                continue
+            return saved.etag
+
+    etags = await asyncio.gather(*(add_key(i) for i in range(10)))
     final = await store.get_run(started.run_id)
-    assert final.usage in [{"step": i} for i in range(10)]
+    assert final.metadata == {f"k{i}": i for i in range(10)}
+    assert len(set(etags)) == 10 and final.etag in etags
+
+    blind = await asyncio.gather(*(store.update_run(started.run_id, usage={"step": i}) for i in range(10)))
+    assert len({r.etag for r in blind}) == 10  # ten versions, one after the other: none overwrote another's base
+    final = await store.get_run(started.run_id)
+    assert final.metadata == {f"k{i}": i for i in range(10)}  # fields not named by an update are kept
+    assert final.usage in [{"step": i} for i in range(10)] and final.etag in {r.etag for r in blind}
 
 
 async def test_finish_run_releases_the_session_and_the_first_finish_wins(store: SessionStore) -> None:

@@ -4,7 +4,9 @@ in `wf_fixtures` (signals, failures, an eternal monitor, a cancellable child).""
 
 from __future__ import annotations
 
+import os
 import sys
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -48,3 +50,42 @@ def host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
         if services is not None:
             services.RunServices.reset()  # closes the store thread of the services the host's modules built
         app.stop()
+
+
+@pytest.fixture(scope="session")
+def cosmos_account() -> Iterator[tuple[str, str | None]]:
+    """(endpoint, key): COSMOS_ENDPOINT when set, else a local Cosmos server for the whole session."""
+    endpoint = os.environ.get("COSMOS_ENDPOINT")
+    if endpoint:
+        yield endpoint, os.environ.get("COSMOS_KEY") or None
+        return
+    from cosmos_local import start_local_cosmos
+
+    server = start_local_cosmos()
+    try:
+        yield server.endpoint, server.key
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def cosmos_host(model: ScriptedModelServer, cosmos_account: tuple[str, str | None]) -> Iterator[InProcessHost]:
+    """The app on devhost with the Cosmos store (a database of its own, dropped after)."""
+    if str(FIXTURES_DIR) not in sys.path:
+        sys.path.insert(0, str(FIXTURES_DIR))
+    endpoint, key = cosmos_account
+    database = f"wf-{uuid.uuid4().hex[:12]}"
+    cosmos = {"COSMOS_ENDPOINT": endpoint, "COSMOS_DATABASE": database, **({"COSMOS_KEY": key} if key else {})}
+    env = {k: v for k, v in app_env(model, **cosmos).items() if k != "SESSION_STORE_PATH"}
+    app = InProcessHost(REPO_ROOT, clock="virtual", env=env)
+    app.start()
+    try:
+        yield app
+    finally:
+        services = sys.modules.get("agent_runs.services")
+        if services is not None:
+            services.RunServices.reset()
+        app.stop()
+        from session_store.cosmos_admin import drop_database
+
+        drop_database(endpoint, key, database)

@@ -10,6 +10,8 @@ import json
 import httpx
 from workflow_helpers import child_run, decide, settle, start, step_ids, view
 
+from agent_runs.contracts import approval_event_name
+
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 DAY = 86400
 
@@ -93,7 +95,9 @@ def test_a_stale_decision_at_a_gate_then_the_timeout_escalates(host) -> None:
     run_id = start(host, "review_pipeline", {"topic": "stale"})["run_id"]
     settle(host)
     [gate] = view(host, run_id)["pending_approvals"]
-    _raise(host, run_id, "approval", {"approval_id": "an-old-gate"})  # a duplicate delivery of an old decision
+    old = f"{run_id}.an_old_gate.approval"
+    _raise(host, run_id, approval_event_name(old), {"approval_id": old})  # a duplicate delivery of an old decision
+    _raise(host, run_id, "approval", {"approval_id": gate["approval_id"]})  # the shared name of old: nobody listens
     settle(host)
     assert view(host, run_id)["status"] == "requires_action"
     host.advance(DAY + 1)
@@ -108,9 +112,11 @@ def test_a_stale_decision_at_a_gate_then_the_timeout_escalates(host) -> None:
 def test_cancel_at_the_escalated_gate(host) -> None:
     run_id = start(host, "review_pipeline", {"topic": "escalated cancel"})["run_id"]
     settle(host)
+    [gate] = view(host, run_id)["pending_approvals"]
     host.advance(DAY + 1)
     assert len(view(host, run_id)["pending_approvals"]) == 1
-    _raise(host, run_id, "approval", {"approval_id": "an-old-gate"})
+    _raise(host, run_id, approval_event_name(gate["approval_id"]), {"approval_id": gate["approval_id"]})  # a late
+    # ring of the level that expired
     settle(host)
     assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
     _cancelled(host, run_id)

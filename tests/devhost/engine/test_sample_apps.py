@@ -145,13 +145,19 @@ async def test_blueprint_app_with_async_activity(open_engine: OpenEngine) -> Non
     assert output(status) == ["Hi a", "Hi b", "Hi c"]
 
 
-async def test_external_events_buffered_fifo_case_sensitive_in_python(open_engine: OpenEngine) -> None:
+async def test_events_raised_before_the_first_episode_meet_the_waiters_one_by_one(open_engine: OpenEngine) -> None:
+    """Not a FIFO buffer: the three events are in the first episode's history after ExecutionStarted, and the SDK
+    hands each to the waiter the generator opened after taking the previous one, so they come in order. Events
+    that arrive while no waiter of their name is open are NOT queued: see `test_deferred_events.py`."""
     engine = await open_engine("human_interaction")
     iid = await engine.start_new("collect_events", None, None)
-    for i in range(3):  # raised before the orchestration even starts waiting: buffered, delivered in order
+    for i in range(3):
         await engine.raise_event(iid, "Item", json.dumps(i))
     status = await engine.wait_for_status(iid, timeout=5)
     assert output(status) == [0, 1, 2]
+    shaped = await engine.get_status(iid, show_history=True)
+    kinds = [e["EventType"] for e in shaped.history_events]
+    assert kinds.index("ExecutionStarted") < kinds.index("EventRaised") and kinds.count("EventRaised") == 3
 
 
 async def test_concurrent_waiters_are_lifo(open_engine: OpenEngine) -> None:

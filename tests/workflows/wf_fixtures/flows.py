@@ -143,3 +143,49 @@ second_step_cancel_flow = WorkflowDefinition(
         AgentStep(id="after", agent="writer", prompt="never runs"),
     ],
 )
+
+# A queue of 30 signals of one name, consumed one step each after a pause (signals may come before any wait). 30
+# steps: the workflow continues as new after 24 (`STEPS_PER_EXECUTION`), which drops the events it had deferred.
+QUEUED_SIGNALS = 30
+signal_queue_flow = WorkflowDefinition(
+    name="signal_queue_flow",
+    input_model=Topic,
+    steps=[
+        DelayStep(id="pause", seconds=60),
+        *(SignalStep(id=f"item_{i:02d}", name="item") for i in range(1, QUEUED_SIGNALS + 1)),
+    ],
+    output={f"item_{i:02d}": f"steps.item_{i:02d}.payload" for i in range(1, QUEUED_SIGNALS + 1)},
+)
+
+# A monitor that checks hourly for 30 hours (it continues as new on the way), then waits for two signals of one
+# name: signals sent while it monitors are rung in an execution that is gone by the time they are waited for.
+monitor_then_signals_flow = WorkflowDefinition(
+    name="monitor_then_signals_flow",
+    input_model=Topic,
+    steps=[
+        MonitorStep(
+            id="watch",
+            function=never_changes,
+            every_seconds=3600,
+            until=Condition(ref="steps.watch.changed", op="truthy"),
+            deadline_seconds=30 * 3600,
+            on_deadline="continue",
+        ),
+        SignalStep(id="first", name="go"),
+        SignalStep(id="second", name="go"),
+    ],
+    output={"first": "steps.first.payload", "second": "steps.second.payload"},
+)
+
+
+def ok(data: StepData) -> dict[str, Any]:
+    return {"ok": True}
+
+
+# So many steps with long ids that the step references the orchestrator carries (`refs`) outgrow the 16 KB budget.
+MANY_STEPS = 300
+many_steps_flow = WorkflowDefinition(
+    name="many_steps_flow",
+    input_model=Topic,
+    steps=[FunctionStep(id=f"step_{i:03d}_{'x' * 39}", function=ok) for i in range(MANY_STEPS)],
+)

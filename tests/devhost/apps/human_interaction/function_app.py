@@ -42,3 +42,22 @@ def two_waiters(context: df.DurableOrchestrationContext):
     second = context.wait_for_external_event("Go")
     done = yield context.task_any([first, second])
     return {"first_won": done == first, "value": done.result}
+
+
+@app.orchestration_trigger(context_name="context")
+def deferred_events(context: df.DurableOrchestrationContext):
+    """Busy on a timer (no waiter open) while events arrive, then waits twice for the same name: what the Python
+    SDK does with events that arrived while no waiter of their name was open (docs/durable-protocol.md §5)."""
+    yield context.create_timer(context.current_utc_datetime + timedelta(hours=1))
+    first = yield context.wait_for_external_event("Item")
+    second = yield context.wait_for_external_event("Item")
+    return {"first": first, "second": second}
+
+
+@app.orchestration_trigger(context_name="context")
+def distinct_names(context: df.DurableOrchestrationContext):
+    """The same, with one event name per expected event: nothing is lost or replayed."""
+    yield context.create_timer(context.current_utc_datetime + timedelta(hours=1))
+    first = yield context.wait_for_external_event("Item:1")
+    second = yield context.wait_for_external_event("Item:2")
+    return {"first": first, "second": second}
