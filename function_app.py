@@ -12,10 +12,11 @@ from activities.approvals import apply_decisions, escalate_approvals, expire_app
 from activities.finish import finish_run
 from activities.mcp import discover_tools
 from activities.model import call_model
+from activities.queue import take_turn
 from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
-from http_api import agents, approvals, openapi, runs, sessions, workflows
+from http_api import agents, approvals, listings, openapi, runs, sessions, workflows
 from http_api.openai_responses import handlers as responses
 from http_api.ui import serve as ui
 from orchestrators.agent_run import agent_run
@@ -94,8 +95,9 @@ async def get_session(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @app.route(route="sessions/{session_id}", methods=["DELETE"])
-async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
-    return await sessions.delete_session(req)
+@app.durable_client_input(client_name="client")
+async def delete_session(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await sessions.delete_session(req, client)
 
 
 @app.route(route="sessions/{session_id}/messages", methods=["GET"])
@@ -158,6 +160,26 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     return await workflows.signal_workflow_run(req, client)
 
 
+# ----------------------------------------------------------------------------------------------- queued runs
+app.activity_trigger(input_name="payload")(take_turn)  # a queued run asks for its turn (orchestrators.queue_wait)
+
+
+# ----------------------------------------------------------------------------------------------- the caller's lists
+@app.route(route="approvals", methods=["GET"])
+async def list_approval_inbox(req: func.HttpRequest) -> func.HttpResponse:
+    return await listings.list_inbox(req)
+
+
+@app.route(route="runs", methods=["GET"])
+async def list_my_runs(req: func.HttpRequest) -> func.HttpResponse:
+    return await listings.list_runs(req)
+
+
+@app.route(route="sessions", methods=["GET"])
+async def list_my_sessions(req: func.HttpRequest) -> func.HttpResponse:
+    return await sessions.list_sessions(req)
+
+
 # ----------------------------------------------------------------------------------------------- HTTP: the page
 @app.route(route="ui", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def ui_page(req: func.HttpRequest) -> func.HttpResponse:
@@ -183,8 +205,9 @@ async def get_response(req: func.HttpRequest, client: df.DurableOrchestrationCli
 
 
 @app.route(route="v1/responses/{response_id}", methods=["DELETE"])
-async def delete_response(req: func.HttpRequest) -> func.HttpResponse:
-    return await responses.delete_response(req)
+@app.durable_client_input(client_name="client")
+async def delete_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.delete_response(req, client)
 
 
 @app.route(route="v1/responses/{response_id}/cancel", methods=["POST"])

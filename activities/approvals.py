@@ -11,6 +11,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs import run_status
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size, within_budget
 from agent_runs.context import StepContext
 from agent_runs.contracts import (
@@ -24,9 +25,11 @@ from agent_runs.contracts import (
     RunRef,
 )
 from agent_runs.store_log import StoreConversationLog
+from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
 from agent_runtime.steps import record_approval_requests_step, record_approval_response_step
+from agent_runtime.tools import Tool
 from session_store import AlreadyDecidedError, ApprovalRecord
 from telemetry.spans import emit_approval_span
 
@@ -44,6 +47,8 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
     requests = await record_approval_requests_step(
         ctx.run_log(step.first_seq, len(step.calls)), step.run.run_id, RequestApproval(calls=step.calls)
     )
+    run = await ctx.store.get_run(step.run.run_id)
+    owner_id = run.owner_id if run is not None else None
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -54,10 +59,12 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
                 tool=request.function_call.name,
                 arguments=_arguments_object(request.function_call),
                 expires_at=step.expires_at,
+                **approver_fields(ctx.agent.tool(request.function_call.name), owner_id),
             )
             for request in requests
         ]
     )
+    await run_status.mark(ctx.store, step.run.run_id, "requires_action")
     return {"approval_ids": [request.id for request in requests]}
 
 
@@ -81,6 +88,7 @@ async def apply_decisions(payload: dict[str, Any]) -> dict[str, Any]:
             break
         result.decided.append(await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record))
         _approval_span(step.run, record)
+    await run_status.mark_unless_pending(ctx.store, step.run.run_id)
     return within_budget(result.model_dump(mode="json"), "decisions result")
 
 
@@ -114,6 +122,7 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
             await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
             _approval_span(step.run, record)
             result.expired.append(approval_id)
+    await run_status.mark_unless_pending(ctx.store, step.run.run_id)
     return within_budget(result.model_dump(mode="json"), "expire result")
 
 
@@ -165,6 +174,18 @@ def _approval_span(run: RunRef, record: ApprovalRecord) -> None:
         requested_at=record.created_at,
         decided_at=record.decided_at,
     )
+
+
+def approver_fields(tool: Tool | None, owner_id: str | None) -> dict[str, Any]:
+    """Who may decide a call of `tool` (its `approvers` and `separation_of_duties`), stored on the approval record
+    with the keys an approver's inbox is queried by."""
+    approvers = list(tool.approvers) if tool is not None else list(DEFAULT_APPROVERS)
+    return {
+        "owner_id": owner_id,
+        "approvers": approvers,
+        "separation_of_duties": tool.separation_of_duties if tool is not None else False,
+        "decider_keys": inbox_keys(approvers, owner_id),
+    }
 
 
 def _arguments_object(call: FunctionCallContent) -> dict[str, Any]:

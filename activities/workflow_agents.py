@@ -42,6 +42,9 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
     data = await ctx.data(request.refs)
     parallel = isinstance(step, ParallelStep)
     started = StartedRuns()
+    workflow_run = await ctx.store.get_run(request.ref.run_id)
+    owner_id = workflow_run.owner_id if workflow_run is not None else None
+    owner_name = workflow_run.owner_name if workflow_run is not None else None
     for child in child_steps(step):
         try:
             prompt = render(child.prompt, data)
@@ -58,6 +61,8 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
                 prompt=prompt,
                 metadata={"workflow_run_id": request.ref.run_id, "workflow_step": child.id},
                 trace=child_run_trace(request.ref.trace, request.ref.run_id, request.key),
+                owner_id=owner_id,
+                owner_name=owner_name,
             )
         )
     return within_budget(started.model_dump(mode="json"), "started runs")

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs import run_status
 from agent_runs.budget import within_budget
+from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from session_store import AlreadyDecidedError, ApprovalRecord
 from workflow_runtime.contracts import GateOpened, GateRecord, GateRequest, StepResult
 from workflow_runtime.definition import ApprovalStep, Escalate
@@ -32,6 +34,9 @@ async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
     escalated = request.level > 0
     approver = step.on_timeout.to if escalated and isinstance(step.on_timeout, Escalate) else step.approver
     approval_id = gate_approval_id(request.ref.run_id, request.key, request.level)
+    run = await ctx.store.get_run(request.ref.run_id)
+    owner_id = run.owner_id if run is not None else None
+    approvers = [approver] if approver else list(DEFAULT_APPROVERS)  # a role ("role:<role>") or a principal id
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -42,9 +47,13 @@ async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
                 tool=f"{GATE_TOOL_PREFIX}{step.id}",
                 arguments={"step": step.id, "message": message, "approver": approver, "escalated": escalated},
                 expires_at=request.expires_at,
+                owner_id=owner_id,
+                approvers=approvers,
+                decider_keys=inbox_keys(approvers, owner_id),
             )
         ]
     )
+    await run_status.mark(ctx.store, request.ref.run_id, "requires_action")
     return GateOpened(approval_id=approval_id, expires_at=request.expires_at).model_dump(mode="json")
 
 
@@ -70,6 +79,7 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {request.approval_id!r} has no decision yet")  # retried by Durable
     escalated = request.level > 0
+    await run_status.mark_unless_pending(ctx.store, request.ref.run_id)
     if record.status == "expired":
         action = step.on_timeout.then if isinstance(step.on_timeout, Escalate) else step.on_timeout
         if action == "fail":

@@ -24,12 +24,16 @@ async def prepare_child_run(
     prompt: str,
     metadata: dict[str, Any],
     trace: RunTrace | None = None,
+    owner_id: str | None = None,
+    owner_name: str | None = None,
 ) -> RunInput:
-    """Create the run in the store and return the `agent_run` orchestration input to start it with."""
+    """Create the run in the store (owned by whoever owns the workflow) and return the `agent_run` orchestration
+    input to start it with."""
     agent = services.agents.get(agent_name)
     store = services.store
-    await open_session(store, session_id, agent)
-    run = await store.begin_run(new_run_record(run_id, session_id, agent, metadata))
+    await open_session(store, session_id, agent, owner_id=owner_id, owner_name=owner_name)
+    record = new_run_record(run_id, session_id, agent, metadata, owner_id=owner_id, owner_name=owner_name)
+    run = await store.begin_run(record)
     input_count = await write_input(store, run, [Message(role="user", contents=prompt)])
     if trace is not None and run.created_at is not None:
         trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity

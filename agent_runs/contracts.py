@@ -46,7 +46,7 @@ class RunRef(_Payload):
     run_id: str
     session_id: str
     agent: str
-    ordinal: int = Field(ge=1)
+    ordinal: int = Field(ge=0, description="0 only while the run waits in the session's queue (no position yet)")
     trace: RunTrace | None = None
     """The run's trace (W3C context of the start request + start time): every activity parents its spans under it."""
 
@@ -70,6 +70,7 @@ class RunInput(_Payload):
     """The agent has run middleware: `run_middleware_before` runs first, `finish_run` post-processes."""
     cancel_grace_seconds: float = Field(default=30, ge=0)
     """How long a cancel waits for the step in flight before abandoning it (the run ends `cancelled` anyway)."""
+    queued: bool = Field(default=False, description="wait for the session first (if_busy=enqueue / interrupt)")
 
 
 class StepFailure(_Payload):
@@ -234,3 +235,18 @@ class RunProgress(_Payload):
     model_call_seq: int | None = Field(
         default=None, description="first seq of the model call in flight: where its streamed draft is stored"
     )
+
+
+class TurnInput(_Payload):
+    """`take_turn`: is it this queued run's turn? (`polls`: how often it asked, for the activity's logs.)"""
+
+    run: RunRef
+
+
+class TurnResult(_Payload):
+    """`ordinal` once the run holds the session (its input is then written); `cancelled` if it was cancelled while
+    it waited (the run is then closed); neither: keep waiting."""
+
+    ordinal: int | None = None
+    input_count: int = 0
+    cancelled: bool = False

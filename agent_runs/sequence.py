@@ -21,6 +21,8 @@ def seq_for(ordinal: int, position: int) -> int:
 
 
 def run_seq_range(ordinal: int) -> tuple[int, int]:
-    """(first, last) seq a run may use, inclusive."""
+    """(first, last) seq a run may use, inclusive. A queued run (ordinal 0: no position yet) has an empty range."""
+    if ordinal == 0:
+        return 0, -1
     first = seq_for(ordinal, 0)
     return first, first + POSITIONS_PER_RUN - 1

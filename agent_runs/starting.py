@@ -16,6 +16,7 @@ from agent_runs.sequence import seq_for
 from agent_runs.settings import RunSettings
 from agent_runs.store_log import to_record
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.approvers import ANONYMOUS
 from agent_runtime.conversation import input_message_id
 from agent_runtime.escalation import Escalate
 from agent_runtime.messages import Message
@@ -33,8 +34,27 @@ class SessionAgentMismatchError(ValueError):
         self.session = session
 
 
-async def open_session(store: SessionStore, session_id: str, agent: AgentDefinition) -> SessionRecord:
-    session = await store.create_session(session_id, agent.name)
+class SessionNotOwnedError(LookupError):
+    """The session belongs to another principal (callers answer as if it did not exist)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session '{session_id}' was not found.")
+        self.session_id = session_id
+
+
+async def open_session(
+    store: SessionStore,
+    session_id: str,
+    agent: AgentDefinition,
+    *,
+    owner_id: str | None = None,
+    owner_name: str | None = None,
+) -> SessionRecord:
+    """The session, created for `owner_id` if absent; another owner's session is `SessionNotOwnedError` (checked
+    before the agent, so a caller learns nothing about a session that is not theirs)."""
+    session = await store.create_session(session_id, agent.name, owner_id=owner_id, owner_name=owner_name)
+    if owner_id is not None and (session.owner_id or ANONYMOUS) != owner_id:
+        raise SessionNotOwnedError(session_id)
     if session.agent != agent.name:
         raise SessionAgentMismatchError(session)
     return session
@@ -96,7 +116,10 @@ def new_run_record(
     session_id: str,
     agent: AgentDefinition,
     metadata: dict[str, Any],
+    *,
     overrides: RunOverrides | None = None,
+    owner_id: str | None = None,
+    owner_name: str | None = None,
 ) -> RunRecord:
     return RunRecord(
         run_id=run_id,
@@ -105,4 +128,6 @@ def new_run_record(
         instance_id=run_id,
         metadata=metadata,
         overrides=overrides.to_record() if overrides is not None else {},
+        owner_id=owner_id,
+        owner_name=owner_name,
     )

@@ -18,11 +18,13 @@ import asyncio
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, Protocol, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
+
+from agent_runtime.approvers import DEFAULT_APPROVERS, check_approvers
 
 ApprovalPredicate = Callable[[BaseModel], bool]
 # "never" / "always", or a predicate over the validated arguments (an instance of the tool's arguments model).
@@ -95,6 +97,8 @@ class Tool:
         description: str | None = None,
         approval: ApprovalPolicy | None = None,
         timeout: float | None = None,
+        approvers: Sequence[str] = DEFAULT_APPROVERS,
+        separation_of_duties: bool = False,
     ) -> None:
         if approval is not None and approval not in ("never", "always") and not callable(approval):
             raise ValueError(f"approval must be 'never', 'always' or a predicate, got {approval!r}")
@@ -108,6 +112,9 @@ class Tool:
         self.description = description if description is not None else summary
         self.approval: ApprovalPolicy | None = approval  # None: the agent's default policy applies
         self.timeout = timeout
+        # Who may decide this tool's approvals ("owner", "role:<role>", a principal id); see agent_runtime.approvers.
+        self.approvers: list[str] = check_approvers(approvers)
+        self.separation_of_duties = bool(separation_of_duties)
         # an object whose __call__ is async counts too (it would otherwise run in a thread and never be awaited)
         self.is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
         self.arguments_model, self.context_parameter = _arguments_model(func, self.name, param_docs)
@@ -169,11 +176,22 @@ def tool(
     description: str | None = None,
     approval: ApprovalPolicy | None = None,
     timeout: float | None = None,
+    approvers: Sequence[str] = DEFAULT_APPROVERS,
+    separation_of_duties: bool = False,
 ) -> Any:
-    """Decorator turning a function into a `Tool`: `@tool` or `@tool(name=..., approval=..., timeout=...)`."""
+    """Decorator turning a function into a `Tool`: `@tool` or `@tool(name=..., approval=..., timeout=...,
+    approvers=["role:Payments.Approver", "owner"], separation_of_duties=True)`."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description, approval=approval, timeout=timeout)
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            approval=approval,
+            timeout=timeout,
+            approvers=approvers,
+            separation_of_duties=separation_of_duties,
+        )
 
     return wrap(func) if func is not None else wrap
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
+from http_api.caller import identified
 from http_api.path_ids import check_path_ids
 from http_api.problems import (
     PROBLEM_CONTENT_TYPE,
@@ -93,9 +94,10 @@ def http_endpoint(handler: Handler) -> Handler:
         req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
         instance = _path_of(req)
         try:
-            if req is not None:
-                check_path_ids(req, instance or "")  # one check for every route's path ids
-            return await handler(*args, **kwargs)
+            async with identified(req, public=getattr(handler, "public", False)):  # who is calling (http_api.caller)
+                if req is not None:
+                    check_path_ids(req, instance or "")  # one check for every route's path ids
+                return await handler(*args, **kwargs)
         except ApiProblem as problem:
             return problem_response(problem, instance)
         except StoreUnavailableError as error:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import azure.functions as func
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.escalation import Escalate
 from http_api.adapter import http_endpoint, json_response
+from http_api.caller import public
+from http_api.identity import authenticator
 from http_api.runs import agent_or_404
 
 
@@ -17,6 +19,8 @@ class ToolView(BaseModel):
     description: str
     parameters: dict[str, object]
     approval: str
+    approvers: list[str] = Field(default_factory=lambda: ["owner"], description="who may decide its approvals")
+    separation_of_duties: bool = False
 
 
 class McpServerView(BaseModel):
@@ -50,7 +54,14 @@ class AgentView(BaseModel):
             description=agent.description,
             model=agent.model,
             tools=[
-                ToolView(name=t.name, description=t.description, parameters=t.parameters, approval=policy(t.approval))
+                ToolView(
+                    name=t.name,
+                    description=t.description,
+                    parameters=t.parameters,
+                    approval=policy(t.approval),
+                    approvers=list(t.approvers),
+                    separation_of_duties=t.separation_of_duties,
+                )
                 for t in agent.tools
             ],
             mcp_servers=[
@@ -85,6 +96,7 @@ async def get_agent(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @http_endpoint
+@public
 async def health(req: func.HttpRequest) -> func.HttpResponse:
     services = RunServices.current()
     return json_response(
@@ -93,5 +105,6 @@ async def health(req: func.HttpRequest) -> func.HttpResponse:
             "agents": services.agents.names(),
             "store": "cosmos" if services.store_settings.uses_cosmos else "sqlite",
             "model_provider": services.model_settings.resolved_provider,
+            "auth": authenticator().health(),
         }
     )

@@ -11,20 +11,21 @@ from typing import Literal
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent_runs.run_tools import agent_for_run
 from agent_runs.services import RunServices
 from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallContent
 from agent_runtime.steps import decide_approval
 from agent_runtime.tools import ToolArgumentsError
+from http_api.access import decidable_approval, owns, visible_approvals
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.caller import current_principal
 from http_api.decision_delivery import deliver
 from http_api.durable_gateway import DurableGateway
 from http_api.models import ApprovalDecisionRequest
-from http_api.problems import ApiProblem, not_found
-from http_api.request_context import principal
-from http_api.runs import agent_or_404, run_or_404
+from http_api.problems import ApiProblem
+from http_api.runs import agent_or_404
 from session_store import AlreadyDecidedError, ApprovalRecord, RunRecord
 
 
@@ -39,14 +40,19 @@ class ApprovalView(BaseModel):
     expires_at: datetime | None
     decided_at: datetime | None
     decided_by: str | None
+    decided_by_name: str | None = None
     reason: str | None
     edited_arguments: dict[str, object] | None
     escalated_to: str | None = None
     escalated_at: datetime | None = None
+    approvers: list[str] = Field(default_factory=lambda: ["owner"], description="who may decide")
+    separation_of_duties: bool = False
 
     @classmethod
     def of(cls, record: ApprovalRecord) -> ApprovalView:
-        return cls.model_validate(record.model_dump(exclude={"session_id", "etag"}))
+        return cls.model_validate(
+            record.model_dump(exclude={"session_id", "etag", "owner_id", "decider_keys"})
+        )
 
 
 class ApprovalsQuery(BaseModel):
@@ -56,9 +62,8 @@ class ApprovalsQuery(BaseModel):
 @http_endpoint
 async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
     store = RunServices.current().store
-    run = await run_or_404(store, req.route_params["run_id"])
     query = query_model(req, ApprovalsQuery)
-    records = await store.list_approvals(run_id=run.run_id, status=query.status)
+    run, records = await visible_approvals(store, req.route_params["run_id"], status=query.status)
     return json_response(
         {"run_id": run.run_id, "approvals": [ApprovalView.of(r).model_dump(mode="json") for r in records]}
     )
@@ -67,11 +72,11 @@ async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
 @http_endpoint
 async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
-    run = await run_or_404(services.store, req.route_params["run_id"])
-    body = read_json_body(req, ApprovalDecisionRequest)
-    decided = await record_decision(
-        services, DurableGateway(client), run, req.route_params["approval_id"], body, decided_by=principal(req)
+    run, record = await decidable_approval(
+        services.store, req.route_params["run_id"], req.route_params["approval_id"]
     )
+    body = read_json_body(req, ApprovalDecisionRequest)
+    decided = await record_decision(services, DurableGateway(client), run, record, body)
     return json_response(ApprovalView.of(decided), status=202)
 
 
@@ -79,40 +84,38 @@ async def record_decision(
     services: RunServices,
     gateway: DurableGateway,
     run: RunRecord,
-    approval_id: str,
+    record: ApprovalRecord,
     body: ApprovalDecisionRequest,
-    *,
-    decided_by: str | None,
 ) -> ApprovalRecord:
-    """Store one decision (exactly one wins; the same caller's identical retry is delivered again) and ring the
-    approval's doorbell. Every HTTP surface that decides approvals goes through here."""
+    """Store the caller's decision on `record` (found by `access.decidable_approval`: exactly one decision wins; the
+    same caller's identical retry is delivered again) and ring the approval's doorbell. Every HTTP surface that
+    decides approvals goes through here."""
     store = services.store
-    record = await store.get_approval(approval_id)
-    if record is None or record.run_id != run.run_id:
-        raise not_found("approval_not_found", "Approval", approval_id, field="path.approval_id")
+    caller = current_principal()
+    approval_id = record.approval_id
     now = datetime.now(UTC)
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
-    if same_decision(record, decision, decided_by, body.reason, edited) and not run.finished:
-        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again. Once the
-        # run has finished nothing waits for it (a ring would fail forever): the checks below answer 409.
+    if not run.finished and same_decision(record, decision, caller.id, body.reason, edited):
+        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
         await deliver(gateway, run.run_id, approval_id)
         return record
-    _check_open(record, run_finished=run.finished, now=now)
+    _check_open(record, run_finished=run.finished, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:
         await _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
             approval_id,
             decision,
-            decided_by=decided_by,
+            decided_by=caller.id,
+            decided_by_name=caller.name,
             reason=body.reason,
             edited_arguments=edited,
             decided_at=now,
         )
     except AlreadyDecidedError as race:
-        if not same_decision(race.current, decision, decided_by, body.reason, edited):
-            _check_open(race.current, run_finished=False, now=now)
+        if not same_decision(race.current, decision, caller.id, body.reason, edited):
+            _check_open(race.current, run_finished=False, now=now, reveal=owns(caller, run.owner_id))
             raise  # unreachable: a decided record always fails the check
         decided = race.current  # the same caller's concurrent retry won: deliver it as well
     await deliver(gateway, run.run_id, approval_id)
@@ -131,16 +134,19 @@ def same_decision(
     )
 
 
-def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime) -> None:
+def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime, reveal: bool) -> None:
+    """410 / 409 for an approval that can no longer be decided. Who decided is only told to the run's owner (and to
+    the decider); another approver learns that it was decided, not by whom."""
     if record.status == "expired" or (record.status == "pending" and record.expires_at and record.expires_at <= now):
         raise ApiProblem(410, "approval_expired", "The approval has expired", f"It expired at {record.expires_at}.")
     if record.status != "pending":
+        if reveal or record.decided_by == current_principal().id:
+            who = record.decided_by_name or record.decided_by or "an anonymous caller"
+            detail = f"It was {record.status} by {who} at {record.decided_at}."
+        else:
+            detail = f"It was already {record.status}."
         raise ApiProblem(
-            409,
-            "approval_already_decided",
-            "The approval was already decided",
-            f"It was {record.status} by {record.decided_by or 'an anonymous caller'} at {record.decided_at}.",
-            current_status=record.status,
+            409, "approval_already_decided", "The approval was already decided", detail, current_status=record.status
         )
     if run_finished:
         raise ApiProblem(410, "run_finished", "The run has already finished", "Its approvals can no longer change.")

@@ -53,6 +53,11 @@ class StartRunRequest(StrictModel):
     budget: RunBudget | None = Field(
         default=None, description="limits for this run; each may only be lower than the agent's (422 otherwise)"
     )
+    if_busy: Literal["reject", "enqueue", "interrupt"] = Field(
+        default="reject",
+        description="the session has an active run: 409 (reject), start when it ends (enqueue, status queued), or "
+        "cancel it and start when it has ended (interrupt)",
+    )
 
     @field_validator("input")
     @classmethod

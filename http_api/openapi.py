@@ -19,6 +19,8 @@ from pydantic.json_schema import models_json_schema
 from http_api.adapter import http_endpoint
 from http_api.agents import AgentView
 from http_api.approvals import ApprovalsQuery, ApprovalView
+from http_api.caller import public
+from http_api.listings import InboxBody, InboxQuery, RunListBody, RunsQuery
 from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
 from http_api.openai_responses.models import (
     CreateResponseRequest,
@@ -30,7 +32,7 @@ from http_api.openai_responses.models import (
 )
 from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
-from http_api.sessions import MessagesQuery, SessionView
+from http_api.sessions import DeleteSessionQuery, MessagesQuery, SessionListBody, SessionsQuery, SessionView
 from http_api.workflow_models import SignalRequest, StartWorkflowRequest, WorkflowRunView, WorkflowSummary
 
 API_TITLE = "Durable agents API"
@@ -41,11 +43,17 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 # ------------------------------------------------------------------------------------------------ dict-shaped bodies
 
 
+class AuthHealth(BaseModel):
+    mode: Literal["none", "easyauth", "jwt"]
+    warning: str | None = None
+
+
 class HealthBody(BaseModel):
     status: Literal["ok"]
     agents: list[str]
     store: Literal["cosmos", "sqlite"]
     model_provider: str
+    auth: AuthHealth
 
 
 class AgentListBody(BaseModel):
@@ -115,7 +123,7 @@ class Operation(BaseModel):
     problems: tuple[int, ...] = ()
     public: bool = False  # anonymous (no function key)
     text: str | None = None  # a non-JSON success body: its media type (range), e.g. the page's files
-
+    idempotent: bool = False  # accepts an Idempotency-Key header
 
     def path_params(self) -> list[str]:
         return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
@@ -138,7 +146,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/agents/{agent}/runs", operation_id="start_run",
               summary="Start a run (optionally in a session; optionally wait up to wait_seconds)", tag="runs",
               body=StartRunRequest, responses={200: RunView, 202: RunView, 500: RunView},
-              problems=(400, 404, 409, 413, 415, 422)),
+              problems=(400, 404, 409, 413, 415, 422), idempotent=True),
     Operation(method="get", path="/api/runs/{run_id}", operation_id="get_run",
               summary="Poll a run: what is new since the continuation token (long-poll with wait_seconds)",
               tag="runs", query=PollQuery, responses={200: RunView, 202: RunView, 500: RunView},
@@ -151,12 +159,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/runs/{run_id}/approvals/{approval_id}", operation_id="decide_approval",
               summary="Approve (optionally with edited arguments) or reject a pending tool call", tag="approvals",
               body=ApprovalDecisionRequest, responses={202: ApprovalView},
-              problems=(400, 404, 409, 410, 413, 415, 422)),
+              problems=(400, 403, 404, 409, 410, 413, 415, 422)),
     Operation(method="get", path="/api/sessions/{session_id}", operation_id="get_session",
               summary="A session and its runs", tag="sessions", responses={200: SessionView}, problems=(404,)),
     Operation(method="delete", path="/api/sessions/{session_id}", operation_id="delete_session",
-              summary="Delete a session with everything in it", tag="sessions",
-              responses={204: None}, problems=(404, 409)),
+              summary="Delete a session with everything in it and purge its runs' Durable history "
+              "(?cancel=true: terminate an active run instead of 409)", tag="sessions", query=DeleteSessionQuery,
+              responses={204: None}, problems=(404, 409, 422)),
     Operation(method="get", path="/api/sessions/{session_id}/messages", operation_id="list_session_messages",
               summary="Page through a session's messages", tag="sessions", query=MessagesQuery,
               responses={200: MessagePageBody}, problems=(400, 401, 404, 422)),
@@ -168,7 +177,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/workflows/{name}/runs", operation_id="start_workflow",
               summary="Start a workflow run (optionally wait up to wait_seconds)", tag="workflows",
               body=StartWorkflowRequest, responses={200: WorkflowRunView, 202: WorkflowRunView, 500: WorkflowRunView},
-              problems=(400, 404, 409, 413, 415, 422)),
+              problems=(400, 404, 409, 413, 415, 422), idempotent=True),
     Operation(method="get", path="/api/workflows/runs/{run_id}", operation_id="get_workflow_run",
               summary="Poll a workflow run: steps finished since the continuation token, the active step",
               tag="workflows", query=PollQuery,
@@ -180,6 +189,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/api/workflows/runs/{run_id}/signals/{name}", operation_id="signal_workflow_run",
               summary="Send a signal (with a payload) to a workflow run", tag="workflows", body=SignalRequest,
               responses={202: SignalAcceptedBody}, problems=(400, 404, 409, 413, 415, 422)),
+    # The caller's lists (identities: README "Callers and identities")
+    Operation(method="get", path="/api/approvals", operation_id="list_approval_inbox",
+              summary="Every approval the caller may decide, across runs and workflows (newest first)",
+              tag="approvals", query=InboxQuery, responses={200: InboxBody}, problems=(400, 401, 422)),
+    Operation(method="get", path="/api/runs", operation_id="list_my_runs",
+              summary="The caller's runs (newest first; by status and agent)", tag="runs", query=RunsQuery,
+              responses={200: RunListBody}, problems=(400, 401, 422)),
+    Operation(method="get", path="/api/sessions", operation_id="list_my_sessions",
+              summary="The caller's sessions (newest first, with last activity)", tag="sessions",
+              query=SessionsQuery, responses={200: SessionListBody}, problems=(400, 401, 422)),
 )
 
 # The OpenAI Responses API (http_api/openai_responses): OpenAI's request and response shapes, and its error shape.
@@ -260,6 +279,12 @@ def _operation(op: Operation) -> dict[str, Any]:
         for name in op.path_params()
     ]
     parameters += _query_parameters(op.query)
+    if op.idempotent:
+        parameters.append(
+            {"name": "Idempotency-Key", "in": "header", "required": False,
+             "description": "The same key and body from the same caller within 24 h return the same run",
+             "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[\x20-\x7e]+$"}}
+        )
     if parameters:
         spec["parameters"] = parameters
     if op.body is not None:
@@ -272,7 +297,8 @@ def _operation(op: Operation) -> dict[str, Any]:
             responses[str(status)]["content"] = {"application/json": {"schema": _ref(model)}}
         elif op.text is not None and status < 300:
             responses[str(status)]["content"] = {op.text: {"schema": {"type": "string"}}}
-    for status in (*op.problems, *_ALWAYS_PROBLEMS):
+    # Any route but the public ones answers 401 when AUTH_MODE requires a caller and the request names none.
+    for status in sorted({*op.problems, *_ALWAYS_PROBLEMS, *(() if op.public else (401,))}):
         # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
         response = responses.setdefault(str(status), {"description": _STATUS_TEXT.get(status, "Problem")})
         response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": _ref(Problem)}
@@ -294,7 +320,8 @@ def _query_parameters(model: type[BaseModel] | None) -> list[dict[str, Any]]:
 _FAILED_RUN_TEXT = "The run failed (the body is the run, with `error`), or an unexpected server error (problem)"
 _STATUS_TEXT = {
     200: "Done", 204: "Deleted", 202: "Accepted: still running (poll the Location) or decision recorded",
-    400: "Malformed request", 401: "Invalid continuation token",
+    400: "Malformed request", 401: "Not authenticated (AUTH_MODE), or an invalid continuation token",
+    403: "Not allowed (e.g. not an approver of this approval)",
     404: "Not found", 409: "Conflict with the current state", 410: "Gone (expired)",
     413: "Body too large", 415: "Body is not JSON", 422: "Validation failed", 500: "Unexpected server error",
     503: "The store is temporarily unavailable (see Retry-After)",
@@ -302,5 +329,6 @@ _STATUS_TEXT = {
 
 
 @http_endpoint
+@public
 async def serve_openapi(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(json.dumps(openapi_document()), status_code=200, mimetype="application/json")

@@ -8,7 +8,9 @@ import azure.functions as func
 
 from agent_runs.services import RunServices
 from agent_runtime.continuation import TokenError
+from http_api.caller import current_principal
 from http_api.problems import ApiProblem
+from http_api.token_binding import bound_principal
 
 
 def base_url(req: func.HttpRequest) -> str:
@@ -17,8 +19,8 @@ def base_url(req: func.HttpRequest) -> str:
 
 
 def principal(req: func.HttpRequest) -> str | None:
-    """Who is calling, per App Service Easy Auth (the platform strips these headers from outside requests)."""
-    return req.headers.get("x-ms-client-principal-name") or req.headers.get("x-ms-client-principal-id") or None
+    """The validated caller's id (`http_api.caller`; never a header the client could forge)."""
+    return current_principal().id
 
 
 def verify_token(services: RunServices, token: str | None, scope: str, subject: str) -> dict[str, object] | None:
@@ -26,7 +28,11 @@ def verify_token(services: RunServices, token: str | None, scope: str, subject: 
     if not token:
         return None
     try:
-        return services.tokens.verify(token, scope, subject)
+        cursor = services.tokens.verify(token, scope, subject)
+        bound = bound_principal(cursor)
+        if bound is not None and bound != current_principal().id:
+            raise TokenError("token_foreign", "The continuation token was issued to another caller.")
+        return cursor
     except TokenError as error:
         raise ApiProblem(
             401,

@@ -25,6 +25,7 @@ from http_api.models import (
     RunView,
     Usage,
 )
+from http_api.token_binding import bound_to
 from session_store import RunRecord, SessionStore
 
 UPDATES_PER_RESPONSE = 200
@@ -95,9 +96,9 @@ async def build_run_view(
     new_cursor = updates[-1].seq if updates else after
     more = page.continuation is not None
     pending = [] if run.finished else await store.list_approvals(run_id=run.run_id, status="pending")
-    token = (
-        None if status in FINAL_STATUSES and not more else tokens.issue(TOKEN_SCOPE, run.run_id, {"seq": new_cursor})
-    )
+    token = None
+    if status not in FINAL_STATUSES or more:
+        token = tokens.issue(TOKEN_SCOPE, run.run_id, {"seq": new_cursor, **bound_to(run.owner_id)})
     return RunView(
         run_id=run.run_id,
         session_id=run.session_id,

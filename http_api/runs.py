@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,11 +12,10 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from agent_runs.contracts import RunProgress
+from agent_runs.queued_input import keep_queued_input
 from agent_runs.services import RunServices
 from agent_runs.starting import (
-    SessionAgentMismatchError,
     new_run_record,
-    open_session,
     run_input_for,
     write_input,
 )
@@ -23,7 +23,10 @@ from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import BudgetAboveAgentLimitError, RunBudget
+from http_api import idempotency
+from http_api.access import open_owned_session, owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.caller import current_principal
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
@@ -34,6 +37,7 @@ from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reco
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
+from session_store.records import QueuePosition
 from telemetry.trace_context import RunTrace
 
 log = logging.getLogger(__name__)
@@ -51,8 +55,9 @@ def is_workflow_run(run: RunRecord) -> bool:
 
 
 async def run_or_404(store: SessionStore, run_id: str) -> RunRecord:
+    """The run, if the caller owns it; 404 otherwise (another principal's run is not revealed)."""
     run = await store.get_run(run_id)
-    if run is None:
+    if run is None or not owns(current_principal(), run.owner_id):
         raise not_found("run_not_found", "Run", run_id, field="path.run_id")
     return run
 
@@ -63,17 +68,41 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
     budget = _run_budget(agent, body.budget)
-    gateway = DurableGateway(client)
+    trace = RunTrace.start(req.headers)  # the caller's W3C trace context, or a new trace rooted at the run
+    store, gateway = services.store, DurableGateway(client)
+    caller = current_principal()
+    run_id = uuid.uuid4().hex
+    key = idempotency.key_of(req)
+    start = None
+    if key is not None:
+        request_fingerprint = idempotency.fingerprint(f"agents/{agent.name}", body.model_dump(mode="json"))
+        start = await idempotency.claim(store, caller, key, request_fingerprint, run_id)
+        if not start.first:  # the same request again: answer with its run, as a poll would
+            existing = await idempotency.started_run(store, start)
+            view = await _wait_for_view(
+                services, gateway, existing, cursor=None, wait_seconds=body.wait_seconds, req=req,
+                return_on_updates=False,
+            )
+            return _run_response(view)
+    claimed = start
+
+    async def release() -> None:
+        if claimed is not None:
+            await idempotency.release(store, claimed)
+
     run = await start_agent_run(
         services,
         gateway,
         agent,
+        run_id=run_id,
         session_id=body.session_id,
         inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
         metadata=body.metadata,
         approval_timeout_seconds=body.approval_timeout_seconds,
         budget=budget,
-        trace=RunTrace.start(req.headers),  # the caller's W3C trace context, or a new trace rooted at the run
+        trace=trace,
+        if_busy=body.if_busy,
+        on_unclaimed=release,
     )
     view = await _wait_for_view(
         services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
@@ -89,25 +118,43 @@ async def start_agent_run(
     session_id: str | None,
     inputs: list[Message],
     metadata: dict[str, Any],
+    run_id: str | None = None,
     approval_timeout_seconds: int | None = None,
-    overrides: RunOverrides | None = None,
     budget: RunBudget | None = None,
     trace: RunTrace | None = None,
+    overrides: RunOverrides | None = None,
+    if_busy: str = "reject",
+    on_unclaimed: Callable[[], Awaitable[None]] | None = None,
 ) -> RunRecord:
-    """Claim the session (a new one without `session_id`), store the input, start the orchestration. Every HTTP
-    surface that starts agent runs goes through here, so they follow the same rules."""
+    """Start a run of the caller's: claim (or queue in) the session - a new one without `session_id` - store the
+    input, start the orchestration. Every HTTP surface that starts agent runs goes through here, so they follow the
+    same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started)."""
     store = services.store
-    session_id = session_id or uuid.uuid4().hex
+    caller = current_principal()
     try:
-        await open_session(store, session_id, agent)
-    except SessionAgentMismatchError as error:
-        raise ApiProblem(
-            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
-        ) from error
-    record = new_run_record(uuid.uuid4().hex, session_id, agent, metadata, overrides)
-    run = await _begin_run(store, gateway, record)
+        session_id = session_id or uuid.uuid4().hex
+        await open_owned_session(store, session_id, agent, caller)
+        record = new_run_record(
+            run_id or uuid.uuid4().hex,
+            session_id,
+            agent,
+            metadata,
+            overrides=overrides,
+            owner_id=caller.id,
+            owner_name=caller.name,
+        )
+        run = await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy])
+    except Exception:
+        if on_unclaimed is not None:
+            await on_unclaimed()
+        raise
     try:
-        input_count = await write_input(store, run, inputs)
+        queued = run.ordinal == 0  # waiting for the session: its input waits aside (agent_runs.queued_input)
+        if queued:
+            await keep_queued_input(store, run.session_id, run.run_id, inputs)
+            input_count = 0
+        else:
+            input_count = await write_input(store, run, inputs)
         run_input = run_input_for(
             run,
             agent,
@@ -116,11 +163,13 @@ async def start_agent_run(
             approval_timeout_seconds=approval_timeout_seconds,
             budget=budget,
             trace=trace,
-        )
+        ).model_copy(update={"queued": queued})
         await gateway.start_run(run_input)
     except Exception:
         await _abandon(store, run)
         raise
+    if queued and if_busy == "interrupt":
+        await _interrupt_active(store, gateway, run.session_id)
     return run
 
 
@@ -144,8 +193,32 @@ async def _abandon(store: SessionStore, run: RunRecord) -> None:
         log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
 
 
-async def _begin_run(store: SessionStore, gateway: DurableGateway, record: RunRecord) -> RunRecord:
-    """Claim the session; a session held by a run whose orchestration already died is released first."""
+QUEUE_POSITIONS: dict[str, QueuePosition | None] = {"reject": None, "enqueue": "back", "interrupt": "front"}
+
+
+async def _interrupt_active(store: SessionStore, gateway: DurableGateway, session_id: str) -> None:
+    """`if_busy=interrupt`: cancel the session's active run (the same graceful cancel as the cancel route); the new
+    run, first in the queue, gets the session when the cancelled one has released it."""
+    session = await store.get_session(session_id)
+    active = await store.get_run(session.active_run_id) if session and session.active_run_id else None
+    if active is None or active.finished or active.kind != "agent":
+        return
+    if active.cancel_requested_at is None:
+        await store.update_run(active.run_id, cancel_requested_at=datetime.now(UTC))
+    await gateway.send_cancel(active.run_id, "interrupted by a new run")
+
+
+async def _begin_run(
+    store: SessionStore, gateway: DurableGateway, record: RunRecord, queue: QueuePosition | None = None
+) -> RunRecord:
+    """Claim the session (or queue the run in it); a session held by a run whose orchestration already died is
+    released first, so neither a start nor a queue waits on a run that will never end."""
+    if queue is not None:
+        session = await store.get_session(record.session_id)
+        active = await store.get_run(session.active_run_id) if session and session.active_run_id else None
+        if active is not None and active.run_id != record.run_id:
+            await reconcile(store, active, await gateway.state(active.run_id))
+        return await store.begin_run(record, queue=queue)
     for _ in range(2):
         try:
             return await store.begin_run(record)

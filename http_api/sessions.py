@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, Field
 
 from agent_runs.services import RunServices
 from agent_runtime.messages import Usage
+from http_api import purge
+from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model
+from http_api.caller import current_principal
+from http_api.durable_gateway import DurableGateway
+from http_api.paging import next_token, store_cursor, store_paging
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
+from http_api.run_views import reconcile
+from http_api.token_binding import bound_to
 from session_store import SessionRecord, SessionStore
+from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
 
 TOKEN_SCOPE = "session-messages"
+LIST_TOKEN_SCOPE = "session-list"
 
 
 class MessagesQuery(BaseModel):
@@ -44,8 +54,9 @@ class SessionView(BaseModel):
 
 
 async def session_or_404(store: SessionStore, session_id: str) -> SessionRecord:
+    """The session, if the caller owns it; 404 otherwise (another principal's session is not revealed)."""
     session = await store.get_session(session_id)
-    if session is None:
+    if session is None or not owns(current_principal(), session.owner_id):
         raise not_found("session_not_found", "Session", session_id, field="path.session_id")
     return session
 
@@ -80,7 +91,8 @@ async def list_messages(req: func.HttpRequest) -> func.HttpResponse:
     )
     token = None
     if page.continuation is not None and page.items:
-        token = services.tokens.issue(TOKEN_SCOPE, session.session_id, {"seq": page.items[-1].seq})
+        cursor = {"seq": page.items[-1].seq, **bound_to(session.owner_id)}
+        token = services.tokens.issue(TOKEN_SCOPE, session.session_id, cursor)
     return json_response(
         {
             "session_id": session.session_id,
@@ -90,24 +102,81 @@ async def list_messages(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
+class DeleteSessionQuery(BaseModel):
+    cancel: bool = Field(default=False, description="terminate the session's active run instead of refusing (409)")
+
+
 @http_endpoint
-async def delete_session(req: func.HttpRequest) -> func.HttpResponse:
+async def delete_session(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """Delete the session with everything in it, and purge the Durable history of its runs."""
     store = RunServices.current().store
     session = await session_or_404(store, req.route_params["session_id"])
-    await delete_idle_session(store, session)
+    query = query_model(req, DeleteSessionQuery)
+    await delete_session_and_runs(store, client, session, cancel=query.cancel)
     return func.HttpResponse(status_code=204)
 
 
-async def delete_idle_session(store: SessionStore, session: SessionRecord) -> None:
-    """Delete the session with everything in it; 409 while a run in it is still active."""
-    if session.active_run_id:
-        active = await store.get_run(session.active_run_id)
-        if active is not None and not active.finished:
+async def delete_session_and_runs(
+    store: SessionStore, client: df.DurableOrchestrationClient, session: SessionRecord, *, cancel: bool
+) -> None:
+    """Delete the session with everything in it and purge its runs' Durable history; an active run is a 409 unless
+    `cancel` (then it is stopped first)."""
+    gateway = DurableGateway(client)
+    runs = await store.list_runs(session.session_id)
+    active = [run for run in runs if not run.finished]
+    for run in active:
+        run = await reconcile(store, run, await gateway.state(run.run_id))
+        if run.finished:
+            continue
+        if not cancel:
             raise ApiProblem(
                 409,
                 "session_busy",
                 "The session has an active run",
-                f"Cancel run '{active.run_id}' (or wait for it) before deleting the session.",
-                active_run_id=active.run_id,
+                f"Cancel run '{run.run_id}' (or wait for it, or delete with ?cancel=true) before deleting the session.",
+                active_run_id=run.run_id,
             )
+        await purge.stop_run(store, client, run)
+    await purge.purge_histories(client, [run.instance_id or run.run_id for run in runs])
     await store.delete_session(session.session_id)
+
+
+class SessionsQuery(BaseModel):
+    continuation_token: str | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+
+
+class SessionListItem(BaseModel):
+    session_id: str
+    agent: str
+    created_at: datetime | None
+    last_activity_at: datetime | None
+    active_run_id: str | None
+    run_count: int
+    metadata: dict[str, object]
+
+
+class SessionListBody(BaseModel):
+    sessions: list[SessionListItem]
+    continuation_token: str | None = None
+
+
+@http_endpoint
+async def list_sessions(req: func.HttpRequest) -> func.HttpResponse:
+    """The caller's sessions, newest first (workflow bookkeeping sessions are not listed)."""
+    services = RunServices.current()
+    caller = current_principal()
+    query = query_model(req, SessionsQuery)
+    cursor = store_cursor(services, query.continuation_token, LIST_TOKEN_SCOPE, caller)
+    async with store_paging():
+        page = await services.store.list_sessions(owner_id=caller.id, limit=query.limit, continuation=cursor)
+    items = [
+        SessionListItem(
+            **s.model_dump(include={"session_id", "agent", "created_at", "active_run_id", "run_count", "metadata"}),
+            last_activity_at=s.updated_at,
+        )
+        for s in page.items
+        if not s.agent.startswith(WORKFLOW_AGENT_PREFIX)
+    ]
+    token = next_token(services, page.continuation, LIST_TOKEN_SCOPE, caller)
+    return json_response(SessionListBody(sessions=items, continuation_token=token))

@@ -9,6 +9,7 @@ from agent_runs.client_errors import client_message
 from agent_runs.services import RunServices
 from http_api.models import PendingApproval
 from http_api.run_views import reconcile
+from http_api.token_binding import bound_to
 from http_api.workflow_gateway import WorkflowState
 from http_api.workflow_models import (
     FINAL_WORKFLOW_STATUSES,
@@ -110,7 +111,7 @@ async def build_workflow_view(
     pending = [] if record.finished else await store.list_approvals(run_id=record.run_id, status="pending")
     token = None
     if not final or page.continuation is not None:
-        token = services.tokens.issue(TOKEN_SCOPE, record.run_id, {"seq": new_cursor})
+        token = services.tokens.issue(TOKEN_SCOPE, record.run_id, {"seq": new_cursor, **bound_to(record.owner_id)})
     error = record.error
     return WorkflowRunView(
         run_id=record.run_id,

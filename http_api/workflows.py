@@ -11,11 +11,14 @@ from datetime import UTC, datetime
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent_runs.services import RunServices
-from agent_runs.starting import SessionAgentMismatchError, open_session
+from http_api import idempotency
+from http_api.access import open_owned_session, owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
+from http_api.caller import current_principal
+from http_api.identity import Principal
 from http_api.polling import PollQuery, long_poll, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.request_context import base_url, verify_token
@@ -50,7 +53,7 @@ def _definition_or_404(services: RunServices, name: str) -> WorkflowDefinition:
 
 async def _workflow_run_or_404(services: RunServices, run_id: str) -> RunRecord:
     record = await services.store.get_run(run_id)
-    if record is None or workflow_name(record) is None:
+    if record is None or workflow_name(record) is None or not owns(current_principal(), record.owner_id):
         raise not_found("workflow_run_not_found", "Workflow run", run_id, field="path.run_id")
     return record
 
@@ -87,31 +90,31 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     except ValidationError as error:
         raise validation_problem(error, prefix="body.input") from error
     run_id = uuid.uuid4().hex
-    session_id = await _conversation_session(services, definition, body.session_id)
+    caller = current_principal()
     store = services.store
-    control = control_session_id(run_id)
-    await store.create_session(control, f"{WORKFLOW_AGENT_PREFIX}{definition.name}", {"workflow_run_id": run_id})
-    record = await store.begin_run(
-        RunRecord(
-            run_id=run_id,
-            session_id=control,
-            agent=definition.name,
-            kind="workflow",
-            instance_id=run_id,
-            metadata={
-                "workflow": definition.name,
-                "input": workflow_input.model_dump(mode="json"),
-                "session_id": session_id,
-            },
-        )
-    )
     gateway = WorkflowGateway(client)
+    key = idempotency.key_of(req)
+    start = None
+    if key is not None:
+        request_fingerprint = idempotency.fingerprint(f"workflows/{definition.name}", body.model_dump(mode="json"))
+        start = await idempotency.claim(store, caller, key, request_fingerprint, run_id)
+        if not start.first:  # the same request again: answer with its run, as a poll would
+            existing = await idempotency.started_run(store, start)
+            view = await _wait_for_view(services, gateway, existing, None, body.wait_seconds, req,
+                                        return_on_updates=False)
+            return _response(view)
+    try:
+        record = await _begin_workflow_run(services, definition, body, workflow_input, run_id, caller)
+    except Exception:
+        if start is not None:
+            await idempotency.release(store, start)
+        raise
     try:
         package = workflows_package()
         if package is None:  # pragma: no cover - a definition was found, so a package is served
             raise RuntimeError("workflow definitions found without a workflows package")
         ref = WorkflowRef(
-            run_id=run_id, workflow=definition.name, package=package, session_id=session_id,
+            run_id=run_id, workflow=definition.name, package=package, session_id=record.metadata.get("session_id"),
             trace=RunTrace.start(req.headers),
         )
         await gateway.start(WorkflowInput(ref=ref))
@@ -120,6 +123,43 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         raise
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
+
+
+async def _begin_workflow_run(
+    services: RunServices,
+    definition: WorkflowDefinition,
+    body: StartWorkflowRequest,
+    workflow_input: BaseModel,
+    run_id: str,
+    caller: Principal,
+) -> RunRecord:
+    """The workflow's conversation session (if any), its control session and its run record, owned by the caller."""
+    session_id = await _conversation_session(services, definition, body.session_id)
+    store = services.store
+    control = control_session_id(run_id)
+    await store.create_session(
+        control,
+        f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
+        {"workflow_run_id": run_id},
+        owner_id=caller.id,
+        owner_name=caller.name,
+    )
+    return await store.begin_run(
+        RunRecord(
+            run_id=run_id,
+            session_id=control,
+            agent=definition.name,
+            kind="workflow",
+            instance_id=run_id,
+            owner_id=caller.id,
+            owner_name=caller.name,
+            metadata={
+                "workflow": definition.name,
+                "input": workflow_input.model_dump(mode="json"),
+                "session_id": session_id,
+            },
+        )
+    )
 
 
 async def _conversation_session(
@@ -136,12 +176,8 @@ async def _conversation_session(
             )
         return None
     session_id = session_id or uuid.uuid4().hex
-    try:
-        await open_session(services.store, session_id, services.agents.get(definition.session_agent))
-    except SessionAgentMismatchError as error:
-        raise ApiProblem(
-            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
-        ) from error
+    agent = services.agents.get(definition.session_agent)
+    await open_owned_session(services.store, session_id, agent, current_principal())
     return session_id
 
 

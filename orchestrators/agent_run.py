@@ -41,6 +41,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
 )
 from orchestrators.external_events import Doorbells, ExternalEvents
+from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
@@ -81,9 +82,11 @@ def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
-    run_input = RunInput.model_validate(context.get_input())
-    driver = RunDriver(run_input)
     cancels = ExternalEvents(context, CANCEL_EVENT)
+    run_input = yield from take_turn_if_queued(context, RunInput.model_validate(context.get_input()), cancels)
+    if run_input is None:
+        return {}  # cancelled while queued, or continued as new to keep waiting (orchestrators.queue_wait)
+    driver = RunDriver(run_input)
     if driver.needs_middleware_before():
         command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
     else:

@@ -33,6 +33,7 @@ from .records import (
     JsonObject,
     MessageRecord,
     Page,
+    QueuePosition,
     RunRecord,
     SessionRecord,
     SignalRecord,
@@ -109,11 +110,17 @@ class CosmosSessionStore:
 
     @_on_portal
     async def create_session(
-        self, session_id: str, agent: str, metadata: JsonObject | None = None
+        self,
+        session_id: str,
+        agent: str,
+        metadata: JsonObject | None = None,
+        *,
+        owner_id: str | None = None,
+        owner_name: str | None = None,
     ) -> SessionRecord:
         now = self._clock()
         record = SessionRecord(session_id=session_id, agent=agent, metadata=metadata or {}, created_at=now,
-                               updated_at=now)
+                               updated_at=now, owner_id=owner_id, owner_name=owner_name)
         ensure_fits("session", session_id, record)
         created = await self._db.create("sessions", to_item(record, self._ttl))
         if created is not None:
@@ -129,19 +136,36 @@ class CosmosSessionStore:
 
     @_on_portal
     async def list_sessions(
-        self, *, agent: str | None = None, limit: int = 50, continuation: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        owner_id: str | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
     ) -> Page[SessionRecord]:
         # Cross-partition by nature (listing is not a hot path); paged with the SDK's continuation token.
-        scope = f"sessions:{agent}"
-        token = cursor.decode(scope, continuation)["t"] if continuation else None
-        where = "WHERE c.agent = @agent " if agent is not None else ""
-        params = {"agent": agent} if agent is not None else {}
-        items, next_token = await self._db.query_page(
-            "sessions", f"SELECT * FROM c {where}ORDER BY c.createdEpoch DESC", page_size=limit,
-            continuation=token, **params,
+        scope = f"sessions:{agent}" if owner_id is None else f"sessions:{agent}:{owner_id}"
+        items, wrapped = await self._cross_partition_page(
+            "sessions", scope, {"agent": agent, "owner_id": owner_id}, limit, continuation
         )
-        wrapped = cursor.encode(scope, {"t": next_token}) if next_token else None
         return Page(items=[from_item(SessionRecord, i) for i in items], continuation=wrapped)
+
+    async def _cross_partition_page(
+        self, name: str, scope: str, equals: dict[str, Any], limit: int, continuation: str | None,
+        extra_where: str = "", **extra_params: Any,
+    ) -> tuple[list[Any], str | None]:
+        """One page of ``name`` newest first, filtered on fields equal to the given values (``None``: no filter)."""
+        token = cursor.decode(scope, continuation)["t"] if continuation else None
+        clauses = [f"c.{field} = @{field}" for field, value in equals.items() if value is not None]
+        params = {field: value for field, value in equals.items() if value is not None}
+        if extra_where:
+            clauses.append(extra_where)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        items, next_token = await self._db.query_page(
+            name, f"SELECT * FROM c {where}ORDER BY c.createdEpoch DESC", page_size=limit, continuation=token,
+            **params, **extra_params,
+        )
+        return items, cursor.encode(scope, {"t": next_token}) if next_token else None
 
     @_on_portal
     async def delete_session(self, session_id: str) -> bool:
@@ -247,7 +271,7 @@ class CosmosSessionStore:
         return from_item(RunRecord, saved)
 
     @_on_portal
-    async def begin_run(self, record: RunRecord) -> RunRecord:
+    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord:
         ensure_fits("run", record.run_id, record)
         for _ in range(MAX_ETAG_ROUNDS):
             existing = await self._db.read("runs", record.run_id, record.session_id)
@@ -257,7 +281,7 @@ class CosmosSessionStore:
             session = await self._get_session(record.session_id)
             if session is None:
                 raise NotFoundError("session", record.session_id)
-            claim = rules.claim_session(session, record, self._clock())
+            claim = rules.claim_session(session, record, self._clock(), queue)
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
             # Lookup first: a run item is never visible without the index that resolves its id.
@@ -267,6 +291,28 @@ class CosmosSessionStore:
                 continue
             return from_item(RunRecord, created)
         raise ConflictError(f"session {record.session_id!r} kept changing; begin_run gave up")
+
+    @_on_portal
+    async def take_turn(self, run_id: str) -> RunRecord | None:
+        # The run first, then the session's count: a retry after a crash in between finds the run's ordinal and
+        # brings the count up to it (rules.take_turn), so no later run can get the same position.
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            session = await self._get_session(run.session_id)
+            if session is None:
+                raise NotFoundError("session", run.session_id)
+            turn = rules.take_turn(session, run, self._clock())
+            if turn.run is not None:
+                saved = await self._save_run(turn.run, run.etag)
+                if saved is None:
+                    continue
+                run = saved
+            if turn.session is not None and await self._replace("sessions", turn.session, session.etag) is None:
+                continue
+            return run if turn.granted else None
+        raise ConflictError(f"run {run_id!r} kept changing; take_turn gave up")
 
     @_on_portal
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -340,7 +386,45 @@ class CosmosSessionStore:
         sql = "SELECT * FROM c WHERE c.sessionId = @s ORDER BY c.ordinal"
         return [from_item(RunRecord, i) for i in await self._db.query("runs", sql, session_id, s=session_id)]
 
+    @_on_portal
+    async def list_owner_runs(
+        self,
+        owner_id: str,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> Page[RunRecord]:
+        # Cross-partition (a caller's runs span their sessions); an owner filter keeps the result small.
+        scope = f"owner-runs:{owner_id}:{status}:{agent}"
+        items, wrapped = await self._cross_partition_page(
+            "runs", scope, {"owner_id": owner_id, "status": status, "agent": agent}, limit, continuation
+        )
+        return Page(items=[from_item(RunRecord, i) for i in items], continuation=wrapped)
+
     # -- approvals ------------------------------------------------------------------------------------------
+
+    @_on_portal
+    async def list_decidable_approvals(
+        self,
+        keys: Sequence[str],
+        *,
+        status: ApprovalStatus | None = "pending",
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> Page[ApprovalRecord]:
+        # Cross-partition (an approver's inbox spans runs); ARRAY_CONTAINS per key over the record's decider keys.
+        wanted = sorted(set(keys))
+        if not wanted:
+            return Page(items=[])
+        scope = f"decidable:{status}:{','.join(wanted)}"
+        matches = " OR ".join(f"ARRAY_CONTAINS(c.decider_keys, @k{i})" for i in range(len(wanted)))
+        items, wrapped = await self._cross_partition_page(
+            "approvals", scope, {"status": status}, limit, continuation, extra_where=f"({matches})",
+            **{f"k{i}": key for i, key in enumerate(wanted)},
+        )
+        return Page(items=[from_item(ApprovalRecord, i) for i in items], continuation=wrapped)
 
     async def _get_approval(self, approval_id: str) -> ApprovalRecord | None:
         session_id = await self._session_of("approval", approval_id)
@@ -398,6 +482,7 @@ class CosmosSessionStore:
         status: DecidedApprovalStatus,
         *,
         decided_by: str | None = None,
+        decided_by_name: str | None = None,
         reason: str | None = None,
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,
@@ -406,7 +491,9 @@ class CosmosSessionStore:
             approval = await self._get_approval(approval_id)
             if approval is None:
                 raise NotFoundError("approval", approval_id)
-            decided = rules.decide(approval, status, decided_by, reason, edited_arguments, decided_at or self._clock())
+            decided = rules.decide(
+                approval, status, decided_by, reason, edited_arguments, decided_at or self._clock(), decided_by_name
+            )
             ensure_fits("approval", approval_id, decided)
             saved = await self._replace("approvals", decided, approval.etag)
             if saved is not None:

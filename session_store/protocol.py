@@ -3,8 +3,9 @@
 Capabilities (every method is async; records are the pydantic models of ``records.py``):
 
 Sessions
-    ``create_session`` is idempotent (an existing session is returned unchanged); ``get_session`` returns ``None``
-    when missing; ``list_sessions`` pages newest first, optionally for one agent; ``delete_session`` removes the
+    ``create_session`` is idempotent (an existing session is returned unchanged, owner included); ``get_session``
+    returns ``None`` when missing; ``list_sessions`` pages newest first, optionally for one agent and/or one owner
+    (``owner_id``); ``delete_session`` removes the
     session and everything in it (messages, runs, approvals, effects) and says whether it existed.
 Messages
     One item per message, ordered by the caller-assigned ``seq`` (unique per session). ``append_messages`` upserts by
@@ -14,15 +15,20 @@ Messages
     ``last_seq`` help the run layer compute the next ``seq``.
 Runs
     ``begin_run`` atomically makes the run the session's only active run and assigns ``ordinal = run_count + 1``;
-    another active run raises ``SessionBusyError``; repeating it with the same ``run_id`` returns the stored run.
+    another active run raises ``SessionBusyError``, unless ``queue`` is given: then the run is stored ``queued``
+    (ordinal 0) in the session's queue (at the back, or the front). Repeating it with the same ``run_id`` returns the
+    stored run. When the active run finishes the session passes to the first queued run, which ``take_turn`` then
+    gives its ordinal (``None`` while it is still waiting).
     ``get_run`` resolves a run from its id alone (no cross-partition query). ``update_run`` changes the mutable
     fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal status (the first
     finish wins) and releases the session if this run holds it. ``record_run_tools`` stores the tools discovered
-    for a run once: the first list wins and is returned to every later caller.
+    for a run once: the first list wins and is returned to every later caller. ``list_owner_runs`` pages one
+    owner's runs newest first (optionally by status and agent).
 Approvals
     ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
     from the id alone; ``decide_approval`` is conditional: exactly one decision wins, the others get
-    ``AlreadyDecidedError`` carrying the stored record.
+    ``AlreadyDecidedError`` carrying the stored record. ``list_decidable_approvals`` pages, newest first, the
+    approvals whose ``decider_keys`` contain any of ``keys`` (an approver's inbox; across sessions).
 Effects
     ``record_effect`` is create-if-absent by idempotency key and says whether this call created it.
 Signals
@@ -49,6 +55,7 @@ from .records import (
     JsonObject,
     MessageRecord,
     Page,
+    QueuePosition,
     RunRecord,
     SessionRecord,
     SignalRecord,
@@ -59,13 +66,24 @@ from .records import (
 class SessionStore(Protocol):
     # Sessions
     async def create_session(
-        self, session_id: str, agent: str, metadata: JsonObject | None = None
+        self,
+        session_id: str,
+        agent: str,
+        metadata: JsonObject | None = None,
+        *,
+        owner_id: str | None = None,
+        owner_name: str | None = None,
     ) -> SessionRecord: ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
 
     async def list_sessions(
-        self, *, agent: str | None = None, limit: int = 50, continuation: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        owner_id: str | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
     ) -> Page[SessionRecord]: ...
 
     async def delete_session(self, session_id: str) -> bool: ...
@@ -89,7 +107,9 @@ class SessionStore(Protocol):
     async def last_seq(self, session_id: str) -> int | None: ...
 
     # Runs
-    async def begin_run(self, record: RunRecord) -> RunRecord: ...
+    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord: ...
+
+    async def take_turn(self, run_id: str) -> RunRecord | None: ...
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
@@ -109,6 +129,16 @@ class SessionStore(Protocol):
 
     async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord: ...
 
+    async def list_owner_runs(
+        self,
+        owner_id: str,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> Page[RunRecord]: ...
+
     # Approvals
     async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]: ...
 
@@ -122,12 +152,22 @@ class SessionStore(Protocol):
         status: ApprovalStatus | None = None,
     ) -> list[ApprovalRecord]: ...
 
+    async def list_decidable_approvals(
+        self,
+        keys: Sequence[str],
+        *,
+        status: ApprovalStatus | None = "pending",
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> Page[ApprovalRecord]: ...
+
     async def decide_approval(
         self,
         approval_id: str,
         status: DecidedApprovalStatus,
         *,
         decided_by: str | None = None,
+        decided_by_name: str | None = None,
         reason: str | None = None,
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,

@@ -16,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 StoreId = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^/\\?#]+$")]
 JsonObject = dict[str, Any]
 
+QueuePosition = Literal["back", "front"]
 RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"]
 TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
@@ -34,6 +35,11 @@ class SessionRecord(_Record):
     metadata: JsonObject = Field(default_factory=dict)
     active_run_id: StoreId | None = None
     run_count: int = Field(default=0, ge=0)
+    queued_run_ids: list[StoreId] = Field(
+        default_factory=list, description="runs waiting for the session, in the order they will get it"
+    )
+    owner_id: str | None = Field(default=None, description="the principal that created the session")
+    owner_name: str | None = None
     etag: str | None = None
 
 
@@ -53,7 +59,10 @@ class RunRecord(_Record):
     agent: str = Field(description="the agent's name, or the workflow's when kind is 'workflow'")
     kind: Literal["agent", "workflow"] = "agent"
     status: RunStatus = "queued"
-    ordinal: int = Field(default=0, ge=0, description="1-based position among the session's runs; set by begin_run")
+    ordinal: int = Field(
+        default=0, ge=0,
+        description="1-based position among the session's runs; set by begin_run (a queued run: by take_turn)",
+    )
     instance_id: str | None = None
     created_at: AwareDatetime | None = None
     updated_at: AwareDatetime | None = None
@@ -72,6 +81,8 @@ class RunRecord(_Record):
         default=None,
         description="the tools discovered for the run when it started (MCP): written once by record_run_tools",
     )
+    owner_id: str | None = Field(default=None, description="the principal that started the run")
+    owner_name: str | None = None
     etag: str | None = None
 
     @property
@@ -96,11 +107,18 @@ class ApprovalRecord(_Record):
     created_at: AwareDatetime | None = None
     expires_at: AwareDatetime | None = None
     decided_at: AwareDatetime | None = None
-    decided_by: str | None = None
+    decided_by: str | None = Field(default=None, description="the deciding principal's id")
+    decided_by_name: str | None = None
     reason: str | None = None
     edited_arguments: JsonObject | None = None
     escalated_to: str | None = None
     escalated_at: AwareDatetime | None = None
+    owner_id: str | None = Field(default=None, description="the run's owner (who 'owner' in approvers means)")
+    approvers: list[str] = Field(default_factory=lambda: ["owner"], description="'owner', 'role:<role>', ids")
+    separation_of_duties: bool = False
+    decider_keys: list[str] = Field(
+        default_factory=list, description="'principal:<id>' / 'role:<role>' keys the inbox query matches"
+    )
     etag: str | None = None
 
 

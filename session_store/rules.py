@@ -18,6 +18,7 @@ from .records import (
     ApprovalRecord,
     DecidedApprovalStatus,
     JsonObject,
+    QueuePosition,
     RunRecord,
     SessionRecord,
 )
@@ -31,29 +32,76 @@ class RunClaim:
     run: RunRecord
 
 
-def claim_session(session: SessionRecord, run: RunRecord, now: datetime) -> RunClaim:
-    """Make ``run`` the session's active run, or raise ``SessionBusyError`` if another run holds it."""
+def claim_session(
+    session: SessionRecord, run: RunRecord, now: datetime, queue: QueuePosition | None = None
+) -> RunClaim:
+    """Make ``run`` the session's active run; if another run holds it, queue ``run`` (at the back, or at the front
+    for an interrupt) when ``queue`` says so, else raise ``SessionBusyError``. A queued run has ordinal 0 until
+    ``take_turn`` gives it the session's next position (so runs keep their order in the conversation)."""
     if session.active_run_id == run.run_id:
         # A retry after the claim was written but before the run was: the ordinal is already counted.
         return RunClaim(session=None, run=_new_run(run, session.run_count, now))
     if session.active_run_id is not None:
-        raise SessionBusyError(session.session_id, session.active_run_id)
+        if queue is None:
+            raise SessionBusyError(session.session_id, session.active_run_id)
+        queued = _new_run(run, 0, now).model_copy(update={"status": "queued"})
+        if run.run_id in session.queued_run_ids:
+            return RunClaim(session=None, run=queued)
+        order = session.queued_run_ids
+        order = [run.run_id, *order] if queue == "front" else [*order, run.run_id]
+        return RunClaim(session=session.model_copy(update={"queued_run_ids": order, "updated_at": now}), run=queued)
     ordinal = session.run_count + 1
     claimed = session.model_copy(update={"active_run_id": run.run_id, "run_count": ordinal, "updated_at": now})
     return RunClaim(session=claimed, run=_new_run(run, ordinal, now))
 
 
 def _new_run(run: RunRecord, ordinal: int, now: datetime) -> RunRecord:
+    """The run as stored by a claim: a run that holds its session is `in_progress` (lists filter on it)."""
+    status = "in_progress" if run.status == "queued" else run.status
     return run.model_copy(
-        update={"ordinal": ordinal, "created_at": run.created_at or now, "updated_at": now, "etag": None}
+        update={"ordinal": ordinal, "status": status, "created_at": run.created_at or now, "updated_at": now,
+                "etag": None}
     )
 
 
 def release_session(session: SessionRecord, run_id: str, now: datetime) -> SessionRecord | None:
-    """The session without its active run, or ``None`` if ``run_id`` is not the active run (nothing to write)."""
-    if session.active_run_id != run_id:
-        return None
-    return session.model_copy(update={"active_run_id": None, "updated_at": now})
+    """The session without ``run_id``: an ending active run hands the session to the first queued run; an ending
+    queued run leaves the queue. ``None`` if ``run_id`` is neither (nothing to write)."""
+    if session.active_run_id == run_id:
+        queue = session.queued_run_ids
+        return session.model_copy(
+            update={"active_run_id": queue[0] if queue else None, "queued_run_ids": queue[1:], "updated_at": now}
+        )
+    if run_id in session.queued_run_ids:
+        queue = [queued for queued in session.queued_run_ids if queued != run_id]
+        return session.model_copy(update={"queued_run_ids": queue, "updated_at": now})
+    return None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What ``take_turn`` must write: the run with its position (``None``: unchanged) and the session's count
+    (``None``: unchanged). ``granted`` says whether the run holds the session now."""
+
+    granted: bool
+    run: RunRecord | None = None
+    session: SessionRecord | None = None
+
+
+def take_turn(session: SessionRecord, run: RunRecord, now: datetime) -> Turn:
+    """A queued run that the session was handed to gets the next ordinal (idempotent: a run that has one keeps it,
+    and the session's count is brought up to it, in case an earlier attempt wrote the run but not the session)."""
+    if session.active_run_id != run.run_id:
+        return Turn(granted=False)
+    if run.ordinal > 0:
+        behind = session.run_count < run.ordinal
+        return Turn(granted=True, session=session.model_copy(update={"run_count": run.ordinal}) if behind else None)
+    ordinal = session.run_count + 1
+    return Turn(
+        granted=True,
+        run=run.model_copy(update={"ordinal": ordinal, "status": "in_progress", "updated_at": now}),
+        session=session.model_copy(update={"run_count": ordinal, "updated_at": now}),
+    )
 
 
 def apply_run_changes(run: RunRecord, changes: dict[str, Any], now: datetime) -> RunRecord:
@@ -114,6 +162,7 @@ def decide(
     reason: str | None,
     edited_arguments: JsonObject | None,
     decided_at: datetime,
+    decided_by_name: str | None = None,
 ) -> ApprovalRecord:
     """The decided approval, or ``AlreadyDecidedError`` if it is not pending any more."""
     if approval.status != "pending":
@@ -127,6 +176,7 @@ def decide(
             **approval.model_dump(),
             "status": status,
             "decided_by": decided_by,
+            "decided_by_name": decided_by_name,
             "reason": reason,
             "edited_arguments": edited_arguments,
             "decided_at": decided_at,

@@ -29,6 +29,7 @@ from .records import (
     JsonObject,
     MessageRecord,
     Page,
+    QueuePosition,
     RunRecord,
     SessionRecord,
     SignalRecord,
@@ -39,6 +40,19 @@ from .sqlite_schema import TABLES, connect
 T = TypeVar("T")
 LIVE = "(expires_at IS NULL OR expires_at > ?)"
 SWEEP_INTERVAL_SECONDS = 60.0
+OWNER_OF_DOC = "json_extract(doc, '$.owner_id')"
+# Epoch seconds of the record's ISO creation time (julianday parses the fractions and the zone correctly).
+CREATED_OF_DOC = "((julianday(json_extract(doc, '$.created_at')) - 2440587.5) * 86400.0)"
+R = TypeVar("R", ApprovalRecord, RunRecord)
+
+
+def _page(rows: list[Any], limit: int, scope: str, model: type[R]) -> Page[R]:
+    """A page from rows of (doc, sort value, id) fetched with LIMIT limit + 1 (the extra row means: more)."""
+    token = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        token = cursor.encode(scope, {"c": rows[-1][1], "i": rows[-1][2]})
+    return Page(items=[model.model_validate_json(r[0]) for r in rows], continuation=token)
 
 
 def _etag() -> str:
@@ -115,9 +129,17 @@ class SqliteSessionStore:
         return session
 
     async def create_session(
-        self, session_id: str, agent: str, metadata: JsonObject | None = None
+        self,
+        session_id: str,
+        agent: str,
+        metadata: JsonObject | None = None,
+        *,
+        owner_id: str | None = None,
+        owner_name: str | None = None,
     ) -> SessionRecord:
-        record = SessionRecord(session_id=session_id, agent=agent, metadata=metadata or {})
+        record = SessionRecord(
+            session_id=session_id, agent=agent, metadata=metadata or {}, owner_id=owner_id, owner_name=owner_name
+        )
         ensure_fits("session", session_id, record)
 
         def op() -> SessionRecord:
@@ -135,15 +157,22 @@ class SqliteSessionStore:
         return await self._run(lambda: self._get_session(self._conn, session_id, self._now()))
 
     async def list_sessions(
-        self, *, agent: str | None = None, limit: int = 50, continuation: str | None = None
+        self,
+        *,
+        agent: str | None = None,
+        owner_id: str | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
     ) -> Page[SessionRecord]:
-        scope = f"sessions:{agent}"
+        scope = f"sessions:{agent}" if owner_id is None else f"sessions:{agent}:{owner_id}"
         position = cursor.decode(scope, continuation) if continuation else None
 
         def op() -> Page[SessionRecord]:
             sql, params = f"SELECT doc, created_at, session_id FROM sessions WHERE {LIVE}", [self._now().timestamp()]
             if agent is not None:
                 sql, params = sql + " AND agent = ?", [*params, agent]
+            if owner_id is not None:
+                sql, params = sql + f" AND {OWNER_OF_DOC} = ?", [*params, owner_id]
             if position is not None:
                 sql += " AND (created_at < ? OR (created_at = ? AND session_id > ?))"
                 params += [position["c"], position["c"], position["i"]]
@@ -264,7 +293,7 @@ class SqliteSessionStore:
         )
         return run
 
-    async def begin_run(self, record: RunRecord) -> RunRecord:
+    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord:
         ensure_fits("run", record.run_id, record)
 
         def op() -> RunRecord:
@@ -276,10 +305,29 @@ class SqliteSessionStore:
                 session = self._get_session(conn, record.session_id, now)
                 if session is None:
                     raise NotFoundError("session", record.session_id)
-                claim = rules.claim_session(session, record, now)
+                claim = rules.claim_session(session, record, now, queue)
                 if claim.session is not None:
                     self._put_session(conn, claim.session, now)
                 return self._put_run(conn, claim.run, now)
+
+        return await self._run(op)
+
+    async def take_turn(self, run_id: str) -> RunRecord | None:
+        def op() -> RunRecord | None:
+            now = self._now()
+            with self._tx() as conn:
+                run = self._get_run(conn, run_id, now)
+                if run is None:
+                    raise NotFoundError("run", run_id)
+                session = self._get_session(conn, run.session_id, now)
+                if session is None:
+                    raise NotFoundError("session", run.session_id)
+                turn = rules.take_turn(session, run, now)
+                if turn.session is not None:
+                    self._put_session(conn, turn.session, now)
+                if turn.run is not None:
+                    run = self._put_run(conn, turn.run, now)
+                return run if turn.granted else None
 
         return await self._run(op)
 
@@ -348,7 +396,64 @@ class SqliteSessionStore:
         rows = await self._run(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchall())
         return [RunRecord.model_validate_json(r[0]) for r in rows]
 
+    async def list_owner_runs(
+        self,
+        owner_id: str,
+        *,
+        status: str | None = None,
+        agent: str | None = None,
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> Page[RunRecord]:
+        scope = f"owner-runs:{owner_id}:{status}:{agent}"
+        position = cursor.decode(scope, continuation) if continuation else None
+
+        def op() -> Page[RunRecord]:
+            sql = f"SELECT doc, {CREATED_OF_DOC}, run_id FROM runs WHERE {LIVE} AND {OWNER_OF_DOC} = ?"
+            params: list[Any] = [self._now().timestamp(), owner_id]
+            for field, value in (("status", status), ("agent", agent)):
+                if value is not None:
+                    sql, params = sql + f" AND json_extract(doc, '$.{field}') = ?", [*params, value]
+            if position is not None:
+                sql += f" AND ({CREATED_OF_DOC} < ? OR ({CREATED_OF_DOC} = ? AND run_id > ?))"
+                params += [position["c"], position["c"], position["i"]]
+            rows = self._conn.execute(sql + f" ORDER BY {CREATED_OF_DOC} DESC, run_id LIMIT ?", [*params, limit + 1])
+            return _page(rows.fetchall(), limit, scope, RunRecord)
+
+        return await self._run(op)
+
     # -- approvals ------------------------------------------------------------------------------------------
+
+    async def list_decidable_approvals(
+        self,
+        keys: Sequence[str],
+        *,
+        status: ApprovalStatus | None = "pending",
+        limit: int = 50,
+        continuation: str | None = None,
+    ) -> Page[ApprovalRecord]:
+        wanted = sorted(set(keys))
+        scope = f"decidable:{status}:{','.join(wanted)}"
+        position = cursor.decode(scope, continuation) if continuation else None
+        if not wanted:
+            return Page(items=[])
+
+        def op() -> Page[ApprovalRecord]:
+            marks = ", ".join("?" for _ in wanted)
+            sql = (
+                f"SELECT doc, created_at, approval_id FROM approvals a WHERE {LIVE} AND EXISTS "
+                f"(SELECT 1 FROM json_each(a.doc, '$.decider_keys') k WHERE k.value IN ({marks}))"
+            )
+            params: list[Any] = [self._now().timestamp(), *wanted]
+            if status is not None:
+                sql, params = sql + " AND status = ?", [*params, status]
+            if position is not None:
+                sql += " AND (created_at < ? OR (created_at = ? AND approval_id > ?))"
+                params += [position["c"], position["c"], position["i"]]
+            rows = self._conn.execute(sql + " ORDER BY created_at DESC, approval_id LIMIT ?", [*params, limit + 1])
+            return _page(rows.fetchall(), limit, scope, ApprovalRecord)
+
+        return await self._run(op)
 
     def _get_approval(self, conn: sqlite3.Connection, approval_id: str, now: datetime) -> ApprovalRecord | None:
         doc = self._one(
@@ -414,6 +519,7 @@ class SqliteSessionStore:
         status: DecidedApprovalStatus,
         *,
         decided_by: str | None = None,
+        decided_by_name: str | None = None,
         reason: str | None = None,
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,
@@ -424,7 +530,9 @@ class SqliteSessionStore:
                 approval = self._get_approval(conn, approval_id, now)
                 if approval is None:
                     raise NotFoundError("approval", approval_id)
-                decided = rules.decide(approval, status, decided_by, reason, edited_arguments, decided_at or now)
+                decided = rules.decide(
+                    approval, status, decided_by, reason, edited_arguments, decided_at or now, decided_by_name
+                )
                 ensure_fits("approval", approval_id, decided)
                 return self._put_approval(conn, decided, now)
 

@@ -14,6 +14,7 @@ from typing import Any
 import azure.functions as func
 
 from http_api.adapter import Handler, json_response
+from http_api.caller import identified
 from http_api.problems import ApiProblem
 from session_store.errors import StoreUnavailableError
 
@@ -79,8 +80,10 @@ def openai_endpoint(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def wrapper(*args: Any, **kwargs: Any) -> func.HttpResponse:
+        req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
         try:
-            return await handler(*args, **kwargs)
+            async with identified(req):  # who is calling (http_api.caller), as for every route
+                return await handler(*args, **kwargs)
         except ApiProblem as problem:
             return error_response(problem)
         except StoreUnavailableError as error:

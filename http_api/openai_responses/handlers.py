@@ -19,8 +19,10 @@ from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runs.store_log import load_session_records
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
+from http_api.access import decidable_approval
 from http_api.adapter import json_response, query_model, read_json_body
 from http_api.approvals import record_decision, same_decision
+from http_api.caller import current_principal
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import ApprovalDecisionRequest
@@ -37,10 +39,9 @@ from http_api.openai_responses.models import (
 from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
-from http_api.request_context import principal
 from http_api.run_views import reconcile, run_status, run_usage, visible_seq
-from http_api.runs import request_cancel, start_agent_run
-from http_api.sessions import delete_idle_session
+from http_api.runs import request_cancel, run_or_404, start_agent_run
+from http_api.sessions import delete_session_and_runs, session_or_404
 from session_store import RunRecord
 from telemetry.trace_context import RunTrace
 
@@ -65,13 +66,16 @@ async def read_snapshot(
     if progress is not None:
         await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals)
     run = await reconcile(store, await store.get_run(run.run_id) or run, state)
-    first, _ = run_seq_range(run.ordinal)
+    messages = []
+    if run.ordinal > 0:  # 0: queued behind another run of the session (started elsewhere with if_busy): nothing yet
+        first, _ = run_seq_range(run.ordinal)
+        messages = await load_session_records(
+            store, run.session_id, after_seq=first - 1, up_to_seq=visible_seq(run, state)
+        )
     return RunSnapshot(
         run=run,
         status=run_status(run, state),
-        messages=await load_session_records(
-            store, run.session_id, after_seq=first - 1, up_to_seq=visible_seq(run, state)
-        ),
+        messages=messages,
         approvals=await store.list_approvals(run_id=run.run_id),
         usage=run_usage(run, state),
         waiting_on=list(progress.pending_approvals) if progress is not None and not run.finished else [],
@@ -126,9 +130,15 @@ def _response_not_found(response_id: str, param: str | None = None) -> Exception
 async def _response_run(
     services: RunServices, response_id: str, param: str | None = None
 ) -> tuple[ResponseRef, RunRecord]:
+    """The response's run, found as every route finds a run (`run_or_404`: the caller's own, else not found)."""
     ref = parse_response_id(response_id)
-    run = await services.store.get_run(ref.run_id) if ref is not None else None
-    if ref is None or run is None or run.kind != "agent":
+    if ref is None:
+        raise _response_not_found(response_id, param)
+    try:
+        run = await run_or_404(services.store, ref.run_id)
+    except ApiProblem as problem:
+        raise _response_not_found(response_id, param) from problem
+    if run.kind != "agent":
         raise _response_not_found(response_id, param)
     return ref, run
 
@@ -244,20 +254,20 @@ async def _answer_approvals(
         raise openai_error(
             400, "The mcp_approval_response items answer requests of different responses.", param="input"
         )
+    caller = current_principal()
     for index, item in request.approvals:
         decision = ApprovalDecisionRequest(decision="approve" if item.approve else "reject", reason=item.reason)
         try:
-            await record_decision(services, gateway, run, item.approval_request_id, decision, decided_by=principal(req))
+            # The same rules as the approvals route: who may decide, then one decision wins.
+            run, record = await decidable_approval(services.store, run.run_id, item.approval_request_id)
+            await record_decision(services, gateway, run, record, decision)
         except ApiProblem as problem:
             # The same answer again after the run went on (a client retrying): nothing to change, the same response.
             stored = await services.store.get_approval(item.approval_request_id)
             verdict = "approved" if item.approve else "rejected"
-            if (
-                problem.status != 409
-                or stored is None
-                or not same_decision(stored, verdict, principal(req), item.reason, None)
-            ):
-                problem.field = f"input[{index}]"  # the item at fault (decided otherwise, expired...)
+            same = stored is not None and same_decision(stored, verdict, caller.id, item.reason, None)
+            if problem.status != 409 or not same:
+                problem.field = f"input[{index}]"  # the item at fault (decided otherwise, expired, not yours...)
                 raise
     return run, ResponseRef(run.run_id, turns.pop() + 1)
 
@@ -300,14 +310,16 @@ async def cancel_response(req: func.HttpRequest, client: df.DurableOrchestration
 
 
 @openai_endpoint
-async def delete_response(req: func.HttpRequest) -> func.HttpResponse:
-    """Deletes the conversation the response belongs to (the session: every response chained in it)."""
+async def delete_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """Deletes the conversation the response belongs to (the session: every response chained in it, and its runs'
+    Durable history), as `DELETE /api/sessions/{id}` does; 409 while a run in it is active."""
     services = RunServices.current()
     ref, run = await _response_run(services, req.route_params["response_id"])
-    session = await services.store.get_session(run.session_id)
-    if session is None:
-        raise _response_not_found(ref.response_id)
-    await delete_idle_session(services.store, session)
+    try:
+        session = await session_or_404(services.store, run.session_id)
+    except ApiProblem as problem:
+        raise _response_not_found(ref.response_id) from problem
+    await delete_session_and_runs(services.store, client, session, cancel=False)
     return json_response(DeletedResponse(id=ref.response_id))
 
 

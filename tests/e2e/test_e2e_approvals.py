@@ -13,6 +13,8 @@ from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
+# AUTH_MODE=none ignores principal headers (anyone can send them): the decision is the anonymous principal's.
+# Audits with validated identities: tests/auth.
 AUDITOR = {"x-ms-client-principal-name": "alice@example.com"}
 
 
@@ -43,12 +45,12 @@ def test_approved_call_runs_once_and_is_audited(app: InProcessApp, model: Script
     assert (view["status"], view["output"]["text"]) == ("completed", "Sent.")
     assert app.effects(session_id, "email") == [EMAIL_BOB]
     [record] = app.approvals(run_id)
-    assert (record["status"], record["decided_by"]) == ("approved", "alice@example.com")
+    assert (record["status"], record["decided_by"]) == ("approved", "anonymous")
     assert record["decided_at"]
     assert '"status": "sent"' in tool_messages(model)[0]
     # The decision is part of the conversation too (seed 002's approval response), with who decided.
     responses = [m for m in app.session_messages(session_id) if contents_of(m) == ["function_approval_response"]]
-    assert [(m["contents"][0]["approved"], m.get("author_name")) for m in responses] == [(True, "alice@example.com")]
+    assert [(m["contents"][0]["approved"], m.get("author_name")) for m in responses] == [(True, "anonymous")]
 
 
 def test_rejected_call_never_runs(app: InProcessApp, model: ScriptedModelServer) -> None:

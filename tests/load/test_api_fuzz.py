@@ -3,12 +3,15 @@
 schemathesis turns the document into hypothesis strategies: valid requests (positive), invalid ones (negative), and
 valid ones aimed at real runs, sessions and approvals (so bodies and queries reach past the 404s). Every response
 must be free of 5xx, stack traces and secrets; positive cases must also match the documented status codes, content
-types and response schemas. `derandomize=True` keeps CI runs reproducible.
+types and response schemas. `derandomize=True` keeps CI runs reproducible. Everything runs twice: with
+`AUTH_MODE=none` and with `AUTH_MODE=easyauth` (every request carries the principal Easy Auth would pass).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,10 +47,26 @@ OPERATION_LABELS = [result.ok().label for result in SCHEMA.get_all_operations()]
 WITH_INPUTS = [f"{op.method.upper()} {op.path}" for op in OPERATIONS if op.path_params() or op.query or op.body]
 
 
+_PRINCIPAL = {"auth_typ": "aad", "claims": [{"typ": "oid", "val": "oid-fuzz"}, {"typ": "name", "val": "Fuzz"}]}
+# The headers every request sends, per AUTH_MODE (Easy Auth's, made by the test: the platform is not here).
+MODE_HEADERS: dict[str, dict[str, str]] = {
+    "none": {},
+    "easyauth": {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(json.dumps(_PRINCIPAL).encode()).decode()},
+}
+
+
+@pytest.fixture(scope="module", params=list(MODE_HEADERS))
+def auth_mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def api_host(model_server: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessHost]:
+def api_host(
+    model_server: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory, auth_mode: str
+) -> Iterator[InProcessHost]:
     store = str(tmp_path_factory.mktemp("fuzz") / "sessions.sqlite3")
-    with workload_host(model_server.base_url, store_path=store) as host:
+    with workload_host(model_server.base_url, store_path=store, env={"AUTH_MODE": auth_mode}) as host:
+        host.fuzz_headers = MODE_HEADERS[auth_mode]  # type: ignore[attr-defined]
         yield host
 
 
@@ -57,6 +76,7 @@ def real_ids(api_host: InProcessHost) -> dict[str, str]:
 
     async def make() -> dict[str, str]:
         async with async_client(api_host.base_url) as client:
+            client.headers.update(api_host.fuzz_headers)  # type: ignore[attr-defined]
             view = await start_run(client, email_prompt("fuzz@example.com"))
             view, _ = await poll(client, view, until=frozenset({"requires_action"}), deadline_s=PROGRESS_TIMEOUT_S)
         return {
@@ -82,6 +102,7 @@ def _fuzz(api_host: InProcessHost, label: str, mode: GenerationMode, path_parame
     strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)
     session = requests.Session()
     session.trust_env = False
+    session.headers.update(api_host.fuzz_headers)  # type: ignore[attr-defined]
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
@@ -128,6 +149,13 @@ def test_every_served_route_is_described(api_host: InProcessHost) -> None:
     }
     described = {(op.method, op.path) for op in OPERATIONS}
     assert served == described
+
+
+def test_the_host_runs_in_its_auth_mode(api_host: InProcessHost, auth_mode: str) -> None:
+    """The fuzz really runs as the mode says: without the principal, easyauth refuses."""
+    assert api_host.client.get("/api/health").json()["auth"]["mode"] == auth_mode
+    bare = api_host.client.get("/api/agents")
+    assert bare.status_code == (401 if auth_mode == "easyauth" else 200)
 
 
 def test_the_app_serves_the_document(api_host: InProcessHost) -> None:

@@ -1,0 +1,92 @@
+"""Who may see and do what: ownership and approver checks over store records (one place for every route).
+
+- The principal that created a session, an agent run or a workflow run owns it and sees everything of it.
+- Anyone else gets 404 on it (existence is not revealed), except a permitted approver, who sees the approvals they
+  may decide (and the run's id, agent and status on them) and may decide them.
+- In `AUTH_MODE=none` the single principal (`anonymous`) owns what it creates and is trusted as every approver.
+"""
+
+from __future__ import annotations
+
+from agent_runs.starting import SessionAgentMismatchError, SessionNotOwnedError, open_session
+from agent_runtime.agents import AgentDefinition
+from agent_runtime.approvers import ANONYMOUS, may_decide
+from http_api.caller import current_principal
+from http_api.identity import Principal
+from http_api.problems import ApiProblem, not_found
+from session_store import ApprovalRecord, ApprovalStatus, RunRecord, SessionStore
+
+
+def owns(principal: Principal, owner_id: str | None) -> bool:
+    """Records written before owners were recorded (no owner) belong to the no-auth principal."""
+    return principal.id == (owner_id or ANONYMOUS)
+
+
+def can_decide(principal: Principal, approval: ApprovalRecord, run_owner_id: str | None) -> bool:
+    owner_id = approval.owner_id or run_owner_id
+    if principal.trusted:
+        return owns(principal, owner_id)
+    return may_decide(
+        approval.approvers,
+        separation_of_duties=approval.separation_of_duties,
+        owner_id=owner_id,
+        principal_id=principal.id,
+        roles=principal.roles,
+    )
+
+
+async def open_owned_session(store: SessionStore, session_id: str, agent: AgentDefinition, caller: Principal) -> None:
+    """Open (or create) the caller's session for a run: another principal's session is a 404, as if missing."""
+    try:
+        await open_session(store, session_id, agent, owner_id=caller.id, owner_name=caller.name)
+    except SessionNotOwnedError as error:
+        raise not_found("session_not_found", "Session", session_id, field="body.session_id") from error
+    except SessionAgentMismatchError as error:
+        raise ApiProblem(
+            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
+        ) from error
+
+
+async def visible_approvals(
+    store: SessionStore, run_id: str, *, status: ApprovalStatus | None = None
+) -> tuple[RunRecord, list[ApprovalRecord]]:
+    """A run's approvals as the caller may see them: all of them for the owner, those they may decide for an
+    approver; 404 `run_not_found` for anyone else."""
+    caller = current_principal()
+    run = await store.get_run(run_id)
+    if run is None:
+        raise not_found("run_not_found", "Run", run_id, field="path.run_id")
+    records = await store.list_approvals(run_id=run.run_id, status=status)
+    if owns(caller, run.owner_id):
+        return run, records
+    mine = [record for record in records if can_decide(caller, record, run.owner_id)]
+    if not mine:
+        raise not_found("run_not_found", "Run", run_id, field="path.run_id")
+    return run, mine
+
+
+async def decidable_approval(store: SessionStore, run_id: str, approval_id: str) -> tuple[RunRecord, ApprovalRecord]:
+    """The run and the approval the caller wants to decide: 404 unless they own the run or may decide the approval,
+    403 `not_an_approver` when they own the run but may not decide this approval (approvers, separation of duties).
+    """
+    caller = current_principal()
+    run = await store.get_run(run_id)
+    record = await store.get_approval(approval_id) if run is not None else None
+    if record is not None and run is not None and record.run_id != run.run_id:
+        record = None
+    owner = run is not None and owns(caller, run.owner_id)
+    allowed = record is not None and run is not None and can_decide(caller, record, run.owner_id)
+    if run is None or not (owner or allowed):
+        raise not_found("run_not_found", "Run", run_id, field="path.run_id")
+    if record is None:
+        raise not_found("approval_not_found", "Approval", approval_id, field="path.approval_id")
+    if not allowed:
+        who = ", ".join(record.approvers) + (" (not the run's owner)" if record.separation_of_duties else "")
+        raise ApiProblem(
+            403,
+            "not_an_approver",
+            "You may not decide this approval",
+            f"This approval is decided by: {who}.",
+            field="path.approval_id",
+        )
+    return run, record

@@ -1,0 +1,235 @@
+"""Who is calling: the validated identity of a request, by `AUTH_MODE`.
+
+- `none` (default): one principal, `anonymous`; the function key is the only gate (service to service). Principal
+  headers are ignored: anyone can send them.
+- `easyauth`: App Service Authentication in front of the app validated the caller and passes it in
+  `X-MS-CLIENT-PRINCIPAL` (base64 JSON: `auth_typ`, `claims` [{`typ`, `val`}], `name_typ`, `role_typ`); the platform
+  strips these headers from outside requests. No principal: 401 `unauthenticated`.
+- `jwt`: the app validates `Authorization: Bearer <token>` itself (PyJWT, the issuer's signing keys from its OpenID
+  discovery document's `jwks_uri`, issuer and audience checked). Principal headers are ignored.
+
+Pure of Azure Functions: `authenticate(headers)` takes the request headers and returns a `Principal` or raises an
+`ApiProblem` (401 with `WWW-Authenticate`, or 503 when the issuer cannot be reached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import os
+import threading
+import urllib.request
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import jwt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent_runtime.approvers import ANONYMOUS
+from http_api.problems import ApiProblem
+
+log = logging.getLogger(__name__)
+
+AuthMode = Literal["none", "easyauth", "jwt"]
+OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
+ID_CLAIMS = (OBJECT_ID_CLAIM, "oid", "sub")
+NAME_CLAIMS = ("name", "preferred_username", "upn", "email")
+ROLE_CLAIMS = ("roles", "http://schemas.microsoft.com/ws/2008/06/identity/claims/role")
+JWT_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
+DISCOVERY_TIMEOUT_SECONDS = 10
+
+
+class AuthSettings(BaseSettings):
+    """`AUTH_MODE` and, for `jwt`, the issuer to trust."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    mode: AuthMode = Field(default="none", validation_alias="AUTH_MODE")
+    issuer: str | None = Field(default=None, validation_alias="AUTH_ISSUER")
+    audience: str | None = Field(default=None, validation_alias="AUTH_AUDIENCE")
+    openid_config_url: str | None = Field(default=None, validation_alias="AUTH_OPENID_CONFIG_URL")
+    clock_skew_seconds: int = Field(default=60, ge=0, validation_alias="AUTH_CLOCK_SKEW_SECONDS")
+
+    def discovery_url(self) -> str:
+        if self.openid_config_url:
+            return self.openid_config_url
+        if not self.issuer:
+            raise ValueError("AUTH_MODE=jwt needs AUTH_ISSUER (and AUTH_AUDIENCE)")
+        return self.issuer.rstrip("/") + "/.well-known/openid-configuration"
+
+    def check(self) -> AuthSettings:
+        if self.mode == "jwt" and not (self.issuer and self.audience):
+            raise ValueError("AUTH_MODE=jwt needs AUTH_ISSUER and AUTH_AUDIENCE")
+        return self
+
+
+class Principal(BaseModel):
+    """The validated caller. `id` is what owns sessions and runs; `roles` are app roles (approvers by role)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    roles: tuple[str, ...] = ()
+    auth_type: Literal["none", "easyauth", "jwt"]
+
+    @property
+    def trusted(self) -> bool:
+        """`none` mode: the single principal is whoever holds the function key, trusted as every approver."""
+        return self.auth_type == "none"
+
+
+NO_AUTH_PRINCIPAL = Principal(id=ANONYMOUS, name=ANONYMOUS, auth_type="none")
+
+
+def unauthenticated(detail: str, *, scheme: str, error: str | None = None) -> ApiProblem:
+    challenge = scheme if error is None else f'{scheme} error="{error}"'
+    return ApiProblem(
+        401, "unauthenticated", "Authentication required", detail, headers={"WWW-Authenticate": challenge}
+    )
+
+
+# ------------------------------------------------------------------------------------------------ Easy Auth
+
+
+class _Claim(BaseModel):
+    typ: str
+    val: str
+
+
+class _ClientPrincipal(BaseModel):
+    auth_typ: str | None = None
+    claims: list[_Claim] = Field(default_factory=list)
+    name_typ: str | None = None
+    role_typ: str | None = None
+
+
+def easyauth_principal(headers: Mapping[str, str]) -> Principal:
+    encoded = headers.get("x-ms-client-principal")
+    if not encoded:
+        raise unauthenticated("Sign in: App Service Authentication sent no principal.", scheme="EasyAuth")
+    try:
+        raw = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_" if "-" in encoded else None)
+        parsed = _ClientPrincipal.model_validate(json.loads(raw))
+    except (binascii.Error, ValueError, ValidationError, UnicodeDecodeError) as error:
+        raise unauthenticated("X-MS-CLIENT-PRINCIPAL is not a valid principal.", scheme="EasyAuth") from error
+    claims: dict[str, list[str]] = {}
+    for claim in parsed.claims:
+        claims.setdefault(claim.typ, []).append(claim.val)
+    principal_id = next((claims[c][0] for c in ID_CLAIMS if claims.get(c)), None)
+    principal_id = principal_id or headers.get("x-ms-client-principal-id")
+    if not principal_id:
+        raise unauthenticated("The principal has no object id, subject or principal id.", scheme="EasyAuth")
+    name_claims = (parsed.name_typ, *NAME_CLAIMS) if parsed.name_typ else NAME_CLAIMS
+    name = next((claims[c][0] for c in name_claims if claims.get(c)), None) or headers.get(
+        "x-ms-client-principal-name"
+    )
+    role_claims = {*ROLE_CLAIMS, *([parsed.role_typ] if parsed.role_typ else [])}
+    roles = tuple(dict.fromkeys(role for c in role_claims for role in claims.get(c, [])))
+    return Principal(id=principal_id, name=name, roles=roles, auth_type="easyauth")
+
+
+# ------------------------------------------------------------------------------------------------ JWT
+
+
+class JwtValidator:
+    """Validates bearer tokens against the issuer's keys (found through OpenID discovery, cached by PyJWKClient)."""
+
+    def __init__(self, settings: AuthSettings) -> None:
+        self._settings = settings.check()
+        self._lock = threading.Lock()
+        self._jwks: jwt.PyJWKClient | None = None
+
+    def _jwks_client(self) -> jwt.PyJWKClient:
+        with self._lock:
+            if self._jwks is None:
+                url = self._settings.discovery_url()
+                with urllib.request.urlopen(url, timeout=DISCOVERY_TIMEOUT_SECONDS) as response:
+                    document = json.load(response)
+                self._jwks = jwt.PyJWKClient(document["jwks_uri"], cache_keys=True, lifespan=3600)
+            return self._jwks
+
+    def validate(self, token: str) -> dict[str, Any]:
+        """The token's claims; raises `jwt.PyJWTError` for a bad token, `OSError`/`KeyError` when the issuer is down."""
+        try:
+            key = self._jwks_client().get_signing_key_from_jwt(token)
+        except jwt.PyJWKClientConnectionError as error:
+            raise OSError(str(error)) from error
+        return jwt.decode(
+            token,
+            key.key,
+            algorithms=JWT_ALGORITHMS,
+            audience=self._settings.audience,
+            issuer=self._settings.issuer,
+            leeway=self._settings.clock_skew_seconds,
+            options={"require": ["exp", "iss", "aud"]},
+        )
+
+    def principal(self, headers: Mapping[str, str]) -> Principal:
+        authorization = headers.get("authorization") or ""
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise unauthenticated("Send Authorization: Bearer <token>.", scheme="Bearer")
+        try:
+            claims = self.validate(token.strip())
+        except (jwt.PyJWKClientError, jwt.PyJWTError) as error:
+            raise unauthenticated(f"The bearer token is not valid: {error}.", scheme="Bearer",
+                                  error="invalid_token") from error
+        except (OSError, KeyError, ValueError) as error:
+            log.warning("cannot reach the token issuer's keys: %s", error)
+            raise ApiProblem(503, "auth_unavailable", "Cannot validate tokens right now",
+                             "The token issuer's keys could not be fetched; retry later.",
+                             headers={"Retry-After": "5"}) from error
+        principal_id = next((str(claims[c]) for c in ID_CLAIMS if claims.get(c)), None)
+        if not principal_id:
+            raise unauthenticated("The token names no subject (oid or sub).", scheme="Bearer", error="invalid_token")
+        name = next((str(claims[c]) for c in NAME_CLAIMS if claims.get(c)), None)
+        roles_claim = claims.get("roles") or []
+        roles = tuple(str(r) for r in (roles_claim if isinstance(roles_claim, list) else [roles_claim]))
+        return Principal(id=principal_id, name=name, roles=roles, auth_type="jwt")
+
+
+# ------------------------------------------------------------------------------------------------ the mode
+
+
+class Authenticator:
+    def __init__(self, settings: AuthSettings) -> None:
+        self.settings = settings
+        self._jwt = JwtValidator(settings) if settings.mode == "jwt" else None
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        if self.settings.mode == "easyauth":
+            return easyauth_principal(headers)
+        if self._jwt is not None:
+            return await asyncio.to_thread(self._jwt.principal, headers)  # JWKS fetches block
+        return NO_AUTH_PRINCIPAL
+
+    def health(self) -> dict[str, Any]:
+        """What `GET /api/health` says about identities (a warning for `none` on Azure)."""
+        report: dict[str, Any] = {"mode": self.settings.mode, "warning": None}
+        if self.settings.mode == "none" and os.environ.get("WEBSITE_INSTANCE_ID"):
+            report["warning"] = (
+                "AUTH_MODE=none on Azure: every function-key holder is the same principal and may see and decide "
+                "everything; set AUTH_MODE=easyauth or jwt to tell callers apart."
+            )
+        return report
+
+
+_authenticators: dict[str, Authenticator] = {}
+_authenticators_lock = threading.Lock()
+
+
+def authenticator() -> Authenticator:
+    """The authenticator for the current settings (read on each request, as cheap as reading the environment; one
+    authenticator, with its cached JWKS, per distinct configuration)."""
+    settings = AuthSettings()
+    key = settings.model_dump_json()
+    with _authenticators_lock:
+        found = _authenticators.get(key)
+        if found is None:
+            found = _authenticators[key] = Authenticator(settings)
+        return found

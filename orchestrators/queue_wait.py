@@ -1,0 +1,50 @@
+"""Waiting in a session's queue, inside the `agent_run` orchestration (deterministic: durable timers, no clocks).
+
+A queued run asks `take_turn` whether the session is its own yet; until it is, it sleeps on a durable timer raced
+with `cancel` (the store's cancel flag is what `take_turn` checks, so the event only wakes the run up). Nothing has
+to tell it the session was handed over: the finishing run has no Durable client in its activities, so asking on a
+timer is what works the same on Azure, `func start` and devhost. After many polls it continues as new, so a long
+wait keeps a short history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+import azure.durable_functions as df
+
+from agent_runs.contracts import RunInput, TurnInput, TurnResult
+from orchestrators.external_events import ExternalEvents
+
+TAKE_TURN = "take_turn"
+FIRST_DELAY_SECONDS = 1.0
+MAX_DELAY_SECONDS = 8.0
+POLLS_PER_EXECUTION = 60
+RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
+
+
+def take_turn_if_queued(
+    context: df.DurableOrchestrationContext, run_input: RunInput, cancels: ExternalEvents
+) -> Generator[Any, Any, RunInput | None]:
+    """The input to run with once the session is this run's; None when the orchestration is done for now (the run
+    was cancelled while it waited, or it continued as new to keep waiting)."""
+    if not run_input.queued:
+        return run_input
+    for poll in range(POLLS_PER_EXECUTION):
+        payload = TurnInput(run=run_input.run).model_dump(mode="json")
+        result = TurnResult.model_validate((yield context.call_activity_with_retry(TAKE_TURN, RETRY, payload)))
+        if result.cancelled:
+            return None
+        if result.ordinal is not None:
+            run = run_input.run.model_copy(update={"ordinal": result.ordinal})
+            return run_input.model_copy(update={"run": run, "next_position": result.input_count, "queued": False})
+        cancels.take()  # a cancel wakes the run up; `take_turn` reads the cancel flag the API stored before it
+        delay = min(FIRST_DELAY_SECONDS * 2**poll, MAX_DELAY_SECONDS)
+        timer = context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
+        winner = yield context.task_any([timer, cancels.waiter()])
+        if winner is not timer:
+            timer.cancel()
+    context.continue_as_new(run_input.model_dump(mode="json"))
+    return None

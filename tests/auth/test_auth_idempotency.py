@@ -1,0 +1,75 @@
+"""`Idempotency-Key` on run starts: one run per key and body per principal, however many times and however
+concurrently the request arrives; another body with the key is refused; another principal's key is its own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from auth_people import ALICE, BOB
+
+from scripted_model import Reply, Script
+
+
+async def _concurrently(base_url: str, count: int, path: str, body: dict, headers: dict) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=120, trust_env=False) as client:
+        return await asyncio.gather(*(client.post(path, json=body, headers=headers) for _ in range(count)))
+
+
+def test_twenty_concurrent_starts_with_one_key_make_one_run(app_in, model) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, callers):
+        headers = {**callers.headers(ALICE), "Idempotency-Key": "order-42"}
+        body = {"input": "hello"}
+        responses = asyncio.run(_concurrently(app.host.base_url, 20, "/api/agents/payer/runs", body, headers))
+        assert all(r.status_code in (200, 202) for r in responses), [r.text for r in responses]
+        assert len({r.json()["run_id"] for r in responses}) == 1
+        assert len({r.json()["session_id"] for r in responses}) == 1
+        app.settle()
+        assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1
+
+        # Again later: the same run, answered as a poll (200 now that it completed).
+        again = app.http.post("/api/agents/payer/runs", json=body, headers=headers)
+        assert again.status_code == 200 and again.json()["run_id"] == responses[0].json()["run_id"]
+        assert again.json()["output"]["text"] == "Hi."
+        # The same key with another body: 422, and no run.
+        other = app.http.post("/api/agents/payer/runs", json={"input": "something else"}, headers=headers)
+        assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+        assert other.json()["field"] == "header.Idempotency-Key"
+        # Bob's key of the same name is his own.
+        bobs = app.http.post("/api/agents/payer/runs", json=body,
+                             headers={**callers.headers(BOB), "Idempotency-Key": "order-42"})
+        assert bobs.status_code == 202 and bobs.json()["run_id"] != again.json()["run_id"]
+        app.settle()
+        assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1
+
+
+def test_a_start_that_fails_does_not_burn_its_key(app_in, model) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, callers):
+        alice = callers.headers(ALICE)
+        bob = callers.headers(BOB)
+        assert app.http.post("/api/agents/payer/runs", json={"input": "x", "session_id": "bobs"},
+                             headers=bob).status_code == 202
+        keyed = {**alice, "Idempotency-Key": "k1"}
+        body = {"input": "x", "session_id": "bobs"}
+        first = app.http.post("/api/agents/payer/runs", json=body, headers=keyed)
+        assert first.status_code == 404  # Bob's session: not Alice's
+        # The failure released the key: the same request answers the same way again (not a stuck "in progress").
+        assert app.http.post("/api/agents/payer/runs", json=body, headers=keyed).status_code == 404
+        ok = app.http.post("/api/agents/payer/runs", json={"input": "x", "session_id": "alices"}, headers=keyed)
+        assert ok.status_code == 202, ok.text
+
+
+def test_workflow_starts_are_idempotent_too(app_in, model) -> None:
+    with app_in("easyauth") as (app, callers):
+        headers = {**callers.headers(ALICE), "Idempotency-Key": "publish-1"}
+        body = {"input": {"title": "T"}}
+        responses = asyncio.run(_concurrently(app.host.base_url, 20, "/api/workflows/publish_flow/runs", body,
+                                              headers))
+        assert all(r.status_code == 202 for r in responses), [r.text for r in responses]
+        assert len({r.json()["run_id"] for r in responses}) == 1
+        other = app.http.post("/api/workflows/publish_flow/runs", json={"input": {"title": "U"}}, headers=headers)
+        assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+        app.settle()
+        assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1

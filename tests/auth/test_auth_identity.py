@@ -1,0 +1,84 @@
+"""Who is calling, per AUTH_MODE: the principal comes only from the mode's source; everything else is 401."""
+
+from __future__ import annotations
+
+import base64
+
+from auth_people import ALICE, BOB, easyauth_headers
+
+from scripted_model import Reply, Script
+
+PROBLEM_JSON = "application/problem+json"
+
+
+def _whoami(app, headers: dict[str, str]) -> tuple[int, str | None]:
+    """Start a run as these headers and read who owns it (the session list only shows the caller's sessions)."""
+    response = app.http.post("/api/agents/payer/runs", json={"input": "hello"}, headers=headers)
+    if response.status_code >= 400:
+        return response.status_code, None
+    run = app.store_call(lambda store: store.get_run(response.json()["run_id"]))
+    return response.status_code, run.owner_id
+
+
+def test_easyauth_takes_the_principal_from_the_platform_headers(app_in, model) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, _):
+        assert app.http.get("/api/health").json()["auth"] == {"mode": "easyauth", "warning": None}
+        assert _whoami(app, easyauth_headers(ALICE)) == (202, ALICE.id)
+        run = app.store_call(lambda store: store.list_owner_runs(ALICE.id))
+        assert run.items[0].owner_name == "Alice"
+        # No principal, a broken one, or one without any id: 401 unauthenticated, on every non-public route.
+        for headers in ({}, {"X-MS-CLIENT-PRINCIPAL": "not base64 json!"},
+                        {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(b'{"claims": []}').decode()},
+                        {"X-MS-CLIENT-PRINCIPAL-NAME": "alice"}):
+            for method, path in (("GET", "/api/agents"), ("GET", "/api/runs"), ("GET", "/api/sessions"),
+                                 ("GET", "/api/approvals"), ("POST", "/api/agents/payer/runs")):
+                response = app.http.request(method, path, headers=headers, json={"input": "x"})
+                assert response.status_code == 401, (headers, path, response.text)
+                assert response.headers["content-type"] == PROBLEM_JSON
+                assert response.json()["code"] == "unauthenticated"
+        # Only the object id claim counts; the -ID header is the fallback when the claims carry none.
+        only_header = {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(b'{"claims": []}').decode(),
+                       "X-MS-CLIENT-PRINCIPAL-ID": "oid-from-header"}
+        assert _whoami(app, only_header) == (202, "oid-from-header")
+        app.http.get("/api/health").raise_for_status()  # public: no principal needed
+
+
+def test_jwt_validates_bearer_tokens_from_the_issuer(app_in, issuer, model) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("jwt") as (app, callers):
+        assert app.http.get("/api/health").json()["auth"]["mode"] == "jwt"
+        assert _whoami(app, callers.headers(ALICE)) == (202, ALICE.id)
+        bad_tokens = {
+            "expired": issuer.token(ALICE.id, expires_in=-3600),
+            "foreign audience": issuer.token(ALICE.id, audience="api://someone-else"),
+            "foreign issuer": issuer.token(ALICE.id, issuer="https://login.example.com/other"),
+            "unknown key": issuer.token(ALICE.id, foreign=True),
+            "garbage": "not.a.token",
+        }
+        for label, token in bad_tokens.items():
+            response = app.http.get("/api/runs", headers={"Authorization": f"Bearer {token}"})
+            assert response.status_code == 401, (label, response.text)
+            assert response.headers["WWW-Authenticate"].startswith("Bearer"), label
+            assert response.json()["code"] == "unauthenticated"
+            assert token not in response.text
+        missing = app.http.get("/api/runs")
+        assert missing.status_code == 401 and missing.headers["WWW-Authenticate"] == "Bearer"
+        # Forged Easy Auth headers change nothing: without a token 401, with Bob's token the caller is Bob.
+        assert app.http.get("/api/runs", headers=easyauth_headers(ALICE)).status_code == 401
+        assert _whoami(app, {**easyauth_headers(ALICE), **callers.headers(BOB)}) == (202, BOB.id)
+
+
+def test_none_mode_is_one_anonymous_principal_whatever_the_headers(app_in, model) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("none") as (app, _):
+        assert app.http.get("/api/health").json()["auth"] == {"mode": "none", "warning": None}
+        assert _whoami(app, {}) == (202, "anonymous")
+        assert _whoami(app, easyauth_headers(ALICE)) == (202, "anonymous")
+        assert _whoami(app, {"Authorization": "Bearer whatever"}) == (202, "anonymous")
+
+
+def test_health_warns_about_none_mode_on_azure(app_in, model) -> None:
+    with app_in("none", WEBSITE_INSTANCE_ID="test-instance") as (app, _):
+        auth = app.http.get("/api/health").json()["auth"]
+        assert auth["mode"] == "none" and "AUTH_MODE=none on Azure" in auth["warning"]
