@@ -18,6 +18,7 @@ from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
 from agent_runs.services import RunServices
 from http_api import agents, approvals, fastapi_bridge, listings, openapi, runs, sessions, workflows
+from http_api.openai_responses import handlers as responses
 from http_api.streams import handlers as streams
 from http_api.ui import serve as ui
 from orchestrators.agent_run import agent_run
@@ -204,3 +205,34 @@ async def stream_run(req: Request, client: df.DurableOrchestrationClient) -> Str
 @app.durable_client_input(client_name="client")
 async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
     return await streams.stream_workflow_run(req, client)
+
+
+# ----------------------------------------------------------------------------------------------- OpenAI Responses API
+@app.route(route="v1/responses", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def create_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.create_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def get_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.get_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}", methods=["DELETE"])
+@app.durable_client_input(client_name="client")
+async def delete_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.delete_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}/cancel", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def cancel_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.cancel_response(req, client)
+
+
+@app.route(route="v1/responses/{response_id}/input_items", methods=["GET"])
+@app.durable_client_input(client_name="client")
+async def list_response_input_items(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    return await responses.list_input_items(req, client)

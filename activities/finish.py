@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_runs.closing import expire_pending_approvals
-from agent_runs.context import StepContext
+from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import FinishInput, FinishResult
 from agent_runs.driver import FINISH_SPARE_SLOTS
 from agent_runs.run_middleware import after_phase
@@ -42,7 +42,10 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
             run_id=step.run.run_id, status=finish.status, reason=finish.reason, text=last_assistant_text(added)
         )
     else:
-        result = build_run_result(ctx.agent, step.run.run_id, finish.status, finish.reason, step.usage, added)
+        overrides = overrides_of(await ctx.record())  # the run's own output format, if it was started with one
+        result = build_run_result(
+            ctx.agent, step.run.run_id, finish.status, finish.reason, step.usage, added, overrides=overrides
+        )
     status, reason, text, value = result.status, result.reason, result.text, result.value
     if step.run_middleware == "after":
         final = await after_phase(ctx, result)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
-from agent_runs.context import StepContext
+from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, StepFailure
 from agent_runs.drafts import DraftWriter
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
@@ -21,7 +21,8 @@ from telemetry.spans import run_step
 async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
     step = ModelCallInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
-    if await ctx.cancel_requested():
+    record = await ctx.record()
+    if record is not None and record.cancel_requested_at is not None:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
@@ -51,6 +52,7 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
                     step.command,
                     on_update=drafts.on_update if drafts else None,
                     prices=ctx.services.model_settings.prices(),
+                    overrides=overrides_of(record),
                 )
             record_cost(agent=agent.name, request_model=agent.model or client.default_model, usage=result.usage)
         except ModelError as error:

@@ -10,7 +10,8 @@ from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runs.store_log import OpenRunLog, StoreConversationLog
 from agent_runtime.agents import AgentDefinition
-from session_store import SessionStore
+from agent_runtime.overrides import RunOverrides
+from session_store import RunRecord, SessionStore
 
 
 @dataclass(frozen=True)
@@ -57,3 +58,11 @@ class StepContext:
     async def cancel_requested(self) -> bool:
         record = await self.store.get_run(self.run.run_id)
         return record is not None and record.cancel_requested_at is not None
+
+    async def record(self) -> RunRecord | None:
+        return await self.store.get_run(self.run.run_id)
+
+
+def overrides_of(record: RunRecord | None) -> RunOverrides:
+    """The run's own instructions and output format (none for a run started without them)."""
+    return RunOverrides.from_record(record.overrides if record is not None else None)

@@ -20,6 +20,7 @@ from agent_runtime.approvers import ANONYMOUS
 from agent_runtime.conversation import input_message_id
 from agent_runtime.escalation import Escalate
 from agent_runtime.messages import Message
+from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import RunBudget
 from session_store import RunRecord, SessionRecord, SessionStore
 from telemetry.trace_context import RunTrace
@@ -116,6 +117,7 @@ def new_run_record(
     agent: AgentDefinition,
     metadata: dict[str, Any],
     *,
+    overrides: RunOverrides | None = None,
     owner_id: str | None = None,
     owner_name: str | None = None,
 ) -> RunRecord:
@@ -125,6 +127,7 @@ def new_run_record(
         agent=agent.name,
         instance_id=run_id,
         metadata=metadata,
+        overrides=overrides.to_record() if overrides is not None else {},
         owner_id=owner_id,
         owner_name=owner_name,
     )

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .agents import AgentDefinition
 from .loop_types import LoopState
 from .messages import FunctionApprovalRequestContent, Message, Usage, last_assistant_text
+from .overrides import OutputSchemaError, RunOverrides
 
 RunStatusLike = Literal["completed", "failed", "cancelled", "requires_action"]
 
@@ -64,10 +65,15 @@ def error_of(status: str, reason: str) -> dict[str, Any]:
     return {"code": reason if re.fullmatch(r"[a-z_]+", reason) else status, "message": reason}
 
 
-def structured_value(agent: AgentDefinition, text: str) -> tuple[Any, str | None]:
-    """(the parsed structured output, None) or (None, the first line of why it does not validate)."""
+def structured_value(
+    agent: AgentDefinition, text: str, overrides: RunOverrides | None = None
+) -> tuple[Any, str | None]:
+    """(the parsed structured output, None) or (None, the first line of why it does not validate). `overrides`: the
+    run's own output format, which replaces the agent's."""
     try:
-        return agent.parse_output(text), None
+        return (overrides or RunOverrides()).parse_output(agent, text), None
+    except OutputSchemaError as error:
+        return None, str(error).splitlines()[0]
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in e['loc']) or 'answer'}: {e['msg']}" for e in error.errors()[:3]
@@ -84,12 +90,15 @@ def build_run_result(
     reason: str,
     usage: Usage,
     added: Sequence[Message],
+    *,
+    overrides: RunOverrides | None = None,
 ) -> RunResult:
     """The result of a run that added `added` to the conversation and ended with `status`/`reason`."""
     text = last_assistant_text(added)
     value = None
-    if status == "completed" and agent.output_type is not None:
-        value, problem = structured_value(agent, text)
+    structured = agent.output_type is not None or (overrides is not None and overrides.has_output_format)
+    if status == "completed" and structured:
+        value, problem = structured_value(agent, text, overrides)
         if problem is not None:
             status, reason = "failed", failure_reason(INVALID_STRUCTURED_OUTPUT, problem)
     return RunResult(run_id=run_id, status=status, reason=reason, text=text, value=value, usage=usage, messages=added)

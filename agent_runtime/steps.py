@@ -50,6 +50,7 @@ from .messages import (
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
 from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
+from .overrides import RunOverrides
 from .spend import ModelPrices
 from .tools import (
     EffectLedger,
@@ -108,20 +109,24 @@ async def call_model_step(
     command: CallModel,
     *,
     on_update: OnUpdate | None = None,
+    overrides: RunOverrides | None = None,
     prices: ModelPrices | None = None,
 ) -> ModelTurn:
     """One model call through the agent's chat middleware; stores the answer and summarises it for the loop.
 
     With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same).
+    `overrides`: this run's extra instructions and output format (see `overrides.py`).
     With `prices` the turn's usage carries its cost (when the model has a price).
     """
     # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
     own_prefix = model_message_prefix(run_id, command.iteration)
     history = [m for m in await log.messages() if not (m.message_id or "").startswith(own_prefix)]
-    system = [Message.system(agent.instructions)] if agent.instructions else []
+    overrides = overrides or RunOverrides()
+    instructions = overrides.system_prompt(agent)
+    system = [Message.system(instructions)] if instructions else []
     context = ChatContext(
         messages=[*system, *history],
-        options=agent.chat_options(command.tool_choice),
+        options=overrides.chat_options(agent, command.tool_choice),
         tools=agent.tool_specs(),
         agent_name=agent.name,
         run_id=run_id,

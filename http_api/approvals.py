@@ -26,7 +26,7 @@ from http_api.durable_gateway import DurableGateway
 from http_api.models import ApprovalDecisionRequest
 from http_api.problems import ApiProblem
 from http_api.runs import agent_or_404
-from session_store import AlreadyDecidedError, ApprovalRecord
+from session_store import AlreadyDecidedError, ApprovalRecord, RunRecord
 
 
 class ApprovalView(BaseModel):
@@ -72,18 +72,34 @@ async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
 @http_endpoint
 async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
+    run, record = await decidable_approval(
+        services.store, req.route_params["run_id"], req.route_params["approval_id"]
+    )
+    body = read_json_body(req, ApprovalDecisionRequest)
+    decided = await record_decision(services, DurableGateway(client), run, record, body)
+    return json_response(ApprovalView.of(decided), status=202)
+
+
+async def record_decision(
+    services: RunServices,
+    gateway: DurableGateway,
+    run: RunRecord,
+    record: ApprovalRecord,
+    body: ApprovalDecisionRequest,
+) -> ApprovalRecord:
+    """Store the caller's decision on `record` (found by `access.decidable_approval`: exactly one decision wins; the
+    same caller's identical retry is delivered again) and ring the approval's doorbell. Every HTTP surface that
+    decides approvals goes through here."""
     store = services.store
     caller = current_principal()
-    approval_id = req.route_params["approval_id"]
-    run, record = await decidable_approval(store, req.route_params["run_id"], approval_id)
-    body = read_json_body(req, ApprovalDecisionRequest)
+    approval_id = record.approval_id
     now = datetime.now(UTC)
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
-    if not run.finished and _same_decision(record, decision, caller.id, body.reason, edited):
+    if not run.finished and same_decision(record, decision, caller.id, body.reason, edited):
         # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
-        await deliver(DurableGateway(client), run.run_id, approval_id)
-        return json_response(ApprovalView.of(record), status=202)
+        await deliver(gateway, run.run_id, approval_id)
+        return record
     _check_open(record, run_finished=run.finished, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:
         await _validate_edit(services, run.agent, record, edited)
@@ -98,15 +114,15 @@ async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
             decided_at=now,
         )
     except AlreadyDecidedError as race:
-        if not _same_decision(race.current, decision, caller.id, body.reason, edited):
+        if not same_decision(race.current, decision, caller.id, body.reason, edited):
             _check_open(race.current, run_finished=False, now=now, reveal=owns(caller, run.owner_id))
             raise  # unreachable: a decided record always fails the check
         decided = race.current  # the same caller's concurrent retry won: deliver it as well
-    await deliver(DurableGateway(client), run.run_id, approval_id)
-    return json_response(ApprovalView.of(decided), status=202)
+    await deliver(gateway, run.run_id, approval_id)
+    return decided
 
 
-def _same_decision(
+def same_decision(
     current: ApprovalRecord, decision: str, decided_by: str | None, reason: str | None, edited: object
 ) -> bool:
     """A retry of the decision already stored (same caller, same content)."""

@@ -22,6 +22,14 @@ from http_api.approvals import ApprovalsQuery, ApprovalView
 from http_api.caller import public
 from http_api.listings import InboxBody, InboxQuery, RunListBody, RunsQuery
 from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
+from http_api.openai_responses.models import (
+    CreateResponseRequest,
+    DeletedResponse,
+    InputItemList,
+    InputItemsQuery,
+    OpenAIErrorBody,
+    ResponseObject,
+)
 from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
 from http_api.sessions import DeleteSessionQuery, MessagesQuery, SessionListBody, SessionsQuery, SessionView
@@ -199,6 +207,29 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="get", path="/api/workflows/runs/{run_id}/stream", operation_id="stream_workflow_run",
               summary="Live stream (SSE) of a workflow run: steps, status with child runs, done; resumable",
               tag="workflows", query=StreamQuery, stream=True, problems=(400, 401, 404, 422)),
+)
+
+# The OpenAI Responses API (http_api/openai_responses): OpenAI's request and response shapes, and its error shape.
+_OPENAI_ERRORS: dict[int, type[BaseModel] | None] = {
+    status: OpenAIErrorBody for status in (400, 404, 409, 410, 500, 503)
+}
+OPERATIONS += (
+    Operation(method="post", path="/api/v1/responses", operation_id="create_response",
+              summary="OpenAI Responses: start a run on the agent named by `model` (or answer its approval requests "
+              "with mcp_approval_response items); waits for the turn unless `background`", tag="openai",
+              body=CreateResponseRequest, responses={200: ResponseObject, **_OPENAI_ERRORS}),
+    Operation(method="get", path="/api/v1/responses/{response_id}", operation_id="get_response",
+              summary="OpenAI Responses: one response (a turn of a run)", tag="openai",
+              responses={200: ResponseObject, **_OPENAI_ERRORS}),
+    Operation(method="delete", path="/api/v1/responses/{response_id}", operation_id="delete_response",
+              summary="OpenAI Responses: delete the conversation (session) the response belongs to", tag="openai",
+              responses={200: DeletedResponse, **_OPENAI_ERRORS}),
+    Operation(method="post", path="/api/v1/responses/{response_id}/cancel", operation_id="cancel_response",
+              summary="OpenAI Responses: cancel the run behind the response", tag="openai",
+              responses={200: ResponseObject, **_OPENAI_ERRORS}),
+    Operation(method="get", path="/api/v1/responses/{response_id}/input_items", operation_id="list_input_items",
+              summary="OpenAI Responses: what the client sent for the response (paged)", tag="openai",
+              query=InputItemsQuery, responses={200: InputItemList, **_OPENAI_ERRORS}),
 )
 
 # Every route can also answer these (see http_api.adapter): the store is down, or an unexpected error.

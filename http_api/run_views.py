@@ -149,3 +149,9 @@ async def partial_output(store: SessionStore, run: RunRecord, state: Orchestrati
         return None
     page = await store.list_messages(run.session_id, after_seq=seq - 1, up_to_seq=seq, limit=1)
     return Message.model_validate(page.items[0].payload).text if page.items else None
+
+
+# Shared with the other views of a run (the OpenAI Responses surface) so every surface reads a run the same way.
+run_status = _status
+visible_seq = _visible_seq
+run_usage = _usage

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
@@ -19,6 +21,7 @@ from agent_runs.starting import (
 )
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
+from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import BudgetAboveAgentLimitError, RunBudget
 from http_api import idempotency
 from http_api.access import open_owned_session, owns
@@ -81,17 +84,71 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
                 return_on_updates=False,
             )
             return _run_response(view)
+    claimed = start
+
+    async def release() -> None:
+        if claimed is not None:
+            await idempotency.release(store, claimed)
+
+    run = await start_agent_run(
+        services,
+        gateway,
+        agent,
+        run_id=run_id,
+        session_id=body.session_id,
+        inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
+        metadata=body.metadata,
+        approval_timeout_seconds=body.approval_timeout_seconds,
+        budget=budget,
+        trace=trace,
+        if_busy=body.if_busy,
+        on_unclaimed=release,
+    )
+    view = await _wait_for_view(
+        services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
+    )
+    return _run_response(view)
+
+
+async def start_agent_run(
+    services: RunServices,
+    gateway: DurableGateway,
+    agent: AgentDefinition,
+    *,
+    session_id: str | None,
+    inputs: list[Message],
+    metadata: dict[str, Any],
+    run_id: str | None = None,
+    approval_timeout_seconds: int | None = None,
+    budget: RunBudget | None = None,
+    trace: RunTrace | None = None,
+    overrides: RunOverrides | None = None,
+    if_busy: str = "reject",
+    on_unclaimed: Callable[[], Awaitable[None]] | None = None,
+) -> RunRecord:
+    """Start a run of the caller's: claim (or queue in) the session - a new one without `session_id` - store the
+    input, start the orchestration. Every HTTP surface that starts agent runs goes through here, so they follow the
+    same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started)."""
+    store = services.store
+    caller = current_principal()
     try:
-        session_id = body.session_id or uuid.uuid4().hex
+        session_id = session_id or uuid.uuid4().hex
         await open_owned_session(store, session_id, agent, caller)
-        record = new_run_record(run_id, session_id, agent, body.metadata, owner_id=caller.id, owner_name=caller.name)
-        run = await _begin_run(store, gateway, record, QUEUE_POSITIONS[body.if_busy])
+        record = new_run_record(
+            run_id or uuid.uuid4().hex,
+            session_id,
+            agent,
+            metadata,
+            overrides=overrides,
+            owner_id=caller.id,
+            owner_name=caller.name,
+        )
+        run = await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy])
     except Exception:
-        if start is not None:
-            await idempotency.release(store, start)
+        if on_unclaimed is not None:
+            await on_unclaimed()
         raise
     try:
-        inputs = [Message(role=m.role, contents=m.content) for m in body.input_messages()]
         queued = run.ordinal == 0  # waiting for the session: its input waits aside (agent_runs.queued_input)
         if queued:
             await keep_queued_input(store, run.session_id, run.run_id, inputs)
@@ -103,7 +160,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
             agent,
             services.run_settings,
             input_count=input_count,
-            approval_timeout_seconds=body.approval_timeout_seconds,
+            approval_timeout_seconds=approval_timeout_seconds,
             budget=budget,
             trace=trace,
         ).model_copy(update={"queued": queued})
@@ -111,12 +168,9 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     except Exception:
         await _abandon(store, run)
         raise
-    if queued and body.if_busy == "interrupt":
+    if queued and if_busy == "interrupt":
         await _interrupt_active(store, gateway, run.session_id)
-    view = await _wait_for_view(
-        services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
-    )
-    return _run_response(view)
+    return run
 
 
 def _run_budget(agent: AgentDefinition, requested: RunBudget | None) -> RunBudget | None:
@@ -213,16 +267,20 @@ async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) 
 @http_endpoint
 async def cancel_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
-    store = services.store
-    run = await run_or_404(store, req.route_params["run_id"])
+    run = await run_or_404(services.store, req.route_params["run_id"])
+    await request_cancel(services, client, run)
+    return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
+
+
+async def request_cancel(services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord) -> None:
+    """Ask a running run to stop (409 once it has finished); the run ends `cancelled` at its next step."""
     if run.finished:
         raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
         await cancel_workflow(services, WorkflowGateway(client), run)
-        return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
-    await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
+        return
+    await services.store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
     await DurableGateway(client).send_cancel(run.run_id, "cancelled by the client")
-    return json_response({"run_id": run.run_id, "status": "cancelling"}, status=202)
 
 
 async def _wait_for_view(

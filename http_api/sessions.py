@@ -112,6 +112,15 @@ async def delete_session(req: func.HttpRequest, client: df.DurableOrchestrationC
     store = RunServices.current().store
     session = await session_or_404(store, req.route_params["session_id"])
     query = query_model(req, DeleteSessionQuery)
+    await delete_session_and_runs(store, client, session, cancel=query.cancel)
+    return func.HttpResponse(status_code=204)
+
+
+async def delete_session_and_runs(
+    store: SessionStore, client: df.DurableOrchestrationClient, session: SessionRecord, *, cancel: bool
+) -> None:
+    """Delete the session with everything in it and purge its runs' Durable history; an active run is a 409 unless
+    `cancel` (then it is stopped first)."""
     gateway = DurableGateway(client)
     runs = await store.list_runs(session.session_id)
     active = [run for run in runs if not run.finished]
@@ -119,7 +128,7 @@ async def delete_session(req: func.HttpRequest, client: df.DurableOrchestrationC
         run = await reconcile(store, run, await gateway.state(run.run_id))
         if run.finished:
             continue
-        if not query.cancel:
+        if not cancel:
             raise ApiProblem(
                 409,
                 "session_busy",
@@ -130,7 +139,6 @@ async def delete_session(req: func.HttpRequest, client: df.DurableOrchestrationC
         await purge.stop_run(store, client, run)
     await purge.purge_histories(client, [run.instance_id or run.run_id for run in runs])
     await store.delete_session(session.session_id)
-    return func.HttpResponse(status_code=204)
 
 
 class SessionsQuery(BaseModel):

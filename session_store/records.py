@@ -74,6 +74,9 @@ class RunRecord(_Record):
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
     metadata: JsonObject = Field(default_factory=dict)
+    overrides: JsonObject = Field(
+        default_factory=dict, description="per-run changes to the agent (extra instructions, output format)"
+    )
     discovered_tools: list[JsonObject] | None = Field(
         default=None,
         description="the tools discovered for the run when it started (MCP): written once by record_run_tools",

@@ -1,0 +1,100 @@
+"""OpenAI's error shape (`{"error": {"message", "type", "param", "code"}}`) for the Responses routes.
+
+Handlers raise the same `ApiProblem`s as the rest of the API (shared helpers raise them too); this edge renders them
+the way OpenAI clients parse errors, naming the request parameter at fault.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from typing import Any
+
+import azure.functions as func
+
+from http_api.adapter import Handler, json_response
+from http_api.caller import identified
+from http_api.problems import ApiProblem
+from session_store.errors import StoreUnavailableError
+
+log = logging.getLogger("http_api.openai_responses")
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    409: "invalid_request_error",
+    410: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    503: "server_error",
+}
+# Fields the shared helpers name, as the Responses parameter a client sent.
+_PARAMS = {
+    "body.session_id": "previous_response_id",
+    "path.run_id": "response_id",
+    "path.approval_id": "approval_request_id",
+    "body.arguments": "input",
+    "body": None,
+}
+
+
+def openai_error(status: int, message: str, *, param: str | None = None, code: str | None = None) -> ApiProblem:
+    """A problem that renders as OpenAI's error (400 `invalid_request_error` by default)."""
+    return ApiProblem(status, code or "invalid_request", message, message, field=param)
+
+
+def unsupported(param: str, detail: str | None = None) -> ApiProblem:
+    message = f"Unsupported parameter: '{param}'" + (f": {detail}" if detail else " is not supported by this server.")
+    return openai_error(400, message, param=param, code="unsupported_parameter")
+
+
+def error_body(problem: ApiProblem) -> dict[str, Any]:
+    param = problem.field
+    if param is not None:
+        param = _PARAMS.get(param, param.removeprefix("body.").removeprefix("query.").removeprefix("path."))
+    status = 400 if problem.status == 422 else problem.status
+    message = problem.detail or problem.title
+    if problem.field and param and message.startswith(f"{problem.field}:"):
+        message = f"Invalid '{param}':" + message[len(problem.field) + 1 :]
+    return {
+        "error": {
+            "message": message,
+            "type": _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
+            "param": param,
+            "code": problem.code,
+        }
+    }
+
+
+def error_response(problem: ApiProblem) -> func.HttpResponse:
+    # OpenAI answers invalid parameters with 400 (the rest of this API uses 422 for a field that fails validation).
+    status = 400 if problem.status == 422 else problem.status
+    return json_response(error_body(problem), status=status, **problem.headers)
+
+
+def openai_endpoint(handler: Handler) -> Handler:
+    """Like `http_endpoint`, but every error leaves in OpenAI's shape."""
+
+    @functools.wraps(handler)
+    async def wrapper(*args: Any, **kwargs: Any) -> func.HttpResponse:
+        req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
+        try:
+            async with identified(req):  # who is calling (http_api.caller), as for every route
+                return await handler(*args, **kwargs)
+        except ApiProblem as problem:
+            return error_response(problem)
+        except StoreUnavailableError as error:
+            correlation_id = uuid.uuid4().hex
+            log.warning("Store unavailable in %s (correlation id %s): %s", handler.__name__, correlation_id, error)
+            message = f"The session store is temporarily unavailable; retry shortly (reference {correlation_id})."
+            return error_response(ApiProblem(503, "store_unavailable", message, message, headers={"Retry-After": "1"}))
+        except Exception:
+            correlation_id = uuid.uuid4().hex
+            log.exception("Unhandled error in %s (correlation id %s)", handler.__name__, correlation_id)
+            message = f"The server failed to handle the request (reference {correlation_id} in the logs)."
+            return error_response(ApiProblem(500, "server_error", message, message))
+
+    return wrapper

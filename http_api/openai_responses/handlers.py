@@ -1,0 +1,351 @@
+"""The Responses routes (`/api/v1/responses...`): the same runs, approvals and cancel as the rest of the API.
+
+A new response starts a run through `runs.start_agent_run`; an `mcp_approval_response` input decides through
+`approvals.record_decision` (same approver rules, timeouts and idempotent retries) and the SAME run continues as the
+next turn; cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a create
+waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
+with the response as it is (`in_progress`: poll it with GET).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from agent_runs.contracts import RunProgress
+from agent_runs.sequence import run_seq_range
+from agent_runs.services import RunServices
+from agent_runs.store_log import load_session_records
+from agent_runtime.agents import AgentDefinition, UnknownAgentError
+from http_api.access import decidable_approval
+from http_api.adapter import json_response, query_model, read_json_body
+from http_api.approvals import record_decision, same_decision
+from http_api.caller import current_principal
+from http_api.decision_delivery import redeliver_stalled
+from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.models import ApprovalDecisionRequest
+from http_api.openai_responses.errors import openai_endpoint, openai_error, unsupported
+from http_api.openai_responses.ids import ResponseRef, parse_response_id
+from http_api.openai_responses.mapping import RunSnapshot, batch_of, build_response, input_items, turn_count
+from http_api.openai_responses.models import (
+    FINAL_RESPONSE_STATUSES,
+    DeletedResponse,
+    InputItemList,
+    InputItemsQuery,
+    ResponseObject,
+)
+from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create
+from http_api.polling import long_poll
+from http_api.problems import ApiProblem
+from http_api.run_views import reconcile, run_status, run_usage, visible_seq
+from http_api.runs import request_cancel, run_or_404, start_agent_run
+from http_api.sessions import delete_session_and_runs, session_or_404
+from session_store import RunRecord
+from telemetry.trace_context import RunTrace
+
+# Azure's load balancer ends an HTTP request after 230 s whatever the function's timeout: answer a little before.
+MAX_WAIT_SECONDS = 220
+CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before answering with its current state
+
+
+# ----------------------------------------------------------------------------------------------- reading a run
+
+
+async def read_snapshot(
+    services: RunServices,
+    gateway: DurableGateway,
+    run: RunRecord,
+    state: OrchestrationState[RunProgress] | None,
+    previous_response_id: str | None = None,
+) -> RunSnapshot:
+    """The run as of `state` (read just before): the same reading as the run routes' views (`run_views`)."""
+    store = services.store
+    progress = state.progress if state is not None else None
+    if progress is not None:
+        await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals)
+    run = await reconcile(store, await store.get_run(run.run_id) or run, state)
+    messages = []
+    if run.ordinal > 0:  # 0: queued behind another run of the session (started elsewhere with if_busy): nothing yet
+        first, _ = run_seq_range(run.ordinal)
+        messages = await load_session_records(
+            store, run.session_id, after_seq=first - 1, up_to_seq=visible_seq(run, state)
+        )
+    return RunSnapshot(
+        run=run,
+        status=run_status(run, state),
+        messages=messages,
+        approvals=await store.list_approvals(run_id=run.run_id),
+        usage=run_usage(run, state),
+        waiting_on=list(progress.pending_approvals) if progress is not None and not run.finished else [],
+        finish_reason=progress.reason if progress is not None else None,
+        previous_response_id=previous_response_id,
+    )
+
+
+async def previous_response_of(services: RunServices, run: RunRecord) -> str | None:
+    """The id of the last turn of the session's run before `run` (what its `previous_response_id` was)."""
+    if run.ordinal <= 1:
+        return None
+    earlier = next((r for r in await services.store.list_runs(run.session_id) if r.ordinal == run.ordinal - 1), None)
+    if earlier is None:
+        return None
+    first, last = run_seq_range(earlier.ordinal)
+    messages = await load_session_records(services.store, earlier.session_id, after_seq=first - 1, up_to_seq=last)
+    snapshot = RunSnapshot(
+        run=earlier, status=earlier.status, messages=messages, approvals=[], usage=run_usage(earlier, None)
+    )
+    return ResponseRef(earlier.run_id, turn_count(snapshot)).response_id
+
+
+async def wait_for_turn(
+    services: RunServices,
+    gateway: DurableGateway,
+    run: RunRecord,
+    ref: ResponseRef,
+    wait_seconds: float,
+    *,
+    background: bool | None = None,
+) -> ResponseObject:
+    """The turn's response once it has ended, or as it is after `wait_seconds`."""
+    previous = await previous_response_of(services, run) if ref.turn == 1 else None
+
+    async def build(state: OrchestrationState[RunProgress] | None) -> ResponseObject:
+        snapshot = await read_snapshot(services, gateway, run, state, previous)
+        response = build_response(snapshot, ref, background=background)
+        if response is None:
+            raise _response_not_found(ref.response_id)
+        return response
+
+    return await long_poll(
+        wait_seconds, lambda: gateway.state(run.run_id), build, lambda r: r.status in FINAL_RESPONSE_STATUSES
+    )
+
+
+def _response_not_found(response_id: str, param: str | None = None) -> Exception:
+    return openai_error(404, f"Response with id '{response_id}' not found.", param=param, code="response_not_found")
+
+
+async def _response_run(
+    services: RunServices, response_id: str, param: str | None = None
+) -> tuple[ResponseRef, RunRecord]:
+    """The response's run, found as every route finds a run (`run_or_404`: the caller's own, else not found)."""
+    ref = parse_response_id(response_id)
+    if ref is None:
+        raise _response_not_found(response_id, param)
+    try:
+        run = await run_or_404(services.store, ref.run_id)
+    except ApiProblem as problem:
+        raise _response_not_found(response_id, param) from problem
+    if run.kind != "agent":
+        raise _response_not_found(response_id, param)
+    return ref, run
+
+
+def _agent(services: RunServices, name: str) -> AgentDefinition:
+    try:
+        return services.agents.get(name)
+    except UnknownAgentError as error:
+        raise openai_error(
+            404,
+            f"The model '{name}' does not exist (models are the agents this app serves).",
+            param="model",
+            code="model_not_found",
+        ) from error
+
+
+def _response(response: ResponseObject) -> func.HttpResponse:
+    return json_response(response.model_dump(mode="json"))
+
+
+# ----------------------------------------------------------------------------------------------- routes
+
+
+@openai_endpoint
+async def create_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    request = parse_create(read_json_body(req, RawBody).model_dump())
+    agent = _agent(services, request.body.model)
+    gateway = DurableGateway(client)
+    if request.approvals:
+        run, ref = await _answer_approvals(services, gateway, req, request, agent)
+    else:
+        run = await _start(services, gateway, request, agent, RunTrace.start(req.headers))
+        ref = ResponseRef(run.run_id)
+    background = bool(request.body.background)
+    wait = 0 if background else MAX_WAIT_SECONDS
+    return _response(await wait_for_turn(services, gateway, run, ref, wait, background=background))
+
+
+async def _start(
+    services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition, trace: RunTrace
+) -> RunRecord:
+    session_id: str | None = None
+    previous_id = request.body.previous_response_id
+    if previous_id:
+        ref, previous = await _response_run(services, previous_id, "previous_response_id")
+        if previous.agent != agent.name:
+            raise openai_error(
+                400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
+            )
+        state = await gateway.state(previous.run_id)
+        snapshot = await read_snapshot(services, gateway, previous, state)
+        latest = ResponseRef(previous.run_id, turn_count(snapshot))
+        if not snapshot.run.finished:
+            waiting = snapshot.status == "requires_action"
+            raise openai_error(
+                400 if waiting else 409,
+                f"Response '{ResponseRef(previous.run_id, latest.turn - 1).response_id}' is waiting for "
+                "mcp_approval_response items."
+                if waiting
+                else f"Response '{latest.response_id}' is still in progress; wait for it or cancel it.",
+                param="previous_response_id",
+                code="previous_response_waiting" if waiting else "previous_response_in_progress",
+            )
+        session = await services.store.get_session(previous.session_id)
+        if ref != latest or (session is not None and session.run_count != previous.ordinal):
+            raise openai_error(
+                400,
+                f"Only the latest response of a conversation can be continued; '{previous_id}' is not.",
+                param="previous_response_id",
+                code="previous_response_not_latest",
+            )
+        session_id = previous.session_id
+    return await start_agent_run(
+        services,
+        gateway,
+        agent,
+        session_id=session_id,
+        inputs=request.messages,
+        metadata=dict(request.body.metadata or {}),
+        overrides=request.overrides,
+        trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
+    )
+
+
+async def _answer_approvals(
+    services: RunServices,
+    gateway: DurableGateway,
+    req: func.HttpRequest,
+    request: CreateRequest,
+    agent: AgentDefinition,
+) -> tuple[RunRecord, ResponseRef]:
+    """Decide the approvals through the approval path; the run that asked continues as the next turn."""
+    _, run = await _response_run(services, request.body.previous_response_id or "", "previous_response_id")
+    if run.agent != agent.name:
+        raise openai_error(
+            400, f"Response '{request.body.previous_response_id}' belongs to model '{run.agent}'.", param="model"
+        )
+    _same_as_run(request, run)
+    snapshot = await read_snapshot(services, gateway, run, await gateway.state(run.run_id))
+    turns = set()
+    for index, item in request.approvals:
+        turn = batch_of(snapshot, item.approval_request_id)
+        if turn is None:
+            raise openai_error(
+                404,
+                f"No approval request '{item.approval_request_id}' in response '{request.body.previous_response_id}'.",
+                param=f"input[{index}].approval_request_id",
+                code="approval_not_found",
+            )
+        turns.add(turn)
+    if len(turns) > 1:
+        raise openai_error(
+            400, "The mcp_approval_response items answer requests of different responses.", param="input"
+        )
+    caller = current_principal()
+    for index, item in request.approvals:
+        decision = ApprovalDecisionRequest(decision="approve" if item.approve else "reject", reason=item.reason)
+        try:
+            # The same rules as the approvals route: who may decide, then one decision wins.
+            run, record = await decidable_approval(services.store, run.run_id, item.approval_request_id)
+            await record_decision(services, gateway, run, record, decision)
+        except ApiProblem as problem:
+            # The same answer again after the run went on (a client retrying): nothing to change, the same response.
+            stored = await services.store.get_approval(item.approval_request_id)
+            verdict = "approved" if item.approve else "rejected"
+            same = stored is not None and same_decision(stored, verdict, caller.id, item.reason, None)
+            if problem.status != 409 or not same:
+                problem.field = f"input[{index}]"  # the item at fault (decided otherwise, expired, not yours...)
+                raise
+    return run, ResponseRef(run.run_id, turns.pop() + 1)
+
+
+def _same_as_run(request: CreateRequest, run: RunRecord) -> None:
+    """An answer to approvals continues a run: it cannot change the run's instructions, format or metadata."""
+    body, overrides = request.body, request.overrides
+    stored = overrides.from_record(run.overrides)
+    if body.instructions is not None and body.instructions != stored.instructions:
+        raise unsupported("instructions", "an answer to approval requests continues the run with its instructions")
+    if body.text is not None and body.text.format is not None and overrides.response_format != stored.response_format:
+        raise unsupported("text", "an answer to approval requests continues the run with its output format")
+    if body.metadata and {k: str(v) for k, v in run.metadata.items()} != body.metadata:
+        raise unsupported("metadata", "an answer to approval requests continues the run with its metadata")
+
+
+@openai_endpoint
+async def get_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    _refuse_stream_params(req)
+    ref, run = await _response_run(services, req.route_params["response_id"])
+    return _response(await wait_for_turn(services, DurableGateway(client), run, ref, 0))
+
+
+def _refuse_stream_params(req: func.HttpRequest) -> None:
+    for name in req.params:
+        if name == "stream" and req.params[name].lower() in ("false", "0"):
+            continue
+        raise unsupported(name, "streaming is not available yet" if name in ("stream", "starting_after") else None)
+
+
+@openai_endpoint
+async def cancel_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    ref, run = await _response_run(services, req.route_params["response_id"])
+    gateway = DurableGateway(client)
+    if not (run.finished and run.status == "cancelled"):  # cancelling a cancelled response again is a no-op
+        await request_cancel(services, client, run)
+    return _response(await wait_for_turn(services, gateway, run, ref, CANCEL_WAIT_SECONDS))
+
+
+@openai_endpoint
+async def delete_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    """Deletes the conversation the response belongs to (the session: every response chained in it, and its runs'
+    Durable history), as `DELETE /api/sessions/{id}` does; 409 while a run in it is active."""
+    services = RunServices.current()
+    ref, run = await _response_run(services, req.route_params["response_id"])
+    try:
+        session = await session_or_404(services.store, run.session_id)
+    except ApiProblem as problem:
+        raise _response_not_found(ref.response_id) from problem
+    await delete_session_and_runs(services.store, client, session, cancel=False)
+    return json_response(DeletedResponse(id=ref.response_id))
+
+
+@openai_endpoint
+async def list_input_items(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    ref, run = await _response_run(services, req.route_params["response_id"])
+    query = query_model(req, InputItemsQuery)
+    gateway = DurableGateway(client)
+    snapshot = await read_snapshot(services, gateway, run, await gateway.state(run.run_id))
+    if build_response(snapshot, ref) is None:
+        raise _response_not_found(ref.response_id)
+    items = input_items(snapshot, ref)
+    if query.order == "desc":
+        items.reverse()
+    ids = [item.id for item in items]
+    for cursor, param in ((query.after, "after"), (query.before, "before")):
+        if cursor is not None and cursor not in ids:
+            raise openai_error(400, f"No input item '{cursor}' in response '{ref.response_id}'.", param=param)
+    start = ids.index(query.after) + 1 if query.after else 0
+    end = ids.index(query.before) if query.before else len(items)
+    page = items[start:end][: query.limit]
+    body: dict[str, Any] = InputItemList(
+        data=page,
+        first_id=page[0].id if page else None,
+        last_id=page[-1].id if page else None,
+        has_more=start + len(page) < end,
+    ).model_dump(mode="json")
+    return json_response(body)

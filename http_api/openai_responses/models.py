@@ -1,0 +1,255 @@
+"""The Responses API's wire shapes (the subset this server produces and accepts), as pydantic models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+ResponseStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
+FINAL_RESPONSE_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "incomplete"})
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ----------------------------------------------------------------------------------------------- request
+
+
+class InputText(_Wire):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputMessageItem(_Wire):
+    """An input message (OpenAI's EasyInputMessage or input Message); `developer` counts as `system`."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[InputText]
+    id: str | None = None
+    status: str | None = None
+
+    def texts(self) -> list[str]:
+        return [self.content] if isinstance(self.content, str) else [part.text for part in self.content]
+
+
+class ApprovalResponseItem(_Wire):
+    type: Literal["mcp_approval_response"]
+    approval_request_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    approve: bool
+    reason: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    id: str | None = None
+
+
+class JsonSchemaFormat(_Wire):
+    type: Literal["json_schema"]
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+    description: str | None = None
+
+
+class TextFormat(_Wire):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(_Wire):
+    type: Literal["json_object"]
+
+
+class TextConfig(_Wire):
+    format: Annotated[TextFormat | JsonSchemaFormat | JsonObjectFormat, Field(discriminator="type")] | None = None
+    verbosity: None = None
+
+
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+MetadataValue = Annotated[str, StringConstraints(max_length=512)]
+
+
+class CreateResponseRequest(_Wire):
+    """`POST /v1/responses` (parameters this server supports; the others are refused by `requests.py`)."""
+
+    model: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    input: Annotated[str, StringConstraints(min_length=1)] | Annotated[list[dict[str, Any]], Field(min_length=1)]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    background: bool | None = None
+    stream: bool | None = None
+    store: bool | None = None
+    metadata: Annotated[dict[MetadataKey, MetadataValue], Field(max_length=16)] | None = None
+    text: TextConfig | None = None
+
+
+class InputItemsQuery(_Wire):
+    after: str | None = None
+    before: str | None = None
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+    order: Literal["asc", "desc"] = "desc"
+
+
+class RetrieveQuery(_Wire):
+    stream: Literal["false", "False", "0"] | None = None
+    include: str | None = Field(default=None, alias="include[]")
+
+
+# ----------------------------------------------------------------------------------------------- response
+
+
+class OutputText(BaseModel):
+    type: Literal["output_text"] = "output_text"
+    text: str
+    annotations: list[Any] = Field(default_factory=list)
+    logprobs: list[Any] = Field(default_factory=list)
+
+
+class MessageOutput(BaseModel):
+    type: Literal["message"] = "message"
+    id: str
+    role: Literal["assistant"] = "assistant"
+    status: Literal["in_progress", "completed", "incomplete"] = "completed"
+    content: list[OutputText]
+
+
+class McpToolExecutionError(BaseModel):
+    """A tool that failed (or did not run: denied, expired, bad arguments), as MCP reports a tool error."""
+
+    type: Literal["mcp_tool_execution_error"] = "mcp_tool_execution_error"
+    content: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, text: str) -> McpToolExecutionError:
+        return cls(content=[{"type": "text", "text": text}])
+
+    @property
+    def text(self) -> str:
+        return "".join(str(part.get("text", "")) for part in self.content)
+
+
+class McpCall(BaseModel):
+    type: Literal["mcp_call"] = "mcp_call"
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: McpToolExecutionError | None = None
+    status: Literal["in_progress", "completed", "incomplete", "calling", "failed"] = "completed"
+    approval_request_id: str | None = None
+
+
+class McpApprovalRequest(BaseModel):
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+
+
+OutputItem = Annotated[MessageOutput | McpCall | McpApprovalRequest, Field(discriminator="type")]
+
+
+class InputTokensDetails(BaseModel):
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: int = 0
+
+
+class ResponseUsage(BaseModel):
+    input_tokens: int = 0
+    input_tokens_details: InputTokensDetails = Field(default_factory=InputTokensDetails)
+    output_tokens: int = 0
+    output_tokens_details: OutputTokensDetails = Field(default_factory=OutputTokensDetails)
+    total_tokens: int = 0
+
+
+class ResponseError(BaseModel):
+    code: str
+    message: str
+
+
+class IncompleteDetails(BaseModel):
+    reason: Literal["max_output_tokens", "content_filter"]
+
+
+class ResponseObject(BaseModel):
+    """OpenAI's `Response` (the fields the official clients read), for one turn of a run."""
+
+    id: str
+    object: Literal["response"] = "response"
+    created_at: float
+    status: ResponseStatus
+    background: bool | None = None
+    error: ResponseError | None = None
+    incomplete_details: IncompleteDetails | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    model: str
+    output: list[OutputItem] = Field(default_factory=list)
+    parallel_tool_calls: bool = True
+    previous_response_id: str | None = None
+    reasoning: dict[str, Any] | None = None
+    store: bool = True
+    temperature: float | None = None
+    text: dict[str, Any] = Field(default_factory=lambda: {"format": {"type": "text"}})
+    tool_choice: str = "auto"
+    tools: list[Any] = Field(default_factory=list)
+    top_p: float | None = None
+    truncation: str = "disabled"
+    usage: ResponseUsage | None = None
+    user: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def output_text(self) -> str:
+        return "".join(part.text for item in self.output if isinstance(item, MessageOutput) for part in item.content)
+
+
+class InputMessageOut(BaseModel):
+    type: Literal["message"] = "message"
+    id: str
+    role: Literal["user", "system", "developer", "assistant"]
+    status: Literal["completed"] = "completed"
+    content: list[dict[str, Any]]
+
+
+class ApprovalResponseOut(BaseModel):
+    type: Literal["mcp_approval_response"] = "mcp_approval_response"
+    id: str
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
+InputItem = Annotated[InputMessageOut | ApprovalResponseOut, Field(discriminator="type")]
+
+
+class InputItemList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[InputItem]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class DeletedResponse(BaseModel):
+    id: str
+    object: Literal["response"] = "response"
+    deleted: bool = True
+
+
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorBody(BaseModel):
+    """Every error of the Responses routes, in OpenAI's shape (not problem+json, so OpenAI clients parse it)."""
+
+    error: OpenAIError

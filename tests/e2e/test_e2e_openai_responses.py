@@ -1,0 +1,473 @@
+"""The OpenAI Responses API (`/api/v1/responses`) driven by the official `openai` client (sync and async) against
+the app on devhost: plain, background + retrieve, cancel, delete, input items, `previous_response_id`, approvals
+answered with `mcp_approval_response` (the same durable run continues; the tool ran once), structured output, and
+errors in OpenAI's shape."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from e2e_harness import InProcessApp, wait_for_file
+from openai import AsyncOpenAI, OpenAI
+from openai.types.responses import Response
+from pydantic import BaseModel
+from test_e2e_crash import CrashableApp
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+
+
+@pytest.fixture
+def client(app: InProcessApp) -> Iterator[OpenAI]:
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0) as c:
+        yield c
+
+
+def async_client(app: InProcessApp) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=f"{app.host.base_url}/api/v1",
+        api_key="unused",
+        http_client=httpx.AsyncClient(timeout=300, trust_env=False),
+        max_retries=0,
+    )
+
+
+def assert_official_shape(app: InProcessApp, response_id: str) -> None:
+    """The raw JSON validates (strictly) as the official package's `Response` type, not only leniently."""
+    raw = app.http.get(f"/api/v1/responses/{response_id}")
+    assert raw.status_code == 200, raw.text
+    Response.model_validate(raw.json())
+
+
+def run_of(response_id: str) -> str:
+    return response_id.removeprefix("resp_").split("_")[0]
+
+
+def test_plain_response(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "The value is value-of-a."))
+    response = client.responses.create(model="helper", input="What is a?", instructions="Answer briefly.")
+    assert response.status == "completed"
+    assert response.output_text == "The value is value-of-a."
+    [call, message] = response.output
+    assert (call.type, call.server_label, call.name, json.loads(call.arguments)) == (
+        "mcp_call",
+        "helper",
+        "lookup",
+        {"key": "a"},
+    )
+    assert json.loads(call.output or "") == {"key": "a", "value": "value-of-a"} and call.error is None
+    assert (message.type, message.role, message.content[0].type) == ("message", "assistant", "output_text")
+    assert response.usage is not None and response.usage.total_tokens > 0
+    assert response.instructions == "Answer briefly."
+    # The run's instructions were the agent's plus the response's own, for this run only.
+    system = [m["content"] for m in model.log.last.messages if m["role"] == "system"]
+    assert system == ["You are a test agent.\n\nAnswer briefly."]
+    # The same run, through the run API.
+    view = app.view(run_of(response.id))
+    assert (view["status"], view["output"]["text"]) == ("completed", "The value is value-of-a.")
+    assert client.responses.retrieve(response.id).output_text == response.output_text
+    assert_official_shape(app, response.id)
+
+
+def test_background_then_retrieve(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("Done in the background."))
+    response = client.responses.create(model="helper", input="hi", background=True, metadata={"ticket": "T-1"})
+    assert response.status in ("queued", "in_progress")
+    assert response.background is True and response.metadata == {"ticket": "T-1"}
+    app.settle()
+    done = client.responses.retrieve(response.id)
+    assert (done.status, done.output_text, done.metadata) == ("completed", "Done in the background.", {"ticket": "T-1"})
+
+
+def test_previous_response_id_continues_the_session(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann."))
+    first = client.responses.create(model="helper", input="I am Ann.", instructions="Be warm.")
+    second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    assert second.output_text == "Your name is Ann."
+    assert second.previous_response_id == first.id
+    sent = model.log.last.messages
+    assert [m["content"] for m in sent if m["role"] in ("user", "assistant")] == [
+        "I am Ann.",
+        "Hello Ann.",
+        "Who am I?",
+    ]
+    # `instructions` applied to the first response only.
+    assert [m["content"] for m in sent if m["role"] == "system"] == ["You are a test agent."]
+    assert app.view(run_of(second.id))["session_id"] == app.view(run_of(first.id))["session_id"]
+    # Only the latest response of a conversation can be continued.
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.create(model="helper", input="again", previous_response_id=first.id)
+    assert error.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+def test_input_items(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("ok"))
+    response = client.responses.create(
+        model="helper",
+        input=[
+            {"role": "developer", "content": "Context: tests."},
+            {
+                "role": "user",
+                "content": [{"type": "input_text", "text": "first"}, {"type": "input_text", "text": "second"}],
+            },
+        ],
+    )
+    items = client.responses.input_items.list(response.id, order="asc")
+    assert [(i.type, i.role) for i in items.data] == [("message", "system"), ("message", "user")]
+    assert [c.text for c in items.data[1].content] == ["first", "second"]
+    newest_first = client.responses.input_items.list(response.id, limit=1)
+    assert [i.role for i in newest_first.data] == ["user"] and newest_first.has_more
+    after = client.responses.input_items.list(response.id, limit=1, after=newest_first.data[0].id)
+    assert [i.role for i in after.data] == ["system"] and not after.has_more
+
+
+def test_approve_via_mcp_approval_response(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    first = client.responses.create(model="helper", input="Email Bob")
+    assert first.status == "completed"  # the turn ends with the request, as OpenAI's do
+    [request] = first.output
+    assert (request.type, request.server_label, request.name) == ("mcp_approval_request", "helper", "send_email")
+    assert json.loads(request.arguments) == EMAIL_BOB
+    view = app.view(run_of(first.id))
+    assert view["status"] == "requires_action" and [a["approval_id"] for a in view["pending_approvals"]] == [request.id]
+
+    # A new message while the run waits for the answer is refused (the run cannot take it mid-way).
+    with pytest.raises(openai.BadRequestError) as waiting:
+        client.responses.create(model="helper", previous_response_id=first.id, input="never mind")
+    assert waiting.value.body["code"] == "previous_response_waiting" and first.id in waiting.value.message  # type: ignore[index]
+
+    answer = [{"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}]
+    second = client.responses.create(model="helper", previous_response_id=first.id, input=answer)
+    assert second.id != first.id and run_of(second.id) == run_of(first.id)  # the same durable run continues
+    assert (second.status, second.output_text, second.previous_response_id) == ("completed", "Sent.", first.id)
+    [call, _] = second.output
+    assert (call.type, call.name, call.approval_request_id, call.error) == ("mcp_call", "send_email", request.id, None)
+    assert json.loads(call.output or "")["status"] == "sent"
+    assert app.effects(view["session_id"], "email") == [EMAIL_BOB]  # the tool ran once
+    [record] = app.approvals(run_of(first.id))
+    assert record["status"] == "approved"
+    # The earlier turn is unchanged; the decision is the later turn's input.
+    assert client.responses.retrieve(first.id).output[0].type == "mcp_approval_request"
+    assert_official_shape(app, first.id)
+    assert_official_shape(app, second.id)
+    [item] = client.responses.input_items.list(second.id).data
+    assert (item.type, item.approval_request_id, item.approve) == ("mcp_approval_response", request.id, True)
+    # The same answer again is a retry of the same decision: the same response, the tool still ran once.
+    again = client.responses.create(model="helper", previous_response_id=first.id, input=answer)
+    assert (again.id, again.output_text) == (second.id, "Sent.")
+    app.settle()
+    assert app.effects(view["session_id"], "email") == [EMAIL_BOB]
+    # A different answer to a decided request is refused, in OpenAI's shape.
+    with pytest.raises(openai.APIStatusError) as error:
+        client.responses.create(
+            model="helper",
+            previous_response_id=first.id,
+            input=[{"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}],
+        )
+    assert error.value.status_code == 410 or error.value.status_code == 409
+    assert error.value.body["param"] == "input[0]"  # type: ignore[index]
+
+
+def test_reject_via_mcp_approval_response(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Not sent, as you wish."))
+
+    async def scenario() -> tuple[str, object]:
+        async with async_client(app) as client:
+            first = await client.responses.create(model="helper", input="Email Bob")
+            [request] = first.output
+            second = await client.responses.create(
+                model="helper",
+                previous_response_id=first.id,
+                input=[
+                    {
+                        "type": "mcp_approval_response",
+                        "approval_request_id": request.id,
+                        "approve": False,
+                        "reason": "not today",
+                    }
+                ],
+            )
+            return first.id, second
+
+    first_id, second = asyncio.run(scenario())
+    assert (second.status, second.output_text) == ("completed", "Not sent, as you wish.")  # type: ignore[attr-defined]
+    [call, _] = second.output  # type: ignore[attr-defined]
+    assert call.type == "mcp_call" and call.output is None
+    assert call.error.type == "mcp_tool_execution_error" and "denied" in call.error.content[0]["text"]
+    view = app.view(run_of(first_id))
+    assert app.effects(view["session_id"], "email") == []
+    [record] = app.approvals(run_of(first_id))
+    assert (record["status"], record["reason"]) == ("rejected", "not today")
+
+
+class Verdict(BaseModel):
+    approved: bool
+    score: int
+
+
+def test_structured_output(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply(json_output={"approved": True, "score": 7})))
+    parsed = client.responses.parse(model="helper", input="Judge it.", text_format=Verdict)
+    assert parsed.output_parsed == Verdict(approved=True, score=7)
+    fmt = model.log.last.body["response_format"]  # type: ignore[index]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "Verdict"
+    assert fmt["json_schema"]["strict"] is True
+    assert app.view(run_of(parsed.id))["output"]["value"] == {"approved": True, "score": 7}
+    # The next response of the session has no output format of its own.
+    model.set_script(Script.of("plain"))
+    plain = client.responses.create(model="helper", input="And now?", previous_response_id=parsed.id)
+    assert plain.output_text == "plain" and "response_format" not in (model.log.last.body or {})
+
+
+def test_structured_output_that_does_not_match_fails(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    model.set_script(Script.of(Reply(json_output={"approved": "yes"})))
+    schema = Verdict.model_json_schema()
+    response = client.responses.create(
+        model="helper",
+        input="Judge it.",
+        text={"format": {"type": "json_schema", "name": "verdict", "schema": schema}},
+    )
+    assert response.status == "failed"
+    assert response.error is not None and response.error.code == "server_error"
+    assert response.error.message.startswith("invalid_structured_output: ")
+    assert "approved" in response.error.message or "score" in response.error.message
+    assert_official_shape(app, response.id)
+
+
+def test_cancel_and_delete(app: InProcessApp, client: OpenAI, model: ScriptedModelServer, marker_dir: Path) -> None:
+    model.set_script(Script.of(Reply.call("slow_step", {"label": "x"}), "never"))
+    response = client.responses.create(model="helper", input="go", background=True)
+    wait_for_file(marker_dir / "slow_step.started")
+    with pytest.raises(openai.ConflictError):
+        client.responses.delete(response.id)  # the run is still going on
+    cancelling = client.responses.cancel(response.id)
+    (marker_dir / "slow_step.release").write_text("go")
+    app.settle()
+    assert cancelling.id == response.id
+    cancelled = client.responses.retrieve(response.id)
+    assert cancelled.status == "cancelled"
+    assert client.responses.cancel(response.id).status == "cancelled"  # again: no change
+    client.responses.delete(response.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(response.id)
+
+
+def test_errors_in_openai_shape(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("ok"))
+    with pytest.raises(openai.NotFoundError) as not_found:
+        client.responses.create(model="nobody", input="hi")
+    assert not_found.value.body == {  # type: ignore[comparison-overlap]
+        "message": not_found.value.body["message"],  # type: ignore[index]
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    cases = [
+        ({"temperature": 0.2}, "temperature", "unsupported_parameter"),
+        ({"tools": [{"type": "web_search"}]}, "tools", "unsupported_parameter"),
+        ({"stream": True}, "stream", "unsupported_parameter"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
+            "input[0].type",
+            "unsupported_parameter",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x"}]}]},
+            "input[0].content[0].type",
+            "unsupported_parameter",
+        ),
+        (
+            {"input": [{"type": "mcp_approval_response", "approval_request_id": "x", "approve": True}]},
+            "previous_response_id",
+            None,
+        ),
+        ({"input": "   "}, "input", None),
+        (
+            {"text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "array"}}}},
+            "text.format.schema",
+            None,
+        ),
+    ]
+    for extra, param, code in cases:
+        body = {"model": "helper", "input": "hi", **extra}
+        http = httpx.post(f"{app.host.base_url}/api/v1/responses", json=body, timeout=60, trust_env=False)
+        assert http.status_code == 400, (extra, http.text)
+        error = http.json()["error"]
+        assert (error["param"], error["type"]) == (param, "invalid_request_error"), (extra, error)
+        assert code is None or error["code"] == code, (extra, error)
+        assert error["message"]
+    with pytest.raises(openai.BadRequestError) as unsupported:
+        client.responses.create(model="helper", input="hi", temperature=0.5)
+    assert unsupported.value.body["param"] == "temperature"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("resp_" + "0" * 32)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve("not-a-response")
+    with pytest.raises(openai.BadRequestError) as streaming:
+        client.responses.retrieve("resp_" + "0" * 32, stream=True, starting_after=3)
+    assert streaming.value.body["param"] in ("stream", "starting_after")  # type: ignore[index]
+
+
+EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
+
+
+def answer(approval_id: str, approve: bool = True) -> list[dict[str, object]]:
+    return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": approve}]
+
+
+def test_the_same_answer_sent_twice_at_once(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """Two identical answers arriving together (a client retrying on a slow network): one decision, one email, the
+    same next response for both."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+
+    async def scenario() -> tuple[object, object, str]:
+        async with async_client(app) as client:
+            first = await client.responses.create(model="helper", input="Email Bob")
+            [request] = first.output
+            one, two = await asyncio.gather(
+                *(
+                    client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+                    for _ in range(2)
+                )
+            )
+            return one, two, first.id
+
+    one, two, first_id = asyncio.run(scenario())
+    assert one.id == two.id and one.output_text == two.output_text == "Sent."  # type: ignore[attr-defined]
+    app.settle()
+    assert app.effects(app.view(run_of(first_id))["session_id"], "email") == [EMAIL_BOB]
+
+
+def test_an_answer_after_the_approval_expired(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """Late: the approval timed out (virtual clock) and the run went on without the call; the answer is refused,
+    the turn the run went on with is there to read."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "I could not send it."))
+    first = client.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    app.advance(86_401)
+    with pytest.raises(openai.APIStatusError) as late:
+        client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert late.value.status_code == 410
+    assert late.value.body["param"] == "input[0]" and late.value.body["code"] == "approval_expired"  # type: ignore[index]
+    rest = client.responses.retrieve(f"{first.id}_2")
+    assert (rest.status, rest.output_text, rest.previous_response_id) == ("completed", "I could not send it.", first.id)
+    [expired, _] = rest.output
+    assert expired.type == "mcp_call" and "no decision before the approval deadline" in expired.error.content[0]["text"]
+    assert app.effects(app.view(run_of(first.id))["session_id"], "email") == []
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(f"{first.id}_3")
+
+
+def test_a_batch_answered_one_request_at_a_time(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """Two calls ask for approval at once: answering one gives a response that lists the request still open; the
+    answer to that one continues the run (the next response has the same id: it is the same turn)."""
+    both = Reply(
+        tool_calls=[*Reply.call("send_email", EMAIL_BOB).tool_calls, *Reply.call("send_email", EMAIL_EVE).tool_calls]
+    )
+    model.set_script(Script.of(both, "Bob's went out, Eve's did not."))
+    first = client.responses.create(model="helper", input="Email both")
+    by_to = {json.loads(item.arguments)["to"]: item.id for item in first.output}
+    assert set(by_to) == {"bob@example.com", "eve@example.com"}
+
+    partial = client.responses.create(
+        model="helper", previous_response_id=first.id, input=answer(by_to["bob@example.com"])
+    )
+    assert partial.status == "completed"
+    assert [(i.type, i.id) for i in partial.output if i.type == "mcp_approval_request"] == [
+        ("mcp_approval_request", by_to["eve@example.com"])
+    ]
+    rest = client.responses.create(
+        model="helper", previous_response_id=partial.id, input=answer(by_to["eve@example.com"], approve=False)
+    )
+    assert rest.id == partial.id and rest.output_text == "Bob's went out, Eve's did not."
+    calls = {json.loads(i.arguments)["to"]: i for i in rest.output if i.type == "mcp_call"}
+    assert calls["bob@example.com"].error is None and calls["eve@example.com"].error is not None
+    assert app.effects(app.view(run_of(first.id))["session_id"], "email") == [EMAIL_BOB]
+
+
+@pytest.fixture
+def crashable(tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> Iterator[CrashableApp]:
+    crashing = CrashableApp(tmp_path, model, store_settings)
+    crashing.host.start()
+    try:
+        yield crashing
+    finally:
+        crashing.host.close()
+
+
+@pytest.mark.slow
+def test_an_answer_across_a_host_kill(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    """The host is killed (SIGKILL) while the run waits for the answer; after the restart the answer continues the
+    same run and the tool runs once."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+
+    def client() -> OpenAI:
+        http = httpx.Client(timeout=300, trust_env=False)
+        return OpenAI(base_url=f"{crashable.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0)
+
+    with client() as before:
+        first = before.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    assert request.type == "mcp_approval_request"
+
+    crashable.crash_and_restart()
+
+    with client() as after:
+        assert after.responses.retrieve(first.id).output[0].id == request.id  # the turn survived, still answerable
+        rest = after.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert (rest.status, rest.output_text, run_of(rest.id)) == ("completed", "Sent.", run_of(first.id))
+    session_id = crashable.api.view(run_of(first.id))["session_id"]
+    _, effects = crashable.stored(session_id)
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL_BOB)]
+    assert model.log.total == 2
+
+
+def test_events_of_a_real_run(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """The streaming event mapping fed what a transport would see of a real run (here: GET polls of a background
+    response): the official client's stream accumulator takes every event, the deltas join to the final text, and
+    a stream resumed from the last look alone continues exactly where a dropped one stopped."""
+    from openai import omit
+    from openai._models import construct_type
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+    from openai.types.responses import ResponseStreamEvent
+
+    # Imported while the host runs, as the host's own modules (see InProcessApp.max_body_bytes).
+    events_module = importlib.import_module("http_api.openai_responses.events")
+    models_module = sys.modules["http_api.openai_responses.models"]
+    text = "The value of a is value-of-a; " * 8
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), text))
+    response = client.responses.create(model="helper", input="What is a?", background=True)
+    stream = events_module.ResponseEventStream()
+    events: list[dict[str, object]] = []
+    looks = []
+    while not stream.finished:
+        look = models_module.ResponseObject.model_validate(app.http.get(f"/api/v1/responses/{response.id}").json())
+        looks.append(look)
+        events += stream.feed(look)
+        if not stream.finished:
+            app.host.wait_until_idle(5)
+    state: ResponseStreamState[object] = ResponseStreamState(input_tools=[], text_format=omit)
+    for event in events:
+        state.handle_event(construct_type(type_=ResponseStreamEvent, value=event))  # type: ignore[arg-type]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert "response.mcp_call.completed" in kinds
+    deltas = "".join(str(e["delta"]) for e in events if e["type"] == "response.output_text.delta")
+    assert deltas == text == client.responses.retrieve(response.id).output_text
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    resumed = events_module.ResponseEventStream(starting_after=5).feed(looks[-1])
+    assert [e["type"] for e in resumed] == kinds[6:]
