@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "anchor": ("bench.anchor.anchor_bench", "Microsoft's AgentFunctionApp vs this app on the same devhost/model"),
     "store": ("bench.store_bench", "session store append/read as a session grows (SQLite, local Cosmos)"),
     "devhost": ("bench.devhost_bench", "devhost engine: activity chains, fan-out, concurrent chains"),
+    "capacity": ("bench.capacity_bench", "Durable actions and Cosmos operations/RU per agent turn (docs/capacity.md)"),
 }
 SUITE = ("overhead", "scale", "concurrency")
 
