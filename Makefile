@@ -14,10 +14,11 @@ PIP_FLAGS = --quiet --disable-pip-version-check
 
 .PHONY: install install-test run test test-agent-framework test-py313 check-infra package lock lint bench
 
-# The app's runtime dependencies exactly as locked (hash-checked), then the test tools on top.
+# The app's runtime dependencies exactly as locked (hash-checked), then the test tools on top (constrained by the lock,
+# so a test tool can never move a runtime dependency away from what is deployed).
 install:
 	$(PYTHON) -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
-	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt
+	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c requirements.lock
 
 # The tests also need the local Cosmos server (npm package, exact pin in package-lock.json).
 install-test: install
@@ -40,7 +41,7 @@ test-py313: install-test
 	@[ -n "$(PYTHON313)" ] || { echo "Python 3.13 not found: set PYTHON313=/path/to/python3.13"; exit 1; }
 	@[ -x $(PY313_VENV)/bin/python ] || $(PYTHON313) -m venv $(PY313_VENV)
 	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
-	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt
+	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c requirements.lock
 	$(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/devhost/host tests/devhost/protocol \
 		tests/e2e/test_e2e_basic.py tests/e2e/test_e2e_approvals.py tests/store
 
