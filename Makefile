@@ -11,14 +11,19 @@ CHECKOV_VERSION = 3.3.30
 PY313_VENV ?= .venv-py313
 PYTHON313 ?= $(firstword $(shell command -v python3.13 2>/dev/null) $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python))
 PIP_FLAGS = --quiet --disable-pip-version-check
+# The lock's pins without their hashes: a constraints file for installing the test tools on top of the lock.
+LOCK_CONSTRAINTS = .lock-constraints.txt
 
 .PHONY: install install-test run test test-agent-framework test-py313 check-infra package lock lint bench
 
 # The app's runtime dependencies exactly as locked (hash-checked), then the test tools on top (constrained by the lock,
 # so a test tool can never move a runtime dependency away from what is deployed).
-install:
+install: $(LOCK_CONSTRAINTS)
 	$(PYTHON) -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
-	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c requirements.lock
+	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
+
+$(LOCK_CONSTRAINTS): requirements.lock
+	sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\)\( ;[^\\]*\)\{0,1\} *\\$$/\1\2/p' requirements.lock > $@
 
 # The tests also need the local Cosmos server (npm package, exact pin in package-lock.json).
 install-test: install
@@ -37,11 +42,11 @@ test-agent-framework:
 	REQUIRE_AGENT_FRAMEWORK=1 $(AF_VENV)/bin/python -m pytest -p no:cacheprovider tests/devhost/engine/test_agent_framework.py
 
 # A smoke set on Python 3.13 (azure-functions 2.x there): devhost, the agent tour on both stores, the store contract.
-test-py313: install-test
+test-py313: install-test $(LOCK_CONSTRAINTS)
 	@[ -n "$(PYTHON313)" ] || { echo "Python 3.13 not found: set PYTHON313=/path/to/python3.13"; exit 1; }
 	@[ -x $(PY313_VENV)/bin/python ] || $(PYTHON313) -m venv $(PY313_VENV)
 	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
-	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c requirements.lock
+	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
 	$(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/devhost/host tests/devhost/protocol \
 		tests/e2e/test_e2e_basic.py tests/e2e/test_e2e_approvals.py tests/store
 
