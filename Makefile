@@ -9,7 +9,9 @@ UV_VERSION = 0.13.9
 CHECKOV_VENV ?= .venv-checkov
 CHECKOV_VERSION = 3.3.30
 PY313_VENV ?= .venv-py313
-PYTHON313 ?= $(firstword $(shell command -v python3.13 2>/dev/null) $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python))
+# pyenv's 3.13 first (its python3.13 shim may exist and refuse to run), else a working python3.13 on PATH.
+PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) \
+	$(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null))
 PIP_FLAGS = --quiet --disable-pip-version-check
 # The lock's pins without their hashes: a constraints file for installing the test tools on top of the lock.
 LOCK_CONSTRAINTS = .lock-constraints.txt
