@@ -22,6 +22,7 @@ param authMode string
 @secure()
 param continuationTokenSecret string
 param maximumInstanceCount int
+param httpPerInstanceConcurrency int
 
 var useScheduler = durableBackend == 'durableTaskScheduler'
 var taskHubName = 'agents'
@@ -378,6 +379,9 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       scaleAndConcurrency: {
         maximumInstanceCount: maximumInstanceCount
         instanceMemoryMB: 2048
+        triggers: {
+          http: { perInstanceConcurrency: httpPerInstanceConcurrency }
+        }
       }
       runtime: {
         name: 'python'

@@ -65,6 +65,11 @@ param continuationTokenSecret string
 @description('Maximum instances of the Flex Consumption app.')
 param maximumInstanceCount int = 100
 
+@minValue(1)
+@maxValue(1000)
+@description('HTTP requests one instance serves at once. Long polls (wait_seconds) hold a slot while idle: keep it above the polls clients keep open per instance (docs/capacity.md).')
+param httpPerInstanceConcurrency int = 64
+
 var tags = { 'azd-env-name': environmentName }
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
@@ -97,6 +102,7 @@ module app 'app.bicep' = {
     authMode: authMode
     continuationTokenSecret: continuationTokenSecret
     maximumInstanceCount: maximumInstanceCount
+    httpPerInstanceConcurrency: httpPerInstanceConcurrency
   }
 }
 
