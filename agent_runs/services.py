@@ -15,6 +15,7 @@ import threading
 from functools import cached_property
 from typing import Any
 
+from agent_runs.deployment import DeploymentConfigurationError, DeploymentReport, DeploymentSettings, assess
 from agent_runs.settings import RunSettings
 from agent_runtime.agents import AgentRegistry
 from agent_runtime.continuation import ContinuationTokens
@@ -36,10 +37,12 @@ class RunServices:
         run_settings: RunSettings | None = None,
         model_settings: ModelSettings | None = None,
         store_settings: StoreSettings | None = None,
+        deployment_settings: DeploymentSettings | None = None,
     ) -> None:
         self.run_settings = run_settings or RunSettings()
         self.model_settings = model_settings or ModelSettings()
         self.store_settings = store_settings or StoreSettings()
+        self.deployment_settings = deployment_settings or DeploymentSettings()
         self._lock = threading.Lock()
         self._model_clients: dict[asyncio.AbstractEventLoop, ModelClient] = {}
         self._demo_server: Any = None
@@ -50,7 +53,9 @@ class RunServices:
     def current(cls) -> RunServices:
         with cls._instance_lock:
             if cls._instance is None:
-                cls._instance = cls()
+                services = cls()
+                services.check_deployment()  # on Azure, refuse laptop-only settings before serving anything
+                cls._instance = services
             return cls._instance
 
     @classmethod
@@ -64,7 +69,24 @@ class RunServices:
     # ------------------------------------------------------------------------------------------------ services
 
     @cached_property
+    def deployment(self) -> DeploymentReport:
+        return assess(
+            deployment=self.deployment_settings,
+            store=self.store_settings,
+            model=self.model_settings,
+            run=self.run_settings,
+        )
+
+    def check_deployment(self) -> DeploymentReport:
+        """The report, or `DeploymentConfigurationError` naming the settings to fix (production guards)."""
+        report = self.deployment
+        if report.errors:
+            raise DeploymentConfigurationError(report)
+        return report
+
+    @cached_property
     def store(self) -> SessionStore:
+        self.check_deployment()
         return open_store(self.store_settings)
 
     @cached_property
@@ -82,6 +104,7 @@ class RunServices:
         with self._lock:
             client = self._model_clients.get(loop)
             if client is None:
+                self.check_deployment()  # never the demo model in production by accident
                 scripted_url = self._demo_base_url() if self._needs_demo_server() else None
                 inner = build_model_client(self.model_settings, scripted_base_url=scripted_url)
                 client = RetryingModelClient(inner, self.model_settings.retry_policy())

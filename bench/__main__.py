@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "devhost": ("bench.devhost_bench", "devhost engine: activity chains, fan-out, concurrent chains"),
     "tracing": ("bench.tracing_bench", "durable turns with OpenTelemetry off vs on (in-memory exporter), per step"),
     "stream": ("bench.stream_bench", "SSE streams: model token to delta latency p50/p95, 200 concurrent streams"),
+    "capacity": ("bench.capacity_bench", "Durable actions and Cosmos operations/RU per agent turn (docs/capacity.md)"),
 }
 SUITE = ("overhead", "scale", "concurrency")
 

@@ -99,12 +99,18 @@ async def get_agent(req: func.HttpRequest) -> func.HttpResponse:
 @public
 async def health(req: func.HttpRequest) -> func.HttpResponse:
     services = RunServices.current()
+    report = services.deployment
     return json_response(
         {
             "status": "ok",
             "agents": services.agents.names(),
-            "store": "cosmos" if services.store_settings.uses_cosmos else "sqlite",
-            "model_provider": services.model_settings.resolved_provider,
+            "store": report.store,
+            "model_provider": report.model_provider,
+            "durable_backend": report.durable_backend,
+            "task_hub": report.task_hub,
+            "auth_mode": report.auth_mode,
+            "on_azure": report.on_azure,
+            "warnings": report.warnings,
             "auth": authenticator().health(),
         }
     )

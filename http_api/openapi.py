@@ -54,6 +54,11 @@ class HealthBody(BaseModel):
     agents: list[str]
     store: Literal["cosmos", "sqlite"]
     model_provider: str
+    durable_backend: str = Field(description="the Durable storage provider the Functions host is configured with")
+    task_hub: str | None = Field(description="TASKHUB_NAME")
+    auth_mode: str = Field(description="AUTH_MODE (`none`: the app authenticates no caller)")
+    on_azure: bool
+    warnings: list[str] = Field(description="settings allowed on purpose that production should not keep")
     auth: AuthHealth
 
 

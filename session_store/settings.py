@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -12,11 +12,16 @@ class StoreSettings(BaseSettings):
     """Which store to open and how.
 
     ``COSMOS_ENDPOINT`` set -> Cosmos DB (``COSMOS_KEY``, or ``DefaultAzureCredential`` when no key is given);
-    otherwise the embedded SQLite store at ``SESSION_STORE_PATH``.
+    otherwise the embedded SQLite store at ``SESSION_STORE_PATH``. ``SESSION_STORE`` (``cosmos`` / ``sqlite``) picks
+    one on purpose (on Azure the SQLite store needs ``SESSION_STORE=sqlite``: see ``agent_runs.deployment``).
     """
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
+    session_store: Literal["auto", "cosmos", "sqlite"] = Field(
+        default="auto", validation_alias="SESSION_STORE",
+        description="auto: Cosmos DB when COSMOS_ENDPOINT is set, else SQLite; cosmos/sqlite: that one, on purpose",
+    )
     cosmos_endpoint: str | None = Field(default=None, validation_alias="COSMOS_ENDPOINT")
     cosmos_key: SecretStr | None = Field(default=None, validation_alias="COSMOS_KEY")
     cosmos_database: str = Field(default="agents", validation_alias="COSMOS_DATABASE")
@@ -35,6 +40,12 @@ class StoreSettings(BaseSettings):
     )
 
     @model_validator(mode="after")
+    def _cosmos_needs_an_endpoint(self) -> Self:
+        if self.session_store == "cosmos" and not self.cosmos_endpoint:
+            raise ValueError("SESSION_STORE=cosmos needs COSMOS_ENDPOINT (the Cosmos DB account URL)")
+        return self
+
+    @model_validator(mode="after")
     def _shared_by_every_worker(self) -> Self:
         if not self.uses_cosmos and self.session_store_path == ":memory:" and self.worker_process_count > 1:
             raise ValueError(
@@ -45,4 +56,6 @@ class StoreSettings(BaseSettings):
 
     @property
     def uses_cosmos(self) -> bool:
-        return bool(self.cosmos_endpoint)
+        if self.session_store == "auto":
+            return bool(self.cosmos_endpoint)
+        return self.session_store == "cosmos"

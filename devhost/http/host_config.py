@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +48,26 @@ class HostConfig(BaseModel):
         prefix = http.get("routePrefix", DEFAULT_ROUTE_PREFIX)
         if not isinstance(prefix, str):
             raise HostConfigError(f"{source}: extensions.http.routePrefix must be a string")
-        hub = durable.get("hubName") or DEFAULT_HUB_NAME
-        return cls(route_prefix=prefix.strip("/"), hub_name=str(hub))
+        hub = resolve_app_setting(str(durable.get("hubName") or DEFAULT_HUB_NAME), "extensions.durableTask.hubName",
+                                  source)
+        return cls(route_prefix=prefix.strip("/"), hub_name=hub)
+
+
+def resolve_app_setting(value: str, key: str, source: str = "host.json") -> str:
+    """`%NAME%` (as the whole value) -> the app setting NAME, as the Durable extension resolves `hubName` with the
+    host's name resolver. Unresolved, the host keeps the literal, which no task hub name accepts, and does not start:
+    here the error says which setting is missing."""
+    match = re.fullmatch(r"%([^%]+)%", value.strip())
+    if match is None:
+        return value
+    name = match.group(1)
+    resolved = os.environ.get(name, "").strip()
+    if not resolved:
+        raise HostConfigError(
+            f"{source}: {key} is {value!r} but the app setting {name} is not set "
+            "(set it in local.settings.json Values or in the environment)"
+        )
+    return resolved
 
 
 def _section(parent: dict[str, Any], name: str, source: str) -> dict[str, Any]:

@@ -32,6 +32,9 @@ class SubprocessHost:
     `kill()` sends SIGKILL (no cleanup, like a crash); `start()` again reuses the same port and state file.
     `clock`: "real" (default), "virtual" (moved by `advance`) or "auto-skip" (jumps to the next timer when idle).
     `workers`: `--workers N` (activity and HTTP functions in N worker processes); None leaves it to the setting.
+    `python`: the interpreter that runs devhost (default: this one), e.g. a virtual environment's holding only the
+    app's requirements; `devhost_path`: the folder put on its PYTHONPATH so `devhost` imports (default: this
+    repository's root).
     """
 
     def __init__(
@@ -45,8 +48,12 @@ class SubprocessHost:
         log_path: str | os.PathLike[str] | None = None,
         startup_timeout: float = 30.0,
         workers: int | None = None,
+        python: str | os.PathLike[str] | None = None,
+        devhost_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
+        self.python = str(python or sys.executable)
+        self.devhost_path = str(devhost_path or PACKAGE_ROOT)
         self.state_path = str(state_path)
         self.port = port or free_port()
         self.env = dict(env or {})
@@ -73,7 +80,7 @@ class SubprocessHost:
 
     def command(self) -> list[str]:
         workers = [] if self.workers is None else ["--workers", str(self.workers)]
-        return [sys.executable, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port),
+        return [self.python, "-m", "devhost", "--app-dir", str(self.app_dir), "--port", str(self.port),
                 "--state", self.state_path, "--clock", self.clock_mode, *workers]
 
     def output(self) -> str:
@@ -83,7 +90,7 @@ class SubprocessHost:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError(f"devhost is already running (pid {self.process.pid})")
         env = {**os.environ, **self.env}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.devhost_path, env.get("PYTHONPATH")) if p)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,

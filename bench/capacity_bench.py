@@ -1,0 +1,286 @@
+"""Capacity counts: what one agent turn costs the Durable backend and Cosmos DB, counted on devhost.
+
+Not a timing benchmark: it counts. For each scenario the app runs on devhost with the Cosmos store (the local
+server) and the `worker` agent against the scripted model, and the benchmark records
+- the orchestration's raw history events (devhost's engine state file, as the Durable extension stores them:
+  OrchestratorStarted/Completed per episode, TaskScheduled and TaskCompleted per activity, ...), turned into Durable
+  Task Scheduler *actions* by the published definition (an orchestration start = 1; an activity = 2, scheduling +
+  processing its result; a timer = 1; an external event = 1);
+- every Cosmos DB operation the app makes (the store's `CosmosContainers` layer is wrapped: operation, container,
+  item bytes), attributed to the function that made it (the HTTP route or the activity, from the call stack);
+- request units estimated from documented per-operation costs by item size (the local server returns no charges).
+
+Scenarios: `blobs 2 size 200` (5 steps: 3 model calls, 2 tool calls) and `email` (a tool call that needs approval:
+the run waits on an external event raced with a timer, then the approval). docs/capacity.md builds on these counts.
+
+    python -m bench.capacity_bench [--no-record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextvars
+import functools
+import json
+import sqlite3
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.report import command_line, publish, section, table
+from bench.workload.brain import WorkloadBrain, blobs_prompt, email_prompt
+from bench.workload.host import workload_host
+from cosmos_local import start_local_cosmos
+from devhost.protocol.events import EventType
+from devhost.testing import InProcessHost
+from scripted_model.server import ScriptedModelServer
+
+# Imported before the host starts, so the app uses these modules (and their patches).
+from session_store import cosmos_io, cosmos_store
+
+# Documented RU by item size for session consistency (learn.microsoft.com/azure/cosmos-db/understand-request-unit-
+# consumption): (KB, point read RU, write RU). Items under 1 KB cost the 1 KB figure.
+RU_TABLE = [(1, 1.00, 4.95), (2, 1.04, 6.29), (4, 1.14, 6.67), (8, 1.33, 7.04), (16, 1.67, 9.52), (32, 2.19, 11.23),
+            (64, 4.76, 22.67)]
+# Assumption (no published figure): a small single-partition query costs about 2.5 RU plus a point read per item
+# returned; a delete costs about a write.
+QUERY_BASE_RU = 2.5
+
+
+Operation = tuple[str, str, int, int, str]  # (operation, container, item bytes, items returned, caller)
+
+
+@dataclass
+class CosmosCounter:
+    operations: list[Operation] = field(default_factory=list)
+    active: bool = False
+
+    def record(self, op: str, container: str, payload: Any, items: int = 1) -> None:
+        if self.active:
+            size = len(json.dumps(payload, default=str)) if payload else 0
+            self.operations.append((op, container, size, items, CALLER.get()))
+
+    def take(self) -> list[Operation]:
+        taken, self.operations = self.operations, []
+        return taken
+
+
+# The store runs its Cosmos calls on a loop thread of its own: each store call carries its caller there in this.
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="other")
+
+
+def caller() -> str:
+    """The app function that called the store: the outermost frame of an activity module (`activity <function>`)
+    or of an HTTP handler module (`http <module>.<function>`)."""
+    found = "other"
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("activities."):
+            found = f"activity {frame.f_code.co_name}"
+        elif module.startswith("http_api.") and module != "http_api.adapter":
+            found = f"http {module.removeprefix('http_api.')}.{frame.f_code.co_name}"
+        frame = frame.f_back
+    return found
+
+
+COUNTER = CosmosCounter()
+POLL = "http runs.get_run"
+
+
+def install_counter() -> None:
+    """Wrap each CosmosContainers operation: count it, with the size of the item written or read, and tag each store
+    call (made on the caller's thread, run on the store's loop) with the app function that made it."""
+    translate_errors = cosmos_store.translate_errors
+
+    def tagged(coro: Any) -> Any:
+        name = caller()
+
+        async def run() -> Any:
+            CALLER.set(name)
+            return await translate_errors(coro)
+
+        return run()
+
+    cosmos_store.translate_errors = tagged
+    cls = cosmos_io.CosmosContainers
+
+    def wrap(name: str, describe: Any) -> None:
+        original = getattr(cls, name)
+
+        @functools.wraps(original)
+        async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = await original(self, *args, **kwargs)
+            describe(args, result)
+            return result
+
+        setattr(cls, name, counted)
+
+    wrap("read", lambda a, r: COUNTER.record("point read", a[0], r))
+    wrap("query", lambda a, r: COUNTER.record("query", a[0], r, items=len(r)))
+    wrap("query_page", lambda a, r: COUNTER.record("query", a[0], r[0], items=len(r[0])))
+    wrap("create", lambda a, r: COUNTER.record("create", a[0], a[1]))
+    wrap("replace", lambda a, r: COUNTER.record("replace", a[0], a[1]))
+    wrap("upsert", lambda a, r: COUNTER.record("upsert", a[0], a[1]))
+    wrap("delete", lambda a, r: COUNTER.record("delete", a[0], None))
+
+
+def estimated_ru(op: str, size: int, items: int) -> float:
+    kb = max(size / 1024, 1.0)
+    read_ru, write_ru = RU_TABLE[-1][1], RU_TABLE[-1][2]
+    for limit, read, write in RU_TABLE:
+        if kb <= limit:
+            read_ru, write_ru = read, write
+            break
+    if op == "point read":
+        return read_ru
+    if op == "query":
+        return QUERY_BASE_RU + items * 1.0
+    if op == "delete":
+        return RU_TABLE[0][2]
+    return write_ru
+
+
+def summarise(operations: list[Operation]) -> dict[str, Any]:
+    by_op = Counter(op for op, *_ in operations)
+    return {
+        "operations": len(operations),
+        "reads": by_op["point read"],
+        "queries": by_op["query"],
+        "writes": by_op["create"] + by_op["replace"] + by_op["upsert"] + by_op["delete"],
+        "ru": sum(estimated_ru(op, size, items) for op, _, size, items, _ in operations),
+        "largest_write_bytes": max((s for op, _, s, *_ in operations if op in ("create", "replace", "upsert")),
+                                   default=0),
+        "detail": Counter(f"{op} {container}" for op, container, *_ in operations),
+    }
+
+
+def by_caller(operations: list[Operation]) -> dict[str, dict[str, Any]]:
+    callers: dict[str, list[Operation]] = {}
+    for operation in operations:
+        callers.setdefault(operation[4], []).append(operation)
+    return {name: {**summarise(ops), "calls": 0} for name, ops in sorted(callers.items())}
+
+
+def raw_history(state_path: Path, instance_id: str) -> list[EventType]:
+    """The instance's history as the engine stored it (not the shaped `historyEvents` of the status API)."""
+    with sqlite3.connect(f"file:{state_path}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT event FROM history WHERE instance_id=? ORDER BY seq", (instance_id,)).fetchall()
+    return [EventType(json.loads(text)["EventType"]) for (text,) in rows]
+
+
+def activity_calls(state_path: Path, instance_id: str) -> Counter[str]:
+    with sqlite3.connect(f"file:{state_path}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT event FROM history WHERE instance_id=? ORDER BY seq", (instance_id,)).fetchall()
+    events = [json.loads(text) for (text,) in rows]
+    return Counter(e["Name"] for e in events if e["EventType"] == EventType.TaskScheduled)
+
+
+def durable_actions(history: list[EventType]) -> dict[str, int]:
+    kinds = Counter(history)
+    actions = (
+        kinds[EventType.ExecutionStarted]  # orchestration start
+        + kinds[EventType.TaskScheduled]  # an activity: scheduling it ...
+        + kinds[EventType.TaskCompleted] + kinds[EventType.TaskFailed]  # ... and processing its result
+        + kinds[EventType.TimerFired]  # a timer completing
+        + kinds[EventType.EventRaised]  # an external event
+        + kinds[EventType.SubOrchestrationInstanceCreated]
+        + kinds[EventType.SubOrchestrationInstanceCompleted] + kinds[EventType.SubOrchestrationInstanceFailed]
+    )
+    return {"history events": len(history), "episodes": kinds[EventType.OrchestratorStarted],
+            "activities": kinds[EventType.TaskScheduled], "timers": kinds[EventType.TimerCreated],
+            "events": kinds[EventType.EventRaised], "actions": actions}
+
+
+def run_scenario(host: InProcessHost, state_path: Path, prompt: str, approve: bool) -> dict[str, Any]:
+    """One run from its HTTP start to completion (approving its tool call if asked), then one poll of it."""
+    COUNTER.take()
+    started = host.client.post("/api/agents/worker/runs", json={"input": prompt})
+    assert started.status_code in (200, 202), started.text
+    run_id = started.json()["run_id"]
+    if approve:
+        view = _until_requires_action(host, run_id)
+        approval_id = view["pending_approvals"][0]["approval_id"]
+        decided = host.client.post(f"/api/runs/{run_id}/approvals/{approval_id}", json={"decision": "approve"})
+        assert decided.status_code == 202, decided.text
+    status = host.wait_for_status(run_id, timeout=60)
+    assert status["runtimeStatus"] == "Completed", status
+    run_ops = [op for op in COUNTER.take() if op[4] != POLL]  # the approval run's own polls are not its cost
+    polled = host.client.get(f"/api/runs/{run_id}")
+    assert polled.status_code == 200, polled.text
+    poll_ops = COUNTER.take()
+    history = raw_history(state_path, run_id)
+    callers = by_caller(run_ops)
+    for name, count in activity_calls(state_path, run_id).items():
+        callers.setdefault(f"activity {name}", {**summarise([]), "calls": 0})["calls"] = count
+    return {"run": summarise(run_ops), "callers": callers, "poll": summarise(poll_ops),
+            "durable": durable_actions(history)}
+
+
+def _until_requires_action(host: InProcessHost, run_id: str) -> dict[str, Any]:
+    for _ in range(200):
+        view = host.client.get(f"/api/runs/{run_id}", params={"wait_seconds": 1}).json()
+        if view["status"] == "requires_action":
+            return view
+    raise AssertionError("the run never asked for approval")
+
+
+def measure() -> dict[str, dict[str, Any]]:
+    install_counter()
+    COUNTER.active = True
+    cosmos = start_local_cosmos()
+    try:
+        with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer(WorkloadBrain()) as model:
+            state_path = Path(tmp) / "engine.sqlite3"
+            settings = {"COSMOS_ENDPOINT": cosmos.endpoint, "COSMOS_KEY": cosmos.key, "COSMOS_DATABASE": "capacity"}
+            with workload_host(model.base_url, state_path=str(state_path), env=settings) as host:
+                run_scenario(host, state_path, blobs_prompt(2, 200), approve=False)  # warm-up: containers, clients
+                return {
+                    "5-step run": run_scenario(host, state_path, blobs_prompt(2, 200), approve=False),
+                    "approval run": run_scenario(host, state_path, email_prompt("bob@example.com"), approve=True),
+                }
+    finally:
+        cosmos.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args()
+    results = measure()
+    durable_rows, cosmos_rows = [], []
+    for name, result in results.items():
+        d = result["durable"]
+        durable_rows.append([name, d["history events"], d["episodes"], d["activities"], d["timers"], d["events"],
+                             d["actions"]])
+        for caller_name, c in [*result["callers"].items(), ("whole run", result["run"]), ("one poll", result["poll"])]:
+            cosmos_rows.append([name, caller_name, c.get("calls") or "", c["operations"], c["reads"], c["queries"],
+                                c["writes"], c["largest_write_bytes"], round(c["ru"], 1)])
+    body = (
+        table(["scenario", "history events", "episodes", "activities", "timers", "external events",
+               "DTS actions"], durable_rows)
+        + "\n\n"
+        + table(["scenario", "function", "calls", "Cosmos operations", "point reads", "queries", "writes",
+                 "largest item written (bytes)", "estimated RU"], cosmos_rows)
+    )
+    details = "; ".join(
+        f"{name} / {caller_name}: " + ", ".join(f"{k} x{v}" for k, v in sorted(c["detail"].items()))
+        for name, result in results.items() for caller_name, c in result["callers"].items() if c["operations"]
+    )
+    notes = (
+        "5-step run = `blobs 2 size 200` (3 model calls, 2 tool calls); approval run = `email` (1 model call, a tool "
+        "call needing approval, its decision, the tool, a final model call). DTS actions per the Durable Task "
+        "Scheduler billing definition (start 1, activity 2, timer 1, external event 1). RU estimated from the "
+        "documented cost by item size (point read 1 RU and write 4.95 RU at 1 KB, session consistency); queries "
+        f"assumed {QUERY_BASE_RU} RU + 1 RU per item returned. The approval run's own polls (waiting for "
+        f"requires_action) are left out of its totals. Operations: {details}."
+    )
+    publish(section("Capacity counts per agent turn", command_line("bench.capacity_bench"), body, notes),
+            record=not args.no_record)
+
+
+if __name__ == "__main__":
+    main()

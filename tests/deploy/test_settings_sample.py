@@ -1,0 +1,115 @@
+"""`local.settings.sample.json` lists every setting the app reads, and nothing it does not.
+
+The settings the app reads are found in the code that ships (the files of the deployment package): every field of
+every `BaseSettings` class (by its alias), every `os.environ` / `os.getenv` read, the app settings host.json names
+(`%NAME%` values and connection names), and devhost's `FUNCTIONS_WORKER_PROCESS_COUNT` (a setting Azure honours).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from pathlib import Path
+
+from pydantic import AliasChoices
+from pydantic_settings import BaseSettings
+
+from deploy.package import packaged_files
+from devhost.host import WORKER_COUNT_SETTING
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Set by the platform on every instance, never by a user.
+PLATFORM_SET = {"WEBSITE_INSTANCE_ID"}
+# Read by the Functions host itself, not by the app's code.
+HOST_SETTINGS = {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage", "AzureWebJobsFeatureFlags",
+                 "AzureFunctionsJobHost__extensions__durableTask__storageProvider__connectionStringName"}
+
+
+def sample_settings() -> set[str]:
+    return set(json.loads((REPO_ROOT / "local.settings.sample.json").read_text())["Values"])
+
+
+def shipped_modules() -> list[tuple[str, ast.Module]]:
+    modules = []
+    for relative in packaged_files(REPO_ROOT):
+        if relative.endswith(".py"):
+            name = relative[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+            modules.append((name, ast.parse((REPO_ROOT / relative).read_text(), relative)))
+    return modules
+
+
+def settings_class_aliases(module_name: str, tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    if not classes:
+        return names
+    module = importlib.import_module(module_name)
+    for class_name in classes:
+        cls = getattr(module, class_name, None)
+        if not (isinstance(cls, type) and issubclass(cls, BaseSettings)) or cls.__module__ != module_name:
+            continue
+        for field_name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            assert alias is not None, f"{module_name}.{class_name}.{field_name}: name its setting (validation_alias)"
+            names.add(alias.choices[0] if isinstance(alias, AliasChoices) else str(alias))
+    return names
+
+
+def environment_reads(module_name: str, tree: ast.Module) -> set[str]:
+    """Names passed to os.environ.get / os.environ[...] / os.getenv (literals, or module constants)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        argument = None
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and node.args:
+            argument = node.args[0]
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+            argument = node.slice
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            names.add(argument.value)
+        elif isinstance(argument, ast.Name):
+            names.add(getattr(importlib.import_module(module_name), argument.id))
+    return names
+
+
+def host_json_settings() -> set[str]:
+    names: set[str] = set()
+
+    def walk(value: object, key: str = "") -> None:
+        if isinstance(value, dict):
+            for child_key, child in value.items():
+                walk(child, child_key)
+        elif isinstance(value, str):
+            if value.startswith("%") and value.endswith("%") and len(value) > 2:
+                names.add(value.strip("%"))
+            elif key.lower() in ("connectionstringname", "connectionname"):
+                names.add(value)
+
+    walk(json.loads((REPO_ROOT / "host.json").read_text()))
+    return names
+
+
+def settings_the_app_reads() -> set[str]:
+    names = {WORKER_COUNT_SETTING} | host_json_settings()
+    for module_name, tree in shipped_modules():
+        if "BaseSettings" in ast.unparse(tree):
+            names |= settings_class_aliases(module_name, tree)
+        names |= environment_reads(module_name, tree)
+    return names - PLATFORM_SET
+
+
+def test_the_sample_lists_every_setting_the_app_reads() -> None:
+    missing = settings_the_app_reads() - sample_settings()
+    assert missing == set(), f"add these to local.settings.sample.json (and the README's settings table): {missing}"
+
+
+def test_the_sample_lists_nothing_the_app_ignores() -> None:
+    unknown = sample_settings() - settings_the_app_reads() - HOST_SETTINGS
+    assert unknown == set(), f"local.settings.sample.json names settings nothing reads: {unknown}"
+
+
+def test_the_discovery_finds_what_it_should() -> None:
+    found = settings_the_app_reads()
+    # one of each kind: a settings field, an env read through a constant, host.json, devhost
+    assert {"COSMOS_ENDPOINT", "WORKFLOWS_PACKAGE", "TASKHUB_NAME", "DURABLE_TASK_SCHEDULER_CONNECTION_STRING",
+            "FUNCTIONS_WORKER_PROCESS_COUNT", "AUTH_MODE"} <= found
