@@ -174,3 +174,23 @@ def test_exit_codes_without_a_terminal(app: InProcessApp, model: ScriptedModelSe
     assert run_cli(app, "run").returncode == 2  # usage
     unknown = run_cli(app, "--json", "show", "no-such-run")
     assert unknown.returncode == 2 and json.loads(unknown.stdout)["error"]["code"] == "run_not_found"
+
+
+def test_the_inbox_lists_and_decides(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Paid."))
+    waiting = run_cli(app, "--json", "run", "helper", "pay")
+    assert waiting.returncode == 4, waiting.stderr
+    run_id = json.loads(waiting.stdout)["run_id"]
+    listed = run_cli(app, "--json", "approvals")
+    assert listed.returncode == 0, listed.stderr
+    [approval] = [a for a in json.loads(listed.stdout) if a["run_id"] == run_id]
+    assert approval["tool"] == "transfer"
+
+    child = spawn(app, "approvals")
+    child.expect("transfer")
+    child.expect(r"Approve \(a\)")
+    child.sendline("a")
+    assert ended(child) == 0
+    app.settle()
+    assert app.view(run_id)["status"] == "completed"
+    assert json.loads(run_cli(app, "--json", "approvals").stdout) == []
