@@ -79,7 +79,7 @@ def test_none_mode_is_one_anonymous_principal_whatever_the_headers(app_in, model
 
 
 def test_health_warns_about_none_mode_on_azure(app_in, model) -> None:
-    # On Azure (WEBSITE_INSTANCE_ID) the production guards need SQLite chosen on purpose (the scripted model already is).
+    # On Azure (WEBSITE_INSTANCE_ID) the production guards need SQLite chosen on purpose.
     with app_in("none", WEBSITE_INSTANCE_ID="test-instance", SESSION_STORE="sqlite") as (app, _):
         auth = app.http.get("/api/health").json()["auth"]
         assert auth["mode"] == "none" and "AUTH_MODE=none on Azure" in auth["warning"]
