@@ -22,7 +22,9 @@ from agent_runs.contracts import (
     CancelEvent,
     DecisionsResult,
     EscalateApprovalsInput,
+    EscalateApprovalsResult,
     ExpireApprovalsInput,
+    ExpireApprovalsResult,
     FinishResult,
     MiddlewareBeforeResult,
     RunInput,
@@ -298,8 +300,12 @@ def _deadline_step(
     done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
     if done is not None:
         return done
-    result = task.result or {}
-    driver.on_deadline_step(result.get("expired") or result.get("escalated") or [])
+    handed_on = (
+        ExpireApprovalsResult.model_validate(task.result).expired
+        if isinstance(payload, ExpireApprovalsInput)
+        else EscalateApprovalsResult.model_validate(task.result).escalated
+    )
+    driver.on_deadline_step(handed_on)
     command: LoopCommand | None = None
     while decided := driver.decided_during_deadline:
         applied = yield from _apply_decisions(context, driver, cancels, decided)
