@@ -8,7 +8,6 @@ the tests, as documented by Microsoft.
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -55,22 +54,6 @@ def issuer() -> Iterator[LocalIssuer]:
     server = LocalIssuer().start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="session")
-def cosmos_account() -> Iterator[tuple[str, str | None]]:
-    """(endpoint, key): COSMOS_ENDPOINT when set, else a local Cosmos server for the whole session."""
-    endpoint = os.environ.get("COSMOS_ENDPOINT")
-    if endpoint:
-        yield endpoint, os.environ.get("COSMOS_KEY") or None
-        return
-    from cosmos_local import start_local_cosmos
-
-    server = start_local_cosmos()
-    try:
-        yield server.endpoint, server.key
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -55,22 +55,6 @@ def model(model_server: ScriptedModelServer) -> ScriptedModelServer:
     return model_server
 
 
-@pytest.fixture(scope="session")
-def cosmos_account() -> Iterator[tuple[str, str | None]]:
-    """(endpoint, key): COSMOS_ENDPOINT when set, else a local Cosmos server for the whole session."""
-    endpoint = os.environ.get("COSMOS_ENDPOINT")
-    if endpoint:
-        yield endpoint, os.environ.get("COSMOS_KEY") or None
-        return
-    from cosmos_local import start_local_cosmos
-
-    server = start_local_cosmos()
-    try:
-        yield server.endpoint, server.key
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
 def cosmos_settings(request: pytest.FixtureRequest, cosmos_account: tuple[str, str | None]) -> Iterator[dict[str, str]]:
     """A database of its own for each test module (the local server scans whole containers: keep them small)."""

@@ -4,7 +4,6 @@ in `wf_fixtures` (signals, failures, an eternal monitor, a cancellable child).""
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -50,22 +49,6 @@ def host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
         if services is not None:
             services.RunServices.reset()  # closes the store thread of the services the host's modules built
         app.stop()
-
-
-@pytest.fixture(scope="session")
-def cosmos_account() -> Iterator[tuple[str, str | None]]:
-    """(endpoint, key): COSMOS_ENDPOINT when set, else a local Cosmos server for the whole session."""
-    endpoint = os.environ.get("COSMOS_ENDPOINT")
-    if endpoint:
-        yield endpoint, os.environ.get("COSMOS_KEY") or None
-        return
-    from cosmos_local import start_local_cosmos
-
-    server = start_local_cosmos()
-    try:
-        yield server.endpoint, server.key
-    finally:
-        server.stop()
 
 
 @pytest.fixture
