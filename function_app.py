@@ -37,7 +37,7 @@ for activity in (
 ):
     app.activity_trigger(input_name="payload")(activity)
 app.activity_trigger(input_name="payload")(discover_tools)  # MCP tools, listed once per run
-app.activity_trigger(input_name="payload")(run_middleware_before)
+run_middleware_before.register(app)
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents

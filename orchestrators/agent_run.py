@@ -16,6 +16,7 @@ import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
 from pydantic import TypeAdapter
 
+from activities.run_middleware import run_middleware_before
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import (
     CANCEL_EVENT,
@@ -26,7 +27,6 @@ from agent_runs.contracts import (
     ExpireApprovalsInput,
     ExpireApprovalsResult,
     FinishResult,
-    MiddlewareBeforeResult,
     RunInput,
     StepFailure,
     approval_event_name,
@@ -62,7 +62,6 @@ class _Activities:
     escalate_approvals = "escalate_approvals"
     finish_run = "finish_run"
     discover_tools = "discover_tools"
-    run_middleware_before = "run_middleware_before"
 
 
 EXPIRE, ESCALATE = _Activities.expire_approvals, _Activities.escalate_approvals
@@ -149,15 +148,11 @@ def _run_middleware_before(
 ) -> Generator[Any, Any, LoopCommand]:
     """The run middleware's pre-processing (an activity, raced with cancel): the first command, or the Finish the
     middleware decided."""
-    task = context.call_activity_with_retry(
-        _Activities.run_middleware_before,
-        ACTIVITY_RETRY,
-        _payload(driver.middleware_before_input(), "run middleware input"),
-    )
+    task = run_middleware_before.call(context, driver.middleware_before_input())
     done = yield from _step(context, driver, cancels, task, RUN_MIDDLEWARE_FAILED)
     if done is not None:
         return done
-    return driver.on_middleware_before(MiddlewareBeforeResult.model_validate(task.result))
+    return driver.on_middleware_before(run_middleware_before.result(task))
 
 
 def _step(
