@@ -9,13 +9,7 @@ import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, StreamingResponse
 
 from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
-from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
-from activities.finish import finish_run
-from activities.mcp import discover_tools
-from activities.model import call_model
-from activities.queue import take_turn
-from activities.run_middleware import run_middleware_before
-from activities.tools import invoke_tool
+from activities.agent_run_steps import AGENT_RUN_ACTIVITIES
 from agent_runs.services import RunServices
 from http_api import agents, approvals, fastapi_bridge, listings, openapi, runs, sessions, workflows
 from http_api.openai_responses import handlers as responses
@@ -32,12 +26,8 @@ app = fastapi_bridge.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration
 app.orchestration_trigger(context_name="context")(agent_run)
-for activity in (
-    call_model, invoke_tool, record_approvals, apply_decisions, expire_approvals, escalate_approvals, finish_run
-):
-    app.activity_trigger(input_name="payload")(activity)
-app.activity_trigger(input_name="payload")(discover_tools)  # MCP tools, listed once per run
-run_middleware_before.register(app)
+for agent_run_activity in AGENT_RUN_ACTIVITIES:  # its queue wait's `take_turn` too
+    agent_run_activity.register(app)
 
 
 # ----------------------------------------------------------------------------------------------- HTTP: agents
@@ -161,10 +151,6 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 @app.durable_client_input(client_name="client")
 async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     return await workflows.signal_workflow_run(req, client)
-
-
-# ----------------------------------------------------------------------------------------------- queued runs
-app.activity_trigger(input_name="payload")(take_turn)  # a queued run asks for its turn (orchestrators.queue_wait)
 
 
 # ----------------------------------------------------------------------------------------------- the caller's lists

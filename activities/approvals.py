@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs import run_status
-from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size, within_budget
+from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext
 from agent_runs.contracts import (
     ApprovalRequestsInput,
+    ApprovalsRecorded,
     DecisionsInput,
     DecisionsResult,
     EscalateApprovalsInput,
@@ -30,6 +31,7 @@ from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
 from agent_runtime.steps import record_approval_requests_step, record_approval_response_step
 from agent_runtime.tools import Tool
+from durable_steps import activity
 from session_store import AlreadyDecidedError, ApprovalRecord
 from telemetry.spans import emit_approval_span
 
@@ -41,8 +43,8 @@ REREAD_ATTEMPTS = 3
 REREAD_DELAY_SECONDS = 0.5
 
 
-async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
-    step = ApprovalRequestsInput.model_validate(payload)
+@activity()
+async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     ctx = StepContext.for_run(step.run)
     requests = await record_approval_requests_step(
         ctx.run_log(step.first_seq, len(step.calls)), step.run.run_id, RequestApproval(calls=step.calls)
@@ -65,11 +67,11 @@ async def record_approvals(payload: dict[str, Any]) -> dict[str, Any]:
         ]
     )
     await run_status.mark(ctx.store, step.run.run_id, "requires_action")
-    return {"approval_ids": [request.id for request in requests]}
+    return ApprovalsRecorded(approval_ids=[request.id for request in requests])
 
 
-async def apply_decisions(payload: dict[str, Any]) -> dict[str, Any]:
-    step = DecisionsInput.model_validate(payload)
+@activity()
+async def apply_decisions(step: DecisionsInput) -> DecisionsResult:
     ctx = StepContext.for_run(step.run)
     stored = {record.approval_id: record for record in await ctx.store.list_approvals(run_id=step.run.run_id)}
     unconfirmed = [a for a in step.rung if (r := stored.get(a)) is None or r.status == "pending"]
@@ -89,7 +91,7 @@ async def apply_decisions(payload: dict[str, Any]) -> dict[str, Any]:
         result.decided.append(await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record))
         _approval_span(step.run, record)
     await run_status.mark_unless_pending(ctx.store, step.run.run_id)
-    return within_budget(result.model_dump(mode="json"), "decisions result")
+    return result
 
 
 async def _reread_pending(ctx: StepContext, approval_ids: list[str]) -> dict[str, ApprovalRecord]:
@@ -105,10 +107,10 @@ async def _reread_pending(ctx: StepContext, approval_ids: list[str]) -> dict[str
     return found
 
 
-async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
+@activity()
+async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
     """Expire, in the store, what is still pending there, and write each expiry into the conversation. An approval
     decided in the store meanwhile is left for `apply_decisions`: the run applies it like any decision."""
-    step = ExpireApprovalsInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
     result = ExpireApprovalsResult()
     for index, approval_id in enumerate(step.approval_ids):
@@ -123,13 +125,13 @@ async def expire_approvals(payload: dict[str, Any]) -> dict[str, Any]:
             _approval_span(step.run, record)
             result.expired.append(approval_id)
     await run_status.mark_unless_pending(ctx.store, step.run.run_id)
-    return within_budget(result.model_dump(mode="json"), "expire result")
+    return result
 
 
-async def escalate_approvals(payload: dict[str, Any]) -> dict[str, Any]:
+@activity()
+async def escalate_approvals(step: EscalateApprovalsInput) -> EscalateApprovalsResult:
     """Hand what is still pending in the store to the escalation's approver with the new deadline. An approval decided
     in the store meanwhile is left for `apply_decisions`, as after an expiry."""
-    step = EscalateApprovalsInput.model_validate(payload)
     ctx = StepContext.for_run(step.run)
     result = EscalateApprovalsResult()
     for approval_id in step.approval_ids:
@@ -138,7 +140,7 @@ async def escalate_approvals(payload: dict[str, Any]) -> dict[str, Any]:
         except AlreadyDecidedError:
             continue
         result.escalated.append(approval_id)
-    return within_budget(result.model_dump(mode="json"), "escalate result")
+    return result
 
 
 async def _record_response(ctx: StepContext, log: StoreConversationLog, record: ApprovalRecord) -> ApprovalDecision:

@@ -25,13 +25,14 @@ from agent_runtime.run_result import (
     failure_reason,
 )
 from agent_runtime.steps import close_unresolved_calls_step
+from durable_steps import activity
 from telemetry.spans import emit_run_span
 
 _FINAL = ("completed", "failed", "cancelled")
 
 
-async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
-    step = FinishInput.model_validate(payload)
+@activity()
+async def finish_run(step: FinishInput) -> FinishResult:
     ctx = StepContext.for_run(step.run)
     finish = step.finish
     slots = len(finish.unresolved) + 1 + FINISH_SPARE_SLOTS  # as reserved by the driver
@@ -75,7 +76,7 @@ async def finish_run(payload: dict[str, Any]) -> dict[str, Any]:
         reason=reason,
         usage=step.usage,
     )
-    return FinishResult(status=status, reason=reason[:1000]).model_dump(mode="json")  # type: ignore[arg-type]
+    return FinishResult(status=status, reason=reason[:1000])  # type: ignore[arg-type]
 
 
 async def _run_messages(ctx: StepContext) -> list[Message]:

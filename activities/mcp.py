@@ -2,35 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
-from agent_runs.contracts import RunRef, StepFailure
+from agent_runs.contracts import RunRef, StepFailure, ToolDiscoveryResult, ToolsDiscovered
 from agent_runtime.mcp.config import McpConfigurationError
+from durable_steps import activity
 
 DISCOVERY_FAILED = "tool_discovery_failed"
 
 
-async def discover_tools(payload: dict[str, Any]) -> dict[str, Any]:
-    """Returns `{"tools": n, "skipped_servers": [...]}`, or a `StepFailure` when a required server cannot be listed
-    (after the client's own retries): the run then fails with a reason naming the server."""
+@activity()
+async def discover_tools(run: RunRef) -> ToolDiscoveryResult:
+    """How many tools were recorded, or a `StepFailure` when a required server cannot be listed (after the client's
+    own retries): the run then fails with a reason naming the server."""
     from agent_runtime.mcp.discovery import McpDiscoveryError
     from agent_runtime.mcp.discovery import discover_tools as discover
 
-    run = RunRef.model_validate(payload)
     ctx = StepContext.for_run(run)
     record = await ctx.store.get_run(run.run_id)
     if record is not None and record.discovered_tools is not None:
-        return {"tools": len(record.discovered_tools), "skipped_servers": []}  # a retry: the first list stands
+        return ToolsDiscovered(tools=len(record.discovered_tools))  # a retry: the first list stands
     agent = ctx.agent
     try:
         discovered = await discover(agent.mcp_servers, [t.name for t in agent.tools])
     except (McpDiscoveryError, McpConfigurationError) as error:
-        failure = StepFailure(code=DISCOVERY_FAILED, message=str(error))
-        return within_budget(failure.model_dump(mode="json"), "discover_tools result")
+        return StepFailure(code=DISCOVERY_FAILED, message=str(error))
     stored = await ctx.store.record_run_tools(
         run.run_id, [spec.model_dump(mode="json") for spec in discovered.tools]
     )
-    summary = {"tools": len(stored.discovered_tools or []), "skipped_servers": discovered.skipped_servers}
-    return within_budget(summary, "discover_tools result")
+    return ToolsDiscovered(tools=len(stored.discovered_tools or []), skipped_servers=discovered.skipped_servers)

@@ -3,23 +3,22 @@ it streams, the text so far is stored as a draft that pollers see as `partial_ou
 
 from __future__ import annotations
 
-from typing import Any
-
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext, overrides_of
-from agent_runs.contracts import ModelCallInput, StepFailure
+from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
 from agent_runtime.steps import ChatMiddlewareEnded, call_model_step
+from durable_steps import activity
 from telemetry.metrics import record_cost
 from telemetry.model_client import TracedModelClient
 from telemetry.spans import run_step
 
 
-async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
-    step = ModelCallInput.model_validate(payload)
+@activity()
+async def call_model(step: ModelCallInput) -> ModelCallResult:
     ctx = StepContext.for_run(step.run)
     record = await ctx.record()
     if record is not None and record.cancel_requested_at is not None:
@@ -61,10 +60,8 @@ async def call_model(payload: dict[str, Any]) -> dict[str, Any]:
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
         except ChatMiddlewareEnded as ended:  # the same middleware would decide the same again: no retry
             result = StepFailure(code=ended.code, message=ended.message)
-    summary = result.model_dump(mode="json")
-    if payload_size(summary) > PAYLOAD_BUDGET_BYTES:
-        # The answer is stored already: failing the activity would make Durable retry it and call the model again.
-        summary = StepFailure(
-            code="payload_too_large", message="the model's answer is too large to hand back to the run"
-        ).model_dump(mode="json")
-    return summary
+    if payload_size(result) > PAYLOAD_BUDGET_BYTES:
+        # The answer is stored already: failing the activity (as an output over budget does) would make Durable
+        # retry it and call the model again.
+        return StepFailure(code="payload_too_large", message="the model's answer is too large to hand back to the run")
+    return result

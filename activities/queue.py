@@ -7,34 +7,33 @@ while it waited is closed here (it never started, so there is nothing else to cl
 
 from __future__ import annotations
 
-from typing import Any
-
 from agent_runs.contracts import TurnInput, TurnResult
 from agent_runs.queued_input import QUEUED_INPUT_KIND, queued_input_key
 from agent_runs.services import RunServices
 from agent_runs.starting import write_input
 from agent_runtime.messages import Message
+from durable_steps import activity
 
 
-async def take_turn(payload: dict[str, Any]) -> dict[str, Any]:
-    step = TurnInput.model_validate(payload)
+@activity()
+async def take_turn(step: TurnInput) -> TurnResult:
     store = RunServices.current().store
     run = await store.get_run(step.run.run_id)
     if run is None:
         raise RuntimeError(f"queued run {step.run.run_id!r} is missing")  # retried by Durable
     if run.finished:
-        return TurnResult(cancelled=True).model_dump(mode="json")
+        return TurnResult(cancelled=True)
     if run.cancel_requested_at is not None:
         error = {"code": "cancelled", "message": "cancelled while waiting for the session"}
         await store.finish_run(run.run_id, "cancelled", error=error)
-        return TurnResult(cancelled=True).model_dump(mode="json")
+        return TurnResult(cancelled=True)
     turn = await store.take_turn(run.run_id)
     if turn is None:
-        return TurnResult().model_dump(mode="json")
+        return TurnResult()
     key = queued_input_key(run.run_id)
     entries = [e for e in await store.list_effects(run.session_id, kind=QUEUED_INPUT_KIND) if e.key == key]
     if not entries:
         raise RuntimeError(f"the input of queued run {run.run_id!r} is missing")
     messages = [Message.model_validate(m) for m in entries[0].payload["messages"]]
     count = await write_input(store, turn, messages)
-    return TurnResult(ordinal=turn.ordinal, input_count=count).model_dump(mode="json")
+    return TurnResult(ordinal=turn.ordinal, input_count=count)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from agent_runs.budget import within_budget
 from agent_runs.context import StepContext
 from agent_runs.contracts import ToolCallInput
 from agent_runs.effects import StoreEffectLedger
@@ -12,11 +9,12 @@ from agent_runs.store_log import RunClosedError
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.loop_types import ToolOutcome
 from agent_runtime.steps import invoke_tool_step
+from durable_steps import activity
 from telemetry.spans import mark_error, run_step, tool_span
 
 
-async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
-    step = ToolCallInput.model_validate(payload)
+@activity()
+async def invoke_tool(step: ToolCallInput) -> ToolOutcome:
     ctx = StepContext.for_run(step.run)
     invocation = step.invocation
     agent = await ctx.run_agent()
@@ -28,7 +26,7 @@ async def invoke_tool(payload: dict[str, Any]) -> dict[str, Any]:
                 outcome = await _invoke(ctx, agent, step)
                 if outcome.is_error:
                     mark_error(span, "unknown_tool" if invocation.action == "unknown" else "tool_error")
-    return within_budget(outcome.model_dump(mode="json"), "invoke_tool result")
+    return outcome
 
 
 async def _invoke(ctx: StepContext, agent: AgentDefinition, step: ToolCallInput) -> ToolOutcome:

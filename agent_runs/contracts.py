@@ -99,6 +99,17 @@ class ModelCallInput(_Payload):
 ModelCallResult = Annotated[ModelTurn | StepFailure, Field(discriminator="kind")]
 
 
+class ToolsDiscovered(_Payload):
+    """`discover_tools`: the run's MCP tools are recorded (`tools`: how many), bar optional servers that could not be
+    listed. No `kind`: histories hold it as it always was; `extra="forbid"` tells it from a `StepFailure`."""
+
+    tools: int
+    skipped_servers: list[str] = Field(default_factory=list)
+
+
+ToolDiscoveryResult = ToolsDiscovered | StepFailure
+
+
 class ToolCallInput(_Payload):
     run: RunRef
     invocation: ToolInvocation
@@ -110,6 +121,12 @@ class ApprovalRequestsInput(_Payload):
     calls: list[ToolCallRef]
     first_seq: int
     expires_at: datetime
+
+
+class ApprovalsRecorded(_Payload):
+    """`record_approvals`: the requests are stored (the conversation, the store) under these approval ids."""
+
+    approval_ids: list[str] = Field(default_factory=list)
 
 
 class DecisionsInput(_Payload):

@@ -14,67 +14,35 @@ from typing import Any
 
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
-from pydantic import TypeAdapter
 
+from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
+from activities.finish import finish_run
+from activities.mcp import DISCOVERY_FAILED, discover_tools
+from activities.model import call_model
 from activities.run_middleware import run_middleware_before
+from activities.tools import invoke_tool
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import (
     CANCEL_EVENT,
     CancelEvent,
     DecisionsResult,
     EscalateApprovalsInput,
-    EscalateApprovalsResult,
-    ExpireApprovalsInput,
-    ExpireApprovalsResult,
-    FinishResult,
     RunInput,
     StepFailure,
     approval_event_name,
 )
 from agent_runs.driver import RunDriver
-from agent_runtime.loop_types import (
-    AwaitApproval,
-    CallModel,
-    Finish,
-    LoopCommand,
-    ModelTurn,
-    RequestApproval,
-    RunTools,
-    ToolOutcome,
-)
+from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
 from orchestrators.external_events import Doorbells, ExternalEvents
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
 
-# Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
-ACTIVITY_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
-_model_result = TypeAdapter(ModelTurn | StepFailure)
-
-
-class _Activities:
-    """Names of the activities this orchestrator schedules (the function names registered in function_app)."""
-
-    call_model = "call_model"
-    invoke_tool = "invoke_tool"
-    record_approvals = "record_approvals"
-    apply_decisions = "apply_decisions"
-    expire_approvals = "expire_approvals"
-    escalate_approvals = "escalate_approvals"
-    finish_run = "finish_run"
-    discover_tools = "discover_tools"
-
-
-EXPIRE, ESCALATE = _Activities.expire_approvals, _Activities.escalate_approvals
 # Stable codes of failures the orchestrator itself decides (the detail follows after ": ").
 MODEL_CALL_FAILED = "model_call_failed"
 TOOL_CALL_FAILED = "tool_call_failed"
 APPROVAL_STEP_FAILED = "approval_step_failed"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 RUN_MIDDLEWARE_FAILED = "run_middleware_error"
-
-
-def _payload(model: Any, what: str) -> dict[str, Any]:
-    return within_budget(model.model_dump(mode="json"), what)
 
 
 def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
@@ -106,10 +74,9 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
             return {}
 
     _publish(context, driver)
-    finished = yield context.call_activity_with_retry(
-        _Activities.finish_run, ACTIVITY_RETRY, _payload(driver.finish_input(command), "finish input")
-    )
-    outcome = driver.on_finished(command, FinishResult.model_validate(finished) if finished else None)
+    finished = yield finish_run.call(context, driver.finish_input(command))
+    # Histories from before `finish_run` returned its verdict hold null: the loop's verdict stands.
+    outcome = driver.on_finished(command, finish_run.parse(finished) if finished else None)
     _publish(context, driver)
     return outcome.model_dump(mode="json")
 
@@ -122,25 +89,22 @@ def _next(
     if received is not None:
         return driver.on_cancel(CancelEvent.model_validate(received).reason)
     if driver.should_continue_as_new(command):
-        context.continue_as_new(_payload(driver.continue_as_new_input(command), "continue-as-new input"))
+        next_input = driver.continue_as_new_input(command).model_dump(mode="json")
+        context.continue_as_new(within_budget(next_input, "continue-as-new input"))
         return None
     if isinstance(command, CallModel):
-        task = _activity(context, _Activities.call_model, driver.model_call(command), "call_model input")
+        task = call_model.call(context, driver.model_call(command))
         done = yield from _step(context, driver, cancels, task, MODEL_CALL_FAILED)
-        return done if done is not None else driver.on_model_result(_model_result.validate_python(task.result))
+        return done if done is not None else driver.on_model_result(call_model.result(task))
     if isinstance(command, RunTools):
-        tasks = [_activity(context, _Activities.invoke_tool, call, "tool input") for call in driver.tool_calls(command)]
+        tasks = [invoke_tool.call(context, call) for call in driver.tool_calls(command)]
         done = yield from _step(context, driver, cancels, context.task_all(tasks), TOOL_CALL_FAILED)
         if done is not None:
             return done
-        return driver.on_tool_results([ToolOutcome.model_validate(t.result) for t in tasks])
+        return driver.on_tool_results([invoke_tool.result(t) for t in tasks])
     if isinstance(command, RequestApproval | AwaitApproval):
         return (yield from _wait_for_approvals(context, driver, command, cancels))
     raise TypeError(f"unexpected loop command {command!r}")  # pragma: no cover - the loop's vocabulary is closed
-
-
-def _activity(context: df.DurableOrchestrationContext, name: str, payload: Any, what: str) -> TaskBase:
-    return context.call_activity_with_retry(name, ACTIVITY_RETRY, _payload(payload, what))
 
 
 def _run_middleware_before(
@@ -177,14 +141,14 @@ def _discover_tools(
 ) -> Generator[Any, Any, LoopCommand | None]:
     """List and record the run's MCP tools (every later step reads the recorded list). Returns the next command
     when discovery failed or the run was cancelled meanwhile, None to go on."""
-    task = context.call_activity_with_retry(
-        _Activities.discover_tools, ACTIVITY_RETRY, _payload(run_input.run, "discover_tools input")
-    )
-    done = yield from _step(context, driver, cancels, task, "tool_discovery_failed")
-    if done is None and isinstance(task.result, dict) and "code" in task.result:
-        failure = StepFailure.model_validate(task.result)
-        return driver.on_failure(f"{failure.code}: {failure.message}")
-    return done
+    task = discover_tools.call(context, run_input.run)
+    done = yield from _step(context, driver, cancels, task, DISCOVERY_FAILED)
+    if done is not None:
+        return done
+    discovered = discover_tools.result(task)
+    if isinstance(discovered, StepFailure):
+        return driver.on_failure(f"{discovered.code}: {discovered.message}")
+    return None
 
 
 def _drain_within(
@@ -219,7 +183,7 @@ def _wait_for_approvals(
     races fresh waiters, a fresh deadline timer and cancel."""
     if isinstance(command, RequestApproval):
         requests = driver.approval_requests(command, context.current_utc_datetime)
-        task = _activity(context, _Activities.record_approvals, requests, "approval requests")
+        task = record_approvals.call(context, requests)
         done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
         if done is not None:
             return done
@@ -240,10 +204,7 @@ def _wait_for_approvals(
             yield context.task_any([*doorbells.waiters(driver.pending_approvals), timer, cancels.waiter()])
             if timer.is_completed:
                 escalation = driver.escalation_input(context.current_utc_datetime)
-                if escalation is not None:
-                    applied = yield from _deadline_step(context, driver, cancels, ESCALATE, escalation)
-                else:
-                    applied = yield from _deadline_step(context, driver, cancels, EXPIRE, driver.expire_input())
+                applied = yield from _deadline_step(context, driver, cancels, escalation)
                 if isinstance(applied, Finish):
                     return applied
                 if escalation is None:
@@ -272,11 +233,11 @@ def _apply_decisions(
     nothing was applied."""
     command: LoopCommand | None = None
     while True:
-        task = _activity(context, _Activities.apply_decisions, driver.decisions_input(rung), "decisions input")
+        task = apply_decisions.call(context, driver.decisions_input(rung))
         done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
         if done is not None:
             return done
-        result = DecisionsResult.model_validate(task.result)
+        result = apply_decisions.result(task)
         command = driver.on_decisions(result) or command
         if not result.more or not driver.pending_approvals:
             return command if command is not None or result.decided else result
@@ -286,21 +247,21 @@ def _deadline_step(
     context: df.DurableOrchestrationContext,
     driver: RunDriver,
     cancels: ExternalEvents,
-    activity: str,
-    payload: ExpireApprovalsInput | EscalateApprovalsInput,
+    escalation: EscalateApprovalsInput | None,
 ) -> Generator[Any, Any, LoopCommand | None]:
-    """A deadline passed: expire (or escalate) what is still pending in the store, then apply the decisions that won
-    the race there. Returns a `Finish` if the run ended, else the loop's command if a decision changed it."""
-    task = _activity(context, activity, payload, f"{activity} input")
+    """A deadline passed: expire what is still pending in the store (or hand it on, given an `escalation`), then apply
+    the decisions that won the race there. Returns a `Finish` if the run ended, else the loop's command if a decision
+    changed it."""
+    if escalation is not None:
+        task = escalate_approvals.call(context, escalation)
+    else:
+        task = expire_approvals.call(context, driver.expire_input())
     done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
     if done is not None:
         return done
-    handed_on = (
-        ExpireApprovalsResult.model_validate(task.result).expired
-        if isinstance(payload, ExpireApprovalsInput)
-        else EscalateApprovalsResult.model_validate(task.result).escalated
+    driver.on_deadline_step(
+        escalate_approvals.result(task).escalated if escalation is not None else expire_approvals.result(task).expired
     )
-    driver.on_deadline_step(handed_on)
     command: LoopCommand | None = None
     while decided := driver.decided_during_deadline:
         applied = yield from _apply_decisions(context, driver, cancels, decided)

@@ -15,14 +15,13 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from agent_runs.contracts import RunInput, TurnInput, TurnResult
+from activities.queue import take_turn
+from agent_runs.contracts import RunInput, TurnInput
 from orchestrators.external_events import ExternalEvents
 
-TAKE_TURN = "take_turn"
 FIRST_DELAY_SECONDS = 1.0
 MAX_DELAY_SECONDS = 8.0
 POLLS_PER_EXECUTION = 60
-RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
 
 
 def take_turn_if_queued(
@@ -33,8 +32,7 @@ def take_turn_if_queued(
     if not run_input.queued:
         return run_input
     for poll in range(POLLS_PER_EXECUTION):
-        payload = TurnInput(run=run_input.run).model_dump(mode="json")
-        result = TurnResult.model_validate((yield context.call_activity_with_retry(TAKE_TURN, RETRY, payload)))
+        result = yield from take_turn.run(context, TurnInput(run=run_input.run))
         if result.cancelled:
             return None
         if result.ordinal is not None:

@@ -187,7 +187,7 @@ def test_redelivered_middleware_activities_do_not_run_it_again(
     }
     activities = {
         "run_middleware_before": sys.modules["activities.run_middleware"].run_middleware_before.execute,
-        "finish_run": sys.modules["activities.finish"].finish_run,
+        "finish_run": sys.modules["activities.finish"].finish_run.execute,
     }
     again = {name: app.host.run(activity(scheduled[name])) for name, activity in activities.items()}
 

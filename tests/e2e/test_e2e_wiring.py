@@ -1,0 +1,34 @@
+"""The real app registers every activity its orchestrators call, under the name they call it by (Durable finds an
+activity by name only: one missing from `function_app.py` would fail runs, not the app's start)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from e2e_settings import app_settings, running_app
+
+import orchestrators
+from activities.agent_run_steps import AGENT_RUN_ACTIVITIES
+from durable_steps import Activity
+from scripted_model import ScriptedModelServer
+
+
+def called_by(module_name: str) -> set[str]:
+    """The activities an orchestrator module calls: the declarations it imports (it names none by a string)."""
+    module = importlib.import_module(module_name)
+    return {value.name for value in vars(module).values() if isinstance(value, Activity)}
+
+
+def test_the_app_registers_every_activity_the_orchestrators_call(model_server: ScriptedModelServer) -> None:
+    with running_app(app_settings(model_server.base_url, SESSION_STORE_PATH=":memory:"), "sqlite") as app:
+        index = app.host.host.index
+    registered = {function.name: function for function in index.activities()}
+    every_module = [f"orchestrators.{module.name}" for module in pkgutil.iter_modules(orchestrators.__path__)]
+    called = set().union(*(called_by(name) for name in every_module))
+
+    agent_run = called_by("orchestrators.agent_run") | called_by("orchestrators.queue_wait")
+    assert agent_run == {step.name for step in AGENT_RUN_ACTIVITIES}
+    assert agent_run <= called <= set(registered), sorted(called - set(registered))
+    assert {registered[name].trigger_param for name in called} == {"payload"}
+    assert index.orchestrator("agent_run") is not None
