@@ -1,8 +1,9 @@
 """The edge between Azure Functions HTTP triggers and the typed handlers.
 
-`function_app.py` wraps every route handler with `http_endpoint`, which checks the path ids (`http_api.path_ids`)
-and turns an `ApiProblem` (or any unexpected exception) into `application/problem+json`, and gives handlers
-`read_json_body` to parse a size-limited JSON body into a pydantic model. Nothing here knows about agents or runs.
+Route handlers are wrapped with `http_endpoint`, which identifies the caller, checks the path ids the route declares
+(`http_api.path_ids`) and turns an `ApiProblem` (or any unexpected exception) into `application/problem+json`, and
+gives handlers `read_json_body` to parse a size-limited JSON body into a pydantic model. Nothing here knows about
+agents or runs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import functools
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import azure.functions as func
@@ -86,6 +88,16 @@ def query_model(req: func.HttpRequest, model: type[ModelT]) -> ModelT:
         raise validation_problem(exc, prefix="query", data=params) from exc
 
 
+@asynccontextmanager
+async def admitted(req: func.HttpRequest | None, *, public: bool = False) -> AsyncIterator[None]:
+    """What every endpoint wrapper checks before its handler: who is calling (`http_api.caller`: 401 first), then
+    the path ids the route declares (`http_api.path_ids`)."""
+    async with identified(req, public=public):
+        if req is not None:
+            check_path_ids(req)
+        yield
+
+
 def http_endpoint(handler: Handler) -> Handler:
     """Wrap a route so that errors become problem+json and unexpected ones are logged with a correlation id."""
 
@@ -94,9 +106,7 @@ def http_endpoint(handler: Handler) -> Handler:
         req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
         instance = _path_of(req)
         try:
-            async with identified(req, public=getattr(handler, "public", False)):  # who is calling (http_api.caller)
-                if req is not None:
-                    check_path_ids(req, instance or "")  # one check for every route's path ids
+            async with admitted(req, public=getattr(handler, "public", False)):
                 return await handler(*args, **kwargs)
         except ApiProblem as problem:
             return problem_response(problem, instance)

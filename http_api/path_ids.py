@@ -1,40 +1,67 @@
-"""Path parameters are ids, checked like body ids before any handler runs: an id that cannot exist (empty, too
-long, a character outside `A-Za-z0-9._:-`) is a 404 problem naming `path.<param>`, never a store error (500)."""
+"""Path parameters are ids, checked before any handler runs: an id that cannot exist (empty, too long, a character
+outside `A-Za-z0-9._:-`) is a 404 problem naming `path.<param>` with the route's own not-found code, never a store
+error (500).
+
+Each route of the route table (`http_api.routes`) declares its parameters as `PathParam`s. The function generated for
+the route serves the request inside `serving(params)`; the endpoint wrappers (`http_endpoint`, `openai_endpoint`) run
+`check_path_ids` once the caller is identified, so a caller without credentials still gets its 401 first and the
+problem leaves in the route's own error shape.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import azure.functions as func
+from pydantic import BaseModel, ConfigDict
 
 from http_api.models import ID_PATTERN
 from http_api.problems import ApiProblem
 
-_ID = re.compile(ID_PATTERN)
 _SHOWN_CHARS = 64
+_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ : - (starting with a letter or digit)"
 
 
-def _not_found_code(param: str, path: str) -> tuple[str, str]:
-    """The code and noun an unknown id of this parameter gets on this route (as the handler's own 404 would)."""
-    if param == "run_id":
-        return ("workflow_run_not_found", "Workflow run") if "/workflows/" in path else ("run_not_found", "Run")
-    if param == "name":
-        return ("signal_not_found", "Signal") if "/signals/" in path else ("workflow_not_found", "Workflow")
-    known = {"approval_id": "Approval", "session_id": "Session", "agent": "Agent"}
-    noun = known.get(param, "Resource")
-    return (f"{param.removesuffix('_id')}_not_found" if param in known else "not_found"), noun
+class PathParam(BaseModel):
+    """A path parameter: the values it accepts and the 404 any other value gets (the handler's own for an unknown
+    id, e.g. `run_not_found`, so a malformed id and a missing one look the same)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    not_found: str  # the problem code
+    noun: str  # "Run": the title is "Run not found"
+    pattern: str = ID_PATTERN
 
 
-def check_path_ids(req: func.HttpRequest, path: str) -> None:
-    for param, value in (req.route_params or {}).items():
-        if isinstance(value, str) and _ID.fullmatch(value):
+_served: ContextVar[tuple[PathParam, ...] | None] = ContextVar("served_path_params", default=None)
+
+
+@contextmanager
+def serving(params: tuple[PathParam, ...]) -> Iterator[None]:
+    """The path parameters of the route whose request is being handled (set by the route's function)."""
+    token = _served.set(params)
+    try:
+        yield
+    finally:
+        _served.reset(token)
+
+
+def check_path_ids(req: func.HttpRequest) -> None:
+    values = req.route_params or {}
+    params = _served.get()
+    if params is None:  # a handler called outside the route table: every route value must still be an id
+        params = tuple(PathParam(name=name, not_found="not_found", noun="Resource") for name in values)
+    for param in params:
+        value = values.get(param.name) or ""
+        if re.fullmatch(param.pattern, value):
             continue
-        code, noun = _not_found_code(param, path)
-        shown = value if len(value or "") <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}..."
+        shown = value if len(value) <= _SHOWN_CHARS else f"{value[:_SHOWN_CHARS]}..."
+        rule = _ID_RULE if param.pattern == ID_PATTERN else f"it must match {param.pattern}"
         raise ApiProblem(
-            404,
-            code,
-            f"{noun} not found",
-            f"{shown!r} is not a valid id: 1-128 characters of A-Z a-z 0-9 . _ : - (starting with a letter or digit).",
-            field=f"path.{param}",
+            404, param.not_found, f"{param.noun} not found", f"{shown!r} is not a valid id: {rule}.",
+            field=f"path.{param.name}",
         )

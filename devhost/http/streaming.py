@@ -7,7 +7,8 @@ The contract of the real worker (azure-functions-python-worker `http_v2.py`, `bi
   app, not only the streaming ones;
 - at load, an annotated trigger parameter must be the extension's request type (`RequestTrackerMeta.check_type`)
   and an annotated return must be one of its response types (`ResponseTrackerMeta.check_type`); otherwise the
-  function does not load;
+  function does not load. The annotations are read with `typing.get_type_hints` (`functions.Registry`), so a
+  `__signature__` patched onto a wrapper does not change them;
 - the host proxies the client's HTTP request to a web server inside the worker (uvicorn + FastAPI there); the
   function receives that live `fastapi.Request` with the route values synced into `path_params`; what it returns
   is what the FastAPI route returns (a `Response` as is, anything else through FastAPI's JSON encoding), so a
@@ -30,6 +31,7 @@ import contextlib
 import inspect
 import os
 import sys
+import typing
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -98,18 +100,30 @@ def _annotations(fn: Callable[..., Any]) -> tuple[dict[str, Any], Any]:
     return params, signature.return_annotation
 
 
+def _worker_annotations(name: str, fn: Callable[..., Any]) -> tuple[dict[str, Any], Any]:
+    """The annotations as the worker reads them: `typing.get_type_hints`, i.e. the function's `__annotations__`
+    resolved in its globals (a `__signature__` set on a wrapper does not count); unresolvable ones fail the load."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:
+        raise HttpV2LoadError(
+            f"function '{name}': its annotations do not resolve ({type(exc).__name__}: {exc})") from exc
+    returns = hints.pop("return", inspect.Signature.empty)
+    return hints, returns
+
+
 def check_function(name: str, fn: Callable[..., Any], request_param: str) -> bool:
     """Validate a function's annotations like the worker in HTTP v2 mode; True when its response is a stream."""
     base = _ext_base()
     assert base is not None
-    params, returns = _annotations(fn)
+    params, returns = _worker_annotations(name, fn)
     annotation = params.get(request_param)
     if annotation is not None and not base.RequestTrackerMeta.check_type(annotation):
         raise HttpV2LoadError(
             f"function '{name}': the type of {request_param!r} ({getattr(annotation, '__name__', annotation)}) "
             f"does not match the HTTP trigger: with {extension_module()} loaded it must be "
             f"{base.RequestTrackerMeta.get_request_type().__module__}.Request")
-    if returns is inspect.Signature.empty or returns is None:
+    if returns is inspect.Signature.empty or returns is None or returns is type(None):
         return False
     if not base.ResponseTrackerMeta.check_type(returns):
         raise HttpV2LoadError(

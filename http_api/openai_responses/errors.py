@@ -13,8 +13,7 @@ from typing import Any
 
 import azure.functions as func
 
-from http_api.adapter import Handler, json_response
-from http_api.caller import identified
+from http_api.adapter import Handler, admitted, json_response
 from http_api.problems import ApiProblem
 from session_store.errors import StoreUnavailableError
 
@@ -82,7 +81,7 @@ def openai_endpoint(handler: Handler) -> Handler:
     async def wrapper(*args: Any, **kwargs: Any) -> func.HttpResponse:
         req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
         try:
-            async with identified(req):  # who is calling (http_api.caller), as for every route
+            async with admitted(req):  # who is calling, then the route's path ids, as for every route
                 return await handler(*args, **kwargs)
         except ApiProblem as problem:
             return error_response(problem)

@@ -139,6 +139,39 @@ def test_func_http_request_annotations_do_not_load_beside_the_extension(tmp_path
         load_app(tmp_path, module_name="function_app")
 
 
+def test_a_patched_signature_does_not_change_what_the_worker_reads(tmp_path: Path) -> None:
+    """The worker reads annotations with `typing.get_type_hints` (`__annotations__`), not `inspect.signature`: a
+    wrapper that only patches `__signature__` to the extension's types still does not load."""
+    (tmp_path / "function_app.py").write_text(
+        "import functools, inspect\n"
+        "import azure.functions as func\n"
+        "from azurefunctions.extensions.http.fastapi import Request, Response\n"
+        "app = func.FunctionApp()\n"
+        "async def handler(req: func.HttpRequest) -> func.HttpResponse: ...\n"
+        "@functools.wraps(handler)\n"
+        "async def wrapped(req): ...\n"
+        "wrapped.__signature__ = inspect.signature(handler).replace(\n"
+        "    parameters=[inspect.Parameter('req', inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)],\n"
+        "    return_annotation=Response)\n"
+        "app.route(route='patched')(wrapped)\n"
+    )
+    with pytest.raises(AppLoadError, match=r"function 'handler': the type of 'req' \(HttpRequest\)"):
+        load_app(tmp_path, module_name="function_app")
+
+
+def test_annotations_that_do_not_resolve_do_not_load(tmp_path: Path) -> None:
+    (tmp_path / "function_app.py").write_text(
+        "from __future__ import annotations\n"
+        "import azure.functions as func\n"
+        "from azurefunctions.extensions.http.fastapi import Request\n"
+        "app = func.FunctionApp()\n"
+        "@app.route(route='s')\n"
+        "async def s(req: Request) -> Missing: ...\n"
+    )
+    with pytest.raises(AppLoadError, match=r"function 's': its annotations do not resolve .*Missing"):
+        load_app(tmp_path, module_name="function_app")
+
+
 def test_init_indexing_off_disables_the_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHON_ENABLE_INIT_INDEXING", "false")
     index = load_app(APP)
