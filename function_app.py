@@ -8,7 +8,6 @@ import azure.durable_functions as df
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, StreamingResponse
 
-from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
 from activities.finish import finish_run
 from activities.mcp import discover_tools
@@ -16,6 +15,7 @@ from activities.model import call_model
 from activities.queue import take_turn
 from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
+from activities.workflow_activities import WORKFLOW_ACTIVITIES
 from agent_runs.services import RunServices
 from http_api import agents, approvals, fastapi_bridge, listings, openapi, runs, sessions, workflows
 from http_api.openai_responses import handlers as responses
@@ -111,22 +111,8 @@ async def list_session_messages(req: func.HttpRequest) -> func.HttpResponse:
 # ----------------------------------------------------------------------------------------------- workflows
 load_workflows(RunServices.current().agents.names())  # definitions are checked at start-up, against the agents
 app.orchestration_trigger(context_name="context")(workflow)
-for workflow_activity in (
-    workflow_agents.workflow_start_agents,
-    workflow_agents.workflow_record_agents,
-    workflow_agents.workflow_flag_children_cancelled,
-    workflow_steps.workflow_call_function,
-    workflow_steps.workflow_evaluate,
-    workflow_steps.workflow_resolve_time,
-    workflow_steps.workflow_record_delay,
-    workflow_steps.workflow_record_signal,
-    workflow_steps.workflow_find_signal,
-    workflow_gates.workflow_open_gate,
-    workflow_gates.workflow_expire_gate,
-    workflow_gates.workflow_record_gate,
-    workflow_finish.workflow_finish,
-):
-    app.activity_trigger(input_name="payload")(workflow_activity)
+for workflow_activity in WORKFLOW_ACTIVITIES:
+    workflow_activity.register(app)
 
 
 @app.route(route="workflows", methods=["GET"])
