@@ -82,6 +82,7 @@ from workflow_runtime.requests import (
     Rang,
     Request,
     RunChildRuns,
+    Silent,
     Sleep,
     TakeCancel,
     TimerFired,
@@ -183,7 +184,7 @@ class WorkflowDriver:
                 return self._emit(self._flow.throw(_StepFailed(event)))
             return self._emit(self._flow.send(event))
         except StopIteration:
-            raise WorkflowDriverError("the workflow continued as new; it takes no more events") from None
+            raise WorkflowDriverError("the workflow continued as new (or its driver failed): no more events") from None
 
     def _emit(self, request: Request) -> Request:
         self._finished = isinstance(request, Finished)
@@ -223,7 +224,7 @@ class WorkflowDriver:
             if isinstance(command, Done):
                 return command
             try:
-                if isinstance((yield TakeCancel()), Cancelled):  # arrived while no wait was on
+                if isinstance(_expect((yield TakeCancel()), Cancelled, Silent), Cancelled):  # arrived meanwhile
                     self._cancel()
                     continue
                 if isinstance(command, ContinueAsNew):
@@ -435,7 +436,7 @@ class WorkflowDriver:
         step = self.definition.step_as(command.step_id, SignalStep)
         index = self.state.signals.get(step.name, 1)
         events = [signal_event(step.name, index), signal_event(step.name, index + 1)]
-        arrived = isinstance((yield CheckSignal(events=events)), Rang)
+        arrived = isinstance(_expect((yield CheckSignal(events=events)), Rang, Silent), Rang)
         if not arrived:
             probe = SignalProbe(ref=self.ref, name=step.name, index=index)
             arrived = (yield from self._call(workflow_find_signal, probe)).found

@@ -90,6 +90,10 @@ class Empty(BaseModel):
     pass
 
 
+class Stamp(BaseModel):
+    at: str
+
+
 def _driver(definition: WorkflowDefinition, state: dict[str, Any] | None = None) -> WorkflowDriver:
     ref = WorkflowRef(run_id="wf1", workflow=definition.name)
     return WorkflowDriver(definition, WorkflowInput(ref=ref, **({"state": state} if state else {})))
@@ -519,10 +523,6 @@ def test_a_delay_sleeps_for_its_seconds_or_until_its_resolved_time() -> None:
     assert [type(r).__name__ for r in until.requests[1:4]] == ["CallActivity", "Sleep", "CallActivity"]
     assert until.calls()[0].activity is workflow_resolve_time
     assert [r for r in until.requests if isinstance(r, Sleep)] == [Sleep(until=NOW + timedelta(days=3))]
-
-
-class Stamp(BaseModel):
-    at: str
 
 
 def test_cancel_during_a_delay_ends_the_workflow() -> None:
