@@ -7,8 +7,8 @@ Runs on Azure Functions (Durable extension), `func start` on a laptop, and devho
 import azure.durable_functions as df
 import azure.functions as func
 
-from activities import workflow_agents, workflow_finish, workflow_gates, workflow_steps
 from activities.agent_run_steps import AGENT_RUN_ACTIVITIES
+from activities.workflow_activities import WORKFLOW_ACTIVITIES
 from agent_runs.services import RunServices
 from http_api import routes
 from orchestrators.agent_run import agent_run
@@ -27,22 +27,8 @@ for agent_run_activity in AGENT_RUN_ACTIVITIES:  # its queue wait's `take_turn` 
 # ----------------------------------------------------------------------------------------------- workflows
 load_workflows(RunServices.current().agents.names())  # definitions are checked at start-up, against the agents
 app.orchestration_trigger(context_name="context")(workflow)
-for workflow_activity in (
-    workflow_agents.workflow_start_agents,
-    workflow_agents.workflow_record_agents,
-    workflow_agents.workflow_flag_children_cancelled,
-    workflow_steps.workflow_call_function,
-    workflow_steps.workflow_evaluate,
-    workflow_steps.workflow_resolve_time,
-    workflow_steps.workflow_record_delay,
-    workflow_steps.workflow_record_signal,
-    workflow_steps.workflow_find_signal,
-    workflow_gates.workflow_open_gate,
-    workflow_gates.workflow_expire_gate,
-    workflow_gates.workflow_record_gate,
-    workflow_finish.workflow_finish,
-):
-    app.activity_trigger(input_name="payload")(workflow_activity)
+for workflow_activity in WORKFLOW_ACTIVITIES:
+    workflow_activity.register(app)
 
 
 # ----------------------------------------------------------------------------------------------- HTTP

@@ -6,14 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_runs.budget import within_budget
 from agent_runs.child_runs import prepare_child_run
 from agent_runs.client_errors import client_message
 from agent_runs.services import RunServices
+from durable_steps import activity
 from session_store import RunRecord
 from telemetry.workflow_spans import child_run_trace
 from workflow_runtime.conditions import monitor_facts
-from workflow_runtime.contracts import AgentRunsRecord, StartedRuns, StepRequest, StepResult
+from workflow_runtime.contracts import AgentRunsRecord, ChildRunIds, NoResult, StartedRuns, StepRequest, StepResult
 from workflow_runtime.definition import AgentStep, MonitorStep, ParallelStep
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, render
@@ -33,11 +33,11 @@ def child_run_id(workflow_run_id: str, key: str, branch: str | None) -> str:
     return f"{workflow_run_id}.{key}" + (f".{branch}" if branch else "")
 
 
-async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
-    request = StepRequest.model_validate(payload)
+@activity()
+async def workflow_start_agents(request: StepRequest) -> StartedRuns:
     ctx = WorkflowContext.for_ref(request.ref)
     if await ctx.cancel_requested():
-        return StartedRuns(cancelled=True).model_dump(mode="json")
+        return StartedRuns(cancelled=True)
     step = ctx.definition.step(request.step_id)
     data = await ctx.data(request.refs)
     parallel = isinstance(step, ParallelStep)
@@ -49,7 +49,7 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
         try:
             prompt = render(child.prompt, data)
         except UnresolvedReference as error:
-            return StartedRuns(error=f"prompt of '{child.id}': {error}").model_dump(mode="json")
+            return StartedRuns(error=f"prompt of '{child.id}': {error}")
         run_id = child_run_id(request.ref.run_id, request.key, child.id if parallel else None)
         session_id = request.ref.session_id if child.session == "workflow" and request.ref.session_id else run_id
         started.runs.append(
@@ -65,7 +65,7 @@ async def workflow_start_agents(payload: dict[str, Any]) -> dict[str, Any]:
                 owner_name=owner_name,
             )
         )
-    return within_budget(started.model_dump(mode="json"), "started runs")
+    return started
 
 
 def agent_output(run: RunRecord) -> dict[str, Any]:
@@ -84,8 +84,8 @@ def _run_failure(run: RunRecord | None, run_id: str) -> str | None:
     return f"agent run '{run_id}' ({run.agent}) ended {run.status}: {detail}"
 
 
-async def workflow_record_agents(payload: dict[str, Any]) -> dict[str, Any]:
-    request = AgentRunsRecord.model_validate(payload)
+@activity()
+async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step(request.step_id)
     runs = {run_id: await ctx.store.get_run(run_id) for run_id in request.run_ids}
@@ -99,8 +99,7 @@ async def workflow_record_agents(payload: dict[str, Any]) -> dict[str, Any]:
         await ctx.journal(
             request, step.kind, status="failed", error=error, run_ids=request.run_ids, started_at=started_at
         )
-        result = StepResult(step_id=request.step_id, status="failed", error=error)
-        return result.model_dump(mode="json")
+        return StepResult(step_id=request.step_id, status="failed", error=error)
     finished = [run for run in runs.values() if run is not None]
     if isinstance(step, ParallelStep):
         output: dict[str, Any] = {
@@ -113,16 +112,17 @@ async def workflow_record_agents(payload: dict[str, Any]) -> dict[str, Any]:
         output, result = await monitor_facts(ctx, request, step, output)
     await ctx.journal(request, step.kind, output=output, run_ids=request.run_ids, started_at=started_at)
     result.cancel_requested = await ctx.cancel_requested()
-    return within_budget(result.model_dump(mode="json"), "step result")
+    return result
 
 
-async def workflow_flag_children_cancelled(payload: dict[str, Any]) -> dict[str, Any]:
+@activity()
+async def workflow_flag_children_cancelled(children: ChildRunIds) -> NoResult:
     """The workflow is cancelled while child runs work: flag them in the store too, so a child the API's cancel
     event missed (it started after the API looked) stops at its next model call."""
     services = RunServices.current()
     now = datetime.now(UTC)
-    for run_id in payload.get("run_ids", []):
+    for run_id in children.run_ids:
         run = await services.store.get_run(run_id)
         if run is not None and not run.finished and run.cancel_requested_at is None:
             await services.store.update_run(run_id, cancel_requested_at=now)
-    return {}
+    return NoResult()

@@ -5,15 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from durable_steps import activity
 from session_store import AlreadyDecidedError
 from telemetry.workflow_spans import emit_workflow_span
-from workflow_runtime.contracts import FinishRequest
+from workflow_runtime.contracts import FinishRequest, NoResult
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, resolve
 
 
-async def workflow_finish(payload: dict[str, Any]) -> dict[str, Any]:
-    request = FinishRequest.model_validate(payload)
+@activity()
+async def workflow_finish(request: FinishRequest) -> NoResult:
     ctx = WorkflowContext.for_ref(request.ref)
     output: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -38,7 +39,7 @@ async def workflow_finish(payload: dict[str, Any]) -> dict[str, Any]:
         status=request.status,
         reason=request.reason,
     )
-    return {}
+    return NoResult()
 
 
 async def _output(ctx: WorkflowContext, request: FinishRequest) -> dict[str, Any]:

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from agent_runs import run_status
-from agent_runs.budget import within_budget
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
+from durable_steps import activity
 from session_store import AlreadyDecidedError, ApprovalRecord
-from workflow_runtime.contracts import GateOpened, GateRecord, GateRequest, StepResult
+from workflow_runtime.contracts import GateExpiry, GateOpened, GateRecord, GateRequest, StepResult
 from workflow_runtime.definition import ApprovalStep, Escalate
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, render
@@ -22,11 +21,10 @@ def gate_approval_id(workflow_run_id: str, key: str, level: int) -> str:
     return f"{workflow_run_id}.{key}.{'escalation' if level else 'approval'}"
 
 
-async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    request = GateRequest.model_validate(payload)
+@activity()
+async def workflow_open_gate(request: GateRequest) -> GateOpened:
     ctx = WorkflowContext.for_ref(request.ref)
-    step = ctx.definition.step(request.step_id)
-    assert isinstance(step, ApprovalStep)
+    step = ctx.definition.step_as(request.step_id, ApprovalStep)
     try:
         message = render(step.message, await ctx.data(request.refs))
     except UnresolvedReference as error:
@@ -54,12 +52,12 @@ async def workflow_open_gate(payload: dict[str, Any]) -> dict[str, Any]:
         ]
     )
     await run_status.mark(ctx.store, request.ref.run_id, "requires_action")
-    return GateOpened(approval_id=approval_id, expires_at=request.expires_at).model_dump(mode="json")
+    return GateOpened(approval_id=approval_id, expires_at=request.expires_at)
 
 
-async def workflow_expire_gate(payload: dict[str, Any]) -> dict[str, Any]:
+@activity()
+async def workflow_expire_gate(request: GateRecord) -> GateExpiry:
     """The gate's timer fired: expire the request, unless a decision won the race (then that decision stands)."""
-    request = GateRecord.model_validate(payload)
     ctx = WorkflowContext.for_ref(request.ref)
     try:
         record = await ctx.store.decide_approval(
@@ -67,14 +65,13 @@ async def workflow_expire_gate(payload: dict[str, Any]) -> dict[str, Any]:
         )
     except AlreadyDecidedError as race:
         record = race.current
-    return {"status": record.status}
+    return GateExpiry(status=record.status)
 
 
-async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
-    request = GateRecord.model_validate(payload)
+@activity()
+async def workflow_record_gate(request: GateRecord) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
-    step = ctx.definition.step(request.step_id)
-    assert isinstance(step, ApprovalStep)
+    step = ctx.definition.step_as(request.step_id, ApprovalStep)
     record = await ctx.store.get_approval(request.approval_id)
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {request.approval_id!r} has no decision yet")  # retried by Durable
@@ -85,7 +82,7 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
         if action == "fail":
             error = f"no decision on '{step.id}' before its timeout" + (" (escalated)" if escalated else "")
             await ctx.journal(request, "approval", status="failed", error=error, started_at=record.created_at)
-            return within_budget(StepResult(step_id=step.id, status="failed", error=error).model_dump(), "result")
+            return StepResult(step_id=step.id, status="failed", error=error)
         approved, decided_by, reason = action == "approve", None, f"timed out: default action '{action}'"
     else:
         approved, decided_by, reason = record.status == "approved", record.decided_by, record.reason
@@ -98,7 +95,4 @@ async def workflow_record_gate(payload: dict[str, Any]) -> dict[str, Any]:
         "approval_id": record.approval_id,
     }
     await ctx.journal(request, "approval", output=output, started_at=record.created_at)
-    result = StepResult(
-        step_id=step.id, status="ok", approved=approved, cancel_requested=await ctx.cancel_requested()
-    )
-    return within_budget(result.model_dump(mode="json"), "step result")
+    return StepResult(step_id=step.id, status="ok", approved=approved, cancel_requested=await ctx.cancel_requested())

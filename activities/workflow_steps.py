@@ -6,11 +6,10 @@ import inspect
 import logging
 import uuid
 from datetime import datetime
-from typing import Any
 
-from agent_runs.budget import within_budget
+from durable_steps import activity
 from workflow_runtime.conditions import evaluate, monitor_facts
-from workflow_runtime.contracts import DelayRecord, SignalProbe, SignalRecord, StepRequest, StepResult
+from workflow_runtime.contracts import DelayRecord, SignalFound, SignalProbe, SignalRecord, StepRequest, StepResult
 from workflow_runtime.definition import BranchStep, DelayStep, FunctionStep, MonitorStep, SignalStep, StepData
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import resolve
@@ -18,16 +17,13 @@ from workflow_runtime.references import resolve
 log = logging.getLogger("workflow")
 
 
-def _result(result: StepResult) -> dict[str, Any]:
-    return within_budget(result.model_dump(mode="json"), "step result")
-
-
-async def workflow_call_function(payload: dict[str, Any]) -> dict[str, Any]:
-    request = StepRequest.model_validate(payload)
+@activity()
+async def workflow_call_function(request: StepRequest) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step(request.step_id)
-    function = step.function if isinstance(step, FunctionStep | MonitorStep) else None
-    assert function is not None, f"step {request.step_id!r} has no function"
+    if not isinstance(step, FunctionStep | MonitorStep) or step.function is None:
+        raise TypeError(f"step {request.step_id!r} has no function")
+    function = step.function
     data = await ctx.data(request.refs)
     try:
         output = function(StepData(input=data["input"], steps=data["steps"]))
@@ -41,62 +37,61 @@ async def workflow_call_function(payload: dict[str, Any]) -> dict[str, Any]:
                     request.ref.run_id, correlation_id, exc_info=True)
         message = f"its function raised {type(error).__name__} (correlation id {correlation_id})"
         await ctx.journal(request, step.kind, status="failed", error=message)
-        return _result(StepResult(step_id=request.step_id, status="failed", error=message))
+        return StepResult(step_id=request.step_id, status="failed", error=message)
     result = StepResult(step_id=request.step_id, status="ok")
     if isinstance(step, MonitorStep):
         output, result = await monitor_facts(ctx, request, step, output)
     await ctx.journal(request, step.kind, output=output)
     result.cancel_requested = await ctx.cancel_requested()
-    return _result(result)
+    return result
 
 
-async def workflow_evaluate(payload: dict[str, Any]) -> dict[str, Any]:
-    request = StepRequest.model_validate(payload)
+@activity()
+async def workflow_evaluate(request: StepRequest) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
-    step = ctx.definition.step(request.step_id)
-    assert isinstance(step, BranchStep)
+    step = ctx.definition.step_as(request.step_id, BranchStep)
     holds, problem = evaluate(step.when, await ctx.data(request.refs))
     await ctx.journal(request, "branch", output={"condition": holds, "took": "then" if holds else "otherwise",
                                                   "problem": problem})
-    return _result(StepResult(step_id=request.step_id, status="ok", condition=holds, journaled=False))
+    return StepResult(step_id=request.step_id, status="ok", condition=holds, journaled=False)
 
 
-async def workflow_record_delay(payload: dict[str, Any]) -> dict[str, Any]:
-    request = DelayRecord.model_validate(payload)
+@activity()
+async def workflow_record_delay(request: DelayRecord) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     await ctx.journal(request, "delay", output={"until": request.until.isoformat()})
-    return _result(StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested()))
+    return StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested())
 
 
-async def workflow_resolve_time(payload: dict[str, Any]) -> str:
+@activity()
+async def workflow_resolve_time(request: StepRequest) -> datetime:
     """A delay's `until` reference, resolved and parsed (an ISO 8601 time with a zone)."""
-    request = StepRequest.model_validate(payload)
     ctx = WorkflowContext.for_ref(request.ref)
-    step = ctx.definition.step(request.step_id)
-    assert isinstance(step, DelayStep) and step.until is not None
+    step = ctx.definition.step_as(request.step_id, DelayStep)
+    if step.until is None:
+        raise TypeError(f"step {request.step_id!r} waits a number of seconds, not until a time")
     moment = datetime.fromisoformat(str(resolve(step.until, await ctx.data(request.refs))))
     if moment.tzinfo is None:
         raise ValueError(f"'{step.until}' must carry a time zone (e.g. 2030-01-01T09:00:00Z)")
-    return moment.isoformat()
+    return moment
 
 
-async def workflow_find_signal(payload: dict[str, Any]) -> dict[str, Any]:
+@activity()
+async def workflow_find_signal(probe: SignalProbe) -> SignalFound:
     """Whether signal `index` of a name is in the store (its event may have been dropped or may still be coming)."""
-    probe = SignalProbe.model_validate(payload)
     ctx = WorkflowContext.for_ref(probe.ref)
-    return {"found": await ctx.signal(probe.name, probe.index) is not None}
+    return SignalFound(found=await ctx.signal(probe.name, probe.index) is not None)
 
 
-async def workflow_record_signal(payload: dict[str, Any]) -> dict[str, Any]:
-    request = SignalRecord.model_validate(payload)
+@activity()
+async def workflow_record_signal(request: SignalRecord) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
-    step = ctx.definition.step(request.step_id)
-    assert isinstance(step, SignalStep)
+    step = ctx.definition.step_as(request.step_id, SignalStep)
     if request.index is None:
         if step.on_timeout == "fail":
             error = f"no '{step.name}' signal within {step.timeout_seconds:g} s"
             await ctx.journal(request, "signal", status="failed", error=error)
-            return _result(StepResult(step_id=request.step_id, status="failed", error=error))
+            return StepResult(step_id=request.step_id, status="failed", error=error)
         await ctx.journal(request, "signal", output={"payload": None, "timed_out": True})
     else:
         signal = await ctx.signal(request.name, request.index)
@@ -104,4 +99,4 @@ async def workflow_record_signal(payload: dict[str, Any]) -> dict[str, Any]:
             raise LookupError(f"signal {request.name!r} #{request.index} is not in the store")  # retried by Durable
         await ctx.journal(request, "signal", output={"payload": signal.payload, "timed_out": False,
                                                      "signal_id": signal.signal_id, "index": signal.index})
-    return _result(StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested()))
+    return StepResult(step_id=request.step_id, status="ok", cancel_requested=await ctx.cancel_requested())

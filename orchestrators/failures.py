@@ -40,3 +40,10 @@ def report(context: df.DurableOrchestrationContext, code: str, what: str, error:
             code, what, context.instance_id, correlation_id, type(error).__name__, detail,
         )
     return f"{_MESSAGES.get(code, 'an internal step failed')} (correlation id {correlation_id})"
+
+
+def reported(context: df.DurableOrchestrationContext, what: str, error: BaseException) -> tuple[str, str]:
+    """A failure of `what` (an activity that failed for good, a payload over the budget): its stable code and its
+    client-safe message (`report`)."""
+    code = failure_code(error)
+    return code, report(context, code, what, error)

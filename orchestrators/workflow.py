@@ -1,12 +1,12 @@
 """The `workflow` orchestrator: a workflow run, step by step, as durable tasks.
 
-A thin generator over the sans-IO `WorkflowDriver`: it asks for the next command, runs it (`StepRunner` in
-`workflow_steps.py`) and feeds the result back; it continues as new when the driver says so (eternal monitors run
-at a flat replay cost) and closes the run with `workflow_finish`. Replay-safe: time comes from
-`context.current_utc_datetime`; every race gets fresh waiters and timers (see `orchestrators.external_events`);
-definitions are code, loaded from the package the input names (no setting is read on replay). A failure of our own
-code path (an activity that failed for good, a payload over the budget) ends the workflow `failed` with a stable
-code, never an orchestrator crash.
+It only translates the `WorkflowDriver`'s requests into durable tasks (activities through their declarations,
+child runs, timers, waits for events: `orchestrators.workflow_waits`) and feeds back what happened; the driver
+decides everything else. A request that fails (an activity that failed for good, a payload over the budget) is fed
+back as `Failed` with a stable code and a message safe for clients (`orchestrators.failures`): the workflow ends
+`failed`, never with an orchestrator crash. Replay-safe: time comes from `context.current_utc_datetime`, which the
+driver is told with every event; definitions are code, loaded from the package the input names (no setting is read
+on replay).
 """
 
 from __future__ import annotations
@@ -16,74 +16,85 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from agent_runs.budget import PayloadBudgetExceeded, within_budget
-from orchestrators.failures import PAYLOAD_TOO_LARGE, report
-from orchestrators.workflow_steps import Activities, StepRunner
+from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
+from orchestrators.failures import reported
+from orchestrators.workflow_waits import WorkflowWaits
 from workflow_runtime.contracts import WorkflowInput
-from workflow_runtime.driver import ContinueAsNew, Done, Sleep, WorkflowDriver
+from workflow_runtime.driver import WorkflowDriver
 from workflow_runtime.registry import package_workflows
+from workflow_runtime.requests import (
+    ActivityCompleted,
+    CallActivity,
+    CheckSignal,
+    ContinueAsNew,
+    DrainChildRuns,
+    Event,
+    Failed,
+    Finished,
+    Request,
+    RunChildRuns,
+    Sleep,
+    TakeCancel,
+    WaitForDecision,
+    WaitForSignal,
+)
 
 
 def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     workflow_input = WorkflowInput.model_validate(context.get_input())
     definition = package_workflows(workflow_input.ref.package).get(workflow_input.ref.workflow)
     driver = WorkflowDriver(definition, workflow_input)
-    runner = StepRunner(context, driver)
-    try:
-        done = yield from _steps(context, driver, runner)
-    except PayloadBudgetExceeded as error:  # the progress or the continue-as-new input outgrew the budget
-        done = driver.on_failure(PAYLOAD_TOO_LARGE, report(context, PAYLOAD_TOO_LARGE, "the workflow", error))
-    if done is None:
-        return {}  # continued as new
-    request = _finish_request(driver, done)
-    if request is None:  # the references the output needs outgrew the budget
-        error = PayloadBudgetExceeded("the finish request is over the payload budget")
-        done = driver.on_failure(PAYLOAD_TOO_LARGE, report(context, PAYLOAD_TOO_LARGE, "the workflow", error))
-        request = _finish_request(driver, done)
-        assert request is not None  # a failure needs no references
-    runner.publish_final()
-    yield runner.activity(Activities.finish, request)
-    outcome = driver.outcome(done)
-    runner.publish_final()
-    return outcome.model_dump(mode="json")
+    waits = WorkflowWaits(context, lambda: _publish(context, driver))
+    request = driver.start(context.current_utc_datetime)
+    while not isinstance(request, Finished):
+        try:
+            event = yield from _carry_out(context, waits, request)
+        except Exception as error:
+            step = driver.active_step
+            code, message = reported(context, f"step '{step}'" if step else "the workflow", error)
+            event = Failed(code=code, message=message)
+        if event is None:
+            return {}  # continued as new
+        request = driver.send(event, context.current_utc_datetime)
+    _publish(context, driver)
+    return request.outcome.model_dump(mode="json")
 
 
-def _finish_request(driver: WorkflowDriver, done: Done) -> dict[str, Any] | None:
-    """What `workflow_finish` needs: the step references only when it resolves the output (a completed workflow);
-    None when that is over the budget."""
-    request = driver.finish_request(done)
-    if done.status != "completed":
-        request = request.model_copy(update={"refs": {}})
-    try:
-        return within_budget(request.model_dump(mode="json"), "finish request")
-    except PayloadBudgetExceeded:
+def _carry_out(
+    context: df.DurableOrchestrationContext, waits: WorkflowWaits, request: Request
+) -> Generator[Any, Any, Event | None]:
+    """Run one request as durable tasks; what happened, or None once the execution continued as new."""
+    if isinstance(request, CallActivity):
+        task = request.activity.call(context, request.input)
+        waits.publish()
+        return ActivityCompleted(output=request.activity.parse((yield task)))
+    if isinstance(request, TakeCancel):
+        return waits.take_cancel()
+    if isinstance(request, CheckSignal):
+        return waits.check_signal(request.events)
+    if isinstance(request, RunChildRuns):
+        return (yield from waits.run_children(request.runs))
+    if isinstance(request, DrainChildRuns):
+        return (yield from waits.drain_children())
+    if isinstance(request, Sleep):
+        return (yield from waits.sleep(request.until))
+    if isinstance(request, WaitForSignal):
+        return (yield from waits.wait_for_signal(request.events, request.until))
+    if isinstance(request, WaitForDecision):
+        return (yield from waits.wait_for_decision(request.event, request.until))
+    if isinstance(request, ContinueAsNew):
+        context.continue_as_new(within_budget(request.input.model_dump(mode="json"), "continue-as-new input"))
         return None
+    raise TypeError(f"unexpected workflow request {request!r}")  # pragma: no cover - the vocabulary is closed
 
 
-def _steps(context: df.DurableOrchestrationContext, driver: WorkflowDriver, runner: StepRunner) -> Generator[
-    Any, Any, Done | None
-]:
-    """Run steps until the workflow is done (its `Done`), or it continued as new (None)."""
-    while True:
-        command = driver.next_command(context.current_utc_datetime)
-        if isinstance(command, Done):
-            return command
-        if runner.cancel_received():  # arrived while no race was on (during an activity, between steps)
-            driver.on_cancel()
-            continue
-        if isinstance(command, ContinueAsNew):
-            context.continue_as_new(within_budget(command.input.model_dump(mode="json"), "continue-as-new input"))
-            return None
-        runner.publish()
-        if isinstance(command, Sleep):  # a monitor's pause between checks
-            if (yield from runner.sleep(command.until)):
-                driver.on_cancel()
-            else:
-                driver.on_slept()
-            continue
-        result = yield from runner.run(command)
-        if result is None:
-            driver.on_cancel()
-        else:
-            driver.on_result(result, context.current_utc_datetime)
-
+def _publish(context: df.DurableOrchestrationContext, driver: WorkflowDriver) -> None:
+    """The driver's progress as the custom status; over the budget (a long reason...), shortened rather than lost."""
+    progress = driver.progress()
+    try:
+        context.set_custom_status(
+            within_budget(progress.model_dump(mode="json"), "custom status", CUSTOM_STATUS_BUDGET_BYTES)
+        )
+    except PayloadBudgetExceeded:
+        short = progress.model_copy(update={"reason": (progress.reason or "")[:200], "child_runs": []})
+        context.set_custom_status(short.model_dump(mode="json"))

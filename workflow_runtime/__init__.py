@@ -1,5 +1,6 @@
-"""Host-agnostic workflow runtime: typed definitions (`definition`), references and conditions (`references`),
-the flat program (`program`), the sans-IO `WorkflowDriver` (`driver`), payloads (`contracts`), the registry."""
+"""The workflow runtime: typed definitions (`definition`), references and conditions (`references`), the flat
+program (`program`), the sans-IO `WorkflowDriver` (`driver`) and the requests and events it trades with the
+orchestrator (`requests`: activities are named there by their declarations), payloads (`contracts`), the registry."""
 
 from workflow_runtime.definition import (
     AgentStep,

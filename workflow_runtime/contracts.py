@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, field_serializer
 
 from agent_runs.contracts import RunInput
+from session_store import ApprovalStatus
 from telemetry.trace_context import RunTrace
 
 ORCHESTRATOR_NAME = "workflow"
@@ -97,6 +98,25 @@ class StepRequest(_Payload):
     at: datetime | None = None
     """The workflow's (durable) time when the step was scheduled: journal and decision timestamps use it."""
 
+    @field_serializer("at")
+    def _at_as_written(self, at: datetime | None, info: SerializationInfo) -> datetime | str | None:
+        # Histories in flight: a plain step request always wrote `at` as `isoformat()` (`+00:00`), its subclasses as
+        # pydantic does (`Z`). The orchestrator checks each input against the payload budget on every replay, so an
+        # input's size must not move, not even by the five bytes between the two.
+        if at is None or not info.mode_is_json() or type(self) is not StepRequest:
+            return at
+        return at.isoformat()
+
+
+class ChildRunIds(_Payload):
+    """The child runs of a step (to flag cancelled in the store)."""
+
+    run_ids: list[str]
+
+
+class NoResult(_Payload):
+    """The output of an activity that only writes (`{}`)."""
+
 
 class StartedRuns(_Payload):
     """The child runs a step created in the store, ready to start as `agent_run` sub-orchestrations."""
@@ -127,10 +147,20 @@ class GateRecord(StepRequest):
     timed_out: bool = False
 
 
+class GateExpiry(_Payload):
+    """What the gate's approval is after its deadline: `expired`, or the decision that won the race."""
+
+    status: ApprovalStatus
+
+
 class SignalProbe(_Payload):
     ref: WorkflowRef
     name: str
     index: int
+
+
+class SignalFound(_Payload):
+    found: bool
 
 
 class SignalRecord(StepRequest):

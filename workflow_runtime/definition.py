@@ -24,7 +24,7 @@ plus `{"iteration", "condition_met"}`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -185,8 +185,8 @@ class MonitorStep(_Step):
         """The check as a step of its own (same id: its output is the monitor's)."""
         if self.function is not None:
             return FunctionStep(id=self.id, function=self.function)
-        assert self.agent is not None and self.prompt is not None
-        return AgentStep(id=self.id, agent=self.agent, prompt=self.prompt)
+        # `_one_check` makes an agent check carry its prompt
+        return AgentStep(id=self.id, agent=str(self.agent), prompt=str(self.prompt))
 
 
 Step = Annotated[
@@ -194,6 +194,9 @@ Step = Annotated[
     Field(discriminator="kind"),
 ]
 BranchStep.model_rebuild()
+
+
+StepT = TypeVar("StepT", bound=_Step)
 
 
 class WorkflowDefinitionError(ValueError):
@@ -265,6 +268,14 @@ class WorkflowDefinition(BaseModel):
             if step.id == step_id:
                 return step
         raise KeyError(f"workflow {self.name!r} has no step {step_id!r}")
+
+    def step_as(self, step_id: str, kind: type[StepT]) -> StepT:
+        """The step, which must be of `kind` (a workflow's steps run by kind: another kind here is a bug)."""
+        step = self.step(step_id)
+        if not isinstance(step, kind):
+            found = type(step).__name__
+            raise TypeError(f"step {step_id!r} of workflow {self.name!r} is a {found}, not a {kind.__name__}")
+        return step
 
     def agent_names(self) -> set[str]:
         names = {s.agent for s in self.all_steps() if isinstance(s, AgentStep | MonitorStep) and s.agent}

@@ -1,45 +1,129 @@
-"""`WorkflowDriver`: the control flow of a workflow run, with no I/O (the workflow orchestrator's brain).
+"""`WorkflowDriver`: a workflow run as a pure state machine (the `workflow` orchestrator's brain).
 
-The orchestrator asks for the next command, runs it as durable tasks (activities, child runs, timers, events) and
-feeds the step's result back. The driver moves the program counter (branches, monitors, approvals rejected),
-hands out journal seqs, keeps the references to step outputs, decides when to continue as new, and says what
-pollers see (`progress`).
+    driver = WorkflowDriver(definition, workflow_input)
+    request = driver.start(now)                           # TakeCancel | CallActivity | RunChildRuns | Sleep | ...
+    request = driver.send(ActivityCompleted(output=...), now)
+    ...                                                   # until ContinueAsNew or Finished
+
+The driver never touches the network, the clock or randomness: it is told the time with every event. It moves the
+program counter (branches, monitors, rejected approvals), hands out journal seqs, keeps the references to step
+outputs and the signal queue positions, decides when to continue as new, and says what pollers see (`progress`).
+The vocabulary of requests and events is in `workflow_runtime.requests`.
+
+Each step is written as straight-line code (a generator) that yields requests and receives events, in exactly the
+order the orchestrator used to schedule its durable tasks: the same history replays to the same decisions, so
+orchestrations in flight carry on across a deploy. A `Failed` event is raised inside the step at the request that
+failed, and ends the step failed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from activities.workflow_agents import workflow_flag_children_cancelled, workflow_record_agents, workflow_start_agents
+from activities.workflow_finish import workflow_finish
+from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
+from activities.workflow_steps import (
+    workflow_call_function,
+    workflow_evaluate,
+    workflow_find_signal,
+    workflow_record_delay,
+    workflow_record_signal,
+    workflow_resolve_time,
+)
+from agent_runs.contracts import approval_event_name
 from agent_runs.sequence import seq_for
+from durable_steps import Activity
 from workflow_runtime.contracts import (
+    AgentRunsRecord,
+    ChildRunIds,
+    DelayRecord,
     FinalStatus,
     FinishRequest,
+    GateRecord,
+    GateRequest,
     MonitorState,
+    SignalProbe,
+    SignalRecord,
+    StepRequest,
     StepResult,
     Waiting,
     WorkflowInput,
     WorkflowOutcome,
     WorkflowProgress,
     WorkflowStatus,
+    signal_event,
 )
-from workflow_runtime.definition import ApprovalStep, MonitorStep, WorkflowDefinition
+from workflow_runtime.definition import (
+    ApprovalStep,
+    DelayStep,
+    Escalate,
+    MonitorStep,
+    SignalStep,
+    WorkflowDefinition,
+)
 from workflow_runtime.program import Instruction, Op, compile_program
+from workflow_runtime.requests import (
+    ActivityCompleted,
+    CallActivity,
+    Cancelled,
+    CheckSignal,
+    ChildRunsDrained,
+    ChildRunsEnded,
+    ContinueAsNew,
+    DrainChildRuns,
+    Event,
+    Failed,
+    Finished,
+    Rang,
+    Request,
+    RunChildRuns,
+    Silent,
+    Sleep,
+    TakeCancel,
+    TimerFired,
+    WaitForDecision,
+    WaitForSignal,
+)
 
 # Steps (and monitor sleeps) per execution before continuing as new: keeps each episode's replay short, so an
 # eternal monitor runs for ever at a flat cost.
 STEPS_PER_EXECUTION = 24
 CONTROL_ORDINAL = 1  # the workflow's run record is the first (and only) run of its control session
+CANCELLED_REASON = "cancelled by the client"
+
+InputT = TypeVar("InputT", bound=BaseModel)
+OutputT = TypeVar("OutputT")
+EventT = TypeVar("EventT")
+RecordT = TypeVar("RecordT", bound=StepRequest)
+Flow = Generator[Request, Event, StepResult | None]
+"""A step's requests; it returns the step's result, or None when the workflow was cancelled meanwhile."""
 
 
-class _Command(BaseModel):
+class WorkflowDriverError(RuntimeError):
+    """An event the driver cannot take now (a bug in the orchestrator), or a workflow that could not be closed."""
+
+
+class Done(BaseModel):
+    """How the workflow ended (before `workflow_finish` recorded it)."""
+
     model_config = ConfigDict(frozen=True)
 
+    status: FinalStatus
+    reason: str
+    failed_step: str | None = None
+    code: str | None = None  # a failure's stable code (None: `step_failed` when a step failed, else the status)
 
-class ExecuteStep(_Command):
-    kind: Literal["execute"] = "execute"
+
+class _StepRun(BaseModel):
+    """The step being run: its instruction, its attempt's key (a monitor check's iteration) and its journal seq."""
+
+    model_config = ConfigDict(frozen=True)
+
     op: Op
     step_id: str
     key: str
@@ -47,75 +131,147 @@ class ExecuteStep(_Command):
     iteration: int | None = None
 
 
-class Sleep(_Command):
-    kind: Literal["sleep"] = "sleep"
-    step_id: str
+class _MonitorPause(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     until: datetime
 
 
-class ContinueAsNew(_Command):
-    kind: Literal["continue_as_new"] = "continue_as_new"
-    input: WorkflowInput
+class _StepFailed(Exception):
+    """A request of the running flow failed for good: raised at its `yield`."""
 
-
-class Done(_Command):
-    kind: Literal["done"] = "done"
-    status: FinalStatus
-    reason: str
-    failed_step: str | None = None
-    code: str | None = None  # a failure's stable code (None: `step_failed` when a step failed, else the status)
-
-
-Command = ExecuteStep | Sleep | ContinueAsNew | Done
+    def __init__(self, failure: Failed) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 class WorkflowDriver:
+    """Feed it what happened, it says what to do next. One instance per execution (replayed from its history)."""
+
     def __init__(self, definition: WorkflowDefinition, workflow_input: WorkflowInput) -> None:
         self.definition = definition
         self.ref = workflow_input.ref
         self.state = workflow_input.state.model_copy(deep=True)
         self.program: list[Instruction] = compile_program(definition)
+        self._now: datetime | None = None
         self._executed = 0
-        self._current: ExecuteStep | None = None
+        self._current: _StepRun | None = None
         self._done: Done | None = None
-        self.status: WorkflowStatus = "in_progress"
-        self.waiting: Waiting | None = None
-        self.child_runs: list[str] = []
+        self._status: WorkflowStatus = "in_progress"
+        self._waiting: Waiting | None = None
+        self._child_runs: list[str] = []
+        self._flow: Generator[Request, Event, None] | None = None
+        self._finished = False
 
-    # ------------------------------------------------------------------------------------------------ commands
+    # ------------------------------------------------------------------------------------------------ the protocol
 
-    def next_command(self, now: datetime) -> Command:
+    def start(self, now: datetime) -> Request:
+        if self._flow is not None:
+            raise WorkflowDriverError("the driver was already started")
+        self._now = now
+        self._flow = self._workflow()
+        return self._emit(next(self._flow))
+
+    def send(self, event: Event, now: datetime) -> Request:
+        """What happened to the last request (at the workflow's time `now`); returns the next request."""
+        if self._flow is None:
+            raise WorkflowDriverError("start the driver first")
+        if self._finished:
+            raise WorkflowDriverError("the workflow has finished; it takes no more events")
+        self._now = now
+        try:
+            if isinstance(event, Failed):
+                return self._emit(self._flow.throw(_StepFailed(event)))
+            return self._emit(self._flow.send(event))
+        except StopIteration:
+            raise WorkflowDriverError("the workflow continued as new (or its driver failed): no more events") from None
+
+    def _emit(self, request: Request) -> Request:
+        self._finished = isinstance(request, Finished)
+        return request
+
+    @property
+    def active_step(self) -> str | None:
+        """The step being run (what a failure report names), if any."""
+        return self._current.step_id if self._current else None
+
+    # ------------------------------------------------------------------------------------------------ the workflow
+
+    def _workflow(self) -> Generator[Request, Event, None]:
+        done = yield from self._steps()
+        if done is None:
+            return  # continued as new: the orchestrator has returned
+        try:
+            yield CallActivity(activity=workflow_finish, input=self._finish_request(done))
+        except _StepFailed as failed:  # e.g. the references the output needs outgrew the payload budget
+            done = self._fail(failed.failure)  # recorded without them; a second failure ends the orchestration
+            try:
+                yield CallActivity(activity=workflow_finish, input=self._finish_request(done))
+            except _StepFailed as again:
+                raise WorkflowDriverError(f"the workflow could not be closed: {again.failure.message}") from None
+        self._status = done.status
+        yield Finished(
+            outcome=WorkflowOutcome(
+                run_id=self.ref.run_id, status=done.status, reason=done.reason, failed_step=done.failed_step,
+                code=done.code,
+            )
+        )
+
+    def _steps(self) -> Generator[Request, Event, Done | None]:
+        """Run steps until the workflow is done (its `Done`), or it continued as new (None)."""
+        while True:
+            command = self._next_command()
+            if isinstance(command, Done):
+                return command
+            try:
+                if isinstance(_expect((yield TakeCancel()), Cancelled, Silent), Cancelled):  # arrived meanwhile
+                    self._cancel()
+                    continue
+                if isinstance(command, ContinueAsNew):
+                    yield command
+                    return None
+                if isinstance(command, _MonitorPause):
+                    if (yield from self._sleep(command.until)):
+                        self._cancel()
+                    else:
+                        self._on_slept()
+                    continue
+            except _StepFailed as failed:  # e.g. the continue-as-new input outgrew the payload budget
+                self._fail(failed.failure)
+                continue
+            result = yield from self._run_step(command)
+            if result is None:
+                self._cancel()
+            else:
+                self._on_result(result)
+
+    def _next_command(self) -> _StepRun | _MonitorPause | ContinueAsNew | Done:
         if self._done is not None:
             return self._done
         while self.state.pc < len(self.program) and self.program[self.state.pc].op == "jump":
-            target = self.program[self.state.pc].target
-            assert target is not None
-            self.state.pc = target
+            self.state.pc = self.program[self.state.pc].branch_target()
         if self.state.pc >= len(self.program):
             return self._finish("completed", "all steps completed")
         if self._executed >= STEPS_PER_EXECUTION:
-            return ContinueAsNew(
-                input=WorkflowInput(
-                    ref=self.ref, state=self.state.model_copy(update={"generation": self.state.generation + 1})
-                )
-            )
+            state = self.state.model_copy(update={"generation": self.state.generation + 1})
+            return ContinueAsNew(input=WorkflowInput(ref=self.ref, state=state))
         instruction = self.program[self.state.pc]
         if instruction.op == "monitor":
-            return self._monitor_command(instruction, now)
-        self._current = ExecuteStep(
+            return self._monitor_command(instruction)
+        self._current = _StepRun(
             op=instruction.op, step_id=instruction.step_id, key=instruction.step_id, seq=self._allocate()
         )
         return self._current
 
-    def _monitor_command(self, instruction: Instruction, now: datetime) -> Command:
-        step = self._monitor(instruction.step_id)
+    def _monitor_command(self, instruction: Instruction) -> _StepRun | _MonitorPause:
+        step = self.definition.step_as(instruction.step_id, MonitorStep)
         monitor = self.state.monitor
         if monitor is None or monitor.step_id != step.id:
-            deadline = now + timedelta(seconds=step.deadline_seconds) if step.deadline_seconds else None
+            deadline = self.now + timedelta(seconds=step.deadline_seconds) if step.deadline_seconds else None
             monitor = self.state.monitor = MonitorState(step_id=step.id, deadline_at=deadline)
         if monitor.sleeping_until is not None:
-            return Sleep(step_id=step.id, until=monitor.sleeping_until)
-        self._current = ExecuteStep(
+            return _MonitorPause(until=monitor.sleeping_until)
+        self._current = _StepRun(
             op="agent" if step.agent else "function",
             step_id=step.id,
             key=f"{step.id}.{monitor.iteration}",
@@ -124,16 +280,16 @@ class WorkflowDriver:
         )
         return self._current
 
-    # ------------------------------------------------------------------------------------------------ results
+    # ------------------------------------------------------------------------------------------------ step results
 
-    def on_result(self, result: StepResult, now: datetime) -> None:
-        """Feed back the result of the current `ExecuteStep`."""
+    def _on_result(self, result: StepResult) -> None:
         command = self._current
-        assert command is not None and command.step_id == result.step_id, "result for a step that is not running"
+        if command is None or command.step_id != result.step_id:
+            raise WorkflowDriverError(f"a result for step {result.step_id!r}, which is not running")
         self._current = None
         self._step_done()
         if result.status == "cancelled" or result.cancel_requested:
-            self._finish("cancelled", "cancelled by the client")
+            self._finish("cancelled", CANCELLED_REASON)
             return
         if result.status == "failed":
             reason = f"step '{result.step_id}' failed: {result.error or 'unknown error'}"
@@ -144,22 +300,22 @@ class WorkflowDriver:
             self.state.last_step = result.step_id
         instruction = self.program[self.state.pc]
         if instruction.op == "test":
-            assert instruction.target is not None
-            self.state.pc = self.state.pc + 1 if result.condition else instruction.target
+            self.state.pc = self.state.pc + 1 if result.condition else instruction.branch_target()
         elif instruction.op == "monitor":
-            self._after_check(self._monitor(instruction.step_id), result, now)
+            self._after_check(self.definition.step_as(instruction.step_id, MonitorStep), result)
         elif instruction.op == "approval" and result.approved is False and self._rejection_fails(result.step_id):
             self._finish("failed", f"step '{result.step_id}' was rejected", failed_step=result.step_id)
         else:
             self.state.pc += 1
 
-    def _after_check(self, step: MonitorStep, result: StepResult, now: datetime) -> None:
+    def _after_check(self, step: MonitorStep, result: StepResult) -> None:
         monitor = self.state.monitor
-        assert monitor is not None
+        if monitor is None or monitor.step_id != step.id:
+            raise WorkflowDriverError(f"a check of monitor {step.id!r}, which is not running")
         if result.condition:
             self.state.monitor = None
             self.state.pc += 1
-        elif monitor.deadline_at is not None and now >= monitor.deadline_at:
+        elif monitor.deadline_at is not None and self.now >= monitor.deadline_at:
             self.state.monitor = None
             if step.on_deadline == "fail":
                 reason = f"step '{step.id}' failed: its condition did not hold before the deadline"
@@ -168,25 +324,28 @@ class WorkflowDriver:
                 self.state.pc += 1
         else:
             monitor.iteration += 1
-            wake = now + timedelta(seconds=step.every_seconds)
+            wake = self.now + timedelta(seconds=step.every_seconds)
             monitor.sleeping_until = min(wake, monitor.deadline_at) if monitor.deadline_at else wake
 
-    def on_slept(self) -> None:
-        assert self.state.monitor is not None
-        self.state.monitor.sleeping_until = None
+    def _on_slept(self) -> None:
+        if self.state.monitor is not None:
+            self.state.monitor.sleeping_until = None
         self._step_done()
 
-    def on_cancel(self) -> Done:
+    def _cancel(self) -> None:
         self._current = None
-        return self._finish("cancelled", "cancelled by the client")
+        self._finish("cancelled", CANCELLED_REASON)
 
-    def on_failure(self, code: str, reason: str) -> Done:
-        """The orchestration itself cannot go on (e.g. its status outgrew the payload budget): end it failed."""
-        step = self._current.step_id if self._current else None
+    def _failure(self, failure: Failed) -> Done:
+        return Done(status="failed", reason=failure.message, failed_step=self.active_step, code=failure.code)
+
+    def _fail(self, failure: Failed) -> Done:
+        """The orchestration itself cannot go on (e.g. a payload outgrew the budget): end it failed."""
+        self._done = self._failure(failure)
         self._current = None
-        self.child_runs = []
-        self.waiting = None
-        return self._finish("failed", reason, failed_step=step, code=code)
+        self._child_runs = []
+        self._waiting = None
+        return self._done
 
     def _finish(
         self, status: FinalStatus, reason: str, failed_step: str | None = None, code: str | None = None
@@ -194,37 +353,183 @@ class WorkflowDriver:
         self._done = Done(status=status, reason=reason, failed_step=failed_step, code=code)
         return self._done
 
-    def finish_request(self, done: Done) -> FinishRequest:
+    def _finish_request(self, done: Done) -> FinishRequest:
+        """What `workflow_finish` needs: the step references only when it resolves the output (completed)."""
         return FinishRequest(
             ref=self.ref,
             status=done.status,
             reason=done.reason,
             code=done.code,
             failed_step=done.failed_step,
-            refs=dict(self.state.refs),
+            refs=dict(self.state.refs) if done.status == "completed" else {},
             last_step=self.state.last_step,
         )
 
-    def outcome(self, done: Done) -> WorkflowOutcome:
-        self.status = done.status
-        return WorkflowOutcome(
-            run_id=self.ref.run_id, status=done.status, reason=done.reason, failed_step=done.failed_step,
-            code=done.code,
+    # ------------------------------------------------------------------------------------------------ steps
+
+    def _run_step(self, command: _StepRun) -> Flow:
+        """Run the step; a request that failed for good (an activity after its retries, a payload over the budget)
+        fails the step with the failure's stable code and safe message."""
+        try:
+            return (yield from self._flows()[command.op](command))
+        except _StepFailed as failed:
+            self._resume()
+            self._child_runs = []
+            failure = failed.failure
+            return StepResult(
+                step_id=command.step_id, status="failed", code=failure.code, error=failure.message, journaled=False
+            )
+
+    def _flows(self) -> dict[Op, Callable[[_StepRun], Flow]]:
+        return {
+            "agent": self._agents,
+            "parallel": self._agents,
+            "function": self._function,
+            "test": self._test,
+            "delay": self._delay,
+            "signal": self._signal,
+            "approval": self._approval,
+        }
+
+    def _agents(self, command: _StepRun) -> Flow:
+        started = yield from self._call(workflow_start_agents, self._request(command, StepRequest))
+        if started.cancelled:
+            return None
+        if started.error:
+            return StepResult(step_id=command.step_id, status="failed", error=started.error, journaled=False)
+        run_ids = [run.run.run_id for run in started.runs]
+        self._child_runs = run_ids
+        ended = _expect((yield RunChildRuns(runs=started.runs)), ChildRunsEnded, Cancelled)
+        if isinstance(ended, Cancelled):
+            self._wait("cancelling", None)
+            yield from self._call(workflow_flag_children_cancelled, ChildRunIds(run_ids=run_ids))
+            _expect((yield DrainChildRuns()), ChildRunsDrained)
+            self._child_runs = []
+            return None
+        failure = f"a child run crashed: {ended.crash}" if ended.crash else None
+        record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure)
+        result = yield from self._call(workflow_record_agents, record)
+        self._child_runs = []
+        return result
+
+    def _function(self, command: _StepRun) -> Flow:
+        return (yield from self._call(workflow_call_function, self._request(command, StepRequest)))
+
+    def _test(self, command: _StepRun) -> Flow:
+        return (yield from self._call(workflow_evaluate, self._request(command, StepRequest)))
+
+    def _delay(self, command: _StepRun) -> Flow:
+        step = self.definition.step_as(command.step_id, DelayStep)
+        if step.until is not None:
+            until = yield from self._call(workflow_resolve_time, self._request(command, StepRequest))
+        else:
+            until = self.now + timedelta(seconds=step.seconds or 0)
+        if (yield from self._sleep(until)):
+            return None
+        return (yield from self._call(workflow_record_delay, self._request(command, DelayRecord, until=until)))
+
+    def _signal(self, command: _StepRun) -> Flow:
+        """Consume the next signal of the step's name, or time out, or be cancelled. Signals are queues per name in
+        the store (the API appends, then rings): signal `index` is consumed when its event rings, or when the
+        following signal's does (then this one's ring was lost), or when the store already holds it (a ring dropped
+        by continue-as-new, or one that came before this execution)."""
+        step = self.definition.step_as(command.step_id, SignalStep)
+        index = self.state.signals.get(step.name, 1)
+        events = [signal_event(step.name, index), signal_event(step.name, index + 1)]
+        arrived = isinstance(_expect((yield CheckSignal(events=events)), Rang, Silent), Rang)
+        if not arrived:
+            probe = SignalProbe(ref=self.ref, name=step.name, index=index)
+            arrived = (yield from self._call(workflow_find_signal, probe)).found
+        if not arrived:
+            timeout = step.timeout_seconds
+            until = self.now + timedelta(seconds=timeout) if timeout is not None else None
+            self._wait("waiting", Waiting(signal=step.name, signal_index=index))
+            ended = _expect((yield WaitForSignal(events=events, until=until)), Rang, TimerFired, Cancelled)
+            self._resume()
+            if isinstance(ended, Cancelled):
+                return None
+            arrived = isinstance(ended, Rang)
+        record = self._request(command, SignalRecord, name=step.name, index=index if arrived else None)
+        result = yield from self._call(workflow_record_signal, record)
+        if arrived:
+            self.state.signals[step.name] = index + 1  # consumed: exactly once, whatever rings later
+        return result
+
+    def _approval(self, command: _StepRun) -> Flow:
+        """Open the gate, wait for a decision until its deadline; at the deadline, escalate once if the step says
+        so, else expire it; then record the outcome."""
+        step = self.definition.step_as(command.step_id, ApprovalStep)
+        level, timeout = 0, step.timeout_seconds
+        while True:
+            expires_at = self.now + timedelta(seconds=timeout)
+            gate = self._request(command, GateRequest, level=level, expires_at=expires_at)
+            opened = yield from self._call(workflow_open_gate, gate)
+            self._wait("requires_action", Waiting(approval_id=opened.approval_id, until=opened.expires_at))
+            wait = WaitForDecision(event=approval_event_name(opened.approval_id), until=opened.expires_at)
+            ended = _expect((yield wait), Rang, TimerFired, Cancelled)
+            self._resume()
+            if isinstance(ended, Cancelled):
+                return None
+            expired = False
+            if isinstance(ended, TimerFired):
+                # The store decides: a decision stored before the expiry (its ring still on the way) wins.
+                pending = self._request(command, GateRecord, approval_id=opened.approval_id, level=level)
+                expired = (yield from self._call(workflow_expire_gate, pending)).status == "expired"
+            if not expired or not isinstance(step.on_timeout, Escalate) or level > 0:
+                break
+            level, timeout = 1, step.on_timeout.timeout_seconds
+        record = self._request(command, GateRecord, approval_id=opened.approval_id, level=level, timed_out=expired)
+        return (yield from self._call(workflow_record_gate, record))
+
+    def _sleep(self, until: datetime) -> Generator[Request, Event, bool]:
+        """Wait until a time (a delay, a monitor's pause); True when cancelled meanwhile."""
+        self._wait("waiting", Waiting(until=until))
+        ended = _expect((yield Sleep(until=until)), TimerFired, Cancelled)
+        self._resume()
+        return isinstance(ended, Cancelled)
+
+    def _call(self, activity: Activity[InputT, OutputT], step_input: InputT) -> Generator[Request, Event, OutputT]:
+        completed = _expect((yield CallActivity(activity=activity, input=step_input)), ActivityCompleted)
+        return cast(OutputT, completed.output)  # validated into the activity's output type by the orchestrator
+
+    def _request(self, command: _StepRun, model: type[RecordT], **fields: Any) -> RecordT:
+        """A step activity's input: which step, which attempt (`key`), where to journal, what it may read."""
+        return model(
+            ref=self.ref,
+            step_id=command.step_id,
+            key=command.key,
+            seq=command.seq,
+            refs=dict(self.state.refs),
+            at=self.now,
+            **fields,
         )
 
+    def _wait(self, status: WorkflowStatus, waiting: Waiting | None) -> None:
+        self._status = status
+        self._waiting = waiting
+
+    def _resume(self) -> None:
+        self._wait("in_progress", None)
+
     # ------------------------------------------------------------------------------------------------ state
+
+    @property
+    def now(self) -> datetime:
+        if self._now is None:
+            raise WorkflowDriverError("start the driver first")
+        return self._now
 
     def progress(self) -> WorkflowProgress:
         current = self._current
         done = self._done
         step_id = current.step_id if current else (self.state.monitor.step_id if self.state.monitor else None)
         return WorkflowProgress(
-            status=self.status,
+            status=self._status,
             active_step=None if done else step_id,
             active_kind=None if done or step_id is None else self._kind(step_id),
             iteration=self.state.monitor.iteration if self.state.monitor and not done else None,
-            child_runs=list(self.child_runs),
-            waiting=self.waiting,
+            child_runs=list(self._child_runs),
+            waiting=self._waiting,
             steps_done=self.state.steps_done,
             generation=self.state.generation,
             reason=done.reason if done else None,
@@ -233,11 +538,6 @@ class WorkflowDriver:
 
     def _kind(self, step_id: str) -> str:
         return getattr(self.definition.step(step_id), "kind", "step")
-
-    def _monitor(self, step_id: str) -> MonitorStep:
-        step = self.definition.step(step_id)
-        assert isinstance(step, MonitorStep)
-        return step
 
     def _rejection_fails(self, step_id: str) -> bool:
         step = self.definition.step(step_id)
@@ -251,3 +551,11 @@ class WorkflowDriver:
     def _step_done(self) -> None:
         self._executed += 1
         self.state.steps_done += 1
+
+
+def _expect(event: Event, *kinds: type[Any]) -> Any:
+    """The event, if it is one the request can end with (else the orchestrator has a bug)."""
+    if not isinstance(event, kinds):
+        expected = " or ".join(kind.__name__ for kind in kinds)
+        raise WorkflowDriverError(f"expected {expected}, got {type(event).__name__}")
+    return event

@@ -22,6 +22,11 @@ class Instruction(BaseModel):
     target: int | None = None
     """`test`: where to go when the condition is false; `jump`: where to go."""
 
+    def branch_target(self) -> int:
+        if self.target is None:  # `compile_program` sets it on every test and jump
+            raise ValueError(f"the {self.op} instruction of step {self.step_id!r} has no target")
+        return self.target
+
 
 def compile_program(definition: WorkflowDefinition) -> list[Instruction]:
     program: list[Instruction] = []

@@ -1,125 +1,596 @@
-"""The sans-IO `WorkflowDriver` alone: control flow, journal seqs, references, monitors, continue-as-new."""
+"""The sans-IO `WorkflowDriver` alone: typed requests out, typed events in, no Durable. Control flow, journal seqs,
+references, child runs, gates (approve, reject, expire, escalate), signals, delays, monitors, cancel, failures and
+continue-as-new."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
+from activities.workflow_agents import workflow_flag_children_cancelled, workflow_record_agents, workflow_start_agents
+from activities.workflow_finish import workflow_finish
+from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
+from activities.workflow_steps import (
+    workflow_call_function,
+    workflow_evaluate,
+    workflow_find_signal,
+    workflow_record_delay,
+    workflow_record_signal,
+    workflow_resolve_time,
+)
 from agent_runs.budget import within_budget
-from workflow_runtime import ApprovalStep, Condition, FunctionStep, MonitorStep, WorkflowDefinition
-from workflow_runtime.contracts import StepResult, WorkflowInput, WorkflowRef
-from workflow_runtime.driver import STEPS_PER_EXECUTION, ContinueAsNew, Done, ExecuteStep, Sleep, WorkflowDriver
+from agent_runs.contracts import RunInput, RunRef
+from agent_runtime.loop_types import LoopConfig
+from workflow_runtime import (
+    AgentStep,
+    ApprovalStep,
+    Condition,
+    DelayStep,
+    Escalate,
+    FunctionStep,
+    MonitorStep,
+    ParallelStep,
+    SignalStep,
+    WorkflowDefinition,
+)
+from workflow_runtime.contracts import (
+    AgentRunsRecord,
+    ChildRunIds,
+    DelayRecord,
+    FinishRequest,
+    GateExpiry,
+    GateOpened,
+    GateRecord,
+    GateRequest,
+    NoResult,
+    SignalFound,
+    SignalProbe,
+    SignalRecord,
+    StartedRuns,
+    StepRequest,
+    StepResult,
+    WorkflowInput,
+    WorkflowRef,
+)
+from workflow_runtime.driver import STEPS_PER_EXECUTION, WorkflowDriver, WorkflowDriverError
+from workflow_runtime.requests import (
+    ActivityCompleted,
+    CallActivity,
+    Cancelled,
+    CheckSignal,
+    ChildRunsDrained,
+    ChildRunsEnded,
+    ContinueAsNew,
+    DrainChildRuns,
+    Event,
+    Failed,
+    Finished,
+    Rang,
+    Request,
+    RunChildRuns,
+    Silent,
+    Sleep,
+    TakeCancel,
+    TimerFired,
+    WaitForDecision,
+    WaitForSignal,
+)
 from workflows.review_pipeline import review_pipeline
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
+RECORDERS = {workflow_record_agents, workflow_call_function, workflow_evaluate, workflow_record_delay,
+             workflow_record_signal, workflow_record_gate}
 
 
 class Empty(BaseModel):
     pass
 
 
-def _driver(definition: WorkflowDefinition, state: dict | None = None) -> WorkflowDriver:
+class Stamp(BaseModel):
+    at: str
+
+
+def _driver(definition: WorkflowDefinition, state: dict[str, Any] | None = None) -> WorkflowDriver:
     ref = WorkflowRef(run_id="wf1", workflow=definition.name)
     return WorkflowDriver(definition, WorkflowInput(ref=ref, **({"state": state} if state else {})))
 
 
-def _ok(command: ExecuteStep, **facts: object) -> StepResult:
-    return StepResult(step_id=command.step_id, status="ok", **facts)
+def _flow(*steps: Any) -> WorkflowDefinition:
+    return WorkflowDefinition(name="flow", input_model=Empty, steps=list(steps))
 
 
-def _run(driver: WorkflowDriver, answers: dict[str, dict]) -> list[str]:
-    """Drive to the end, answering each step with `answers[step_id]` (default: ok)."""
-    ran: list[str] = []
-    while not isinstance(command := driver.next_command(NOW), Done):
-        assert isinstance(command, ExecuteStep)
-        ran.append(command.step_id)
-        driver.on_result(_ok(command, **answers.get(command.step_id, {})), NOW)
-    return ran
+def _child(run_id: str) -> RunInput:
+    ref = RunRef(run_id=run_id, session_id=run_id, agent="writer", ordinal=1)
+    return RunInput(run=ref, loop_config=LoopConfig(), next_position=1, approval_timeout_seconds=60)
+
+
+def _ok(step_id: str, **facts: Any) -> StepResult:
+    return StepResult(**{"step_id": step_id, "status": "ok", **facts})
+
+
+Answer = Callable[[Request], Event | None]
+
+
+class Drive:
+    """Runs a driver to its end (or a continue-as-new), answering every request as a smooth run would unless
+    `answer` says otherwise (return None for the default). Timers move the clock to when they fire."""
+
+    def __init__(self, driver: WorkflowDriver, answer: Answer = lambda request: None, now: datetime = NOW) -> None:
+        self.driver = driver
+        self.now = now
+        self.requests: list[Request] = []
+        self.progress: list[Any] = []
+        request = driver.start(now)
+        while not isinstance(request, Finished | ContinueAsNew):
+            self.requests.append(request)
+            self.progress.append(driver.progress())
+            event = answer(request) or _default(request)
+            if isinstance(event, TimerFired) and isinstance(request, Sleep | WaitForSignal | WaitForDecision):
+                self.now = request.until or self.now
+            request = driver.send(event, self.now)
+        self.end = request
+
+    @property
+    def outcome(self) -> Any:
+        assert isinstance(self.end, Finished), self.end
+        return self.end.outcome
+
+    def calls(self, activity: Any = None) -> list[CallActivity]:
+        calls = [r for r in self.requests if isinstance(r, CallActivity)]
+        return [c for c in calls if activity is None or c.activity is activity]
+
+    def ran(self) -> list[str]:
+        """The steps whose result was recorded, in order."""
+        return [call.input.step_id for call in self.calls() if call.activity in RECORDERS]
+
+    def finish(self) -> FinishRequest:
+        [*_, finish] = self.calls(workflow_finish)
+        return finish.input
+
+
+def _default(request: Request) -> Event:
+    """What happens in a smooth run."""
+    if isinstance(request, CallActivity):
+        return ActivityCompleted(output=_default_output(request))
+    if isinstance(request, TakeCancel | CheckSignal):
+        return Silent()
+    if isinstance(request, RunChildRuns):
+        return ChildRunsEnded()
+    if isinstance(request, DrainChildRuns):
+        return ChildRunsDrained()
+    if isinstance(request, Sleep):
+        return TimerFired()
+    return Rang()  # a signal or a decision arrived
+
+
+def _default_output(call: CallActivity) -> Any:
+    step_input = call.input
+    if call.activity is workflow_start_agents:
+        return StartedRuns(runs=[_child(f"wf1.{step_input.key}")])
+    if call.activity is workflow_open_gate:
+        level = "escalation" if step_input.level else "approval"
+        return GateOpened(approval_id=f"wf1.{step_input.key}.{level}", expires_at=step_input.expires_at)
+    if call.activity is workflow_expire_gate:
+        return GateExpiry(status="expired")
+    if call.activity is workflow_find_signal:
+        return SignalFound(found=False)
+    if call.activity is workflow_resolve_time:
+        return NOW + timedelta(days=3)
+    if call.activity in (workflow_flag_children_cancelled, workflow_finish):
+        return NoResult()
+    return _ok(step_input.step_id, approved=True if call.activity is workflow_record_gate else None)
+
+
+def _results(**by_step: dict[str, Any]) -> Answer:
+    """Answer the recording activity of a step with these facts."""
+
+    def answer(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity in RECORDERS:
+            facts = by_step.get(request.input.step_id)
+            if facts is not None:
+                return ActivityCompleted(output=_ok(request.input.step_id, **facts))
+        return None
+
+    return answer
+
+
+# ----------------------------------------------------------------------------------------------------- control flow
 
 
 def test_review_pipeline_takes_the_revision_branch_only_when_the_condition_holds() -> None:
-    revised = _driver(review_pipeline)
-    answers = {"needs_revision": {"condition": True, "journaled": False}, "sign_off": {"approved": True}}
-    assert _run(revised, answers) == [
-        "write", "review", "needs_revision", "revise", "final", "sign_off"
-    ]
-    assert set(revised.state.refs) == {"write", "review", "revise", "final", "sign_off"}
-    assert len(set(revised.state.refs.values())) == 5  # every entry its own seq
-    assert revised.next_command(NOW) == Done(status="completed", reason="all steps completed")
+    revised = Drive(_driver(review_pipeline), _results(needs_revision={"condition": True, "journaled": False}))
+    assert revised.ran() == ["write", "review", "needs_revision", "revise", "final", "sign_off"]
+    refs = revised.driver.state.refs
+    assert set(refs) == {"write", "review", "revise", "final", "sign_off"}
+    assert len(set(refs.values())) == 5  # every entry its own seq
+    assert revised.outcome.status == "completed" and revised.outcome.reason == "all steps completed"
+    assert revised.finish().refs == refs and revised.finish().last_step == "sign_off"
 
-    straight = _driver(review_pipeline)
-    assert _run(straight, {"needs_revision": {"condition": False, "journaled": False}}) == [
-        "write", "review", "needs_revision", "final", "sign_off"
-    ]
+    straight = Drive(_driver(review_pipeline), _results(needs_revision={"condition": False, "journaled": False}))
+    assert straight.ran() == ["write", "review", "needs_revision", "final", "sign_off"]
+
+
+def test_each_step_activity_gets_its_step_seq_references_and_time() -> None:
+    run = Drive(_driver(review_pipeline), _results(needs_revision={"condition": False, "journaled": False}))
+    [write_start, review_start, *_] = run.calls(workflow_start_agents)
+    assert write_start.input == StepRequest(
+        ref=run.driver.ref, step_id="write", key="write", seq=write_start.input.seq, refs={}, at=NOW
+    )
+    assert review_start.input.refs == {"write": write_start.input.seq}
+    assert review_start.input.seq == write_start.input.seq + 1
+    [record] = [c for c in run.calls(workflow_record_agents) if c.input.step_id == "write"]
+    assert record.input == AgentRunsRecord(**write_start.input.model_dump(), run_ids=["wf1.write"])
+    # every step begins where a cancel that arrived meanwhile is taken
+    assert run.requests[0] == TakeCancel() and run.requests.count(TakeCancel()) == 5
 
 
 def test_a_failed_step_ends_the_workflow_naming_it() -> None:
-    driver = _driver(review_pipeline)
-    command = driver.next_command(NOW)
-    driver.on_result(StepResult(step_id=command.step_id, status="failed", error="model_http_400: bad"), NOW)
-    done = driver.next_command(NOW)
-    assert done == Done(status="failed", reason="step 'write' failed: model_http_400: bad", failed_step="write")
-    assert driver.finish_request(done).failed_step == "write"
-
-
-def test_a_rejection_fails_only_when_the_gate_says_so() -> None:
-    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60, on_reject="fail")
-    driver = _driver(WorkflowDefinition(name="g", input_model=Empty, steps=[gate]))
-    command = driver.next_command(NOW)
-    driver.on_result(_ok(command, approved=False), NOW)
-    assert driver.next_command(NOW) == Done(status="failed", reason="step 'gate' was rejected", failed_step="gate")
+    run = Drive(_driver(review_pipeline), _results(write={"status": "failed", "error": "model_http_400: bad"}))
+    assert run.ran() == ["write"]
+    assert run.outcome.model_dump() == {
+        "run_id": "wf1", "status": "failed", "reason": "step 'write' failed: model_http_400: bad", "code": None,
+        "failed_step": "write",
+    }
+    assert run.finish().failed_step == "write" and run.finish().refs == {}  # a failed run resolves no output
 
 
 def test_a_stored_cancel_request_ends_the_workflow_cancelled() -> None:
+    run = Drive(_driver(review_pipeline), _results(write={"cancel_requested": True}))
+    assert run.ran() == ["write"] and run.outcome.status == "cancelled"
+
+
+# ----------------------------------------------------------------------------------------------------- child runs
+
+
+def test_a_parallel_step_runs_its_branches_as_child_runs_and_records_them() -> None:
+    panel = ParallelStep(id="panel", branches=[AgentStep(id=f"b{i}", agent="writer", prompt="p") for i in (1, 2)])
+
+    def started(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity is workflow_start_agents:
+            return ActivityCompleted(output=StartedRuns(runs=[_child("wf1.panel.b1"), _child("wf1.panel.b2")]))
+        return None
+
+    run = Drive(_driver(_flow(panel)), started)
+    [children] = [r for r in run.requests if isinstance(r, RunChildRuns)]
+    assert [child.run.run_id for child in children.runs] == ["wf1.panel.b1", "wf1.panel.b2"]
+    during = run.progress[run.requests.index(children)]
+    assert during.child_runs == ["wf1.panel.b1", "wf1.panel.b2"] and during.active_kind == "parallel"
+    [record] = run.calls(workflow_record_agents)
+    assert record.input.run_ids == ["wf1.panel.b1", "wf1.panel.b2"] and record.input.failure is None
+    assert run.outcome.status == "completed"
+
+
+def test_a_crashed_child_run_is_recorded_as_the_step_failure() -> None:
+    def crash(request: Request) -> Event | None:
+        return ChildRunsEnded(crash="an internal step failed (correlation id c1)") if isinstance(
+            request, RunChildRuns) else None
+
+    run = Drive(_driver(review_pipeline), crash)
+    [record, *_] = run.calls(workflow_record_agents)
+    assert record.input.failure == "a child run crashed: an internal step failed (correlation id c1)"
+
+
+def test_a_step_whose_prompt_cannot_be_rendered_fails_without_child_runs() -> None:
+    def broken(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity is workflow_start_agents:
+            return ActivityCompleted(output=StartedRuns(error="prompt of 'write': steps.x is not set"))
+        return None
+
+    run = Drive(_driver(review_pipeline), broken)
+    assert not [r for r in run.requests if isinstance(r, RunChildRuns)] and not run.calls(workflow_record_agents)
+    assert run.outcome.reason == "step 'write' failed: prompt of 'write': steps.x is not set"
+
+
+def test_cancel_while_child_runs_work_flags_them_then_lets_them_end() -> None:
+    run = Drive(_driver(review_pipeline), lambda r: Cancelled() if isinstance(r, RunChildRuns) else None)
+    tail = run.requests[run.requests.index(next(r for r in run.requests if isinstance(r, RunChildRuns))) + 1:]
+    assert tail == [
+        CallActivity(activity=workflow_flag_children_cancelled, input=ChildRunIds(run_ids=["wf1.write"])),
+        DrainChildRuns(),
+        CallActivity(activity=workflow_finish, input=run.finish()),
+    ]
+    assert run.progress[-2].status == "cancelling" and run.progress[-2].child_runs == ["wf1.write"]
+    assert run.progress[-1].child_runs == []
+    assert run.outcome.status == "cancelled" and run.outcome.reason == "cancelled by the client"
+    assert run.driver.progress().status == "cancelled"
+
+
+def test_a_run_already_cancelled_in_the_store_starts_no_child_run() -> None:
+    def stored(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity is workflow_start_agents:
+            return ActivityCompleted(output=StartedRuns(cancelled=True))
+        return None
+
+    run = Drive(_driver(review_pipeline), stored)
+    assert not [r for r in run.requests if isinstance(r, RunChildRuns)] and run.outcome.status == "cancelled"
+
+
+# ----------------------------------------------------------------------------------------------------- cancel, failures
+
+
+def test_a_cancel_between_steps_ends_the_workflow_before_the_next_step() -> None:
+    takes = iter([Silent(), Cancelled()])
+    run = Drive(_driver(review_pipeline), lambda r: next(takes) if isinstance(r, TakeCancel) else None)
+    assert run.ran() == ["write"] and run.outcome.status == "cancelled"
+    assert run.finish().status == "cancelled" and run.finish().refs == {}
+
+
+def test_a_failed_request_fails_its_step_with_the_stable_code_and_safe_message() -> None:
+    failure = Failed(code="activity_failed", message="an internal step failed (correlation id c2)")
+    run = Drive(_driver(review_pipeline), lambda r: failure if isinstance(r, RunChildRuns) else None)
+    assert run.outcome.model_dump() == {
+        "run_id": "wf1", "status": "failed", "code": "activity_failed", "failed_step": "write",
+        "reason": "step 'write' failed: an internal step failed (correlation id c2)",
+    }
+    assert run.finish().code == "activity_failed" and run.driver.progress().child_runs == []
+
+
+def test_a_failed_wait_leaves_no_waiting_status_behind() -> None:
+    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60)
+    failure = Failed(code="payload_too_large", message="its data outgrew the budget (correlation id c3)")
+    run = Drive(_driver(_flow(gate)), lambda r: failure if isinstance(r, WaitForDecision) else None)
+    assert run.outcome.code == "payload_too_large" and run.outcome.failed_step == "gate"
+    progress = run.driver.progress()
+    assert progress.status == "failed" and progress.waiting is None
+
+
+def test_a_finish_over_the_budget_is_recorded_as_failed_without_references() -> None:
+    too_large = Failed(code="payload_too_large", message="its data outgrew the budget (correlation id c4)")
+    answers = iter([too_large, None])
+    run = Drive(
+        _driver(review_pipeline),
+        lambda r: next(answers) if isinstance(r, CallActivity) and r.activity is workflow_finish else None,
+    )
+    first, second = (call.input for call in run.calls(workflow_finish))
+    assert first.status == "completed" and first.refs
+    assert second.model_dump(include={"status", "code", "reason", "refs"}) == {
+        "status": "failed", "code": "payload_too_large", "reason": too_large.message, "refs": {}
+    }
+    assert run.outcome.status == "failed" and run.outcome.code == "payload_too_large"
+
+
+def test_a_workflow_that_cannot_be_closed_ends_the_orchestration() -> None:
+    driver = _driver(_flow(FunctionStep(id="f", function=dict)))
+    request = driver.start(NOW)
+    while not (isinstance(request, CallActivity) and request.activity is workflow_finish):
+        request = driver.send(_default(request), NOW)
+    failure = Failed(code="activity_failed", message="an internal step failed (correlation id c5)")
+    again = driver.send(failure, NOW)
+    assert isinstance(again, CallActivity) and again.activity is workflow_finish and again.input.status == "failed"
+    with pytest.raises(WorkflowDriverError, match="could not be closed"):
+        driver.send(failure, NOW)
+
+
+def test_events_out_of_turn_are_refused() -> None:
     driver = _driver(review_pipeline)
-    command = driver.next_command(NOW)
-    driver.on_result(_ok(command, cancel_requested=True), NOW)
-    assert driver.next_command(NOW).status == "cancelled"
+    with pytest.raises(WorkflowDriverError):
+        driver.send(Silent(), NOW)  # not started
+    assert driver.start(NOW) == TakeCancel()
+    assert isinstance(driver.send(Silent(), NOW), CallActivity)
+    with pytest.raises(WorkflowDriverError, match="expected ActivityCompleted, got Rang"):
+        driver.send(Rang(), NOW)
+    run = Drive(_driver(_flow(FunctionStep(id="f", function=dict))))
+    with pytest.raises(WorkflowDriverError, match="finished"):
+        run.driver.send(Silent(), NOW)
 
 
-def _monitor(deadline: float | None) -> WorkflowDefinition:
+# ----------------------------------------------------------------------------------------------------- gates
+
+
+def test_an_approved_gate_waits_for_its_decision_then_records_it() -> None:
+    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60)
+    run = Drive(_driver(_flow(gate)))
+    [open_gate] = run.calls(workflow_open_gate)
+    request = open_gate.input
+    assert request == GateRequest(**request.model_dump(include=set(StepRequest.model_fields)), level=0,
+                                  expires_at=NOW + timedelta(seconds=60))
+    wait = run.requests[run.requests.index(open_gate) + 1]
+    assert wait == WaitForDecision(event="approval:wf1.gate.approval", until=NOW + timedelta(seconds=60))
+    waiting = run.progress[run.requests.index(wait)]
+    assert waiting.status == "requires_action" and waiting.waiting.approval_id == "wf1.gate.approval"
+    [record] = run.calls(workflow_record_gate)
+    assert record.input.model_dump(include={"approval_id", "level", "timed_out"}) == {
+        "approval_id": "wf1.gate.approval", "level": 0, "timed_out": False
+    }
+    assert run.progress[run.requests.index(record)].status == "in_progress"
+    assert not run.calls(workflow_expire_gate) and run.outcome.status == "completed"
+
+
+@pytest.mark.parametrize(("on_reject", "status"), [("fail", "failed"), ("continue", "completed")])
+def test_a_rejection_fails_only_when_the_gate_says_so(on_reject: str, status: str) -> None:
+    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60, on_reject=on_reject)
+    run = Drive(_driver(_flow(gate, FunctionStep(id="after", function=dict))), _results(gate={"approved": False}))
+    assert run.outcome.status == status
+    if status == "failed":
+        assert run.outcome.reason == "step 'gate' was rejected" and run.ran() == ["gate"]
+    else:
+        assert run.ran() == ["gate", "after"]
+
+
+def test_an_expired_gate_escalates_once_then_expires_for_good() -> None:
+    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60,
+                        on_timeout=Escalate(to="chief", timeout_seconds=600, then="reject"))
+    run = Drive(_driver(_flow(gate)), lambda r: TimerFired() if isinstance(r, WaitForDecision) else None)
+    kinds = [type(r).__name__ if not isinstance(r, CallActivity) else r.activity.name for r in run.requests]
+    assert kinds == [
+        "TakeCancel", "workflow_open_gate", "WaitForDecision", "workflow_expire_gate",
+        "workflow_open_gate", "WaitForDecision", "workflow_expire_gate", "workflow_record_gate", "workflow_finish",
+    ]
+    first, second = (call.input for call in run.calls(workflow_open_gate))
+    assert (first.level, first.expires_at) == (0, NOW + timedelta(seconds=60))
+    assert (second.level, second.expires_at) == (1, NOW + timedelta(seconds=660))  # from the first deadline
+    expiries = [call.input for call in run.calls(workflow_expire_gate)]
+    assert [(e.approval_id, e.level, e.at) for e in expiries] == [
+        ("wf1.gate.approval", 0, NOW + timedelta(seconds=60)),
+        ("wf1.gate.escalation", 1, NOW + timedelta(seconds=660)),
+    ]
+    [record] = run.calls(workflow_record_gate)
+    assert record.input == GateRecord(**record.input.model_dump(include=set(StepRequest.model_fields)),
+                                      approval_id="wf1.gate.escalation", level=1, timed_out=True)
+
+
+def test_a_decision_that_won_the_race_with_the_deadline_stands() -> None:
+    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60,
+                        on_timeout=Escalate(to="chief", timeout_seconds=600, then="reject"))
+
+    def late(request: Request) -> Event | None:
+        if isinstance(request, WaitForDecision):
+            return TimerFired()
+        if isinstance(request, CallActivity) and request.activity is workflow_expire_gate:
+            return ActivityCompleted(output=GateExpiry(status="approved"))
+        return None
+
+    run = Drive(_driver(_flow(gate)), late)
+    assert len(run.calls(workflow_open_gate)) == 1  # not escalated
+    [record] = run.calls(workflow_record_gate)
+    assert (record.input.level, record.input.timed_out) == (0, False)
+
+
+def test_cancel_while_a_gate_waits_ends_the_workflow() -> None:
+    gate = ApprovalStep(id="gate", message="ok?", timeout_seconds=60)
+    run = Drive(_driver(_flow(gate)), lambda r: Cancelled() if isinstance(r, WaitForDecision) else None)
+    assert not run.calls(workflow_record_gate) and run.outcome.status == "cancelled"
+    assert run.driver.progress().waiting is None
+
+
+# ----------------------------------------------------------------------------------------------------- signals, delays
+
+
+def test_a_signal_that_already_rang_is_recorded_without_waiting() -> None:
+    step = SignalStep(id="go", name="go")
+    run = Drive(_driver(_flow(step), {"signals": {"go": 3}}), lambda r: Rang() if isinstance(r, CheckSignal) else None)
+    assert run.requests[1] == CheckSignal(events=["signal:go:3", "signal:go:4"])
+    assert not run.calls(workflow_find_signal)
+    [record] = run.calls(workflow_record_signal)
+    assert (record.input.name, record.input.index) == ("go", 3)
+    assert run.driver.state.signals == {"go": 4}  # consumed exactly once
+
+
+def test_a_signal_found_in_the_store_is_recorded_without_waiting() -> None:
+    def stored(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity is workflow_find_signal:
+            return ActivityCompleted(output=SignalFound(found=True))
+        return None
+
+    run = Drive(_driver(_flow(SignalStep(id="go", name="go"))), stored)
+    [probe] = run.calls(workflow_find_signal)
+    assert probe.input == SignalProbe(ref=run.driver.ref, name="go", index=1)
+    assert not [r for r in run.requests if isinstance(r, WaitForSignal)]
+    assert run.calls(workflow_record_signal)[0].input.index == 1
+
+
+def test_a_signal_waits_with_its_timeout_and_records_a_timeout() -> None:
+    step = SignalStep(id="go", name="go", timeout_seconds=30, on_timeout="continue")
+    run = Drive(_driver(_flow(step)), lambda r: TimerFired() if isinstance(r, WaitForSignal) else None)
+    [wait] = [r for r in run.requests if isinstance(r, WaitForSignal)]
+    assert wait == WaitForSignal(events=["signal:go:1", "signal:go:2"], until=NOW + timedelta(seconds=30))
+    waiting = run.progress[run.requests.index(wait)]
+    assert waiting.status == "waiting" and (waiting.waiting.signal, waiting.waiting.signal_index) == ("go", 1)
+    [record] = run.calls(workflow_record_signal)
+    assert record.input == SignalRecord(**record.input.model_dump(include=set(StepRequest.model_fields)),
+                                        name="go", index=None)
+    assert record.input.at == NOW + timedelta(seconds=30)
+    assert run.driver.state.signals == {}  # nothing consumed: the next wait is for the same signal
+
+
+def test_signals_of_one_name_are_consumed_in_order() -> None:
+    run = Drive(_driver(_flow(SignalStep(id="a", name="go"), SignalStep(id="b", name="go"))))
+    waits = [r for r in run.requests if isinstance(r, WaitForSignal)]
+    assert [w.events for w in waits] == [["signal:go:1", "signal:go:2"], ["signal:go:2", "signal:go:3"]]
+    assert [c.input.index for c in run.calls(workflow_record_signal)] == [1, 2] and waits[0].until is None
+
+
+def test_cancel_while_a_signal_is_awaited_ends_the_workflow() -> None:
+    run = Drive(_driver(_flow(SignalStep(id="go", name="go"))),
+                lambda r: Cancelled() if isinstance(r, WaitForSignal) else None)
+    assert not run.calls(workflow_record_signal) and run.outcome.status == "cancelled"
+
+
+def test_a_delay_sleeps_for_its_seconds_or_until_its_resolved_time() -> None:
+    run = Drive(_driver(_flow(DelayStep(id="pause", seconds=90))))
+    [sleep] = [r for r in run.requests if isinstance(r, Sleep)]
+    assert sleep == Sleep(until=NOW + timedelta(seconds=90))
+    assert run.progress[run.requests.index(sleep)].waiting.until == sleep.until
+    [record] = run.calls(workflow_record_delay)
+    assert record.input == DelayRecord(**record.input.model_dump(include=set(StepRequest.model_fields)),
+                                       until=NOW + timedelta(seconds=90))
+
+    until = Drive(_driver(WorkflowDefinition(name="d", input_model=Stamp, steps=[DelayStep(id="d", until="input.at")])))
+    assert [type(r).__name__ for r in until.requests[1:4]] == ["CallActivity", "Sleep", "CallActivity"]
+    assert until.calls()[0].activity is workflow_resolve_time
+    assert [r for r in until.requests if isinstance(r, Sleep)] == [Sleep(until=NOW + timedelta(days=3))]
+
+
+def test_cancel_during_a_delay_ends_the_workflow() -> None:
+    delay = _flow(DelayStep(id="pause", seconds=90))
+    run = Drive(_driver(delay), lambda r: Cancelled() if isinstance(r, Sleep) else None)
+    assert not run.calls(workflow_record_delay) and run.outcome.status == "cancelled"
+
+
+# ----------------------------------------------------------------------------------------------------- monitors
+
+
+def _monitor(deadline: float | None, on_deadline: str = "fail") -> WorkflowDefinition:
     check = MonitorStep(
         id="watch", function=lambda data: {}, every_seconds=3600, until=Condition(ref="steps.watch.done"),
-        deadline_seconds=deadline, on_deadline="fail",
+        deadline_seconds=deadline, on_deadline=on_deadline,
     )
-    return WorkflowDefinition(name="m", input_model=Empty, steps=[check, FunctionStep(id="after", function=dict)])
+    return _flow(check, FunctionStep(id="after", function=dict))
+
+
+def _unmet(request: Request) -> Event | None:
+    """The monitor's condition does not hold."""
+    checks = isinstance(request, CallActivity) and request.activity is workflow_call_function
+    unmet = ActivityCompleted(output=_ok("watch", condition=False))
+    return unmet if checks and request.input.step_id == "watch" else None
 
 
 def test_a_monitor_sleeps_between_checks_and_fails_at_its_deadline() -> None:
-    driver = _driver(_monitor(deadline=3 * 3600 + 60))
-    now = NOW
-    sleeps = []
-    while not isinstance(command := driver.next_command(now), Done):
-        if isinstance(command, Sleep):
-            sleeps.append(command.until - NOW)
-            now = command.until
-            driver.on_slept()
-            continue
-        assert command.key == f"watch.{command.iteration}"
-        driver.on_result(_ok(command, condition=False), now)
-    hours = [timedelta(hours=n) for n in (1, 2, 3)]
-    assert sleeps == [*hours, timedelta(hours=3, minutes=1)]  # the last pause stops at the deadline
-    assert command.failed_step == "watch" and "deadline" in command.reason
+    run = Drive(_driver(_monitor(deadline=3 * 3600 + 60)), _unmet)
+    sleeps = [r.until - NOW for r in run.requests if isinstance(r, Sleep)]
+    assert sleeps == [*(timedelta(hours=n) for n in (1, 2, 3)), timedelta(hours=3, minutes=1)]  # capped at the deadline
+    checks = [c.input for c in run.calls(workflow_call_function)]
+    assert [c.key for c in checks] == [f"watch.{n}" for n in range(5)]
+    assert len({c.seq for c in checks}) == 5  # every check its own journal entry
+    assert run.outcome.failed_step == "watch" and "deadline" in run.outcome.reason
+    asleep = run.progress[run.requests.index(next(r for r in run.requests if isinstance(r, Sleep)))]
+    assert (asleep.status, asleep.active_step, asleep.iteration) == ("waiting", "watch", 1)
+
+
+def test_a_monitor_whose_deadline_may_pass_goes_on_and_one_whose_condition_holds_stops() -> None:
+    lenient = Drive(_driver(_monitor(deadline=3600, on_deadline="continue")), _unmet)
+    assert lenient.ran()[-1] == "after" and lenient.outcome.status == "completed"
+
+    met = Drive(_driver(_monitor(deadline=None)), _results(watch={"condition": True}))
+    assert met.ran() == ["watch", "after"] and not [r for r in met.requests if isinstance(r, Sleep)]
 
 
 def test_an_eternal_monitor_continues_as_new_and_resumes_where_it_was() -> None:
     definition = _monitor(deadline=None)
-    driver = _driver(definition)
-    now = NOW
-    while not isinstance(command := driver.next_command(now), ContinueAsNew):
-        if isinstance(command, Sleep):
-            now = command.until
-            driver.on_slept()
-        else:
-            driver.on_result(_ok(command, condition=False), now)
-    carried = command.input
+    run = Drive(_driver(definition), _unmet)
+    assert isinstance(run.end, ContinueAsNew)
+    carried = run.end.input
     within_budget(carried.model_dump(mode="json"), "continue-as-new input")
-    assert carried.state.generation == 1 and carried.state.steps_done == STEPS_PER_EXECUTION
-    resumed = WorkflowDriver(definition, carried)
-    next_command = resumed.next_command(now)
-    assert isinstance(next_command, ExecuteStep) and next_command.iteration == STEPS_PER_EXECUTION // 2
-    resumed.on_result(_ok(next_command, condition=True), now)
-    after = resumed.next_command(now)
-    assert isinstance(after, ExecuteStep) and after.step_id == "after"
-    assert after.seq > next_command.seq  # journal seqs keep increasing across executions
+    assert carried.state.generation == 1 and carried.state.steps_done == STEPS_PER_EXECUTION  # checks and sleeps
+    assert run.requests[-1] == TakeCancel()  # a cancel that arrived meanwhile is taken first
+    resumed = Drive(WorkflowDriver(definition, carried), _results(watch={"condition": True}), now=run.now)
+    [first_check, after] = [c.input for c in resumed.calls(workflow_call_function)]
+    assert first_check.key == f"watch.{STEPS_PER_EXECUTION // 2}" and after.step_id == "after"
+    last_seq = max(c.input.seq for c in run.calls(workflow_call_function))
+    assert first_check.seq > last_seq  # journal seqs keep increasing across executions
+
+
+def test_a_continue_as_new_input_over_the_budget_fails_the_workflow() -> None:
+    definition = _monitor(deadline=None)
+    driver = _driver(definition)
+    run = Drive(driver, _unmet)
+    assert isinstance(run.end, ContinueAsNew)
+    request = driver.send(Failed(code="payload_too_large", message="its data outgrew (correlation id c6)"), run.now)
+    assert isinstance(request, CallActivity) and request.activity is workflow_finish
+    assert request.input.model_dump(include={"status", "code", "failed_step"}) == {
+        "status": "failed", "code": "payload_too_large", "failed_step": None
+    }

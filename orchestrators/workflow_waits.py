@@ -1,0 +1,149 @@
+"""How the `workflow` orchestrator waits: the durable tasks and event bookkeeping behind the driver's wait requests
+(child runs, sleeps, signals, gate decisions), each answered with the driver's event.
+
+Every wait races the workflow's `cancel` event, with fresh waiters and a fresh timer per race (a task shared by two
+races is missing from the second on the host's side: see `orchestrators.external_events`); the waiters of an event
+name are kept for the whole execution, so an event that arrived while no race was on is found on an older one. Gate
+decisions and signals each have an event name of their own (`approval:<approval_id>`, `signal:<name>:<index>`),
+never shared: the SDK keeps one deferred event per name, overwritten by a second and replayed to every later waiter
+of the name. Child runs are `agent_run` sub-orchestrations with the run id as instance id, so they are ordinary
+runs (pollable, approvable and cancellable through `/api/runs/{id}`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import azure.durable_functions as df
+from azure.durable_functions.models.Task import TaskBase
+
+from agent_runs.budget import within_budget
+from agent_runs.contracts import ORCHESTRATOR_NAME as AGENT_RUN_ORCHESTRATOR
+from agent_runs.contracts import RunInput
+from orchestrators.external_events import ExternalEvents
+from orchestrators.failures import ACTIVITY_FAILED, report
+from orchestrators.tasks import drain, failed
+from workflow_runtime.contracts import CANCEL_EVENT
+from workflow_runtime.requests import Cancelled, ChildRunsDrained, ChildRunsEnded, Rang, Silent, TimerFired
+
+Waited = Generator[Any, Any, Rang | TimerFired | Cancelled]
+
+
+@dataclass
+class RingOnce:
+    """The waiters of an event name that rings at most once (one signal's): whether any of them received it."""
+
+    context: df.DurableOrchestrationContext
+    name: str
+    waiters: list[TaskBase] = field(default_factory=list)
+
+    def waiter(self) -> TaskBase:
+        """A new waiter, for one race (a waiter that lost a race stays open and may receive the event later)."""
+        waiter = self.context.wait_for_external_event(self.name)
+        self.waiters.append(waiter)
+        return waiter
+
+    def rang(self) -> bool:
+        return any(waiter.is_completed for waiter in self.waiters)
+
+
+class WorkflowWaits:
+    """`publish` sets the workflow's progress as the custom status: called before every wait, so pollers see what
+    the workflow waits for."""
+
+    def __init__(self, context: df.DurableOrchestrationContext, publish: Callable[[], None]) -> None:
+        self._context = context
+        self.publish = publish
+        self._events: dict[str, ExternalEvents] = {}
+        self._rings: dict[str, RingOnce] = {}
+        self._children: TaskBase | None = None
+
+    def take_cancel(self) -> Cancelled | Silent:
+        """A cancel that arrived (in a race, or while none was on), now handled; else Silent."""
+        return Cancelled() if self._cancel_received() else Silent()
+
+    def check_signal(self, events: list[str]) -> Rang | Silent:
+        return Rang() if any(self._ring(name).rang() for name in events) else Silent()
+
+    def run_children(self, runs: list[RunInput]) -> Generator[Any, Any, ChildRunsEnded | Cancelled]:
+        children = [
+            self._context.call_sub_orchestrator(
+                AGENT_RUN_ORCHESTRATOR, within_budget(run.model_dump(mode="json"), "run input"), run.run.run_id
+            )
+            for run in runs
+        ]
+        batch = self._children = self._context.task_all(children)
+        if self._cancel_received():  # arrived while the runs were being created: they start, then are flagged
+            return Cancelled()
+        cancel = self._cancel_waiter()
+        self.publish()
+        if (yield self._context.task_any([batch, cancel])) is cancel:
+            return Cancelled()
+        if failed(batch):  # the child run's own record says why; its orchestration's failure text is for the log
+            return ChildRunsEnded(crash=report(self._context, ACTIVITY_FAILED, "a child run", batch.result))
+        return ChildRunsEnded()
+
+    def drain_children(self) -> Generator[Any, Any, ChildRunsDrained]:
+        if self._children is not None:
+            self.publish()
+            yield from drain(self._children)
+            self._children = None
+        return ChildRunsDrained()
+
+    def sleep(self, until: datetime) -> Generator[Any, Any, TimerFired | Cancelled]:
+        if self._cancel_received():
+            return Cancelled()
+        timer, cancel = self._context.create_timer(until), self._cancel_waiter()
+        self.publish()
+        if (yield self._context.task_any([timer, cancel])) is cancel:
+            timer.cancel()  # an uncancelled timer would keep the instance running until it fires
+            return Cancelled()
+        return TimerFired()
+
+    def wait_for_signal(self, events: list[str], until: datetime | None) -> Waited:
+        """One race of the events' fresh waiters, the timer and cancel; an event that rang on an older waiter counts.
+        A signal that arrived wins over a cancel (the cancel is taken at the next step)."""
+        rings = [self._ring(name) for name in events]
+        cancel = self._cancel_waiter()
+        timer = self._context.create_timer(until) if until is not None else None
+        self.publish()
+        yield self._context.task_any([*(ring.waiter() for ring in rings), cancel, *([timer] if timer else [])])
+        if timer is not None and not timer.is_completed:
+            timer.cancel()
+        if any(ring.rang() for ring in rings):
+            return Rang()
+        return Cancelled() if cancel.is_completed else TimerFired()
+
+    def wait_for_decision(self, event: str, until: datetime) -> Waited:
+        """Race the decision's event, the deadline and cancel afresh until one of them happened; what arrived
+        between races is taken first, cancel before the decision."""
+        decisions = self._events_named(event)  # this gate level's own name
+        while True:
+            if self._cancel_received():
+                return Cancelled()
+            if decisions.take() is not None:  # rang in a race, or before the first (then the SDK deferred it)
+                return Rang()
+            timer = self._context.create_timer(until)
+            race = [decisions.waiter(), timer, self._cancel_waiter()]
+            self.publish()
+            yield self._context.task_any(race)
+            if timer.is_completed:
+                return TimerFired()
+            timer.cancel()  # take what arrived: cancel first, else the decision
+
+    # ----------------------------------------------------------------------------------------------- bookkeeping
+
+    def _events_named(self, name: str) -> ExternalEvents:
+        return self._events.setdefault(name, ExternalEvents(self._context, name))
+
+    def _ring(self, name: str) -> RingOnce:
+        return self._rings.setdefault(name, RingOnce(self._context, name))
+
+    def _cancel_waiter(self) -> TaskBase:
+        return self._events_named(CANCEL_EVENT).waiter()
+
+    def _cancel_received(self) -> bool:
+        return self._events_named(CANCEL_EVENT).take() is not None
