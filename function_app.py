@@ -208,16 +208,17 @@ async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClien
 
 
 # ----------------------------------------------------------------------------------------------- OpenAI Responses API
+# These two may stream (`stream`): they take the extension's Request and answer a stream or a plain response.
 @app.route(route="v1/responses", methods=["POST"])
 @app.durable_client_input(client_name="client")
-async def create_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
-    return await responses.create_response(req, client)
+async def create_response(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    return await fastapi_bridge.serve(responses.create_response, req, client)
 
 
 @app.route(route="v1/responses/{response_id}", methods=["GET"])
 @app.durable_client_input(client_name="client")
-async def get_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
-    return await responses.get_response(req, client)
+async def get_response(req: Request, client: df.DurableOrchestrationClient) -> StreamingResponse:
+    return await fastapi_bridge.serve(responses.get_response, req, client)
 
 
 @app.route(route="v1/responses/{response_id}", methods=["DELETE"])

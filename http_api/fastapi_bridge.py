@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import azure.durable_functions as df
@@ -51,6 +51,14 @@ def to_fastapi_response(response: func.HttpResponse) -> Response:
         # What the worker's HttpResponseConverter sends for a response with only a mimetype.
         headers["Content-Type"] = f"{response.mimetype}; charset={response.charset}"
     return Response(content=response.get_body(), status_code=response.status_code, headers=headers)
+
+
+async def serve(handler: Callable[..., Awaitable[Any]], request: Request, *args: Any) -> Response:
+    """For a function that takes the extension's `Request` (a route that may stream): run `handler`, written against
+    `func.HttpRequest`, and return what it answered, a stream (the extension's `Response`) or a `func.HttpResponse`
+    (converted), as the extension's `Response`."""
+    result = await handler(await to_func_request(request), *args)
+    return to_fastapi_response(result) if isinstance(result, func.HttpResponse) else result
 
 
 def takes_extension_request(fn: Callable[..., Any]) -> bool:

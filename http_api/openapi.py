@@ -29,6 +29,7 @@ from http_api.openai_responses.models import (
     InputItemsQuery,
     OpenAIErrorBody,
     ResponseObject,
+    RetrieveQuery,
 )
 from http_api.polling import PollQuery
 from http_api.problems import PROBLEM_CONTENT_TYPE, Problem
@@ -131,6 +132,7 @@ class Operation(BaseModel):
     text: str | None = None  # a non-JSON success body: its media type (range), e.g. the page's files
     idempotent: bool = False  # accepts an Idempotency-Key header
     stream: bool = False  # 200 is a text/event-stream (see README "Live streams")
+    openai_events: bool = False  # ... of OpenAI's Responses events (`event:` + `data:`, no `id:`), or JSON
 
     def path_params(self) -> list[str]:
         return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
@@ -221,11 +223,13 @@ _OPENAI_ERRORS: dict[int, type[BaseModel] | None] = {
 OPERATIONS += (
     Operation(method="post", path="/api/v1/responses", operation_id="create_response",
               summary="OpenAI Responses: start a run on the agent named by `model` (or answer its approval requests "
-              "with mcp_approval_response items); waits for the turn unless `background`", tag="openai",
-              body=CreateResponseRequest, responses={200: ResponseObject, **_OPENAI_ERRORS}),
+              "with mcp_approval_response items); waits for the turn unless `background`; `stream`: its events",
+              tag="openai", body=CreateResponseRequest, responses={200: ResponseObject, **_OPENAI_ERRORS},
+              stream=True, openai_events=True),
     Operation(method="get", path="/api/v1/responses/{response_id}", operation_id="get_response",
-              summary="OpenAI Responses: one response (a turn of a run)", tag="openai",
-              responses={200: ResponseObject, **_OPENAI_ERRORS}),
+              summary="OpenAI Responses: one response (a turn of a run); `stream=true`: its events, after "
+              "`starting_after`", tag="openai", query=RetrieveQuery,
+              responses={200: ResponseObject, **_OPENAI_ERRORS}, stream=True, openai_events=True),
     Operation(method="delete", path="/api/v1/responses/{response_id}", operation_id="delete_response",
               summary="OpenAI Responses: delete the conversation (session) the response belongs to", tag="openai",
               responses={200: DeletedResponse, **_OPENAI_ERRORS}),
@@ -304,15 +308,16 @@ def _operation(op: Operation) -> dict[str, Any]:
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     responses: dict[str, Any] = {}
     if op.stream:
-        sse = {"text/event-stream": {"schema": _SSE_EVENT}}
+        sse = {"text/event-stream": {"schema": _OPENAI_SSE_EVENT if op.openai_events else _SSE_EVENT}}
         responses["200"] = {"description": "Server-Sent Events", "content": sse}
     for status, model in op.responses.items():
         text = _FAILED_RUN_TEXT if status == 500 else _STATUS_TEXT.get(status, "OK")
-        responses[str(status)] = {"description": text}
+        response = responses.setdefault(str(status), {})
+        response["description"] = f"{text}, or Server-Sent Events (`stream`)" if "content" in response else text
         if model is not None:
-            responses[str(status)]["content"] = {"application/json": {"schema": _ref(model)}}
+            response.setdefault("content", {})["application/json"] = {"schema": _ref(model)}
         elif op.text is not None and status < 300:
-            responses[str(status)]["content"] = {op.text: {"schema": {"type": "string"}}}
+            response["content"] = {op.text: {"schema": {"type": "string"}}}
     # Any route but the public ones answers 401 when AUTH_MODE requires a caller and the request names none.
     for status in sorted({*op.problems, *_ALWAYS_PROBLEMS, *(() if op.public else (401,))}):
         # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
@@ -329,6 +334,17 @@ _SSE_EVENT: dict[str, Any] = {
     "properties": {
         "event": {"enum": ["update", "delta", "status", "done"]},
         "id": {"type": "string", "pattern": r"^-?[0-9]+\.[0-9]+\.[0-9]+\.([0-9a-f]{8}|-)$"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
+# One event of a Responses stream (`stream: true`): OpenAI's event, its `type` as the event name.
+_OPENAI_SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "pattern": r"^response\.[a-z_.]+$"},
         "data": {"type": "string", "contentMediaType": "application/json"},
     },
 }
