@@ -11,6 +11,9 @@ against `func.HttpRequest` / `func.HttpResponse` (`http_api.adapter`), so the fu
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
@@ -44,3 +47,10 @@ def to_fastapi_response(response: func.HttpResponse) -> Response:
         # What the worker's HttpResponseConverter sends for a response with only a mimetype.
         headers["Content-Type"] = f"{response.mimetype}; charset={response.charset}"
     return Response(content=response.get_body(), status_code=response.status_code, headers=headers)
+
+
+async def serve(handler: Callable[..., Awaitable[Any]], request: Request, *args: Any) -> Response:
+    """Run `handler`, written against `func.HttpRequest`, for a function that takes the extension's `Request`, and
+    return what it answered as the extension's `Response`: a stream as it is, a `func.HttpResponse` converted."""
+    result = await handler(await to_func_request(request), *args)
+    return to_fastapi_response(result) if isinstance(result, func.HttpResponse) else result

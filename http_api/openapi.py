@@ -164,15 +164,16 @@ def _operation(route: Route) -> dict[str, Any]:
         spec["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(route.body)}}}
     responses: dict[str, Any] = {}
     if route.stream:
-        sse = {"text/event-stream": {"schema": _SSE_EVENT}}
+        sse = {"text/event-stream": {"schema": _OPENAI_SSE_EVENT if route.openai_events else _SSE_EVENT}}
         responses["200"] = {"description": "Server-Sent Events", "content": sse}
     for status, model in route.responses.items():
         text = _FAILED_RUN_TEXT if status == 500 else _STATUS_TEXT.get(status, "OK")
-        responses[str(status)] = {"description": text}
+        response = responses.setdefault(str(status), {})
+        response["description"] = f"{text}, or Server-Sent Events (`stream`)" if "content" in response else text
         if model is not None:
-            responses[str(status)]["content"] = {"application/json": {"schema": _ref(model)}}
+            response.setdefault("content", {})["application/json"] = {"schema": _ref(model)}
         elif route.text is not None and status < 300:
-            responses[str(status)]["content"] = {route.text: {"schema": {"type": "string"}}}
+            response["content"] = {route.text: {"schema": {"type": "string"}}}
     # Any route but the public ones answers 401 when AUTH_MODE requires a caller and the request names none.
     for status in sorted({*route.problems, *_ALWAYS_PROBLEMS, *(() if route.public else (401,))}):
         # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
@@ -189,6 +190,17 @@ _SSE_EVENT: dict[str, Any] = {
     "properties": {
         "event": {"enum": ["update", "delta", "status", "done"]},
         "id": {"type": "string", "pattern": r"^-?[0-9]+\.[0-9]+\.[0-9]+\.([0-9a-f]{8}|-)$"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
+# One event of a Responses stream (`stream: true`): OpenAI's event, its `type` as the event name.
+_OPENAI_SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "pattern": r"^response\.[a-z_.]+$"},
         "data": {"type": "string", "contentMediaType": "application/json"},
     },
 }

@@ -16,7 +16,7 @@ import azure.durable_functions as df
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response, StreamingResponse
 
-from http_api.fastapi_bridge import to_fastapi_response, to_func_request
+from http_api.fastapi_bridge import serve
 from http_api.path_ids import serving
 from http_api.routing import Route
 
@@ -68,4 +68,4 @@ async def _serve(route: Route, req: Request, *client: df.DurableOrchestrationCli
         if route.native:
             answer: Response = await route.handler(req, *client)
             return answer
-        return to_fastapi_response(await route.handler(await to_func_request(req), *client))
+        return await serve(route.handler, req, *client)  # a `func.HttpResponse` converted, a stream as it is

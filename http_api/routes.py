@@ -31,6 +31,7 @@ from http_api.openai_responses.models import (
     InputItemsQuery,
     OpenAIErrorBody,
     ResponseObject,
+    RetrieveQuery,
 )
 from http_api.openapi import (
     AgentListBody,
@@ -183,12 +184,14 @@ ROUTES: tuple[Route, ...] = check_table((
     # The OpenAI Responses API
     Route(name="create_response", method="post", path="v1/responses", handler=responses.create_response, client=True,
           summary="OpenAI Responses: start a run on the agent named by `model` (or answer its approval requests "
-          "with mcp_approval_response items); waits for the turn unless `background`", tag="openai",
-          body=CreateResponseRequest, responses={200: ResponseObject, **_OPENAI_ERRORS}),
+          "with mcp_approval_response items); waits for the turn unless `background`; `stream`: its events",
+          tag="openai", body=CreateResponseRequest, responses={200: ResponseObject, **_OPENAI_ERRORS},
+          stream=True, openai_events=True),
     Route(name="get_response", method="get", path="v1/responses/{response_id}", params=(RESPONSE,),
           handler=responses.get_response, client=True,
-          summary="OpenAI Responses: one response (a turn of a run)", tag="openai",
-          responses={200: ResponseObject, **_OPENAI_ERRORS}),
+          summary="OpenAI Responses: one response (a turn of a run); `stream=true`: its events, after "
+          "`starting_after`", tag="openai", query=RetrieveQuery,
+          responses={200: ResponseObject, **_OPENAI_ERRORS}, stream=True, openai_events=True),
     Route(name="delete_response", method="delete", path="v1/responses/{response_id}", params=(RESPONSE,),
           handler=responses.delete_response, client=True,
           summary="OpenAI Responses: delete the conversation (session) the response belongs to", tag="openai",

@@ -2,8 +2,8 @@
 
 `http_api.routes` lists them; `http_api.route_functions` turns each into the function the Functions host indexes and
 `http_api.openapi` into its operation of `/api/openapi.json`, so the served routes and the document cannot drift. A
-declaration that contradicts itself (path parameters that are not the template's, a stream without a handler that
-can stream, a public route whose handler authenticates) fails at import, naming the route.
+declaration that contradicts itself (path parameters that are not the template's, event kinds of a route that does
+not stream, a public route whose handler authenticates) fails at import, naming the route.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class Route(BaseModel):
     problems: tuple[int, ...] = ()
     text: str | None = None  # a non-JSON success body: its media type (range), e.g. the page's files
     idempotent: bool = False  # accepts an Idempotency-Key header
-    stream: bool = False  # 200 is a text/event-stream (see README "Live streams")
+    stream: bool = False  # 200 may be a text/event-stream (see README "Live streams"): served as it is produced
+    openai_events: bool = False  # ... of OpenAI's Responses events (`event:` + `data:`, no `id:`), or JSON
 
     @property
     def api_path(self) -> str:
@@ -67,8 +68,8 @@ class Route(BaseModel):
         declared = [param.name for param in self.params]
         if template != declared:
             raise ValueError(f"{where}: the template's parameters {template} are not the declared ones {declared}")
-        if self.stream and not self.native:
-            raise ValueError(f"{where}: a stream needs a native handler (the extension's Request in, its response out)")
+        if self.openai_events and not self.stream:
+            raise ValueError(f"{where}: openai_events describes a stream, but the route does not stream")
         if self.public != bool(getattr(self.handler, "public", False)):
             marked = "is not" if self.public else "is"
             raise ValueError(f"{where}: public={self.public} but its handler {marked} marked @public")

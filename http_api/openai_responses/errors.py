@@ -75,7 +75,8 @@ def error_response(problem: ApiProblem) -> func.HttpResponse:
 
 
 def openai_endpoint(handler: Handler) -> Handler:
-    """Like `http_endpoint`, but every error leaves in OpenAI's shape."""
+    """Like `http_endpoint`, but every error leaves in OpenAI's shape (errors found before a stream starts, too: a
+    stream the handler returns is passed on as it is)."""
 
     @functools.wraps(handler)
     async def wrapper(*args: Any, **kwargs: Any) -> func.HttpResponse:

@@ -1,10 +1,10 @@
 """The Responses streaming events of one response, from successive looks at it (pure: no I/O, no clock).
 
-An SSE transport polls the run, builds the turn's `ResponseObject` (`handlers.read_snapshot` +
+The SSE transport (`stream`) reads the run, builds the turn's `ResponseObject` (`snapshots.read_snapshot` +
 `mapping.build_response`, as `GET /responses/{id}` does) and the draft of the answer streaming in (`Draft`: the
-stored message at `RunProgress.model_call_seq`, as `run_views.partial_output` reads it, with
-`mapping.message_item_id(its message_id)`), and feeds both to a `ResponseEventStream`; it sends back what `feed`
-returns, in order, each with its increasing `sequence_number`.
+answer being written at `RunProgress.model_call_seq`, live or stored, with `mapping.message_item_id(its
+message_id)`), and feeds both to a `ResponseEventStream`; it sends back what `feed` returns, in order, each with its
+increasing `sequence_number`.
 
 Resumable by construction: the events depend only on what the response contains, never on when it was looked at.
 Text is cut into deltas at boundaries that depend on the text alone (a whitespace-to-word change, or every

@@ -4,7 +4,8 @@ A new response starts a run through `runs.start_agent_run`; an `mcp_approval_res
 `approvals.record_decision` (same approver rules, timeouts and idempotent retries) and the SAME run continues as the
 next turn; cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a create
 waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
-with the response as it is (`in_progress`: poll it with GET).
+with the response as it is (`in_progress`: poll it with GET). With `stream` (create, or GET with `stream=true`) the
+answer is the response's events (`stream`), after the same checks.
 """
 
 from __future__ import annotations
@@ -13,33 +14,33 @@ from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
+from azurefunctions.extensions.http.fastapi import StreamingResponse
 
 from agent_runs.contracts import RunProgress
-from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
-from agent_runs.store_log import load_session_records
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from http_api.access import decidable_approval
-from http_api.adapter import json_response, query_model, read_json_body
+from http_api.adapter import json_response, read_json_body
 from http_api.approvals import record_decision, same_decision
 from http_api.caller import current_principal
-from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import ApprovalDecisionRequest
 from http_api.openai_responses.errors import openai_endpoint, openai_error, unsupported
 from http_api.openai_responses.ids import ResponseRef, parse_response_id
-from http_api.openai_responses.mapping import RunSnapshot, batch_of, build_response, input_items, turn_count
+from http_api.openai_responses.mapping import batch_of, build_response, input_items, turn_count
 from http_api.openai_responses.models import (
     FINAL_RESPONSE_STATUSES,
     DeletedResponse,
     InputItemList,
     InputItemsQuery,
     ResponseObject,
+    RetrieveQuery,
 )
-from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create
+from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create, parse_query
+from http_api.openai_responses.snapshots import previous_response_of, read_snapshot
+from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
-from http_api.run_views import reconcile, run_status, run_usage, visible_seq
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from session_store import RunRecord
@@ -51,52 +52,6 @@ CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before a
 
 
 # ----------------------------------------------------------------------------------------------- reading a run
-
-
-async def read_snapshot(
-    services: RunServices,
-    gateway: DurableGateway,
-    run: RunRecord,
-    state: OrchestrationState[RunProgress] | None,
-    previous_response_id: str | None = None,
-) -> RunSnapshot:
-    """The run as of `state` (read just before): the same reading as the run routes' views (`run_views`)."""
-    store = services.store
-    progress = state.progress if state is not None else None
-    if progress is not None:
-        await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals)
-    run = await reconcile(store, await store.get_run(run.run_id) or run, state)
-    messages = []
-    if run.ordinal > 0:  # 0: queued behind another run of the session (started elsewhere with if_busy): nothing yet
-        first, _ = run_seq_range(run.ordinal)
-        messages = await load_session_records(
-            store, run.session_id, after_seq=first - 1, up_to_seq=visible_seq(run, state)
-        )
-    return RunSnapshot(
-        run=run,
-        status=run_status(run, state),
-        messages=messages,
-        approvals=await store.list_approvals(run_id=run.run_id),
-        usage=run_usage(run, state),
-        waiting_on=list(progress.pending_approvals) if progress is not None and not run.finished else [],
-        finish_reason=progress.reason if progress is not None else None,
-        previous_response_id=previous_response_id,
-    )
-
-
-async def previous_response_of(services: RunServices, run: RunRecord) -> str | None:
-    """The id of the last turn of the session's run before `run` (what its `previous_response_id` was)."""
-    if run.ordinal <= 1:
-        return None
-    earlier = next((r for r in await services.store.list_runs(run.session_id) if r.ordinal == run.ordinal - 1), None)
-    if earlier is None:
-        return None
-    first, last = run_seq_range(earlier.ordinal)
-    messages = await load_session_records(services.store, earlier.session_id, after_seq=first - 1, up_to_seq=last)
-    snapshot = RunSnapshot(
-        run=earlier, status=earlier.status, messages=messages, approvals=[], usage=run_usage(earlier, None)
-    )
-    return ResponseRef(earlier.run_id, turn_count(snapshot)).response_id
 
 
 async def wait_for_turn(
@@ -163,7 +118,9 @@ def _response(response: ResponseObject) -> func.HttpResponse:
 
 
 @openai_endpoint
-async def create_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+async def create_response(
+    req: func.HttpRequest, client: df.DurableOrchestrationClient
+) -> func.HttpResponse | StreamingResponse:
     services = RunServices.current()
     request = parse_create(read_json_body(req, RawBody).model_dump())
     agent = _agent(services, request.body.model)
@@ -174,6 +131,8 @@ async def create_response(req: func.HttpRequest, client: df.DurableOrchestration
         run = await _start(services, gateway, request, agent, RunTrace.start(req.headers))
         ref = ResponseRef(run.run_id)
     background = bool(request.body.background)
+    if request.body.stream:
+        return await open_response_stream(services, client, run, ref, background=background)
     wait = 0 if background else MAX_WAIT_SECONDS
     return _response(await wait_for_turn(services, gateway, run, ref, wait, background=background))
 
@@ -285,18 +244,18 @@ def _same_as_run(request: CreateRequest, run: RunRecord) -> None:
 
 
 @openai_endpoint
-async def get_response(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+async def get_response(
+    req: func.HttpRequest, client: df.DurableOrchestrationClient
+) -> func.HttpResponse | StreamingResponse:
     services = RunServices.current()
-    _refuse_stream_params(req)
+    query = parse_query(req, RetrieveQuery)
+    if query.starting_after is not None and not query.stream:
+        raise openai_error(400, "'starting_after' is only valid with stream=true.", param="starting_after")
     ref, run = await _response_run(services, req.route_params["response_id"])
-    return _response(await wait_for_turn(services, DurableGateway(client), run, ref, 0))
-
-
-def _refuse_stream_params(req: func.HttpRequest) -> None:
-    for name in req.params:
-        if name == "stream" and req.params[name].lower() in ("false", "0"):
-            continue
-        raise unsupported(name, "streaming is not available yet" if name in ("stream", "starting_after") else None)
+    response = await wait_for_turn(services, DurableGateway(client), run, ref, 0)  # 404 for a turn not there yet
+    if query.stream:
+        return await open_response_stream(services, client, run, ref, starting_after=query.starting_after)
+    return _response(response)
 
 
 @openai_endpoint
@@ -327,7 +286,7 @@ async def delete_response(req: func.HttpRequest, client: df.DurableOrchestration
 async def list_input_items(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     services = RunServices.current()
     ref, run = await _response_run(services, req.route_params["response_id"])
-    query = query_model(req, InputItemsQuery)
+    query = parse_query(req, InputItemsQuery)
     gateway = DurableGateway(client)
     snapshot = await read_snapshot(services, gateway, run, await gateway.state(run.run_id))
     if build_response(snapshot, ref) is None:

@@ -47,7 +47,7 @@ def message_item_id(message_id: str) -> str:
 
 @dataclass(frozen=True)
 class RunSnapshot:
-    """What the mapping needs of a run, read at one moment (see `handlers.read_snapshot`)."""
+    """What the mapping needs of a run, read at one moment (see `snapshots.read_snapshot`)."""
 
     run: RunRecord
     status: str  # the run's status (queued, in_progress, requires_action, completed, failed, cancelled)

@@ -64,6 +64,12 @@ class TextConfig(_Wire):
     verbosity: None = None
 
 
+class StreamOptions(_Wire):
+    # OpenAI pads deltas with random `obfuscation` text unless told not to; this server never does (its deltas are
+    # cut at word boundaries, not tokens), so either value asks for what it does.
+    include_obfuscation: bool | None = None
+
+
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 MetadataValue = Annotated[str, StringConstraints(max_length=512)]
 
@@ -77,6 +83,7 @@ class CreateResponseRequest(_Wire):
     previous_response_id: str | None = None
     background: bool | None = None
     stream: bool | None = None
+    stream_options: StreamOptions | None = None
     store: bool | None = None
     metadata: Annotated[dict[MetadataKey, MetadataValue], Field(max_length=16)] | None = None
     text: TextConfig | None = None
@@ -90,7 +97,11 @@ class InputItemsQuery(_Wire):
 
 
 class RetrieveQuery(_Wire):
-    stream: Literal["false", "False", "0"] | None = None
+    """`GET /v1/responses/{id}`: `stream=true` streams the response's events (`starting_after`: those after it)."""
+
+    stream: bool = False
+    starting_after: Annotated[int, Field(ge=0)] | None = None
+    include_obfuscation: bool | None = None  # see StreamOptions
     include: str | None = Field(default=None, alias="include[]")
 
 

@@ -2,13 +2,15 @@
 
 OpenAI clients send only the parameters their caller set, so a parameter this server cannot honour is refused with a
 400 naming it (`unsupported_parameter`) instead of being ignored. A few values that change nothing here are accepted.
+Query parameters likewise (`parse_query`), except those meant for the platform, not for this API (`PLATFORM_PARAMS`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import azure.functions as func
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent_runtime.messages import Message, TextContent
@@ -32,6 +34,12 @@ HARMLESS: dict[str, tuple[Any, ...]] = {
     "include": ([],),
     "parallel_tool_calls": (True,),
 }
+
+
+# In the query of every request, not for this API: the Functions host's key (`?code=`, which the host passes on) and
+# the API version Azure OpenAI clients add to every request (`AzureOpenAI(api_version=...)`).
+PLATFORM_PARAMS = frozenset({"code", "api-version"})
+QueryT = TypeVar("QueryT", bound=BaseModel)
 
 
 class RawBody(BaseModel):
@@ -59,8 +67,8 @@ def parse_create(data: dict[str, Any]) -> CreateRequest:
         body = CreateResponseRequest.model_validate(data)
     except ValidationError as error:
         raise validation_problem(error, data=data) from error
-    if body.stream:
-        raise unsupported("stream", "streaming is not available yet; poll with background=true and GET /responses/{id}")
+    if body.stream_options is not None and not body.stream:
+        raise openai_error(400, "'stream_options' is only valid with stream=true.", param="stream_options")
     if body.store is False:
         raise unsupported("store", "every response is stored (it is a durable run)")
     if body.text is not None and body.text.format is not None:
@@ -87,6 +95,19 @@ def parse_create(data: dict[str, Any]) -> CreateRequest:
     if request.messages and not any(m.text.strip() for m in request.messages):
         raise openai_error(400, "The input messages have no text.", param="input")
     return request
+
+
+def parse_query(req: func.HttpRequest, model: type[QueryT]) -> QueryT:
+    """The request's query as `model`: a parameter it does not know is refused by name, as in bodies."""
+    params = {name: value for name, value in req.params.items() if name not in PLATFORM_PARAMS}
+    known = {field.alias or name for name, field in model.model_fields.items()}
+    for name in params:
+        if name not in known:
+            raise unsupported(name)
+    try:
+        return model.model_validate(params)
+    except ValidationError as error:
+        raise validation_problem(error, prefix="query", data=params) from error
 
 
 def _parse_item(request: CreateRequest, index: int, item: dict[str, Any]) -> None:

@@ -8,4 +8,7 @@
 - `watchers`: one watcher per run per process, shared by all of that run's connections;
 - `connection`: one client's event sequence from its cursor;
 - `handlers`: the HTTP functions (same lookups and problems as the polls, before the stream starts).
+
+The Responses API's streams (`http_api.openai_responses.stream`) ride the same transport with a feed and a position
+of their own.
 """

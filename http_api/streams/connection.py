@@ -1,4 +1,8 @@
-"""One client's stream: from its cursor, what the shared watcher has that the client has not received.
+"""One client's stream: from its position, what the shared watcher has that the client has not received.
+
+`stream_events` is the transport loop of every stream (waits on the watcher, pings, time limit, release on leave);
+what a client is sent is its position's business: `Position` (the run and workflow streams, below) or another
+renderer of the watcher's look (`http_api.openai_responses.stream`).
 
 Order within a batch: new updates (seq order), then the status if it changed, then the delta of the answer being
 written (only for a draft above the last update delivered: the update at a draft's seq covers it, so a resumed
@@ -13,15 +17,26 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Protocol
 
 from . import sse
 from .cursor import Cursor
 from .watchers import Lease, RunWatcher
 
 
+class StreamPosition(Protocol):
+    @property
+    def finished(self) -> bool:
+        """The client has everything: the stream ends."""
+        ...
+
+    def pending(self, watcher: RunWatcher) -> Iterator[bytes]: ...
+
+
 class Position:
     def __init__(self, cursor: Cursor) -> None:
         self.cursor = cursor
+        self.finished = False
 
     def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
         """Everything the watcher has that this client has not been sent, advancing the cursor as it goes."""
@@ -43,25 +58,23 @@ class Position:
             self.cursor = self.cursor.with_draft(draft.seq, len(draft.text))
             yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
+            self.finished = True
             yield sse.event("done", watcher.done, self.cursor.encode())
 
 
-async def stream_events(lease: Lease, cursor: Cursor, ping_seconds: float,
+async def stream_events(lease: Lease, position: StreamPosition, ping_seconds: float,
                         max_seconds: float = 0) -> AsyncIterator[bytes]:
     """The SSE body; releases the watcher when the client leaves (the generator is cancelled), the run is done, or
     `max_seconds` (if not 0) have passed (the client then reconnects with its last event id)."""
     watcher = lease.watcher
-    position = Position(cursor)
     deadline = time.monotonic() + max_seconds if max_seconds else None
     try:
         await watcher.ready()
         while True:
             changed = watcher.changed()
-            finished = False
             for chunk in position.pending(watcher):
-                finished = chunk.startswith(b"event: done")
                 yield chunk
-            if finished:
+            if position.finished:
                 return
             if watcher.failure is not None:
                 return  # the watcher could not read the run; the client reconnects with its cursor

@@ -29,6 +29,7 @@ class Refresh:
     updates: list[dict[str, Any]]  # new since `after`, in seq order
     status: dict[str, Any]
     done: dict[str, Any] | None  # the final view once the run has finished
+    snapshot: Any = None  # the feed's whole reading of the run, for connections that render it themselves
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Draft:
 class Feed(Protocol):
     kind: str
     run_id: str
+    writes_answers: bool  # model answers are written in this run: the watcher follows their drafts
 
     async def read_state(self) -> Any: ...
 
@@ -53,6 +55,7 @@ class Feed(Protocol):
 
 class RunFeed:
     kind = "run"
+    writes_answers = True
 
     def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord,
                  base_url: str) -> None:
@@ -97,6 +100,7 @@ class WorkflowFeed:
     """Updates are finished steps; the status adds the active step and the progress of its child runs."""
 
     kind = "workflow"
+    writes_answers = False
 
     def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, record: RunRecord,
                  base_url: str) -> None:

@@ -18,14 +18,14 @@ from azurefunctions.extensions.http.fastapi import Request, Response, StreamingR
 from agent_runs.services import RunServices
 from http_api import run_views, workflow_views
 from http_api.adapter import http_endpoint, query_model
-from http_api.fastapi_bridge import to_fastapi_response, to_func_request
+from http_api.fastapi_bridge import serve
 from http_api.problems import ApiProblem
 from http_api.request_context import base_url, verify_token
 from http_api.runs import is_workflow_run, run_or_404
 from http_api.workflows import _workflow_run_or_404
 
 from . import sse
-from .connection import stream_events
+from .connection import Position, StreamPosition, stream_events
 from .cursor import Cursor
 from .feeds import Feed, RunFeed, WorkflowFeed
 from .query import StreamQuery
@@ -35,16 +35,12 @@ from .watchers import REGISTRY, Lease
 
 async def stream_run(req: Request, client: df.DurableOrchestrationClient) -> Response:
     """`GET /api/runs/{run_id}/stream`."""
-    return await _respond(await _open_run(await to_func_request(req), client))
+    return await serve(_open_run, req, client)
 
 
 async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClient) -> Response:
     """`GET /api/workflows/runs/{run_id}/stream`."""
-    return await _respond(await _open_workflow_run(await to_func_request(req), client))
-
-
-async def _respond(opened: func.HttpResponse | StreamingResponse) -> Response:
-    return to_fastapi_response(opened) if isinstance(opened, func.HttpResponse) else opened
+    return await serve(_open_workflow_run, req, client)
 
 
 @http_endpoint
@@ -57,20 +53,23 @@ async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
             f"Stream it at /api/workflows/runs/{run.run_id}/stream.", field="path.run_id",
             workflow_run=f"{base_url(req)}/api/workflows/runs/{run.run_id}/stream",
         )
-    cursor = start_cursor(req, services, run_views.TOKEN_SCOPE, run.run_id)
-    return await _stream(lambda: RunFeed(services, client, run, base_url(req)), "run", run.run_id, cursor)
+    position = Position(start_cursor(req, services, run_views.TOKEN_SCOPE, run.run_id))
+    return await open_stream(lambda: RunFeed(services, client, run, base_url(req)), "run", run.run_id, position)
 
 
 @http_endpoint
 async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> StreamingResponse:
     services = RunServices.current()
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
-    cursor = start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id)
-    return await _stream(lambda: WorkflowFeed(services, client, record, base_url(req)), "workflow", record.run_id,
-                         cursor)
+    position = Position(start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id))
+    return await open_stream(lambda: WorkflowFeed(services, client, record, base_url(req)), "workflow",
+                             record.run_id, position)
 
 
-async def _stream(make_feed: Callable[[], Feed], kind: str, run_id: str, cursor: Cursor) -> StreamingResponse:
+async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str,
+                      position: StreamPosition) -> StreamingResponse:
+    """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
+    its failure raised before anything is sent), `position` deciding what the client is sent."""
     settings = StreamSettings()
     watcher = REGISTRY.acquire(kind, run_id, make_feed, settings)
     await watcher.ready()
@@ -78,7 +77,7 @@ async def _stream(make_feed: Callable[[], Feed], kind: str, run_id: str, cursor:
         watcher.unsubscribe()
         raise watcher.failure
     lease = Lease(watcher)
-    events = stream_events(lease, cursor, settings.ping_seconds, settings.max_seconds)
+    events = stream_events(lease, position, settings.ping_seconds, settings.max_seconds)
     weakref.finalize(events, lease.release)  # a response never sent (client gone first) still lets the watcher go
     return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 

@@ -1,4 +1,5 @@
-"""Server-Sent Events on the wire (WHATWG HTML §9.2): `event:`, `id:`, one `data:` line of compact JSON."""
+"""Server-Sent Events on the wire (WHATWG HTML §9.2): `event:`, `id:` (when the stream has ids), one `data:` line of
+compact JSON."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def event(name: str, data: Any, event_id: str) -> bytes:
+def event(name: str, data: Any, event_id: str | None = None) -> bytes:
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    return f"event: {name}\nid: {event_id}\ndata: {body}\n\n".encode()
+    id_line = f"id: {event_id}\n" if event_id is not None else ""
+    return f"event: {name}\n{id_line}data: {body}\n\n".encode()

@@ -51,6 +51,7 @@ class RunWatcher:
         self.status_fp = "-"
         self.draft: Draft | None = None
         self.done: dict[str, Any] | None = None
+        self.snapshot: Any = None  # the feed's last reading (`Refresh.snapshot`), if it gives one
         self.stats = WatcherStats()
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
@@ -68,7 +69,7 @@ class RunWatcher:
     def subscribe(self) -> None:
         self.stats.subscribers += 1
         if self._task is None:
-            if self.feed.kind == "run":
+            if self.feed.writes_answers:
                 self._stop_live = live_drafts.listen(self.feed.run_id, self._on_live_draft)
             self._task = asyncio.create_task(self._run(), name=f"stream-watcher-{self.feed.run_id}")
 
@@ -165,6 +166,9 @@ class RunWatcher:
                 grew = True
         if self.draft is not None and self.draft.seq <= self.last_seq:
             self.draft = None  # the finished answer arrived as an update
+        if refresh.snapshot is not None and refresh.snapshot != self.snapshot:
+            self.snapshot = refresh.snapshot
+            grew = True
         status_fp = fingerprint(refresh.status)
         if status_fp != self.status_fp:
             self.status, self.status_fp = refresh.status, status_fp

@@ -59,7 +59,6 @@ def param_of(body: dict[str, Any]) -> tuple[int, str | None, str]:
         ({"tool_choice": "none"}, "tool_choice"),
         ({"tools": [{"type": "mcp"}]}, "tools"),
         ({"max_output_tokens": 5}, "max_output_tokens"),
-        ({"stream": True}, "stream"),
         ({"store": False}, "store"),
         ({"reasoning": {"effort": "low"}}, "reasoning"),
         ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0].type"),
@@ -71,6 +70,17 @@ def param_of(body: dict[str, Any]) -> tuple[int, str | None, str]:
 )
 def test_unsupported_parameters_are_named(body: dict[str, Any], param: str) -> None:
     assert param_of(body) == (400, param, "unsupported_parameter")
+
+
+def test_stream_options_need_a_stream() -> None:
+    assert parse_create({"model": "helper", "input": "hi", "stream": True, "stream_options": {}}).body.stream
+    streamed = parse_create(
+        {"model": "helper", "input": "hi", "stream": True, "stream_options": {"include_obfuscation": False}}
+    )
+    assert streamed.body.stream_options is not None
+    with pytest.raises(ApiProblem) as error:
+        parse_create({"model": "helper", "input": "hi", "stream_options": {"include_obfuscation": True}})
+    assert (error.value.status, error.value.field) == (400, "stream_options")
 
 
 def test_values_that_change_nothing_are_accepted() -> None:

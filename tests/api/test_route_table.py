@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import json
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -103,8 +104,8 @@ def test_the_declared_path_parameters_are_the_templates() -> None:
 
 
 def test_a_declaration_that_contradicts_itself_fails_naming_the_route() -> None:
-    with pytest.raises(ValidationError, match=r"route 'get_thing' .*: a stream needs a native handler"):
-        thing_route(stream=True)
+    with pytest.raises(ValidationError, match=r"route 'get_thing' .*: openai_events describes a stream"):
+        thing_route(openai_events=True)
     with pytest.raises(ValidationError, match=r"route 'get_thing' .*: public=True but its handler is not marked"):
         thing_route(public=True)
     with pytest.raises(ValidationError, match="public=False but its handler is marked @public"):
@@ -233,7 +234,10 @@ def assert_the_worker_loads(name: str, fn: Callable[..., Any], bindings: list[di
 @pytest.fixture(scope="module")
 def app_host() -> Iterator[InProcessHost]:
     with InProcessHost(REPO_ROOT, clock="virtual", env={"SESSION_STORE_PATH": ":memory:"}) as host:
-        yield host
+        try:
+            yield host
+        finally:  # the app's services (built from this env) must not outlive it: the next app has its own settings
+            sys.modules["agent_runs.services"].RunServices.reset()
 
 
 def test_every_registered_route_is_in_the_document_with_its_parameters_and_back(app_host: InProcessHost) -> None:

@@ -1,0 +1,61 @@
+"""Reading a run the way the Responses routes and streams show it: one `RunSnapshot` per look (the same reading as
+the run routes' views, `run_views`), and the id of the response a conversation's run continues."""
+
+from __future__ import annotations
+
+from agent_runs.contracts import RunProgress
+from agent_runs.sequence import run_seq_range
+from agent_runs.services import RunServices
+from agent_runs.store_log import load_session_records
+from http_api.decision_delivery import redeliver_stalled
+from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.openai_responses.ids import ResponseRef
+from http_api.openai_responses.mapping import RunSnapshot, turn_count
+from http_api.run_views import reconcile, run_status, run_usage, visible_seq
+from session_store import RunRecord
+
+
+async def read_snapshot(
+    services: RunServices,
+    gateway: DurableGateway,
+    run: RunRecord,
+    state: OrchestrationState[RunProgress] | None,
+    previous_response_id: str | None = None,
+) -> RunSnapshot:
+    """The run as of `state` (read just before): the same reading as the run routes' views (`run_views`)."""
+    store = services.store
+    progress = state.progress if state is not None else None
+    if progress is not None:
+        await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals)
+    run = await reconcile(store, await store.get_run(run.run_id) or run, state)
+    messages = []
+    if run.ordinal > 0:  # 0: queued behind another run of the session (started elsewhere with if_busy): nothing yet
+        first, _ = run_seq_range(run.ordinal)
+        messages = await load_session_records(
+            store, run.session_id, after_seq=first - 1, up_to_seq=visible_seq(run, state)
+        )
+    return RunSnapshot(
+        run=run,
+        status=run_status(run, state),
+        messages=messages,
+        approvals=await store.list_approvals(run_id=run.run_id),
+        usage=run_usage(run, state),
+        waiting_on=list(progress.pending_approvals) if progress is not None and not run.finished else [],
+        finish_reason=progress.reason if progress is not None else None,
+        previous_response_id=previous_response_id,
+    )
+
+
+async def previous_response_of(services: RunServices, run: RunRecord) -> str | None:
+    """The id of the last turn of the session's run before `run` (what its `previous_response_id` was)."""
+    if run.ordinal <= 1:
+        return None
+    earlier = next((r for r in await services.store.list_runs(run.session_id) if r.ordinal == run.ordinal - 1), None)
+    if earlier is None:
+        return None
+    first, last = run_seq_range(earlier.ordinal)
+    messages = await load_session_records(services.store, earlier.session_id, after_seq=first - 1, up_to_seq=last)
+    snapshot = RunSnapshot(
+        run=earlier, status=earlier.status, messages=messages, approvals=[], usage=run_usage(earlier, None)
+    )
+    return ResponseRef(earlier.run_id, turn_count(snapshot)).response_id
