@@ -105,8 +105,14 @@ class WorkflowWaits:
 
     def wait_for_signal(self, events: list[str], until: datetime | None) -> Waited:
         """One race of the events' fresh waiters, the timer and cancel; an event that rang on an older waiter counts.
-        A signal that arrived wins over a cancel (the cancel is taken at the next step)."""
+        What arrived since the step checked the older waiters (while it probed the store) landed on one of them, not
+        on this race's: it is taken first, else the race would wait on. A signal that arrived wins over a cancel (the
+        cancel is taken at the next step)."""
         rings = [self._ring(name) for name in events]
+        if any(ring.rang() for ring in rings):
+            return Rang()
+        if self._cancel_received():
+            return Cancelled()
         cancel = self._cancel_waiter()
         timer = self._context.create_timer(until) if until is not None else None
         self.publish()
