@@ -88,9 +88,7 @@ class WorkflowDriver:
         if self._done is not None:
             return self._done
         while self.state.pc < len(self.program) and self.program[self.state.pc].op == "jump":
-            target = self.program[self.state.pc].target
-            assert target is not None
-            self.state.pc = target
+            self.state.pc = self.program[self.state.pc].branch_target()
         if self.state.pc >= len(self.program):
             return self._finish("completed", "all steps completed")
         if self._executed >= STEPS_PER_EXECUTION:
@@ -129,7 +127,8 @@ class WorkflowDriver:
     def on_result(self, result: StepResult, now: datetime) -> None:
         """Feed back the result of the current `ExecuteStep`."""
         command = self._current
-        assert command is not None and command.step_id == result.step_id, "result for a step that is not running"
+        if command is None or command.step_id != result.step_id:
+            raise ValueError(f"a result for step {result.step_id!r}, which is not running")
         self._current = None
         self._step_done()
         if result.status == "cancelled" or result.cancel_requested:
@@ -144,8 +143,7 @@ class WorkflowDriver:
             self.state.last_step = result.step_id
         instruction = self.program[self.state.pc]
         if instruction.op == "test":
-            assert instruction.target is not None
-            self.state.pc = self.state.pc + 1 if result.condition else instruction.target
+            self.state.pc = self.state.pc + 1 if result.condition else instruction.branch_target()
         elif instruction.op == "monitor":
             self._after_check(self._monitor(instruction.step_id), result, now)
         elif instruction.op == "approval" and result.approved is False and self._rejection_fails(result.step_id):
@@ -154,8 +152,7 @@ class WorkflowDriver:
             self.state.pc += 1
 
     def _after_check(self, step: MonitorStep, result: StepResult, now: datetime) -> None:
-        monitor = self.state.monitor
-        assert monitor is not None
+        monitor = self._running_monitor()
         if result.condition:
             self.state.monitor = None
             self.state.pc += 1
@@ -172,8 +169,7 @@ class WorkflowDriver:
             monitor.sleeping_until = min(wake, monitor.deadline_at) if monitor.deadline_at else wake
 
     def on_slept(self) -> None:
-        assert self.state.monitor is not None
-        self.state.monitor.sleeping_until = None
+        self._running_monitor().sleeping_until = None
         self._step_done()
 
     def on_cancel(self) -> Done:
@@ -236,8 +232,14 @@ class WorkflowDriver:
 
     def _monitor(self, step_id: str) -> MonitorStep:
         step = self.definition.step(step_id)
-        assert isinstance(step, MonitorStep)
+        if not isinstance(step, MonitorStep):
+            raise TypeError(f"step {step_id!r} is not a monitor")
         return step
+
+    def _running_monitor(self) -> MonitorState:
+        if self.state.monitor is None:
+            raise ValueError("no monitor is running")
+        return self.state.monitor
 
     def _rejection_fails(self, step_id: str) -> bool:
         step = self.definition.step(step_id)

@@ -22,6 +22,12 @@ class Instruction(BaseModel):
     target: int | None = None
     """`test`: where to go when the condition is false; `jump`: where to go."""
 
+    def branch_target(self) -> int:
+        """`target` of a `test` or `jump` (the compiler sets it on both: missing is a compiler bug)."""
+        if self.target is None:
+            raise ValueError(f"the {self.op} instruction of step {self.step_id!r} has no target")
+        return self.target
+
 
 def compile_program(definition: WorkflowDefinition) -> list[Instruction]:
     program: list[Instruction] = []
