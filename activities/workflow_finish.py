@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs.closing import expire_pending_approvals
 from durable_steps import activity
-from session_store import AlreadyDecidedError
 from telemetry.workflow_spans import emit_workflow_span
 from workflow_runtime.contracts import FinishRequest, NoResult
 from workflow_runtime.journal import WorkflowContext
@@ -24,14 +23,7 @@ async def workflow_finish(request: FinishRequest) -> NoResult:
         code = request.code or ("step_failed" if request.failed_step else request.status)
         error = {"code": code, "message": request.reason, "step": request.failed_step}
     await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error)
-    for pending in await ctx.store.list_approvals(run_id=request.ref.run_id, status="pending"):
-        try:
-            await ctx.store.decide_approval(
-                pending.approval_id, "expired", reason=f"The workflow ended ({request.status}).",
-                decided_at=datetime.now(UTC),
-            )
-        except AlreadyDecidedError:
-            continue  # decided at the last moment: the decision stands (the workflow no longer waits for it)
+    await expire_pending_approvals(ctx.store, request.ref.run_id, request.status, what="workflow")
     emit_workflow_span(
         request.ref.trace,
         workflow=request.ref.workflow,

@@ -17,12 +17,13 @@ from agent_runtime.steps import close_unresolved_calls_step
 from session_store import AlreadyDecidedError, RunRecord, SessionStore
 
 
-async def expire_pending_approvals(store: SessionStore, run_id: str, status: str) -> None:
-    """Expire the run's undecided approvals: nobody can decide them any more."""
+async def expire_pending_approvals(store: SessionStore, run_id: str, status: str, *, what: str = "run") -> None:
+    """Expire the undecided approvals of the run (or workflow run: `what`) that ended: nobody can decide them any
+    more."""
     for pending in await store.list_approvals(run_id=run_id, status="pending"):
         try:
             await store.decide_approval(
-                pending.approval_id, "expired", reason=f"The run ended ({status}).", decided_at=datetime.now(UTC)
+                pending.approval_id, "expired", reason=f"The {what} ended ({status}).", decided_at=datetime.now(UTC)
             )
         except AlreadyDecidedError:
             continue  # decided in the meantime: that decision stands in the audit trail

@@ -96,7 +96,8 @@ class RunServices:
     @cached_property
     def tokens(self) -> ContinuationTokens:
         return ContinuationTokens(
-            self.run_settings.token_secrets(), ttl_seconds=self.run_settings.continuation_token_ttl_seconds
+            self.run_settings.token_secrets(on_azure=self.deployment_settings.on_azure),
+            ttl_seconds=self.run_settings.continuation_token_ttl_seconds,
         )
 
     def model_client(self) -> ModelClient:

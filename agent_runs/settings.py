@@ -6,6 +6,7 @@
 | `CONTINUATION_TOKEN_TTL_SECONDS` | how long a continuation token stays valid | `86400` |
 | `DEFAULT_APPROVAL_TIMEOUT_SECONDS` | how long approvals wait when neither the request nor the agent says | `86400` |
 | `AGENTS_PACKAGE` | the package whose modules define the served agents | `agents` |
+| `WORKFLOWS_PACKAGE` | the package of the served workflows (`none`: none) | `workflows` with the shipped agents |
 | `STREAM_PARTIAL_OUTPUT` | stream model answers and show the text so far to pollers (`partial_output`) | `true` |
 | `PARTIAL_OUTPUT_INTERVAL_SECONDS` | at most one draft write per this interval while a model answer streams | `0.5` |
 
@@ -15,7 +16,6 @@ Model settings: `agent_runtime.settings`; store settings: `session_store.setting
 from __future__ import annotations
 
 import logging
-import os
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,15 +26,23 @@ log = logging.getLogger(__name__)
 DEVELOPMENT_TOKEN_SECRET = "durable-agents-development-secret-do-not-use-in-production"
 
 
-class RunSettings(BaseSettings):
+class PackageSettings(BaseSettings):
+    """Which packages define what the app serves (read apart from the rest by `workflow_runtime.registry`)."""
+
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    agents_package: str = Field(default="agents", validation_alias="AGENTS_PACKAGE")
+    workflows_package: str | None = Field(default=None, validation_alias="WORKFLOWS_PACKAGE")
+
+
+class RunSettings(PackageSettings):
+    """Everything the durable agent runs read (the packages included)."""
 
     continuation_token_secret: SecretStr | None = Field(default=None, validation_alias="CONTINUATION_TOKEN_SECRET")
     continuation_token_ttl_seconds: int = Field(default=86400, gt=0, validation_alias="CONTINUATION_TOKEN_TTL_SECONDS")
     default_approval_timeout_seconds: float = Field(
         default=86400, gt=0, validation_alias="DEFAULT_APPROVAL_TIMEOUT_SECONDS"
     )
-    agents_package: str = Field(default="agents", validation_alias="AGENTS_PACKAGE")
     stream_partial_output: bool = Field(default=True, validation_alias="STREAM_PARTIAL_OUTPUT")
     partial_output_interval_seconds: float = Field(
         default=0.5, ge=0, validation_alias="PARTIAL_OUTPUT_INTERVAL_SECONDS"
@@ -42,12 +50,14 @@ class RunSettings(BaseSettings):
     cancel_grace_seconds: float = Field(default=30, ge=0, validation_alias="CANCEL_GRACE_SECONDS")
     """How long a cancelled run waits for its step in flight before abandoning it."""
 
-    def token_secrets(self) -> list[str]:
+    def token_secrets(self, *, on_azure: bool) -> list[str]:
+        """The signing secrets; without one the public development secret, except on Azure (`on_azure`:
+        `DeploymentSettings.on_azure`), where a guessable secret would let anyone forge tokens."""
         if self.continuation_token_secret is not None:
             secrets = [s.strip() for s in self.continuation_token_secret.get_secret_value().split(",") if s.strip()]
             if secrets:
                 return secrets
-        if os.environ.get("WEBSITE_INSTANCE_ID"):  # running in Azure: a guessable secret would let anyone forge tokens
+        if on_azure:
             raise ValueError("CONTINUATION_TOKEN_SECRET must be set in Azure (a long random string)")
         log.warning("CONTINUATION_TOKEN_SECRET is not set: using the public development secret")
         return [DEVELOPMENT_TOKEN_SECRET]

@@ -38,20 +38,23 @@ class StoreConversationLog:
         self._seq_by_id: dict[str, int] | None = None
 
     async def messages(self) -> list[Message]:
-        records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
-        self._seq_by_id = {record.message_id: record.seq for record in records}
+        records, _ = await self._read()
         return [Message.model_validate(record.payload) for record in records]
+
+    async def _read(self) -> tuple[list[MessageRecord], dict[str, int]]:
+        """The session's records (after `after_seq`) and the seq of each message id, kept for `append`."""
+        records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
+        self._seq_by_id = seq_by_id = {record.message_id: record.seq for record in records}
+        return records, seq_by_id
 
     async def append(self, message: Message) -> None:
         if message.message_id is None:
             raise ValueError("messages written to a session need a message_id")
-        if self._seq_by_id is None:
-            await self.messages()
-        assert self._seq_by_id is not None
-        seq = self._seq_by_id.get(message.message_id)
+        seq_by_id = self._seq_by_id if self._seq_by_id is not None else (await self._read())[1]
+        seq = seq_by_id.get(message.message_id)
         if seq is None:
             seq = self._next_seq()
-            self._seq_by_id[message.message_id] = seq
+            seq_by_id[message.message_id] = seq
         await self._store.append_messages(self._session_id, [to_record(self._session_id, self._run_id, seq, message)])
 
     def _next_seq(self) -> int:
@@ -80,7 +83,8 @@ class OpenRunLog(StoreConversationLog):
 
 
 def to_record(session_id: str, run_id: str | None, seq: int, message: Message) -> MessageRecord:
-    assert message.message_id is not None
+    if message.message_id is None:
+        raise ValueError("messages written to a session need a message_id")
     return MessageRecord(
         session_id=session_id,
         message_id=message.message_id,

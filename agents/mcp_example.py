@@ -11,15 +11,29 @@ Every MCP tool waits for a person's approval (remote tools are someone else's co
 
 from __future__ import annotations
 
-import os
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.mcp import McpServer
 
 from .assistant import get_weather
 
-if os.environ.get("MCP_EXAMPLE_URL"):
-    _trusted = [name.strip() for name in os.environ.get("MCP_EXAMPLE_TRUSTED_TOOLS", "").split(",") if name.strip()]
+
+class McpExampleSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
+
+    url: str | None = Field(default=None, validation_alias="MCP_EXAMPLE_URL")
+    api_key: SecretStr | None = Field(default=None, validation_alias="MCP_EXAMPLE_API_KEY")
+    scope: str | None = Field(default=None, validation_alias="MCP_EXAMPLE_SCOPE")
+    trusted_tools: str = Field(default="", validation_alias="MCP_EXAMPLE_TRUSTED_TOOLS")
+
+    def trusted(self) -> list[str]:
+        return [name.strip() for name in self.trusted_tools.split(",") if name.strip()]
+
+
+_settings = McpExampleSettings()
+if _settings.url:
     mcp_assistant = AgentDefinition(
         name="mcp_assistant",
         description="Answers with the weather tool and the tools of the MCP server named by MCP_EXAMPLE_URL.",
@@ -29,9 +43,9 @@ if os.environ.get("MCP_EXAMPLE_URL"):
             McpServer(
                 name="example",
                 url_setting="MCP_EXAMPLE_URL",  # read when a run starts, like the secrets below
-                header_settings={"X-Api-Key": "MCP_EXAMPLE_API_KEY"} if os.environ.get("MCP_EXAMPLE_API_KEY") else {},
-                credential_scope=os.environ.get("MCP_EXAMPLE_SCOPE") or None,
-                approval={"*": "always", **{name: "never" for name in _trusted}},
+                header_settings={"X-Api-Key": "MCP_EXAMPLE_API_KEY"} if _settings.api_key is not None else {},
+                credential_scope=_settings.scope,
+                approval={"*": "always", **{name: "never" for name in _settings.trusted()}},
                 timeout_seconds=60,
             ),
         ],

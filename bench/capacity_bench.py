@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.checks import expect
 from bench.report import command_line, publish, section, table
 from bench.workload.brain import WorkloadBrain, blobs_prompt, email_prompt
 from bench.workload.host import workload_host
@@ -199,18 +200,18 @@ def run_scenario(host: InProcessHost, state_path: Path, prompt: str, approve: bo
     """One run from its HTTP start to completion (approving its tool call if asked), then one poll of it."""
     COUNTER.take()
     started = host.client.post("/api/agents/worker/runs", json={"input": prompt})
-    assert started.status_code in (200, 202), started.text
+    expect(started.status_code in (200, 202), started.text)
     run_id = started.json()["run_id"]
     if approve:
         view = _until_requires_action(host, run_id)
         approval_id = view["pending_approvals"][0]["approval_id"]
         decided = host.client.post(f"/api/runs/{run_id}/approvals/{approval_id}", json={"decision": "approve"})
-        assert decided.status_code == 202, decided.text
+        expect(decided.status_code == 202, decided.text)
     status = host.wait_for_status(run_id, timeout=60)
-    assert status["runtimeStatus"] == "Completed", status
+    expect(status["runtimeStatus"] == "Completed", status)
     run_ops = [op for op in COUNTER.take() if op[4] != POLL]  # the approval run's own polls are not its cost
     polled = host.client.get(f"/api/runs/{run_id}")
-    assert polled.status_code == 200, polled.text
+    expect(polled.status_code == 200, polled.text)
     poll_ops = COUNTER.take()
     history = raw_history(state_path, run_id)
     callers = by_caller(run_ops)

@@ -26,6 +26,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.checks import BenchmarkFailedError
 from bench.cpu import CpuWindow, process_tree
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.brain import blobs_prompt
@@ -107,9 +108,11 @@ def measure(workers: int, latency_ms: float, batches: list[int]) -> list[list[ob
         host = SubprocessHost(REPO_ROOT, state_path=Path(tmp) / "engine.sqlite3", env=env, workers=workers).start()
         try:
             asyncio.run(batch(host.base_url, 4))  # warm-up: imports, store, model clients in every worker
-            assert host.pid is not None
+            pid = host.pid
+            if pid is None:
+                raise BenchmarkFailedError("the app host did not start")
             for runs in batches:
-                cpu = CpuWindow(process_tree(host.pid)).start()
+                cpu = CpuWindow(process_tree(pid)).start()
                 clients = own_cpu_seconds()
                 latencies, failures, wall = asyncio.run(batch(host.base_url, runs))
                 clients = own_cpu_seconds() - clients

@@ -31,6 +31,7 @@ import azure.functions as func
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.checks import expect
 from devhost.app_loader import FunctionIndex
 from devhost.engine.api import DurableEngine, RealClock, RuntimeStatus
 
@@ -63,7 +64,7 @@ async def _run_one(engine: DurableEngine, name: str, size: int) -> float:
     started = time.perf_counter()
     iid = await engine.start_new(name, None, json.dumps(str(size)))  # the Python client encoding
     status = await engine.wait_for_status(iid, timeout=120)
-    assert status.runtime_status == RuntimeStatus.Completed, status
+    expect(status.runtime_status == RuntimeStatus.Completed, status)
     return time.perf_counter() - started
 
 
@@ -72,7 +73,7 @@ async def _concurrent_chains(engine: DurableEngine, instances: int, steps: int) 
     ids = [await engine.start_new("chain", None, json.dumps(str(steps))) for _ in range(instances)]
     for iid in ids:
         status = await engine.wait_for_status(iid, timeout=300)
-        assert status.runtime_status == RuntimeStatus.Completed
+        expect(status.runtime_status == RuntimeStatus.Completed, status)
     return time.perf_counter() - started
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from agent_runtime.models.retrying import RetryingModelClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.settings import ModelSettings, build_model_client
+from bench.checks import expect
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.agents.worker import worker
 from bench.workload.brain import WorkloadBrain, blobs_prompt
@@ -46,7 +47,7 @@ async def in_process_turns(model_url: str, conversations: int) -> list[float]:
                 started = time.perf_counter()
                 result = await runner.run(PROMPT)
                 times.append(time.perf_counter() - started)
-                assert result.status == "completed", result.reason
+                expect(result.status == "completed", result.reason)
         return times
     finally:
         await inner.aclose()  # on this loop, before asyncio.run closes it
@@ -71,10 +72,10 @@ def _durable_turn(host: InProcessHost, session_id: str | None) -> str:
     """Start one turn over HTTP and wait for its orchestration to complete; returns the session id."""
     body = {"input": PROMPT, **({"session_id": session_id} if session_id else {})}
     response = host.client.post("/api/agents/worker/runs", json=body)
-    assert response.status_code in (200, 202), response.text
+    expect(response.status_code in (200, 202), response.text)
     view = response.json()
     status = host.wait_for_status(view["run_id"], timeout=60)
-    assert status["runtimeStatus"] == "Completed", status
+    expect(status["runtimeStatus"] == "Completed", status)
     return view["session_id"]
 
 

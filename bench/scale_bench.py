@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.checks import expect
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.brain import WorkloadBrain, blobs_prompt
 from bench.workload.host import workload_host
@@ -70,7 +71,7 @@ def run_once(server: ScriptedModelServer, steps: int, size: int, workdir: Path, 
         view = host.client.post("/api/agents/worker/runs", json={"input": blobs_prompt(steps, size)}).json()
         status = host.wait_for_status(view["run_id"], timeout=600)
         wall = time.perf_counter() - started
-        assert status["runtimeStatus"] == "Completed", status
+        expect(status["runtimeStatus"] == "Completed", status)
         messages = host.client.get(f"/api/sessions/{view['session_id']}").json()["message_count"]
     episodes = probe.episodes
     last = episodes[-1]

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.checks import expect
 from session_store import MessageRecord, SessionStore, SqliteSessionStore, StoreSettings
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -78,7 +79,8 @@ async def bench_store(name: str, store: SessionStore, messages: int, full_reads:
         full = "-"
         if full_reads:
             start = time.perf_counter()
-            assert await _read_all(store, session_id) == appended
+            read = await _read_all(store, session_id)
+            expect(read == appended, f"read {read} of the {appended} messages appended")
             full = _ms(time.perf_counter() - start)
         window.sort()
         rows.append([name, str(appended), _ms(statistics.mean(window)), _ms(window[len(window) // 2]),

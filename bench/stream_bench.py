@@ -29,6 +29,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.checks import BenchmarkFailedError
 from bench.cpu import CpuWindow, process_tree
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.host import REPO_ROOT, app_env
@@ -191,7 +192,8 @@ async def main_async(args: argparse.Namespace) -> str:
                              percentile(ms, 95) if ms else "-", max(ms) if ms else "-"])
             model.chunk_delay_ms = 0
             with host_for(Path(tmp), model.base_url, 0, "concurrency") as host:
-                assert host.process is not None
+                if host.process is None:
+                    raise BenchmarkFailedError("the app host did not start")
                 figures = await concurrency_case(host.base_url, model, process_tree(host.process.pid),
                                                  args.streams, args.idle_s)
     finally:

@@ -116,7 +116,8 @@ class DevHost:
 
     @property
     def port(self) -> int:
-        assert self.http.port is not None
+        if self.http.port is None:
+            raise RuntimeError("devhost's HTTP server is not listening")
         return self.http.port
 
     @property

@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-from agent_runs.starting import SessionAgentMismatchError, SessionNotOwnedError, open_session
-from agent_runtime.agents import AgentDefinition
 from agent_runtime.approvers import ANONYMOUS, may_decide
 from http_api.caller import current_principal
 from http_api.identity import Principal
@@ -33,18 +31,6 @@ def can_decide(principal: Principal, approval: ApprovalRecord, run_owner_id: str
         principal_id=principal.id,
         roles=principal.roles,
     )
-
-
-async def open_owned_session(store: SessionStore, session_id: str, agent: AgentDefinition, caller: Principal) -> None:
-    """Open (or create) the caller's session for a run: another principal's session is a 404, as if missing."""
-    try:
-        await open_session(store, session_id, agent, owner_id=caller.id, owner_name=caller.name)
-    except SessionNotOwnedError as error:
-        raise not_found("session_not_found", "Session", session_id, field="body.session_id") from error
-    except SessionAgentMismatchError as error:
-        raise ApiProblem(
-            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
-        ) from error
 
 
 async def visible_approvals(

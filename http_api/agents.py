@@ -111,6 +111,6 @@ async def health(req: func.HttpRequest) -> func.HttpResponse:
             "auth_mode": report.auth_mode,
             "on_azure": report.on_azure,
             "warnings": report.warnings,
-            "auth": authenticator().health(),
+            "auth": authenticator().health(on_azure=report.on_azure),
         }
     )

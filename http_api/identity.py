@@ -19,7 +19,6 @@ import base64
 import binascii
 import json
 import logging
-import os
 import threading
 import urllib.request
 from collections.abc import Mapping
@@ -208,10 +207,10 @@ class Authenticator:
             return await asyncio.to_thread(self._jwt.principal, headers)  # JWKS fetches block
         return NO_AUTH_PRINCIPAL
 
-    def health(self) -> dict[str, Any]:
-        """What `GET /api/health` says about identities (a warning for `none` on Azure)."""
+    def health(self, *, on_azure: bool) -> dict[str, Any]:
+        """What `GET /api/health` says about identities (a warning for `none` on Azure: `on_azure`)."""
         report: dict[str, Any] = {"mode": self.settings.mode, "warning": None}
-        if self.settings.mode == "none" and os.environ.get("WEBSITE_INSTANCE_ID"):
+        if self.settings.mode == "none" and on_azure:
             report["warning"] = (
                 "AUTH_MODE=none on Azure: every function-key holder is the same principal and may see and decide "
                 "everything; set AUTH_MODE=easyauth or jwt to tell callers apart."

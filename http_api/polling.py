@@ -1,4 +1,5 @@
-"""What runs and workflow runs share over HTTP: the poll query, long-polling, and the status code of a view.
+"""What every poll shares over HTTP: the poll query, long-polling, and the status code of a view (when a run's
+view is worth answering: `run_lifecycle.wait_for_view`).
 
 Long-polling reads only the orchestration state between views (one status call) and rebuilds a view from the
 store only when that state changed: every change a client can see (progress, new updates or steps, approvals
@@ -27,7 +28,7 @@ RETRY_AFTER_SECONDS = "1"
 FAILED_STATUS_CODE = 500
 
 StateT = TypeVar("StateT")
-ViewT = TypeVar("ViewT", bound=BaseModel)
+ViewT = TypeVar("ViewT")
 
 
 class PollQuery(BaseModel):

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import azure.durable_functions as df
@@ -23,24 +21,22 @@ from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import BudgetAboveAgentLimitError, RunBudget
-from http_api import idempotency
-from http_api.access import open_owned_session, owns
+from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
-from http_api.polling import PollQuery, long_poll, view_response
+from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found
-from http_api.request_context import base_url, verify_token
+from http_api.request_context import base_url
+from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
 from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reconcile
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from session_store import RunRecord, SessionBusyError, SessionStore
 from session_store.records import QueuePosition
 from telemetry.trace_context import RunTrace
-
-log = logging.getLogger(__name__)
 
 
 def agent_or_404(services: RunServices, name: str) -> AgentDefinition:
@@ -69,32 +65,13 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     body = read_json_body(req, StartRunRequest)
     budget = _run_budget(agent, body.budget)
     trace = RunTrace.start(req.headers)  # the caller's W3C trace context, or a new trace rooted at the run
-    store, gateway = services.store, DurableGateway(client)
-    caller = current_principal()
-    run_id = uuid.uuid4().hex
-    key = idempotency.key_of(req)
-    start = None
-    if key is not None:
-        request_fingerprint = idempotency.fingerprint(f"agents/{agent.name}", body.model_dump(mode="json"))
-        start = await idempotency.claim(store, caller, key, request_fingerprint, run_id)
-        if not start.first:  # the same request again: answer with its run, as a poll would
-            existing = await idempotency.started_run(store, start)
-            view = await _wait_for_view(
-                services, gateway, existing, cursor=None, wait_seconds=body.wait_seconds, req=req,
-                return_on_updates=False,
-            )
-            return _run_response(view)
-    claimed = start
-
-    async def release() -> None:
-        if claimed is not None:
-            await idempotency.release(store, claimed)
-
-    run = await start_agent_run(
+    gateway = DurableGateway(client)
+    start = await claim_start(req, services.store, f"agents/{agent.name}", body)
+    run = start.replay or await start_agent_run(
         services,
         gateway,
         agent,
-        run_id=run_id,
+        run_id=start.run_id,
         session_id=body.session_id,
         inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
         metadata=body.metadata,
@@ -102,7 +79,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         budget=budget,
         trace=trace,
         if_busy=body.if_busy,
-        on_unclaimed=release,
+        on_unclaimed=start.release,
     )
     view = await _wait_for_view(
         services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
@@ -131,24 +108,21 @@ async def start_agent_run(
     same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started)."""
     store = services.store
     caller = current_principal()
-    try:
-        session_id = session_id or uuid.uuid4().hex
-        await open_owned_session(store, session_id, agent, caller)
+
+    async def create() -> RunRecord:
+        session = await open_run_session(store, session_id, agent)
         record = new_run_record(
             run_id or uuid.uuid4().hex,
-            session_id,
+            session,
             agent,
             metadata,
             overrides=overrides,
             owner_id=caller.id,
             owner_name=caller.name,
         )
-        run = await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy])
-    except Exception:
-        if on_unclaimed is not None:
-            await on_unclaimed()
-        raise
-    try:
+        return await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy])
+
+    async def launch(run: RunRecord) -> None:
         queued = run.ordinal == 0  # waiting for the session: its input waits aside (agent_runs.queued_input)
         if queued:
             await keep_queued_input(store, run.session_id, run.run_id, inputs)
@@ -165,10 +139,9 @@ async def start_agent_run(
             trace=trace,
         ).model_copy(update={"queued": queued})
         await gateway.start_run(run_input)
-    except Exception:
-        await _abandon(store, run)
-        raise
-    if queued and if_busy == "interrupt":
+
+    run = await create_and_start(store, create, launch, on_unclaimed=on_unclaimed)
+    if run.ordinal == 0 and if_busy == "interrupt":
         await _interrupt_active(store, gateway, run.session_id)
     return run
 
@@ -184,15 +157,6 @@ def _run_budget(agent: AgentDefinition, requested: RunBudget | None) -> RunBudge
         ) from error
 
 
-async def _abandon(store: SessionStore, run: RunRecord) -> None:
-    """A start that failed after claiming the session: end the run as failed so that it does not hold the session.
-    Best effort: the store may be what failed (then the next start in that session reconciles the run instead)."""
-    try:
-        await store.finish_run(run.run_id, "failed", error={"code": "start_failed", "message": "could not start"})
-    except Exception:
-        log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
-
-
 QUEUE_POSITIONS: dict[str, QueuePosition | None] = {"reject": None, "enqueue": "back", "interrupt": "front"}
 
 
@@ -203,9 +167,7 @@ async def _interrupt_active(store: SessionStore, gateway: DurableGateway, sessio
     active = await store.get_run(session.active_run_id) if session and session.active_run_id else None
     if active is None or active.finished or active.kind != "agent":
         return
-    if active.cancel_requested_at is None:
-        await store.update_run(active.run_id, cancel_requested_at=datetime.now(UTC))
-    await gateway.send_cancel(active.run_id, "interrupted by a new run")
+    await cancel(store, gateway, active, "interrupted by a new run")
 
 
 async def _begin_run(
@@ -250,13 +212,11 @@ async def get_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) 
             workflow_run=f"{base_url(req)}/api/workflows/runs/{run.run_id}",
         )
     query = query_model(req, PollQuery)
-    cursor = verify_token(services, query.continuation_token, TOKEN_SCOPE, run.run_id)
-    seq = cursor.get("seq") if cursor else None
     view = await _wait_for_view(
         services,
         DurableGateway(client),
         run,
-        cursor=seq if isinstance(seq, int) else None,
+        cursor=poll_cursor(services, query.continuation_token, TOKEN_SCOPE, run.run_id),
         wait_seconds=query.wait_seconds,
         req=req,
         return_on_updates=True,
@@ -279,8 +239,7 @@ async def request_cancel(services: RunServices, client: df.DurableOrchestrationC
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
         await cancel_workflow(services, WorkflowGateway(client), run)
         return
-    await services.store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
-    await DurableGateway(client).send_cancel(run.run_id, "cancelled by the client")
+    await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
 
 
 async def _wait_for_view(
@@ -300,15 +259,18 @@ async def _wait_for_view(
             await redeliver_stalled(services.store, gateway, run.run_id, state.progress.pending_approvals)
         return await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
 
-    def answer_now(view: RunView) -> bool:
-        news = return_on_updates and bool(view.updates)
-        return view.status in FINAL_STATUSES or view.status == "requires_action" or news
-
     async def latest_draft(view: RunView, state: OrchestrationState[RunProgress] | None) -> RunView:
         # Nothing changed but the streamed draft, which the orchestration state does not track.
         return view.model_copy(update={"partial_output": await partial_output(services.store, run, state)})
 
-    return await long_poll(wait_seconds, lambda: gateway.state(run.run_id), build, answer_now, latest_draft)
+    return await wait_for_view(
+        wait_seconds,
+        lambda: gateway.state(run.run_id),
+        build,
+        final_statuses=FINAL_STATUSES,
+        news=(lambda view: bool(view.updates)) if return_on_updates else None,
+        on_timeout=latest_draft,
+    )
 
 
 def _run_response(view: RunView) -> func.HttpResponse:

@@ -7,21 +7,20 @@ Approvals of workflow gates go through the run approval routes with the workflow
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 
 import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from agent_runs.services import RunServices
-from http_api import idempotency
-from http_api.access import open_owned_session, owns
+from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
 from http_api.identity import Principal
-from http_api.polling import PollQuery, long_poll, view_response
+from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
-from http_api.request_context import base_url, verify_token
+from http_api.request_context import base_url
+from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
 from http_api.workflow_doorbells import ring_again
 from http_api.workflow_gateway import WorkflowGateway, WorkflowState
 from http_api.workflow_models import (
@@ -89,27 +88,14 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         workflow_input = definition.input_model.model_validate(body.input)
     except ValidationError as error:
         raise validation_problem(error, prefix="body.input") from error
-    run_id = uuid.uuid4().hex
-    caller = current_principal()
-    store = services.store
     gateway = WorkflowGateway(client)
-    key = idempotency.key_of(req)
-    start = None
-    if key is not None:
-        request_fingerprint = idempotency.fingerprint(f"workflows/{definition.name}", body.model_dump(mode="json"))
-        start = await idempotency.claim(store, caller, key, request_fingerprint, run_id)
-        if not start.first:  # the same request again: answer with its run, as a poll would
-            existing = await idempotency.started_run(store, start)
-            view = await _wait_for_view(services, gateway, existing, None, body.wait_seconds, req,
-                                        return_on_updates=False)
-            return _response(view)
-    try:
-        record = await _begin_workflow_run(services, definition, body, workflow_input, run_id, caller)
-    except Exception:
-        if start is not None:
-            await idempotency.release(store, start)
-        raise
-    try:
+    start = await claim_start(req, services.store, f"workflows/{definition.name}", body)
+    run_id = start.run_id
+
+    async def create() -> RunRecord:
+        return await _begin_workflow_run(services, definition, body, workflow_input, run_id, current_principal())
+
+    async def launch(record: RunRecord) -> None:
         package = workflows_package()
         if package is None:  # pragma: no cover - a definition was found, so a package is served
             raise RuntimeError("workflow definitions found without a workflows package")
@@ -118,9 +104,8 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             trace=RunTrace.start(req.headers),
         )
         await gateway.start(WorkflowInput(ref=ref))
-    except Exception:
-        await store.finish_run(run_id, "failed", error={"code": "start_failed", "message": "could not start"})
-        raise
+
+    record = start.replay or await create_and_start(services.store, create, launch, on_unclaimed=start.release)
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
 
@@ -175,10 +160,7 @@ async def _conversation_session(
                 field="body.session_id",
             )
         return None
-    session_id = session_id or uuid.uuid4().hex
-    agent = services.agents.get(definition.session_agent)
-    await open_owned_session(services.store, session_id, agent, current_principal())
-    return session_id
+    return await open_run_session(services.store, session_id, services.agents.get(definition.session_agent))
 
 
 @http_endpoint
@@ -186,11 +168,8 @@ async def get_workflow_run(req: func.HttpRequest, client: df.DurableOrchestratio
     services = RunServices.current()
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
     query = query_model(req, PollQuery)
-    cursor = verify_token(services, query.continuation_token, TOKEN_SCOPE, record.run_id)
-    seq = cursor.get("seq") if cursor else None
-    view = await _wait_for_view(
-        services, WorkflowGateway(client), record, seq if isinstance(seq, int) else None, query.wait_seconds, req
-    )
+    cursor = poll_cursor(services, query.continuation_token, TOKEN_SCOPE, record.run_id)
+    view = await _wait_for_view(services, WorkflowGateway(client), record, cursor, query.wait_seconds, req)
     return _response(view)
 
 
@@ -207,9 +186,7 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
 
 async def cancel_workflow(services: RunServices, gateway: WorkflowGateway, record: RunRecord) -> list[str]:
     """Flag and signal the cancel of a workflow run and of its running child runs; returns the children cancelled."""
-    if record.cancel_requested_at is None:
-        await services.store.update_run(record.run_id, cancel_requested_at=datetime.now(UTC))
-    await gateway.send_cancel(record.run_id, "cancelled by the client")
+    await cancel(services.store, gateway, record, "cancelled by the client")
     return await _cancel_children(services, gateway, record.run_id)
 
 
@@ -223,9 +200,7 @@ async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_
         child = await services.store.get_run(child_id)
         if child is None or child.finished:
             continue
-        if child.cancel_requested_at is None:
-            await services.store.update_run(child_id, cancel_requested_at=datetime.now(UTC))
-        await gateway.send_cancel(child_id, "the workflow was cancelled")
+        await cancel(services.store, gateway, child, "the workflow was cancelled")
         cancelled.append(child_id)
     return cancelled
 
@@ -289,11 +264,13 @@ async def _wait_for_view(
             await ring_again(services.store, gateway, record.run_id, state.progress)  # a ring that never came
         return view
 
-    def answer_now(view: WorkflowRunView) -> bool:
-        news = return_on_updates and bool(view.steps)
-        return view.status in FINAL_WORKFLOW_STATUSES or view.status == "requires_action" or news
-
-    return await long_poll(wait_seconds, lambda: gateway.state(record.run_id), build, answer_now)
+    return await wait_for_view(
+        wait_seconds,
+        lambda: gateway.state(record.run_id),
+        build,
+        final_statuses=FINAL_WORKFLOW_STATUSES,
+        news=(lambda view: bool(view.steps)) if return_on_updates else None,
+    )
 
 
 def _response(view: WorkflowRunView) -> func.HttpResponse:

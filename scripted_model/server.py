@@ -23,10 +23,10 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from .conversation import ChatCompletionRequest
-from .engine import Decision, Responder, ScriptEngine, ScriptExhausted
+from .engine import Responder, ScriptEngine, ScriptExhausted
 from .request_log import RequestLog
 from .script import Fault, Script
-from .wire import completion_body, error_body, next_id, stream_chunks
+from .wire import Answer, completion_body, error_body, next_id, stream_chunks
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,9 @@ class ScriptedModelServer:
         await self._until_released()
         if decision.fault is not None:
             return await self._serve_fault(request, decision.fault, parsed)
-        return await self._serve_answer(request, decision, parsed)
+        if decision.answer is None:  # pragma: no cover - `ScriptEngine.decide` answers whenever it does not fault
+            raise RuntimeError("the scripted model decided neither a fault nor an answer")
+        return await self._serve_answer(request, decision.answer, parsed)
 
     async def _until_released(self, mid_stream: bool = False) -> None:
         with self._hold_lock:
@@ -289,14 +291,13 @@ class ScriptedModelServer:
         await waiter
 
     async def _serve_answer(
-        self, request: web.Request, decision: Decision, parsed: ChatCompletionRequest
+        self, request: web.Request, answer: Answer, parsed: ChatCompletionRequest
     ) -> web.StreamResponse:
-        assert decision.answer is not None
         completion_id = next_id("chatcmpl")
         if not parsed.stream:
-            return web.json_response(completion_body(decision.answer, completion_id=completion_id, model=parsed.model))
+            return web.json_response(completion_body(answer, completion_id=completion_id, model=parsed.model))
         chunks = stream_chunks(
-            decision.answer, completion_id=completion_id, model=parsed.model, include_usage=parsed.include_usage
+            answer, completion_id=completion_id, model=parsed.model, include_usage=parsed.include_usage
         )
         response = await self._open_stream(request)
         pause_after, times = self._pause_after, self.chunk_times

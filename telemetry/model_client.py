@@ -8,7 +8,6 @@ Message contents go on the span only when `OTEL_INSTRUMENTATION_GENAI_CAPTURE_ME
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -29,15 +28,15 @@ from agent_runtime.messages import (
 from agent_runtime.models.types import ChatRequest, ModelClient
 from agent_runtime.steps import default_model
 from telemetry import metrics
+from telemetry.settings import TelemetrySettings
 from telemetry.spans import mark_error, tracer
 
-CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # gen_ai.provider.name well-known values; every client here speaks the OpenAI API.
 _PROVIDERS = {"azure_openai": "azure.ai.openai"}
 
 
 def capture_content() -> bool:
-    return os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
+    return TelemetrySettings().capture_message_content
 
 
 class TracedModelClient:

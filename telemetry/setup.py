@@ -18,9 +18,7 @@ processes import the app too, so each process configures itself once.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +28,8 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+
+from telemetry.settings import TelemetrySettings
 
 log = logging.getLogger(__name__)
 DEFAULT_SERVICE_NAME = "durable-agents"
@@ -47,21 +47,23 @@ class TelemetryPlan:
     metrics: frozenset[str] = frozenset()
 
 
-def configure_telemetry(environ: Mapping[str, str] | None = None) -> TelemetryPlan:
-    """Configure this process once from the environment; returns the plan, then the same one on every later call."""
+def configure_telemetry(settings: TelemetrySettings | None = None) -> TelemetryPlan:
+    """Configure this process once from its settings (default: the environment); returns the plan, then the same
+    one on every later call."""
     global _configured
     with _lock:
         if _configured is None:
-            _configured = telemetry_plan(os.environ if environ is None else environ)
+            _configured = telemetry_plan(settings or TelemetrySettings())
             apply(_configured)
         return _configured
 
 
-def telemetry_plan(env: Mapping[str, str]) -> TelemetryPlan:
-    if env.get("APPLICATIONINSIGHTS_CONNECTION_STRING"):
+def telemetry_plan(settings: TelemetrySettings) -> TelemetryPlan:
+    if settings.applicationinsights_connection_string is not None:
         return TelemetryPlan("azure_monitor")
-    traces = _exporters(env, "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    meters = _exporters(env, "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    endpoint = settings.otlp_endpoint
+    traces = _exporters("OTEL_TRACES_EXPORTER", settings.traces_exporter, endpoint or settings.otlp_traces_endpoint)
+    meters = _exporters("OTEL_METRICS_EXPORTER", settings.metrics_exporter, endpoint or settings.otlp_metrics_endpoint)
     if not traces and not meters:
         return TelemetryPlan("none")
     return TelemetryPlan("sdk", frozenset(traces), frozenset(meters))
@@ -86,11 +88,10 @@ def apply(plan: TelemetryPlan) -> None:
     log.info("OpenTelemetry: traces %s, metrics %s", sorted(plan.traces) or "off", sorted(plan.metrics) or "off")
 
 
-def _exporters(env: Mapping[str, str], variable: str, signal_endpoint: str) -> set[str]:
-    value = env.get(variable)
+def _exporters(variable: str, value: str | None, endpoint: str | None) -> set[str]:
+    """The exporters `variable` names; unset: OTLP when an OTLP endpoint is set (as the SDK's own default is)."""
     if value is None or not value.strip():
-        has_endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get(signal_endpoint)
-        return {"otlp"} if has_endpoint else set()
+        return {"otlp"} if endpoint else set()
     names = {name.strip().lower() for name in value.split(",") if name.strip()}
     unknown = names - _EXPORTERS
     if unknown:

@@ -185,8 +185,9 @@ class MonitorStep(_Step):
         """The check as a step of its own (same id: its output is the monitor's)."""
         if self.function is not None:
             return FunctionStep(id=self.id, function=self.function)
-        # `_one_check` makes an agent check carry its prompt
-        return AgentStep(id=self.id, agent=str(self.agent), prompt=str(self.prompt))
+        if self.agent is None or self.prompt is None:  # pragma: no cover - `_one_check` allows no other case
+            raise ValueError(f"monitor {self.id!r} has neither a function nor an agent with a prompt")
+        return AgentStep(id=self.id, agent=self.agent, prompt=self.prompt)
 
 
 Step = Annotated[

@@ -23,7 +23,8 @@ class Instruction(BaseModel):
     """`test`: where to go when the condition is false; `jump`: where to go."""
 
     def branch_target(self) -> int:
-        if self.target is None:  # `compile_program` sets it on every test and jump
+        """`target` of a `test` or `jump` (the compiler sets it on both: missing is a compiler bug)."""
+        if self.target is None:
             raise ValueError(f"the {self.op} instruction of step {self.step_id!r} has no target")
         return self.target
 

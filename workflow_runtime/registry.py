@@ -7,15 +7,12 @@ message naming the module and the step, never in the middle of a run.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable
 
+from agent_runs.settings import PackageSettings
 from agent_runtime.definitions import DefinitionRegistry
 from workflow_runtime.definition import WorkflowDefinition, WorkflowDefinitionError
-
-WORKFLOWS_PACKAGE_SETTING = "WORKFLOWS_PACKAGE"
-AGENTS_PACKAGE_SETTING = "AGENTS_PACKAGE"
 
 
 class UnknownWorkflowError(LookupError):
@@ -44,11 +41,11 @@ SHIPPED_PACKAGE = "workflows"
 def workflows_package() -> str | None:
     """`WORKFLOWS_PACKAGE` (`none` serves no workflows). Unset: the shipped `workflows`, which are built on the
     shipped agents, so an app serving another `AGENTS_PACKAGE` serves no workflows unless it names its own."""
-    configured = os.environ.get(WORKFLOWS_PACKAGE_SETTING, "").strip()
+    settings = PackageSettings()
+    configured = (settings.workflows_package or "").strip()
     if configured:
         return None if configured.lower() == "none" else configured
-    agents = os.environ.get(AGENTS_PACKAGE_SETTING, "").strip()
-    return SHIPPED_PACKAGE if agents in ("", "agents") else None
+    return SHIPPED_PACKAGE if settings.agents_package.strip() in ("", "agents") else None
 
 
 def package_workflows(package: str) -> WorkflowRegistry:

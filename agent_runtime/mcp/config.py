@@ -13,7 +13,6 @@ identity on Azure) as `Authorization: Bearer ...`.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..named_settings import named_setting
 from ..tools import ApprovalPolicy
 
 SETTING_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$"
@@ -123,7 +123,7 @@ class McpServer(BaseModel):
 
 
 def _setting(settings: Mapping[str, str] | None, name: str, what: str) -> str:
-    value = (os.environ if settings is None else settings).get(name)
+    value = named_setting(name) if settings is None else settings.get(name)
     if not value:
         raise McpConfigurationError(f"app setting {name!r} ({what}) is not set")
     return value

@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.checks import BenchmarkFailedError, expect
 from bench.report import command_line, median, publish, section, table
 from bench.workload.brain import WorkloadBrain, blobs_prompt
 from bench.workload.host import close_app_services, workload_host
@@ -50,15 +51,16 @@ def anchor_turns(model_url: str, turns: int, via_http: bool) -> list[dict[str, f
             if via_http:
                 response = host.client.post("/api/agents/Worker/run", json={"message": PROMPT, "session_id": session},
                                             timeout=60)
-                assert response.status_code == 200 and response.json()["status"] == "success", response.text
+                expect(response.status_code == 200 and response.json()["status"] == "success", response.text)
             else:
                 response = host.client.post("/api/agents/Worker/run", json={"message": PROMPT, "session_id": session},
                                             headers={"x-ms-wait-for-response": "false"})
-                assert response.status_code == 202, response.text
+                expect(response.status_code == 202, response.text)
                 _wait_for_responses(host, session, turn)
             elapsed = time.perf_counter() - started
             state = host.run(host.engine.read_entity("dafx-Worker", session))
-            assert state is not None and state.state_json is not None
+            if state is None or state.state_json is None:
+                raise BenchmarkFailedError(f"the AF entity of session {session} has no state after turn {turn}")
             size = len(state.state_json.encode())
             rows.append({"ms": elapsed * 1000, "state": size, "added": size - previous})
             previous = size
@@ -88,7 +90,8 @@ def our_turns(model_url: str, turns: int, via_http: bool) -> list[dict[str, floa
             elapsed = time.perf_counter() - started
             session_id = view["session_id"]
             status = host.get_status(view["run_id"], show_history=True)
-            assert status is not None
+            if status is None:
+                raise BenchmarkFailedError(f"run {view['run_id']} has no orchestration")
             durable = _json_bytes(status.get("historyEvents")) + _json_bytes(status.get("customStatus"))
             messages = host.client.get(f"/api/sessions/{session_id}/messages", params={"limit": 200}).json()
             added = sum(_json_bytes(m) for m in messages["messages"] if m.get("run_id") == view["run_id"])
@@ -102,12 +105,13 @@ def _our_turn(host: InProcessHost, session_id: str | None, *, via_http: bool) ->
     if session_id:
         body["session_id"] = session_id
     response = host.client.post("/api/agents/worker/runs", json=body, timeout=60)
-    assert response.status_code in (200, 202), response.text
+    expect(response.status_code in (200, 202), response.text)
     view = response.json()
     if via_http:
-        assert view["status"] == "completed", view["status"]
+        expect(view["status"] == "completed", view["status"])
     else:
-        assert host.wait_for_status(view["run_id"], timeout=60)["runtimeStatus"] == "Completed"
+        status = host.wait_for_status(view["run_id"], timeout=60)
+        expect(status["runtimeStatus"] == "Completed", status)
     return view
 
 

@@ -214,10 +214,10 @@ class EpisodeProcessor:
     def _append(self, instance: Instance, new_events: list[Event], commit: Commit) -> None:
         played = [ev.as_played(e) for e in new_events]
         texts = [dumps(e) for e in played]
-        assert instance.history is not None and instance.history_texts is not None
-        commit.tx.append_history(instance.row.instance_id, len(instance.history), texts)
-        instance.history.extend(played)
-        instance.history_texts.extend(texts)
+        history, history_texts = instance.loaded_history()
+        commit.tx.append_history(instance.row.instance_id, len(history), texts)
+        history.extend(played)
+        history_texts.extend(texts)
         commit.tx.put_instance(instance.row)
 
     def _commit_result(self, instance: Instance, new_events: list[Event], result: ReplayResult,
@@ -250,7 +250,8 @@ class EpisodeProcessor:
             commit.schedule_activity(row.instance_id, row.execution_id, action.event_id, action.name or "",
                                      action.input)
         elif action.kind == "timer":
-            assert action.fire_at is not None
+            if action.fire_at is None:
+                raise ValueError(f"timer {action.event_id} of {row.instance_id!r} has no fire time")
             fired = ev.timer_fired(action.fire_at, action.event_id, action.event["FireAt"])
             commit.send(row.instance_id, row.execution_id, fired, visible_at=to_epoch(action.fire_at))
         elif action.kind == "suborchestration":

@@ -293,13 +293,9 @@ class EngineRuntime(Management):
         clock = self.clock
         due = self.inbox.next_due()
         if isinstance(clock, VirtualClock) and clock.auto_skip and due is not None:
-            self.skip_to(due)
+            clock.advance_to(from_epoch(due))
             return True
         return False
-
-    def skip_to(self, due: float) -> None:
-        assert isinstance(self.clock, VirtualClock)
-        self.clock.advance_to(from_epoch(due))
 
     async def _sleep_until_woken(self) -> None:
         handle = None
@@ -322,9 +318,9 @@ class EngineRuntime(Management):
                 raise TimeoutError(f"engine not idle after {timeout} s")
             await asyncio.wait_for(self._idle.wait(), remaining)
             self.ensure_open()
-            due = self.inbox.next_due()
-            if skip_timers and due is not None and isinstance(self.clock, VirtualClock):
-                self.skip_to(due)
+            due, clock = self.inbox.next_due(), self.clock
+            if skip_timers and due is not None and isinstance(clock, VirtualClock):
+                clock.advance_to(from_epoch(due))
                 continue
             return
 

@@ -31,6 +31,12 @@ class Instance:
         """Drop the cached history of a finished instance (reloaded from the store if a status query asks)."""
         self.history = self.history_texts = None
 
+    def loaded_history(self) -> tuple[list[Event], list[str]]:
+        """The cached history (events, texts): an episode loads it before it runs, so a missing one is an engine bug."""
+        if self.history is None or self.history_texts is None:
+            raise RuntimeError(f"the history of {self.row.instance_id!r} is not loaded")
+        return self.history, self.history_texts
+
     def set_history(self, texts: list[str]) -> None:
         self.history_texts = texts
         self.history = [json.loads(t) for t in texts]

@@ -75,11 +75,10 @@ class HttpFunctions:
                 connection=spec.durable_client.connection,
                 rpc_origin=self._rpc_origin(),
             ).to_json()
-        live = spec.http_v2 and self.live is not None and (spec.streams or self.live is self.functions)
+        live = self.live if spec.http_v2 and (spec.streams or self.live is self.functions) else None
         try:
-            if live:
-                assert self.live is not None
-                streamed = await self.live.serve_http_v2(spec, http_request, binding_json, request)
+            if live is not None:
+                streamed = await live.serve_http_v2(spec, http_request, binding_json, request)
                 log.info("Executed 'Functions.%s' (Succeeded, %s %s, streamed)", spec.function_name, request.method,
                          streamed.status)
                 return streamed

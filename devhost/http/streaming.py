@@ -56,6 +56,14 @@ def _ext_base() -> Any | None:
     return sys.modules.get(BASE_MODULE)
 
 
+def _loaded_ext_base() -> Any:
+    """The extension's base module, for code that runs only in HTTP v2 mode (so with the extension loaded)."""
+    base = _ext_base()
+    if base is None:
+        raise HttpV2LoadError(f"HTTP v2 mode needs the web extension ({BASE_MODULE}) imported by the app")
+    return base
+
+
 def _setting_false(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"false", "0"}
 
@@ -114,8 +122,7 @@ def _worker_annotations(name: str, fn: Callable[..., Any]) -> tuple[dict[str, An
 
 def check_function(name: str, fn: Callable[..., Any], request_param: str) -> bool:
     """Validate a function's annotations like the worker in HTTP v2 mode; True when its response is a stream."""
-    base = _ext_base()
-    assert base is not None
+    base = _loaded_ext_base()
     params, returns = _worker_annotations(name, fn)
     annotation = params.get(request_param)
     if annotation is not None and not base.RequestTrackerMeta.check_type(annotation):
@@ -167,8 +174,7 @@ def _unquote_path(path: str) -> str:
 
 def make_request(scope: Message, receive: Callable[[], Awaitable[Message]]) -> Any:
     """The extension's request type (a `fastapi.Request`), route values synced with its own synchronizer."""
-    base = _ext_base()
-    assert base is not None
+    base = _loaded_ext_base()
     request = base.RequestTrackerMeta.get_request_type()(scope, receive)
     base.RequestTrackerMeta.get_synchronizer().sync_route_params(request, dict(scope["path_params"]))
     return request
@@ -256,7 +262,8 @@ async def send_live(response: Any, scope: Message, request: web.Request, body: b
             out.headers.setdefault("X-Accel-Buffering", "no")
             await out.prepare(request)
         elif message["type"] == "http.response.body":
-            assert out is not None, "body before http.response.start"
+            if out is None:
+                raise RuntimeError("the ASGI app sent http.response.body before http.response.start")
             chunk = bytes(message.get("body", b""))
             if chunk:
                 await out.write(chunk)  # raises on a connection the client closed: the generator stops

@@ -95,15 +95,14 @@ class SubprocessHost:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                             cwd=self.app_dir)
-        self._wait_ready()
+        self._wait_ready(self.process)
         return self
 
-    def _wait_ready(self) -> None:
-        assert self.process is not None
+    def _wait_ready(self, process: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise HostStartError(f"devhost exited with code {self.process.returncode}:\n{self.output()}")
+            if process.poll() is not None:
+                raise HostStartError(f"devhost exited with code {process.returncode}:\n{self.output()}")
             try:
                 if self.client.get("/admin/host/status", timeout=1).status_code == 200:
                     return

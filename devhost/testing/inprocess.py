@@ -208,7 +208,8 @@ class InProcessHost:
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60) -> T:
         """Run a coroutine on the host's loop (engine methods must be awaited there) and return its result."""
-        assert self._loop_thread is not None, "the host is not running"
+        if self._loop_thread is None:
+            raise RuntimeError("the host is not running")
         return self._loop_thread.call(coro, timeout)
 
     # ----- waiting and time -----

@@ -16,6 +16,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 from devhost.app_loader import FunctionInfo
 from devhost.execution import FunctionFailedError
@@ -31,6 +32,7 @@ log = logging.getLogger("devhost.workers")
 # The directory that holds the `devhost` package: workers import it whatever the app directory is.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 STOP_GRACE_SECONDS = 5.0
+AnswerT = TypeVar("AnswerT", ActivityDone, HttpDone)
 
 
 class WorkerStartError(RuntimeError):
@@ -61,15 +63,20 @@ class _Worker:
         self._reader_task = asyncio.create_task(self._read(reader), name=f"devhost-worker-{self.process.pid}")
         self.connected.set_result(None)
 
-    async def call(self, frame: ActivityCall | HttpCall) -> Frame:
-        assert self._writer is not None
+    async def call(self, frame: ActivityCall | HttpCall, answer_type: type[AnswerT]) -> AnswerT:
+        """Send `frame` and wait for the worker's answer, which must be an `answer_type` (`FrameError` if not)."""
+        if self._writer is None:
+            raise WorkerLostError(f"the worker process {self.process.pid} has not connected")
         answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self.pending[frame.id] = answer
         try:
             self._writer.write(encode_frame(frame))
-            return await answer
+            done = await answer
         finally:
             self.pending.pop(frame.id, None)
+        if not isinstance(done, answer_type):
+            raise FrameError(f"worker {self.process.pid} answered {frame.type} {frame.id} with a {done.type} frame")
+        return done
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -138,10 +145,11 @@ class WorkerPool:
 
     async def run_activity(self, function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
         try:
-            done = await self._call(ActivityCall(id=next(self._ids), function=function.name, input=input_text))
+            done = await self._call(
+                ActivityCall(id=next(self._ids), function=function.name, input=input_text), ActivityDone
+            )
         except WorkerLostError as exc:
             return activity_failure(function.name, exc)
-        assert isinstance(done, ActivityDone)
         return done.outcome
 
     async def run_http(
@@ -150,10 +158,9 @@ class WorkerPool:
         call = HttpCall(id=next(self._ids), function=spec.function_name, request=request,
                         client_binding=client_binding_json)
         try:
-            done = await self._call(call)
+            done = await self._call(call, HttpDone)
         except WorkerLostError as exc:
             raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
-        assert isinstance(done, HttpDone)
         if done.response is None:
             raise FunctionFailedError(done.error or "the function failed")
         return done.response
@@ -169,11 +176,11 @@ class WorkerPool:
 
     # ----- internals -----
 
-    async def _call(self, frame: ActivityCall | HttpCall) -> Frame:
+    async def _call(self, frame: ActivityCall | HttpCall, answer_type: type[AnswerT]) -> AnswerT:
         while True:
             live = [w for w in self._workers if w.alive]
             if live:
-                return await min(live, key=lambda w: len(w.pending)).call(frame)
+                return await min(live, key=lambda w: len(w.pending)).call(frame, answer_type)
             if self._closing or self._starting == 0:
                 raise WorkerLostError("no worker process is running")
             self._changed.clear()

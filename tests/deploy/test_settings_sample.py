@@ -1,8 +1,9 @@
 """`local.settings.sample.json` lists every setting the app reads, and nothing it does not.
 
 The settings the app reads are found in the code that ships (the files of the deployment package): every field of
-every `BaseSettings` class (by its alias), every `os.environ` / `os.getenv` read, the app settings host.json names
-(`%NAME%` values and connection names), and devhost's `FUNCTIONS_WORKER_PROCESS_COUNT` (a setting Azure honours).
+every `BaseSettings` class (by its alias), the app settings host.json names (`%NAME%` values and connection names),
+and devhost's `FUNCTIONS_WORKER_PROCESS_COUNT` (a setting Azure honours). The app reads the environment through
+nothing else (`test_code_rules.py`) but `agent_runtime.named_settings`, whose names come from agent definitions.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ HOST_SETTINGS = {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage", "AzureWebJob
                  "AzureFunctionsJobHost__extensions__durableTask__storageProvider__connectionStringName"}
 
 
-# Read by libraries or the Python worker rather than by a literal `os.environ` lookup in our code: OpenTelemetry's
-# standard variables (`telemetry/setup.py` hands the environment mapping to the SDK and the Azure Monitor distro) and
-# the worker's indexing switch that the HTTP streaming extension needs.
-LIBRARY_SETTINGS = {"OTEL_SERVICE_NAME", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
-                    "APPLICATIONINSIGHTS_CONNECTION_STRING", "PYTHON_ENABLE_INIT_INDEXING"}
+# Read by libraries or the Python worker, not by our code: the service name of OpenTelemetry's resource (the SDK and
+# the Azure Monitor distro read it) and the worker's indexing switch that the HTTP streaming extension needs.
+LIBRARY_SETTINGS = {"OTEL_SERVICE_NAME", "PYTHON_ENABLE_INIT_INDEXING"}
+# Read by the app (they choose its exporters) and by the OpenTelemetry SDK, and left out of the sample on purpose: an
+# empty value there would replace the SDK's default endpoint (`http://localhost:4318`) with an empty one.
+SDK_DEFAULTED = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                 "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}
 
 
 def sample_settings() -> set[str]:
@@ -63,22 +66,6 @@ def settings_class_aliases(module_name: str, tree: ast.Module) -> set[str]:
     return names
 
 
-def environment_reads(module_name: str, tree: ast.Module) -> set[str]:
-    """Names passed to os.environ.get / os.environ[...] / os.getenv (literals, or module constants)."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        argument = None
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and node.args:
-            argument = node.args[0]
-        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
-            argument = node.slice
-        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
-            names.add(argument.value)
-        elif isinstance(argument, ast.Name):
-            names.add(getattr(importlib.import_module(module_name), argument.id))
-    return names
-
-
 def host_json_settings() -> set[str]:
     names: set[str] = set()
 
@@ -101,12 +88,11 @@ def settings_the_app_reads() -> set[str]:
     for module_name, tree in shipped_modules():
         if "BaseSettings" in ast.unparse(tree):
             names |= settings_class_aliases(module_name, tree)
-        names |= environment_reads(module_name, tree)
     return names - PLATFORM_SET
 
 
 def test_the_sample_lists_every_setting_the_app_reads() -> None:
-    missing = settings_the_app_reads() - sample_settings()
+    missing = settings_the_app_reads() - sample_settings() - SDK_DEFAULTED
     assert missing == set(), f"add these to local.settings.sample.json (and the README's settings table): {missing}"
 
 
@@ -117,6 +103,6 @@ def test_the_sample_lists_nothing_the_app_ignores() -> None:
 
 def test_the_discovery_finds_what_it_should() -> None:
     found = settings_the_app_reads()
-    # one of each kind: a settings field, an env read through a constant, host.json, devhost
-    assert {"COSMOS_ENDPOINT", "WORKFLOWS_PACKAGE", "TASKHUB_NAME", "DURABLE_TASK_SCHEDULER_CONNECTION_STRING",
-            "FUNCTIONS_WORKER_PROCESS_COUNT", "AUTH_MODE"} <= found
+    # one of each kind: settings fields (one inherited, one of an agents package), host.json, devhost
+    assert {"COSMOS_ENDPOINT", "WORKFLOWS_PACKAGE", "MCP_EXAMPLE_URL", "TASKHUB_NAME",
+            "DURABLE_TASK_SCHEDULER_CONNECTION_STRING", "FUNCTIONS_WORKER_PROCESS_COUNT", "AUTH_MODE"} <= found

@@ -14,6 +14,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 
+from telemetry.settings import TelemetrySettings
 from telemetry.setup import TelemetryPlan, apply, meter_provider, telemetry_plan, tracer_provider
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,13 +44,34 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
         ),
     ],
 )
-def test_the_plan_follows_the_environment(env: dict[str, str], plan: TelemetryPlan) -> None:
-    assert telemetry_plan(env) == plan
+def test_the_plan_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], plan: TelemetryPlan
+) -> None:
+    assert telemetry_plan(settings_from(monkeypatch, env)) == plan
 
 
-def test_an_unknown_exporter_is_refused() -> None:
+def test_an_unknown_exporter_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = settings_from(monkeypatch, {"OTEL_TRACES_EXPORTER": "zipkin"})
     with pytest.raises(ValueError, match="OTEL_TRACES_EXPORTER"):
-        telemetry_plan({"OTEL_TRACES_EXPORTER": "zipkin"})
+        telemetry_plan(settings)
+
+
+@pytest.mark.parametrize(("value", "captured"), [("true", True), (" TRUE ", True), ("false", False), ("1", False),
+                                                 ("", False), (None, False)])
+def test_message_content_is_captured_only_when_set_to_true(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, captured: bool
+) -> None:
+    env = {} if value is None else {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": value}
+    assert settings_from(monkeypatch, env).capture_message_content is captured
+
+
+def settings_from(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> TelemetrySettings:
+    """The settings the app reads with exactly `env` set of the telemetry variables (the real environment path)."""
+    for field in TelemetrySettings.model_fields.values():
+        monkeypatch.delenv(str(field.validation_alias), raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return TelemetrySettings()
 
 
 def test_exporters_are_the_official_ones() -> None:
@@ -80,10 +102,11 @@ def run_app_import(env: dict[str, str]) -> dict:
     script = (
         "import json, function_app\n"
         "from opentelemetry import metrics, trace\n"
+        "from telemetry.settings import TelemetrySettings\n"
         "from telemetry.setup import configure_telemetry\n"
         "print(json.dumps({'tracer': type(trace.get_tracer_provider()).__name__,\n"
         "  'meter': type(metrics.get_meter_provider()).__name__,\n"
-        "  'again': configure_telemetry({'OTEL_TRACES_EXPORTER': 'otlp'}).kind}))\n"
+        "  'again': configure_telemetry(TelemetrySettings(OTEL_TRACES_EXPORTER='otlp')).kind}))\n"
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "APPLICATIONINSIGHTS_"))}
     done = subprocess.run(

@@ -1,0 +1,175 @@
+"""The life of a run over HTTP, one copy for agent runs and workflow runs (`runs`, `workflows`).
+
+- starting: the caller's session (`open_run_session`), the `Idempotency-Key` (`claim_start`), the run record and its
+  orchestration (`create_and_start`: a run whose orchestration could not be started is abandoned, so it does not
+  hold its session);
+- answering a start or a poll: the cursor of a continuation token (`poll_cursor`) and the long-poll wait
+  (`wait_for_view`: until the run finishes, needs a person, or - for a poll - has something new);
+- cancelling: the flag in the store, then the cancel event (`cancel`).
+
+Closing a run in the store (its approvals expired, its session released) is `agent_runs.closing`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+
+import azure.functions as func
+from pydantic import BaseModel
+
+from agent_runs.services import RunServices
+from agent_runs.starting import SessionAgentMismatchError, SessionNotOwnedError, open_session
+from agent_runtime.agents import AgentDefinition
+from http_api import idempotency
+from http_api.caller import current_principal
+from http_api.idempotency import StartClaim
+from http_api.polling import long_poll
+from http_api.problems import ApiProblem, not_found
+from http_api.request_context import verify_token
+from session_store import RunRecord, SessionStore
+
+log = logging.getLogger(__name__)
+
+StateT = TypeVar("StateT")
+
+
+class PolledView(Protocol):
+    """What the wait needs of a view: its status (`RunView`, `WorkflowRunView`)."""
+
+    @property
+    def status(self) -> str: ...
+
+
+ViewT = TypeVar("ViewT", bound=PolledView)
+
+
+class CancelSender(Protocol):
+    """A gateway that raises an orchestration's cancel event (`DurableGateway`, `WorkflowGateway`)."""
+
+    async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
+
+
+# ----------------------------------------------------------------------------------------------------- starting
+
+
+async def open_run_session(store: SessionStore, session_id: str | None, agent: AgentDefinition) -> str:
+    """The caller's session for a run, created if absent (a new one without `session_id`): another principal's
+    session is a 404, as if missing; a conversation with another agent is a 409."""
+    session_id = session_id or uuid.uuid4().hex
+    caller = current_principal()
+    try:
+        await open_session(store, session_id, agent, owner_id=caller.id, owner_name=caller.name)
+    except SessionNotOwnedError as error:
+        raise not_found("session_not_found", "Session", session_id, field="body.session_id") from error
+    except SessionAgentMismatchError as error:
+        raise ApiProblem(
+            409, "session_agent_mismatch", "The session belongs to another agent", str(error), field="body.session_id"
+        ) from error
+    return session_id
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """A start request's new `run_id`, and what its `Idempotency-Key` (if any) said: `replay` is the run an earlier
+    request with the same key and body started (answer with it, as a poll would); otherwise this request starts
+    `run_id`."""
+
+    store: SessionStore
+    run_id: str
+    claim: StartClaim | None = None
+    replay: RunRecord | None = None
+
+    async def release(self) -> None:
+        """This request failed before its run existed: the key may start a run again."""
+        if self.claim is not None:
+            await idempotency.release(self.store, self.claim)
+
+
+async def claim_start(req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel) -> RunStart:
+    """Claim the request's `Idempotency-Key` for a new run id (`route` and `body` say what "the same request" is)."""
+    run_id = uuid.uuid4().hex
+    key = idempotency.key_of(req)
+    if key is None:
+        return RunStart(store, run_id)
+    request_fingerprint = idempotency.fingerprint(route, body.model_dump(mode="json"))
+    claim = await idempotency.claim(store, current_principal(), key, request_fingerprint, run_id)
+    if claim.first:
+        return RunStart(store, run_id, claim)
+    return RunStart(store, run_id, claim, replay=await idempotency.started_run(store, claim))
+
+
+async def create_and_start(
+    store: SessionStore,
+    create: Callable[[], Awaitable[RunRecord]],
+    launch: Callable[[RunRecord], Awaitable[None]],
+    *,
+    on_unclaimed: Callable[[], Awaitable[None]] | None = None,
+) -> RunRecord:
+    """`create` the run's record (claiming its session), then `launch` its orchestration. A failure before the record
+    exists runs `on_unclaimed` (nothing was started); a failure after it abandons the run."""
+    try:
+        run = await create()
+    except Exception:
+        if on_unclaimed is not None:
+            await on_unclaimed()
+        raise
+    try:
+        await launch(run)
+    except Exception:
+        await abandon(store, run)
+        raise
+    return run
+
+
+async def abandon(store: SessionStore, run: RunRecord) -> None:
+    """A start that failed after claiming the session: end the run as failed so that it does not hold the session.
+    Best effort: the store may be what failed (then the next start in that session reconciles the run instead)."""
+    try:
+        await store.finish_run(run.run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+    except Exception:
+        log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
+
+
+# ---------------------------------------------------------------------------------------------------- answering
+
+
+def poll_cursor(services: RunServices, token: str | None, scope: str, run_id: str) -> int | None:
+    """The position a poll's continuation token carries (None without a token); a bad token is a 401."""
+    cursor = verify_token(services, token, scope, run_id)
+    seq = cursor.get("seq") if cursor else None
+    return seq if isinstance(seq, int) else None
+
+
+async def wait_for_view(
+    wait_seconds: float,
+    read_state: Callable[[], Awaitable[StateT]],
+    build: Callable[[StateT], Awaitable[ViewT]],
+    *,
+    final_statuses: frozenset[str],
+    news: Callable[[ViewT], bool] | None = None,
+    on_timeout: Callable[[ViewT, StateT], Awaitable[ViewT]] | None = None,
+) -> ViewT:
+    """Wait up to `wait_seconds` for the run to finish or need a person (`requires_action`) - and, for a poll, which
+    passes `news`, for anything new - then answer with its view (`polling.long_poll`)."""
+
+    def answer_now(view: ViewT) -> bool:
+        status = view.status
+        return status in final_statuses or status == "requires_action" or (news is not None and news(view))
+
+    return await long_poll(wait_seconds, read_state, build, answer_now, on_timeout)
+
+
+# --------------------------------------------------------------------------------------------------- cancelling
+
+
+async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, reason: str) -> object:
+    """Flag the run's cancel in the store (what its steps check; the first request's time stays), then raise its
+    cancel event (the gateway's answer is returned)."""
+    if run.cancel_requested_at is None:
+        await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
+    return await gateway.send_cancel(run.run_id, reason)

@@ -1,0 +1,75 @@
+"""`run_lifecycle.create_and_start` over the real SQLite store: what happens to the run, its session and the start's
+claim when creating the run fails, when starting its orchestration fails, and when the store fails too."""
+
+from __future__ import annotations
+
+import pytest
+
+from http_api.run_lifecycle import create_and_start
+from session_store import RunRecord, SessionBusyError, SqliteSessionStore
+
+
+class OrchestrationDown(RuntimeError):
+    """What the Durable client raised when asked to start the orchestration."""
+
+
+async def store_with_session() -> SqliteSessionStore:
+    store = SqliteSessionStore(":memory:")
+    await store.create_session("s1", "helper")
+    return store
+
+
+def record(run_id: str) -> RunRecord:
+    return RunRecord(run_id=run_id, session_id="s1", agent="helper")
+
+
+async def test_a_run_that_cannot_be_created_frees_the_claim_and_starts_nothing() -> None:
+    store = await store_with_session()
+    await store.begin_run(record("active"))
+    unclaimed, launched = [], []
+
+    async def launch(run: RunRecord) -> None:
+        launched.append(run.run_id)
+
+    async def release() -> None:
+        unclaimed.append(True)
+
+    with pytest.raises(SessionBusyError):
+        await create_and_start(store, lambda: store.begin_run(record("second")), launch, on_unclaimed=release)
+    assert unclaimed == [True] and launched == []
+    assert await store.get_run("second") is None
+    await store.close()
+
+
+async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its_session() -> None:
+    store = await store_with_session()
+    unclaimed = []
+
+    async def launch(run: RunRecord) -> None:
+        raise OrchestrationDown("the task hub is unreachable")
+
+    async def release() -> None:
+        unclaimed.append(True)
+
+    with pytest.raises(OrchestrationDown):
+        await create_and_start(store, lambda: store.begin_run(record("r1")), launch, on_unclaimed=release)
+    abandoned = await store.get_run("r1")
+    assert abandoned is not None and abandoned.status == "failed"
+    assert abandoned.error == {"code": "start_failed", "message": "could not start"}
+    assert unclaimed == []  # the run exists: the claim stays with it (a retry with the same key answers with it)
+    session = await store.get_session("s1")
+    assert session is not None and session.active_run_id is None
+    assert (await store.begin_run(record("r2"))).status != "failed"  # the next start in the session runs
+    await store.close()
+
+
+async def test_when_the_store_fails_too_the_start_fails_with_its_own_error(caplog: pytest.LogCaptureFixture) -> None:
+    store = await store_with_session()
+
+    async def launch(run: RunRecord) -> None:
+        await store.close()  # the store goes away with the orchestration: abandoning the run cannot be written
+        raise OrchestrationDown("the task hub is unreachable")
+
+    with pytest.raises(OrchestrationDown):
+        await create_and_start(store, lambda: store.begin_run(record("r1")), launch)
+    assert "could not mark run r1 as failed after its start failed" in caplog.text  # the next start reconciles it
