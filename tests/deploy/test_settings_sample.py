@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import sys
 from pathlib import Path
 
 from pydantic import AliasChoices
@@ -85,9 +86,20 @@ def host_json_settings() -> set[str]:
 
 def settings_the_app_reads() -> set[str]:
     names = {WORKER_COUNT_SETTING} | host_json_settings()
-    for module_name, tree in shipped_modules():
-        if "BaseSettings" in ast.unparse(tree):
-            names |= settings_class_aliases(module_name, tree)
+    imported_before = set(sys.modules)
+    try:
+        for module_name, tree in shipped_modules():
+            if "BaseSettings" in ast.unparse(tree):
+                names |= settings_class_aliases(module_name, tree)
+    finally:
+        # The app's modules read settings at import (e.g. agents/mcp_example.py): left in sys.modules, a later test's
+        # in-process host would reuse them as imported under this test's environment instead of its own.
+        for name in set(sys.modules) - imported_before:
+            module = sys.modules.pop(name)
+            parent_name, _, child = name.rpartition(".")
+            parent = sys.modules.get(parent_name)
+            if parent is not None and getattr(parent, child, None) is module:
+                delattr(parent, child)  # else `from parent import child` would still find the old one
     return names - PLATFORM_SET
 
 
