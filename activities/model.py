@@ -40,7 +40,11 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
             if settings.stream_partial_output
             else None
         )
-        client = TracedModelClient(ctx.services.model_client(), agent=agent.name)
+        client = TracedModelClient(
+            ctx.services.model_client(),
+            agent=agent.name,
+            capture_content=ctx.services.telemetry_settings.capture_message_content,
+        )
         try:
             with run_step(step.run.trace, step.run.run_id):  # the `chat` span is a child of the run's span
                 result = await call_model_step(

@@ -23,6 +23,7 @@ from agent_runtime.models.retrying import RetryingModelClient
 from agent_runtime.models.types import ModelClient
 from agent_runtime.settings import ModelSettings, build_model_client
 from session_store import SessionStore, StoreSettings, open_store
+from telemetry.settings import TelemetrySettings
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,11 @@ class RunServices:
     @cached_property
     def agents(self) -> AgentRegistry:
         return AgentRegistry.from_package(self.run_settings.agents_package)
+
+    @cached_property
+    def telemetry_settings(self) -> TelemetrySettings:
+        """Read once per process, like the rest: model calls consult it on every call."""
+        return TelemetrySettings()
 
     @cached_property
     def tokens(self) -> ContinuationTokens:

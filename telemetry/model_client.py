@@ -35,14 +35,15 @@ from telemetry.spans import mark_error, tracer
 _PROVIDERS = {"azure_openai": "azure.ai.openai"}
 
 
-def capture_content() -> bool:
-    return TelemetrySettings().capture_message_content
-
-
 class TracedModelClient:
-    def __init__(self, inner: ModelClient, *, agent: str | None = None) -> None:
+    def __init__(self, inner: ModelClient, *, agent: str | None = None, capture_content: bool | None = None) -> None:
+        """`capture_content`: put message contents on the span (None: as `TelemetrySettings` says now; a caller that
+        makes many clients passes the value it read once - reading the settings costs about half a millisecond)."""
         self.inner = inner
         self.agent = agent
+        self.capture_content = (
+            TelemetrySettings().capture_message_content if capture_content is None else capture_content
+        )
         base = inner
         while getattr(base, "inner", None) is not None and getattr(base, "provider", None) is None:
             base = base.inner
@@ -113,7 +114,7 @@ class _ChatCall:
             attributes["server.address"] = server.hostname
             if server.port:
                 attributes["server.port"] = server.port
-        if capture_content():
+        if self.client.capture_content:
             attributes["gen_ai.input.messages"] = json.dumps(_messages(self.request.messages), ensure_ascii=False)
         return _Recording(tracer().start_as_current_span(
             f"chat {self.model}" if self.model else "chat", kind=SpanKind.CLIENT, attributes=attributes
@@ -134,7 +135,7 @@ class _ChatCall:
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
         if finish_reason:
             span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
-        if capture_content():
+        if self.client.capture_content:
             out = _messages(output, finish_reason)
             span.set_attribute("gen_ai.output.messages", json.dumps(out, ensure_ascii=False))
         self.response_model, self.usage = model_id, usage
