@@ -6,6 +6,7 @@ errors in OpenAI's shape."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import sys
@@ -15,15 +16,17 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from e2e_harness import InProcessApp, wait_for_file
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response
 from pydantic import BaseModel
 from test_e2e_crash import CrashableApp
+from test_e2e_openai_responses_stream import check_events, deltas, read_until
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+STREAMED_ANSWER = " ".join(f"part{i}" for i in range(40)) + "."
 
 
 @pytest.fixture
@@ -436,6 +439,41 @@ def test_an_answer_across_a_host_kill(crashable: CrashableApp, model: ScriptedMo
     _, effects = crashable.stored(session_id)
     assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL_BOB)]
     assert model.log.total == 2
+
+
+@pytest.mark.slow
+def test_a_stream_cut_by_a_host_kill_resumes_after_the_restart(
+    crashable: CrashableApp, model: ScriptedModelServer
+) -> None:
+    """The host is killed (SIGKILL) while a streamed response waits for the model: the client's connection dies with
+    it. After the restart the model call is redelivered, and `starting_after` the last event the client had gives
+    exactly the rest: together one well-formed stream, numbered without a gap, ending `response.completed`."""
+    model.set_script(Script(default=Reply(text=STREAMED_ANSWER)))
+    model.hold_answers()  # the kill must come while the model call is in flight (a latency would race it)
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{crashable.host.base_url}/api/v1", api_key="unused", http_client=http,
+                max_retries=0) as before:
+        stream = before.responses.create(model="helper", input="a long story", stream=True, background=True)
+        first = read_until(iter(stream), "response.in_progress")
+        model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)  # call_model is running
+        crashable.crash_and_restart()
+        cut: list[object] = []
+        with contextlib.suppress(httpx.HTTPError, openai.APIError):
+            cut.extend(stream)  # the host died under the stream: a broken chunked body, or an early end
+        assert cut == []  # nothing came after `response.in_progress`: no terminal event reached the client
+    model.release_answers()
+    response_id = first[0].response.id
+
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{crashable.host.base_url}/api/v1", api_key="unused", http_client=http,
+                max_retries=0) as after:
+        rest = list(after.responses.retrieve(response_id, stream=True, starting_after=first[-1].sequence_number))
+    check_events(first + rest)
+    assert rest[-1].type == "response.completed" and rest[-1].response.id == response_id
+    assert deltas(rest) == STREAMED_ANSWER == rest[-1].response.output_text
+    assert model.log.total == 2  # the model call was redelivered once; the answer is stored once
+    messages, _ = crashable.stored(crashable.api.view(run_of(response_id))["session_id"])
+    assert [m.role for m in messages] == ["user", "assistant"]
 
 
 def test_events_of_a_real_run(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
