@@ -1,8 +1,15 @@
 # The two commands of the README: `make run` (the app on devhost, offline) and `make test` (every test).
+# Both work in the project's own environment, $(VENV), made with $(PYTHON) (never the system Python's packages:
+# Debian's python3 refuses those, PEP 668). `make run PORT=8080` serves on another port.
 PYTHON ?= python3
+VENV ?= .venv
+PY = $(VENV)/bin/python
+PORT ?= 7071
 # Microsoft's agent hosting (AgentFunctionApp) is tested on devhost from an environment of its own: its dependencies
 # (e.g. the PyPI `asyncio` package) must not enter the app's environment.
 AF_VENV ?= .venv-agent-framework
+# The OpenAI Agents SDK's tests: the project's environment plus the SDK, which needs a newer urllib3 than the lock's.
+OAI_AGENTS_VENV ?= .venv-openai-agents
 # Tools with environments of their own: the lock resolver, the IaC checker, the Python 3.13 smoke run.
 UV_VENV ?= .venv-uv
 UV_VERSION = 0.13.9
@@ -13,23 +20,54 @@ PY313_VENV ?= .venv-py313
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) \
 	$(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null))
 PIP_FLAGS = --quiet --disable-pip-version-check
-# The lock's pins without their hashes: a constraints file for installing the test tools on top of the lock.
-LOCK_CONSTRAINTS = .lock-constraints.txt
+# The lock's pins without their hashes: requirements.txt installs through it (see there), and the test tools are
+# installed on top of the lock with it.
+LOCK_CONSTRAINTS = requirements-constraints.txt
+# Where `make test-requirements` finds each supported Python (pyenv's, else one on PATH).
+PYTHONS_SUPPORTED = 3.11 3.12 3.13
 
-.PHONY: install install-test install-browser run test test-agent-framework test-py313 check-infra package lock lint bench
+.PHONY: install install-dev install-test install-browser run test test-agent-framework test-openai-agents test-py313 check-infra package \
+	lock lint bench test-requirements
 
-# The app's runtime dependencies exactly as locked (hash-checked), then the test tools on top (constrained by the lock,
-# so a test tool can never move a runtime dependency away from what is deployed).
-install: $(LOCK_CONSTRAINTS)
-	$(PYTHON) -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
-	$(PYTHON) -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
+$(PY):
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "Cannot make a virtual environment with $(PYTHON): on \
+	Debian/Ubuntu install python3-venv (apt install python3-venv), or pass PYTHON=/path/to/python3.11+"; exit 1; }
+
+# What running needs, in $(VENV): the app's runtime dependencies exactly as locked (hash-checked) and the terminal
+# client `agentctl` (pyproject.toml; editable, on the environment's PATH), and on Python 3.13+ Azure's worker library
+# for devhost's real-worker mode (requirements-devhost.txt). Skipped while nothing it reads changed.
+install: $(VENV)/.installed-run
+$(VENV)/.installed-run: requirements.lock pyproject.toml requirements-devhost.txt | $(PY)
+	$(PY) -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
+	$(PY) -m pip install $(PIP_FLAGS) -e .
+	$(PY) -m pip install $(PIP_FLAGS) -r requirements-devhost.txt
+	@touch $@
+
+# The test tools on top (constrained by the lock, so a test tool can never move a runtime dependency away from what
+# is deployed).
+install-dev: install $(LOCK_CONSTRAINTS)
+	$(PY) -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
 
 $(LOCK_CONSTRAINTS): requirements.lock
-	sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\)\( ;[^\\]*\)\{0,1\} *\\$$/\1\2/p' requirements.lock > $@
+	{ echo "# The pins of requirements.lock without their hashes (written by make from the lock: do not edit)."; \
+	  sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\)\( ;[^\\]*\)\{0,1\} *\\$$/\1\2/p' requirements.lock | sed 's/ *$$//'; } > $@
+
+# requirements.txt installs in a fresh environment with the pip each supported Python ships (ensurepip's, not
+# upgraded): what `pip install -r requirements.txt` and a remote build on Azure do.
+test-requirements:
+	@set -e; for version in $(PYTHONS_SUPPORTED); do \
+		python=$$(ls -d $(HOME)/.pyenv/versions/$$version.*/bin/python 2>/dev/null | tail -1); \
+		[ -n "$$python" ] || python=$$(command -v python$$version || true); \
+		[ -n "$$python" ] || { echo "Python $$version not found: skipped"; continue; }; \
+		venv=.venv-requirements-$$version; rm -rf $$venv; $$python -m venv $$venv; \
+		echo "Python $$version, pip $$($$venv/bin/python -m pip --version | cut -d' ' -f2): pip install -r requirements.txt"; \
+		$$venv/bin/python -m pip install $(PIP_FLAGS) -r requirements.txt; \
+		$$venv/bin/python -m pip check; \
+	done
 
 # The tests also need the local Cosmos server (npm package, exact pin in package-lock.json) and, for the page's
 # browser tests, Debian's Chromium (Playwright drives it; no browser download).
-install-test: install install-browser
+install-test: install-dev install-browser
 	npm ci --no-audit --no-fund --loglevel=error
 
 install-browser:
@@ -38,46 +76,64 @@ install-browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "!!! NO CHROMIUM and no apt-get as root: the browser tests of /api/ui will be SKIPPED !!!"; fi
 
-# host.json names its task hub `%TASKHUB_NAME%`: with no local.settings.json, the offline run names one itself.
 run: install
-	$(if $(wildcard local.settings.json),,TASKHUB_NAME=$${TASKHUB_NAME:-local}) $(PYTHON) -m devhost
+	$(PY) -m devhost --port $(PORT)
 
-test: install-test test-agent-framework check-infra test-py313
-	$(PYTHON) -m pytest
+test: install-test test-agent-framework test-openai-agents check-infra test-py313 test-requirements
+	$(PY) -m pytest
 
 test-agent-framework:
 	@[ -x $(AF_VENV)/bin/python ] || $(PYTHON) -m venv $(AF_VENV)
 	$(AF_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/requirements-agent-framework.txt
 	REQUIRE_AGENT_FRAMEWORK=1 $(AF_VENV)/bin/python -m pytest -p no:cacheprovider tests/devhost/engine/test_agent_framework.py
 
-# A smoke set on Python 3.13 (azure-functions 2.x there): devhost, the agent tour on both stores, the store contract.
+# The OpenAI Agents SDK against the app (tests/e2e/test_e2e_openai_agents_sdk.py, both stores): an environment of its
+# own that sees the project's packages (a .pth after its own site-packages) and adds the SDK with the urllib3 it needs
+# (tests/requirements-openai-agents.txt), so the lock's urllib3 pin stays where the app runs.
+test-openai-agents: install-test
+	@[ -x $(OAI_AGENTS_VENV)/bin/python ] || $(PY) -m venv $(OAI_AGENTS_VENV)
+	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
+		"$$($(OAI_AGENTS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project.pth"
+	$(OAI_AGENTS_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/requirements-openai-agents.txt
+	REQUIRE_OPENAI_AGENTS=1 $(OAI_AGENTS_VENV)/bin/python -m pytest -p no:cacheprovider \
+		tests/e2e/test_e2e_openai_agents_sdk.py
+
+# Python 3.13 (azure-functions 2.x there): devhost's own mode on its host tests and the store contract, then the
+# real-worker mode (Azure's worker library, azure-functions-runtime: the default wherever it is installed) on the
+# refused apps, the sample apps and the whole end-to-end suite (SQLite store; the Cosmos variants run in the main
+# suite, where the store code is the same).
 test-py313: install-test $(LOCK_CONSTRAINTS)
 	@[ -n "$(PYTHON313)" ] || { echo "Python 3.13 not found: set PYTHON313=/path/to/python3.13"; exit 1; }
 	@[ -x $(PY313_VENV)/bin/python ] || $(PYTHON313) -m venv $(PY313_VENV)
 	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
 	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
-	$(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/devhost/host tests/devhost/protocol \
-		tests/e2e/test_e2e_basic.py tests/e2e/test_e2e_approvals.py tests/store
+	DEVHOST_WORKER=inprocess $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/devhost/host \
+		--ignore=tests/devhost/host/test_real_worker.py tests/devhost/protocol tests/store
+	DEVHOST_WORKER=runtime E2E_STORES=sqlite $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q \
+		tests/devhost/host/test_real_worker.py tests/devhost/engine/test_sample_apps.py tests/e2e
 
 # Offline checks of infra/ (the Bicep compiler is not available here): checkov, in an environment of its own.
 check-infra:
 	@[ -x $(CHECKOV_VENV)/bin/checkov ] || { $(PYTHON) -m venv $(CHECKOV_VENV) && \
 		$(CHECKOV_VENV)/bin/python -m pip install $(PIP_FLAGS) checkov==$(CHECKOV_VERSION); }
-	$(PYTHON) -m deploy.check_infra --checkov $(CHECKOV_VENV)/bin/checkov infra
+	$(PY) -m deploy.check_infra --checkov $(CHECKOV_VENV)/bin/checkov infra
 
 # dist/functionapp.zip: what `func azure functionapp publish` / azd upload (.funcignore applied, the lock as
 # requirements.txt); dist/functionapp/ holds the same files unpacked (azd deploys that folder).
-package:
-	$(PYTHON) -m deploy.package
+package: install-dev
+	$(PY) -m deploy.package
 
 # Re-resolve requirements.txt into requirements.lock (keeps existing pins; `make lock UPGRADE=1` takes new releases).
 lock:
 	@[ -x $(UV_VENV)/bin/uv ] || { $(PYTHON) -m venv $(UV_VENV) && $(UV_VENV)/bin/python -m pip install $(PIP_FLAGS) uv==$(UV_VERSION); }
-	$(UV_VENV)/bin/uv pip compile requirements.txt --universal --python-version 3.11 --generate-hashes --quiet \
-		$(if $(UPGRADE),--upgrade) -o requirements.lock
+	sed '/^-c /d' requirements.txt > .requirements-ranges.txt  # the ranges alone: the constraints are the old lock
+	$(UV_VENV)/bin/uv pip compile .requirements-ranges.txt --universal --python-version 3.11 --generate-hashes \
+		--quiet --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade) -o requirements.lock
+	rm -f .requirements-ranges.txt
+	$(MAKE) $(LOCK_CONSTRAINTS)
 
-lint:
-	$(PYTHON) -m ruff check .
+lint: install-dev
+	$(PY) -m ruff check .
 
-bench: install
-	$(PYTHON) -m bench
+bench: install-dev
+	$(PY) -m bench

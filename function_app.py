@@ -4,17 +4,21 @@
 Runs on Azure Functions (Durable extension), `func start` on a laptop, and devhost (`python -m devhost`).
 """
 
-import azure.durable_functions as df
-import azure.functions as func
+from agent_runtime.model_builds import deferred_model_builds
 
-from activities.agent_run_steps import AGENT_RUN_ACTIVITIES
-from activities.workflow_activities import WORKFLOW_ACTIVITIES
-from agent_runs.services import RunServices
-from http_api import routes
-from orchestrators.agent_run import agent_run
-from orchestrators.workflow import workflow
-from telemetry import configure_telemetry
-from workflow_runtime.registry import load_workflows
+with deferred_model_builds():  # the models of the modules below are built on first use: a cold start builds few
+    import azure.durable_functions as df
+    import azure.functions as func
+
+    from activities.agent_run_steps import AGENT_RUN_ACTIVITIES
+    from activities.workflow_activities import WORKFLOW_ACTIVITIES
+    from agent_runs.services import RunServices
+    from http_api import routes
+    from notifications.registry import NOTIFICATION_ACTIVITIES, NOTIFICATION_ORCHESTRATORS
+    from orchestrators.agent_run import agent_run
+    from orchestrators.workflow import workflow
+    from telemetry import configure_telemetry
+    from workflow_runtime.registry import load_workflows
 
 configure_telemetry()  # OpenTelemetry from the environment, once per process (devhost workers import the app too)
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -30,6 +34,11 @@ app.orchestration_trigger(context_name="context")(workflow)
 for workflow_activity in WORKFLOW_ACTIVITIES:
     workflow_activity.register(app)
 
+# ----------------------------------------------------------------------------------------------- notifications
+for notification_orchestrator in NOTIFICATION_ORCHESTRATORS:  # one delivery orchestration per subscription and run
+    app.orchestration_trigger(context_name="context")(notification_orchestrator)
+for notification_activity in NOTIFICATION_ACTIVITIES:
+    notification_activity.register(app)
 
 # ----------------------------------------------------------------------------------------------- HTTP
 routes.register(app)  # every route of the table, as a function taking the HTTP streaming extension's Request

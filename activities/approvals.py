@@ -27,6 +27,7 @@ from agent_runs.contracts import (
 )
 from agent_runs.store_log import StoreConversationLog
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
+from agent_runtime.conversation import approval_request_message_id, approval_response_message_id
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
 from agent_runtime.steps import record_approval_requests_step, record_approval_response_step
@@ -43,14 +44,14 @@ REREAD_ATTEMPTS = 3
 REREAD_DELAY_SECONDS = 0.5
 
 
-@activity()
+@activity(compact=True)
 async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     ctx = StepContext.for_run(step.run)
-    requests = await record_approval_requests_step(
-        ctx.run_log(step.first_seq, len(step.calls)), step.run.run_id, RequestApproval(calls=step.calls)
-    )
-    run = await ctx.store.get_run(step.run.run_id)
+    run = await ctx.record()
     owner_id = run.owner_id if run is not None else None
+    cached = ctx.cache_use(run, needs_calls=[call.call_id for call in step.calls])
+    log = ctx.run_log(step.first_seq, len(step.calls), cached=cached)
+    requests = await record_approval_requests_step(log, step.run.run_id, RequestApproval(calls=step.calls))
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -66,14 +67,20 @@ async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
             for request in requests
         ]
     )
-    await run_status.mark(ctx.store, step.run.run_id, "requires_action")
+    # One request per call, each id and seq fixed by its call: an earlier attempt wrote exactly these.
+    await log.settle()
+    ctx.run_changed(run, await run_status.mark(ctx.store, step.run.run_id, "requires_action", current=run))
     return ApprovalsRecorded(approval_ids=[request.id for request in requests])
 
 
-@activity()
+@activity(compact=True)
 async def apply_decisions(step: DecisionsInput) -> DecisionsResult:
     ctx = StepContext.for_run(step.run)
-    stored = {record.approval_id: record for record in await ctx.store.list_approvals(run_id=step.run.run_id)}
+    run = await ctx.record()  # the ETag the conversation cache is checked against, and the record to mark
+    stored = {
+        record.approval_id: record
+        for record in await ctx.store.list_approvals(run_id=step.run.run_id, session_id=step.run.session_id)
+    }
     unconfirmed = [a for a in step.rung if (r := stored.get(a)) is None or r.status == "pending"]
     if unconfirmed:
         # The API stores a decision before ringing: give a lagging replica a moment, and only then report the bell
@@ -88,9 +95,23 @@ async def apply_decisions(step: DecisionsInput) -> DecisionsResult:
         if payload_size(result) > DECISIONS_RESULT_BUDGET:
             result.more = True  # the rest are applied by the next call, at the same reserved seqs
             break
-        result.decided.append(await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record))
+        # The request is in the run's settled part (`record_approvals`); a response an earlier attempt stored is
+        # read by its id.
+        cached = ctx.cache_use(
+            run,
+            needs_ids=[approval_request_message_id(step.run.run_id, record.call_id)],
+            probe_ids=[approval_response_message_id(step.run.run_id, record.call_id)],
+        )
+        log = ctx.run_log(step.first_seq + index, 1, cached=cached)
+        result.decided.append(await _record_response(ctx, log, record))
+        await log.settle()
         _approval_span(step.run, record)
-    await run_status.mark_unless_pending(ctx.store, step.run.run_id)
+    # `stored` holds every approval of the run, as read (or re-read) in this step.
+    pending = any(record.status == "pending" for record in stored.values())
+    marked = await run_status.mark_unless_pending(
+        ctx.store, step.run.run_id, session_id=step.run.session_id, pending=pending, current=run
+    )
+    ctx.run_changed(run, marked)
     return result
 
 
@@ -98,7 +119,7 @@ async def _reread_pending(ctx: StepContext, approval_ids: list[str]) -> dict[str
     found: dict[str, ApprovalRecord] = {}
     for attempt in range(REREAD_ATTEMPTS):
         for approval_id in approval_ids:
-            record = await ctx.store.get_approval(approval_id)
+            record = await ctx.store.get_approval(approval_id, session_id=ctx.run.session_id)
             if record is not None and record.status != "pending":
                 found[approval_id] = record
         if len(found) == len(approval_ids) or attempt == REREAD_ATTEMPTS - 1:
@@ -107,7 +128,7 @@ async def _reread_pending(ctx: StepContext, approval_ids: list[str]) -> dict[str
     return found
 
 
-@activity()
+@activity(compact=True)
 async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
     """Expire, in the store, what is still pending there, and write each expiry into the conversation. An approval
     decided in the store meanwhile is left for `apply_decisions`: the run applies it like any decision."""
@@ -124,11 +145,11 @@ async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
             await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
             _approval_span(step.run, record)
             result.expired.append(approval_id)
-    await run_status.mark_unless_pending(ctx.store, step.run.run_id)
+    await run_status.mark_unless_pending(ctx.store, step.run.run_id, session_id=step.run.session_id)
     return result
 
 
-@activity()
+@activity(compact=True)
 async def escalate_approvals(step: EscalateApprovalsInput) -> EscalateApprovalsResult:
     """Hand what is still pending in the store to the escalation's approver with the new deadline. An approval decided
     in the store meanwhile is left for `apply_decisions`, as after an expiry."""

@@ -6,6 +6,7 @@ past its pre-processing. Returns the final status and reason (they may differ fr
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agent_runs.closing import expire_pending_approvals
@@ -13,9 +14,7 @@ from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import FinishInput, FinishResult
 from agent_runs.driver import FINISH_SPARE_SLOTS
 from agent_runs.run_middleware import after_phase
-from agent_runs.sequence import run_seq_range
-from agent_runs.store_log import load_session_records
-from agent_runtime.messages import Message, last_assistant_text
+from agent_runtime.messages import last_assistant_text
 from agent_runtime.run_middleware import RUN_MIDDLEWARE_INVALID_RESULT
 from agent_runtime.run_result import (
     INVALID_STRUCTURED_OUTPUT,
@@ -31,21 +30,32 @@ from telemetry.spans import emit_run_span
 _FINAL = ("completed", "failed", "cancelled")
 
 
-@activity()
+@activity(compact=True)
 async def finish_run(step: FinishInput) -> FinishResult:
     ctx = StepContext.for_run(step.run)
     finish = step.finish
     slots = len(finish.unresolved) + 1 + FINISH_SPARE_SLOTS  # as reserved by the driver
-    await close_unresolved_calls_step(ctx.run_log(step.first_seq, slots), step.run.run_id, finish)
-    added = await _run_messages(ctx)
+    record = await ctx.record()  # its output format (if the run was started with one), and the ETag to finish it
+    # One read of the run's messages (or none: the conversation cache) serves both uses below.
+    log = ctx.closing_run_log(step.first_seq, slots, record=record)
+    await close_unresolved_calls_step(log, step.run.run_id, finish)
+    added = await log.messages()
     if step.run_middleware == "ended":  # the middleware answered before the run started: taken as it is
         result = RunResult(
             run_id=step.run.run_id, status=finish.status, reason=finish.reason, text=last_assistant_text(added)
         )
     else:
-        overrides = overrides_of(await ctx.record())  # the run's own output format, if it was started with one
-        result = build_run_result(
-            ctx.agent, step.run.run_id, finish.status, finish.reason, step.usage, added, overrides=overrides
+        overrides = overrides_of(record)
+        # Off the event loop: a client's schema checks the answer, and that work is bounded but not small.
+        result = await asyncio.to_thread(
+            build_run_result,
+            ctx.agent,
+            step.run.run_id,
+            finish.status,
+            finish.reason,
+            step.usage,
+            added,
+            overrides=overrides,
         )
     status, reason, text, value = result.status, result.reason, result.text, result.value
     if step.run_middleware == "after":
@@ -64,9 +74,11 @@ async def finish_run(step: FinishInput) -> FinishResult:
     if status == "completed":
         output = {**(output or {}), "finish_reason": finish.reason}  # e.g. "stop", "budget_exceeded"
     await ctx.store.finish_run(
-        step.run.run_id, status, output=output, error=error, usage=step.usage.model_dump(mode="json")
+        step.run.run_id, status, output=output, error=error, usage=step.usage.model_dump(mode="json"), current=record
     )
-    await expire_pending_approvals(ctx.store, step.run.run_id, status)
+    ctx.services.conversations.forget(step.run.session_id, step.run.run_id)  # the run is over
+    if step.approvals_asked:  # a run that never asked for one has none to expire
+        await expire_pending_approvals(ctx.store, step.run.run_id, status, session_id=step.run.session_id)
     emit_run_span(
         step.run.trace,
         run_id=step.run.run_id,
@@ -78,8 +90,3 @@ async def finish_run(step: FinishInput) -> FinishResult:
     )
     return FinishResult(status=status, reason=reason[:1000])  # type: ignore[arg-type]
 
-
-async def _run_messages(ctx: StepContext) -> list[Message]:
-    first, last = run_seq_range(ctx.run.ordinal)
-    records = await load_session_records(ctx.store, ctx.run.session_id, after_seq=first - 1, up_to_seq=last)
-    return [Message.model_validate(record.payload) for record in records]

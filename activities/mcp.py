@@ -10,7 +10,7 @@ from durable_steps import activity
 DISCOVERY_FAILED = "tool_discovery_failed"
 
 
-@activity()
+@activity(compact=True)
 async def discover_tools(run: RunRef) -> ToolDiscoveryResult:
     """How many tools were recorded, or a `StepFailure` when a required server cannot be listed (after the client's
     own retries): the run then fails with a reason naming the server."""

@@ -8,6 +8,7 @@ from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
+from agent_runtime.conversation import model_message_id
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
 from agent_runtime.steps import ChatMiddlewareEnded, call_model_step
@@ -17,7 +18,7 @@ from telemetry.model_client import TracedModelClient
 from telemetry.spans import run_step
 
 
-@activity()
+@activity(compact=True)
 async def call_model(step: ModelCallInput) -> ModelCallResult:
     ctx = StepContext.for_run(step.run)
     record = await ctx.record()
@@ -25,7 +26,7 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
-        log = ctx.session_log(step.first_seq, SLOTS_PER_MODEL_CALL)
+        log = ctx.session_log(step.first_seq, SLOTS_PER_MODEL_CALL, record=record)
         agent = await ctx.run_agent()
         settings = ctx.services.run_settings
         drafts = (
@@ -68,4 +69,11 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
         # The answer is stored already: failing the activity (as an output over budget does) would make Durable
         # retry it and call the model again.
         return StepFailure(code="payload_too_large", message="the model's answer is too large to hand back to the run")
+    if isinstance(result, ModelTurn):
+        # The answer's messages are "<run>:model:<iteration>:0", ":1", ... written in order: an earlier attempt that
+        # wrote more than this one would have left the first id past this answer's.
+        index = 0
+        while model_message_id(step.run.run_id, step.command.iteration, index) in log.block_ids:
+            index += 1
+        await log.settle(probe_id=model_message_id(step.run.run_id, step.command.iteration, index))
     return result

@@ -15,7 +15,7 @@ from agent_runtime.messages import Message
 from durable_steps import activity
 
 
-@activity()
+@activity(compact=True)
 async def take_turn(step: TurnInput) -> TurnResult:
     store = RunServices.current().store
     run = await store.get_run(step.run.run_id)
@@ -35,5 +35,5 @@ async def take_turn(step: TurnInput) -> TurnResult:
     if not entries:
         raise RuntimeError(f"the input of queued run {run.run_id!r} is missing")
     messages = [Message.model_validate(m) for m in entries[0].payload["messages"]]
-    count = await write_input(store, turn, messages)
+    count = len(await write_input(store, turn, messages))
     return TurnResult(ordinal=turn.ordinal, input_count=count)

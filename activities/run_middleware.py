@@ -9,7 +9,7 @@ from agent_runs.run_middleware import before_phase
 from durable_steps import activity
 
 
-@activity()
+@activity(compact=True)
 async def run_middleware_before(step: MiddlewareBeforeInput) -> MiddlewareBeforeResult:
     record = await before_phase(StepContext.for_run(step.run), step.first_seq, step.slots)
     return MiddlewareBeforeResult(

@@ -13,7 +13,7 @@ from durable_steps import activity
 from telemetry.spans import mark_error, run_step, tool_span
 
 
-@activity()
+@activity(compact=True)
 async def invoke_tool(step: ToolCallInput) -> ToolOutcome:
     ctx = StepContext.for_run(step.run)
     invocation = step.invocation
@@ -30,10 +30,11 @@ async def invoke_tool(step: ToolCallInput) -> ToolOutcome:
 
 
 async def _invoke(ctx: StepContext, agent: AgentDefinition, step: ToolCallInput) -> ToolOutcome:
+    log = ctx.open_run_log(step.seq, 1, call_id=step.invocation.call_id)
     try:
-        return await invoke_tool_step(
+        outcome = await invoke_tool_step(
             agent,
-            ctx.open_run_log(step.seq, 1),
+            log,
             step.run.run_id,
             step.invocation,
             session_id=step.run.session_id,
@@ -41,3 +42,5 @@ async def _invoke(ctx: StepContext, agent: AgentDefinition, step: ToolCallInput)
         )
     except RunClosedError:  # abandoned by a cancel: nobody waits for this result any more
         return ToolOutcome(call_id=step.invocation.call_id, is_error=True)
+    await log.settle()  # one slot, one result: nothing an earlier attempt wrote there is unknown to the log
+    return outcome

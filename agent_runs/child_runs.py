@@ -12,6 +12,7 @@ from agent_runs.contracts import RunInput
 from agent_runs.services import RunServices
 from agent_runs.starting import new_run_record, open_session, run_input_for, write_input
 from agent_runtime.messages import Message
+from notifications.starting import prepare_notifications
 from telemetry.trace_context import RunTrace
 
 
@@ -34,7 +35,8 @@ async def prepare_child_run(
     await open_session(store, session_id, agent, owner_id=owner_id, owner_name=owner_name)
     record = new_run_record(run_id, session_id, agent, metadata, owner_id=owner_id, owner_name=owner_name)
     run = await store.begin_run(record)
-    input_count = await write_input(store, run, [Message(role="user", contents=prompt)])
+    input_count = len(await write_input(store, run, [Message(role="user", contents=prompt)]))
     if trace is not None and run.created_at is not None:
         trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity
-    return run_input_for(run, agent, services.run_settings, input_count=input_count, trace=trace)
+    run_input = run_input_for(run, agent, services.run_settings, input_count=input_count, trace=trace)
+    return run_input.model_copy(update={"notify": await prepare_notifications(store, run, None)})

@@ -17,13 +17,16 @@ from agent_runtime.steps import close_unresolved_calls_step
 from session_store import AlreadyDecidedError, RunRecord, SessionStore
 
 
-async def expire_pending_approvals(store: SessionStore, run_id: str, status: str, *, what: str = "run") -> None:
+async def expire_pending_approvals(
+    store: SessionStore, run_id: str, status: str, *, what: str = "run", session_id: str | None = None
+) -> None:
     """Expire the undecided approvals of the run (or workflow run: `what`) that ended: nobody can decide them any
-    more."""
-    for pending in await store.list_approvals(run_id=run_id, status="pending"):
+    more. (`session_id`: the run's, when the caller knows it.)"""
+    for pending in await store.list_approvals(run_id=run_id, session_id=session_id, status="pending"):
         try:
             await store.decide_approval(
-                pending.approval_id, "expired", reason=f"The {what} ended ({status}).", decided_at=datetime.now(UTC)
+                pending.approval_id, "expired", reason=f"The {what} ended ({status}).", decided_at=datetime.now(UTC),
+                current=pending,
             )
         except AlreadyDecidedError:
             continue  # decided in the meantime: that decision stands in the audit trail

@@ -8,9 +8,9 @@ Activities take `*Input` models and return summaries from the loop's vocabulary 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from agent_runtime.escalation import Escalate
 from agent_runtime.loop_types import (
@@ -25,6 +25,7 @@ from agent_runtime.loop_types import (
     ToolInvocation,
 )
 from agent_runtime.messages import Usage
+from agent_runtime.tool_policy import ToolPolicy
 from telemetry.trace_context import RunTrace
 
 ORCHESTRATOR_NAME = "agent_run"
@@ -49,6 +50,9 @@ class RunRef(_Payload):
     ordinal: int = Field(ge=0, description="0 only while the run waits in the session's queue (no position yet)")
     trace: RunTrace | None = None
     """The run's trace (W3C context of the start request + start time): every activity parents its spans under it."""
+    tools: ToolPolicy | None = Field(default=None, exclude_if=lambda tools: tools is None)
+    """The run's narrowing of its agent's tools (`RunOverrides.tools`): every activity works with the narrowed agent.
+    Written only when set, so the payloads of other runs (and histories in flight) keep their exact bytes."""
 
 
 class RunInput(_Payload):
@@ -71,6 +75,9 @@ class RunInput(_Payload):
     cancel_grace_seconds: float = Field(default=30, ge=0)
     """How long a cancel waits for the step in flight before abandoning it (the run ends `cancelled` anyway)."""
     queued: bool = Field(default=False, description="wait for the session first (if_busy=enqueue / interrupt)")
+    # Written only when set: inputs of histories in flight (and golden ones) keep their exact bytes.
+    notify: bool = Field(default=False, exclude_if=lambda notify: not notify)
+    """Notifications were configured when the run started: it calls `notify_run` after each transition."""
 
 
 class StepFailure(_Payload):
@@ -204,6 +211,9 @@ class FinishInput(_Payload):
     usage: Usage = Field(default_factory=Usage)
     run_middleware: RunMiddlewarePhase = "none"
     """`after`: post-process with the run middleware; `ended`: the middleware's pre-processing ended the run."""
+    approvals_asked: bool = True
+    """False: this execution never asked for an approval (and earlier ones settled all theirs before continuing as
+    new), so none can be pending and `finish_run` does not look. True (also an input scheduled by older code): look."""
 
 
 class FinishResult(_Payload):
@@ -213,12 +223,39 @@ class FinishResult(_Payload):
     reason: str
 
 
-class RunOutcome(_Payload):
-    """The orchestration output: the run's final status (its answer is in the store, not in history)."""
+class ResumePoint(_Payload):
+    """Where a failed run can go on from (`POST /api/runs/{id}/rewind`): the step that failed and the orchestration
+    input that executes it again, with the loop's state from just before it (so completed model and tool calls are
+    not made again) and positions after everything the failed run wrote (so continuation tokens stay valid)."""
+
+    step: Literal["call_model", "invoke_tool", "discover_tools", "run_middleware_before"]
+    iteration: int = Field(ge=0)
+    input: RunInput
+
+
+class Resumable(_Payload):
+    """An orchestration output that may carry a `resume` point: written only when set, so the outputs of runs with
+    nothing to resume stay exactly as they always were."""
+
+    resume: Any = None
+
+    @model_serializer(mode="wrap")
+    def _resume_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.resume is None:
+            data.pop("resume", None)
+        return data
+
+
+class RunOutcome(Resumable):
+    """The orchestration output: the run's final status (its answer is in the store, not in history). A run that
+    failed in a step it can repeat carries its `resume` point (read by rewind from the orchestration's output, so
+    the run record and every poll stay small)."""
 
     run_id: str
     status: Literal["completed", "failed", "cancelled"]
     reason: str
+    resume: ResumePoint | None = None
 
 
 def approval_event_name(approval_id: str) -> str:

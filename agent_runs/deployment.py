@@ -8,18 +8,32 @@ only make sense on a laptop, instead of falling back to them silently:
   purpose (a warning);
 - no `CONTINUATION_TOKEN_SECRET`: set it (the infrastructure keeps it in Key Vault).
 
-`AUTH_MODE` (default `none`) is reported, and warned about on Azure when `none`. The durable backend is what the
+Who may call is checked too (the app refuses to start, naming the settings):
+
+- an `AUTH_MODE` that is not one of `none`, `easyauth`, `jwt` (anywhere: a typo must not become a 500 on every route),
+  or `jwt` without `AUTH_ISSUER` and `AUTH_AUDIENCE`;
+- on Azure, `AUTH_MODE=easyauth` unless App Service Authentication is on (the platform then sets
+  `WEBSITE_AUTH_ENABLED=True`): without it nothing strips a hand-made `X-MS-CLIENT-PRINCIPAL` header, so anyone
+  could claim any identity;
+- on Azure, `AUTH_MODE=none` unless `ALLOW_ANONYMOUS_ON_AZURE=true` says so on purpose (then a warning): every
+  function-key holder is one principal and separation of duties cannot tell people apart.
+
+The durable backend is what the
 Functions host will use: `host.json` `extensions.durableTask.storageProvider.type`, unless the app setting
-`AzureFunctionsJobHost__extensions__durableTask__storageProvider__type` overrides it (as the host does).
+`AzureFunctionsJobHost__extensions__durableTask__storageProvider__type` overrides it (as the host does). The durable
+engine says who actually runs the orchestrations: `devhost` when devhost runs the app (it sets `DEVHOST_ENGINE` for
+the app; its own engine stands in for the configured backend), else `functions-host` (the Functions host's Durable
+extension on the configured backend: on Azure, or under Core Tools).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent_runs.settings import RunSettings
@@ -29,7 +43,17 @@ from session_store import StoreSettings
 DURABLE_BACKEND_SETTING = "AzureFunctionsJobHost__extensions__durableTask__storageProvider__type"
 # The Durable extension's backend when host.json names none.
 DEFAULT_DURABLE_BACKEND = "AzureStorage"
+# Set by devhost in the environment of the app it runs (never by a user; Azure never sets it).
+DEVHOST_ENGINE_SETTING = "DEVHOST_ENGINE"
 APP_DIR = Path(__file__).resolve().parent.parent
+# How callers are authenticated (`http_api/identity.py`); `AUTH_MODE` is read case-insensitively.
+AuthMode = Literal["none", "easyauth", "jwt"]
+AUTH_MODES: tuple[str, ...] = get_args(AuthMode)
+ALLOW_ANONYMOUS_SETTING = "ALLOW_ANONYMOUS_ON_AZURE"
+
+
+def normalized_auth_mode(value: str | None) -> str:
+    return (value or "").strip().lower() or "none"
 
 
 class DeploymentSettings(BaseSettings):
@@ -42,6 +66,28 @@ class DeploymentSettings(BaseSettings):
     auth_mode: str = Field(
         default="none", validation_alias="AUTH_MODE", description="how callers are authenticated (`none`: not at all)"
     )
+    auth_issuer: str | None = Field(
+        default=None, validation_alias="AUTH_ISSUER", description="`AUTH_MODE=jwt`: the token issuer to trust"
+    )
+    auth_audience: str | None = Field(
+        default=None, validation_alias="AUTH_AUDIENCE", description="`AUTH_MODE=jwt`: the audience tokens must name"
+    )
+    website_auth_enabled: str | None = Field(
+        default=None, validation_alias="WEBSITE_AUTH_ENABLED",
+        description="set by Azure to `True` when App Service Authentication (Easy Auth) is on in front of the app",
+    )
+    allow_anonymous_on_azure: bool = Field(
+        default=False, validation_alias=ALLOW_ANONYMOUS_SETTING,
+        description="`true`: start on Azure with `AUTH_MODE=none` on purpose (every function-key holder is one caller)",
+    )
+    website_hostname: str | None = Field(
+        default=None, validation_alias="WEBSITE_HOSTNAME",
+        description="set by Azure: the app's default host name (`<app>.azurewebsites.net`); links use it on Azure",
+    )
+    public_base_url: str | None = Field(
+        default=None, validation_alias="PUBLIC_BASE_URL",
+        description="the URL clients reach the app at (a custom domain, a gateway): links use it wherever the app runs",
+    )
     taskhub_name: str | None = Field(
         default=None, validation_alias="TASKHUB_NAME", description="the Durable task hub (host.json `%TASKHUB_NAME%`)"
     )
@@ -49,15 +95,48 @@ class DeploymentSettings(BaseSettings):
         default=None, validation_alias=DURABLE_BACKEND_SETTING,
         description="overrides host.json's durable storage provider type (`azureManaged` or `AzureStorage`)",
     )
+    devhost_engine: str | None = Field(
+        default=None, validation_alias=DEVHOST_ENGINE_SETTING,
+        description="set by devhost for the app it runs: its own engine runs the orchestrations",
+    )
 
     @property
     def on_azure(self) -> bool:
         return bool(self.website_instance_id)
 
+    @field_validator("public_base_url")
+    @classmethod
+    def _absolute_http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError("PUBLIC_BASE_URL must be an absolute http(s) URL without query or fragment")
+        return value.strip().rstrip("/")
+
+    @property
+    def link_base(self) -> str | None:
+        """Where links (`Location`, `links`) point: `PUBLIC_BASE_URL`, else on Azure `https://<WEBSITE_HOSTNAME>`;
+        None locally (devhost, `func start`: the request's own URL is right there). Never the request's `Host`
+        header on Azure: a caller could otherwise make the app hand out links to a host of its choosing."""
+        if self.public_base_url:
+            return self.public_base_url
+        if self.on_azure and self.website_hostname:
+            return f"https://{self.website_hostname.strip()}"
+        return None
+
+    @property
+    def app_service_auth_enabled(self) -> bool:
+        return (self.website_auth_enabled or "").strip().lower() == "true"
+    @property
+    def durable_engine(self) -> Literal["devhost", "functions-host"]:
+        return "devhost" if self.devhost_engine else "functions-host"
+
 
 class DeploymentReport(BaseModel):
     on_azure: bool
     durable_backend: str
+    durable_engine: Literal["devhost", "functions-host"]
     task_hub: str | None
     store: Literal["cosmos", "sqlite"]
     model_provider: str
@@ -70,7 +149,8 @@ class DeploymentConfigurationError(RuntimeError):
     """The app must not start with these settings; the message names each setting and what to set."""
 
     def __init__(self, report: DeploymentReport) -> None:
-        super().__init__("Refusing to start on Azure: " + " ".join(report.errors))
+        where = " on Azure" if report.on_azure else ""
+        super().__init__(f"Refusing to start{where}: " + " ".join(report.errors))
         self.report = report
 
 
@@ -118,15 +198,14 @@ def assess(
             warnings.append(
                 "CONTINUATION_TOKEN_SECRET is not set: tokens are signed with the public development secret"
             )
-    auth_mode = deployment.auth_mode.strip().lower() or "none"
-    if on_azure and auth_mode == "none":
-        warnings.append(
-            "AUTH_MODE=none: the app itself authenticates no caller (function keys and App Service Authentication, "
-            "if switched on, still apply)"
-        )
+    auth_mode = normalized_auth_mode(deployment.auth_mode)
+    auth_errors, auth_warnings = assess_auth(auth_mode, deployment)
+    errors += auth_errors
+    warnings += auth_warnings
     return DeploymentReport(
         on_azure=on_azure,
         durable_backend=durable_backend(app_dir, deployment),
+        durable_engine=deployment.durable_engine,
         task_hub=deployment.taskhub_name,
         store="cosmos" if store.uses_cosmos else "sqlite",
         model_provider=provider,
@@ -134,6 +213,41 @@ def assess(
         warnings=warnings,
         errors=errors,
     )
+
+
+def assess_auth(auth_mode: str, deployment: DeploymentSettings) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the auth settings: a mode that does not exist, or one that lets callers forge identities
+    on Azure, refuses to start."""
+    if auth_mode not in AUTH_MODES:
+        return [
+            f"AUTH_MODE={deployment.auth_mode.strip()!r} is not a known mode: set AUTH_MODE to one of "
+            + ", ".join(AUTH_MODES) + "."
+        ], []
+    if auth_mode == "jwt" and not (deployment.auth_issuer and deployment.auth_audience):
+        return ["AUTH_MODE=jwt needs AUTH_ISSUER and AUTH_AUDIENCE (the issuer whose tokens to trust, and the "
+                "audience they must be issued for)."], []
+    if not deployment.on_azure:
+        return [], []
+    if auth_mode == "easyauth" and not deployment.app_service_auth_enabled:
+        return [
+            "AUTH_MODE=easyauth but App Service Authentication is off (WEBSITE_AUTH_ENABLED is not True): nothing in "
+            "front of the app validates callers or strips X-MS-CLIENT-PRINCIPAL headers, so any caller could claim "
+            "any identity. Switch App Service Authentication on (the infrastructure does it for authMode=easyauth), "
+            "or set AUTH_MODE=jwt."
+        ], []
+    if auth_mode == "none":
+        if not deployment.allow_anonymous_on_azure:
+            return [
+                f"AUTH_MODE=none: the app would tell no caller apart (every function-key holder may see and decide "
+                f"everything; separation of duties does nothing). Set AUTH_MODE=easyauth (with App Service "
+                f"Authentication) or AUTH_MODE=jwt, or set {ALLOW_ANONYMOUS_SETTING}=true to run without "
+                f"identities on purpose."
+            ], []
+        return [], [
+            f"AUTH_MODE=none: the app itself authenticates no caller, on purpose ({ALLOW_ANONYMOUS_SETTING}=true); "
+            "function keys and App Service Authentication, if switched on, still apply"
+        ]
+    return [], []
 
 
 def durable_backend(app_dir: Path, deployment: DeploymentSettings) -> str:

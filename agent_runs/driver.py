@@ -10,6 +10,7 @@ without a host.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Literal
 
 from agent_runs.contracts import (
     ApprovalRequestsInput,
@@ -22,6 +23,7 @@ from agent_runs.contracts import (
     MiddlewareBeforeInput,
     MiddlewareBeforeResult,
     ModelCallInput,
+    ResumePoint,
     RunInput,
     RunMiddlewarePhase,
     RunOutcome,
@@ -41,12 +43,15 @@ from agent_runtime.loop_types import (
     Fail,
     Finish,
     LoopCommand,
+    LoopState,
     ModelTurn,
     RequestApproval,
     RunTools,
     ToolOutcome,
     ToolResults,
 )
+
+ResumeStep = Literal["call_model", "invoke_tool", "discover_tools", "run_middleware_before"]
 
 # Model calls per execution before continuing as new: bounds the history each episode replays.
 MODEL_CALLS_PER_EXECUTION = 8
@@ -70,8 +75,12 @@ class RunDriver:
         self._model_call_seq: int | None = None
         self._handed_on: set[str] = set()
         self._escalated = False
+        self._approvals_asked = False
         # A continued-as-new execution only exists if the middleware's pre-processing let the run proceed.
         self._middleware: RunMiddlewarePhase = "after" if run_input.generation > 0 else "none"
+        # The step in flight that a rewind could execute again, and where the run would go on from if it fails.
+        self._repeatable: tuple[ResumeStep, LoopCommand | None] | None = None
+        self._resume_from: tuple[ResumeStep, LoopState | None, LoopCommand | None] | None = None
 
     # ------------------------------------------------------------------------------------------------ commands
 
@@ -86,6 +95,7 @@ class RunDriver:
         return self._input.run_middleware and fresh and self._middleware == "none"
 
     def middleware_before_input(self) -> MiddlewareBeforeInput:
+        self._repeatable = ("run_middleware_before", None)  # its effects are recorded once: the run starts afresh
         return MiddlewareBeforeInput(run=self.run, first_seq=self._allocate(MIDDLEWARE_SLOTS), slots=MIDDLEWARE_SLOTS)
 
     def on_middleware_before(self, result: MiddlewareBeforeResult) -> LoopCommand:
@@ -110,18 +120,25 @@ class RunDriver:
             }
         )
 
+    def discovery_started(self) -> None:
+        """The MCP tools are being listed (first step of a fresh run): a failure restarts the run."""
+        self._repeatable = ("discover_tools", None)
+
     def model_call(self, command: CallModel) -> ModelCallInput:
+        self._repeatable = ("call_model", command)
         self._model_calls += 1
         self._model_call_seq = self._allocate(SLOTS_PER_MODEL_CALL)
         return ModelCallInput(run=self.run, command=command, first_seq=self._model_call_seq)
 
     def tool_calls(self, command: RunTools) -> list[ToolCallInput]:
+        self._repeatable = ("invoke_tool", command)
         return [ToolCallInput(run=self.run, invocation=call, seq=self._allocate(1)) for call in command.calls]
 
     def approval_requests(self, command: RequestApproval, now: datetime) -> ApprovalRequestsInput:
         self._expires_at = now + timedelta(seconds=self._input.approval_timeout_seconds)
         self._pending_approvals = [approval_id_for(self.run.run_id, ref.call_id) for ref in command.calls]
         self._escalated = False
+        self._approvals_asked = True
         return ApprovalRequestsInput(
             run=self.run, calls=command.calls, first_seq=self._allocate(len(command.calls)), expires_at=self._expires_at
         )
@@ -161,11 +178,15 @@ class RunDriver:
             first_seq=self._allocate(slots),
             usage=self._loop.state.usage,
             run_middleware=phase,
+            approvals_asked=self._approvals_asked or bool(self._pending_approvals),
         )
 
     # ------------------------------------------------------------------------------------------------ results
 
     def on_model_result(self, result: ModelTurn | StepFailure) -> LoopCommand:
+        failed_for_good = isinstance(result, StepFailure) and not result.is_cancel
+        if failed_for_good:  # e.g. the endpoint refused the request: a rewind asks again once it is fixed
+            self._remember_resume_point()
         self._step_completed()
         if isinstance(result, StepFailure) and result.is_cancel:
             return self._loop.send(Cancel())
@@ -223,8 +244,38 @@ class RunDriver:
 
     def on_failure(self, reason: str) -> LoopCommand:
         """An activity failed after its retries: the run fails with the reason."""
+        self._remember_resume_point()
         self._step_completed()
         return self._loop.send(Fail(reason=reason))
+
+    def _remember_resume_point(self) -> None:
+        """The step in flight failed: keep the loop's state from before its result (the loop has received nothing
+        since it asked for the step), so a rewind executes exactly this step again. Approval steps are not
+        repeatable: a failed run has expired its pending approvals."""
+        if self._repeatable is None:
+            return
+        step, command = self._repeatable
+        state = self._loop.state.model_copy(deep=True) if command is not None else None
+        self._resume_from = (step, state, command)
+
+    def resume_point(self) -> ResumePoint | None:
+        """After `finish_input` (its positions are taken): the input that goes on from the failed step, or None if
+        the run did not fail in a repeatable step. Positions continue after everything the run wrote."""
+        if self._resume_from is None or self._status != "failed":
+            return None
+        step, state, command = self._resume_from
+        if command is None:  # failed before the loop started: the run starts again, from the first step
+            update = {"next_position": self._position, "queued": False}
+        else:
+            update = {
+                "next_position": self._position,
+                "loop_state": state,
+                "pending_command": command,
+                "generation": self._input.generation + 1,
+                "queued": False,
+            }
+        iteration = state.iteration if state is not None else 0
+        return ResumePoint(step=step, iteration=iteration, input=self._input.model_copy(update=update))
 
     def on_cancel(self, reason: str | None) -> LoopCommand:
         return self._loop.send(Cancel(reason=reason))
@@ -239,6 +290,10 @@ class RunDriver:
         return RunOutcome(run_id=self.run.run_id, status=status, reason=reason)
 
     # ------------------------------------------------------------------------------------------------ state
+
+    @property
+    def notify(self) -> bool:
+        return self._input.notify
 
     @property
     def cancel_grace_seconds(self) -> float:
@@ -273,6 +328,7 @@ class RunDriver:
         # Nothing is in flight when a result is fed back, so everything allocated so far has been written.
         self._visible_position = self._position
         self._model_call_seq = None
+        self._repeatable = None
 
     def _after_approvals(self) -> None:
         if not self._loop.awaiting_approval:

@@ -21,7 +21,9 @@ _lock = threading.Lock()
 _bound: OrderedDict[tuple[int, str], tuple[AgentDefinition, AgentDefinition]] = OrderedDict()
 
 
-async def agent_for_run(store: SessionStore, agent: AgentDefinition, run_id: str) -> AgentDefinition:
+async def agent_for_run(
+    store: SessionStore, agent: AgentDefinition, run_id: str, *, session_id: str | None = None
+) -> AgentDefinition:
     """`agent` with the MCP tools recorded for `run_id` (the agent itself when it has no MCP servers)."""
     if not agent.mcp_servers:
         return agent
@@ -31,7 +33,7 @@ async def agent_for_run(store: SessionStore, agent: AgentDefinition, run_id: str
         if cached is not None:
             _bound.move_to_end(key)
             return cached[1]
-    record = await store.get_run(run_id)
+    record = await store.get_run(run_id, session_id=session_id)
     if record is None:
         raise LookupError(f"no run {run_id!r}")
     if record.discovered_tools is None:

@@ -15,6 +15,7 @@ import threading
 from functools import cached_property
 from typing import Any
 
+from agent_runs.conversation_cache import ConversationCache
 from agent_runs.deployment import DeploymentConfigurationError, DeploymentReport, DeploymentSettings, assess
 from agent_runs.settings import RunSettings
 from agent_runtime.agents import AgentRegistry
@@ -89,6 +90,12 @@ class RunServices:
     def store(self) -> SessionStore:
         self.check_deployment()
         return open_store(self.store_settings)
+
+    @cached_property
+    def conversations(self) -> ConversationCache:
+        """What this process's steps read and wrote of their runs' conversations (one store per process, so one
+        cache: see `conversation_cache`)."""
+        return ConversationCache()
 
     @cached_property
     def agents(self) -> AgentRegistry:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.contracts import RunInput, RunRef
+from agent_runs.conversation_cache import ConversationCache
 from agent_runs.sequence import seq_for
 from agent_runs.settings import RunSettings
 from agent_runs.store_log import to_record
@@ -22,7 +23,7 @@ from agent_runtime.escalation import Escalate
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import RunBudget
-from session_store import RunRecord, SessionRecord, SessionStore
+from session_store import MessageRecord, RunRecord, SessionRecord, SessionStore
 from telemetry.trace_context import RunTrace
 
 
@@ -60,10 +61,14 @@ async def open_session(
     return session
 
 
-async def write_input(store: SessionStore, run: RunRecord, messages: Sequence[Message]) -> int:
-    """Store the run's input messages at the start of its seq range; returns how many positions they took."""
+async def write_input(
+    store: SessionStore, run: RunRecord, messages: Sequence[Message], *, new_session: ConversationCache | None = None
+) -> list[MessageRecord]:
+    """Store the run's input messages at the start of its seq range; returns them as stored (one position each).
+    `new_session`: the run created its session (`begin_run(new_session=...)`), so the input is the whole conversation
+    so far - remembered in this cache for the run's first model call."""
     now = datetime.now(UTC)
-    await store.append_messages(
+    stored = await store.append_messages(
         run.session_id,
         [
             to_record(
@@ -75,7 +80,9 @@ async def write_input(store: SessionStore, run: RunRecord, messages: Sequence[Me
             for index, message in enumerate(messages)
         ],
     )
-    return len(messages)
+    if new_session is not None:
+        new_session.start(run.session_id, run.run_id, run.etag, stored, below=seq_for(run.ordinal, len(messages)))
+    return stored
 
 
 def run_input_for(
@@ -97,6 +104,7 @@ def run_input_for(
             agent=agent.name,
             ordinal=run.ordinal,
             trace=trace or RunTrace.start(),
+            tools=RunOverrides.from_record(run.overrides).tools,
         ),
         loop_config=agent.loop_config(budget),
         next_position=input_count,

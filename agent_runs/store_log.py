@@ -7,8 +7,31 @@ stored keeps its seq (a retried activity rewrites in place, never duplicates).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from agent_runs.conversation_cache import ConversationCache
 from agent_runtime.messages import Message
 from session_store import MessageRecord, SessionStore
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """How a step's log may use the process's `ConversationCache` (see there for why it cannot serve stale data).
+
+    `run_etag`: the run record's ETag as the step read it (None: the log reads the record itself when the cache has
+    something for the run). `whole`: the step reads the whole session with nothing of the run in flight below its
+    block (`call_model`), so a read from the store starts the run's entry, and a hit must cover everything below
+    the block. Otherwise a hit is the settled part of the run that starts right after `after_seq`, and must hold the
+    function calls `needs_calls` and the messages `needs_ids`. `probe_ids`: messages an earlier attempt of the step
+    may have stored (read by id on a hit)."""
+
+    cache: ConversationCache
+    run_etag: str | None = None
+    whole: bool = False
+    needs_calls: Sequence[str] = ()
+    needs_ids: Sequence[str] = ()
+    probe_ids: Sequence[str] = ()
 
 
 class SeqBlockExhaustedError(RuntimeError):
@@ -36,6 +59,11 @@ class StoreConversationLog:
         self._slots = slots
         self._used = 0
         self._seq_by_id: dict[str, int] | None = None
+        self._cache_use: CacheUse | None = None
+        self._block: dict[str, MessageRecord] = {}  # what is known to stand in the step's own block
+
+    def use_cache(self, use: CacheUse) -> None:
+        self._cache_use = use
 
     async def messages(self) -> list[Message]:
         records, _ = await self._read()
@@ -43,9 +71,67 @@ class StoreConversationLog:
 
     async def _read(self) -> tuple[list[MessageRecord], dict[str, int]]:
         """The session's records (after `after_seq`) and the seq of each message id, kept for `append`."""
-        records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
+        records = await self._cached_records()
+        if records is None:
+            records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
+            self._note_block(records)
+            use = self._cache_use
+            if use is not None and use.whole and self._first_seq is not None and self._after_seq is None:
+                use.cache.start(self._session_id, self._run_id, use.run_etag, records, below=self._first_seq)
         self._seq_by_id = seq_by_id = {record.message_id: record.seq for record in records}
         return records, seq_by_id
+
+    async def _cached_records(self) -> list[MessageRecord] | None:
+        use = self._cache_use
+        if use is None or self._first_seq is None or not use.cache.has(self._session_id, self._run_id):
+            return None
+        etag = use.run_etag
+        if etag is None:
+            run = await self._store.get_run(self._run_id, session_id=self._session_id)
+            etag = None if run is None else run.etag
+            self._cache_use = use = replace(use, run_etag=etag)
+        after = -1 if self._after_seq is None else self._after_seq
+        records = use.cache.records(
+            self._session_id, self._run_id, etag, after=after, below=self._first_seq if use.whole else None
+        )
+        if records is None:
+            return None
+        ids = {r.message_id for r in records}
+        calls = {c.call_id for r in records for c in Message.model_validate(r.payload).function_calls}
+        if not (set(use.needs_ids) <= ids and set(use.needs_calls) <= calls):
+            return None
+        known = {r.message_id for r in records}
+        for message_id in use.probe_ids:
+            found = await self._store.get_message(self._session_id, message_id)
+            if found is not None and found.message_id not in known:
+                records.append(found)
+        self._note_block(records)
+        return sorted(records, key=lambda r: r.seq)
+
+    def _note_block(self, records: Sequence[MessageRecord]) -> None:
+        if self._first_seq is not None:
+            high = self._first_seq + self._slots
+            self._block.update({r.message_id: r for r in records if self._first_seq <= r.seq < high})
+
+    @property
+    def block_ids(self) -> set[str]:
+        """The ids known to stand in the step's block (read there, or written by this log)."""
+        return set(self._block)
+
+    async def settle(self, probe_id: str | None = None) -> None:
+        """The step completed: its block holds what it wrote (and what an earlier attempt left, as read). `probe_id`:
+        the id an earlier attempt would have written after the last one this attempt wrote - if it is stored, the
+        block holds more than this log knows and stays unsettled."""
+        use = self._cache_use
+        if use is None or self._first_seq is None or self._seq_by_id is None:
+            return
+        unknown = probe_id is not None and probe_id not in self._block
+        if unknown and await self._store.get_message(self._session_id, probe_id) is not None:  # type: ignore[arg-type]
+            return
+        use.cache.settle_block(
+            self._session_id, self._run_id, use.run_etag, self._block.values(), low=self._first_seq,
+            high=self._first_seq + self._slots,
+        )
 
     async def append(self, message: Message) -> None:
         if message.message_id is None:
@@ -55,7 +141,13 @@ class StoreConversationLog:
         if seq is None:
             seq = self._next_seq()
             seq_by_id[message.message_id] = seq
-        await self._store.append_messages(self._session_id, [to_record(self._session_id, self._run_id, seq, message)])
+        (stored,) = await self._store.append_messages(
+            self._session_id, [to_record(self._session_id, self._run_id, seq, message)]
+        )
+        self._note_block([stored])
+        outside = self._first_seq is None or not self._first_seq <= seq < self._first_seq + self._slots
+        if outside and self._cache_use is not None:  # an older message replaced in place: the entry may hold it
+            self._cache_use.cache.forget(self._session_id, self._run_id)
 
     def _next_seq(self) -> int:
         if self._first_seq is None:
@@ -67,6 +159,28 @@ class StoreConversationLog:
         return seq
 
 
+class SnapshotLog(StoreConversationLog):
+    """A log read once: later `messages()` answer from that read plus this log's own writes, not from the store again.
+    Only for a step that is the one writer of what it reads: `finish_run`, the run's last step (the steps before it
+    have completed, so nothing else writes to the run's range while it closes the run)."""
+
+    _snapshot: list[Message] | None = None
+
+    async def messages(self) -> list[Message]:
+        if self._snapshot is None:
+            self._snapshot = await super().messages()
+        return list(self._snapshot)
+
+    async def append(self, message: Message) -> None:
+        await super().append(message)
+        if self._snapshot is not None:
+            ids = [m.message_id for m in self._snapshot]
+            if message.message_id in ids:  # rewritten in place (a retried step): same position
+                self._snapshot[ids.index(message.message_id)] = message
+            else:
+                self._snapshot.append(message)
+
+
 class RunClosedError(RuntimeError):
     """The run closed while the step was working (a cancel abandoned it): what it produced is not written."""
 
@@ -76,7 +190,7 @@ class OpenRunLog(StoreConversationLog):
     must not add to a conversation the run already closed (and the next run may be using)."""
 
     async def append(self, message: Message) -> None:
-        run = await self._store.get_run(self._run_id)
+        run = await self._store.get_run(self._run_id, session_id=self._session_id)
         if run is not None and run.finished:
             raise RunClosedError(f"run {self._run_id} is {run.status}; the result of its abandoned step is dropped")
         await super().append(message)

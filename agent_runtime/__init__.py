@@ -5,7 +5,7 @@ Nothing in this package imports Azure Functions or the Durable SDK; the durable 
 How a run fits together:
 - `messages`    the vocabulary (contents, messages, responses; seed 002's approval contents);
 - `tools`       `@tool`: schema from type hints, validation, approval policy, timeout, `ToolContext`;
-- `agents`      `AgentDefinition` + `AgentRegistry` (loads the top-level `agents/` package);
+- `agents`      `AgentDefinition` + `AgentRegistry` (loads the top-level `served_agents/` package);
 - `loop`        `AgentLoop`: pure state machine (events in `loop_types`) deciding call model / run tools / ask
                 approval / finish (seed 000's function-invocation rules);
 - `steps`       the I/O of each command against a `conversation.ConversationLog`, with deterministic message ids;

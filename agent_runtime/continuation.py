@@ -1,21 +1,29 @@
 """Continuation tokens: opaque, signed, expiring cursors bound to one resource (seed 002, long-running operations).
 
 A token is what a client hands back to get "what is new since last time". It is signed with the app secret
-(HMAC-SHA1 via itsdangerous, keys derived per purpose), carries the resource it was issued for and a cursor, and
+(HMAC-SHA256 via itsdangerous, keys derived per purpose), carries the resource it was issued for and a cursor, and
 expires. Verification tells apart tampering, expiry and a token minted for another resource, so the API can answer
 each with a clear 401 and never serve another run's data.
 
 Several secrets may be configured: the first signs, all verify (key rotation without breaking clients mid-poll).
+Tokens signed before the move to SHA-256 (HMAC-SHA1, itsdangerous' default) are still honoured until they expire
+(the same TTL): clients mid-poll during a deployment keep polling. Once a TTL has passed since that deployment no
+SHA-1 token can verify any more, and `LEGACY_DIGESTS` can be emptied.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+DIGEST = hashlib.sha256
+# Verified only (never signed with): the digest of tokens issued by earlier versions, honoured until they expire.
+LEGACY_DIGESTS = (hashlib.sha1,)
 
 
 class TokenError(Exception):
@@ -61,7 +69,11 @@ class ContinuationTokens:
         self._ttl_seconds = ttl_seconds
         # itsdangerous signs with the LAST key and verifies with all of them.
         self._serializer = URLSafeTimedSerializer(
-            list(reversed(usable)), salt="continuation-token", signer=_signer_with_clock(now)
+            list(reversed(usable)),
+            salt="continuation-token",
+            signer=_signer_with_clock(now),
+            signer_kwargs={"digest_method": DIGEST},
+            fallback_signers=[{"digest_method": digest} for digest in LEGACY_DIGESTS],
         )
 
     @property

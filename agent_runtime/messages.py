@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from . import json_limits
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -95,9 +97,11 @@ class FunctionCallContent(_Model):
         if not text:
             return {}
         try:
-            parsed = json.loads(text)
+            parsed = json_limits.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from exc
+        except json_limits.JsonLimitError as exc:
+            raise ValueError(f"arguments cannot be used: {exc}") from exc
         if not isinstance(parsed, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(parsed).__name__}")
         return parsed
@@ -208,6 +212,9 @@ class Message(_Model):
     message_id: str | None = None
     author_name: str | None = None
     created_at: datetime | None = None
+    usage: Usage | None = Field(
+        default=None, description="on a model's answer: the tokens (and cost) of the call that produced it"
+    )
 
     _wrap = model_validator(mode="before")(_wrap_text)
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import json_limits
 from .agents import AgentDefinition
 from .loop_types import ToolChoice
 from .models.types import ChatOptions, ResponseFormat
+from .tool_policy import ToolPolicy
 
 MAX_INSTRUCTIONS_CHARS = 64_000
 
@@ -32,6 +33,8 @@ class RunOverrides(BaseModel):
     """Extra system instructions for this run, after the agent's own."""
     response_format: ResponseFormat | None = None
     """Structured output for this run, replacing the agent's `output_type`."""
+    tools: ToolPolicy | None = None
+    """Fewer tools, more approvals for this run (never fewer approvals: see `tool_policy`)."""
 
     @classmethod
     def from_record(cls, stored: dict[str, Any] | None) -> RunOverrides:
@@ -59,31 +62,38 @@ class RunOverrides(BaseModel):
         fmt = self.response_format
         if fmt is None:
             return agent.parse_output(text)
+        # jsonschema is loaded by the first run with a format of its own, not at start-up (tests/deploy).
+        from .json_schemas import MAX_INSTANCE_CHARS, SchemaRefusedError, best_error, safe_validator
+
+        if len(text) > MAX_INSTANCE_CHARS:
+            raise OutputSchemaError(
+                f"the answer is too large to check ({len(text)} characters, at most {MAX_INSTANCE_CHARS})"
+            )
         try:
-            value = json.loads(text)
+            value = json_limits.loads(text)
+        except json_limits.JsonLimitError as error:
+            raise OutputSchemaError(f"the answer cannot be checked: {error}") from error
         except json.JSONDecodeError as error:
             raise OutputSchemaError(f"the answer is not JSON: {error}") from error
         if not isinstance(value, dict):
             raise OutputSchemaError("the answer is not a JSON object")
         if fmt.type == "json_schema" and fmt.json_schema is not None:
-            try:
-                jsonschema.validate(value, fmt.json_schema)
-            except jsonschema.ValidationError as error:
+            try:  # never fetches: only references inside the schema resolve (`json_schemas`)
+                error = best_error(safe_validator(fmt.json_schema), value)
+            except SchemaRefusedError as refused:
+                raise OutputSchemaError(f"the answer cannot be checked against the schema: {refused}") from refused
+            if error is not None:
                 where = "/".join(str(part) for part in error.absolute_path) or "(root)"
-                raise OutputSchemaError(f"the answer does not match the schema at {where}: {error.message}") from error
-            except Exception as error:  # e.g. a $ref the schema cannot resolve: the answer cannot be checked
-                raise OutputSchemaError(f"the answer cannot be checked against the schema: {error}") from error
+                raise OutputSchemaError(f"the answer does not match the schema at {where}: {error.message}")
         return value
 
 
 def check_output_schema(schema: dict[str, Any]) -> None:
-    """Raise a ValueError when `schema` is not a usable JSON schema with an object root (before a run starts)."""
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as error:
-        raise ValueError(f"not a valid JSON schema: {error.message}") from error
-    except Exception as error:  # an unknown `$schema` dialect and the like
-        raise ValueError(f"not a usable JSON schema: {error}") from error
+    """Raise a ValueError when `schema` is not a usable JSON schema with an object root (before a run starts): invalid,
+    too large or deep, or referring to anything outside itself (`json_schemas.check_schema`)."""
+    from .json_schemas import check_schema as check_json_schema  # deferred, as in `parse_output`
+
+    check_json_schema(schema)
     ResponseFormat.from_json_schema(schema)  # the object root check
 
 

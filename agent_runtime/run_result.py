@@ -81,6 +81,8 @@ def structured_value(
         return None, f"the answer does not match the output type ({problems})"
     except ValueError as error:  # json's JSONDecodeError (a JSON-schema output type)
         return None, f"the answer is not JSON ({str(error).splitlines()[0]})"
+    except RecursionError:
+        return None, "the answer is JSON nested too deep to check"
 
 
 def build_run_result(

@@ -53,6 +53,7 @@ from .steps import (
     record_approval_requests_step,
     record_approval_response_step,
 )
+from .tools import EffectLedger
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class AgentRunner:
         on_update: OnUpdate | None = None,
         budget: RunBudget | None = None,
         prices: ModelPrices | None = None,
+        effects: EffectLedger | None = None,
     ) -> None:
         self.agent, self.client, self.approver = agent, client, approver
         # The agent's budget tightened by this runner's (a BudgetAboveAgentLimitError if it asks for more).
@@ -92,6 +94,7 @@ class AgentRunner:
         self.log = log if log is not None else InMemoryConversationLog()
         self.session_id = session_id
         self.on_update = on_update  # set: model calls stream and every update is passed on
+        self.effects = effects  # the ledger tools record their side effects in (`ToolContext.record_effect_once`)
 
     async def run(self, input: str | Message | Sequence[Message], *, run_id: str | None = None) -> RunResult:
         """Run the agent on new input, through the agent's run middleware."""
@@ -207,7 +210,10 @@ class AgentRunner:
                 logger.warning("model step of run %s failed", run_id, exc_info=True)
                 return Fail(reason=f"model call failed: {type(error).__name__}: {error}")
         outcomes = await asyncio.gather(
-            *(invoke_tool_step(agent, self.log, run_id, call, session_id=self.session_id) for call in command.calls)
+            *(
+                invoke_tool_step(agent, self.log, run_id, call, session_id=self.session_id, effects=self.effects)
+                for call in command.calls
+            )
         )
         return ToolResults(outcomes=list(outcomes))
 

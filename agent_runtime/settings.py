@@ -24,14 +24,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .models.openai_client import OpenAIChatClient
 from .models.retry import RetryPolicy
 from .spend import ModelPrices
+
+if TYPE_CHECKING:  # the client (and the openai SDK under it) is imported by the first model call, not at start-up
+    from .models.openai_client import OpenAIChatClient
 
 Provider = Literal["openai", "azure_openai", "compatible", "scripted"]
 SCRIPTED_MODEL_NAME = "scripted-model"
@@ -98,6 +100,8 @@ def build_model_client(
 ) -> OpenAIChatClient:
     """The model client the settings describe. For `scripted`, `scripted_base_url` (a server the caller started,
     e.g. `ScriptedModelServer(DemoBrain()).start().base_url`) wins over `SCRIPTED_MODEL_URL`."""
+    from .models.openai_client import OpenAIChatClient
+
     settings = settings or ModelSettings()
     provider = settings.resolved_provider
     timeout = settings.timeout_seconds

@@ -48,7 +48,6 @@ from .messages import (
     unanswered_function_calls,
 )
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
-from .models.openai_wire import assemble_response
 from .models.types import ChatRequest, ModelClient
 from .overrides import RunOverrides
 from .spend import ModelPrices
@@ -127,7 +126,7 @@ async def call_model_step(
     context = ChatContext(
         messages=[*system, *history],
         options=overrides.chat_options(agent, command.tool_choice),
-        tools=agent.tool_specs(),
+        tools=agent.offered_tools(),
         agent_name=agent.name,
         run_id=run_id,
         iteration=command.iteration,
@@ -142,6 +141,8 @@ async def call_model_step(
         async for update in client.get_streaming_response(request):
             updates.append(update)
             await on_update(update)
+        from .models.openai_wire import assemble_response  # the openai SDK's types: loaded by the first call
+
         ctx.result = assemble_response(updates)
 
     await MiddlewarePipeline(agent.chat_middleware).execute(context, call_model)
@@ -152,23 +153,25 @@ async def call_model_step(
                 MIDDLEWARE_TERMINATED, context.termination_message or "chat middleware terminated the model call"
             )
         raise ChatMiddlewareEnded(CHAT_MIDDLEWARE_NO_RESULT, "chat middleware ended the call without a result")
+    usage = response.usage
+    if prices and usage is not None:
+        usage = usage.model_copy(
+            update={"cost": prices.cost_of(usage, context.options.model, default_model(client), response.model_id)}
+        )
     calls: list[FunctionCallContent] = []
     seen = {call.call_id for m in history for call in m.function_calls}
+    last = len(response.messages) - 1
     for index, message in enumerate(response.messages):
         stored = message.model_copy(
             update={
                 "message_id": model_message_id(run_id, command.iteration, index),
                 "author_name": agent.name,
                 "contents": _unique_call_ids(message.contents, seen, f"{run_id}-{command.iteration}-{index}"),
+                "usage": usage if index == last else None,  # the call's usage once, on its answer (a run's timeline)
             }
         )
         await log.append(stored)
         calls.extend(stored.function_calls)
-    usage = response.usage
-    if prices and usage is not None:
-        usage = usage.model_copy(
-            update={"cost": prices.cost_of(usage, context.options.model, default_model(client), response.model_id)}
-        )
     return ModelTurn(
         # A terminating layer's answer ends the run: its calls (if any) are closed as not run, never executed.
         tool_calls=[] if context.terminated else [_summarise_call(agent, call) for call in calls],
@@ -237,7 +240,10 @@ async def invoke_tool_step(
 ) -> ToolOutcome:
     """Produce and store the result of one call: run the tool through the function middleware, or write why not."""
     messages = await log.messages()
-    existing = next((r for m in messages for r in m.function_results if r.call_id == invocation.call_id), None)
+    existing = next(
+        (r for m in messages for r in m.function_results if r.call_id == invocation.call_id and not closed_at_end(r)),
+        None,
+    )
     if existing is not None:
         # A retried activity whose first attempt already stored the result: do not run the tool twice.
         return ToolOutcome(call_id=invocation.call_id, is_error=existing.is_error and invocation.action != "deny")
@@ -415,12 +421,21 @@ async def record_approval_response_step(
 # --------------------------------------------------------------------------------------------------- finishing
 
 
+_RUN_ENDED = "Not run: the run ended "
+
+
+def closed_at_end(result: FunctionResultContent) -> bool:
+    """A result `close_unresolved_calls_step` wrote when the run ended before the call ran. It stands in for a result
+    only while the run stays closed: a rewound run executes the call and the real result replaces it (same id)."""
+    return result.error is not None and result.error.startswith(_RUN_ENDED)
+
+
 async def close_unresolved_calls_step(log: ConversationLog, run_id: str, finish: Finish) -> list[str]:
     """Give every call still without a result an error result saying the run ended, so the session's conversation
     stays valid for the next run (a provider rejects calls without results). Returns the call ids closed."""
     closed = []
     for call in unanswered_function_calls(await log.messages()):
-        error = f"Not run: the run ended ({finish.status}: {finish.reason}) before this call was executed."
+        error = f"{_RUN_ENDED}({finish.status}: {finish.reason}) before this call was executed."
         await log.append(
             Message.tool_result(
                 FunctionResultContent(call_id=call.call_id, error=error),

@@ -29,8 +29,12 @@ class Attachment:
         self._asked: set[str] = set()
         self.final: dict[str, Any] | None = None
 
-    def run(self, view: dict[str, Any]) -> int:
+    def run(self, view: dict[str, Any], *, header: str | None = None) -> int:
+        """Follow the run; `header` is printed first, inside the Ctrl-C handling (a Ctrl-C right after it detaches
+        with the re-attach hint too)."""
         try:
+            if header:
+                self.console.print(header)
             return self._follow(view)
         except KeyboardInterrupt:
             self._stop_spinner()

@@ -3,6 +3,8 @@
     agentctl run AGENT "text" [--session ID] [--wait]
     agentctl approvals [--watch]        agentctl runs [--status S] [--agent A]     agentctl sessions
     agentctl show RUN [--follow]        agentctl cancel RUN
+    agentctl rewind RUN [--follow]      agentctl fork RUN ["new input"] [--wait]
+    agentctl export RUN -o case.json    (a transcript to replay as a test: agent_testing.replay)
     agentctl workflows list             agentctl workflows run NAME --input JSON [--wait]
 
 Global: --url / AGENTS_URL, --key (function key) / AGENTS_KEY, --token (bearer) / AGENTS_TOKEN, --json.
@@ -15,16 +17,19 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import httpx
 from rich.console import Console
 from rich.table import Table
 
+from agentctl import problems
 from agentctl.approve import decide_interactively
 from agentctl.attach import Attachment
 from agentctl.client import AgentsClient, ApiError, Connection
 from agentctl.events import FINAL
-from agentctl.exit_codes import COMPLETED, DETACHED, FAILED, USAGE, WAITING_FOR_APPROVAL, for_status
+from agentctl.exit_codes import COMPLETED, DETACHED, USAGE, WAITING_FOR_APPROVAL, for_status
 
 WATCH_INTERVAL_SECONDS = 2.0
 
@@ -56,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--follow", action="store_true", help="attach to it until it ends")
     cancel = commands.add_parser("cancel", help="cancel a run")
     cancel.add_argument("run_id")
+    rewind = commands.add_parser("rewind", help="a failed run goes on from the step that failed")
+    rewind.add_argument("run_id")
+    rewind.add_argument("--follow", action="store_true", help="attach to it until it ends")
+    fork = commands.add_parser("fork", help="a new session with the conversation before a run, and a run there")
+    fork.add_argument("run_id")
+    fork.add_argument("text", nargs="?", help="a new input (default: the run's own input again)")
+    fork.add_argument("--wait", action="store_true", help="only print the end (no live output)")
+    export = commands.add_parser("export", help="save what a run did as a transcript (replay it as a test)")
+    export.add_argument("run_id")
+    export.add_argument("-o", "--output", required=True, help="the file to write ('-': standard output)")
 
     workflows = commands.add_parser("workflows", help="workflow definitions and runs")
     workflow_commands = workflows.add_subparsers(dest="workflow_command", required=True)
@@ -75,20 +90,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE if exit_.code else COMPLETED
     console = Console(stderr=False, highlight=False)
     errors = Console(stderr=True)
-    client = AgentsClient(Connection.from_env(args.url, args.key, args.token))
+    connection = Connection.from_env(args.url, args.key, args.token)
+    try:
+        client = AgentsClient(connection)
+    except httpx.InvalidURL as error:
+        return _report(args, errors, problems.of_transport(error, connection.url))
     interactive = not args.json and sys.stdin.isatty() and console.is_terminal
     try:
         return _dispatch(args, client, console, interactive)
     except ApiError as error:
+        problem = problems.of_answer(error, client.connection.url)
         if args.json:
             print(json.dumps({"error": {"status": error.status, "code": error.code, "detail": error.detail}}))
         else:
-            errors.print(f"[red]{error}[/red]")
-        return USAGE if error.status in (400, 404, 409, 410, 422) else FAILED
+            errors.print(f"agentctl: {problem}", markup=False, highlight=False, soft_wrap=True)
+        return problem.exit_code
+    except httpx.HTTPError as error:
+        return _report(args, errors, problems.of_transport(error, client.connection.url))
+    except problems.Problem as problem:
+        return _report(args, errors, problem)
     except KeyboardInterrupt:
+        console.print()  # end the line a prompt or spinner left open
         return DETACHED
     finally:
         client.close()
+
+
+def _report(args: argparse.Namespace, errors: Console, problem: problems.Problem) -> int:
+    if args.json:
+        print(json.dumps({"error": {"code": "client", "detail": problem.message}}))
+    else:
+        errors.print(f"agentctl: {problem}", markup=False, highlight=False, soft_wrap=True)
+    return problem.exit_code
 
 
 def _dispatch(args: argparse.Namespace, client: AgentsClient, console: Console, interactive: bool) -> int:
@@ -103,6 +136,18 @@ def _dispatch(args: argparse.Namespace, client: AgentsClient, console: Console, 
     if args.command == "cancel":
         _emit(args, console, client.cancel(args.run_id), lambda body: f"Run {args.run_id}: {body.get('status')}")
         return COMPLETED
+    if args.command == "rewind":
+        body = client.rewind(args.run_id)
+        if args.follow:
+            return _attach(args, client, console, client.poll(args.run_id), interactive, live=True)
+        _emit(args, console, body, lambda b: f"Run {b['run_id']} goes on from {b['rewind']['from_step']} "
+              f"(iteration {b['rewind']['iteration']}): agentctl show {b['run_id']} --follow")
+        return COMPLETED
+    if args.command == "fork":
+        view = client.fork(args.run_id, args.text)
+        return _attach(args, client, console, view, interactive, live=not args.wait)
+    if args.command == "export":
+        return _export(args, client, console)
     if args.command == "approvals":
         return _approvals(args, client, console, interactive)
     if args.command == "runs":
@@ -118,10 +163,9 @@ def _attach(
     args: argparse.Namespace, client: AgentsClient, console: Console, view: dict[str, Any], interactive: bool,
     *, live: bool,
 ) -> int:
-    if not args.json and live:
-        console.print(f"[dim]run {view['run_id']} · session {view['session_id']}[/dim]")
+    header = f"[dim]run {view['run_id']} · session {view['session_id']}[/dim]" if not args.json and live else None
     attachment = Attachment(console, client, interactive=interactive, live=live and not args.json)
-    code = attachment.run(view)
+    code = attachment.run(view, header=header)
     final = attachment.final
     if final is not None and (args.json or not live):
         if args.json:
@@ -187,6 +231,17 @@ def _workflows(args: argparse.Namespace, client: AgentsClient, console: Console)
         if view.get("output"):
             console.print(json.dumps(view["output"]), markup=False)
     return for_status(view["status"]) if view["status"] in FINAL else COMPLETED
+
+
+def _export(args: argparse.Namespace, client: AgentsClient, console: Console) -> int:
+    text = json.dumps(client.transcript(args.run_id), indent=2, ensure_ascii=False) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+        return COMPLETED
+    Path(args.output).write_text(text, encoding="utf-8")
+    if not args.json:
+        console.print(f"Saved the transcript of run {args.run_id} to {args.output} (replay it: agent_testing.replay)")
+    return COMPLETED
 
 
 def _table(args: argparse.Namespace, console: Console, rows: list[dict[str, Any]], columns: list[str]) -> None:

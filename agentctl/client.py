@@ -75,6 +75,16 @@ class AgentsClient:
     def cancel(self, run_id: str) -> dict[str, Any]:
         return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))
 
+    def rewind(self, run_id: str) -> dict[str, Any]:
+        return self._json(self.http.post(f"/api/runs/{run_id}/rewind"))
+
+    def fork(self, run_id: str, text: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {} if text is None else {"input": text}
+        return self._run_answer(self.http.post(f"/api/runs/{run_id}/fork", json=body))
+
+    def transcript(self, run_id: str) -> dict[str, Any]:
+        return self._json(self.http.get(f"/api/runs/{run_id}/transcript"))
+
     def decide(
         self,
         run_id: str,
@@ -144,8 +154,11 @@ class AgentsClient:
 
     @staticmethod
     def _json(response: httpx.Response) -> dict[str, Any]:
-        if response.is_success:
+        if response.is_success and (_is_json(response) or not response.content):
             return response.json() if response.content else {}
+        if response.is_success or (response.status_code == 404 and not _is_json(response)):
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            raise ApiError(response.status_code, "not_the_api", f"HTTP {response.status_code}, {kind}")
         body = response.json() if _is_json(response) else {}
         raise ApiError(
             response.status_code,

@@ -15,7 +15,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "devhost": ("bench.devhost_bench", "devhost engine: activity chains, fan-out, concurrent chains"),
     "tracing": ("bench.tracing_bench", "durable turns with OpenTelemetry off vs on (in-memory exporter), per step"),
     "stream": ("bench.stream_bench", "SSE streams: model token to delta latency p50/p95, 200 concurrent streams"),
+    "worker": ("bench.worker_bench", "devhost in-process vs the real worker (Python 3.13+): added time per invocation"),
     "capacity": ("bench.capacity_bench", "Durable actions and Cosmos operations/RU per agent turn (docs/capacity.md)"),
+    "cold_start": ("bench.cold_start_bench", "import function_app: this app vs Microsoft's sample, CPU and wall"),
 }
 SUITE = ("overhead", "scale", "concurrency")
 

@@ -13,7 +13,11 @@ server) and the `worker` agent against the scripted model, and the benchmark rec
 Scenarios: `blobs 2 size 200` (5 steps: 3 model calls, 2 tool calls) and `email` (a tool call that needs approval:
 the run waits on an external event raced with a timer, then the approval). docs/capacity.md builds on these counts.
 
-    python -m bench.capacity_bench [--no-record]
+    python -m bench.capacity_bench [--no-record] [--measured-budgets]
+
+Every figure is printed with its target, and the counts are checked against the budget table
+`docs/capacity_budgets.json` (also by `tests/load/test_store_operation_budgets.py`, which fails when a change adds a
+store access to a hot path).
 """
 
 from __future__ import annotations
@@ -75,26 +79,34 @@ CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="
 
 def caller() -> str:
     """The app function that called the store: the outermost frame of an activity module (`activity <function>`)
-    or of an HTTP handler module (`http <module>.<function>`)."""
+    or the HTTP route being served (`route <name>`, from the route table's one serving frame)."""
     found = "other"
     frame = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.startswith("activities."):
             found = f"activity {frame.f_code.co_name}"
-        elif module.startswith("http_api.") and module != "http_api.adapter":
+        elif module == "http_api.route_functions" and frame.f_code.co_name == "_serve":
+            route = frame.f_locals.get("route")
+            found = f"route {getattr(route, 'name', '?')}"
+        elif module.startswith("http_api.") and not found.startswith("route "):
             found = f"http {module.removeprefix('http_api.')}.{frame.f_code.co_name}"
         frame = frame.f_back
     return found
 
 
 COUNTER = CosmosCounter()
-POLL = "http runs.get_run"
+POLL = "route get_run"
+_INSTALLED: list[bool] = []
 
 
 def install_counter() -> None:
     """Wrap each CosmosContainers operation: count it, with the size of the item written or read, and tag each store
-    call (made on the caller's thread, run on the store's loop) with the app function that made it."""
+    call (made on the caller's thread, run on the store's loop) with the app function that made it. Once per process
+    (a test and the benchmark may both ask)."""
+    if _INSTALLED:
+        return
+    _INSTALLED.append(True)
     translate_errors = cosmos_store.translate_errors
 
     def tagged(coro: Any) -> Any:
@@ -196,29 +208,49 @@ def durable_actions(history: list[EventType]) -> dict[str, int]:
             "events": kinds[EventType.EventRaised], "actions": actions}
 
 
+def _split(operations: list[Operation], caller_name: str) -> tuple[list[Operation], list[Operation]]:
+    """(the operations of `caller_name`, the others)."""
+    return [o for o in operations if o[4] == caller_name], [o for o in operations if o[4] != caller_name]
+
+
 def run_scenario(host: InProcessHost, state_path: Path, prompt: str, approve: bool) -> dict[str, Any]:
-    """One run from its HTTP start to completion (approving its tool call if asked), then one poll of it."""
+    """One run from its HTTP start to completion (approving its tool call if asked), then one poll of it (no token:
+    every update of the finished run). An approval run also measures, while it waits for its decision, one poll
+    caught up with its continuation token (what a client's repeated long polls cost) and the decision route."""
     COUNTER.take()
     started = host.client.post("/api/agents/worker/runs", json={"input": prompt})
     expect(started.status_code in (200, 202), started.text)
     run_id = started.json()["run_id"]
+    run_ops: list[Operation] = []
+    figures: dict[str, Any] = {}
     if approve:
         view = _until_requires_action(host, run_id)
+        run_ops += _split(COUNTER.take(), POLL)[1]  # the polls that waited for requires_action are not its cost
+        polled = host.client.get(f"/api/runs/{run_id}", params={"continuation_token": view["continuation_token"]})
+        expect(polled.status_code == 202 and not polled.json()["updates"], polled.text)
+        poll_ops, rest = _split(COUNTER.take(), POLL)
+        run_ops += rest
+        figures["one poll"] = {**summarise(poll_ops), "callers": by_caller(poll_ops)}
         approval_id = view["pending_approvals"][0]["approval_id"]
         decided = host.client.post(f"/api/runs/{run_id}/approvals/{approval_id}", json={"decision": "approve"})
         expect(decided.status_code == 202, decided.text)
+        decision_ops = [o for o in COUNTER.operations if o[4] == DECISION]
+        figures["one decision"] = {**summarise(decision_ops), "callers": by_caller(decision_ops)}
     status = host.wait_for_status(run_id, timeout=60)
     expect(status["runtimeStatus"] == "Completed", status)
-    run_ops = [op for op in COUNTER.take() if op[4] != POLL]  # the approval run's own polls are not its cost
+    run_ops += _split(COUNTER.take(), POLL)[1]
     polled = host.client.get(f"/api/runs/{run_id}")
     expect(polled.status_code == 200, polled.text)
-    poll_ops = COUNTER.take()
+    finished_poll = COUNTER.take()
     history = raw_history(state_path, run_id)
     callers = by_caller(run_ops)
     for name, count in activity_calls(state_path, run_id).items():
         callers.setdefault(f"activity {name}", {**summarise([]), "calls": 0})["calls"] = count
-    return {"run": summarise(run_ops), "callers": callers, "poll": summarise(poll_ops),
-            "durable": durable_actions(history)}
+    figures["finished-run poll"] = {**summarise(finished_poll), "callers": by_caller(finished_poll)}
+    return {"run": summarise(run_ops), "callers": callers, "durable": durable_actions(history), "figures": figures}
+
+
+DECISION = "route decide_approval"
 
 
 def _until_requires_action(host: InProcessHost, run_id: str) -> dict[str, Any]:
@@ -230,6 +262,8 @@ def _until_requires_action(host: InProcessHost, run_id: str) -> dict[str, Any]:
 
 
 def measure() -> dict[str, dict[str, Any]]:
+    """Each scenario's figures: a whole run ("5-step run", "approval run": `run`, `callers`, `durable`) or one
+    request ("one poll", "one decision", "finished-run poll": a summary with its `callers`)."""
     install_counter()
     COUNTER.active = True
     cosmos = start_local_cosmos()
@@ -239,30 +273,113 @@ def measure() -> dict[str, dict[str, Any]]:
             settings = {"COSMOS_ENDPOINT": cosmos.endpoint, "COSMOS_KEY": cosmos.key, "COSMOS_DATABASE": "capacity"}
             with workload_host(model.base_url, state_path=str(state_path), env=settings) as host:
                 run_scenario(host, state_path, blobs_prompt(2, 200), approve=False)  # warm-up: containers, clients
-                return {
-                    "5-step run": run_scenario(host, state_path, blobs_prompt(2, 200), approve=False),
-                    "approval run": run_scenario(host, state_path, email_prompt("bob@example.com"), approve=True),
-                }
+                steps = run_scenario(host, state_path, blobs_prompt(2, 200), approve=False)
+                approval = run_scenario(host, state_path, email_prompt("bob@example.com"), approve=True)
     finally:
+        COUNTER.active = False
+        COUNTER.take()
         cosmos.stop()
+    return {
+        "5-step run": steps,
+        "approval run": approval,
+        "one poll": approval["figures"]["one poll"],
+        "one decision": approval["figures"]["one decision"],
+        "finished-run poll": steps["figures"]["finished-run poll"],
+    }
+
+
+# ------------------------------------------------------------------------------------------------------- budgets
+
+BUDGETS_PATH = Path(__file__).resolve().parents[1] / "docs" / "capacity_budgets.json"
+KINDS = ("reads", "queries", "writes")
+
+
+def load_budgets(path: Path = BUDGETS_PATH) -> dict[str, Any]:
+    return dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def callers_of(figure: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(figure["callers"])
+
+
+def over_budget(results: dict[str, dict[str, Any]], budgets: dict[str, Any]) -> list[str]:
+    """Every way the measured operations exceed the budgets: a function (route or activity) of a scenario doing more
+    point reads, queries or writes than its budget, or one with no budget at all (a new store access on the path)."""
+    problems = []
+    for scenario, functions in budgets["operations"].items():
+        measured = callers_of(results[scenario])
+        for name, counts in sorted(measured.items()):
+            allowed = functions.get(name)
+            if allowed is None:
+                if any(counts[k] for k in KINDS):
+                    problems.append(f"{scenario} / {name}: {_counts(counts)} with no budget")
+                continue
+            for kind in KINDS:
+                if counts[kind] > allowed.get(kind, 0):
+                    problems.append(f"{scenario} / {name}: {counts[kind]} {kind}, budget {allowed.get(kind, 0)} "
+                                    f"({', '.join(f'{k} x{v}' for k, v in sorted(counts['detail'].items()))})")
+    return problems
+
+
+def under_budget(results: dict[str, dict[str, Any]], budgets: dict[str, Any]) -> list[str]:
+    """Budgets looser than what was measured (tighten them in the table, so a new access cannot hide in the slack)."""
+    slack = []
+    for scenario, functions in budgets["operations"].items():
+        measured = callers_of(results[scenario])
+        for name, allowed in functions.items():
+            counts = measured.get(name, {k: 0 for k in KINDS})
+            if any(counts[k] < allowed.get(k, 0) for k in KINDS):
+                slack.append(f"{scenario} / {name}: measured {_counts(counts)}, budget {_counts(allowed)}")
+    return slack
+
+
+def measured_operations(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, int]]]:
+    return {
+        scenario: {name: {k: c[k] for k in KINDS} for name, c in callers_of(figure).items() if c["operations"]}
+        for scenario, figure in results.items()
+    }
+
+
+def _counts(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{counts.get(k, 0)} {k}" for k in KINDS)
+
+
+def ru_of(results: dict[str, dict[str, Any]], scenario: str) -> float:
+    figure = results[scenario]
+    return float(figure["run"]["ru"] if "run" in figure else figure["ru"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--measured-budgets", action="store_true",
+                        help="print the measured counts in the shape of the budget table's `operations` and exit")
     args = parser.parse_args()
     results = measure()
+    if args.measured_budgets:
+        print(json.dumps(measured_operations(results), indent=2))
+        return
+    budgets = load_budgets()
     durable_rows, cosmos_rows = [], []
-    for name, result in results.items():
-        d = result["durable"]
+    for name in ("5-step run", "approval run"):
+        d = results[name]["durable"]
         durable_rows.append([name, d["history events"], d["episodes"], d["activities"], d["timers"], d["events"],
                              d["actions"]])
-        for caller_name, c in [*result["callers"].items(), ("whole run", result["run"]), ("one poll", result["poll"])]:
+    for name, result in results.items():
+        rows = [*result["callers"].items(), ("whole run" if "run" in result else "whole request",
+                                             result.get("run", result))]
+        for caller_name, c in rows:
             cosmos_rows.append([name, caller_name, c.get("calls") or "", c["operations"], c["reads"], c["queries"],
                                 c["writes"], c["largest_write_bytes"], round(c["ru"], 1)])
+    target_rows = []
+    for name, target in budgets["targets_ru"].items():
+        ru = ru_of(results, name)
+        target_rows.append([name, round(ru, 1), target, "met" if ru <= target else "NOT met"])
     body = (
         table(["scenario", "history events", "episodes", "activities", "timers", "external events",
                "DTS actions"], durable_rows)
+        + "\n\n"
+        + table(["figure", "estimated RU", "target RU", ""], target_rows)
         + "\n\n"
         + table(["scenario", "function", "calls", "Cosmos operations", "point reads", "queries", "writes",
                  "largest item written (bytes)", "estimated RU"], cosmos_rows)
@@ -271,13 +388,18 @@ def main() -> None:
         f"{name} / {caller_name}: " + ", ".join(f"{k} x{v}" for k, v in sorted(c["detail"].items()))
         for name, result in results.items() for caller_name, c in result["callers"].items() if c["operations"]
     )
+    problems = over_budget(results, budgets)
     notes = (
         "5-step run = `blobs 2 size 200` (3 model calls, 2 tool calls); approval run = `email` (1 model call, a tool "
-        "call needing approval, its decision, the tool, a final model call). DTS actions per the Durable Task "
-        "Scheduler billing definition (start 1, activity 2, timer 1, external event 1). RU estimated from the "
-        "documented cost by item size (point read 1 RU and write 4.95 RU at 1 KB, session consistency); queries "
+        "call needing approval, its decision, the tool, a final model call); one poll = a poll of the approval run "
+        "waiting for its decision, caught up, with its continuation token; one decision = the decision route; "
+        "finished-run poll = a poll of the finished 5-step run without a token (all its updates). DTS actions per the "
+        "Durable Task Scheduler billing definition (start 1, activity 2, timer 1, external event 1). RU estimated from "
+        "the documented cost by item size (point read 1 RU and write 4.95 RU at 1 KB, session consistency); queries "
         f"assumed {QUERY_BASE_RU} RU + 1 RU per item returned. The approval run's own polls (waiting for "
-        f"requires_action) are left out of its totals. Operations: {details}."
+        "requires_action) are left out of its totals; its decision is in them. Budgets: "
+        f"`docs/capacity_budgets.json` ({'all within' if not problems else 'OVER: ' + '; '.join(problems)}). "
+        f"Operations: {details}."
     )
     publish(section("Capacity counts per agent turn", command_line("bench.capacity_bench"), body, notes),
             record=not args.no_record)

@@ -112,9 +112,17 @@ class FunctionIndex(BaseModel):
 
     @classmethod
     def from_functions(cls, app_dir: str, app: Any, functions: list[Any], module: Any = None) -> FunctionIndex:
-        """Build the index from `azure.functions.decorators.function_app.Function` objects."""
-        described = [_describe(f) for f in functions]
+        """Build the index from `azure.functions.decorators.function_app.Function` objects, refusing what Azure's
+        Python worker refuses to index (devhost.worker.indexing)."""
+        from devhost.worker.indexing import check_app
+
+        described = [describe_function(f) for f in functions]
         http_v2 = _http_v2_mode(module, described)
+        try:
+            check_app(functions, http_v2=http_v2 or _http_v2_mode(module, described, honour_setting=False))
+        except Exception as exc:
+            where = _script_of(functions, app_dir, module)
+            raise AppLoadError(f"{where}: indexing failed: {type(exc).__name__}: {exc}") from exc
         if http_v2:
             described = [_check_http_v2(f) for f in described]
         return cls(app_dir=app_dir, app=app, functions=described, http_v2=http_v2)
@@ -129,7 +137,14 @@ class FunctionIndex(BaseModel):
         return cls.from_functions(app_dir, app, functions)
 
 
-def _describe(function: Any) -> FunctionInfo:
+def _script_of(functions: list[Any], app_dir: str, module: Any) -> str:
+    if module is not None and getattr(module, "__file__", None):
+        return str(module.__file__)
+    return str(functions[0].function_script_file) if functions else app_dir
+
+
+def describe_function(function: Any) -> FunctionInfo:
+    """One index entry from a `Function` (or anything with its accessors: the real worker's metadata)."""
     name = function.get_function_name()
     try:
         bindings = [json.loads(raw) for raw in function.get_raw_bindings()]
@@ -149,11 +164,12 @@ def _describe(function: Any) -> FunctionInfo:
         "fn": function.get_user_function(),
         "script_file": str(function.function_script_file),
     }
+    # Any function may take the Durable client (an activity that starts another orchestration, as on Azure).
+    info["durable_client_param"] = next((b["name"] for b in bindings if b.get("type") == "durableClient"), None)
     if kind == "http":
         info["route"] = trigger.get("route") or name
         methods = trigger.get("methods")
         info["methods"] = [str(m).upper() for m in methods] if methods else None
-        info["durable_client_param"] = next((b["name"] for b in bindings if b.get("type") == "durableClient"), None)
         info["return_binding"] = next(
             (b["name"] for b in bindings if b.get("type") == "http" and b.get("direction") == "OUT"), None
         )
@@ -162,10 +178,10 @@ def _describe(function: Any) -> FunctionInfo:
     return FunctionInfo(**info)
 
 
-def _http_v2_mode(module: Any, functions: list[FunctionInfo]) -> bool:
+def _http_v2_mode(module: Any, functions: list[FunctionInfo], *, honour_setting: bool = True) -> bool:
     from devhost.http.streaming import app_uses_extension
 
-    return app_uses_extension(module, [f.fn for f in functions if f.kind == "http"])
+    return app_uses_extension(module, [f.fn for f in functions if f.kind == "http"], honour_setting=honour_setting)
 
 
 def _check_http_v2(info: FunctionInfo) -> FunctionInfo:

@@ -1,4 +1,8 @@
-"""`python -m devhost`: load a Functions app, print its HTTP routes and serve it on 127.0.0.1 until SIGINT/SIGTERM."""
+"""`python -m devhost`: load a Functions app and serve it on 127.0.0.1 until SIGINT/SIGTERM.
+
+The banner says where the app is and what to try first (the app's `[tool.devhost] banner` lines in its
+pyproject.toml, if any); `--list-functions` lists every function. A task hub named by an app setting that nothing
+sets (host.json `"hubName": "%TASKHUB_NAME%"`, as on Azure) is given a local name instead of stopping the host."""
 
 from __future__ import annotations
 
@@ -11,16 +15,20 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from devhost.app_loader import AppLoadError
+from devhost.app_loader import AppLoadError, apply_local_settings
+from devhost.banner import banner
 from devhost.engine.api import Clock, VirtualClock
-from devhost.host import DevHost, default_state_path
-from devhost.http.host_config import HostConfigError
+from devhost.host import INPROCESS_WORKER, DevHost, default_state_path
+from devhost.http.host_config import HostConfigError, unset_hub_setting
+from devhost.worker.pool import WorkerStartError as RuntimeWorkerStartError
+from devhost.worker.pool import library_version
 from devhost.workers import WorkerStartError
 
 DEFAULT_PORT = 7071
 EXIT_LOAD_ERROR = 2
 EXIT_LISTEN_ERROR = 3
 EXIT_FORCED = 130
+LOCAL_HUB_NAME = "local"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -48,6 +56,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="run activity and HTTP functions in N worker processes (default: FUNCTIONS_WORKER_PROCESS_COUNT, else "
         "0 = all in this process); orchestrators and entities always run in the host process",
+    )
+    parser.add_argument("--list-functions", action="store_true", help="list every function (routes and triggers)")
+    parser.add_argument(
+        "--function-keys",
+        default=None,
+        metavar="FILE",
+        help="enforce each HTTP trigger's authLevel with the keys in FILE (x-functions-key header or ?code=), as "
+        "Azure does; default: no key is checked, as under func start",
+    )
+    parser.add_argument(
+        "--worker",
+        choices=["auto", "runtime", "inprocess"],
+        default=None,
+        help="runtime: run the app through Azure's Python worker library (azure-functions-runtime, Python 3.13+) in "
+        "worker processes; inprocess: devhost calls the functions itself; auto (default, or DEVHOST_WORKER): the "
+        "real worker wherever it is installed",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser.parse_args(argv)
@@ -79,8 +103,15 @@ async def serve(args: argparse.Namespace) -> int:
         Path(state).parent.mkdir(parents=True, exist_ok=True)
     clock: Clock | None = None if args.clock == "real" else VirtualClock(auto_skip=args.clock == "auto-skip")
     try:
-        host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock, workers=args.workers)
-    except (AppLoadError, HostConfigError, WorkerStartError) as exc:
+        apply_local_settings(app_dir)
+        hub_setting = unset_hub_setting(app_dir)
+        if hub_setting:  # only here, on a laptop: the Functions host on Azure refuses to start without it
+            os.environ[hub_setting] = LOCAL_HUB_NAME
+            print(f"devhost: {hub_setting} is not set: using the task hub name {LOCAL_HUB_NAME!r} "
+                  "(on Azure, set it as an app setting)", flush=True)
+        host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock, workers=args.workers,
+                                   function_keys=args.function_keys, worker=args.worker)
+    except (AppLoadError, HostConfigError, WorkerStartError, RuntimeWorkerStartError) as exc:
         print(f"devhost: cannot load the app: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOAD_ERROR
     except OSError as exc:
@@ -96,10 +127,18 @@ async def serve(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    print(format_routes(host), flush=True)
+    if args.list_functions:
+        print(format_routes(host), flush=True)
     workers = f"{len(host.worker_pids)} worker processes" if host.worker_pids else "functions in-process"
+    worker = host.http.status.get("worker", INPROCESS_WORKER)
+    workers += f", worker: {worker}"
+    if worker == INPROCESS_WORKER and library_version() is None:
+        print(f"devhost: Azure's worker library (azure-functions-runtime) needs Python 3.13+; on "
+              f"{sys.version.split()[0]} devhost runs the functions in-process, after the Python worker's indexing "
+              "checks", flush=True)
     print(f"devhost: serving {app_dir} on {host.base_url} (state: {state}, clock: {args.clock}, {workers})",
           flush=True)
+    print(banner(host, app_dir, DEFAULT_PORT), flush=True)
     try:
         await stop.wait()
     finally:

@@ -3,13 +3,15 @@
 The engine and the HTTP server hand every activity and HTTP invocation to a `FunctionExecutor`. `InProcessExecutor`
 runs them in this process (async functions on the loop, sync ones on a thread pool, like one Python worker);
 `devhost.workers.WorkerPool` sends them to worker processes (the `FUNCTIONS_WORKER_PROCESS_COUNT` analogue), each of
-which runs them with its own `InProcessExecutor`. Orchestrator episodes and entity batches stay in the host process:
-they are short, deterministic and committed together with the engine state.
+which runs them with its own `InProcessExecutor`. Orchestrator episodes (`run_orchestrator`) and entity batches
+(`run_entity_batch`) go the same way: off the loop, in a worker process when there are some.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Protocol
 
@@ -19,21 +21,56 @@ from devhost.app_loader import FunctionInfo
 from devhost.http import streaming
 from devhost.http.conversion import HttpRequestData, HttpResponseData
 from devhost.http.trigger import HttpTriggerSpec, invoke_http_function
-from devhost.invoke import ActivityOutcome, invoke_activity_async, invoke_activity_sync
+from devhost.invoke import (
+    ActivityOutcome,
+    invoke_activity_async,
+    invoke_activity_sync,
+    invoke_entity_batch,
+    invoke_orchestrator,
+)
+from devhost.protocol.actions import OrchestratorOutput
+from devhost.protocol.entity_messages import BatchResult
 
-# PYTHON_THREADPOOL_THREAD_COUNT's default in the Python worker.
-DEFAULT_SYNC_THREADS = 32
+log = logging.getLogger("devhost")
+
+THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
+
+
+def sync_thread_count() -> int:
+    """The Python worker's sync thread pool size: `PYTHON_THREADPOOL_THREAD_COUNT` when it is a whole number >= 1,
+    else (unset, or invalid: the worker warns and reverts) `ThreadPoolExecutor`'s default, min(32, CPUs + 4)."""
+    raw = os.environ.get(THREADPOOL_SETTING, "").strip()
+    if raw:
+        if raw.isdigit() and int(raw) >= 1:
+            return int(raw)
+        log.warning("%s must be set to a value between 1 and %s. Reverting to default value.", THREADPOOL_SETTING,
+                    "sys.maxsize")
+    return min(32, (os.cpu_count() or 1) + 4)
 
 
 class FunctionExecutor(Protocol):
-    async def run_activity(self, function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
-        """Run an activity; user failures come back as a failed outcome, never raised."""
+    async def run_activity(
+        self, function: FunctionInfo, input_text: str | None, client_binding_json: str | None = None
+    ) -> ActivityOutcome:
+        """Run an activity (with the Durable client's binding JSON if it takes one); user failures come back as a
+        failed outcome, never raised."""
         ...
 
     async def run_http(
         self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None
     ) -> HttpResponseData:
         """Run an HTTP function; raises `FunctionFailedError` when user code fails or its result cannot be encoded."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class LiveHttpExecutor(Protocol):
+    async def serve_http_v2(
+        self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None,
+        connection: web.Request,
+    ) -> web.StreamResponse:
+        """Run an HTTP v2 function on the client's live connection (its response streams as it is produced)."""
         ...
 
     async def close(self) -> None: ...
@@ -46,17 +83,38 @@ class FunctionFailedError(Exception):
 class InProcessExecutor:
     """Async functions on the running loop, sync functions on a thread pool of this process."""
 
-    def __init__(self, function_directory: str, *, threads: int = DEFAULT_SYNC_THREADS,
+    def __init__(self, function_directory: str, *, threads: int | None = None,
                  executor: Executor | None = None) -> None:
         self._function_directory = function_directory
         self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-sync")
+        self.threads = threads or sync_thread_count()
+        self._executor = executor or ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="devhost-sync")
 
-    async def run_activity(self, function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
+    @property
+    def executor(self) -> Executor:
+        """The sync thread pool (`PYTHON_THREADPOOL_THREAD_COUNT`)."""
+        return self._executor
+
+    async def run_activity(
+        self, function: FunctionInfo, input_text: str | None, client_binding_json: str | None = None
+    ) -> ActivityOutcome:
         if function.is_async:
-            return await invoke_activity_async(function, input_text)
+            return await invoke_activity_async(function, input_text, client_binding_json)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, invoke_activity_sync, function, input_text)
+        return await loop.run_in_executor(
+            self._executor, invoke_activity_sync, function, input_text, client_binding_json
+        )
+
+    async def run_orchestrator(self, function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:
+        """One episode on the sync thread pool (the orchestrator handler is sync), never on the loop: a hang is
+        bounded by the caller's functionTimeout while the loop goes on."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, invoke_orchestrator, function, trigger_json)
+
+    async def run_entity_batch(self, function: FunctionInfo, batch_json: str, batch_size: int) -> BatchResult:
+        """One entity batch on the sync thread pool; raises EntityInternalError where the extension aborts it."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, invoke_entity_batch, function, batch_json, batch_size)
 
     async def run_http(
         self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None

@@ -6,24 +6,34 @@ import asyncio
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from devhost.app_loader import AppLoadError, FunctionIndex, FunctionInfo, load_app
 from devhost.engine.api import Clock, DurableEngine, EngineOptions
-from devhost.execution import FunctionExecutor, InProcessExecutor
+from devhost.execution import FunctionExecutor, InProcessExecutor, LiveHttpExecutor
 from devhost.http.admin import AdminHandler
+from devhost.http.client_binding import build_client_binding
 from devhost.http.durable_api import DurableHttpApi
 from devhost.http.functions import HttpFunctions
 from devhost.http.host_config import HostConfig, HostConfigError
+from devhost.http.keys import FunctionKeys, auth_level
 from devhost.http.routes import RouteTemplateError
 from devhost.http.server import HttpHost
 from devhost.http.trigger import HttpTriggerSpec
+from devhost.protocol.timefmt import timespan_c
 from devhost.workers import WorkerPool
 
 log = logging.getLogger("devhost")
 
 WORKER_COUNT_SETTING = "FUNCTIONS_WORKER_PROCESS_COUNT"
+WORKER_MODE_SETTING = "DEVHOST_WORKER"
+WORKER_MODES = ("auto", "runtime", "inprocess")
+INPROCESS_WORKER = "devhost-inprocess"
+# Set for the app devhost runs (and its worker processes): `/api/health` reports `durable_engine: devhost`.
+ENGINE_SETTING = "DEVHOST_ENGINE"
+ENGINE_NAME = "devhost"
 MAX_WORKERS = 64
 
 
@@ -69,22 +79,53 @@ class DevHost:
         clock: Clock | None = None,
         options: EngineOptions | None = None,
         workers: int | None = None,
+        function_keys: str | Path | None = None,
+        worker: str | None = None,
     ) -> DevHost:
         """Load (unless given an index), open the engine on `state_path`, bind 127.0.0.1:`port` (0 = free port).
+
+        `function_keys`: a keys file (devhost.http.keys): HTTP triggers then need their `authLevel`'s key, as on
+        Azure; without one no key is checked, as under `func start`.
 
         `workers`: 0 runs every function in this process; N > 0 runs activities and HTTP functions in N worker
         processes (each imports the app itself, so app state shared between invocations must live in a store, as on
         Azure). None reads `FUNCTIONS_WORKER_PROCESS_COUNT` (after `local.settings.json`), default 0.
+
+        `worker`: "runtime" runs every function through Azure's worker library in worker processes (Python 3.13+,
+        `azure-functions-runtime`; see devhost.worker: the index comes from the worker, devhost never imports the
+        app), "inprocess" through devhost's own calls, "auto" (None reads `DEVHOST_WORKER`, default auto) the real
+        worker wherever it is installed.
         """
-        index = app if isinstance(app, FunctionIndex) else load_app(app)
-        config = HostConfig.load(index.app_dir)
+        os.environ[ENGINE_SETTING] = ENGINE_NAME  # before the app loads: it can tell devhost from Azure
         worker_count = worker_count_setting() if workers is None else workers
         functions: FunctionExecutor
-        if worker_count:
-            functions = await WorkerPool.start(index.app_dir, worker_count,
-                                               log_level=logging.getLevelName(log.getEffectiveLevel()))
+        live: LiveHttpExecutor | None = None
+        worker_label = INPROCESS_WORKER
+        if use_real_worker(app, worker):
+            from devhost.worker.pool import RuntimeWorkerPool
+
+            pool = await RuntimeWorkerPool.start(Path(str(app)), worker_count or 1)
+            if pool.index is None:
+                await pool.close()
+                raise AppLoadError(f"{app}: the worker returned no function metadata")
+            index, functions, worker_label = pool.index, pool, pool.name
+            live = pool if index.http_v2 else None
         else:
-            functions = InProcessExecutor(index.app_dir)
+            index = app if isinstance(app, FunctionIndex) else load_app(app)
+        try:
+            config = HostConfig.load(index.app_dir)
+            keys = FunctionKeys.load(function_keys) if function_keys is not None else None
+        except BaseException:
+            if worker_label != INPROCESS_WORKER:
+                await functions.close()
+            raise
+        if worker_label == INPROCESS_WORKER:
+            if worker_count:
+                functions = await WorkerPool.start(index.app_dir, worker_count,
+                                                   log_level=logging.getLevelName(log.getEffectiveLevel()))
+                live = InProcessExecutor(index.app_dir) if index.http_v2 else None
+            else:
+                functions = InProcessExecutor(index.app_dir)
         engine: DurableEngine | None = None
         http: HttpHost | None = None
         try:
@@ -92,8 +133,8 @@ class DevHost:
                 index,
                 state_path=state_path or default_state_path(index.app_dir),
                 clock=clock,
-                options=options or EngineOptions(task_hub=config.hub_name),
-                functions=functions if worker_count else None,
+                options=engine_options(config, options),
+                functions=functions,
             )
             http_functions = HttpFunctions(
                 [_http_spec(info, index.http_v2) for info in index.http_functions()],
@@ -101,16 +142,29 @@ class DevHost:
                 hub_name=config.hub_name,
                 functions=functions,
                 rpc_origin=lambda: http.origin if http else "",
-                live=InProcessExecutor(index.app_dir) if worker_count and index.http_v2 else None,
+                live=live,
+                function_timeout=config.function_timeout,
+                keys=keys,
+                auth_levels={info.name: auth_level(info.bindings) for info in index.http_functions()},
             )
             http = HttpHost(
-                http_functions, DurableHttpApi(engine, hub_name=config.hub_name), admin=AdminHandler(engine), port=port
+                http_functions,
+                DurableHttpApi(engine, hub_name=config.hub_name,
+                               webhook_code=keys.durable_webhook_key if keys is not None else None),
+                admin=AdminHandler(engine), port=port,
+                status=host_status(config, engine.options, worker_label),
             )
             await http.start()
+            listening = http
+            engine.set_client_binding(
+                lambda: build_client_binding(listening.origin, task_hub=config.hub_name).to_json()
+            )
         except BaseException:
             if engine is not None:
                 await engine.close()
             await functions.close()
+            if live is not None and live is not functions:
+                await live.close()
             raise
         return cls(index, config, engine, http, functions)
 
@@ -127,7 +181,8 @@ class DevHost:
     @property
     def worker_pids(self) -> list[int]:
         """The live worker processes (empty when functions run in the host process)."""
-        return self.functions.pids if isinstance(self.functions, WorkerPool) else []
+        pids = getattr(self.functions, "pids", None)  # devhost's WorkerPool or the real worker's pool
+        return list(pids) if pids is not None else []
 
     def routes(self) -> list[RouteInfo]:
         functions = self.http.functions
@@ -149,6 +204,52 @@ class DevHost:
                 if live is not None and live is not self.functions:
                     await live.close()
                 await _close_sdk_session()
+
+
+def engine_options(config: HostConfig, given: EngineOptions | None) -> EngineOptions:
+    """host.json's Durable settings as engine options; options a caller set explicitly win (tests tune them)."""
+    default = config.default_concurrency()
+    from_config = {
+        "task_hub": config.hub_name,
+        "max_concurrent_activities": config.max_concurrent_activities or default,
+        "max_concurrent_orchestrators": config.max_concurrent_orchestrators or default,
+        "max_concurrent_entities": config.max_concurrent_entities or default,
+        "function_timeout_seconds": (config.function_timeout.total_seconds()
+                                     if config.function_timeout is not None else None),
+        "storage_provider": config.storage_provider.value,
+    }
+    if given is None:
+        return EngineOptions(**from_config)
+    return given.model_copy(update={k: v for k, v in from_config.items() if k not in given.model_fields_set})
+
+
+def host_status(config: HostConfig, options: EngineOptions, worker: str = "devhost-inprocess") -> dict[str, Any]:
+    """`GET /admin/host/status` beyond `state`: what runs the functions (`worker`: "azure-functions-runtime
+    <version>" or "devhost-inprocess"), who runs the orchestrations, and the host.json values applied."""
+    timeout = config.function_timeout
+    durable = {"engine": ENGINE_NAME, "configuredBackend": config.storage_provider.value, "taskHub": config.hub_name,
+               "maxConcurrentActivityFunctions": options.max_concurrent_activities,
+               "maxConcurrentOrchestratorFunctions": options.max_concurrent_orchestrators,
+               "maxConcurrentEntityFunctions": options.max_concurrent_entities}
+    # host.json `retry` is validated and shown; the runtime applies it to no trigger devhost serves.
+    retry = config.retry.model_dump(mode="json", exclude_none=True) if config.retry else None
+    return {"worker": worker, "functionTimeout": timespan_c(timeout) if timeout is not None else None,
+            "retry": retry, "durable": durable}
+
+
+def use_real_worker(app: str | Path | FunctionIndex, worker: str | None) -> bool:
+    """Whether this start runs the app through Azure's worker library (see `DevHost.start`)."""
+    from devhost.worker.pool import library_version
+
+    mode = (worker or os.environ.get(WORKER_MODE_SETTING, "") or "auto").strip().lower()
+    if mode not in WORKER_MODES:
+        raise HostConfigError(f"{WORKER_MODE_SETTING}={mode!r}: expected one of {', '.join(WORKER_MODES)}")
+    if mode == "inprocess" or isinstance(app, FunctionIndex):
+        return False
+    if mode == "runtime" and library_version() is None:
+        raise HostConfigError("the real worker (azure-functions-runtime) needs Python 3.13+ with the package "
+                              "installed; use --worker inprocess here")
+    return library_version() is not None
 
 
 def worker_count_setting() -> int:

@@ -11,8 +11,11 @@ import functools
 import importlib
 import inspect
 import json
+import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from azure.functions import meta
@@ -26,19 +29,45 @@ from devhost.app_loader import FunctionInfo
 from devhost.protocol.actions import OrchestratorOutput, compact_json
 from devhost.protocol.entity_messages import BatchResult, EntityInternalError, parse_batch_result
 
+# The timestamps devhost writes into histories (`timefmt.dotnet_iso`, the extension's Newtonsoft round-trip form).
+_DOTNET_UTC = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,7}))?Z")
+
+
+def fast_dateutil_parse(parse: Callable[..., datetime]) -> Callable[..., datetime]:
+    """`parse` (dateutil's) with a fast path for `yyyy-MM-ddTHH:mm:ss[.fffffff]Z`, returning what dateutil returns for
+    it: the same fields, the fraction truncated to microseconds, and dateutil's own tzinfo for `Z` (taken from dateutil
+    itself: `tzlocal()` where the machine's zone is UTC, else `tzutc()`). Anything else (and any value dateutil would
+    refuse) goes to `parse` itself."""
+    utc = parse("2000-01-01T00:00:00Z").tzinfo
+
+    def parsed(text: Any, *args: Any, **kwargs: Any) -> datetime:
+        found = _DOTNET_UTC.fullmatch(text) if isinstance(text, str) and not (args or kwargs) else None
+        if found is None:
+            return parse(text, *args, **kwargs)
+        year, month, day, hour, minute, second, fraction = found.groups()
+        try:
+            return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
+                            int((fraction or "0")[:6].ljust(6, "0")), tzinfo=utc)
+        except ValueError:
+            return parse(text)
+
+    return parsed
+
 
 def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
-    """Memoise the SDK's per-event `dateutil` timestamp parse (a pure function).
+    """Memoise the SDK's per-event `dateutil` timestamp parse (a pure function), with a fast path for devhost's own
+    timestamp format (`fast_dateutil_parse`: the same datetimes, ~50x cheaper than dateutil's general parser).
 
     The SDK re-parses every history timestamp on every episode, which dominates episode cost for long histories;
-    past events repeat verbatim, so a bounded cache returns the very same (immutable) datetimes dateutil would.
+    past events repeat verbatim, so a bounded cache returns the very same (immutable) datetimes dateutil would; each
+    new event's timestamp still cost a dateutil parse (~0.15 ms, a third of a short episode) before the fast path.
     """
     history_event_module = importlib.import_module("azure.durable_functions.models.history.HistoryEvent")
 
     parse = history_event_module.dt_parse
     if getattr(parse, "_devhost_cached", False):
         return
-    cached = functools.lru_cache(maxsize=max_entries)(parse)
+    cached = functools.lru_cache(maxsize=max_entries)(fast_dateutil_parse(parse))
     cached._devhost_cached = True  # type: ignore[attr-defined]
     history_event_module.dt_parse = cached  # type: ignore[assignment]
 
@@ -73,11 +102,21 @@ def activity_input_datum(input_text: str | None) -> meta.Datum:
     return meta.Datum(input_text, "string")
 
 
-async def invoke_activity_async(function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
+def _activity_kwargs(function: FunctionInfo, input_text: str | None, client_binding_json: str | None) -> dict[str, Any]:
+    """The trigger's argument, and the `durableClient` binding's JSON when the activity declares one."""
+    argument = ActivityTriggerConverter.decode(activity_input_datum(input_text), trigger_metadata=None)
+    kwargs: dict[str, Any] = {function.trigger_param: argument}
+    if function.durable_client_param is not None:
+        kwargs[function.durable_client_param] = client_binding_json
+    return kwargs
+
+
+async def invoke_activity_async(
+    function: FunctionInfo, input_text: str | None, client_binding_json: str | None = None
+) -> ActivityOutcome:
     """Async activities run on the calling loop."""
     try:
-        argument = ActivityTriggerConverter.decode(activity_input_datum(input_text), trigger_metadata=None)
-        returned = function.fn(**{function.trigger_param: argument})
+        returned = function.fn(**_activity_kwargs(function, input_text, client_binding_json))
         if inspect.isawaitable(returned):
             returned = await returned
         return _activity_success(returned)
@@ -85,11 +124,12 @@ async def invoke_activity_async(function: FunctionInfo, input_text: str | None) 
         return activity_failure(function.name, exc)
 
 
-def invoke_activity_sync(function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
+def invoke_activity_sync(
+    function: FunctionInfo, input_text: str | None, client_binding_json: str | None = None
+) -> ActivityOutcome:
     """Sync activities run on a worker thread."""
     try:
-        argument = ActivityTriggerConverter.decode(activity_input_datum(input_text), trigger_metadata=None)
-        return _activity_success(function.fn(**{function.trigger_param: argument}))
+        return _activity_success(function.fn(**_activity_kwargs(function, input_text, client_binding_json)))
     except (Exception, SystemExit) as exc:  # user code never stops the host
         return activity_failure(function.name, exc)
 
@@ -102,8 +142,12 @@ def _activity_success(returned: Any) -> ActivityOutcome:
 
 def activity_failure(name: str, exc: BaseException) -> ActivityOutcome:
     """`Reason = "Activity function 'X' failed:  Type: msg"` (two spaces) and a .NET-shaped exception as Details."""
-    friendly = f" {type(exc).__name__}: {exc}"
-    stack = "".join(traceback.format_tb(exc.__traceback__))
+    return activity_failure_text(name, f"{type(exc).__name__}: {exc}", "".join(traceback.format_tb(exc.__traceback__)))
+
+
+def activity_failure_text(name: str, message: str, stack: str) -> ActivityOutcome:
+    """The same from the worker's `"{Type}: {message}"` text and stack trace."""
+    friendly = f" {message}"
     details = {
         "$type": "System.Exception, System.Private.CoreLib",
         "ClassName": "System.Exception",

@@ -27,6 +27,7 @@ from azure.durable_functions.models.Task import TaskBase
 from pydantic import BaseModel, TypeAdapter
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, within_budget
+from agent_runs.wire import compact_json
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -46,6 +47,7 @@ class Activity(Generic[InputT, OutputT]):
         output_type: Any,
         retry: df.RetryOptions | None = DEFAULT_RETRY,
         budget: int = PAYLOAD_BUDGET_BYTES,
+        compact: bool = False,
     ) -> None:
         self.function = function
         self.name: str = function.__name__
@@ -53,6 +55,7 @@ class Activity(Generic[InputT, OutputT]):
         self.output_type = output_type
         self.retry = retry
         self.budget = budget
+        self.compact = compact
         self._output = TypeAdapter(output_type)
 
     def __repr__(self) -> str:
@@ -64,7 +67,8 @@ class Activity(Generic[InputT, OutputT]):
         """Schedule the activity (with the declared retry options); yield the task, or race it."""
         if not isinstance(step_input, self.input_model):
             raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(step_input).__name__}")
-        payload = within_budget(step_input.model_dump(mode="json"), f"{self.name} input", self.budget)
+        dumped = compact_json(step_input) if self.compact else step_input.model_dump(mode="json")
+        payload = within_budget(dumped, f"{self.name} input", self.budget)
         if self.retry is None:
             return context.call_activity(self.name, payload)
         return context.call_activity_with_retry(self.name, self.retry, payload)
@@ -88,7 +92,11 @@ class Activity(Generic[InputT, OutputT]):
     async def execute(self, payload: Any) -> Any:
         """What the activity trigger runs: Durable's JSON in, JSON out (within the budget)."""
         output = await self.function(self.input_model.model_validate(payload))
-        return within_budget_any(self._output.dump_python(output, mode="json"), f"{self.name} result", self.budget)
+        if self.compact and isinstance(output, BaseModel):
+            dumped = compact_json(output, self.parse)
+        else:
+            dumped = self._output.dump_python(output, mode="json")
+        return within_budget_any(dumped, f"{self.name} result", self.budget)
 
     def trigger(self) -> Callable[[Any], Awaitable[Any]]:
         """The function the Functions app registers, named as the activity (the host calls activities by name)."""
@@ -113,10 +121,12 @@ def within_budget_any(value: Any, what: str, budget: int) -> Any:
 
 
 def activity(
-    *, retry: df.RetryOptions | None = DEFAULT_RETRY, budget: int = PAYLOAD_BUDGET_BYTES
+    *, retry: df.RetryOptions | None = DEFAULT_RETRY, budget: int = PAYLOAD_BUDGET_BYTES, compact: bool = False
 ) -> Callable[[Callable[[InputT], Awaitable[OutputT]]], Activity[InputT, OutputT]]:
     """Declare an activity from its typed coroutine: the one parameter's annotation is the input model, the return
-    annotation the output type."""
+    annotation the output type. `compact`: its input and result leave out fields at their zero default
+    (`agent_runs.wire`); the reader takes either shape, so it can be turned on for an activity in flight, but not for
+    one whose payloads a golden replay pins byte for byte (the workflow's)."""
 
     def declare(function: Callable[[InputT], Awaitable[OutputT]]) -> Activity[InputT, OutputT]:
         if not inspect.iscoroutinefunction(function):
@@ -131,6 +141,8 @@ def activity(
         input_model = hints[parameters[0]]
         if not (isinstance(input_model, type) and issubclass(input_model, BaseModel)):
             raise TypeError(f"activity {function.__name__!r}: its input must be a pydantic model, not {input_model!r}")
-        return Activity(function, input_model=input_model, output_type=hints["return"], retry=retry, budget=budget)
+        return Activity(
+            function, input_model=input_model, output_type=hints["return"], retry=retry, budget=budget, compact=compact
+        )
 
     return declare

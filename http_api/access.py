@@ -42,7 +42,7 @@ async def visible_approvals(
     run = await store.get_run(run_id)
     if run is None:
         raise not_found("run_not_found", "Run", run_id, field="path.run_id")
-    records = await store.list_approvals(run_id=run.run_id, status=status)
+    records = await store.list_approvals(run_id=run.run_id, session_id=run.session_id, status=status)
     if owns(caller, run.owner_id):
         return run, records
     mine = [record for record in records if can_decide(caller, record, run.owner_id)]
@@ -57,7 +57,8 @@ async def decidable_approval(store: SessionStore, run_id: str, approval_id: str)
     """
     caller = current_principal()
     run = await store.get_run(run_id)
-    record = await store.get_approval(approval_id) if run is not None else None
+    # An approval of this run lives in its session: read it there (no lookup read; one elsewhere is not found).
+    record = await store.get_approval(approval_id, session_id=run.session_id) if run is not None else None
     if record is not None and run is not None and record.run_id != run.run_id:
         record = None
     owner = run is not None and owns(caller, run.owner_id)

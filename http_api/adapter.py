@@ -19,12 +19,14 @@ from typing import Any, TypeVar
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
+from agent_runtime import json_limits
 from http_api.caller import identified
 from http_api.path_ids import check_path_ids
 from http_api.problems import (
     PROBLEM_CONTENT_TYPE,
     ApiProblem,
     internal_error,
+    json_limit_exceeded,
     malformed_json,
     payload_too_large,
     store_unavailable,
@@ -37,7 +39,7 @@ log = logging.getLogger("http_api")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 Handler = Callable[..., Awaitable[func.HttpResponse]]
 
-# Requests larger than this are refused before parsing (documented in the README); agents' inputs live in the store,
+# Requests larger than this are refused before parsing (docs/http-api.md); agents' inputs live in the store,
 # so this bounds what one call can add to a session, not the session's size.
 MAX_BODY_BYTES = 256 * 1024
 
@@ -58,7 +60,9 @@ def problem_response(problem: ApiProblem, instance: str | None = None) -> func.H
 
 
 def read_json_body(req: func.HttpRequest, model: type[ModelT], *, max_bytes: int = MAX_BODY_BYTES) -> ModelT:
-    """Parse the body as `model`: 413 when too large, 415 for non-JSON content, 400 for bad JSON, 422 per field."""
+    """Parse the body as `model`: 413 when too large, 415 for non-JSON content, 400 for bad JSON or JSON past the
+    limits every durable step behind a route can take (nesting depth, number size: `agent_runtime.json_limits`), 422
+    per field. Every route that reads a body reads it here."""
     raw = req.get_body() or b""
     if len(raw) > max_bytes:
         raise payload_too_large(max_bytes, len(raw))
@@ -68,7 +72,9 @@ def read_json_body(req: func.HttpRequest, model: type[ModelT], *, max_bytes: int
     if not raw.strip():
         raise malformed_json("The body is empty; send a JSON object.")
     try:
-        data = json.loads(raw)
+        data = json_limits.loads(raw)
+    except json_limits.JsonLimitError as exc:
+        raise json_limit_exceeded(exc.kind, f"{exc}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise malformed_json(f"The body is not valid JSON: {exc}.") from exc
     if not isinstance(data, dict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import azure.functions as func
 from pydantic import BaseModel, Field
 
@@ -95,6 +97,13 @@ async def get_agent(req: func.HttpRequest) -> func.HttpResponse:
     return json_response(AgentView.of(agent_or_404(RunServices.current(), req.route_params["agent"])))
 
 
+def live_streams() -> dict[str, int]:
+    """The live streams of the process answering (each process has its own watchers). A process that never served a
+    stream has not imported the stream modules, and they are not imported for this (start-up stays light)."""
+    watchers = sys.modules.get("http_api.streams.watchers")
+    return watchers.REGISTRY.totals() if watchers is not None else {"watchers": 0, "subscribers": 0}
+
+
 @http_endpoint
 @public
 async def health(req: func.HttpRequest) -> func.HttpResponse:
@@ -107,10 +116,12 @@ async def health(req: func.HttpRequest) -> func.HttpResponse:
             "store": report.store,
             "model_provider": report.model_provider,
             "durable_backend": report.durable_backend,
+            "durable_engine": report.durable_engine,
             "task_hub": report.task_hub,
             "auth_mode": report.auth_mode,
             "on_azure": report.on_azure,
             "warnings": report.warnings,
-            "auth": authenticator().health(on_azure=report.on_azure),
+            "auth": authenticator().health(services.deployment_settings),
+            "streams": live_streams(),
         }
     )

@@ -6,6 +6,7 @@ wins, with who and when for the audit trail) and only then announced to the run 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -100,7 +101,7 @@ async def record_decision(
         # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
         await deliver(gateway, run.run_id, approval_id)
         return record
-    _check_open(record, run_finished=run.finished, now=now, reveal=owns(caller, run.owner_id))
+    _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:
         await _validate_edit(services, run.agent, record, edited)
     try:
@@ -112,10 +113,11 @@ async def record_decision(
             reason=body.reason,
             edited_arguments=edited,
             decided_at=now,
+            current=record,  # read by this request: the write is conditioned on its ETag (a stale one is re-read)
         )
     except AlreadyDecidedError as race:
         if not same_decision(race.current, decision, caller.id, body.reason, edited):
-            _check_open(race.current, run_finished=False, now=now, reveal=owns(caller, run.owner_id))
+            _check_open(race.current, None, now=now, reveal=owns(caller, run.owner_id))
             raise  # unreachable: a decided record always fails the check
         decided = race.current  # the same caller's concurrent retry won: deliver it as well
     await deliver(gateway, run.run_id, approval_id)
@@ -134,12 +136,12 @@ def same_decision(
     )
 
 
-def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime, reveal: bool) -> None:
-    """410 / 409 for an approval that can no longer be decided. Who decided is only told to the run's owner (and to
-    the decider); another approver learns that it was decided, not by whom."""
-    if record.status == "expired" or (record.status == "pending" and record.expires_at and record.expires_at <= now):
-        raise ApiProblem(410, "approval_expired", "The approval has expired", f"It expired at {record.expires_at}.")
-    if record.status != "pending":
+def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime, reveal: bool) -> None:
+    """409 / 410 for an approval that can no longer be decided, most telling first: decided by someone (409, who
+    decided: only told to the run's owner and to the decider; another approver learns that it was decided, not by
+    whom), the run was cancelled (409 `run_finished`: its open approvals are closed as expired, but the reason is
+    the cancel, not a deadline), expired by its deadline (410), the run is over otherwise (409 `run_finished`)."""
+    if record.status in ("approved", "rejected"):
         if reveal or record.decided_by == current_principal().id:
             who = record.decided_by_name or record.decided_by or "an anonymous caller"
             detail = f"It was {record.status} by {who} at {record.decided_at}."
@@ -148,19 +150,27 @@ def _check_open(record: ApprovalRecord, *, run_finished: bool, now: datetime, re
         raise ApiProblem(
             409, "approval_already_decided", "The approval was already decided", detail, current_status=record.status
         )
-    if run_finished:
-        raise ApiProblem(410, "run_finished", "The run has already finished", "Its approvals can no longer change.")
+    finished = ApiProblem(409, "run_finished", "The run has already finished", "Its approvals can no longer change.")
+    if run is not None and run.finished and run.status == "cancelled":
+        raise finished
+    if record.status == "expired" or (record.status == "pending" and record.expires_at and record.expires_at <= now):
+        raise ApiProblem(410, "approval_expired", "The approval has expired", f"It expired at {record.expires_at}.")
+    if (run is not None and run.finished) or record.status != "pending":
+        raise finished
 
 
 async def _validate_edit(
     services: RunServices, agent_name: str, record: ApprovalRecord, edited: dict[str, object]
 ) -> None:
     # The run's own tools: an MCP tool's schema is the one discovered when the run started.
-    agent = await agent_for_run(services.store, agent_or_404(services, agent_name), record.run_id)
+    agent = await agent_for_run(
+        services.store, agent_or_404(services, agent_name), record.run_id, session_id=record.session_id
+    )
     call = FunctionCallContent(call_id=record.call_id, name=record.tool, arguments=record.arguments)
     request = FunctionApprovalRequestContent(id=record.approval_id, function_call=call)
     try:
-        decide_approval(agent, request, request.create_approval(arguments=dict(edited)))
+        # Off the event loop: the check runs a tool's JSON Schema (an MCP server's) over caller-chosen arguments.
+        await asyncio.to_thread(decide_approval, agent, request, request.create_approval(arguments=dict(edited)))
     except ToolArgumentsError as error:
         raise ApiProblem(
             422,

@@ -7,8 +7,8 @@ finds a run or a session through them enforces ownership, including routes added
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 
 import azure.functions as func
@@ -25,6 +25,17 @@ async def identified(req: func.HttpRequest | None, *, public: bool = False) -> A
     principal = None
     if req is not None and not public:
         principal = await authenticator().authenticate({k.lower(): v for k, v in req.headers.items()})
+    token = _current.set(principal)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def acting_as(principal: Principal) -> Iterator[None]:
+    """Run a public route's work as `principal`: an identity another channel validated (a Slack user, by Slack's
+    request signature and the app's map of Slack users), so ownership and approver checks apply as to any caller."""
     token = _current.set(principal)
     try:
         yield

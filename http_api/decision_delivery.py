@@ -14,13 +14,10 @@ from datetime import UTC, datetime, timedelta
 
 from http_api.durable_gateway import DurableGateway
 from http_api.problems import ApiProblem
-from session_store import SessionStore
+from session_store import ApprovalRecord, SessionStore
 
 log = logging.getLogger(__name__)
 
-# A decision the run has not applied this long after it was stored is rung again by the next poll. Long enough that
-# a normal delivery (event, episode, apply step) is never rung twice; short enough that nobody waits for long.
-STALLED_AFTER = timedelta(seconds=5)
 
 
 async def deliver(gateway: DurableGateway, run_id: str, approval_id: str) -> None:
@@ -39,20 +36,30 @@ async def deliver(gateway: DurableGateway, run_id: str, approval_id: str) -> Non
 
 
 async def redeliver_stalled(
-    store: SessionStore, gateway: DurableGateway, run_id: str, waiting_for: list[str], *, now: datetime | None = None
+    store: SessionStore,
+    gateway: DurableGateway,
+    run_id: str,
+    waiting_for: list[str],
+    *,
+    stalled_after: timedelta,
+    now: datetime | None = None,
+    records: list[ApprovalRecord] | None = None,
 ) -> list[str]:
     """Ring again for each approval the run still waits for (`waiting_for`, from its custom status) that the store
-    shows decided for longer than `STALLED_AFTER`. Best effort; returns the approvals rung."""
+    shows decided for longer than `stalled_after` (`DECISION_REDELIVERY_SECONDS`). Best effort; returns the approvals
+    rung. `records`: the caller read the run's approvals (at least those it waits for) in this request already."""
     if not waiting_for:
         return []
     now = now or datetime.now(UTC)
+    if records is None:
+        records = await store.list_approvals(run_id=run_id)
     stalled = [
         record.approval_id
-        for record in await store.list_approvals(run_id=run_id)
+        for record in records
         if record.approval_id in waiting_for
         and record.status in ("approved", "rejected")
         and record.decided_at is not None
-        and now - record.decided_at > STALLED_AFTER
+        and now - record.decided_at > stalled_after
     ]
     for approval_id in stalled:
         try:

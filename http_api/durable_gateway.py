@@ -21,6 +21,7 @@ from agent_runs.contracts import (
     RunProgress,
     approval_event_name,
 )
+from agent_runs.wire import compact_json
 
 ProgressT = TypeVar("ProgressT", bound=BaseModel)
 
@@ -53,7 +54,7 @@ class DurableGateway:
         self._client = client
 
     async def start_run(self, run_input: RunInput) -> None:
-        await self._client.start_new(ORCHESTRATOR_NAME, run_input.run.run_id, run_input.model_dump(mode="json"))
+        await self._client.start_new(ORCHESTRATOR_NAME, run_input.run.run_id, compact_json(run_input))
 
     async def state(self, run_id: str) -> OrchestrationState[RunProgress] | None:
         return await orchestration_state(self._client, run_id, RunProgress)

@@ -1,7 +1,8 @@
 """`Idempotency-Key` on `POST .../runs`: the same key and body from the same principal within 24 h start one run.
 
 The key's ledger lives in the store's effect ledger, in a partition of its own per (principal, key) (ids hashed, so
-no caller-chosen text becomes a partition key). Each use of the key is a *generation* entry created with the store's
+no caller-chosen text becomes a partition key; the partition's prefix is reserved, so no client-supplied session id
+can name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's
 conditional create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer
 with that run, as a poll would. A start that fails before its run exists marks its generation failed, so the key can
 be retried; after 24 h the next use opens a new generation.
@@ -20,6 +21,7 @@ import azure.functions as func
 
 from http_api.identity import Principal
 from http_api.problems import ApiProblem
+from http_api.reserved_ids import IDEMPOTENCY_PARTITION_PREFIX
 from session_store import EffectRecord, SessionStore
 
 HEADER = "Idempotency-Key"
@@ -59,7 +61,7 @@ def fingerprint(route: str, body: dict[str, Any]) -> str:
 
 
 def _partition(caller: Principal, key: str) -> str:
-    return "idempotency." + hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48]
+    return IDEMPOTENCY_PARTITION_PREFIX + hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48]
 
 
 def _reused(key: str) -> ApiProblem:

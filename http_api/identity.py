@@ -22,23 +22,28 @@ import logging
 import threading
 import urllib.request
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import jwt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agent_runs.deployment import AuthMode, DeploymentSettings, normalized_auth_mode
 from agent_runtime.approvers import ANONYMOUS
+from agent_runtime.settings_snapshot import current_settings
 from http_api.problems import ApiProblem
+
+if TYPE_CHECKING:
+    import jwt  # PyJWT (and `cryptography` under it): imported by the first JwtValidator, AUTH_MODE=jwt only
 
 log = logging.getLogger(__name__)
 
-AuthMode = Literal["none", "easyauth", "jwt"]
 OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
 ID_CLAIMS = (OBJECT_ID_CLAIM, "oid", "sub")
 NAME_CLAIMS = ("name", "preferred_username", "upn", "email")
 ROLE_CLAIMS = ("roles", "http://schemas.microsoft.com/ws/2008/06/identity/claims/role")
-JWT_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
+# The asymmetric algorithms a signing key may have (its own one is then the only one accepted for it).
+JWT_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"})
+INVALID_TOKEN_DETAIL = "The bearer token is not valid."
 DISCOVERY_TIMEOUT_SECONDS = 10
 
 
@@ -52,6 +57,12 @@ class AuthSettings(BaseSettings):
     audience: str | None = Field(default=None, validation_alias="AUTH_AUDIENCE")
     openid_config_url: str | None = Field(default=None, validation_alias="AUTH_OPENID_CONFIG_URL")
     clock_skew_seconds: int = Field(default=60, ge=0, validation_alias="AUTH_CLOCK_SKEW_SECONDS")
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _case_insensitive(cls, value: Any) -> Any:
+        # An unknown mode never gets here: the start-up checks (agent_runs/deployment.py) refuse it by name.
+        return normalized_auth_mode(value) if isinstance(value, str) else value
 
     def discovery_url(self) -> str:
         if self.openid_config_url:
@@ -74,7 +85,7 @@ class Principal(BaseModel):
     id: str = Field(min_length=1)
     name: str | None = None
     roles: tuple[str, ...] = ()
-    auth_type: Literal["none", "easyauth", "jwt"]
+    auth_type: AuthMode
 
     @property
     def trusted(self) -> bool:
@@ -135,8 +146,20 @@ def easyauth_principal(headers: Mapping[str, str]) -> Principal:
 # ------------------------------------------------------------------------------------------------ JWT
 
 
+class IssuerUnavailable(Exception):
+    """The issuer's discovery document or keys could not be fetched (503, not the caller's fault)."""
+
+
+class InvalidToken(Exception):
+    """Anything wrong with the caller's token (401 with one fixed message: nothing of the token is echoed)."""
+
+
 class JwtValidator:
-    """Validates bearer tokens against the issuer's keys (found through OpenID discovery, cached by PyJWKClient)."""
+    """Validates bearer tokens against the issuer's keys (found through OpenID discovery, cached by PyJWKClient).
+
+    The algorithm is the key's, never the token's: a JWK's `alg`, or for a key without one (Entra ID publishes none)
+    the one its type implies (RSA: RS256). A token whose header names another algorithm (PS256, ES256, HS256 with
+    the public key as secret, `none`) is refused, whatever its signature."""
 
     def __init__(self, settings: AuthSettings) -> None:
         self._settings = settings.check()
@@ -144,29 +167,58 @@ class JwtValidator:
         self._jwks: jwt.PyJWKClient | None = None
 
     def _jwks_client(self) -> jwt.PyJWKClient:
+        import jwt  # AUTH_MODE=jwt only: PyJWT and `cryptography` stay out of every other cold start
+
         with self._lock:
             if self._jwks is None:
                 url = self._settings.discovery_url()
-                with urllib.request.urlopen(url, timeout=DISCOVERY_TIMEOUT_SECONDS) as response:
-                    document = json.load(response)
-                self._jwks = jwt.PyJWKClient(document["jwks_uri"], cache_keys=True, lifespan=3600)
+                try:
+                    with urllib.request.urlopen(url, timeout=DISCOVERY_TIMEOUT_SECONDS) as response:
+                        document = json.load(response)
+                    jwks_uri = document["jwks_uri"]
+                except (OSError, ValueError, KeyError, TypeError) as error:
+                    raise IssuerUnavailable(f"OpenID discovery at {url} failed: {error}") from error
+                self._jwks = jwt.PyJWKClient(jwks_uri, cache_keys=True, lifespan=3600)
             return self._jwks
 
-    def validate(self, token: str) -> dict[str, Any]:
-        """The token's claims; raises `jwt.PyJWTError` for a bad token, `OSError`/`KeyError` when the issuer is down."""
+    def _signing_key(self, token: str) -> jwt.PyJWK:
+        import jwt
+
         try:
-            key = self._jwks_client().get_signing_key_from_jwt(token)
+            kid = jwt.get_unverified_header(token).get("kid")
+        except jwt.PyJWTError as error:
+            raise InvalidToken("malformed token") from error
+        if not isinstance(kid, str) or not kid:
+            raise InvalidToken("no key id")
+        client = self._jwks_client()
+        try:
+            key = client.get_signing_key(kid)
         except jwt.PyJWKClientConnectionError as error:
-            raise OSError(str(error)) from error
-        return jwt.decode(
-            token,
-            key.key,
-            algorithms=JWT_ALGORITHMS,
-            audience=self._settings.audience,
-            issuer=self._settings.issuer,
-            leeway=self._settings.clock_skew_seconds,
-            options={"require": ["exp", "iss", "aud"]},
-        )
+            raise IssuerUnavailable(str(error)) from error
+        except jwt.PyJWTError as error:  # no key with this id (after one refresh), or a key PyJWT cannot use
+            raise InvalidToken("unknown key") from error
+        if key.algorithm_name not in JWT_ALGORITHMS:  # e.g. an `oct` key (HS256): never a shared secret
+            raise InvalidToken(f"key algorithm {key.algorithm_name} is not accepted")
+        return key
+
+    def validate(self, token: str) -> dict[str, Any]:
+        """The token's claims; raises `InvalidToken` for any problem with the token, `IssuerUnavailable` when the
+        issuer's keys cannot be fetched."""
+        import jwt
+
+        key = self._signing_key(token)
+        try:
+            return jwt.decode(
+                token,
+                key.key,
+                algorithms=[key.algorithm_name],  # pinned to the key
+                audience=self._settings.audience,
+                issuer=self._settings.issuer,
+                leeway=self._settings.clock_skew_seconds,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except Exception as error:  # a caller's token can make PyJWT raise more than PyJWTError: each is a 401
+            raise InvalidToken(type(error).__name__) from error
 
     def principal(self, headers: Mapping[str, str]) -> Principal:
         authorization = headers.get("authorization") or ""
@@ -175,21 +227,27 @@ class JwtValidator:
             raise unauthenticated("Send Authorization: Bearer <token>.", scheme="Bearer")
         try:
             claims = self.validate(token.strip())
-        except (jwt.PyJWKClientError, jwt.PyJWTError) as error:
-            raise unauthenticated(f"The bearer token is not valid: {error}.", scheme="Bearer",
-                                  error="invalid_token") from error
-        except (OSError, KeyError, ValueError) as error:
+        except InvalidToken as error:
+            log.info("bearer token refused: %s", error)  # the reason only, never the token or its header values
+            raise _invalid_token() from error
+        except IssuerUnavailable as error:
             log.warning("cannot reach the token issuer's keys: %s", error)
             raise ApiProblem(503, "auth_unavailable", "Cannot validate tokens right now",
                              "The token issuer's keys could not be fetched; retry later.",
                              headers={"Retry-After": "5"}) from error
         principal_id = next((str(claims[c]) for c in ID_CLAIMS if claims.get(c)), None)
         if not principal_id:
-            raise unauthenticated("The token names no subject (oid or sub).", scheme="Bearer", error="invalid_token")
+            raise _invalid_token()
         name = next((str(claims[c]) for c in NAME_CLAIMS if claims.get(c)), None)
         roles_claim = claims.get("roles") or []
         roles = tuple(str(r) for r in (roles_claim if isinstance(roles_claim, list) else [roles_claim]))
         return Principal(id=principal_id, name=name, roles=roles, auth_type="jwt")
+
+
+def _invalid_token() -> ApiProblem:
+    """One answer for every token problem (expired, wrong audience or issuer, unknown key, wrong algorithm, no
+    subject, malformed): the caller's `kid` and the library's text stay out of the response."""
+    return unauthenticated(INVALID_TOKEN_DETAIL, scheme="Bearer", error="invalid_token")
 
 
 # ------------------------------------------------------------------------------------------------ the mode
@@ -207,9 +265,16 @@ class Authenticator:
             return await asyncio.to_thread(self._jwt.principal, headers)  # JWKS fetches block
         return NO_AUTH_PRINCIPAL
 
-    def health(self, *, on_azure: bool) -> dict[str, Any]:
-        """What `GET /api/health` says about identities (a warning for `none` on Azure: `on_azure`)."""
-        report: dict[str, Any] = {"mode": self.settings.mode, "warning": None}
+    def health(self, deployment: DeploymentSettings) -> dict[str, Any]:
+        """What `GET /api/health` says about identities: the mode, a warning for `none` on Azure, and whether the page
+        may offer its principal picker (`local_principal_picker`: Easy Auth mode where no App Service front can
+        exist, i.e. devhost or `func start`; the page never guesses it from a failed `/.auth/me`)."""
+        on_azure = deployment.on_azure
+        report: dict[str, Any] = {
+            "mode": self.settings.mode,
+            "warning": None,
+            "local_principal_picker": self.settings.mode == "easyauth" and not on_azure,
+        }
         if self.settings.mode == "none" and on_azure:
             report["warning"] = (
                 "AUTH_MODE=none on Azure: every function-key holder is the same principal and may see and decide "
@@ -223,9 +288,9 @@ _authenticators_lock = threading.Lock()
 
 
 def authenticator() -> Authenticator:
-    """The authenticator for the current settings (read on each request, as cheap as reading the environment; one
+    """The authenticator for the current settings (read on each request: rebuilt when the environment changed; one
     authenticator, with its cached JWKS, per distinct configuration)."""
-    settings = AuthSettings()
+    settings = current_settings(AuthSettings)
     key = settings.model_dump_json()
     with _authenticators_lock:
         found = _authenticators.get(key)

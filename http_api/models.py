@@ -5,14 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from agent_runtime.messages import Usage
 from agent_runtime.spend import RunBudget
+from http_api.reserved_ids import refuse_reserved
 
 # Ids travel in URLs and become Cosmos ids/partition keys: keep them to a safe alphabet.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+# A session id a client chooses: an id, and none of the app's own (http_api/reserved_ids.py).
+ClientSessionId = Annotated[str, StringConstraints(pattern=ID_PATTERN), AfterValidator(refuse_reserved)]
 MAX_WAIT_SECONDS = 60
 MAX_APPROVAL_TIMEOUT_SECONDS = 30 * 24 * 3600
 MAX_METADATA_ENTRIES = 16
@@ -44,7 +47,7 @@ class StartRunRequest(StrictModel):
     """`POST /api/agents/{agent}/runs`."""
 
     input: Annotated[str, StringConstraints(min_length=1)] | Annotated[list[InputMessage], Field(min_length=1)]
-    session_id: Identifier | None = None
+    session_id: ClientSessionId | None = None
     wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = 0
     approval_timeout_seconds: Annotated[int, Field(ge=1, le=MAX_APPROVAL_TIMEOUT_SECONDS)] | None = None
     metadata: dict[Annotated[str, StringConstraints(min_length=1, max_length=64)], MetadataValue] = Field(
@@ -57,6 +60,9 @@ class StartRunRequest(StrictModel):
         default="reject",
         description="the session has an active run: 409 (reject), start when it ends (enqueue, status queued), or "
         "cancel it and start when it has ended (interrupt)",
+    )
+    webhook: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = Field(
+        default=None, description="also send this run's events here (signed; its host must be in WEBHOOK_ALLOWED_HOSTS)"
     )
 
     @field_validator("input")
@@ -137,5 +143,8 @@ class RunView(BaseModel):
         default=None, description="the text of the model answer streaming in right now (not yet an update)"
     )
     error: RunError | None = None
+    rewinds: list[dict[str, Any]] = Field(
+        default_factory=list, description="each rewind of the run: who, when, from which step (POST .../rewind)"
+    )
     continuation_token: str | None = None
     links: RunLinks

@@ -34,17 +34,29 @@ class AuthHealth(BaseModel):
     warning: str | None = None
 
 
+class LiveStreams(BaseModel):
+    """The live streams of the process that answered (each process has its own)."""
+
+    watchers: int = Field(description="one per run being streamed, shared by that run's connections")
+    subscribers: int = Field(description="open stream connections")
+
+
 class HealthBody(BaseModel):
     status: Literal["ok"]
     agents: list[str]
     store: Literal["cosmos", "sqlite"]
     model_provider: str
     durable_backend: str = Field(description="the Durable storage provider the Functions host is configured with")
+    durable_engine: Literal["devhost", "functions-host"] = Field(
+        description="who runs the orchestrations: `devhost` (its own engine stands in for the configured backend, "
+        "locally) or `functions-host` (the Durable extension on the configured backend)"
+    )
     task_hub: str | None = Field(description="TASKHUB_NAME")
     auth_mode: str = Field(description="AUTH_MODE (`none`: the app authenticates no caller)")
     on_azure: bool
     warnings: list[str] = Field(description="settings allowed on purpose that production should not keep")
     auth: AuthHealth
+    streams: LiveStreams
 
 
 class AgentListBody(BaseModel):
@@ -183,7 +195,7 @@ def _operation(route: Route) -> dict[str, Any]:
     return spec
 
 
-# One event of a stream (pings are comments, not events); `data` is JSON (see README "Live streams").
+# One event of a stream (pings are comments, not events); `data` is JSON (see docs/streams.md).
 _SSE_EVENT: dict[str, Any] = {
     "type": "object",
     "required": ["event", "id", "data"],

@@ -125,6 +125,17 @@ def malformed_json(detail: str) -> ApiProblem:
     return ApiProblem(400, "malformed_json", "The request body is not valid JSON", detail, field="body")
 
 
+def json_limit_exceeded(kind: str, detail: str) -> ApiProblem:
+    """A body past the JSON limits (`agent_runtime.json_limits`): nesting depth or a number's size."""
+    if kind == "depth":
+        return ApiProblem(400, "json_too_deep", "The request body nests too deep", detail, field="body")
+    if kind == "number":
+        return ApiProblem(
+            400, "json_number_out_of_range", "A number in the request body is out of range", detail, field="body"
+        )
+    return malformed_json(detail)
+
+
 def payload_too_large(limit_bytes: int, actual_bytes: int) -> ApiProblem:
     return ApiProblem(
         413,

@@ -14,6 +14,11 @@ from http_api.token_binding import bound_principal
 
 
 def base_url(req: func.HttpRequest) -> str:
+    """The root of the links the app hands out: the configured public URL or, on Azure, the platform's host name
+    (`DeploymentSettings.link_base`); the request's URL only locally, where no one else can reach the app."""
+    configured = RunServices.current().deployment_settings.link_base
+    if configured:
+        return configured
     parts = urlsplit(req.url)
     return f"{parts.scheme}://{parts.netloc}"
 

@@ -16,7 +16,20 @@ import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel
 
-from http_api import agents, approvals, listings, route_functions, runs, sessions, workflows
+from agent_runs.transcript import Transcript
+from http_api import (
+    agents,
+    approvals,
+    fallback,
+    fork,
+    listings,
+    rewind,
+    route_functions,
+    runs,
+    sessions,
+    transcript,
+    workflows,
+)
 from http_api.adapter import http_endpoint
 from http_api.agents import AgentView
 from http_api.approvals import ApprovalsQuery, ApprovalView
@@ -24,6 +37,7 @@ from http_api.caller import public
 from http_api.listings import InboxBody, InboxQuery, RunListBody, RunsQuery
 from http_api.models import ApprovalDecisionRequest, RunView, StartRunRequest
 from http_api.openai_responses import handlers as responses
+from http_api.openai_responses import model_list
 from http_api.openai_responses.models import (
     CreateResponseRequest,
     DeletedResponse,
@@ -53,10 +67,12 @@ from http_api.streams import handlers as streams
 from http_api.streams.query import StreamQuery
 from http_api.ui import serve as ui
 from http_api.workflow_models import SignalRequest, StartWorkflowRequest, WorkflowRunView, WorkflowSummary
+from notifications.http import deliveries, slack
+from notifications.http.page import routes as decision_page
 
 
 def register(app: df.DFApp) -> None:
-    route_functions.register(app, ROUTES)
+    route_functions.register(app, (*ROUTES, *FALLBACK))
 
 
 @functools.cache
@@ -76,12 +92,15 @@ async def serve_openapi(req: func.HttpRequest) -> func.HttpResponse:
 AGENT = PathParam(name="agent", not_found="agent_not_found", noun="Agent")
 RUN = PathParam(name="run_id", not_found="run_not_found", noun="Run")
 APPROVAL = PathParam(name="approval_id", not_found="approval_not_found", noun="Approval")
-SESSION = PathParam(name="session_id", not_found="session_not_found", noun="Session")
+SESSION = PathParam(name="session_id", not_found="session_not_found", noun="Session", session=True)
 WORKFLOW = PathParam(name="name", not_found="workflow_not_found", noun="Workflow")
 WORKFLOW_RUN = PathParam(name="run_id", not_found="workflow_run_not_found", noun="Workflow run")
 SIGNAL = PathParam(name="name", not_found="signal_not_found", noun="Signal")
 UI_FILE = PathParam(name="file", not_found="ui_file_not_found", noun="File")
 RESPONSE = PathParam(name="response_id", not_found="response_not_found", noun="Response")
+MODEL = PathParam(name="model", not_found="model_not_found", noun="Model", pattern=r"[A-Za-z0-9_-]{1,64}")
+ANY_PATH = PathParam(name="*path", not_found="route_not_found", noun="Route", pattern=".*")
+DELIVERY = PathParam(name="event_id", not_found="delivery_not_found", noun="Delivery")
 
 # ------------------------------------------------------------------------------------------------ the table
 _RUN = (404, 422)
@@ -98,6 +117,10 @@ ROUTES: tuple[Route, ...] = check_table((
           public=True, summary="This document", tag="app", responses={200: OpenApiBody}),
     Route(name="ui_page", method="get", path="ui", handler=ui.page, public=True,
           summary="The page: approvals inbox, runs, chat", tag="app", responses={200: None}, text="text/html"),
+    Route(name="ui_decision_page", method="get", path="ui/approvals/{approval_id}", params=(APPROVAL,),
+          handler=decision_page.decision_page, public=True, tag="app", responses={200: None}, text="text/html",
+          summary="The decision page of one approval (a signed link from a notification; deciding needs sign-in)",
+          problems=(403, 404)),
     Route(name="ui_asset", operation_id="ui_file", method="get", path="ui/{file}", params=(UI_FILE,), handler=ui.page,
           public=True, summary="A script or style of the page", tag="app", responses={200: None}, text="text/*",
           problems=(404,)),
@@ -116,6 +139,17 @@ ROUTES: tuple[Route, ...] = check_table((
           problems=(400, 401, 404, 422)),
     Route(name="cancel_run", method="post", path="runs/{run_id}/cancel", params=(RUN,), handler=runs.cancel_run,
           client=True, summary="Cancel a run", tag="runs", responses={202: CancelAcceptedBody}, problems=(404, 409)),
+    Route(name="rewind_run", method="post", path="runs/{run_id}/rewind", params=(RUN,), handler=rewind.rewind_run,
+          client=True, summary="Rewind a failed run: the same run goes on from the step that failed", tag="runs",
+          responses={202: rewind.RewindAcceptedBody}, problems=(404, 409)),
+    Route(name="fork_run", method="post", path="runs/{run_id}/fork", params=(RUN,), handler=fork.fork_run,
+          client=True, summary="Fork a run: a new session with the conversation before it, and a run there (its "
+          "input again, or a new one)", tag="runs", body=fork.ForkRequest,
+          responses={200: RunView, 202: RunView, 500: RunView}, problems=(400, 404, 409, 413, 415, 422),
+          idempotent=True),
+    Route(name="get_transcript", method="get", path="runs/{run_id}/transcript", params=(RUN,),
+          handler=transcript.get_transcript, summary="What the run did (model calls, tool calls, decisions): save it "
+          "and replay it as a test", tag="runs", responses={200: Transcript}, problems=(404, 409)),
     Route(name="list_approvals", method="get", path="runs/{run_id}/approvals", params=(RUN,),
           handler=approvals.list_approvals, summary="A run's approvals (optionally by status)", tag="approvals",
           query=ApprovalsQuery, responses={200: ApprovalListBody}, problems=_RUN),
@@ -124,6 +158,22 @@ ROUTES: tuple[Route, ...] = check_table((
           summary="Approve (optionally with edited arguments) or reject a pending tool call", tag="approvals",
           body=ApprovalDecisionRequest, responses={202: ApprovalView},
           problems=(400, 403, 404, 409, 410, 413, 415, 422)),
+    Route(name="approval_context", method="get", path="runs/{run_id}/approvals/{approval_id}/context",
+          params=(RUN, APPROVAL), handler=decision_page.approval_context,
+          summary="One approval with what its approver needs to decide (the run's last messages)", tag="approvals",
+          responses={200: decision_page.ApprovalContext}, problems=(404,)),
+    # Notifications (notifications/): the run's delivery log, and sending an event again
+    Route(name="list_deliveries", method="get", path="runs/{run_id}/deliveries", params=(RUN,),
+          handler=deliveries.list_deliveries, summary="A run's notification deliveries and their attempts",
+          tag="runs", responses={200: deliveries.DeliveryLogBody}, problems=(404,)),
+    Route(name="redeliver", method="post", path="runs/{run_id}/deliveries/{event_id}/redeliver",
+          params=(RUN, DELIVERY), handler=deliveries.redeliver, client=True,
+          summary="Send a notification again (the same webhook-id)", tag="runs",
+          responses={202: deliveries.RedeliveryAccepted}, problems=(404,)),
+    Route(name="slack_interactions", method="post", path="integrations/slack/interactions",
+          handler=slack.slack_interactions, client=True, public=True, tag="approvals",
+          summary="Slack's Approve / Reject buttons (verified by Slack's request signature; Slack users mapped to "
+          "approvers by SLACK_APPROVERS)", responses={200: None}, problems=(400, 401, 413)),
     # Sessions
     Route(name="get_session", method="get", path="sessions/{session_id}", params=(SESSION,),
           handler=sessions.get_session, summary="A session and its runs", tag="sessions",
@@ -154,6 +204,10 @@ ROUTES: tuple[Route, ...] = check_table((
           tag="workflows", query=PollQuery,
           responses={200: WorkflowRunView, 202: WorkflowRunView, 500: WorkflowRunView},
           problems=(400, 401, 404, 422)),
+    Route(name="rewind_workflow_run", method="post", path="workflows/runs/{run_id}/rewind", params=(WORKFLOW_RUN,),
+          handler=rewind.rewind_workflow_run, client=True, summary="Rewind a failed workflow run: its failed step "
+          "runs again, the steps before it keep their results", tag="workflows",
+          responses={202: rewind.RewindAcceptedBody}, problems=(404, 409)),
     Route(name="cancel_workflow_run", method="post", path="workflows/runs/{run_id}/cancel", params=(WORKFLOW_RUN,),
           handler=workflows.cancel_workflow_run, client=True,
           summary="Cancel a workflow run and its running child runs", tag="workflows",
@@ -162,7 +216,7 @@ ROUTES: tuple[Route, ...] = check_table((
           params=(WORKFLOW_RUN, SIGNAL), handler=workflows.signal_workflow_run, client=True,
           summary="Send a signal (with a payload) to a workflow run", tag="workflows", body=SignalRequest,
           responses={202: SignalAcceptedBody}, problems=(400, 404, 409, 413, 415, 422)),
-    # The caller's lists (identities: README "Callers and identities")
+    # The caller's lists (identities: docs/identity.md)
     Route(name="list_approval_inbox", method="get", path="approvals", handler=listings.list_inbox,
           summary="Every approval the caller may decide, across runs and workflows (newest first)",
           tag="approvals", query=InboxQuery, responses={200: InboxBody}, problems=(400, 401, 422)),
@@ -204,4 +258,18 @@ ROUTES: tuple[Route, ...] = check_table((
           path="v1/responses/{response_id}/input_items", params=(RESPONSE,), handler=responses.list_input_items,
           client=True, summary="OpenAI Responses: what the client sent for the response (paged)", tag="openai",
           query=InputItemsQuery, responses={200: InputItemList, **_OPENAI_ERRORS}),
+    Route(name="list_models", method="get", path="v1/models", handler=model_list.list_models,
+          summary="OpenAI Models: the agents this app serves (a model is an agent)", tag="openai",
+          responses={200: model_list.ModelList, **_OPENAI_ERRORS}),
+    Route(name="get_model", method="get", path="v1/models/{model}", params=(MODEL,), handler=model_list.get_model,
+          summary="OpenAI Models: one agent, as a model", tag="openai",
+          responses={200: model_list.ModelObject, **_OPENAI_ERRORS}),
 ))
+
+# Every other path and method: a 404 in the error shape of the API it belongs to (`http_api.fallback`: why it never
+# shadows a route above). Registered, not documented: it is no operation.
+FALLBACK: tuple[Route, ...] = check_table(
+    Route(name=f"unknown_route_{method}", method=method, path="{*path}", params=(ANY_PATH,),
+          handler=fallback.unknown_route, public=True, summary="No such route", tag="app", problems=(404,))
+    for method in ("get", "post", "delete", "put", "patch")
+)

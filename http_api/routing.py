@@ -29,7 +29,7 @@ class Route(BaseModel):
 
     # The function
     name: str  # the function's name: the Functions host, devhost and the logs know the route by it
-    method: Literal["get", "post", "delete"]
+    method: Literal["get", "post", "delete", "put", "patch"]
     path: str  # the route template under the prefix, e.g. "runs/{run_id}"
     handler: Callable[..., Awaitable[Any]]
     params: tuple[PathParam, ...] = ()  # one per `{name}` of `path`, in order: checked before the handler runs
@@ -46,7 +46,7 @@ class Route(BaseModel):
     problems: tuple[int, ...] = ()
     text: str | None = None  # a non-JSON success body: its media type (range), e.g. the page's files
     idempotent: bool = False  # accepts an Idempotency-Key header
-    stream: bool = False  # 200 may be a text/event-stream (see README "Live streams"): served as it is produced
+    stream: bool = False  # 200 may be a text/event-stream (see docs/streams.md): served as it is produced
     openai_events: bool = False  # ... of OpenAI's Responses events (`event:` + `data:`, no `id:`), or JSON
 
     @property

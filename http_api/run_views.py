@@ -7,6 +7,7 @@ poll never shows half of a step and each update is delivered exactly once, in or
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from agent_runs.client_errors import client_message, crash_error
@@ -26,9 +27,12 @@ from http_api.models import (
     Usage,
 )
 from http_api.token_binding import bound_to
-from session_store import RunRecord, SessionStore
+from session_store import ApprovalRecord, MessageRecord, RunRecord, SessionStore
 
 UPDATES_PER_RESPONSE = 200
+# Up to this many approvals the run waits for are point-read (1 RU each); more are one query.
+APPROVAL_POINT_READS = 10
+_MOVING = ("Pending", "Running", "Suspended", "ContinuedAsNew")
 TOKEN_SCOPE = "run"
 _CRASHED: dict[str, Literal["failed", "cancelled"]] = {
     "Failed": "failed",
@@ -64,6 +68,35 @@ def _visible_seq(run: RunRecord, state: OrchestrationState | None) -> int:
     return state.progress.visible_seq
 
 
+def record_still_current(run: RunRecord, state: OrchestrationState | None) -> bool:
+    """Whether `run`, read before `state`, still holds what a view takes from the record. A finished record never
+    changes again; an unfinished one changes in what a view shows only when the run finishes (its output, usage and
+    error) or gets its place in a queue (its ordinal), and the orchestration's state, read later, announces both: its
+    runtime status ends or its progress says final, or the run has an ordinal only once it runs. Everything else a
+    view shows of a running run comes from that state. So a view needs no second read of the record unless the state
+    says the record moved on."""
+    if run.finished:
+        return True
+    if run.ordinal == 0 or state is None or state.runtime_status not in _MOVING:
+        return False
+    return state.progress is None or state.progress.status not in FINAL_STATUSES
+
+
+async def waiting_approvals(
+    store: SessionStore, run: RunRecord, state: OrchestrationState | None
+) -> list[ApprovalRecord]:
+    """The approval records the run waits for, as its orchestration state names them (none once it finished): read
+    by id in the run's session, so a poll pays a point read per approval rather than a query."""
+    ids = [] if run.finished or state is None or state.progress is None else list(state.progress.pending_approvals)
+    if not ids:
+        return []
+    if len(ids) > APPROVAL_POINT_READS:
+        return [r for r in await store.list_approvals(run_id=run.run_id, session_id=run.session_id)
+                if r.approval_id in ids]
+    found = [await store.get_approval(i, session_id=run.session_id) for i in ids]  # usually one
+    return [record for record in found if record is not None and record.run_id == run.run_id]
+
+
 def links(base_url: str, run: RunRecord) -> RunLinks:
     return RunLinks(
         self=f"{base_url}/api/runs/{run.run_id}",
@@ -81,21 +114,35 @@ async def build_run_view(
     *,
     cursor: int | None,
     base_url: str,
+    waiting: Sequence[ApprovalRecord] | None = None,
+    known: Sequence[MessageRecord] = (),
 ) -> RunView:
-    """The view of `run` given the orchestration `state` read just before (`DurableGateway.state`)."""
-    # Re-read the run after the orchestration: a run the custom status calls finished has its output stored by then.
-    run = await store.get_run(run.run_id) or run
+    """The view of `run` (read before `state`) given the orchestration `state` (`DurableGateway.state`). `waiting`:
+    the caller's `waiting_approvals` for this state, if it read them already. `known`: messages at the start of
+    the run's range as the caller itself stored them (its input), every one of them: updates within them are not
+    read back."""
+    if not record_still_current(run, state):
+        # Re-read the run after the orchestration: a run the custom status calls finished has its output stored by
+        # then, and a queued one its ordinal.
+        run = await store.get_run(run.run_id, session_id=run.session_id) or run
     run = await reconcile(store, run, state)
     status = _status(run, state)
     first, _ = run_seq_range(run.ordinal)
     after = max(cursor if cursor is not None else first - 1, first - 1)
-    page = await store.list_messages(
-        run.session_id, after_seq=after, up_to_seq=_visible_seq(run, state), limit=UPDATES_PER_RESPONSE
-    )
-    updates = [RunUpdate(seq=record.seq, message=record.payload) for record in page.items]
+    visible = _visible_seq(run, state)
+    records, more = [], False
+    if after < visible and _within(known, first, after, visible):
+        records = [record for record in known if after < record.seq <= visible]
+    elif after < visible:  # a caught-up cursor has nothing to read: completed steps wrote up to `visible` only
+        page = await store.list_messages(run.session_id, after_seq=after, up_to_seq=visible, limit=UPDATES_PER_RESPONSE)
+        records, more = page.items, page.continuation is not None
+    updates = [RunUpdate(seq=record.seq, message=message_view(record)) for record in records]
     new_cursor = updates[-1].seq if updates else after
-    more = page.continuation is not None
-    pending = [] if run.finished else await store.list_approvals(run_id=run.run_id, status="pending")
+    if run.finished:
+        waiting = []
+    elif waiting is None:
+        waiting = await waiting_approvals(store, run, state)
+    pending = [a for a in waiting if a.status == "pending"]
     token = None
     if status not in FINAL_STATUSES or more:
         token = tokens.issue(TOKEN_SCOPE, run.run_id, {"seq": new_cursor, **bound_to(run.owner_id)})
@@ -123,9 +170,27 @@ async def build_run_view(
         finish_reason=(run.output or {}).get("finish_reason") if run.status == "completed" else None,
         partial_output=None if run.finished else await partial_output(store, run, state),
         error=_client_error(run.error),
+        rewinds=run.rewinds,
         continuation_token=token,
         links=links(base_url, run),
     )
+
+
+def _within(known: Sequence[MessageRecord], first: int, after: int, visible: int) -> bool:
+    """Whether `known` (consecutive seqs from the run's first) holds every message in (`after`, `visible`]: nothing
+    else is stored there, as seqs are unique and the run's range starts with them."""
+    seqs = [record.seq for record in known]
+    return (
+        bool(seqs) and seqs == list(range(first, first + len(seqs))) and after + 1 >= first
+        and visible <= seqs[-1] and visible - after <= UPDATES_PER_RESPONSE
+    )
+
+
+def message_view(record: MessageRecord) -> dict[str, Any]:
+    """A stored message as clients see it, with the time it was stored (a run's timeline is built from these)."""
+    if record.created_at is None or "created_at" in record.payload:
+        return record.payload
+    return {**record.payload, "created_at": record.created_at.isoformat().replace("+00:00", "Z")}
 
 
 def _client_error(error: dict[str, Any] | None) -> RunError | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import azure.durable_functions as df
@@ -31,10 +31,12 @@ from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url
 from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
-from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reconcile
+from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reconcile, waiting_approvals
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
-from session_store import RunRecord, SessionBusyError, SessionStore
+from notifications.http.webhook_field import checked_webhook
+from notifications.starting import prepare_notifications
+from session_store import MessageRecord, RunRecord, SessionBusyError, SessionRecord, SessionStore
 from session_store.records import QueuePosition
 from telemetry.trace_context import RunTrace
 
@@ -64,9 +66,11 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
     budget = _run_budget(agent, body.budget)
+    webhook = await checked_webhook(body.webhook)
     trace = RunTrace.start(req.headers)  # the caller's W3C trace context, or a new trace rooted at the run
     gateway = DurableGateway(client)
     start = await claim_start(req, services.store, f"agents/{agent.name}", body)
+    stored_input: list[MessageRecord] = []
     run = start.replay or await start_agent_run(
         services,
         gateway,
@@ -80,9 +84,21 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         trace=trace,
         if_busy=body.if_busy,
         on_unclaimed=start.release,
+        webhook=webhook,
+        stored_input=stored_input,
     )
+    return await answer_started_run(services, gateway, run, req, body.wait_seconds, stored_input=stored_input)
+
+
+async def answer_started_run(
+    services: RunServices, gateway: DurableGateway, run: RunRecord, req: func.HttpRequest, wait_seconds: float,
+    *, stored_input: Sequence[MessageRecord] = (),
+) -> func.HttpResponse:
+    """The answer to a request that started `run`: its view once it finished or needs a person, or after
+    `wait_seconds` (202 while it runs). `stored_input`: the run's input as this request stored it."""
     view = await _wait_for_view(
-        services, gateway, run, cursor=None, wait_seconds=body.wait_seconds, req=req, return_on_updates=False
+        services, gateway, run, cursor=None, wait_seconds=wait_seconds, req=req, return_on_updates=False,
+        known=stored_input,
     )
     return _run_response(view)
 
@@ -102,17 +118,23 @@ async def start_agent_run(
     overrides: RunOverrides | None = None,
     if_busy: str = "reject",
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
+    webhook: str | None = None,
+    stored_input: list[MessageRecord] | None = None,
 ) -> RunRecord:
     """Start a run of the caller's: claim (or queue in) the session - a new one without `session_id` - store the
     input, start the orchestration. Every HTTP surface that starts agent runs goes through here, so they follow the
-    same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started)."""
+    same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started). `stored_input`
+    receives the input messages as stored (the start's answer shows them without reading them back)."""
     store = services.store
     caller = current_principal()
 
     async def create() -> RunRecord:
-        session = await open_run_session(store, session_id, agent)
+        new_run_id = run_id or uuid.uuid4().hex
+        # A new session is named after the run that creates it (both ids are fresh): a store finds such a run
+        # without an index item (`begin_run(new_session=...)`).
+        session = session_id or new_run_id
         record = new_run_record(
-            run_id or uuid.uuid4().hex,
+            new_run_id,
             session,
             agent,
             metadata,
@@ -120,6 +142,10 @@ async def start_agent_run(
             owner_id=caller.id,
             owner_name=caller.name,
         )
+        if session_id is None:  # a new session (an id made up here): created already held by the run, one write
+            fresh = SessionRecord(session_id=session, agent=agent.name, owner_id=caller.id, owner_name=caller.name)
+            return await store.begin_run(record, new_session=fresh)
+        await open_run_session(store, session_id, agent)
         return await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy])
 
     async def launch(run: RunRecord) -> None:
@@ -128,7 +154,12 @@ async def start_agent_run(
             await keep_queued_input(store, run.session_id, run.run_id, inputs)
             input_count = 0
         else:
-            input_count = await write_input(store, run, inputs)
+            stored = await write_input(
+                store, run, inputs, new_session=services.conversations if session_id is None else None
+            )
+            input_count = len(stored)
+            if stored_input is not None:
+                stored_input.extend(stored)
         run_input = run_input_for(
             run,
             agent,
@@ -137,8 +168,9 @@ async def start_agent_run(
             approval_timeout_seconds=approval_timeout_seconds,
             budget=budget,
             trace=trace,
-        ).model_copy(update={"queued": queued})
-        await gateway.start_run(run_input)
+        )
+        notify = await prepare_notifications(store, run, webhook)
+        await gateway.start_run(run_input.model_copy(update={"queued": queued, "notify": notify}))
 
     run = await create_and_start(store, create, launch, on_unclaimed=on_unclaimed)
     if run.ordinal == 0 and if_busy == "interrupt":
@@ -251,13 +283,21 @@ async def _wait_for_view(
     wait_seconds: float,
     req: func.HttpRequest,
     return_on_updates: bool,
+    known: Sequence[MessageRecord] = (),
 ) -> RunView:
     """Wait up to `wait_seconds` for the run to finish or need action (and, for polls, for any new update)."""
 
     async def build(state: OrchestrationState[RunProgress] | None) -> RunView:
+        waiting = await waiting_approvals(services.store, run, state)  # one read serves the redelivery and the view
         if state is not None and state.progress is not None:
-            await redeliver_stalled(services.store, gateway, run.run_id, state.progress.pending_approvals)
-        return await build_run_view(services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req))
+            await redeliver_stalled(
+                services.store, gateway, run.run_id, state.progress.pending_approvals, records=waiting,
+                stalled_after=services.run_settings.decision_redelivery_after,
+            )
+        return await build_run_view(
+            services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req), waiting=waiting,
+            known=known,
+        )
 
     async def latest_draft(view: RunView, state: OrchestrationState[RunProgress] | None) -> RunView:
         # Nothing changed but the streamed draft, which the orchestration state does not track.
@@ -269,7 +309,7 @@ async def _wait_for_view(
         build,
         final_statuses=FINAL_STATUSES,
         news=(lambda view: bool(view.updates)) if return_on_updates else None,
-        on_timeout=latest_draft,
+        on_timeout=latest_draft if wait_seconds > 0 else None,  # no wait: the view just built has the latest draft
     )
 
 

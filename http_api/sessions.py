@@ -18,7 +18,7 @@ from http_api.durable_gateway import DurableGateway
 from http_api.paging import next_token, store_cursor, store_paging
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
-from http_api.run_views import reconcile
+from http_api.run_views import message_view, reconcile
 from http_api.token_binding import bound_to
 from session_store import SessionRecord, SessionStore
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
@@ -51,6 +51,11 @@ class SessionView(BaseModel):
     message_count: int
     runs: list[RunSummary]
     links: dict[str, str]
+    forked_from: dict[str, object] | None = None
+    """Where a forked session came from: `session_id`, `run_id`, `forked_at`, `forked_by`."""
+
+
+_SESSION_FIELDS = {"session_id", "agent", "created_at", "updated_at", "metadata", "forked_from"}
 
 
 async def session_or_404(store: SessionStore, session_id: str) -> SessionRecord:
@@ -69,7 +74,7 @@ async def get_session(req: func.HttpRequest) -> func.HttpResponse:
     root = f"{base_url(req)}/api/sessions/{session.session_id}"
     return json_response(
         SessionView(
-            **session.model_dump(include={"session_id", "agent", "created_at", "updated_at", "metadata"}),
+            **session.model_dump(include=_SESSION_FIELDS),
             active_run_id=session.active_run_id,
             run_count=session.run_count,
             message_count=await store.count_messages(session.session_id),
@@ -96,7 +101,7 @@ async def list_messages(req: func.HttpRequest) -> func.HttpResponse:
     return json_response(
         {
             "session_id": session.session_id,
-            "messages": [{"seq": r.seq, "run_id": r.run_id, **r.payload} for r in page.items],
+            "messages": [{"seq": r.seq, "run_id": r.run_id, **message_view(r)} for r in page.items],
             "continuation_token": token,
         }
     )

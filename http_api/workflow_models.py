@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
-from http_api.models import MAX_WAIT_SECONDS, Identifier, PendingApproval, StrictModel
+from http_api.models import MAX_WAIT_SECONDS, ClientSessionId, PendingApproval, StrictModel
 
 WorkflowRunStatus = Literal[
     "queued", "in_progress", "requires_action", "waiting", "cancelling", "completed", "failed", "cancelled"
@@ -19,10 +19,13 @@ class StartWorkflowRequest(StrictModel):
     """`POST /api/workflows/{name}/runs`."""
 
     input: dict[str, Any] = Field(default_factory=dict)
-    session_id: Identifier | None = Field(
+    session_id: ClientSessionId | None = Field(
         default=None, description="The conversation the workflow continues (workflows with a session agent)."
     )
     wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = 0
+    webhook: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = Field(
+        default=None, description="also send this run's events here (signed; its host must be in WEBHOOK_ALLOWED_HOSTS)"
+    )
 
 
 class SignalRequest(StrictModel):

@@ -32,6 +32,8 @@ from http_api.workflow_models import (
     WorkflowSummary,
 )
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
+from notifications.http.webhook_field import checked_webhook
+from notifications.starting import prepare_notifications
 from session_store import RunRecord
 from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
@@ -88,6 +90,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         workflow_input = definition.input_model.model_validate(body.input)
     except ValidationError as error:
         raise validation_problem(error, prefix="body.input") from error
+    webhook = await checked_webhook(body.webhook)
     gateway = WorkflowGateway(client)
     start = await claim_start(req, services.store, f"workflows/{definition.name}", body)
     run_id = start.run_id
@@ -101,7 +104,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             raise RuntimeError("workflow definitions found without a workflows package")
         ref = WorkflowRef(
             run_id=run_id, workflow=definition.name, package=package, session_id=record.metadata.get("session_id"),
-            trace=RunTrace.start(req.headers),
+            trace=RunTrace.start(req.headers), notify=await prepare_notifications(services.store, record, webhook),
         )
         await gateway.start(WorkflowInput(ref=ref))
 
@@ -224,7 +227,7 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     if record.finished:
         raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
     # Queued in the store first (its index allocated atomically), then rung: the workflow consumes the signals of a
-    # name one by one in index order, each exactly once (workflows/README.md, "Signals").
+    # name one by one in index order, each exactly once (served_workflows/README.md, "Signals").
     signal = await services.store.append_signal(
         control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
     )

@@ -19,6 +19,7 @@ param demoModel bool
 param enableAppServiceAuth bool
 param authClientId string
 param authMode string
+param allowAnonymous bool
 @secure()
 param continuationTokenSecret string
 param maximumInstanceCount int
@@ -345,6 +346,7 @@ var baseSettings = [
   { name: 'COSMOS_DATABASE', value: cosmosDatabaseName }
   { name: 'CONTINUATION_TOKEN_SECRET', value: '@Microsoft.KeyVault(SecretUri=${tokenSecret.properties.secretUri})' }
   { name: 'AUTH_MODE', value: authMode }
+  { name: 'ALLOW_ANONYMOUS_ON_AZURE', value: string(allowAnonymous) }
 ]
 
 resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
@@ -418,8 +420,10 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   properties: { allow: false }
 }
 
-// App Service Authentication (Easy Auth), optional.
-module appAuth 'modules/appauth.bicep' = if (enableAppServiceAuth) {
+// App Service Authentication (Easy Auth): optional, and always on with AUTH_MODE=easyauth. The app trusts the principal
+// headers only behind it (it refuses to start with easyauth unless the platform reports WEBSITE_AUTH_ENABLED=True).
+var appServiceAuth = enableAppServiceAuth || authMode == 'easyauth'
+module appAuth 'modules/appauth.bicep' = if (appServiceAuth) {
   name: 'appauth'
   params: {
     functionAppName: functionApp.name

@@ -49,14 +49,18 @@ param openAiDeploymentCapacity int = 30
 @description('Without Azure OpenAI: serve the scripted demo model on purpose (MODEL_PROVIDER=scripted). Otherwise set the model settings yourself after provisioning.')
 param demoModel bool = false
 
-@description('Put App Service Authentication (Entra ID) in front of every route but /api/health.')
+@description('Put App Service Authentication (Entra ID) in front of every route but /api/health (always on with authMode easyauth).')
 param enableAppServiceAuth bool = false
 
 @description('Client (application) id of the Entra ID app registration callers get tokens for (App Service Authentication).')
 param authClientId string = ''
 
-@description('AUTH_MODE app setting (how the app itself authenticates callers).')
+@allowed([ 'none', 'easyauth', 'jwt' ])
+@description('AUTH_MODE app setting (how the app itself authenticates callers). easyauth switches App Service Authentication on (it needs authClientId); none needs ALLOW_ANONYMOUS_ON_AZURE=true set by hand, or the app refuses to start.')
 param authMode string = 'none'
+
+@description('ALLOW_ANONYMOUS_ON_AZURE app setting: with authMode none the app starts only when this is true (one anonymous principal on purpose).')
+param allowAnonymous bool = false
 
 @secure()
 @description('HMAC secret(s) of continuation tokens, stored in Key Vault; azd keeps the existing one (main.parameters.json).')
@@ -100,6 +104,7 @@ module app 'app.bicep' = {
     enableAppServiceAuth: enableAppServiceAuth
     authClientId: authClientId
     authMode: authMode
+    allowAnonymous: allowAnonymous
     continuationTokenSecret: continuationTokenSecret
     maximumInstanceCount: maximumInstanceCount
     httpPerInstanceConcurrency: httpPerInstanceConcurrency

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
@@ -28,11 +28,14 @@ from agent_runs.contracts import (
     DecisionsResult,
     EscalateApprovalsInput,
     RunInput,
+    RunOutcome,
     StepFailure,
     approval_event_name,
 )
 from agent_runs.driver import RunDriver
+from agent_runs.wire import compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
+from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
@@ -46,7 +49,7 @@ RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 
 
 def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
-    progress = driver.progress().model_dump(mode="json")
+    progress = compact_json(driver.progress())
     context.set_custom_status(within_budget(progress, "custom status", CUSTOM_STATUS_BUDGET_BYTES))
 
 
@@ -78,7 +81,27 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     # Histories from before `finish_run` returned its verdict hold null: the loop's verdict stands.
     outcome = driver.on_finished(command, finish_run.parse(finished) if finished else None)
     _publish(context, driver)
-    return outcome.model_dump(mode="json")
+    yield from _notify(context, driver, "finished")
+    return compact_json(_with_resume_point(outcome, driver))
+
+
+def _with_resume_point(outcome: RunOutcome, driver: RunDriver) -> RunOutcome:
+    """A run that failed in a repeatable step says where a rewind goes on from (when that fits the payload budget:
+    the same input a continue-as-new would carry)."""
+    resume = driver.resume_point()
+    if resume is None:
+        return outcome
+    try:
+        within_budget(resume.model_dump(mode="json"), "resume point")
+    except PayloadBudgetExceeded:
+        return outcome
+    return outcome.model_copy(update={"resume": resume})
+
+
+def _notify(context: df.DurableOrchestrationContext, driver: RunDriver, what: Literal["approvals", "finished"]) -> Any:
+    """Record the transition's events and wake their deliveries (only runs started with notifications configured)."""
+    run = driver.run
+    return notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent, what=what)
 
 
 def _next(
@@ -89,7 +112,7 @@ def _next(
     if received is not None:
         return driver.on_cancel(CancelEvent.model_validate(received).reason)
     if driver.should_continue_as_new(command):
-        next_input = driver.continue_as_new_input(command).model_dump(mode="json")
+        next_input = compact_json(driver.continue_as_new_input(command))
         context.continue_as_new(within_budget(next_input, "continue-as-new input"))
         return None
     if isinstance(command, CallModel):
@@ -141,6 +164,7 @@ def _discover_tools(
 ) -> Generator[Any, Any, LoopCommand | None]:
     """List and record the run's MCP tools (every later step reads the recorded list). Returns the next command
     when discovery failed or the run was cancelled meanwhile, None to go on."""
+    driver.discovery_started()
     task = discover_tools.call(context, run_input.run)
     done = yield from _step(context, driver, cancels, task, DISCOVERY_FAILED)
     if done is not None:
@@ -188,6 +212,7 @@ def _wait_for_approvals(
         if done is not None:
             return done
         driver.on_approvals_recorded()
+        yield from _notify(context, driver, "approvals")
     expires_at = driver.approvals_expire_at
     if expires_at is None:  # pragma: no cover - approval_requests sets it before any wait, also across replays
         return driver.on_failure(f"{APPROVAL_STEP_FAILED}: no approval deadline")
@@ -239,6 +264,8 @@ def _apply_decisions(
             return done
         result = apply_decisions.result(task)
         command = driver.on_decisions(result) or command
+        if result.decided:
+            yield from _notify(context, driver, "approvals")
         if not result.more or not driver.pending_approvals:
             return command if command is not None or result.decided else result
 
@@ -262,6 +289,7 @@ def _deadline_step(
     driver.on_deadline_step(
         escalate_approvals.result(task).escalated if escalation is not None else expire_approvals.result(task).expired
     )
+    yield from _notify(context, driver, "approvals")
     command: LoopCommand | None = None
     while decided := driver.decided_during_deadline:
         applied = yield from _apply_decisions(context, driver, cancels, decided)

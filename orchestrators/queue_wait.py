@@ -17,6 +17,7 @@ import azure.durable_functions as df
 
 from activities.queue import take_turn
 from agent_runs.contracts import RunInput, TurnInput
+from agent_runs.wire import compact_json
 from orchestrators.external_events import ExternalEvents
 
 FIRST_DELAY_SECONDS = 1.0
@@ -44,5 +45,5 @@ def take_turn_if_queued(
         winner = yield context.task_any([timer, cancels.waiter()])
         if winner is not timer:
             timer.cancel()
-    context.continue_as_new(run_input.model_dump(mode="json"))
+    context.continue_as_new(compact_json(run_input))
     return None

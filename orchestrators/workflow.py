@@ -12,14 +12,15 @@ on replay).
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import Any, Literal
 
 import azure.durable_functions as df
 
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
+from notifications.hooks import notify
 from orchestrators.failures import reported
 from orchestrators.workflow_waits import WorkflowWaits
-from workflow_runtime.contracts import WorkflowInput
+from workflow_runtime.contracts import WorkflowInput, WorkflowRef
 from workflow_runtime.driver import WorkflowDriver
 from workflow_runtime.registry import package_workflows
 from workflow_runtime.requests import (
@@ -39,6 +40,9 @@ from workflow_runtime.requests import (
     WaitForSignal,
 )
 
+# The gate activities: after each, the workflow's approval events are recorded (`notifications`).
+NOTIFYING_ACTIVITIES = frozenset({"workflow_open_gate", "workflow_expire_gate", "workflow_record_gate"})
+
 
 def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     workflow_input = WorkflowInput.model_validate(context.get_input())
@@ -57,7 +61,14 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
             return {}  # continued as new
         request = driver.send(event, context.current_utc_datetime)
     _publish(context, driver)
+    yield from _notify(context, workflow_input.ref, "finished")
     return request.outcome.model_dump(mode="json")
+
+
+def _notify(context: df.DurableOrchestrationContext, ref: WorkflowRef, what: Literal["approvals", "finished"]) -> Any:
+    """Record the workflow's events (a gate opened, decided or expired; its end) and wake their deliveries."""
+    return notify(context, ref.notify, run_id=ref.run_id, session_id=ref.control_session, agent=ref.workflow,
+                  what=what)
 
 
 def _carry_out(
@@ -67,7 +78,10 @@ def _carry_out(
     if isinstance(request, CallActivity):
         task = request.activity.call(context, request.input)
         waits.publish()
-        return ActivityCompleted(output=request.activity.parse((yield task)))
+        completed = ActivityCompleted(output=request.activity.parse((yield task)))
+        if request.activity.name in NOTIFYING_ACTIVITIES:
+            yield from _notify(context, request.input.ref, "approvals")
+        return completed
     if isinstance(request, TakeCancel):
         return waits.take_cancel()
     if isinstance(request, CheckSignal):

@@ -107,6 +107,35 @@ class Conversation:
         return names
 
     @property
+    def tool_calls(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """Every tool call the assistant made in the conversation, in order: (call id, name, parsed arguments)."""
+        calls = []
+        for message in self.messages:
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = {}
+                calls.append(
+                    (
+                        str(call.get("id", "")),
+                        function.get("name", ""),
+                        arguments if isinstance(arguments, dict) else {},
+                    )
+                )
+        return calls
+
+    def call_arguments(self, call_id: str) -> dict[str, Any]:
+        return next((args for cid, _, args in self.tool_calls if cid == call_id), {})
+
+    @property
+    def earlier_user_texts(self) -> list[str]:
+        """The user's messages before the last one, newest first."""
+        texts = [content_text(m.get("content")) for m in self.messages if m.get("role") == "user"]
+        return texts[-2::-1]
+
+    @property
     def trailing_tool_results(self) -> list[ToolResult]:
         """The tool results that end the conversation (empty unless the last message is a tool message)."""
         tail: list[dict[str, Any]] = []

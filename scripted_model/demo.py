@@ -1,34 +1,36 @@
 """The demo brain: what the offline demo's `assistant` agent talks to when no model credentials are configured.
 
 - asked about the weather -> calls `get_weather(city)` (one call per city: "in Paris and Rome" = parallel calls);
-- asked to email someone -> calls `send_email(to, subject, body)`;
+- asked to email someone -> calls `send_email(to, subject, body)` with a subject and body that follow the request
+  ("Email bob@example.com that the report is ready"; see `demo_email`);
+- a follow-up in the same session continues the earlier request ("And in Rome?" after a weather question, "And to
+  carol@example.com too" after an email);
 - once tool results are in -> answers in text using them (and says so when a call failed or was denied);
+- a question about what happened ("What did you send?", "Which is warmer?") -> answered from the conversation;
 - otherwise -> a short text answer; with a `json_schema` response format -> a sample object of that schema.
 A tool is only called when the request offers it and `tool_choice` is not "none", and at most once per user turn,
-so an agent loop over this brain always terminates.
+so an agent loop over this brain always terminates. Deterministic parsing, not a language model.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
-from .conversation import Conversation, ToolResult
+from .conversation import Conversation
+from .demo_answers import EMAIL_TOOL, WEATHER_TOOL, recall, small_talk, summarise
+from .demo_email import email_arguments, recipient_in
 from .schema_sample import sample_for_schema
 from .script import Reply, ScriptedToolCall
 from .server import ScriptedModelServer
 
-WEATHER_TOOL = "get_weather"
-EMAIL_TOOL = "send_email"
-
 _WEATHER = re.compile(r"\b(weather|forecast|temperature|rain(ing)?|sunny)\b", re.IGNORECASE)
 _EMAIL = re.compile(r"\b(e-?mail|mail)\b", re.IGNORECASE)
+# A question about the past ("What did you send?", "Did the email go out?") is not a request to send one.
+_QUESTION = re.compile(r"^\s*(what|who|which|did|was|were|has|have|when|where|why|is|are)\b", re.IGNORECASE)
+_FOLLOW_UP = re.compile(r"^\s*(?:and|also|what\s+about|how\s+about|and\s+what\s+about|same\s+for)\b\s*(.*)$", re.I)
 _PLACES = re.compile(r"\b(?:in|for|at)\s+([^?.!;:]+)", re.IGNORECASE)
-_PLACE_END = re.compile(r"\s+(?:today|tomorrow|tonight|now|right now|this\s+\w+|next\s+\w+|please)\b.*$", re.IGNORECASE)
-_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_RECIPIENT = re.compile(r"\b(?:to|email|mail)\s+([A-Z][a-z]+)\b")
-_SUBJECT = re.compile(r"\b(?:about|regarding|re:?|subject:?)\s+(.+?)(?:[.!?]|$)", re.IGNORECASE)
-_FAILED = re.compile(r"\b(error|denied|rejected|failed|not approved)\b", re.IGNORECASE)
+_PLACE_END = re.compile(r"\s+(?:today|tomorrow|tonight|now|right now|this\s+\w+|next\s+\w+|please|too)\b.*$", re.I)
+_NOT_PLACE = re.compile(r"^(?:the|it|there|that|this|then|you|me|him|her|them|to|too)$", re.IGNORECASE)
 
 DEFAULT_CITY = "Seattle"
 
@@ -43,83 +45,75 @@ class DemoBrain:
             return Reply(json_output=sample_for_schema(schema))
         answered = [m for m in conversation.since_last_user if m.get("role") == "tool"]
         if answered:
-            return Reply(text=summarise(conversation.tool_results[-len(answered) :]))
+            return Reply(text=summarise(conversation.tool_results[-len(answered) :], conversation))
         calls = self._tool_calls(conversation)
         if calls:
             return Reply(tool_calls=calls)
-        return Reply(text=small_talk(conversation.last_user_text))
+        return Reply(text=recall(conversation) or small_talk(conversation.last_user_text))
 
     def _tool_calls(self, conversation: Conversation) -> list[ScriptedToolCall]:
         if conversation.request.tool_choice == "none":
             return []
         offered = set(conversation.offered_tools)
         text = conversation.last_user_text
-        if WEATHER_TOOL in offered and _WEATHER.search(text):
-            return [ScriptedToolCall(name=WEATHER_TOOL, arguments={"city": city}) for city in cities_in(text)]
-        if EMAIL_TOOL in offered and _EMAIL.search(text):
+        intent = intent_of(text)
+        follow_up = _FOLLOW_UP.match(text)
+        if intent is None and follow_up:
+            intent = next(filter(None, map(intent_of, conversation.earlier_user_texts)), None)
+        if intent not in offered:
+            return []
+        if intent == WEATHER_TOOL:
+            cities = cities_in(text) if intent_of(text) else follow_up_cities(follow_up.group(1) if follow_up else "")
+            cities = cities or previous_cities(conversation)
+            return [ScriptedToolCall(name=WEATHER_TOOL, arguments={"city": city}) for city in cities]
+        if intent_of(text) == EMAIL_TOOL:
             return [ScriptedToolCall(name=EMAIL_TOOL, arguments=email_arguments(text))]
-        return []
+        return self._email_again(conversation, text)
+
+    def _email_again(self, conversation: Conversation, text: str) -> list[ScriptedToolCall]:
+        """ "And to carol@example.com too" after an email: the same email to the new recipient."""
+        to = recipient_in(text)
+        earlier = [args for _, name, args in conversation.tool_calls if name == EMAIL_TOOL]
+        if not to or not earlier:
+            return []
+        fresh = email_arguments(f"Email {to}")
+        subject, body = str(earlier[-1].get("subject") or fresh["subject"]), str(earlier[-1].get("body") or "")
+        greeting, _, rest = body.partition("\n")
+        body = fresh["body"].partition("\n")[0] + "\n" + rest if greeting.startswith("Hi") and rest else body
+        return [ScriptedToolCall(name=EMAIL_TOOL, arguments={"to": to, "subject": subject, "body": body})]
+
+
+def intent_of(text: str) -> str | None:
+    """Which tool a user message asks for: a weather question, an email request (not a question about one)."""
+    if _WEATHER.search(text):
+        return WEATHER_TOOL
+    if _EMAIL.search(text) and not _QUESTION.match(text):
+        return EMAIL_TOOL
+    return None
 
 
 def cities_in(text: str) -> list[str]:
     """ "weather in paris and new york today?" -> ["Paris", "New York"] (default: one city)."""
     match = _PLACES.search(text)
-    if not match:
-        return [DEFAULT_CITY]
-    places = _PLACE_END.sub("", match.group(1))
+    return (_names(match.group(1)) if match else []) or [DEFAULT_CITY]
+
+
+def follow_up_cities(rest: str) -> list[str]:
+    """ "in Rome?" / "Rome and Oslo?" / "tomorrow?" (after "And ...") -> ["Rome"] / ["Rome", "Oslo"] / []."""
+    match = _PLACES.search(rest)
+    return _names(match.group(1) if match else re.split(r"[?.!;:]", rest, maxsplit=1)[0])
+
+
+def previous_cities(conversation: Conversation) -> list[str]:
+    cities = [args["city"] for _, name, args in conversation.tool_calls if name == WEATHER_TOOL and "city" in args]
+    return cities[-1:] or [DEFAULT_CITY]
+
+
+def _names(places: str) -> list[str]:
+    places = _PLACE_END.sub("", places)
     names = re.split(r"\s*(?:,|\band\b|&)\s*", places, flags=re.IGNORECASE)
     cities = [" ".join(w[:1].upper() + w[1:] for w in n.split()) for n in names if n.strip()]
-    return list(dict.fromkeys(cities)) or [DEFAULT_CITY]
-
-
-def email_arguments(text: str) -> dict[str, str]:
-    address = _ADDRESS.search(text)
-    if address:
-        to = address.group(0)
-    else:
-        name = _RECIPIENT.search(text)
-        to = f"{name.group(1).lower()}@example.com" if name else "someone@example.com"
-    subject_match = _SUBJECT.search(text)
-    subject = subject_match.group(1).strip() if subject_match else "Hello"
-    body = f"Hi,\n\nA quick note about {subject.lower()}.\n\nBest regards"
-    return {"to": to, "subject": subject[:1].upper() + subject[1:], "body": body}
-
-
-def summarise(results: list[ToolResult]) -> str:
-    lines = []
-    for result in results:
-        if _FAILED.search(result.content):
-            lines.append(f"I could not complete {result.name or 'the tool call'}: {result.content}")
-        elif result.name == WEATHER_TOOL:
-            lines.append(describe_weather(result.content))
-        elif result.name == EMAIL_TOOL:
-            lines.append(f"Done - the email was sent ({result.content}).")
-        else:
-            lines.append(f"{result.name or 'Tool'} returned: {result.content}")
-    return "\n".join(lines)
-
-
-def describe_weather(content: str) -> str:
-    """`{"city": "Paris", "condition": "windy", "temperature_c": 9}` -> "In Paris it is windy, 9 °C." (any other
-    result is quoted as it came)."""
-    try:
-        data = json.loads(content)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and {"city", "condition"} <= data.keys():
-        temperature = f", {data['temperature_c']} °C" if "temperature_c" in data else ""
-        return f"In {data['city']} it is {data['condition']}{temperature}."
-    return f"Weather: {content}"
-
-
-def small_talk(user_text: str) -> str:
-    quoted = user_text.strip().replace("\n", " ")
-    if len(quoted) > 200:
-        quoted = quoted[:197] + "..."
-    return (
-        f'You said: "{quoted}". I am the offline demo model: ask me about the weather somewhere '
-        '(e.g. "What is the weather in Paris?") or to email someone (e.g. "Email alice@example.com about the launch").'
-    )
+    return [c for c in dict.fromkeys(cities) if not _NOT_PLACE.match(c)]
 
 
 def start_demo_server(*, latency_ms: float = 0.0, chunk_delay_ms: float = 0.0, port: int = 0) -> ScriptedModelServer:

@@ -59,6 +59,8 @@ class Fault(_Model):
     retry_after: float | None = None
     message: str | None = None
     code: str | None = None
+    echo_header: str | None = None
+    """Add this request header's value to the error message (as some proxies do with `Authorization`)."""
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = 1.0) -> Fault:

@@ -330,6 +330,8 @@ class ScriptedModelServer:
                 headers["retry-after"] = _retry_after_seconds(fault.retry_after)
                 headers["retry-after-ms"] = str(round(fault.retry_after * 1000))
             message = fault.message or f"scripted fault: HTTP {fault.status}"
+            if fault.echo_header:
+                message += f" (you sent {fault.echo_header}: {request.headers.get(fault.echo_header, '')})"
             body = error_body(message, type_=_error_type(fault.status), code=fault.code)
             return web.json_response(body, status=fault.status, headers=headers)
         if fault.kind == "malformed":

@@ -11,7 +11,9 @@ messages       /sessionId      one per message (id = message id); unique key /se
 runs           /sessionId      one per run (id = run id)
 approvals      /sessionId      one per approval request (id = approval id)
 effects        /sessionId      one per recorded side effect (id = idempotency key)
-lookup         /id             ``run:<run id>`` / ``approval:<approval id>`` -> sessionId (point-read index)
+lookup         /id             ``run:<run id>`` / ``approval:<approval id>`` -> sessionId (point-read index;
+                               none for a run whose session is named after it, nor for its
+                               approvals with ids "<run id>:...")
 =============  ==============  ==========================================================================
 """
 

@@ -1,7 +1,8 @@
 """The production ``SessionStore`` on Azure Cosmos DB (NoSQL API, ``azure-cosmos`` aio client).
 
 Hot paths are point reads and single-partition queries (``c.sessionId = @s`` in the SQL *and* ``partition_key=``);
-a run or approval id resolves to its session through a point read of the ``lookup`` container. Writes use
+a run or approval id resolves to its session through a point read of the ``lookup`` container (a run that created
+its session, named after it, needs no lookup item: its id is its partition). Writes use
 deterministic ids (upsert or create-if-absent), and the two races (one active run per session, one decision per
 approval) are settled by ETag conditions. Data model: ``cosmos_admin.py`` and ``README.md``.
 
@@ -46,6 +47,12 @@ SIGNAL_TYPE = "signal"
 MAX_SIGNAL_ATTEMPTS = 1000
 # ETag retry bound for read-modify-write loops; each retry means another writer won a round, so this is generous.
 MAX_ETAG_ROUNDS = 50
+
+
+def _run_prefix(approval_id: str) -> str | None:
+    """The run id an approval id starts with ("<run id>:<call id>"), if it has that shape."""
+    prefix, colon, _ = approval_id.partition(":")
+    return prefix if colon and prefix else None
 
 
 def _on_portal(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Coroutine[Any, Any, T]]:
@@ -117,10 +124,11 @@ class CosmosSessionStore:
         *,
         owner_id: str | None = None,
         owner_name: str | None = None,
+        forked_from: JsonObject | None = None,
     ) -> SessionRecord:
         now = self._clock()
         record = SessionRecord(session_id=session_id, agent=agent, metadata=metadata or {}, created_at=now,
-                               updated_at=now, owner_id=owner_id, owner_name=owner_name)
+                               updated_at=now, owner_id=owner_id, owner_name=owner_name, forked_from=forked_from)
         ensure_fits("session", session_id, record)
         created = await self._db.create("sessions", to_item(record, self._ttl))
         if created is not None:
@@ -236,6 +244,11 @@ class CosmosSessionStore:
         return Page(items=[from_item(MessageRecord, i) for i in items], continuation=token)
 
     @_on_portal
+    async def get_message(self, session_id: str, message_id: str) -> MessageRecord | None:
+        item = await self._db.read("messages", message_id, session_id)
+        return None if item is None else from_item(MessageRecord, item)
+
+    @_on_portal
     async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int:
         sql, params = "SELECT VALUE COUNT(1) FROM c WHERE c.sessionId = @s", {"s": session_id}
         if run_id is not None:
@@ -252,31 +265,70 @@ class CosmosSessionStore:
     # -- runs -----------------------------------------------------------------------------------------------
 
     async def _session_of(self, kind: str, key: str) -> str | None:
+        """The session holding the run or approval `key`. A run without a lookup item is its own session's namesake
+        (see `_needs_lookup`): the run's id is then the partition to read it from."""
         item = await self._db.read("lookup", lookup_id(kind, key), lookup_id(kind, key))
-        return None if item is None else item["sessionId"]
+        if item is None:
+            return key if kind == "run" else _run_prefix(key)
+        return str(item["sessionId"])
 
-    async def _get_run(self, run_id: str) -> RunRecord | None:
-        session_id = await self._session_of("run", run_id)
+    @staticmethod
+    def _needs_lookup(run: RunRecord) -> bool:
+        """A run in a session named after it (a run that created its session) is found without a lookup item: a
+        5 RU write saved per such run, reads unchanged (the lookup miss then the run itself, as lookup then run)."""
+        return run.session_id != run.run_id
+
+    @staticmethod
+    def _approval_needs_lookup(approval: ApprovalRecord) -> bool:
+        """Likewise an approval of such a run whose id starts with "<run id>:" (the agent runtime's approval ids)."""
+        return approval.session_id != approval.run_id or _run_prefix(approval.approval_id) != approval.run_id
+
+    async def _get_run(self, run_id: str, session_id: str | None = None) -> RunRecord | None:
+        """A caller that knows the run's session (an activity's `RunRef`, a record read earlier in the same request)
+        passes it and saves the lookup read; a run in another session is then not found."""
+        session_id = session_id or await self._session_of("run", run_id)
         if session_id is None:
             return None
         item = await self._db.read("runs", run_id, session_id)
         return None if item is None else from_item(RunRecord, item)
 
+    async def _current_run(self, run_id: str, current: RunRecord | None, first_round: bool) -> RunRecord | None:
+        """The run a read-modify-write starts from: the caller's `current` record in the first round (its ETag
+        conditions the write, so a stale one only costs a second round), a fresh read after that."""
+        if first_round and current is not None and current.run_id == run_id and current.etag:
+            return current
+        return await self._get_run(run_id, current.session_id if current is not None else None)
+
+    async def _refresh_lookup(self, kind: str, key: str, session_id: str) -> None:
+        """With a retention, a rewritten record's lookup item is written too, so both expire together; without one
+        the lookup item (never changing: a record stays in its session) lives as long as the record already."""
+        if self._ttl is not None:
+            await self._db.upsert("lookup", lookup_item(kind, key, session_id, self._ttl))
+
     async def _save_run(self, run: RunRecord, etag: str | None) -> RunRecord | None:
-        """Replace the run under ``etag`` and refresh its lookup item (keeping both on the same retention)."""
+        """Replace the run under ``etag`` (and refresh its lookup item's retention)."""
         saved = await self._replace("runs", run, etag)
         if saved is None:
             return None
-        await self._db.upsert("lookup", lookup_item("run", run.run_id, run.session_id, self._ttl))
+        if self._needs_lookup(run):
+            await self._refresh_lookup("run", run.run_id, run.session_id)
         return from_item(RunRecord, saved)
 
     @_on_portal
-    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord:
+    async def begin_run(
+        self, record: RunRecord, *, queue: QueuePosition | None = None, new_session: SessionRecord | None = None
+    ) -> RunRecord:
         ensure_fits("run", record.run_id, record)
+        if new_session is not None:
+            ensure_fits("session", new_session.session_id, new_session)
+            started = await self._begin_in_new_session(record, new_session)
+            if started is not None:
+                return started
         for _ in range(MAX_ETAG_ROUNDS):
             existing = await self._db.read("runs", record.run_id, record.session_id)
             if existing is not None:  # a retry: make sure the lookup item exists too (an earlier try may have died)
-                await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
+                if self._needs_lookup(record):
+                    await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
                 return from_item(RunRecord, existing)
             session = await self._get_session(record.session_id)
             if session is None:
@@ -285,12 +337,32 @@ class CosmosSessionStore:
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
             # Lookup first: a run item is never visible without the index that resolves its id.
-            await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
+            if self._needs_lookup(record):
+                await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
             created = await self._db.create("runs", to_item(claim.run, self._ttl))
             if created is None:  # a concurrent retry of this very run created it
                 continue
             return from_item(RunRecord, created)
         raise ConflictError(f"session {record.session_id!r} kept changing; begin_run gave up")
+
+    async def _begin_in_new_session(self, record: RunRecord, session: SessionRecord) -> RunRecord | None:
+        """Three writes (the session created already held by the run, the lookup item, the run) instead of the
+        claim's five operations (run and session reads, session replace). ``None``: the session exists and this run
+        holds it (a retry of this very call), which the ordinary claim then completes."""
+        now = self._clock()
+        claim = rules.claim_session(rules.new_session(session, now), record, now)
+        if claim.session is None or await self._db.create("sessions", to_item(claim.session, self._ttl)) is None:
+            existing = await self._get_session(record.session_id)
+            if existing is not None and existing.active_run_id == record.run_id:
+                return None
+            raise ConflictError(f"session {record.session_id!r} exists already")
+        # Lookup first: a run item is never visible without the index that resolves its id.
+        if self._needs_lookup(record):
+            await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
+        created = await self._db.create("runs", to_item(claim.run, self._ttl))
+        if created is None:  # a concurrent retry of this very call created it
+            return None
+        return from_item(RunRecord, created)
 
     @_on_portal
     async def take_turn(self, run_id: str) -> RunRecord | None:
@@ -315,13 +387,15 @@ class CosmosSessionStore:
         raise ConflictError(f"run {run_id!r} kept changing; take_turn gave up")
 
     @_on_portal
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        return await self._get_run(run_id)
+    async def get_run(self, run_id: str, *, session_id: str | None = None) -> RunRecord | None:
+        return await self._get_run(run_id, session_id)
 
     @_on_portal
-    async def update_run(self, run_id: str, *, if_match: str | None = None, **changes: Any) -> RunRecord:
-        for _ in range(MAX_ETAG_ROUNDS):
-            run = await self._get_run(run_id)
+    async def update_run(
+        self, run_id: str, *, if_match: str | None = None, current: RunRecord | None = None, **changes: Any
+    ) -> RunRecord:
+        for round_ in range(MAX_ETAG_ROUNDS):
+            run = await self._current_run(run_id, current, round_ == 0)
             if run is None:
                 raise NotFoundError("run", run_id)
             if if_match is not None and run.etag != if_match:
@@ -342,9 +416,10 @@ class CosmosSessionStore:
         output: JsonObject | None = None,
         error: JsonObject | None = None,
         usage: JsonObject | None = None,
+        current: RunRecord | None = None,
     ) -> RunRecord:
-        for _ in range(MAX_ETAG_ROUNDS):
-            run = await self._get_run(run_id)
+        for round_ in range(MAX_ETAG_ROUNDS):
+            run = await self._current_run(run_id, current, round_ == 0)
             if run is None:
                 raise NotFoundError("run", run_id)
             finished = rules.finish(run, status, output, error, usage, self._clock())
@@ -380,6 +455,28 @@ class CosmosSessionStore:
             if saved is not None:
                 return saved
         raise ConflictError(f"run {run_id!r} kept changing; record_run_tools gave up")
+
+    @_on_portal
+    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
+        # The session first (the claim), then the run: a crash in between leaves the session held by this run,
+        # which the rule accepts on the next try; the run's ETag lets exactly one of concurrent rewinds open it.
+        for _ in range(MAX_ETAG_ROUNDS):
+            run = await self._get_run(run_id)
+            if run is None:
+                raise NotFoundError("run", run_id)
+            session = await self._get_session(run.session_id)
+            if session is None:
+                raise NotFoundError("session", run.session_id)
+            reopened = rules.reopen(session, run, rewind, self._clock())
+            if reopened.session is not None and await self._replace("sessions", reopened.session, session.etag) is None:
+                continue
+            if reopened.run is None:
+                return run
+            ensure_fits("run", run_id, reopened.run)
+            saved = await self._save_run(reopened.run, run.etag)
+            if saved is not None:
+                return saved
+        raise ConflictError(f"run {run_id!r} kept changing; reopen_run gave up")
 
     @_on_portal
     async def list_runs(self, session_id: str) -> list[RunRecord]:
@@ -426,8 +523,9 @@ class CosmosSessionStore:
         )
         return Page(items=[from_item(ApprovalRecord, i) for i in items], continuation=wrapped)
 
-    async def _get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        session_id = await self._session_of("approval", approval_id)
+    async def _get_approval(self, approval_id: str, session_id: str | None = None) -> ApprovalRecord | None:
+        """`session_id` as for `_get_run`: known to the caller, it saves the lookup read."""
+        session_id = session_id or await self._session_of("approval", approval_id)
         if session_id is None:
             return None
         item = await self._db.read("approvals", approval_id, session_id)
@@ -439,7 +537,8 @@ class CosmosSessionStore:
         stored = created or await self._db.read("approvals", record.approval_id, record.session_id)
         if stored is None:
             raise ConflictError(f"approval {record.approval_id!r} was deleted while being created")
-        await self._db.upsert("lookup", lookup_item("approval", record.approval_id, record.session_id, self._ttl))
+        if self._approval_needs_lookup(record):
+            await self._db.upsert("lookup", lookup_item("approval", record.approval_id, record.session_id, self._ttl))
         return from_item(ApprovalRecord, stored)
 
     @_on_portal
@@ -450,8 +549,8 @@ class CosmosSessionStore:
         return await bounded_gather(self._put_approval(record) for record in batch)
 
     @_on_portal
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        return await self._get_approval(approval_id)
+    async def get_approval(self, approval_id: str, *, session_id: str | None = None) -> ApprovalRecord | None:
+        return await self._get_approval(approval_id, session_id)
 
     @_on_portal
     async def list_approvals(
@@ -486,9 +585,13 @@ class CosmosSessionStore:
         reason: str | None = None,
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,
+        current: ApprovalRecord | None = None,
     ) -> ApprovalRecord:
-        for _ in range(MAX_ETAG_ROUNDS):
-            approval = await self._get_approval(approval_id)
+        for round_ in range(MAX_ETAG_ROUNDS):
+            if round_ == 0 and current is not None and current.approval_id == approval_id and current.etag:
+                approval: ApprovalRecord | None = current  # its ETag conditions the write: stale costs a round
+            else:
+                approval = await self._get_approval(approval_id, current.session_id if current else None)
             if approval is None:
                 raise NotFoundError("approval", approval_id)
             decided = rules.decide(
@@ -497,7 +600,8 @@ class CosmosSessionStore:
             ensure_fits("approval", approval_id, decided)
             saved = await self._replace("approvals", decided, approval.etag)
             if saved is not None:
-                await self._db.upsert("lookup", lookup_item("approval", approval_id, approval.session_id, self._ttl))
+                if self._approval_needs_lookup(approval):
+                    await self._refresh_lookup("approval", approval_id, approval.session_id)
                 return from_item(ApprovalRecord, saved)
         raise ConflictError(f"approval {approval_id!r} kept changing; decide_approval gave up")
 

@@ -57,6 +57,16 @@ class ItemTooLargeError(StoreError):
         self.limit = limit
 
 
+class RunNotReopenableError(StoreError):
+    """``reopen_run`` of a run that is not failed (``reason="not_failed"``: e.g. another rewind won) or not its
+    session's latest run (``reason="not_latest"``: later runs built on its failure)."""
+
+    def __init__(self, run_id: str, reason: str, detail: str) -> None:
+        super().__init__(f"run {run_id!r} cannot be reopened: {detail}")
+        self.run_id = run_id
+        self.reason = reason
+
+
 class ConflictError(StoreError):
     """A write violates a uniqueness rule, e.g. two different message ids with the same ``seq`` in one session."""
 

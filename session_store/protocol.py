@@ -19,16 +19,24 @@ Runs
     (ordinal 0) in the session's queue (at the back, or the front). Repeating it with the same ``run_id`` returns the
     stored run. When the active run finishes the session passes to the first queued run, which ``take_turn`` then
     gives its ordinal (``None`` while it is still waiting).
-    ``get_run`` resolves a run from its id alone (no cross-partition query). ``update_run`` changes the mutable
-    fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal status (the first
-    finish wins) and releases the session if this run holds it. ``record_run_tools`` stores the tools discovered
-    for a run once: the first list wins and is returned to every later caller. ``list_owner_runs`` pages one
-    owner's runs newest first (optionally by status and agent).
+    ``get_run`` resolves a run from its id alone (no cross-partition query); a caller that knows the run's session
+    passes ``session_id`` (one read fewer on Cosmos; a run of another session is then ``None``). ``update_run``
+    changes the mutable fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal
+    status (the first finish wins) and releases the session if this run holds it. ``record_run_tools`` stores the
+    tools discovered for a run once: the first list wins and is returned to every later caller. ``list_owner_runs``
+    pages one owner's runs newest first (optionally by status and agent). ``reopen_run`` makes a failed run, the
+    latest of its session, its session's active run again with ``rewind`` appended to its ``rewinds``
+    (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen.
 Approvals
     ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
-    from the id alone; ``decide_approval`` is conditional: exactly one decision wins, the others get
-    ``AlreadyDecidedError`` carrying the stored record. ``list_decidable_approvals`` pages, newest first, the
-    approvals whose ``decider_keys`` contain any of ``keys`` (an approver's inbox; across sessions).
+    from the id alone (or, like ``get_run``, with the ``session_id`` the caller knows); ``decide_approval`` is
+    conditional: exactly one decision wins, the others get ``AlreadyDecidedError`` carrying the stored record.
+    ``list_decidable_approvals`` pages, newest first, the approvals whose ``decider_keys`` contain any of ``keys``
+    (an approver's inbox; across sessions).
+Records in hand
+    ``update_run``, ``finish_run`` and ``decide_approval`` take the caller's ``current`` record (read earlier, with its
+    ETag): Cosmos starts from it instead of reading again. It cannot make them act on stale data: the write is
+    conditioned on that ETag, and a record that changed meanwhile is read again and decided afresh.
 Effects
     ``record_effect`` is create-if-absent by idempotency key and says whether this call created it.
 Signals
@@ -73,6 +81,7 @@ class SessionStore(Protocol):
         *,
         owner_id: str | None = None,
         owner_name: str | None = None,
+        forked_from: JsonObject | None = None,
     ) -> SessionRecord: ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
@@ -102,18 +111,29 @@ class SessionStore(Protocol):
         continuation: str | None = None,
     ) -> Page[MessageRecord]: ...
 
+    async def get_message(self, session_id: str, message_id: str) -> MessageRecord | None:
+        """One message by its id (a point read), or None."""
+        ...
+
     async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int: ...
 
     async def last_seq(self, session_id: str) -> int | None: ...
 
     # Runs
-    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord: ...
+    async def begin_run(
+        self, record: RunRecord, *, queue: QueuePosition | None = None, new_session: SessionRecord | None = None
+    ) -> RunRecord:
+        """`new_session`: the run's session does not exist yet (an id the caller just made up): it is created already
+        held by the run. A session of that id that this run does not hold already is `ConflictError`."""
+        ...
 
     async def take_turn(self, run_id: str) -> RunRecord | None: ...
 
-    async def get_run(self, run_id: str) -> RunRecord | None: ...
+    async def get_run(self, run_id: str, *, session_id: str | None = None) -> RunRecord | None: ...
 
-    async def update_run(self, run_id: str, *, if_match: str | None = None, **changes: Any) -> RunRecord: ...
+    async def update_run(
+        self, run_id: str, *, if_match: str | None = None, current: RunRecord | None = None, **changes: Any
+    ) -> RunRecord: ...
 
     async def finish_run(
         self,
@@ -123,11 +143,14 @@ class SessionStore(Protocol):
         output: JsonObject | None = None,
         error: JsonObject | None = None,
         usage: JsonObject | None = None,
+        current: RunRecord | None = None,
     ) -> RunRecord: ...
 
     async def list_runs(self, session_id: str) -> list[RunRecord]: ...
 
     async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord: ...
+
+    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord: ...
 
     async def list_owner_runs(
         self,
@@ -142,7 +165,7 @@ class SessionStore(Protocol):
     # Approvals
     async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]: ...
 
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+    async def get_approval(self, approval_id: str, *, session_id: str | None = None) -> ApprovalRecord | None: ...
 
     async def list_approvals(
         self,
@@ -171,6 +194,7 @@ class SessionStore(Protocol):
         reason: str | None = None,
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,
+        current: ApprovalRecord | None = None,
     ) -> ApprovalRecord: ...
 
     async def escalate_approval(

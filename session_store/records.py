@@ -40,6 +40,9 @@ class SessionRecord(_Record):
     )
     owner_id: str | None = Field(default=None, description="the principal that created the session")
     owner_name: str | None = None
+    forked_from: JsonObject | None = Field(
+        default=None, description="the session and run this session was forked from (`session_id`, `run_id`)"
+    )
     etag: str | None = None
 
 
@@ -83,6 +86,9 @@ class RunRecord(_Record):
     )
     owner_id: str | None = Field(default=None, description="the principal that started the run")
     owner_name: str | None = None
+    rewinds: list[JsonObject] = Field(
+        default_factory=list, description="each rewind of the failed run: `rewind_id`, who, when, from which step"
+    )
     etag: str | None = None
 
     @property

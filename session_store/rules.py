@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import AlreadyDecidedError, ConflictError, SessionBusyError
+from .errors import AlreadyDecidedError, ConflictError, RunNotReopenableError, SessionBusyError
 from .records import (
     RUN_UPDATABLE_FIELDS,
     TERMINAL_RUN_STATUSES,
@@ -30,6 +30,14 @@ class RunClaim:
 
     session: SessionRecord | None  # None: the session already names this run (a retried begin_run)
     run: RunRecord
+
+
+def new_session(session: SessionRecord, now: datetime) -> SessionRecord:
+    """A session as first stored (``begin_run(new_session=...)``): the caller's fields, no runs yet."""
+    return session.model_copy(
+        update={"created_at": now, "updated_at": now, "active_run_id": None, "run_count": 0, "queued_run_ids": [],
+                "etag": None}
+    )
 
 
 def claim_session(
@@ -141,6 +149,36 @@ def finish(
     if usage is not None:
         changes["usage"] = usage
     return apply_run_changes(run, changes, now)
+
+
+@dataclass(frozen=True)
+class Reopen:
+    """What ``reopen_run`` must write (``None``: unchanged; both ``None`` for a retried reopen)."""
+
+    session: SessionRecord | None
+    run: RunRecord | None
+
+
+def reopen(session: SessionRecord, run: RunRecord, rewind: JsonObject, now: datetime) -> Reopen:
+    """A failed run made its session's active run again (a rewind goes on with it): only the session's latest run,
+    and only while nothing else holds or waits for the session. Repeating it with the same ``rewind_id`` (a retry
+    after a crash between the two writes) completes it; another rewind of a run that is already open again loses."""
+    rewind_id = rewind.get("rewind_id")
+    if not run.finished and run.rewinds and run.rewinds[-1].get("rewind_id") == rewind_id:
+        claimed = None if session.active_run_id == run.run_id else session.model_copy(
+            update={"active_run_id": run.run_id, "updated_at": now}
+        )
+        return Reopen(session=claimed, run=None)
+    if run.status != "failed":
+        raise RunNotReopenableError(run.run_id, "not_failed", f"it is {run.status}, not failed")
+    if run.ordinal != session.run_count or session.queued_run_ids:
+        raise RunNotReopenableError(run.run_id, "not_latest", "later runs of its session came after it")
+    if session.active_run_id not in (None, run.run_id):
+        raise SessionBusyError(session.session_id, session.active_run_id)
+    opened = apply_run_changes(run, {"status": "in_progress", "output": None, "error": None}, now)
+    opened = opened.model_copy(update={"rewinds": [*run.rewinds, rewind]})
+    claimed = session.model_copy(update={"active_run_id": run.run_id, "updated_at": now})
+    return Reopen(session=claimed, run=opened)
 
 
 def escalate(approval: ApprovalRecord, to: str, expires_at: datetime, escalated_at: datetime) -> ApprovalRecord:

@@ -136,9 +136,11 @@ class SqliteSessionStore:
         *,
         owner_id: str | None = None,
         owner_name: str | None = None,
+        forked_from: JsonObject | None = None,
     ) -> SessionRecord:
         record = SessionRecord(
-            session_id=session_id, agent=agent, metadata=metadata or {}, owner_id=owner_id, owner_name=owner_name
+            session_id=session_id, agent=agent, metadata=metadata or {}, owner_id=owner_id, owner_name=owner_name,
+            forked_from=forked_from,
         )
         ensure_fits("session", session_id, record)
 
@@ -264,6 +266,16 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
+    async def get_message(self, session_id: str, message_id: str) -> MessageRecord | None:
+        def op() -> MessageRecord | None:
+            row = self._conn.execute(
+                f"SELECT doc FROM messages WHERE session_id = ? AND message_id = ? AND {LIVE}",
+                (session_id, message_id, self._now().timestamp()),
+            ).fetchone()
+            return None if row is None else MessageRecord.model_validate_json(row[0])
+
+        return await self._run(op)
+
     async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int:
         def op() -> int:
             sql = f"SELECT COUNT(*) FROM messages WHERE session_id = ? AND {LIVE}"
@@ -280,6 +292,18 @@ class SqliteSessionStore:
 
     # -- runs -----------------------------------------------------------------------------------------------
 
+    def _run_and_session(
+        self, conn: sqlite3.Connection, run_id: str, now: datetime
+    ) -> tuple[RunRecord, SessionRecord]:
+        """A run and its session, for the writes that change both (`NotFoundError` if either is missing)."""
+        run = self._get_run(conn, run_id, now)
+        if run is None:
+            raise NotFoundError("run", run_id)
+        session = self._get_session(conn, run.session_id, now)
+        if session is None:
+            raise NotFoundError("session", run.session_id)
+        return run, session
+
     def _get_run(self, conn: sqlite3.Connection, run_id: str, now: datetime) -> RunRecord | None:
         doc = self._one(conn, f"SELECT doc FROM runs WHERE run_id = ? AND {LIVE}", run_id, now.timestamp())
         return None if doc is None else RunRecord.model_validate_json(doc)
@@ -293,8 +317,12 @@ class SqliteSessionStore:
         )
         return run
 
-    async def begin_run(self, record: RunRecord, *, queue: QueuePosition | None = None) -> RunRecord:
+    async def begin_run(
+        self, record: RunRecord, *, queue: QueuePosition | None = None, new_session: SessionRecord | None = None
+    ) -> RunRecord:
         ensure_fits("run", record.run_id, record)
+        if new_session is not None:
+            ensure_fits("session", new_session.session_id, new_session)
 
         def op() -> RunRecord:
             now = self._now()
@@ -303,6 +331,11 @@ class SqliteSessionStore:
                 if existing is not None:
                     return existing
                 session = self._get_session(conn, record.session_id, now)
+                if new_session is not None:
+                    if session is not None and session.active_run_id != record.run_id:
+                        raise ConflictError(f"session {record.session_id!r} exists already")
+                    if session is None:
+                        session = self._put_session(conn, rules.new_session(new_session, now), now)
                 if session is None:
                     raise NotFoundError("session", record.session_id)
                 claim = rules.claim_session(session, record, now, queue)
@@ -316,12 +349,7 @@ class SqliteSessionStore:
         def op() -> RunRecord | None:
             now = self._now()
             with self._tx() as conn:
-                run = self._get_run(conn, run_id, now)
-                if run is None:
-                    raise NotFoundError("run", run_id)
-                session = self._get_session(conn, run.session_id, now)
-                if session is None:
-                    raise NotFoundError("session", run.session_id)
+                run, session = self._run_and_session(conn, run_id, now)
                 turn = rules.take_turn(session, run, now)
                 if turn.session is not None:
                     self._put_session(conn, turn.session, now)
@@ -331,10 +359,14 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        return await self._run(lambda: self._get_run(self._conn, run_id, self._now()))
+    async def get_run(self, run_id: str, *, session_id: str | None = None) -> RunRecord | None:
+        run = await self._run(lambda: self._get_run(self._conn, run_id, self._now()))
+        return None if run is None or (session_id is not None and run.session_id != session_id) else run
 
-    async def update_run(self, run_id: str, *, if_match: str | None = None, **changes: Any) -> RunRecord:
+    async def update_run(
+        self, run_id: str, *, if_match: str | None = None, current: RunRecord | None = None, **changes: Any
+    ) -> RunRecord:
+        # `current` saves Cosmos a read; here the read is part of the transaction anyway.
         def op() -> RunRecord:
             now = self._now()
             with self._tx() as conn:
@@ -357,6 +389,7 @@ class SqliteSessionStore:
         output: JsonObject | None = None,
         error: JsonObject | None = None,
         usage: JsonObject | None = None,
+        current: RunRecord | None = None,
     ) -> RunRecord:
         def op() -> RunRecord:
             now = self._now()
@@ -388,6 +421,21 @@ class SqliteSessionStore:
                     return run
                 ensure_fits("run", run_id, updated)
                 return self._put_run(conn, updated, now)
+
+        return await self._run(op)
+
+    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
+        def op() -> RunRecord:
+            now = self._now()
+            with self._tx() as conn:
+                run, session = self._run_and_session(conn, run_id, now)
+                reopened = rules.reopen(session, run, rewind, now)
+                if reopened.session is not None:
+                    self._put_session(conn, reopened.session, now)
+                if reopened.run is not None:
+                    ensure_fits("run", run_id, reopened.run)
+                    run = self._put_run(conn, reopened.run, now)
+                return run
 
         return await self._run(op)
 
@@ -490,8 +538,9 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        return await self._run(lambda: self._get_approval(self._conn, approval_id, self._now()))
+    async def get_approval(self, approval_id: str, *, session_id: str | None = None) -> ApprovalRecord | None:
+        record = await self._run(lambda: self._get_approval(self._conn, approval_id, self._now()))
+        return None if record is None or (session_id is not None and record.session_id != session_id) else record
 
     async def list_approvals(
         self,
@@ -523,6 +572,7 @@ class SqliteSessionStore:
         reason: str | None = None,
         edited_arguments: JsonObject | None = None,
         decided_at: datetime | None = None,
+        current: ApprovalRecord | None = None,
     ) -> ApprovalRecord:
         def op() -> ApprovalRecord:
             now = self._now()

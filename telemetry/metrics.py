@@ -17,6 +17,7 @@ from __future__ import annotations
 from opentelemetry import metrics
 
 from agent_runtime.messages import Usage
+from agent_runtime.redaction import redact_attributes
 
 _meter = metrics.get_meter("durable_agents")
 token_usage = _meter.create_histogram(
@@ -51,7 +52,8 @@ def record_model_call(
         attributes["gen_ai.request.model"] = request_model
     if response_model:
         attributes["gen_ai.response.model"] = response_model
-    duration_attributes = {**attributes, **({"error.type": error_type} if error_type else {})}
+    attributes = redact_attributes(attributes)  # the response model and the error type come from the endpoint
+    duration_attributes = redact_attributes({**attributes, **({"error.type": error_type} if error_type else {})})
     operation_duration.record(seconds, duration_attributes)
     step_duration.record(seconds, {"agent_run.step": "chat", **({"gen_ai.agent.name": agent} if agent else {})})
     if usage is None:
@@ -86,4 +88,9 @@ def record_approval(*, agent: str, tool: str, decision: str, seconds: float) -> 
 def record_run(*, agent: str, status: str, reason: str, seconds: float) -> None:
     run_duration.record(max(seconds, 0.0), {"gen_ai.agent.name": agent, "agent_run.status": status})
     reason_code = reason.split(":", 1)[0][:64]  # "model_http_400: ..." -> a bounded set of values
-    runs.add(1, {"gen_ai.agent.name": agent, "agent_run.status": status, "agent_run.finish_reason": reason_code})
+    runs.add(
+        1,
+        redact_attributes(
+            {"gen_ai.agent.name": agent, "agent_run.status": status, "agent_run.finish_reason": reason_code}
+        ),
+    )

@@ -116,9 +116,12 @@ class _ChatCall:
                 attributes["server.port"] = server.port
         if self.client.capture_content:
             attributes["gen_ai.input.messages"] = json.dumps(_messages(self.request.messages), ensure_ascii=False)
-        return _Recording(tracer().start_as_current_span(
-            f"chat {self.model}" if self.model else "chat", kind=SpanKind.CLIENT, attributes=attributes
-        ), self)
+        return _Recording(
+            tracer().start_as_current_span(
+                f"chat {self.model}" if self.model else "chat", kind=SpanKind.CLIENT, attributes=attributes
+            ),
+            self,
+        )
 
     def finish(
         self,

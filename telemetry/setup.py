@@ -20,16 +20,17 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 
+from telemetry.log_redaction import install_log_redaction
 from telemetry.settings import TelemetrySettings
+
+if TYPE_CHECKING:  # the SDK is imported only when a plan installs it: a process with nothing configured never loads it
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger(__name__)
 DEFAULT_SERVICE_NAME = "durable-agents"
@@ -53,6 +54,7 @@ def configure_telemetry(settings: TelemetrySettings | None = None) -> TelemetryP
     global _configured
     with _lock:
         if _configured is None:
+            install_log_redaction()  # log records leave the process (stderr, the host, Azure Monitor) redacted
             _configured = telemetry_plan(settings or TelemetrySettings())
             apply(_configured)
         return _configured
@@ -74,8 +76,11 @@ def apply(plan: TelemetryPlan) -> None:
     if plan.kind == "azure_monitor":
         from azure.monitor.opentelemetry import configure_azure_monitor  # heavy: only when asked for
 
+        from telemetry.redaction import RedactingSpanProcessor  # the SDK's trace module: only when spans leave
+
         # Reads APPLICATIONINSIGHTS_CONNECTION_STRING itself; credentials stay with the distro.
-        configure_azure_monitor(resource=_resource())
+        # Its exporter gets the spans after the redacting processor (telemetry.redaction).
+        configure_azure_monitor(resource=_resource(), span_processors=[RedactingSpanProcessor()])
         log.info("OpenTelemetry: Azure Monitor")
         return
     if plan.kind == "none":
@@ -100,6 +105,8 @@ def _exporters(variable: str, value: str | None, endpoint: str | None) -> set[st
 
 
 def _resource() -> Resource:
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
@@ -107,17 +114,27 @@ def _resource() -> Resource:
 
 
 def tracer_provider(exporters: set[str], resource: Resource | None = None) -> TracerProvider:
+    """Spans leave through the exporters redacted (`telemetry.redaction`)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+
+    from telemetry.redaction import RedactingSpanExporter
+
     provider = TracerProvider(resource=resource or _resource())
     if "console" in exporters:
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))  # a local look: print at once
+        # a local look: print at once
+        provider.add_span_processor(SimpleSpanProcessor(RedactingSpanExporter(ConsoleSpanExporter())))
     if "otlp" in exporters:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(RedactingSpanExporter(OTLPSpanExporter())))
     return provider
 
 
 def meter_provider(exporters: set[str], resource: Resource | None = None) -> MeterProvider:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+
     readers: list[MetricReader] = []
     if "console" in exporters:
         readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))

@@ -22,7 +22,6 @@ from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode
 
 from agent_runtime.messages import Usage
 from telemetry import metrics
-from telemetry.ids import fixed_ids, run_span_tracer
 from telemetry.trace_context import RunTrace, non_recording, run_span_id
 
 TRACER_NAME = "durable_agents"
@@ -125,6 +124,8 @@ def emit_fixed_span(
 ) -> None:
     """A span that covers work across activities, with an id fixed in advance (so spans emitted before it could
     name it as their parent), emitted at once when that work is over."""
+    from telemetry.ids import fixed_ids, run_span_tracer  # the OpenTelemetry SDK: out of start-up (cold start)
+
     run_tracer = run_span_tracer(f"{TRACER_NAME}.runs")
     if run_tracer is None:
         return

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +45,8 @@ class RunTrace(BaseModel):
         if not parent.is_valid:
             parent = trace.get_current_span().get_span_context()
         if not parent.is_valid:
+            from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # the SDK: not at start-up
+
             return cls(trace_id=f"{RandomIdGenerator().generate_trace_id():032x}", started_at=started_at)
         state = parent.trace_state.to_header() if parent.trace_state else None
         if state and len(state) > _MAX_TRACESTATE:
@@ -71,7 +72,10 @@ class RunTrace(BaseModel):
     def run_span_context(self, run_id: str) -> SpanContext:
         """The context of the run's `invoke_agent` span (emitted at the end, referenced by every step before)."""
         return SpanContext(
-            self.trace_id_int, run_span_id(run_id), is_remote=True, trace_flags=self.flags(),
+            self.trace_id_int,
+            run_span_id(run_id),
+            is_remote=True,
+            trace_flags=self.flags(),
             trace_state=self.trace_state(),
         )
 
@@ -80,7 +84,10 @@ class RunTrace(BaseModel):
         if self.parent_span_id is None:
             return None
         return SpanContext(
-            self.trace_id_int, int(self.parent_span_id, 16), is_remote=True, trace_flags=self.flags(),
+            self.trace_id_int,
+            int(self.parent_span_id, 16),
+            is_remote=True,
+            trace_flags=self.flags(),
             trace_state=self.trace_state(),
         )
 

@@ -2,12 +2,23 @@
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from listeners import FETCHED_MARKER, RecordingServer, SilentServer
+
+from devhost.protocol import replay
 
 # host.json names its task hub `%TASKHUB_NAME%` (an app setting, as on Azure): every host of the app that a test or
 # its child processes start gets one, as a developer's local.settings.json would give it.
 os.environ.setdefault("TASKHUB_NAME", "tests")
+
+
+@pytest.fixture(autouse=True)
+def verify_continued_replays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """devhost continues each execution's replay from the previous episode: in tests (hosts in this process), every
+    continued replay is also done from scratch and must give the same decisions and completion."""
+    monkeypatch.setattr(replay, "VERIFY_CONTINUED_REPLAY", True)
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +36,25 @@ def cosmos_account() -> Iterator[tuple[str, str | None]]:
         yield server.endpoint, server.key
     finally:
         server.stop()
+
+
+@pytest.fixture
+def recording() -> Iterator[RecordingServer]:
+    """An HTTP server on 127.0.0.1 that records every request (`listeners.py`)."""
+    with RecordingServer() as server:
+        yield server
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentServer]:
+    """A server on 127.0.0.1 that accepts connections and never answers (`listeners.py`)."""
+    with SilentServer() as server:
+        yield server
+
+
+@pytest.fixture
+def local_file(tmp_path: Path) -> str:
+    """A `file:` URL of a real schema document that must never be read."""
+    path = tmp_path / "secret-schema.json"
+    path.write_text(f'{{"type": "string", "const": "{FETCHED_MARKER}"}}')
+    return path.as_uri()

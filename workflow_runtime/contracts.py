@@ -8,11 +8,19 @@ workflow's control session, one per finished step, at seqs the driver hands out)
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+)
 
-from agent_runs.contracts import RunInput
+from agent_runs.contracts import Resumable, RunInput
 from session_store import ApprovalStatus
 from telemetry.trace_context import RunTrace
 
@@ -21,6 +29,7 @@ CANCEL_EVENT = "cancel"  # the same event name as agent runs: `/api/runs/{id}/ca
 SIGNAL_EVENT_PREFIX = "signal:"
 WORKFLOW_AGENT_PREFIX = "workflow:"  # the agent label of a workflow's control session
 JOURNAL_ROLE = "workflow"
+CONTROL_SESSION_PREFIX = "wf-"  # reserved: no client-supplied session id starts with it (http_api/reserved_ids.py)
 
 WorkflowStatus = Literal["queued", "in_progress", "requires_action", "waiting", "cancelling", "completed", "failed",
                          "cancelled"]
@@ -36,7 +45,7 @@ def signal_event(name: str, index: int) -> str:
 
 def control_session_id(run_id: str) -> str:
     """The session that holds a workflow's run record, its approvals and its journal."""
-    return f"wf-{run_id}"
+    return f"{CONTROL_SESSION_PREFIX}{run_id}"
 
 
 class _Payload(BaseModel):
@@ -52,6 +61,9 @@ class WorkflowRef(_Payload):
     """The workflow's conversation session (steps with `session="workflow"`), if the workflow has one."""
     trace: RunTrace | None = None
     """The workflow's trace: its step spans and its agent runs' spans all belong to it."""
+    # Written only when set: inputs of histories in flight (and golden ones) keep their exact bytes.
+    notify: bool = Field(default=False, exclude_if=lambda notify: not notify)
+    """Notifications were configured when the workflow started: it records its gates and its end (`notifications`)."""
 
     @property
     def control_session(self) -> str:
@@ -78,6 +90,17 @@ class WorkflowState(_Payload):
     generation: int = 0
     signals: dict[str, int] = Field(default_factory=dict)
     """signal name -> index of the next signal of that name to consume (1 when absent): the queue positions."""
+    attempts: dict[str, int] = Field(default_factory=dict)
+    """step id -> how often a rewind sent the workflow back to it: a step's next attempt gets a key (its child
+    runs, gates) of its own, `<step>.r<n>`, so it never meets the records of the attempt that failed."""
+
+    @model_serializer(mode="wrap")
+    def _as_before_rewinds(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Written only once a rewind set it: histories in flight keep their exact continue-as-new inputs.
+        data = handler(self)
+        if not self.attempts:
+            data.pop("attempts", None)
+        return data
 
 
 class WorkflowInput(_Payload):
@@ -196,14 +219,16 @@ class FinishRequest(_Payload):
     last_step: str | None = None
 
 
-class WorkflowOutcome(_Payload):
-    """The orchestration output (the output itself is in the store)."""
+class WorkflowOutcome(Resumable):
+    """The orchestration output (the output itself is in the store). A workflow whose step failed carries the
+    input that runs that step again (`resume`: what a rewind starts; steps before it are not run again)."""
 
     run_id: str
     status: FinalStatus
     reason: str
     code: str | None = None
     failed_step: str | None = None
+    resume: WorkflowInput | None = None
 
 
 class Waiting(_Payload):

@@ -162,6 +162,7 @@ class WorkflowDriver:
         self._child_runs: list[str] = []
         self._flow: Generator[Request, Event, None] | None = None
         self._finished = False
+        self._resume_point: WorkflowInput | None = None  # where a rewind goes on from, once a step failed
 
     # ------------------------------------------------------------------------------------------------ the protocol
 
@@ -213,7 +214,7 @@ class WorkflowDriver:
         yield Finished(
             outcome=WorkflowOutcome(
                 run_id=self.ref.run_id, status=done.status, reason=done.reason, failed_step=done.failed_step,
-                code=done.code,
+                code=done.code, resume=self._resume_point if done.status == "failed" else None,
             )
         )
 
@@ -258,9 +259,9 @@ class WorkflowDriver:
         instruction = self.program[self.state.pc]
         if instruction.op == "monitor":
             return self._monitor_command(instruction)
-        self._current = _StepRun(
-            op=instruction.op, step_id=instruction.step_id, key=instruction.step_id, seq=self._allocate()
-        )
+        attempt = self.state.attempts.get(instruction.step_id, 0)
+        key = f"{instruction.step_id}.r{attempt}" if attempt else instruction.step_id
+        self._current = _StepRun(op=instruction.op, step_id=instruction.step_id, key=key, seq=self._allocate())
         return self._current
 
     def _monitor_command(self, instruction: Instruction) -> _StepRun | _MonitorPause:
@@ -294,6 +295,7 @@ class WorkflowDriver:
         if result.status == "failed":
             reason = f"step '{result.step_id}' failed: {result.error or 'unknown error'}"
             self._finish("failed", reason, failed_step=result.step_id, code=result.code)
+            self._remember_resume_point(result.step_id)
             return
         if result.journaled:
             self.state.refs[result.step_id] = command.seq
@@ -305,6 +307,7 @@ class WorkflowDriver:
             self._after_check(self.definition.step_as(instruction.step_id, MonitorStep), result)
         elif instruction.op == "approval" and result.approved is False and self._rejection_fails(result.step_id):
             self._finish("failed", f"step '{result.step_id}' was rejected", failed_step=result.step_id)
+            self._remember_resume_point(result.step_id)  # a rewind asks for the sign-off again
         else:
             self.state.pc += 1
 
@@ -331,6 +334,15 @@ class WorkflowDriver:
         if self.state.monitor is not None:
             self.state.monitor.sleeping_until = None
         self._step_done()
+
+    def _remember_resume_point(self, step_id: str) -> None:
+        """The step at the program counter failed: a rewind runs it again (the steps before it keep their results;
+        the new attempt has keys of its own), in a new execution that goes on from here."""
+        attempts = {**self.state.attempts, step_id: self.state.attempts.get(step_id, 0) + 1}
+        state = self.state.model_copy(
+            update={"attempts": attempts, "generation": self.state.generation + 1, "monitor": None}, deep=True
+        )
+        self._resume_point = WorkflowInput(ref=self.ref, state=state)
 
     def _cancel(self) -> None:
         self._current = None

@@ -1,4 +1,4 @@
-"""Workflows by name, loaded from the top-level `workflows/` package and checked against the served agents.
+"""Workflows by name, loaded from the top-level `served_workflows/` package and checked against the served agents.
 
 Every module of the package may define `WorkflowDefinition`s at module level; `WorkflowRegistry.from_package`
 imports them all, so a bad definition (unknown agent, reference to a later step...) fails at start-up with a
@@ -35,17 +35,17 @@ _lock = threading.Lock()
 _imported: dict[str, WorkflowRegistry] = {}
 _checked: set[str] = set()
 
-SHIPPED_PACKAGE = "workflows"
+SHIPPED_PACKAGE = "served_workflows"
 
 
 def workflows_package() -> str | None:
-    """`WORKFLOWS_PACKAGE` (`none` serves no workflows). Unset: the shipped `workflows`, which are built on the
+    """`WORKFLOWS_PACKAGE` (`none` serves no workflows). Unset: the shipped `served_workflows`, which are built on the
     shipped agents, so an app serving another `AGENTS_PACKAGE` serves no workflows unless it names its own."""
     settings = PackageSettings()
     configured = (settings.workflows_package or "").strip()
     if configured:
         return None if configured.lower() == "none" else configured
-    return SHIPPED_PACKAGE if settings.agents_package.strip() in ("", "agents") else None
+    return SHIPPED_PACKAGE if settings.agents_package.strip() in ("", "served_agents") else None
 
 
 def package_workflows(package: str) -> WorkflowRegistry:

@@ -8,9 +8,7 @@ approval policy, arguments checked against the server's input schema, the call's
 the result stored in the session, `isError` and an unreachable server reported to the model as tool errors.
 """
 
-from importlib import import_module
-from typing import Any
-
+from ..lazy import lazy_getattr
 from .config import McpConfigurationError, McpServer
 
 # The SDK takes ~0.6 s to import: only apps whose agents use MCP servers pay for it (on first use).
@@ -28,11 +26,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

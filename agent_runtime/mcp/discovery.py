@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
+from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
 from .config import McpServer
 from .connection import list_remote_tools
 from .tools import McpToolSpec
@@ -43,18 +44,24 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
     found: list[tuple[McpServer, str, str, dict]] = []
     skipped: list[str] = []
     for server, outcome in zip(servers, listed, strict=True):
-        if isinstance(outcome, BaseException):
-            if not isinstance(outcome, Exception):
-                raise outcome
-            reason = str(outcome) or type(outcome).__name__
-            if server.required:
-                raise McpDiscoveryError(f"MCP server {server.name!r}: {reason}") from outcome
-            logger.warning("MCP server %r skipped for this run: %s", server.name, reason)
-            skipped.append(server.name)
-            continue
-        for remote in outcome:
-            if server.allows(remote.name):
-                found.append((server, remote.name, remote.description or "", dict(remote.input_schema or {})))
+        if not isinstance(outcome, BaseException):
+            try:  # all of a server's tools or none
+                tools = [
+                    (server, remote.name, remote.description or "", _usable_schema(remote.name, remote.input_schema))
+                    for remote in outcome
+                    if server.allows(remote.name)
+                ]
+                found.extend(tools)
+                continue
+            except SchemaRefusedError as refused:
+                outcome = refused  # a server listing a schema this app refuses is treated as one that cannot be listed
+        if not isinstance(outcome, Exception):
+            raise outcome
+        reason = str(outcome) or type(outcome).__name__
+        if server.required:
+            raise McpDiscoveryError(f"MCP server {server.name!r}: {reason}") from outcome
+        logger.warning("MCP server %r skipped for this run: %s", server.name, reason)
+        skipped.append(server.name)
     taken_names = list(taken_names)
     if len(found) + len(taken_names) > MAX_TOOLS:
         raise McpDiscoveryError(
@@ -69,6 +76,20 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
         for (server, remote_name, description, schema), name in zip(found, names, strict=True)
     ]
     return DiscoveredTools(tools=tools, skipped_servers=skipped)
+
+
+def _usable_schema(tool: str, schema: dict | None) -> dict:
+    """The tool's input schema, or `SchemaRefusedError` naming the tool when it would make the app fetch a document
+    (a `$ref` outside the schema) or is too large or deep to check (nothing is fetched). An invalid schema is kept:
+    the tool's arguments then go unchecked, as before."""
+    schema = dict(schema or {})
+    try:
+        check_schema(schema)
+    except InvalidSchemaError:
+        pass
+    except SchemaRefusedError as error:
+        raise SchemaRefusedError(f"tool {tool!r} lists an input schema this app refuses: {error}") from None
+    return schema
 
 
 def assign_names(taken_names: Iterable[str], tools: Sequence[tuple[str, str]]) -> list[str]:

@@ -11,10 +11,11 @@ import json
 import logging
 from typing import Any
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
+from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import json_limits
+from ..json_schemas import InvalidSchemaError, SchemaRefusedError, safe_validator, schema_errors_of
 from ..tools import Tool, ToolArgumentsError, ToolContext, ToolReportedError
 from .config import McpServer
 from .connection import call_remote_tool
@@ -64,7 +65,11 @@ class McpTool(Tool):
         self.arguments_model = McpArguments
         self.context_parameter = "context"
         self.parameters = _model_facing_schema(spec.input_schema)
-        self._validator = _validator_for(spec.input_schema, spec.name)
+        self._refused: str | None = None
+        try:
+            self._validator = _validator_for(spec.input_schema, spec.name)
+        except SchemaRefusedError as error:
+            self._validator, self._refused = None, str(error)
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, server={self.spec_record.server!r})"
@@ -73,7 +78,9 @@ class McpTool(Tool):
         """Parse the arguments and check them against the server's input schema (JSON Schema)."""
         if isinstance(arguments, str):
             try:
-                parsed = json.loads(arguments or "{}")
+                parsed = json_limits.loads(arguments or "{}")
+            except json_limits.JsonLimitError as exc:
+                raise ToolArgumentsError(f"Invalid arguments for tool '{self.name}': {exc}") from None
             except json.JSONDecodeError as exc:
                 raise ToolArgumentsError(
                     f"Invalid arguments for tool '{self.name}': not valid JSON ({exc.msg} at position {exc.pos})"
@@ -82,8 +89,13 @@ class McpTool(Tool):
             parsed = arguments
         if not isinstance(parsed, dict):
             raise ToolArgumentsError(f"Invalid arguments for tool '{self.name}': arguments must be a JSON object")
+        if self._refused is not None:
+            raise ToolArgumentsError(f"Tool '{self.name}' cannot check its arguments: {self._refused}")
         if self._validator is not None:
-            problems = sorted(self._validator.iter_errors(parsed), key=lambda e: list(e.absolute_path))
+            try:
+                problems = schema_errors_of(self._validator, parsed)
+            except SchemaRefusedError as error:
+                raise ToolArgumentsError(f"Tool '{self.name}' cannot check its arguments: {error}") from None
             if problems:
                 described = "; ".join(
                     f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}" for e in problems[:10]
@@ -109,13 +121,13 @@ class McpTool(Tool):
         return result_value(result)
 
 
-def _validator_for(schema: dict[str, Any], name: str) -> Any:
-    """A JSON Schema validator for the server's input schema; None (accept any object) if the schema is invalid."""
+def _validator_for(schema: dict[str, Any], name: str) -> Validator | None:
+    """A JSON Schema validator for the server's input schema that never fetches (`json_schemas`); None (accept any
+    object) if the schema is invalid. A schema refused for what it would make the app do (a reference outside it,
+    too large or deep) raises: discovery refuses such tools, and a call of one recorded before fails."""
     try:
-        cls = validators.validator_for(schema)
-        cls.check_schema(schema)
-        return cls(schema)
-    except schema_errors.SchemaError:
+        return safe_validator(schema)
+    except InvalidSchemaError:
         logger.warning("MCP tool %r lists an invalid input schema; its arguments are not checked", name)
         return None
 

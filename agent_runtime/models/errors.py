@@ -9,14 +9,14 @@ Messages never carry credentials: anything that looks like a key, and every secr
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import openai
 from pydantic import BaseModel
+
+from agent_runtime import redaction
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
@@ -28,7 +28,6 @@ _HINTS = {
     422: "the request could not be processed; check the options sent",
 }
 # OpenAI keys (sk-...), Azure keys (32 hex or long alphanumeric), JWT bearer tokens (eyJ...).
-_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{4,}|[A-Za-z0-9]{32,}|eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-.]+)")
 
 
 class ModelErrorInfo(BaseModel):
@@ -121,10 +120,8 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return _KEY_PATTERN.sub("***", text)
+    """A model error's text for callers and telemetry (`agent_runtime.redaction`, long opaque tokens included)."""
+    return redaction.redact(text, secrets, long_tokens=True)
 
 
 def _server_message(body: object, fallback: str) -> str:
@@ -142,6 +139,8 @@ def classify_error(exc: BaseException, *, provider: str = "model", secrets: Iter
     secrets = tuple(secrets)
     if isinstance(exc, ModelError):
         return exc
+    import openai  # deferred: the SDK is loaded by the first model call, not by a cold start (tests/deploy)
+
     if isinstance(exc, openai.APITimeoutError):
         return ModelError(f"{provider}: the request timed out", code="timeout", retryable=True, provider=provider)
     if isinstance(exc, openai.APIConnectionError):

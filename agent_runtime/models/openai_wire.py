@@ -18,6 +18,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.completion_usage import CompletionUsage
 from pydantic import BaseModel
 
+from .. import json_limits
 from ..messages import (
     ChatResponse,
     ChatResponseUpdate,
@@ -146,8 +147,8 @@ def parse_arguments(raw: str | None) -> dict[str, Any] | str:
     if not raw:
         return {}
     try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError:
+        parsed = json_limits.loads(raw)  # bounded: a model's output is text from outside
+    except (json.JSONDecodeError, json_limits.JsonLimitError):
         return raw
     return parsed if isinstance(parsed, dict) else raw
 

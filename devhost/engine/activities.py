@@ -7,9 +7,11 @@ so after a crash or restart it runs again: at-least-once, as in Azure.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING
 
 from devhost.engine.http_activity import run_http_activity
+from devhost.function_timeout import FunctionTimeoutError, bounded
 from devhost.invoke import ActivityOutcome
 from devhost.protocol import events as ev
 from devhost.protocol.replay import BUILTIN_HTTP_ACTIVITY, unknown_function_message
@@ -17,6 +19,12 @@ from devhost.protocol.replay import BUILTIN_HTTP_ACTIVITY, unknown_function_mess
 if TYPE_CHECKING:
     from devhost.engine.runtime import EngineRuntime
     from devhost.engine.store import WorkItem
+
+# Utils.SerializeCause of the WebJobs exception (the part of it Python code can read).
+_TIMEOUT_CAUSE = {
+    "$type": "Microsoft.Azure.WebJobs.Host.FunctionTimeoutException, Microsoft.Azure.WebJobs.Host",
+    "ClassName": "Microsoft.Azure.WebJobs.Host.FunctionTimeoutException",
+}
 
 
 class ActivityRunner:
@@ -40,7 +48,14 @@ class ActivityRunner:
                 text = unknown_function_message("activity", work.name, known)
                 outcome = ActivityOutcome(ok=False, reason=text, details=None)
             else:
-                outcome = await rt.functions.run_activity(function, work.input)
+                try:
+                    call = rt.functions.run_activity(function, work.input, rt.client_binding_for(function))
+                    outcome = await bounded(call, rt.options.function_timeout, function.name, rt.functions)
+                except FunctionTimeoutError as exc:
+                    # TaskActivityShim: a FunctionTimeoutError fails the task like a user error, with the WebJobs
+                    # exception's message (no RpcException wrapper, so one space after "failed:").
+                    outcome = ActivityOutcome(ok=False, reason=f"Activity function '{function.name}' failed: {exc}",
+                                              details=json.dumps(_TIMEOUT_CAUSE | {"Message": str(exc)}))
         if rt.closed:
             return  # the engine stopped meanwhile: the work item stays stored and runs again after a restart
         now = rt.clock.now()

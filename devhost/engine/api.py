@@ -2,8 +2,8 @@
 
 Contract (see also API_NOTES.md):
 * Every method is a coroutine that must be awaited on the loop the engine was opened on (`DurableEngine.open`).
-  The engine runs its scheduler as tasks on that loop; sync user code (activities, entity batches) runs on worker
-  threads, orchestrator episodes run on the loop (they are short and deterministic).
+  The engine runs its scheduler as tasks on that loop; user code (activities, entity batches, orchestrator episodes)
+  runs off it, on the worker's thread pool or in worker processes, bounded by host.json `functionTimeout`.
 * Payloads cross the boundary as raw JSON *text* exactly as the extension would store it: `input_json` of
   `start_new` is the HTTP body text (the Python client sends `json.dumps(df_dumps(x))`, i.e. a JSON string literal),
   `raise_event`'s `input_json` likewise. `None` means "no body".
@@ -16,6 +16,7 @@ Contract (see also API_NOTES.md):
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 
 from devhost.app_loader import FunctionIndex
@@ -95,6 +96,10 @@ class DurableEngine:
         await runtime.start()
         return cls(runtime)
 
+    def set_client_binding(self, binding: Callable[[], str] | None) -> None:
+        """Where activities that take a `durableClient` binding get its JSON from (the host's HTTP API)."""
+        self._rt.client_binding = binding
+
     async def close(self) -> None:
         """Stop scheduling, wait for running user code to return (its results are committed), close the store."""
         await self._rt.stop()
@@ -106,6 +111,10 @@ class DurableEngine:
     @property
     def index(self) -> FunctionIndex:
         return self._rt.index
+
+    @property
+    def options(self) -> EngineOptions:
+        return self._rt.options
 
     @property
     def crashed(self) -> bool:

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from devhost.engine.store import EntityRow, InboxMessage
+from devhost.function_timeout import FunctionTimeoutError, bounded, timeout_message
 from devhost.invoke import invoke_entity_batch
 from devhost.protocol import events as ev
 from devhost.protocol.entity_messages import (
@@ -25,7 +26,8 @@ from devhost.protocol.entity_messages import (
     response_message,
     scheduler_id,
 )
-from devhost.protocol.timefmt import timespan_c, to_epoch
+from devhost.protocol.timefmt import to_epoch
+from devhost.workers import WorkerLostError
 
 if TYPE_CHECKING:
     from devhost.engine.runtime import EngineRuntime
@@ -35,8 +37,7 @@ log = logging.getLogger("devhost.engine")
 
 def _timed_out(row: EntityRow, function_name: str, size: int, seconds: float) -> BatchResult:
     """E.6.5: every operation fails with the (non-JSON) timeout text; state unchanged; no signals."""
-    limit = timespan_c(timedelta(seconds=seconds))
-    text = f"Timeout value of {limit} was exceeded by function: Functions.{function_name}"
+    text = timeout_message(timedelta(seconds=seconds), function_name)
     return BatchResult(exists=row.exists, state=row.state, results=[OperationResult(True, text)] * size, signals=[])
 
 
@@ -78,12 +79,14 @@ class EntityProcessor:
                 commit.tx.delete_messages([m.id for m in messages])
             return
         batch_json = batch_request_json(name, key, row.exists, row.state, requests)
-        call = rt.loop.run_in_executor(rt.executor, invoke_entity_batch, function, batch_json, len(requests))
+        run_batch = getattr(rt.functions, "run_entity_batch", None)  # worker processes, when the host has some
+        call = run_batch(function, batch_json, len(requests)) if run_batch is not None else \
+            rt.loop.run_in_executor(rt.executor, invoke_entity_batch, function, batch_json, len(requests))
         try:
-            result = await asyncio.wait_for(call, rt.options.function_timeout_seconds)
-        except TimeoutError:
+            result = await bounded(call, rt.options.function_timeout, function.name, rt.functions)
+        except FunctionTimeoutError:
             result = _timed_out(row, function.name, len(requests), rt.options.function_timeout_seconds or 0)
-        except EntityInternalError as exc:
+        except (EntityInternalError, WorkerLostError) as exc:  # a dead worker is an internal error too (E.6.5)
             # The extension aborts the batch and redelivers the same messages with back-off (no partial commit).
             log.error("entity %s batch aborted (%s); retrying", entity_id, exc)
             if rt.closed:

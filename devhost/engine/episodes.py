@@ -3,17 +3,20 @@ and commit history + decisions + outgoing messages in one transaction."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from devhost.app_loader import FunctionInfo
 from devhost.engine.errors import SimulatedCrash
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.state import Instance, completion_id
 from devhost.engine.store import InboxMessage
+from devhost.function_timeout import FunctionTimeoutError, bounded
 from devhost.invoke import invoke_orchestrator
 from devhost.protocol import events as ev
 from devhost.protocol.actions import OrchestratorOutput
@@ -24,11 +27,13 @@ from devhost.protocol.replay import (
     NewAction,
     ReplayContext,
     ReplayResult,
-    replay_episode,
+    ReplayState,
+    replay_continuing,
     unknown_function_message,
 )
 from devhost.protocol.timefmt import to_epoch
 from devhost.protocol.trigger import orchestration_trigger_json
+from devhost.workers import WorkerLostError
 
 if TYPE_CHECKING:
     from devhost.engine.runtime import Commit, EngineRuntime
@@ -43,7 +48,7 @@ _COMPLETION_STATUS = {"Completed": RuntimeStatus.Completed, "Failed": RuntimeSta
 
 
 def dumps(event: Event) -> str:
-    return json.dumps(event, ensure_ascii=False)
+    return ev.event_text(event)
 
 
 @dataclass
@@ -85,9 +90,29 @@ def _triage(instance: Instance, messages: list[InboxMessage]) -> _Triage:
     return result
 
 
+class EpisodeAbortedError(Exception):
+    """The orchestrator invocation timed out or its worker process died: redeliver, as the extension does."""
+
+
+@dataclass
+class _Episode:
+    triage: _Triage
+    kind: Literal["nothing", "terminate", "suspended", "run"]
+    new_events: list[Event] = field(default_factory=list)
+    now: datetime = field(default_factory=lambda: datetime.min)
+    terminate: Event | None = None
+    status: RuntimeStatus | None = None  # the instance's status once the episode commits (None: unchanged)
+    replay_state: ReplayState | None = None  # the replay to continue next episode, kept once this one commits
+
+    @property
+    def runs_orchestrator(self) -> bool:
+        return self.kind == "run"
+
+
 class EpisodeProcessor:
     def __init__(self, rt: EngineRuntime) -> None:
         self.rt = rt
+        self._slots: asyncio.Semaphore | None = None
         index = rt.index
         self._finders = {"activity": index.activity, "orchestrator": index.orchestrator, "entity": index.entity}
 
@@ -95,29 +120,82 @@ class EpisodeProcessor:
         if instance.history is None:
             instance.set_history(self.rt.store.load_history(instance.row.instance_id))
 
-    def run(self, instance_id: str) -> None:
+    def start(self, instance_id: str) -> None:
+        """Run the instance's next episode as a task (at most one per instance, `maxConcurrentOrchestratorFunctions`
+        at once); the user's orchestrator code runs off the loop, bounded by `functionTimeout`."""
+        rt = self.rt
+        rt.running.add(instance_id)
+        rt.spawn(self._run_in_slot(instance_id), name=f"episode {instance_id}")
+
+    async def _run_in_slot(self, instance_id: str) -> None:
+        rt = self.rt
+        held = 0
+        try:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(rt.options.max_concurrent_orchestrators)
+            async with self._slots:
+                held = await self.run(instance_id)
+        finally:
+            rt.running.discard(instance_id)
+            if rt.inbox.count(instance_id) > held:  # messages arrived meanwhile (held ones wait for the resume)
+                rt.mark_ready(instance_id)
+
+    async def run(self, instance_id: str) -> int:
+        """One episode; returns how many messages it put back to hold (suspended instance)."""
         rt = self.rt
         messages = rt.inbox.take(instance_id)
+        if not messages or rt.closed:
+            rt.inbox.put_back(instance_id, messages)
+            return 0
         if rt.options.faults.reorder_completions:
             self._shuffle_completions(messages)
         instance = rt.instances.get(instance_id)
         try:
-            with rt.commit("episode") as commit:
-                if instance is None:
+            if instance is None:
+                with rt.commit("episode") as commit:
                     commit.tx.delete_messages([m.id for m in messages])
-                    return
-                self.ensure_history(instance)
-                self._episode(instance, messages, commit)
+                return 0
+            self.ensure_history(instance)
+            history = instance.history
+            episode = self._prepare(instance, messages)
+            result = await self._run_orchestrator(instance, episode) if episode.runs_orchestrator else None
+            if rt.closed or rt.instances.get(instance_id) is not instance:
+                return 0  # the engine stopped or the instance was purged meanwhile: nothing to commit
+            with rt.commit("episode") as commit:
+                self._apply(instance, episode, result, commit)
+            if episode.runs_orchestrator and instance.history is history:  # (not replaced meanwhile, e.g. rewound)
+                instance.replay_state = episode.replay_state  # committed: the replay matches the stored history
+            return len(episode.triage.held)
         except SimulatedCrash:
             raise
+        except EpisodeAbortedError as exc:
+            # The extension's SessionAbortedException: the work item is abandoned and its messages redelivered with
+            # back-off; the instance stays Running and the episode runs again.
+            log.error("episode of %s aborted and retried in %.0f s: %s", instance_id,
+                      rt.options.episode_retry_seconds, exc)
+            self._abandon(instance_id, instance, messages, rt.options.episode_retry_seconds)
         except Exception:
             log.exception("episode of %s failed inside devhost; messages kept for a retry", instance_id)
+            self._abandon(instance_id, instance, messages, None)
+            return len(messages)  # retried when a new message arrives, not in a busy loop
+        return 0
+
+    def _abandon(self, instance_id: str, instance: Instance | None, messages: list[InboxMessage],
+                 retry_seconds: float | None) -> None:
+        rt = self.rt
+        if rt.closed:
+            return
+        if retry_seconds is None:
             rt.inbox.put_back(instance_id, messages)
-            if instance is not None:  # memory may be ahead of the rolled-back commit: reload it from the store
-                stored = rt.store.load_instance(instance_id)
-                if stored is not None:
-                    instance.row = stored
-                instance.forget_history()
+        else:
+            retry_at = rt.now_epoch() + retry_seconds
+            for message in messages:
+                rt.inbox.add(replace(message, visible_at=retry_at), rt.now_epoch())
+        if instance is not None:  # memory may be ahead of the store: reload it
+            stored = rt.store.load_instance(instance_id)
+            if stored is not None:
+                instance.row = stored
+            instance.forget_history()
 
     def _shuffle_completions(self, messages: list[InboxMessage]) -> None:
         """Fault injection: deliver task/timer/sub-orchestration completions in random order (as Azure Storage may)."""
@@ -129,36 +207,48 @@ class EpisodeProcessor:
 
     # ----- the episode -----
 
-    def _episode(self, instance: Instance, messages: list[InboxMessage], commit: Commit) -> None:
+    def _prepare(self, instance: Instance, messages: list[InboxMessage]) -> _Episode:
+        """Everything before the orchestrator runs; writes nothing (the commit after the run does)."""
         row = instance.row
         triage = _triage(instance, messages)
-        commit.tx.delete_messages(triage.consumed)
-        self.rt.inbox.put_back(row.instance_id, triage.held)
         delivered = self._without_duplicates(instance, triage.delivered)
         if not delivered:
-            return
+            return _Episode(triage, "nothing")
         now = self.rt.clock.now()
         new_events = [ev.orchestrator_started(now)]
         # ExecutionStarted leads (the SDK reads history[1]); events that arrived before a continue-as-new committed
         # its new ExecutionStarted belong to the new execution, after it.
         delivered.sort(key=lambda m: m.event.get("EventType") != EventType.ExecutionStarted)
         new_events += [m.event for m in delivered if m.event.get("EventType") != WAKE_EVENT_TYPE]
-        commit.changed.add(row.instance_id)
         row.updated = to_epoch(now)
         terminate = next((e for e in new_events if e["EventType"] == EventType.ExecutionTerminated), None)
         if terminate is not None:
-            self._finish_terminated(instance, new_events, terminate, commit)
-            return
-        if any(e["EventType"] == EventType.ExecutionStarted for e in new_events):
-            row.status = RuntimeStatus.Running
+            return _Episode(triage, "terminate", new_events, now, terminate)
+        # The status changes with the commit, not before: a status read while the orchestrator runs (off the loop)
+        # must not see Running without the custom status the same episode sets, as the host never shows it.
+        started = any(e["EventType"] == EventType.ExecutionStarted for e in new_events)
+        status = RuntimeStatus.Running if started else None
         if triage.suspended:
-            row.status = RuntimeStatus.Suspended
-            self._append(instance, [*new_events, ev.orchestrator_completed(now)], commit)
-            return
+            return _Episode(triage, "suspended", new_events, now, status=RuntimeStatus.Suspended)
         if row.status == RuntimeStatus.Suspended:
-            row.status = RuntimeStatus.Running
-        result = self._run_orchestrator(instance, new_events, now)
-        self._commit_result(instance, new_events, result, commit)
+            status = RuntimeStatus.Running
+        return _Episode(triage, "run", new_events, now, status=status)
+
+    def _apply(self, instance: Instance, episode: _Episode, result: ReplayResult | None, commit: Commit) -> None:
+        row = instance.row
+        commit.tx.delete_messages(episode.triage.consumed)
+        self.rt.inbox.put_back(row.instance_id, episode.triage.held)
+        if episode.kind == "nothing":
+            return
+        commit.changed.add(row.instance_id)
+        if episode.status is not None:
+            row.status = episode.status
+        if episode.kind == "terminate" and episode.terminate is not None:
+            self._finish_terminated(instance, episode.new_events, episode.terminate, commit)
+        elif episode.kind == "suspended":
+            self._append(instance, [*episode.new_events, ev.orchestrator_completed(episode.now)], commit)
+        elif result is not None:
+            self._commit_result(instance, episode.new_events, result, commit)
 
     @staticmethod
     def _without_duplicates(instance: Instance, delivered: list[InboxMessage]) -> list[InboxMessage]:
@@ -172,8 +262,9 @@ class EpisodeProcessor:
             kept.append(message)
         return kept
 
-    def _run_orchestrator(self, instance: Instance, new_events: list[Event], now: datetime) -> ReplayResult:
+    async def _run_orchestrator(self, instance: Instance, episode: _Episode) -> ReplayResult:
         row = instance.row
+        new_events, now = episode.new_events, episode.now
         history = (instance.history or []) + new_events
         function = self.rt.index.orchestrator(row.name)
         ctx = ReplayContext(
@@ -194,9 +285,27 @@ class EpisodeProcessor:
             instance_id=row.instance_id,
             is_replaying=bool(started.get("IsPlayed")),
             parent_instance_id=(row.parent or {}).get("instance_id"),
+            storage_provider=self.rt.options.storage_provider,
         )
-        output: OrchestratorOutput = invoke_orchestrator(function, trigger)
-        return replay_episode(ctx, history, output)
+        # Taken out while the episode runs: an episode that does not commit leaves no replay ahead of the history.
+        state, instance.replay_state = instance.replay_state, None
+        output = await self._invoke(function, trigger)
+        result, episode.replay_state = replay_continuing(state, ctx, history, output)
+        return result
+
+    async def _invoke(self, function: FunctionInfo, trigger: str) -> OrchestratorOutput:
+        """The user's orchestrator code, off the loop: a hang is cut at `functionTimeout`, a dead worker process is
+        reported; both abort the episode (the extension's SessionAbortedException), never the host."""
+        rt = self.rt
+        run_orchestrator = getattr(rt.functions, "run_orchestrator", None)  # an executor may not run orchestrators
+        call = run_orchestrator(function, trigger) if run_orchestrator is not None \
+            else rt.loop.run_in_executor(rt.executor, invoke_orchestrator, function, trigger)
+        try:
+            return await bounded(call, rt.options.function_timeout, function.name, rt.functions)
+        except FunctionTimeoutError as exc:
+            raise EpisodeAbortedError(str(exc)) from exc
+        except WorkerLostError as exc:
+            raise EpisodeAbortedError(f"the worker process running '{function.name}' exited: {exc}") from exc
 
     def _function_exists(self, kind: FunctionKind, name: str) -> bool:
         return self._finders[kind](name) is not None

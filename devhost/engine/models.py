@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -145,7 +145,9 @@ class FaultPlan(BaseModel):
 class EngineOptions(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    # host.json extensions.durableTask.maxConcurrent{Activity,Orchestrator,Entity}Functions (devhost applies them)
     max_concurrent_activities: int = 32
+    max_concurrent_orchestrators: int = 32
     max_concurrent_entities: int = 16
     entity_batch_size: int = 5000
     task_hub: str = "TestHubName"
@@ -154,6 +156,15 @@ class EngineOptions(BaseModel):
     faults: FaultPlan = Field(default_factory=FaultPlan)
     # Back-off for entity batches that failed with an internal error (redelivered until they succeed).
     entity_retry_seconds: float = 1.0
-    # host.json `functionTimeout` for entity batches (wall-clock seconds; None = unlimited, like a local host).
-    # On expiry every operation of the batch fails with the host's timeout text and the state is left unchanged.
+    # host.json `functionTimeout` (wall-clock seconds; None = unlimited). An activity past it fails with the host's
+    # timeout text (the orchestrator sees a failed task); every operation of an entity batch fails and the state is
+    # left unchanged; an orchestrator episode is aborted and its messages redelivered after `episode_retry_seconds`
+    # (the extension's SessionAbortedException: the instance stays Running and retries, as on Azure).
     function_timeout_seconds: float | None = None
+    episode_retry_seconds: float = 1.0
+    # host.json extensions.durableTask.storageProvider.type: decides the long-timer fields of the trigger payload.
+    storage_provider: str = "AzureStorage"
+
+    @property
+    def function_timeout(self) -> timedelta | None:
+        return None if self.function_timeout_seconds is None else timedelta(seconds=self.function_timeout_seconds)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from devhost.app_loader import FunctionIndex
+from devhost.app_loader import FunctionIndex, FunctionInfo
 from devhost.engine.activities import ActivityRunner
 from devhost.engine.clock import Clock, VirtualClock
 from devhost.engine.entities import EntityProcessor
@@ -68,10 +68,16 @@ class EngineRuntime(Management):
         self.closed = False
         self.random = random.Random(options.faults.seed)
         self._crash_hits: dict[str, int] = {}
-        threads = options.worker_threads or options.max_concurrent_activities + options.max_concurrent_entities
-        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-worker")
+        if isinstance(functions, InProcessExecutor):
+            # One Python worker: its one sync thread pool runs activities, entity batches and orchestrators alike.
+            self.executor: Executor = functions.executor
+        else:
+            threads = options.worker_threads or options.max_concurrent_activities + options.max_concurrent_entities
+            self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="devhost-worker")
         # Activities run wherever the host says (worker processes); by default on this loop and `executor`.
         self.functions: FunctionExecutor = functions or InProcessExecutor(index.app_dir, executor=self.executor)
+        # The `durableClient` binding JSON for activities that take one (set by the host once it listens).
+        self.client_binding: Callable[[], str] | None = None
         self.episodes = EpisodeProcessor(self)
         self.activities = ActivityRunner(self)
         self.entity_processor = EntityProcessor(self)
@@ -117,7 +123,8 @@ class EngineRuntime(Management):
     def _shutdown(self) -> None:
         if self._unsubscribe_clock:
             self._unsubscribe_clock()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        if isinstance(self.executor, ThreadPoolExecutor):
+            self.executor.shutdown(wait=False, cancel_futures=True)
         self.store.close()
         self._idle.set()
         for waiters in self._status_waiters.values():
@@ -174,6 +181,11 @@ class EngineRuntime(Management):
         self._wake()
 
     # ----- commits -----
+
+    def client_binding_for(self, function: FunctionInfo) -> str | None:
+        if function.durable_client_param is None or self.client_binding is None:
+            return None
+        return self.client_binding()
 
     @contextmanager
     def commit(self, step: str | None = None) -> Iterator[Commit]:
@@ -274,7 +286,7 @@ class EngineRuntime(Management):
             if instance_id.startswith("@"):
                 self.entity_processor.start(instance_id)
             else:
-                self.episodes.run(instance_id)  # synchronous: episodes of one instance can never overlap
+                self.episodes.start(instance_id)  # `running` until done: episodes of one instance never overlap
         return dispatched
 
     def _held_for_batching(self, instance_id: str) -> bool:

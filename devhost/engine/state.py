@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.store import InboxMessage, InstanceRow
 from devhost.protocol.events import Event, EventType
+from devhost.protocol.replay import ReplayState
 
 _RESULT_EVENTS = {EventType.TaskCompleted, EventType.TaskFailed, EventType.SubOrchestrationInstanceCompleted,
                   EventType.SubOrchestrationInstanceFailed}
@@ -22,6 +23,9 @@ class Instance:
     history_texts: list[str] | None = None
     # Sequence ids already completed in this execution's history (duplicate deliveries are dropped against it).
     completed_ids: set[int] = field(default_factory=set)
+    # The replay of the history so far, continued by the next episode (memory only: after a restart the first
+    # episode replays from scratch). Valid only for `history` as it is: whatever replaces it drops this.
+    replay_state: ReplayState | None = None
 
     @property
     def status(self) -> RuntimeStatus:
@@ -30,6 +34,7 @@ class Instance:
     def forget_history(self) -> None:
         """Drop the cached history of a finished instance (reloaded from the store if a status query asks)."""
         self.history = self.history_texts = None
+        self.replay_state = None
 
     def loaded_history(self) -> tuple[list[Event], list[str]]:
         """The cached history (events, texts): an episode loads it before it runs, so a missing one is an engine bug."""
@@ -40,6 +45,7 @@ class Instance:
     def set_history(self, texts: list[str]) -> None:
         self.history_texts = texts
         self.history = [json.loads(t) for t in texts]
+        self.replay_state = None
         self.completed_ids = {i for i in map(completion_id, self.history) if i is not None}
 
 

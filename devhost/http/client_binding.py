@@ -72,10 +72,14 @@ def management_urls(
     task_hub: str,
     connection: str | None = None,
     return_internal_server_error_on_failure: bool = False,
+    code: str | None = None,
 ) -> ManagementUrls:
-    """HttpApiHandler.GetClientResponseLinks for `origin` (scheme://host:port of the request or of the host)."""
+    """HttpApiHandler.GetClientResponseLinks for `origin` (scheme://host:port of the request or of the host);
+    `code`: the webhooks' key, when devhost checks keys (as every link on Azure carries the system key)."""
     prefix = f"{webhook_base_url(origin)}/instances/{quote(instance_id, safe='')}"
     suffix = f"taskHub={quote(task_hub, safe='')}&connection={quote(connection or DEFAULT_CONNECTION_NAME, safe='')}"
+    if code:
+        suffix += f"&code={quote(code, safe='')}"
     status_uri = f"{prefix}?{suffix}"
     if return_internal_server_error_on_failure:
         status_uri += "&returnInternalServerErrorOnFailure=true"
@@ -93,24 +97,27 @@ def management_urls(
 
 
 def build_client_binding(
-    origin: str, *, task_hub: str, connection: str | None = None, rpc_origin: str | None = None
+    origin: str, *, task_hub: str, connection: str | None = None, rpc_origin: str | None = None,
+    code: str | None = None,
 ) -> ClientBinding:
     """The binding for one invocation. The SDK replaces the literal INSTANCEID in the management links."""
     base = webhook_base_url(origin)
     instance_prefix = f"{base}/orchestrators/{{functionName}}[/{{instanceId}}]"
-    # The real links end with "?" + the system key query; locally there is no key, so nothing follows the "?".
+    # The real links end with "?" + the system key query; with no keys checked nothing follows the "?".
+    key_query = f"code={quote(code, safe='')}" if code else ""
     return ClientBinding(
         taskHubName=task_hub,
         connectionName=connection,
         creationUrls=CreationUrls(
-            createNewInstancePostUri=f"{instance_prefix}?",
+            createNewInstancePostUri=f"{instance_prefix}?{key_query}",
             createAndWaitOnNewInstancePostUri=(
-                f"{instance_prefix}?timeout={{timeoutInSeconds}}&pollingInterval={{intervalInSeconds}}&"
+                f"{instance_prefix}?timeout={{timeoutInSeconds}}&pollingInterval={{intervalInSeconds}}&{key_query}"
             ),
         ),
-        managementUrls=management_urls(origin, INSTANCE_ID_PLACEHOLDER, task_hub=task_hub, connection=connection),
+        managementUrls=management_urls(origin, INSTANCE_ID_PLACEHOLDER, task_hub=task_hub, connection=connection,
+                                       code=code),
         baseUrl=base,
-        requiredQueryStringParameters="",
+        requiredQueryStringParameters=key_query,
         rpcBaseUrl=(rpc_origin or origin).rstrip("/") + RPC_PATH,
         httpBaseUrl=None,
     )

@@ -80,8 +80,8 @@ class HttpResponseData(BaseModel):
             datum = HttpResponseConverter.encode(result, expected_type=None)
         except NotImplementedError as exc:
             raise ResultEncodingError(
-                f"unable to encode outgoing TypedData: unsupported type for Python type {type(result).__name__!r}"
-            ) from exc
+                "unable to encode outgoing TypedData: unsupported type \"http\" for Python type "
+                f'"{type(result).__name__}"') from exc
         if datum.type == "string":
             return cls(status=200, headers=[("Content-Type", "text/plain; charset=utf-8")],
                        body=str(datum.value).encode("utf-8"))

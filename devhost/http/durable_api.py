@@ -53,9 +53,10 @@ def _is_json_media_type(request: web.Request) -> bool:
 class DurableHttpApi:
     """Maps the extension's HTTP API onto `DurableEngine`; one instance serves both base paths."""
 
-    def __init__(self, engine: DurableEngine, *, hub_name: str) -> None:
+    def __init__(self, engine: DurableEngine, *, hub_name: str, webhook_code: str | None = None) -> None:
         self.engine = engine
         self.hub_name = hub_name
+        self.webhook_code = webhook_code  # put into the links when devhost checks keys
         self.entities = EntityHandlers(engine)
         self._instance_ops: dict[str, Callable[[web.Request, QueryArgs, str], Awaitable[web.Response]]] = {
             "terminate": self._terminate,
@@ -138,7 +139,7 @@ class DurableHttpApi:
         origin = "{0.scheme}://{0.netloc}".format(urlsplit(str(request.url)))
         task_hub = (args.get("taskHub") or "").strip() or self.hub_name
         connection = (args.get("connection") or "").strip() or None
-        return management_urls(origin, instance_id, task_hub=task_hub, connection=connection)
+        return management_urls(origin, instance_id, task_hub=task_hub, connection=connection, code=self.webhook_code)
 
     # ----- start / wait -----
 

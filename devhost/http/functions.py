@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from devhost.execution import FunctionExecutor, FunctionFailedError, InProcessExecutor
+from devhost.function_timeout import FunctionTimeoutError, bounded
 
 from .client_binding import build_client_binding
 from .conversion import HttpRequestData
+from .keys import DEFAULT_AUTH_LEVEL, FunctionKeys, presented_key
 from .routes import RouteTable
 from .streaming import streaming_failure
 from .trigger import HttpTriggerSpec
@@ -31,7 +34,14 @@ class HttpFunctions:
         functions: FunctionExecutor,
         rpc_origin: Callable[[], str],
         live: InProcessExecutor | None = None,
+        function_timeout: timedelta | None = None,
+        keys: FunctionKeys | None = None,
+        auth_levels: Mapping[str, str] | None = None,
     ) -> None:
+        self.function_timeout = function_timeout
+        # Function keys are checked only when devhost was given some (`func start` checks none).
+        self.keys = keys
+        self.auth_levels = dict(auth_levels or {})
         self.route_prefix = route_prefix.strip("/")
         self.hub_name = hub_name
         self.functions = functions
@@ -64,6 +74,9 @@ class HttpFunctions:
         if resolved is None:
             return web.Response(status=404)
         spec, route_values = resolved
+        level = self.auth_levels.get(spec.function_name, DEFAULT_AUTH_LEVEL)
+        if self.keys is not None and not self.keys.allows(level, spec.function_name, presented_key(request)):
+            return web.Response(status=401)  # the host's UnauthorizedResult: no body
         body = await request.read()
         http_request = HttpRequestData.from_web_request(request, body, route_values)
         binding_json = None
@@ -74,15 +87,24 @@ class HttpFunctions:
                 task_hub=spec.durable_client.task_hub or self.hub_name,
                 connection=spec.durable_client.connection,
                 rpc_origin=self._rpc_origin(),
+                code=self.keys.durable_webhook_key if self.keys is not None else None,
             ).to_json()
         live = self.live if spec.http_v2 and (spec.streams or self.live is self.functions) else None
         try:
             if live is not None:
-                streamed = await live.serve_http_v2(spec, http_request, binding_json, request)
+                streamed = await bounded(live.serve_http_v2(spec, http_request, binding_json, request),
+                                         self.function_timeout, spec.function_name)
                 log.info("Executed 'Functions.%s' (Succeeded, %s %s, streamed)", spec.function_name, request.method,
                          streamed.status)
                 return streamed
-            result = await self.functions.run_http(spec, http_request, binding_json)
+            result = await bounded(self.functions.run_http(spec, http_request, binding_json), self.function_timeout,
+                                   spec.function_name, self.functions)
+        except FunctionTimeoutError as exc:
+            # The host fails the invocation (its exception middleware answers 500) and restarts the worker.
+            log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc)
+            if live is not None and request.transport is not None:
+                request.transport.close()  # a stream may have started: cut it, as the host's restart does
+            return web.Response(status=500)
         except FunctionFailedError as exc:
             # User code failed: like the Functions host, answer 500 with no body and keep serving (HTTP v2: the
             # worker's FastAPI route raised, so FastAPI's plain 500).

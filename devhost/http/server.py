@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
 
 from .admin import ADMIN_PREFIX, AdminHandler
 from .client_binding import RPC_PATH, WEBHOOK_PATH
 from .functions import HttpFunctions
+from .keys import presented_key
 
 log = logging.getLogger("devhost.http")
 
@@ -18,6 +22,38 @@ LOOPBACK = "127.0.0.1"
 MAX_REQUEST_BODY = 100 * 1024 * 1024
 # How long stop() lets in-flight requests (e.g. a function long-polling an entity) finish before cutting them off.
 SHUTDOWN_GRACE_SECONDS = 5.0
+
+
+UNREADABLE_REQUEST_TEXT = "Bad Request: the request line or a header is too long or malformed."
+
+
+class _QuietRequestHandler(RequestHandler):
+    """aiohttp answers a request line or header it cannot read (too long, malformed) with a 400 quoting the start of
+    the offending value, and logs it with that text: for `Authorization` that is the start of a credential. Here the
+    400 says what was wrong, never what was sent (the Functions host does not echo such requests either)."""
+
+    def handle_error(
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if status != 400 or not isinstance(exc, HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        log.info("refused an unreadable request from %s (%s)", request.remote, type(exc).__name__)
+        response = web.Response(status=400, text=UNREADABLE_REQUEST_TEXT)
+        response.force_close()
+        return response
+
+
+class _QuietServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _QuietRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class _QuietAppRunner(web.AppRunner):
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _QuietServer  # the same server, making the request handlers above
+        return server
 
 
 class DurableRequestHandler(Protocol):
@@ -45,8 +81,11 @@ class HttpHost:
         *,
         admin: AdminHandler | None = None,
         port: int = 0,
+        status: Mapping[str, Any] | None = None,
     ) -> None:
         self.functions = functions
+        self.keys = functions.keys  # when devhost checks keys, the Durable webhooks need the extension's
+        self.status = {"state": "Running", **(status or {})}
         self.durable = durable
         self.admin = admin
         self.requested_port = port
@@ -65,7 +104,7 @@ class HttpHost:
         return app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(
+        self._runner = _QuietAppRunner(
             self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS
         )
         await self._runner.setup()
@@ -83,7 +122,7 @@ class HttpHost:
         if raw_path.rstrip("/").lower() == "/admin/host/status":
             if request.method != "GET":
                 return web.Response(status=405)
-            return web.json_response({"state": "Running"})
+            return web.json_response(self.status)
         if self.admin is not None and raw_path.lower().startswith(ADMIN_PREFIX):
             return await self.admin.handle(request, raw_path[len(ADMIN_PREFIX) :].strip("/").lower())
         for base in (RPC_PATH, WEBHOOK_PATH):
@@ -91,6 +130,9 @@ class HttpHost:
             if relative is not None:
                 if self.durable is None:
                     return web.Response(status=404)
+                if base == WEBHOOK_PATH and self.keys is not None and \
+                        not self.keys.allows_durable_webhook(presented_key(request)):
+                    return web.Response(status=401)
                 return await self.durable.handle(request, relative)
         relative = self.functions.strip_prefix(raw_path)
         if relative is None:

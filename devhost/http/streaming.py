@@ -76,10 +76,12 @@ def extension_module() -> str | None:
     return str(base.ModuleTrackerMeta.get_module())
 
 
-def app_uses_extension(app_module: Any | None, functions: list[Callable[..., Any]]) -> bool:
-    """HTTP v2 mode for one app: the extension is registered, the setting allows it, and this app refers to it."""
+def app_uses_extension(app_module: Any | None, functions: list[Callable[..., Any]], *,
+                        honour_setting: bool = True) -> bool:
+    """HTTP v2 mode for one app: the extension is registered, the setting allows it (unless `honour_setting` is
+    False: the worker's annotation checks ignore it), and this app refers to it."""
     registered = extension_module()
-    if registered is None or _setting_false(INIT_INDEXING_SETTING):
+    if registered is None or (honour_setting and _setting_false(INIT_INDEXING_SETTING)):
         return False
     package = registered.rsplit(".", 1)[0]
     exported = {id(v) for v in vars(sys.modules.get(package, object())).values() if inspect.isclass(v)}

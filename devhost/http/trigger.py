@@ -42,6 +42,8 @@ class HttpTriggerSpec:
     user_function: Callable[..., Any]
     durable_client: DurableClientInput | None = None
     http_outputs: tuple[str, ...] = ()
+    # The function has a `$return` http binding: the worker encodes the returned value even when a named output is set
+    returns: bool = True
     # HTTP v2 mode (devhost.http.streaming): the function gets a fastapi.Request; `streams`: it returns a stream
     http_v2: bool = False
     streams: bool = False
@@ -72,6 +74,7 @@ class HttpTriggerSpec:
             ),
             http_v2=http_v2,
             streams=info.streams,
+            returns=any(b.get("name") == "$return" for b in info.bindings),
         )
 
 
@@ -183,5 +186,9 @@ async def invoke_http_function(
         result = await loop.run_in_executor(executor, partial(spec.user_function, **kwargs))
     for out in outputs.values():
         if out.get() is not None:
+            if spec.returns and not spec.http_v2:
+                from .conversion import HttpResponseData
+
+                HttpResponseData.from_result(result)  # raises for None / a dict, as the worker's encoding does
             return out.get()
     return result

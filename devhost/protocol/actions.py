@@ -145,7 +145,11 @@ class OrchestratorOutput:
     @classmethod
     def from_exception(cls, exc: BaseException) -> OrchestratorOutput:
         """The uncaught-exception path: split the message on `$OutOfProcData$:` as OutOfProcExceptionHelpers does."""
-        message = str(exc)
+        return cls.from_failure_text(str(exc), f"{type(exc).__name__}: {exc}")
+
+    @classmethod
+    def from_failure_text(cls, message: str, raw_error: str | None = None) -> OrchestratorOutput:
+        """The same from a failure's text (the worker's `"{Type}: {message}"`); `raw_error` when no state is in it."""
         head, sep, state_text = message.partition(OUT_OF_PROC_LABEL)
         if sep:
             try:
@@ -156,4 +160,4 @@ class OrchestratorOutput:
                 if parsed.error is None:
                     parsed.error = head
                 return parsed
-        return cls(error=f"{type(exc).__name__}: {message}", raw_failure=True)
+        return cls(error=raw_error if raw_error is not None else message, raw_failure=True)

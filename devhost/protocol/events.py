@@ -63,6 +63,16 @@ MESSAGE_TYPES = frozenset(
 )
 
 
+# One encoder for every event text (what `json.dumps(event, ensure_ascii=False)` writes, without building an encoder
+# per call: the engine serialises a few events per episode and message).
+_EVENT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def event_text(event: Event) -> str:
+    """The event's JSON text, as the extension sends it and the store keeps it."""
+    return _EVENT_ENCODER.encode(event)
+
+
 def _base(event_type: EventType, timestamp: datetime, event_id: int = -1, played: bool = False) -> Event:
     return {"EventId": event_id, "IsPlayed": played, "Timestamp": dotnet_iso(timestamp), "EventType": int(event_type)}
 

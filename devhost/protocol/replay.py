@@ -201,17 +201,41 @@ class _Replayer:
         self.fatal: str | None = None
         self.continue_as_new_input: str | None = None
         self.continued = False
+        self._flat = _flat_actions(output)
+
+    def can_continue(self, ctx: ReplayContext, output: OrchestratorOutput) -> bool:
+        """True if replaying `output` from scratch would reach this replayer's state at the events it has seen: same
+        execution, program still waiting, and the earlier output's actions a prefix of the new one's."""
+        old = self.output
+        if self.fatal or self.program_done or self.continued or old.is_done or old.error is not None:
+            return False
+        if ctx.instance_id != self.ctx.instance_id or ctx.execution_id != self.ctx.execution_id:
+            return False
+        if output.is_v1 != old.is_v1 or output.raw_failure:
+            return False
+        if old.is_v1:
+            return output.action_groups[:len(old.action_groups)] == old.action_groups
+        flat = _flat_actions(output)
+        return flat[:len(self._flat)] == self._flat
+
+    def continue_with(self, ctx: ReplayContext, output: OrchestratorOutput) -> None:
+        self.ctx = ctx
+        self.output = output
+        self._flat = _flat_actions(output)
 
     # ----- the program (ProcessAsyncActionsV2 / V1) -----
 
     def _program(self) -> Coroutine:
+        # Indexes, not iterators: a replayer continued into the next episode reads the new output's longer list.
+        position = 0
         if self.output.is_v1:
-            for group in self.output.action_groups:
-                yield _when_any([self._invoke(a) for a in group])
+            while position < len(self.output.action_groups):
+                position += 1
+                yield _when_any([self._invoke(a) for a in self.output.action_groups[position - 1]])
         else:
-            for group in self.output.action_groups:
-                for action in group:
-                    yield self._invoke(action)
+            while position < len(self._flat):
+                position += 1
+                yield self._invoke(self._flat[position - 1])
         return True, None
 
     def _start_program(self) -> None:
@@ -457,6 +481,59 @@ class _Replayer:
         if self.output.error is not None and (self.program_done or self.output.raw_failure):
             return prefix + self.output.error
         return None
+
+
+def _flat_actions(output: OrchestratorOutput) -> list[Action]:
+    return [action for group in output.action_groups for action in group]
+
+
+@dataclass
+class ReplayState:
+    """A replayer that has applied the first `consumed` events of an execution's history, kept for the next episode
+    so that it replays only the events after them (the SDK's action list only grows while an orchestration is
+    deterministic; any other output is replayed from scratch)."""
+
+    replayer: _Replayer
+    consumed: int
+
+
+# Tests set this: every continued replay is checked against a replay from scratch (same decisions and completion).
+VERIFY_CONTINUED_REPLAY = False
+
+
+def replay_continuing(state: ReplayState | None, ctx: ReplayContext, history: list[Event],
+                      output: OrchestratorOutput) -> tuple[ReplayResult, ReplayState | None]:
+    """`replay_episode`, continuing `state` (from the previous episode of this execution, whose history `history`
+    extends) when it can. Returns the result and the state to keep for the next episode (None: start over)."""
+    if state is not None and state.consumed <= len(history) and state.replayer.can_continue(ctx, output):
+        replayer, events = state.replayer, history[state.consumed:]
+        replayer.continue_with(ctx, output)
+        continued = True
+    else:
+        replayer, events, continued = _Replayer(ctx, output), history, False
+    try:
+        replayer.replay(events)
+    except NonDeterminismError as exc:
+        result = ReplayResult(completion=Completion("Failed", str(exc), replayer.next_id))
+        return _verified(result, continued, ctx, history, output), None
+    result = _verified(replayer.outcome(), continued, ctx, history, output)
+    keep = result.completion is None and not replayer.fatal
+    return result, ReplayState(replayer, len(history)) if keep else None
+
+
+def _verified(result: ReplayResult, continued: bool, ctx: ReplayContext, history: list[Event],
+              output: OrchestratorOutput) -> ReplayResult:
+    if continued and VERIFY_CONTINUED_REPLAY:
+        full = replay_episode(ctx, history, output)
+        if _result_key(full) != _result_key(result):
+            raise RuntimeError(f"continued replay differs from a full replay: {result!r} != {full!r}")
+    return result
+
+
+def _result_key(result: ReplayResult) -> tuple[Any, ...]:
+    actions = [(a.kind, a.event_id, a.name, a.input, a.fire_at, a.target_instance_id, a.version, a.event)
+               for a in result.new_actions]
+    return actions, result.completion, result.custom_status_json, result.open_task_ids
 
 
 def replay_episode(ctx: ReplayContext, history: list[Event], output: OrchestratorOutput) -> ReplayResult:

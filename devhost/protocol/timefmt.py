@@ -12,8 +12,11 @@ def to_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+@functools.lru_cache(maxsize=64)
 def dotnet_iso(moment: datetime) -> str:
-    """DateTime as Newtonsoft writes it: ISO round-trip, fraction trimmed of trailing zeros, 'Z' (`...:05.12Z`)."""
+    """DateTime as Newtonsoft writes it: ISO round-trip, fraction trimmed of trailing zeros, 'Z' (`...:05.12Z`).
+
+    Cached: an episode stamps several events with the same instant."""
     moment = to_utc(moment)
     text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     if moment.microsecond:

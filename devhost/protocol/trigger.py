@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import json
 
-# Schema fields the extension sends with Azure Storage (durable-protocol.md §1.1).
-_SCHEMA_TAIL = (
-    '"upperSchemaVersion":1,"upperSchemaVersionNew":2,'
-    '"longRunningTimerIntervalDuration":"3.00:00:00","maximumShortTimerDuration":"6.00:00:00",'
-    '"defaultHttpAsyncRequestSleepTimeMillseconds":30000'
-)
+# The schema fields the extension sends (durable-protocol.md §1.1). The long-timer pair is the durability provider's
+# `LongRunningTimerIntervalLength` / `MaximumDelayTime`: Azure Storage sets 3 and 6 days; the base provider (which the
+# Durable Task Scheduler `azureManaged` and MSSQL providers keep) leaves TimeSpan.Zero, serialised "00:00:00", which
+# the SDK parses to a zero timedelta and so never chunks a long timer.
+_LONG_TIMER_FIELDS = {
+    "azurestorage": ("3.00:00:00", "6.00:00:00"),
+}
+_NO_LONG_TIMERS = ("00:00:00", "00:00:00")
+
+
+def _schema_tail(storage_provider: str) -> str:
+    interval, maximum = _LONG_TIMER_FIELDS.get(storage_provider.lower(), _NO_LONG_TIMERS)
+    return (
+        '"upperSchemaVersion":1,"upperSchemaVersionNew":2,'
+        f'"longRunningTimerIntervalDuration":"{interval}","maximumShortTimerDuration":"{maximum}",'
+        '"defaultHttpAsyncRequestSleepTimeMillseconds":30000'
+    )
 
 
 def input_token_json(input_json: str | None) -> str:
@@ -34,6 +45,7 @@ def orchestration_trigger_json(
     instance_id: str,
     is_replaying: bool,
     parent_instance_id: str | None,
+    storage_provider: str = "AzureStorage",
 ) -> str:
     return (
         '{"history":[' + ",".join(history_texts) + "],"
@@ -41,6 +53,6 @@ def orchestration_trigger_json(
         f'"instanceId":{json.dumps(instance_id)},'
         f'"isReplaying":{"true" if is_replaying else "false"},'
         f'"parentInstanceId":{json.dumps(parent_instance_id)},'
-        + _SCHEMA_TAIL
+        + _schema_tail(storage_provider)
         + "}"
     )

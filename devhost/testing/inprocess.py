@@ -33,6 +33,12 @@ class _EnvPatch:
         os.environ.update(self._saved)
 
 
+def _installed(path: Path) -> bool:
+    """A module installed into an environment (`.venv/lib/.../site-packages`), not the app's own code. Forgetting one
+    would import it a second time: two copies of e.g. httpcore, whose exceptions then match neither's classes."""
+    return "site-packages" in path.parts or "dist-packages" in path.parts
+
+
 class _AppModules:
     """Modules of the app directory first imported by this host; forgotten at stop so that the next host imports
     them again and sees its own environment (settings read at import time do not leak between tests)."""
@@ -47,6 +53,8 @@ class _AppModules:
             if not module_file:
                 continue
             path = Path(module_file).resolve()
+            if _installed(path):
+                continue  # a library, even one in a virtual environment inside the app dir: imported once per process
             if path.is_relative_to(self._app_dir) and not path.is_relative_to(DEVHOST_DIR):
                 sys.modules.pop(name, None)
                 self._detach_from_parent(name)
@@ -100,7 +108,8 @@ class InProcessHost:
     whole environment (including `local.settings.json` values the loader adds) is restored by `stop()`, which also
     forgets the app-directory modules this host imported (the next host re-imports them under its own environment;
     `fresh_imports=False` keeps them). `workers`: run activity and HTTP functions in that many worker processes
-    (see `DevHost.start`; None reads FUNCTIONS_WORKER_PROCESS_COUNT, default 0 = in this process).
+    (see `DevHost.start`; None reads FUNCTIONS_WORKER_PROCESS_COUNT, default 0 = in this process). `function_keys`: a
+    keys file: HTTP triggers then need their authLevel's key (devhost.http.keys).
     """
 
     def __init__(
@@ -114,8 +123,11 @@ class InProcessHost:
         port: int = 0,
         fresh_imports: bool = True,
         workers: int | None = None,
+        worker: str | None = None,
+        function_keys: str | os.PathLike[str] | None = None,
     ) -> None:
         self.app_dir = Path(app_dir)
+        self.function_keys = function_keys
         self.clock_mode = clock
         self.state_path = str(state_path)
         self.env = dict(env or {})
@@ -123,6 +135,7 @@ class InProcessHost:
         self.port = port
         self.fresh_imports = fresh_imports
         self.workers = workers
+        self.worker = worker  # "runtime" / "inprocess" / "auto"; None reads DEVHOST_WORKER (see DevHost.start)
         self._loop_thread: _LoopThread | None = None
         self._host: DevHost | None = None
         self._env: _EnvPatch | None = None
@@ -142,9 +155,10 @@ class InProcessHost:
             self._host = self._loop_thread.call(
                 DevHost.start(
                     self.app_dir, port=self.port, state_path=self.state_path, clock=self._make_clock(),
-                    options=self.options, workers=self.workers,
+                    options=self.options, workers=self.workers, worker=self.worker,
+                    function_keys=str(self.function_keys) if self.function_keys is not None else None,
                 ),
-                timeout=60,
+                timeout=180,  # the real worker's processes import the app before it serves
             )
         except BaseException:
             self._loop_thread.close()

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from devhost.http.conversion import HttpRequestData, HttpResponseData
 from devhost.invoke import ActivityOutcome
+from devhost.protocol.actions import OrchestratorOutput
+from devhost.protocol.entity_messages import BatchResult
 
 _HEADER_BYTES = 4
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # far above any payload Durable or HTTP allow; a guard against a corrupt stream
@@ -34,6 +36,7 @@ class ActivityCall(_Frame):
     id: int
     function: str
     input: str | None
+    client_binding: str | None = None  # the `durableClient` binding's JSON, for an activity that takes one
 
 
 class HttpCall(_Frame):
@@ -42,6 +45,40 @@ class HttpCall(_Frame):
     function: str
     request: HttpRequestData
     client_binding: str | None
+
+
+class OrchestratorCall(_Frame):
+    """One orchestrator episode: the trigger JSON the extension would send."""
+
+    type: Literal["orchestrator"] = "orchestrator"
+    id: int
+    function: str
+    trigger: str
+
+
+class OrchestratorDone(_Frame):
+    type: Literal["orchestrator_done"] = "orchestrator_done"
+    id: int
+    output: OrchestratorOutput
+
+
+class EntityCall(_Frame):
+    """One entity batch: the trigger JSON and how many operations it holds."""
+
+    type: Literal["entity"] = "entity"
+    id: int
+    function: str
+    batch: str
+    size: int
+
+
+class EntityDone(_Frame):
+    """`result`, or `internal_error` where the extension aborts the batch (and redelivers it)."""
+
+    type: Literal["entity_done"] = "entity_done"
+    id: int
+    result: BatchResult | None = None
+    internal_error: str | None = None
 
 
 class ActivityDone(_Frame):
@@ -59,7 +96,8 @@ class HttpDone(_Frame):
     error: str | None = None
 
 
-Frame = Annotated[Hello | ActivityCall | HttpCall | ActivityDone | HttpDone, Field(discriminator="type")]
+Frame = Annotated[Hello | ActivityCall | HttpCall | OrchestratorCall | EntityCall | ActivityDone | HttpDone
+                  | OrchestratorDone | EntityDone, Field(discriminator="type")]
 _FRAME = TypeAdapter(Frame)
 
 

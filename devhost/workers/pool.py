@@ -1,5 +1,8 @@
 """The host side of worker processes: start them, send them activity and HTTP calls, replace any that die.
 
+Orchestrator episodes and entity batches go to the workers too (as on Azure, where the worker runs every function): a
+worker that hangs or dies in user code costs a worker restart and a retried episode or batch, never the host.
+
 The Azure analogue is `FUNCTIONS_WORKER_PROCESS_COUNT`: the Functions host spreads invocations over several Python
 worker processes so that one app uses more than one core. Each call goes to the worker with the fewest calls in
 flight. A worker that exits mid-call fails that call the way the Functions host does (an activity fails with the
@@ -23,8 +26,24 @@ from devhost.execution import FunctionFailedError
 from devhost.http.conversion import HttpRequestData, HttpResponseData
 from devhost.http.trigger import HttpTriggerSpec
 from devhost.invoke import ActivityOutcome, activity_failure
+from devhost.protocol.actions import OrchestratorOutput
+from devhost.protocol.entity_messages import BatchResult, EntityInternalError
 
-from .messages import ActivityCall, ActivityDone, Frame, FrameError, Hello, HttpCall, HttpDone, encode_frame, read_frame
+from .messages import (
+    ActivityCall,
+    ActivityDone,
+    EntityCall,
+    EntityDone,
+    Frame,
+    FrameError,
+    Hello,
+    HttpCall,
+    HttpDone,
+    OrchestratorCall,
+    OrchestratorDone,
+    encode_frame,
+    read_frame,
+)
 from .worker import TOKEN_VARIABLE
 
 log = logging.getLogger("devhost.workers")
@@ -32,7 +51,8 @@ log = logging.getLogger("devhost.workers")
 # The directory that holds the `devhost` package: workers import it whatever the app directory is.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 STOP_GRACE_SECONDS = 5.0
-AnswerT = TypeVar("AnswerT", ActivityDone, HttpDone)
+AnswerT = TypeVar("AnswerT", ActivityDone, HttpDone, OrchestratorDone, EntityDone)
+Call = ActivityCall | HttpCall | OrchestratorCall | EntityCall
 
 
 class WorkerStartError(RuntimeError):
@@ -49,6 +69,7 @@ class _Worker:
     def __init__(self, process: asyncio.subprocess.Process, token: str) -> None:
         self.process = process
         self.token = token  # this worker's own secret: its Hello names it
+        self.killed = False
         self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.pending: dict[int, asyncio.Future[Frame]] = {}
         self._writer: asyncio.StreamWriter | None = None
@@ -56,14 +77,15 @@ class _Worker:
 
     @property
     def alive(self) -> bool:
-        return self.connected.done() and not self.connected.exception() and self.process.returncode is None
+        return (self.connected.done() and not self.connected.exception() and self.process.returncode is None
+                and not self.killed)
 
     def attach(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read(reader), name=f"devhost-worker-{self.process.pid}")
         self.connected.set_result(None)
 
-    async def call(self, frame: ActivityCall | HttpCall, answer_type: type[AnswerT]) -> AnswerT:
+    async def call(self, frame: Call, answer_type: type[AnswerT]) -> AnswerT:
         """Send `frame` and wait for the worker's answer, which must be an `answer_type` (`FrameError` if not)."""
         if self._writer is None:
             raise WorkerLostError(f"the worker process {self.process.pid} has not connected")
@@ -72,6 +94,12 @@ class _Worker:
         try:
             self._writer.write(encode_frame(frame))
             done = await answer
+        except asyncio.CancelledError:
+            # The host gave up on the call (functionTimeout): like the Functions host, restart the worker running it.
+            if self.process.returncode is None:
+                self.killed = True  # no new calls for it while it dies
+                self.process.kill()
+            raise
         finally:
             self.pending.pop(frame.id, None)
         if not isinstance(done, answer_type):
@@ -143,14 +171,29 @@ class WorkerPool:
 
     # ----- FunctionExecutor -----
 
-    async def run_activity(self, function: FunctionInfo, input_text: str | None) -> ActivityOutcome:
+    async def run_activity(
+        self, function: FunctionInfo, input_text: str | None, client_binding_json: str | None = None
+    ) -> ActivityOutcome:
+        call = ActivityCall(id=next(self._ids), function=function.name, input=input_text,
+                            client_binding=client_binding_json)
         try:
-            done = await self._call(
-                ActivityCall(id=next(self._ids), function=function.name, input=input_text), ActivityDone
-            )
+            done = await self._call(call, ActivityDone)
         except WorkerLostError as exc:
             return activity_failure(function.name, exc)
         return done.outcome
+
+    async def run_orchestrator(self, function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:
+        """One episode in a worker process (raises `WorkerLostError` if the process dies: the episode is retried)."""
+        call = OrchestratorCall(id=next(self._ids), function=function.name, trigger=trigger_json)
+        return (await self._call(call, OrchestratorDone)).output
+
+    async def run_entity_batch(self, function: FunctionInfo, batch_json: str, batch_size: int) -> BatchResult:
+        """One entity batch in a worker process; EntityInternalError (or WorkerLostError): the batch is redelivered."""
+        call = EntityCall(id=next(self._ids), function=function.name, batch=batch_json, size=batch_size)
+        done = await self._call(call, EntityDone)
+        if done.result is None:
+            raise EntityInternalError(done.internal_error or "the entity batch failed")
+        return done.result
 
     async def run_http(
         self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None
@@ -174,14 +217,25 @@ class WorkerPool:
             watcher.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
 
+    async def wait_ready(self) -> None:
+        """Until a worker can take a call (a replacement may be starting): a call's functionTimeout starts after."""
+        while not any(w.alive for w in self._workers) and not self._closing and self._replacing:
+            self._changed.clear()
+            await self._changed.wait()
+
     # ----- internals -----
 
-    async def _call(self, frame: ActivityCall | HttpCall, answer_type: type[AnswerT]) -> AnswerT:
+    @property
+    def _replacing(self) -> bool:
+        """A worker is starting, or one was killed and its watcher will start a replacement."""
+        return self._starting > 0 or any(w.killed for w in self._workers)
+
+    async def _call(self, frame: Call, answer_type: type[AnswerT]) -> AnswerT:
         while True:
             live = [w for w in self._workers if w.alive]
             if live:
                 return await min(live, key=lambda w: len(w.pending)).call(frame, answer_type)
-            if self._closing or self._starting == 0:
+            if self._closing or not self._replacing:
                 raise WorkerLostError("no worker process is running")
             self._changed.clear()
             await self._changed.wait()  # a replacement worker is starting

@@ -1,4 +1,5 @@
-"""One worker process: loads the app, connects to its host and runs the activity and HTTP calls it receives.
+"""One worker process: loads the app, connects to its host and runs the activity, HTTP, orchestrator and entity
+calls it receives.
 
 `python -m devhost.workers --app-dir DIR --connect 127.0.0.1:PORT` with the host's token in `DEVHOST_WORKER_TOKEN`
 (never on the command line). The worker runs each call as a task on its own loop (sync functions on its thread
@@ -20,9 +21,23 @@ from devhost.app_loader import AppLoadError, FunctionIndex, load_app
 from devhost.execution import FunctionFailedError, InProcessExecutor
 from devhost.http.trigger import HttpTriggerSpec
 from devhost.invoke import ActivityOutcome, activity_failure, install_sdk_timestamp_cache
+from devhost.protocol.actions import OrchestratorOutput
 from devhost.protocol.replay import unknown_function_message
 
-from .messages import ActivityCall, ActivityDone, Frame, Hello, HttpCall, HttpDone, encode_frame, read_frame
+from .messages import (
+    ActivityCall,
+    ActivityDone,
+    EntityCall,
+    EntityDone,
+    Frame,
+    Hello,
+    HttpCall,
+    HttpDone,
+    OrchestratorCall,
+    OrchestratorDone,
+    encode_frame,
+    read_frame,
+)
 
 TOKEN_VARIABLE = "DEVHOST_WORKER_TOKEN"
 EXIT_LOAD_ERROR = 2
@@ -46,6 +61,10 @@ class Worker:
             task = asyncio.create_task(self._activity(frame))
         elif isinstance(frame, HttpCall):
             task = asyncio.create_task(self._http(frame))
+        elif isinstance(frame, OrchestratorCall):
+            task = asyncio.create_task(self._orchestrator(frame))
+        elif isinstance(frame, EntityCall):
+            task = asyncio.create_task(self._entity(frame))
         else:
             log.error("unexpected frame from the host: %s", frame.type)
             return
@@ -59,10 +78,35 @@ class Worker:
             outcome = ActivityOutcome(ok=False, reason=unknown_function_message("activity", call.function, known))
         else:
             try:
-                outcome = await self.executor.run_activity(function, call.input)
+                outcome = await self.executor.run_activity(function, call.input, call.client_binding)
             except BaseException as exc:  # even a cancelled call is answered: the host must never wait forever
                 outcome = activity_failure(call.function, exc)
         self._writer.write(encode_frame(ActivityDone(id=call.id, outcome=outcome)))
+
+    async def _orchestrator(self, call: OrchestratorCall) -> None:
+        function = self.index.orchestrator(call.function)
+        if function is None:
+            known = [f.name for f in self.index.orchestrators()]
+            output = OrchestratorOutput(error=unknown_function_message("orchestrator", call.function, known),
+                                        raw_failure=True)
+        else:
+            try:
+                output = await self.executor.run_orchestrator(function, call.trigger)
+            except BaseException as exc:  # even a cancelled call is answered: the host must never wait forever
+                output = OrchestratorOutput(error=f"{type(exc).__name__}: {exc}", raw_failure=True)
+        self._writer.write(encode_frame(OrchestratorDone(id=call.id, output=output)))
+
+    async def _entity(self, call: EntityCall) -> None:
+        function = self.index.entity(call.function)
+        if function is None:
+            done = EntityDone(id=call.id, internal_error=f"no entity function {call.function!r} in this worker")
+        else:
+            try:
+                done = EntityDone(id=call.id, result=await self.executor.run_entity_batch(function, call.batch,
+                                                                                          call.size))
+            except BaseException as exc:  # EntityInternalError, or a cancelled call: always answered
+                done = EntityDone(id=call.id, internal_error=f"{type(exc).__name__}: {exc}")
+        self._writer.write(encode_frame(done))
 
     async def _http(self, call: HttpCall) -> None:
         spec = self.http_specs.get(call.function)

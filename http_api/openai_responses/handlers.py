@@ -24,8 +24,9 @@ from http_api.adapter import json_response, read_json_body
 from http_api.approvals import record_decision, same_decision
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway, OrchestrationState
-from http_api.models import ApprovalDecisionRequest
+from http_api.models import FINAL_STATUSES, ApprovalDecisionRequest
 from http_api.openai_responses.errors import openai_endpoint, openai_error, unsupported
+from http_api.openai_responses.hosted_tools import tool_policy
 from http_api.openai_responses.ids import ResponseRef, parse_response_id
 from http_api.openai_responses.mapping import batch_of, build_response, input_items, turn_count
 from http_api.openai_responses.models import (
@@ -38,11 +39,13 @@ from http_api.openai_responses.models import (
 )
 from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create, parse_query
 from http_api.openai_responses.snapshots import previous_response_of, read_snapshot
+from http_api.openai_responses.stateless import resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
+from notifications.http.webhook_field import checked_webhook
 from session_store import RunRecord
 from telemetry.trace_context import RunTrace
 
@@ -62,20 +65,25 @@ async def wait_for_turn(
     wait_seconds: float,
     *,
     background: bool | None = None,
+    until_run_ends: bool = False,
 ) -> ResponseObject:
-    """The turn's response once it has ended, or as it is after `wait_seconds`."""
+    """The turn's response once it has ended (`until_run_ends`: once the run has, if it is the run's last turn), or
+    as it is after `wait_seconds`."""
     previous = await previous_response_of(services, run) if ref.turn == 1 else None
 
-    async def build(state: OrchestrationState[RunProgress] | None) -> ResponseObject:
+    async def build(state: OrchestrationState[RunProgress] | None) -> tuple[ResponseObject, bool]:
         snapshot = await read_snapshot(services, gateway, run, state, previous)
         response = build_response(snapshot, ref, background=background)
         if response is None:
             raise _response_not_found(ref.response_id)
-        return response
+        ended = response.status in FINAL_RESPONSE_STATUSES
+        # The turn that asked for the approvals the run waits on is the one the client holds (it is answered next).
+        if until_run_ends and ref.turn >= turn_count(snapshot) - 1:
+            ended = snapshot.status in FINAL_STATUSES  # as the turn shows it (the record may know first)
+        return response, ended
 
-    return await long_poll(
-        wait_seconds, lambda: gateway.state(run.run_id), build, lambda r: r.status in FINAL_RESPONSE_STATUSES
-    )
+    response, _ = await long_poll(wait_seconds, lambda: gateway.state(run.run_id), build, lambda view: view[1])
+    return response
 
 
 def _response_not_found(response_id: str, param: str | None = None) -> Exception:
@@ -124,7 +132,15 @@ async def create_response(
     services = RunServices.current()
     request = parse_create(read_json_body(req, RawBody).model_dump())
     agent = _agent(services, request.body.model)
+    request.tools = tool_policy(request.body.tools, agent)
     gateway = DurableGateway(client)
+    previous_id = request.body.previous_response_id
+    previous = (await _response_run(services, previous_id, "previous_response_id"))[1] if previous_id else None
+    await resolve_input(services, gateway, request, previous)
+    if request.approvals and not request.body.previous_response_id:
+        raise openai_error(
+            400, "mcp_approval_response items need the previous_response_id they answer.", param="previous_response_id"
+        )
     if request.approvals:
         run, ref = await _answer_approvals(services, gateway, req, request, agent)
     else:
@@ -180,7 +196,17 @@ async def _start(
         metadata=dict(request.body.metadata or {}),
         overrides=request.overrides,
         trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
+        webhook=await _metadata_webhook(request.body.metadata),
     )
+
+
+async def _metadata_webhook(metadata: dict[str, str] | None) -> str | None:
+    """`metadata.webhook`: the run's own webhook (notifications), in OpenAI's error shape when not allowed."""
+    try:
+        return await checked_webhook((metadata or {}).get("webhook"), "metadata.webhook")
+    except ApiProblem as problem:
+        raise openai_error(400, problem.detail or problem.title, param="metadata.webhook",
+                           code="webhook_not_allowed") from problem
 
 
 async def _answer_approvals(
@@ -201,6 +227,8 @@ async def _answer_approvals(
     turns = set()
     for index, item in request.approvals:
         turn = batch_of(snapshot, item.approval_request_id)
+        if turn is None and any(a.approval_id == item.approval_request_id for a in snapshot.approvals):
+            turn = turn_count(snapshot) - 1  # a request of a turn the run closed (cancelled): the decision says so
         if turn is None:
             raise openai_error(
                 404,
@@ -239,6 +267,8 @@ def _same_as_run(request: CreateRequest, run: RunRecord) -> None:
         raise unsupported("instructions", "an answer to approval requests continues the run with its instructions")
     if body.text is not None and body.text.format is not None and overrides.response_format != stored.response_format:
         raise unsupported("text", "an answer to approval requests continues the run with its output format")
+    if body.tools and overrides.tools != stored.tools:
+        raise unsupported("tools", "an answer to approval requests continues the run with its tools")
     if body.metadata and {k: str(v) for k, v in run.metadata.items()} != body.metadata:
         raise unsupported("metadata", "an answer to approval requests continues the run with its metadata")
 
@@ -265,7 +295,8 @@ async def cancel_response(req: func.HttpRequest, client: df.DurableOrchestration
     gateway = DurableGateway(client)
     if not (run.finished and run.status == "cancelled"):  # cancelling a cancelled response again is a no-op
         await request_cancel(services, client, run)
-    return _response(await wait_for_turn(services, gateway, run, ref, CANCEL_WAIT_SECONDS))
+    # The response the client holds shows the cancel (a turn that ended with approval requests, too).
+    return _response(await wait_for_turn(services, gateway, run, ref, CANCEL_WAIT_SECONDS, until_run_ends=True))
 
 
 @openai_endpoint

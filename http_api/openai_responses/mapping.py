@@ -17,8 +17,10 @@ from typing import Any
 from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message, Usage
 from agent_runtime.overrides import RunOverrides
+from http_api.openai_responses.hosted_tools import declared_tools
 from http_api.openai_responses.ids import ResponseRef
 from http_api.openai_responses.models import (
+    FINAL_RESPONSE_STATUSES,
     ApprovalResponseOut,
     IncompleteDetails,
     InputItem,
@@ -167,7 +169,27 @@ def _placed_items(snapshot: RunSnapshot) -> tuple[list[_Placed], list[int]]:
             else:
                 batch_ends.append(record.seq)
         previous_was_request = is_request
+    if batch_ends and _cancelled_unanswered(snapshot, batch_ends[-1]):
+        batch_ends.pop()
     return placed, batch_ends
+
+
+def _cancelled_unanswered(snapshot: RunSnapshot, batch_end: int) -> bool:
+    """The run was cancelled while the client held the turn that asked for approvals, and nothing happened after:
+    that turn is the one cancelled (no later turn the client never saw, which its previous_response_id could not
+    continue from)."""
+    if snapshot.status != "cancelled":
+        return False
+    asked = {
+        content["id"]
+        for record in snapshot.messages
+        if record.seq <= batch_end
+        for content in record.payload.get("contents", [])
+        if content.get("type") == "function_approval_request"
+    }
+    if any(a.approval_id in asked and a.status in ("approved", "rejected") for a in snapshot.approvals):
+        return False
+    return not any(r.seq > batch_end and r.role == "assistant" for r in snapshot.messages)
 
 
 def turn_count(snapshot: RunSnapshot) -> int:
@@ -175,8 +197,9 @@ def turn_count(snapshot: RunSnapshot) -> int:
     return len(_placed_items(snapshot)[1]) + 1
 
 
-def _timestamp(value: datetime | None) -> float:
-    return value.timestamp() if value is not None else 0.0
+def _timestamp(value: datetime | None) -> int:
+    """Unix seconds, as OpenAI's `created_at` / `completed_at` (integers)."""
+    return int(value.timestamp()) if value is not None else 0
 
 
 def _text_config(overrides: RunOverrides) -> dict[str, Any]:
@@ -245,6 +268,7 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
     return ResponseObject(
         id=ref.response_id,
         created_at=_created_at(snapshot, ref.turn, batch_ends),
+        completed_at=_completed_at(snapshot, ref.turn, batch_ends) if status in FINAL_RESPONSE_STATUSES else None,
         status=status,
         background=background,
         error=error,
@@ -256,6 +280,7 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
             ResponseRef(run.run_id, ref.turn - 1).response_id if ref.turn > 1 else snapshot.previous_response_id
         ),
         text=_text_config(overrides),
+        tools=declared_tools(overrides.tools, run.agent),
         usage=ResponseUsage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, total_tokens=usage.total_tokens
         ),
@@ -288,7 +313,19 @@ def batch_of(snapshot: RunSnapshot, approval_id: str) -> int | None:
     return None
 
 
-def _created_at(snapshot: RunSnapshot, turn: int, batch_ends: list[int]) -> float:
+def _completed_at(snapshot: RunSnapshot, turn: int, batch_ends: list[int]) -> int:
+    """When the turn ended: its approval requests were made, or the run finished."""
+    if turn <= len(batch_ends) or not snapshot.run.finished:
+        asked = [a.created_at for a in _batch_approvals(snapshot, turn, batch_ends) if a.created_at is not None]
+        if not asked:  # the requests the run waits on (the last turn, answered by the client next)
+            waiting = set(snapshot.waiting_on)
+            asked = [a.created_at for a in snapshot.approvals if a.approval_id in waiting and a.created_at is not None]
+        if asked:
+            return _timestamp(max(asked))
+    return _timestamp(snapshot.run.updated_at or snapshot.run.created_at)
+
+
+def _created_at(snapshot: RunSnapshot, turn: int, batch_ends: list[int]) -> int:
     if turn == 1:
         return _timestamp(snapshot.run.created_at)
     decided = [a.decided_at for a in _batch_approvals(snapshot, turn - 1, batch_ends) if a.decided_at is not None]

@@ -43,6 +43,73 @@ class ApprovalResponseItem(_Wire):
     id: str | None = None
 
 
+class _Repeated(BaseModel):
+    """An item of an earlier response sent back (stateless multi-turn): the fields that must match the stored item
+    are checked; the rest (status, annotations, ...) is what the client got from us and is not read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class OutputTextPart(_Repeated):
+    type: Literal["output_text", "input_text"]
+    text: str
+
+
+class ConversationMessageItem(_Repeated):
+    """A message of the conversation sent back: any role; an assistant's parts are `output_text`."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[OutputTextPart]
+    id: str | None = None
+
+    def texts(self) -> list[str]:
+        return [self.content] if isinstance(self.content, str) else [part.text for part in self.content]
+
+
+class McpCallItem(_Repeated):
+    type: Literal["mcp_call"]
+    id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+
+
+class McpApprovalRequestItem(_Repeated):
+    type: Literal["mcp_approval_request"]
+    id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    server_label: str
+    name: str
+    arguments: str
+
+
+class McpListToolsItem(_Repeated):
+    type: Literal["mcp_list_tools"]
+    server_label: str
+    id: str | None = None
+
+
+class ReasoningItem(_Repeated):
+    type: Literal["reasoning"]
+    id: str | None = None
+
+
+class FunctionCallItem(_Repeated):
+    type: Literal["function_call"]
+    call_id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+class FunctionCallOutputItem(_Repeated):
+    type: Literal["function_call_output"]
+    call_id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    output: str | list[dict[str, Any]]
+    id: str | None = None
+
+
 class JsonSchemaFormat(_Wire):
     type: Literal["json_schema"]
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -87,6 +154,7 @@ class CreateResponseRequest(_Wire):
     store: bool | None = None
     metadata: Annotated[dict[MetadataKey, MetadataValue], Field(max_length=16)] | None = None
     text: TextConfig | None = None
+    tools: Annotated[list[dict[str, Any]], Field(max_length=64)] | None = None  # checked by `hosted_tools`
 
 
 class InputItemsQuery(_Wire):
@@ -192,7 +260,8 @@ class ResponseObject(BaseModel):
 
     id: str
     object: Literal["response"] = "response"
-    created_at: float
+    created_at: int
+    completed_at: int | None = None
     status: ResponseStatus
     background: bool | None = None
     error: ResponseError | None = None

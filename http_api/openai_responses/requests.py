@@ -7,6 +7,7 @@ Query parameters likewise (`parse_query`), except those meant for the platform, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -16,20 +17,27 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_runtime.messages import Message, TextContent
 from agent_runtime.models.types import ResponseFormat
 from agent_runtime.overrides import RunOverrides, check_output_schema
+from agent_runtime.tool_policy import ToolPolicy
+from http_api.openai_responses.conversation import REPEAT_ONLY, Entry
 from http_api.openai_responses.errors import openai_error, unsupported
 from http_api.openai_responses.models import (
     ApprovalResponseItem,
+    ConversationMessageItem,
     CreateResponseRequest,
-    InputMessageItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
     JsonObjectFormat,
     JsonSchemaFormat,
+    McpApprovalRequestItem,
+    McpCallItem,
+    McpListToolsItem,
+    ReasoningItem,
 )
 from http_api.problems import validation_problem
 
 SUPPORTED = frozenset(CreateResponseRequest.model_fields)
 # Values that ask for what this server does anyway.
 HARMLESS: dict[str, tuple[Any, ...]] = {
-    "tools": ([],),
     "truncation": ("disabled",),
     "include": ([],),
     "parallel_tool_calls": (True,),
@@ -49,12 +57,48 @@ class RawBody(BaseModel):
 @dataclass
 class CreateRequest:
     body: CreateResponseRequest
-    messages: list[Message] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)  # the input items, parsed
+    messages: list[Message] = field(default_factory=list)  # the new messages (`take`)
     approvals: list[tuple[int, ApprovalResponseItem]] = field(default_factory=list)  # (input index, item)
+    tools: ToolPolicy | None = None  # the declared tools (`hosted_tools.tool_policy`, once the agent is known)
 
     @property
     def overrides(self) -> RunOverrides:
-        return RunOverrides(instructions=self.body.instructions, response_format=_response_format(self.body))
+        return RunOverrides(
+            instructions=self.body.instructions, response_format=_response_format(self.body), tools=self.tools
+        )
+
+    @property
+    def repeats(self) -> bool:
+        """Whether the input may repeat items of a stored conversation (items with ids, or only a server makes)."""
+        return any(
+            e.id is not None or e.kind in REPEAT_ONLY or e.kind in ("mcp_list_tools", "mcp_approval_response")
+            for e in self.entries
+        )
+
+    def take(self, new: list[Entry]) -> None:
+        """The new items take effect: messages start the next run, approval responses decide (checked here)."""
+        self.messages = [
+            Message(role=e.role, contents=[TextContent(text=t) for t in e.texts])  # type: ignore[arg-type]
+            for e in new
+            if e.kind == "message"
+        ]
+        self.approvals = [(e.index, e.approval) for e in new if e.approval is not None]
+        if not self.messages and not self.approvals:
+            raise openai_error(
+                400,
+                "The input repeats the conversation but adds nothing: send a new message or mcp_approval_response.",
+                param="input",
+            )
+        if self.approvals and self.messages:
+            raise openai_error(
+                400,
+                "Send either messages or mcp_approval_response items: an answer to approval requests continues the "
+                "run that asked, new messages start the next one.",
+                param="input",
+            )
+        if self.messages and not any(m.text.strip() for m in self.messages):
+            raise openai_error(400, "The input messages have no text.", param="input")
 
 
 def parse_create(data: dict[str, Any]) -> CreateRequest:
@@ -77,23 +121,11 @@ def parse_create(data: dict[str, Any]) -> CreateRequest:
     if isinstance(body.input, str):
         if not body.input.strip():
             raise openai_error(400, "'input' must not be blank.", param="input")
-        request.messages = [Message(role="user", contents=body.input)]
-        return request
-    for index, item in enumerate(body.input):
-        _parse_item(request, index, item)
-    if request.approvals and request.messages:
-        raise openai_error(
-            400,
-            "Send either messages or mcp_approval_response items: an answer to approval requests continues the run "
-            "that asked, new messages start the next one.",
-            param="input",
-        )
-    if request.approvals and not body.previous_response_id:
-        raise openai_error(
-            400, "mcp_approval_response items need the previous_response_id they answer.", param="previous_response_id"
-        )
-    if request.messages and not any(m.text.strip() for m in request.messages):
-        raise openai_error(400, "The input messages have no text.", param="input")
+        request.entries = [Entry(index=0, kind="message", role="user", text=body.input, texts=(body.input,))]
+    else:
+        request.entries = [_parse_item(index, item) for index, item in enumerate(body.input)]
+    if not request.repeats:
+        request.take(request.entries)  # all new (an input that repeats a conversation: `stateless.resolve_input`)
     return request
 
 
@@ -110,27 +142,63 @@ def parse_query(req: func.HttpRequest, model: type[QueryT]) -> QueryT:
         raise validation_problem(error, prefix="query", data=params) from error
 
 
-def _parse_item(request: CreateRequest, index: int, item: dict[str, Any]) -> None:
+def _parse_item(index: int, item: dict[str, Any]) -> Entry:
     kind = item.get("type")
     param = f"input[{index}]"
+    if kind is None and "role" in item:
+        kind = "message"
+    model = _ITEM_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise unsupported(f"{param}.type", f"input items of type '{kind}' are not supported")
+    if kind == "message":
+        content = item.get("content")
+        for part_index, part in enumerate(content if isinstance(content, list) else []):
+            part_type = part.get("type") if isinstance(part, dict) else None
+            allowed = ("input_text", "output_text") if item.get("role") == "assistant" else ("input_text",)
+            if part_type not in allowed:
+                raise unsupported(f"{param}.content[{part_index}].type", f"'{part_type}' parts are not supported")
     try:
-        if kind == "mcp_approval_response":
-            request.approvals.append((index, ApprovalResponseItem.model_validate(item)))
-            return
-        if kind in (None, "message") and "role" in item:
-            for part_index, part in enumerate(item.get("content") if isinstance(item.get("content"), list) else []):
-                part_type = part.get("type") if isinstance(part, dict) else None
-                if part_type != "input_text":
-                    raise unsupported(f"{param}.content[{part_index}].type", f"'{part_type}' parts are not supported")
-            message = InputMessageItem.model_validate(item)
-        else:
-            raise unsupported(f"{param}.type", f"input items of type '{kind}' are not supported")
+        parsed = model.model_validate(item)
     except ValidationError as error:
         problem = validation_problem(error, prefix="", data=item)
         where = f"{param}.{problem.field}" if problem.field else param
         raise openai_error(400, f"Invalid '{where}': {problem.invalid_params[0].reason}", param=where) from error
-    role = "system" if message.role == "developer" else message.role
-    request.messages.append(Message(role=role, contents=[TextContent(text=text) for text in message.texts()]))
+    return _entry(index, parsed)
+
+
+def _entry(index: int, item: BaseModel) -> Entry:
+    """The parsed item as `conversation.reconcile` reads it."""
+    if isinstance(item, ConversationMessageItem):
+        texts = tuple(item.texts())
+        role = "system" if item.role == "developer" else item.role
+        return Entry(index=index, kind="message", id=item.id, role=role, text="".join(texts), texts=texts)
+    if isinstance(item, ApprovalResponseItem):
+        return Entry(index=index, kind="mcp_approval_response", id=item.id, approval=item)
+    if isinstance(item, McpCallItem):
+        return Entry(
+            index=index, kind="mcp_call", id=item.id, name=item.name, arguments=item.arguments, output=item.output
+        )
+    if isinstance(item, McpApprovalRequestItem):
+        return Entry(index=index, kind="mcp_approval_request", id=item.id, name=item.name, arguments=item.arguments)
+    if isinstance(item, FunctionCallItem):
+        return Entry(index=index, kind="function_call", call_id=item.call_id, name=item.name, arguments=item.arguments)
+    if isinstance(item, FunctionCallOutputItem):
+        output = item.output if isinstance(item.output, str) else json.dumps(item.output)
+        return Entry(index=index, kind="function_call_output", call_id=item.call_id, output=output)
+    kind = "mcp_list_tools" if isinstance(item, McpListToolsItem) else "reasoning"
+    return Entry(index=index, kind=kind, id=getattr(item, "id", None))  # type: ignore[arg-type]
+
+
+_ITEM_MODELS: dict[str, type[BaseModel]] = {
+    "message": ConversationMessageItem,
+    "mcp_approval_response": ApprovalResponseItem,
+    "mcp_call": McpCallItem,
+    "mcp_approval_request": McpApprovalRequestItem,
+    "mcp_list_tools": McpListToolsItem,
+    "reasoning": ReasoningItem,
+    "function_call": FunctionCallItem,
+    "function_call_output": FunctionCallOutputItem,
+}
 
 
 def _check_format(body: CreateResponseRequest) -> None:

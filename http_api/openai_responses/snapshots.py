@@ -3,14 +3,17 @@ the run routes' views, `run_views`), and the id of the response a conversation's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agent_runs.contracts import RunProgress
 from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runs.store_log import load_session_records
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.openai_responses.conversation import StoredItem
 from http_api.openai_responses.ids import ResponseRef
-from http_api.openai_responses.mapping import RunSnapshot, turn_count
+from http_api.openai_responses.mapping import RunSnapshot, build_response, input_items, turn_count
 from http_api.run_views import reconcile, run_status, run_usage, visible_seq
 from session_store import RunRecord
 
@@ -26,7 +29,8 @@ async def read_snapshot(
     store = services.store
     progress = state.progress if state is not None else None
     if progress is not None:
-        await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals)
+        await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals,
+                                stalled_after=services.run_settings.decision_redelivery_after)
     run = await reconcile(store, await store.get_run(run.run_id) or run, state)
     messages = []
     if run.ordinal > 0:  # 0: queued behind another run of the session (started elsewhere with if_busy): nothing yet
@@ -46,6 +50,19 @@ async def read_snapshot(
     )
 
 
+async def finished_snapshot(services: RunServices, run: RunRecord) -> RunSnapshot:
+    """A finished run from the store alone (its orchestration has nothing more to say)."""
+    first, last = run_seq_range(run.ordinal)
+    messages = await load_session_records(services.store, run.session_id, after_seq=first - 1, up_to_seq=last)
+    return RunSnapshot(
+        run=run,
+        status=run.status,
+        messages=messages,
+        approvals=await services.store.list_approvals(run_id=run.run_id),  # its turns depend on them
+        usage=run_usage(run, None),
+    )
+
+
 async def previous_response_of(services: RunServices, run: RunRecord) -> str | None:
     """The id of the last turn of the session's run before `run` (what its `previous_response_id` was)."""
     if run.ordinal <= 1:
@@ -53,9 +70,39 @@ async def previous_response_of(services: RunServices, run: RunRecord) -> str | N
     earlier = next((r for r in await services.store.list_runs(run.session_id) if r.ordinal == run.ordinal - 1), None)
     if earlier is None:
         return None
-    first, last = run_seq_range(earlier.ordinal)
-    messages = await load_session_records(services.store, earlier.session_id, after_seq=first - 1, up_to_seq=last)
-    snapshot = RunSnapshot(
-        run=earlier, status=earlier.status, messages=messages, approvals=[], usage=run_usage(earlier, None)
+    return ResponseRef(earlier.run_id, turn_count(await finished_snapshot(services, earlier))).response_id
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A session as the Responses API shows it: every turn's input and output items, oldest first, and its latest
+    response (the one a new input continues)."""
+
+    items: list[StoredItem]
+    latest_run: RunRecord
+    latest: ResponseRef
+
+
+async def conversation_of(services: RunServices, gateway: DurableGateway, session_id: str) -> Conversation | None:
+    runs = sorted(
+        (r for r in await services.store.list_runs(session_id) if r.kind == "agent" and r.ordinal > 0),
+        key=lambda r: r.ordinal,
     )
-    return ResponseRef(earlier.run_id, turn_count(snapshot)).response_id
+    if not runs:
+        return None
+    items: list[StoredItem] = []
+    latest = ResponseRef(runs[-1].run_id)
+    for run in runs:
+        if run is runs[-1]:
+            snapshot = await read_snapshot(services, gateway, run, await gateway.state(run.run_id))
+        else:
+            snapshot = await finished_snapshot(services, run)
+        for turn in range(1, turn_count(snapshot) + 1):
+            ref = ResponseRef(run.run_id, turn)
+            response = build_response(snapshot, ref)
+            if response is None:
+                break
+            items += input_items(snapshot, ref)
+            items += response.output
+            latest = ref
+    return Conversation(items=items, latest_run=runs[-1], latest=latest)

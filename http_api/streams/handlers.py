@@ -16,6 +16,7 @@ import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response, StreamingResponse
 
 from agent_runs.services import RunServices
+from agent_runtime.settings_snapshot import current_settings
 from http_api import run_views, workflow_views
 from http_api.adapter import http_endpoint, query_model
 from http_api.fastapi_bridge import serve
@@ -70,7 +71,7 @@ async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str,
                       position: StreamPosition) -> StreamingResponse:
     """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
     its failure raised before anything is sent), `position` deciding what the client is sent."""
-    settings = StreamSettings()
+    settings = current_settings(StreamSettings)
     watcher = REGISTRY.acquire(kind, run_id, make_feed, settings)
     await watcher.ready()
     if watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for a store outage)

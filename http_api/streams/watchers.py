@@ -226,6 +226,11 @@ class WatcherRegistry:
         if self._watchers.get(key) is watcher:
             del self._watchers[key]
 
+    def totals(self) -> dict[str, int]:
+        """This process's live streams: its watchers and the connections they serve (`GET /api/health`)."""
+        subscribers = sum(watcher.stats.subscribers for watcher in self._watchers.values())
+        return {"watchers": len(self._watchers), "subscribers": subscribers}
+
     def stats(self, run_id: str) -> list[WatcherStats]:
         """What the watchers of `run_id` did (tests check that streams share one)."""
         return [w.stats for (_, _, rid), w in self._watchers.items() if rid == run_id]

@@ -71,3 +71,46 @@ def test_rotation_old_tokens_still_verify_new_ones_use_the_first_secret() -> Non
 def test_empty_secret_list_is_a_configuration_error() -> None:
     with pytest.raises(ValueError):
         ContinuationTokens(["", ""])
+
+
+def _legacy_sha1_tokens(secret: str, clock: FakeClock):
+    """How tokens were signed before SHA-256: itsdangerous' defaults (HMAC-SHA1), the same salt and clock."""
+    from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+
+    class Clocked(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return int(clock())
+
+    return URLSafeTimedSerializer([secret], salt="continuation-token", signer=Clocked)
+
+
+def test_tokens_are_signed_with_hmac_sha256() -> None:
+    import hashlib
+
+    from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+    token = ContinuationTokens(["s3cret"]).issue("run", "run-1", {"seq": 7})
+    sha256 = URLSafeTimedSerializer(["s3cret"], salt="continuation-token",
+                                    signer_kwargs={"digest_method": hashlib.sha256}, fallback_signers=[])
+    assert sha256.loads(token)["cursor"] == {"seq": 7}
+    with pytest.raises(BadSignature):  # not SHA-1
+        _legacy_sha1_tokens("s3cret", FakeClock()).loads(token)
+    assert len(token.rsplit(".", 1)[1]) == 43  # a 32-byte MAC, base64url without padding (SHA-1's is 27 chars)
+
+
+def test_a_sha1_token_from_before_is_honoured_until_it_expires() -> None:
+    clock = FakeClock()
+    legacy = _legacy_sha1_tokens("s3cret", clock).dumps({"scope": "run", "subject": "run-1", "cursor": {"seq": 3}})
+    tokens = ContinuationTokens(["s3cret"], ttl_seconds=60, now=clock)
+    clock.t += 59
+    assert tokens.verify(legacy, "run", "run-1") == {"seq": 3}
+    with pytest.raises(TokenError) as foreign:
+        tokens.verify(legacy, "run", "run-2")
+    assert foreign.value.code == "token_foreign"
+    with pytest.raises(TokenError) as other_secret:
+        ContinuationTokens(["other"], ttl_seconds=60, now=clock).verify(legacy, "run", "run-1")
+    assert other_secret.value.code == "token_invalid"
+    clock.t += 2
+    with pytest.raises(TokenError) as expired:
+        tokens.verify(legacy, "run", "run-1")
+    assert expired.value.code == "token_expired"

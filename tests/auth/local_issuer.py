@@ -79,7 +79,13 @@ class LocalIssuer:
         expires_in: float = 3600,
         foreign: bool = False,
         issuer: str | None = None,
+        algorithm: str = "RS256",
+        signing_key: Any = None,
+        header: dict[str, Any] | None = None,
     ) -> str:
+        """A token for `oid`; by default RS256 with the issuer's key and its `kid`. `algorithm`, `signing_key` and
+        `header` (merged over `{"kid": kid}`) make the tokens an attacker would: another algorithm, another key, a
+        hostile header."""
         now = int(time.time())
         claims: dict[str, Any] = {
             "iss": issuer or self.issuer, "aud": audience, "oid": oid, "sub": f"sub-{oid}",
@@ -89,8 +95,8 @@ class LocalIssuer:
             claims["name"] = name
         if roles:
             claims["roles"] = roles
-        key = self.foreign_key if foreign else self.key
-        return jwt.encode(claims, key, algorithm="RS256", headers={"kid": self.kid})
+        key = signing_key if signing_key is not None else self.foreign_key if foreign else self.key
+        return jwt.encode(claims, key, algorithm=algorithm, headers={"kid": self.kid, **(header or {})})
 
     def headers(self, oid: str, **kwargs: Any) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(oid, **kwargs)}"}

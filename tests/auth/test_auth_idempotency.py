@@ -4,6 +4,7 @@ concurrently the request arrives; another body with the key is refused; another 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import httpx
 from auth_people import ALICE, BOB
@@ -73,3 +74,65 @@ def test_workflow_starts_are_idempotent_too(app_in, model) -> None:
         assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
         app.settle()
         assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1
+
+
+def test_another_caller_cannot_reach_a_key_ledger_through_a_session_id(app_in, model) -> None:
+    """The ledger of (Alice, key) lives in a partition named from a hash of both. Bob, knowing them, names that
+    partition as his session: refused at the edge (422 on start, 404 on delete), so Alice's retry is her first run."""
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, callers):
+        alice = {**callers.headers(ALICE), "Idempotency-Key": "order-7"}
+        body = {"input": "hello"}
+        first = app.http.post("/api/agents/payer/runs", json=body, headers=alice)
+        assert first.status_code == 202, first.text
+        app.settle()
+        ledger = "idempotency." + hashlib.sha256(f"{ALICE.id}\norder-7".encode()).hexdigest()[:48]
+        assert app.store_call(lambda store: store.list_effects(ledger, kind="idempotency"))  # the record is there
+
+        bob = callers.headers(BOB)
+        for session_id in (ledger, ledger.upper()):
+            hijack = app.http.post("/api/agents/payer/runs", json={"input": "x", "session_id": session_id},
+                                   headers=bob)
+            assert hijack.status_code == 422, hijack.text
+            assert hijack.json()["field"] == "body.session_id" and "reserved" in hijack.text
+            deleted = app.http.delete(f"/api/sessions/{session_id}", headers=bob)
+            assert deleted.status_code == 404 and deleted.json()["code"] == "session_not_found"
+        assert app.http.delete(f"/api/sessions/{ledger}", headers=callers.headers(ALICE)).status_code == 404
+
+        again = app.http.post("/api/agents/payer/runs", json=body, headers=alice)
+        assert again.status_code == 200 and again.json()["run_id"] == first.json()["run_id"]
+        assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1
+        assert app.store_call(lambda store: store.list_owner_runs(BOB.id)).items == []
+
+
+def test_workflow_control_sessions_are_reserved_too(app_in, model) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, callers):
+        alice = callers.headers(ALICE)
+        started = app.http.post("/api/workflows/publish_flow/runs", json={"input": {"title": "T"}}, headers=alice)
+        assert started.status_code == 202, started.text
+        control = f"wf-{started.json()['run_id']}"
+        # Not even the owner can start a run that would write into the workflow's journal, or delete it.
+        into = app.http.post("/api/agents/payer/runs", json={"input": "x", "session_id": control}, headers=alice)
+        assert into.status_code == 422 and into.json()["field"] == "body.session_id"
+        assert app.http.delete(f"/api/sessions/{control}", headers=alice).status_code == 404
+        assert app.http.get(f"/api/sessions/{control}", headers=alice).status_code == 404
+
+
+def test_the_sessions_of_a_workflows_child_runs_cannot_be_created_by_a_client(app_in, model) -> None:
+    """Bob learns Alice's workflow run id (e.g. from a gate in his inbox): he cannot take the session its next
+    step's child run will use, so the step cannot be made to fail; Alice still reads her child runs' sessions."""
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, callers):
+        started = app.http.post(
+            "/api/workflows/publish_flow/runs", json={"input": {"title": "T"}}, headers=callers.headers(ALICE)
+        )
+        assert started.status_code == 202, started.text
+        for session_id in (f"{started.json()['run_id']}.write", f"{started.json()['run_id'].upper()}.later"):
+            taken = app.http.post("/api/agents/payer/runs", json={"input": "x", "session_id": session_id},
+                                  headers=callers.headers(BOB))
+            assert taken.status_code == 422 and taken.json()["field"] == "body.session_id", taken.text
+        ordinary = app.http.post(  # an ordinary dotted id is still a client's to choose
+            "/api/agents/payer/runs", json={"input": "x", "session_id": "ab.cd"}, headers=callers.headers(BOB)
+        )
+        assert ordinary.json()["session_id"] == "ab.cd"

@@ -23,7 +23,8 @@ def _whoami(app, headers: dict[str, str]) -> tuple[int, str | None]:
 def test_easyauth_takes_the_principal_from_the_platform_headers(app_in, model) -> None:
     model.set_script(Script(default=Reply(text="Hi.")))
     with app_in("easyauth") as (app, _):
-        assert app.http.get("/api/health").json()["auth"] == {"mode": "easyauth", "warning": None}
+        assert app.http.get("/api/health").json()["auth"] == {"mode": "easyauth", "warning": None,
+                                                              "local_principal_picker": True}
         assert _whoami(app, easyauth_headers(ALICE)) == (202, ALICE.id)
         run = app.store_call(lambda store: store.list_owner_runs(ALICE.id))
         assert run.items[0].owner_name == "Alice"
@@ -72,14 +73,16 @@ def test_jwt_validates_bearer_tokens_from_the_issuer(app_in, issuer, model) -> N
 def test_none_mode_is_one_anonymous_principal_whatever_the_headers(app_in, model) -> None:
     model.set_script(Script(default=Reply(text="Hi.")))
     with app_in("none") as (app, _):
-        assert app.http.get("/api/health").json()["auth"] == {"mode": "none", "warning": None}
+        assert app.http.get("/api/health").json()["auth"] == {"mode": "none", "warning": None,
+                                                              "local_principal_picker": False}
         assert _whoami(app, {}) == (202, "anonymous")
         assert _whoami(app, easyauth_headers(ALICE)) == (202, "anonymous")
         assert _whoami(app, {"Authorization": "Bearer whatever"}) == (202, "anonymous")
 
 
 def test_health_warns_about_none_mode_on_azure(app_in, model) -> None:
-    # On Azure (WEBSITE_INSTANCE_ID) the production guards need SQLite chosen on purpose.
-    with app_in("none", WEBSITE_INSTANCE_ID="test-instance", SESSION_STORE="sqlite") as (app, _):
+    # On Azure (WEBSITE_INSTANCE_ID) the production guards need SQLite and no authentication chosen on purpose.
+    with app_in("none", WEBSITE_INSTANCE_ID="test-instance", SESSION_STORE="sqlite",
+                ALLOW_ANONYMOUS_ON_AZURE="true") as (app, _):
         auth = app.http.get("/api/health").json()["auth"]
         assert auth["mode"] == "none" and "AUTH_MODE=none on Azure" in auth["warning"]

@@ -61,6 +61,11 @@ def owned_requests(app, ids: dict[str, str]) -> list[tuple[str, str, dict | None
                 continue
             if not params & OWNED:
                 continue
+            if path.startswith("/api/ui/"):
+                # The decision page is public at the front and gated by its signed link: 403 for any id without one,
+                # whoever asks and whether the approval exists (tests/e2e/test_e2e_decision_page.py); its data route,
+                # .../approvals/{id}/context, is an owned route like the others.
+                continue
             body = {"decision": "approve"} if "approval_id" in params else {"payload": {}}
             agent_ids = {"run_id": ids["run_id"], "approval_id": ids["approval_id"]}
             workflow_ids = {"run_id": ids["workflow_run_id"], "approval_id": ids["gate_approval_id"]}
@@ -113,7 +118,7 @@ def test_every_route_of_another_principal_answers_404_and_changes_nothing(app_in
             if method == "get":
                 response = app.http.get(url, headers=alice)
                 workflow_as_run = f"/api/runs/{ids['workflow_run_id']}"
-                if url in (workflow_as_run, f"{workflow_as_run}/stream"):  # at /api/workflows/runs/... instead
+                if url in (workflow_as_run, f"{workflow_as_run}/stream", f"{workflow_as_run}/transcript"):
                     assert response.json()["code"] == "run_is_a_workflow"
                     continue
                 assert response.status_code in (200, 202), (url, response.text)

@@ -148,3 +148,22 @@ def test_registry_fails_at_start_up_with_a_clear_message(agent_package, modules:
 def test_missing_package() -> None:
     with pytest.raises(AgentDefinitionError, match="cannot load agent package 'no_such_agents'"):
         AgentRegistry.from_package("no_such_agents")
+
+
+async def _chat_layer(context, call_next) -> None:
+    await call_next(context)
+
+
+def test_tools_offered_to_chat_middleware_are_copies_and_without_it_the_definitions_own() -> None:
+    """Chat middleware may change the tools of one call: it gets copies, so the next call is offered the originals.
+    Without chat middleware nothing changes them (model clients only read), so no copy is made per call."""
+    with_layer = AgentDefinition(name="edited", tools=[get_weather], chat_middleware=[_chat_layer])
+    offered = with_layer.offered_tools()
+    offered[0].description = "changed for one call"
+    offered[0].parameters["properties"]["city"]["description"] = "changed too"
+    again = with_layer.offered_tools()[0]
+    assert again.description == "Weather for a city." and "description" not in again.parameters["properties"]["city"]
+
+    plain = AgentDefinition(name="plain", tools=[get_weather])
+    assert plain.offered_tools()[0] is plain.offered_tools()[0]
+    assert plain.offered_tools() == with_layer.offered_tools()

@@ -154,3 +154,34 @@ async def test_streaming_assembles_to_the_same_response_as_a_plain_call(scripted
     assert streamed.finish_reason == plain.finish_reason
     assert streamed.usage == plain.usage and streamed.usage.total_tokens > 0
     assert streamed.response_id and streamed.response_id != plain.response_id
+
+
+def _chunk(**choice_fields) -> dict:
+    choice = {"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": None, **choice_fields}
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "m",
+            "choices": [choice]}
+
+
+@pytest.mark.parametrize("data", [
+    _chunk(),
+    _chunk(delta={"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                  "function": {"name": "get_weather", "arguments": "{\"ci"}}]}),
+    {**_chunk(), "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}},
+    _chunk(finish_reason="eos"),  # not one of the SDK's literals: an OpenAI-compatible server's own reason
+    {key: value for key, value in _chunk().items() if key != "created"},
+])
+def test_stream_chunks_read_as_the_sdk_builds_them(data):
+    """Conforming chunks are validated, odd ones built leniently: either way what the SDK's own `construct` makes."""
+    from openai.types.chat import ChatCompletionChunk
+
+    from agent_runtime.models.openai_client import chat_completion_chunk
+
+    chunk, built = chat_completion_chunk(data), ChatCompletionChunk.construct(**data)
+    assert chunk.model_dump() == built.model_dump() and chunk.choices == built.choices
+
+
+def test_a_stream_event_that_is_not_an_object_is_a_model_error_not_a_crash():
+    from agent_runtime.models.openai_client import chat_completion_chunk
+
+    with pytest.raises(ValueError):
+        chat_completion_chunk(["not", "a", "chunk"])

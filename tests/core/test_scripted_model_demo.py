@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from scripted_model import DemoBrain, start_demo_server
+from scripted_model.demo_email import email_arguments
 
 TOOLS = [
     {
@@ -77,15 +78,123 @@ async def test_email_request_calls_send_email_and_reports_a_denial(demo):
     assert arguments["to"] == "alice@example.com" and arguments["subject"] == "The launch" and arguments["body"]
     denied = {"role": "tool", "tool_call_id": call.id, "content": "Error: the call was denied: not today"}
     answer = await ask(demo, [question, proposal.model_dump(exclude_none=True), denied], tools=TOOLS)
-    assert "could not complete send_email" in answer.content and "not today" in answer.content
+    assert answer.content == "I did not send the email to alice@example.com: you rejected it (not today)."
+    runtime_words = {"role": "tool", "tool_call_id": call.id,
+                     "content": "Error: The user denied the call to 'send_email'"}  # no reason given
+    answer = await ask(demo, [question, proposal.model_dump(exclude_none=True), runtime_words], tools=TOOLS)
+    assert answer.content == "I did not send the email to alice@example.com: you rejected it."
+
+
+@pytest.mark.parametrize(
+    ("request_text", "to", "subject", "paragraph"),
+    [
+        (
+            "Email bob@example.com that the report is ready",
+            "bob@example.com",
+            "The report is ready",
+            "The report is ready.",
+        ),
+        ("Email bob@example.com to say hi", "bob@example.com", "Hello", "Just saying hello!"),
+        (
+            "Please email alice@example.com about the launch",
+            "alice@example.com",
+            "The launch",
+            "I wanted to get in touch about the launch.",
+        ),
+        (
+            "Send an email to carol@example.com saying the Q3 numbers are in. Let's meet on Friday.",
+            "carol@example.com",
+            "The Q3 numbers are in",
+            "The Q3 numbers are in. Let's meet on Friday.",
+        ),
+        (
+            "Email Dave to ask whether the build is green",
+            "dave@example.com",
+            "A quick question",
+            "I wanted to ask whether the build is green.",
+        ),
+        (
+            "Mail Erin to let her know that the servers are back up",
+            "erin@example.com",
+            "The servers are back up",
+            "The servers are back up.",
+        ),
+        (
+            "Email alice@example.com: lunch is at noon, please",
+            "alice@example.com",
+            "Lunch is at noon",
+            "Lunch is at noon.",
+        ),
+    ],
+)
+def test_the_email_follows_the_request(request_text, to, subject, paragraph):
+    name = to.split("@")[0].capitalize()
+    assert email_arguments(request_text) == {
+        "to": to,
+        "subject": subject,
+        "body": f"Hi {name},\n\n{paragraph}\n\nBest regards",
+    }
+
+
+def test_a_long_message_gets_a_subject_cut_at_a_word():
+    arguments = email_arguments(
+        "Email bob@example.com that the quarterly report for all regions and all product lines is now ready for review"
+    )
+    assert arguments["subject"] == "The quarterly report for all regions and all product lines..."
+    assert "now ready for review." in arguments["body"]
+
+
+async def turn(client, history, text):
+    """One user turn against the brain, the tools answered as the demo agent would: history grows in place."""
+    history.append({"role": "user", "content": text})
+    for _ in range(3):
+        message = await ask(client, history, tools=TOOLS)
+        history.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            return message
+        for call in message.tool_calls:
+            args = json.loads(call.function.arguments)
+            if call.function.name == "get_weather":
+                content = {"city": args["city"], "condition": "sunny", "temperature_c": len(args["city"])}
+            else:
+                content = {"status": "sent", "to": args["to"], "subject": args["subject"]}
+            history.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(content)})
+    raise AssertionError("the brain kept calling tools")
+
+
+async def test_follow_ups_continue_the_earlier_request_and_questions_are_answered_from_the_session(demo):
+    history: list[dict] = []
+    assert (await turn(demo, history, "What is the weather in Paris?")).content == "In Paris it is sunny, 5 °C."
+    assert (await turn(demo, history, "And in Rome?")).content == "In Rome it is sunny, 4 °C."
+    assert (await turn(demo, history, "What about Oslo and New York?")).content == (
+        "In Oslo it is sunny, 4 °C.\nIn New York it is sunny, 8 °C."
+    )
+    warmest = (await turn(demo, history, "Which city is warmer?")).content
+    assert warmest.endswith("New York is the warmest of these.")
+    sent = await turn(demo, history, "Email bob@example.com that the report is ready")
+    assert sent.content == 'Done: I emailed bob@example.com with the subject "The report is ready".'
+    again = await turn(demo, history, "And to carol@example.com too")
+    assert again.content == 'Done: I emailed carol@example.com with the subject "The report is ready".'
+    last_call = json.loads(history[-3]["tool_calls"][0]["function"]["arguments"])
+    assert last_call["body"] == "Hi Carol,\n\nThe report is ready.\n\nBest regards"
+    recalled = (await turn(demo, history, "What did you send?")).content
+    assert recalled.startswith('I sent an email to carol@example.com with the subject "The report is ready"')
+    assert (await turn(demo, history, "Thanks!")).content == "You are welcome!"
+
+
+async def test_a_question_about_an_email_is_not_a_request_to_send_one(demo):
+    history: list[dict] = []
+    answer = await turn(demo, history, "Did you email anyone?")
+    assert answer.content == "I have not sent any email in this conversation yet."
+    assert all(m["role"] != "tool" for m in history)
 
 
 async def test_no_tools_offered_or_tool_choice_none_means_a_text_answer(demo):
     weather = [{"role": "user", "content": "weather in Oslo?"}]
     assert (await ask(demo, weather)).tool_calls is None
     assert (await ask(demo, weather, tools=TOOLS, tool_choice="none")).tool_calls is None
-    chat = await ask(demo, [{"role": "user", "content": "hi there"}], tools=TOOLS)
-    assert chat.tool_calls is None and 'You said: "hi there"' in chat.content
+    chat = await ask(demo, [{"role": "user", "content": "tell me a joke"}], tools=TOOLS)
+    assert chat.tool_calls is None and 'You said: "tell me a joke"' in chat.content
 
 
 async def test_demo_brain_streams(demo):
@@ -116,7 +225,7 @@ def test_cli_serves_the_demo_brain_until_terminated():
         line = process.stdout.readline()  # blocks until the server prints its address (or exits)
         assert line.startswith("scripted-model listening on "), process.stderr.read()
         base_url = line.rsplit(" ", 1)[1].strip()
-        body = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+        body = {"model": "m", "messages": [{"role": "user", "content": "tell me a joke"}]}
         reply = httpx.post(f"{base_url}/chat/completions", json=body, timeout=10)
         assert "You said" in reply.json()["choices"][0]["message"]["content"]
     finally:

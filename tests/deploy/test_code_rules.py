@@ -2,7 +2,8 @@
 
 - the app reads its settings only through the settings classes (`BaseSettings`: names, defaults and validation in
   one place, listed in `local.settings.sample.json`): no module that ships reads `os.environ` / `os.getenv`, except
-  `agent_runtime.named_settings` (settings named by agent definitions, which no class can declare);
+  `agent_runtime.named_settings` (settings named by agent definitions, which no class can declare) and
+  `agent_runtime.settings_snapshot` (compares the environment to reuse a settings instance built from it);
 - no `assert` as a runtime check outside the tests (`python -O` drops them): a real check raises an exception
   that says what is wrong.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from deploy.package import packaged_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENVIRONMENT_READERS = {"agent_runtime/named_settings.py"}
+ENVIRONMENT_READERS = {"agent_runtime/named_settings.py", "agent_runtime/settings_snapshot.py"}
 NOT_SCANNED = {"tests", "node_modules", "dist", "__pycache__"}
 
 

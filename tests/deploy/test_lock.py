@@ -56,3 +56,17 @@ def test_every_requirement_is_locked_within_its_range(python: str) -> None:
 def test_azure_functions_follows_the_python_version() -> None:
     assert locked("3.12")["azure-functions"].startswith("1.")
     assert locked("3.13")["azure-functions"].startswith("2.")
+
+
+def test_requirements_txt_installs_through_the_locks_pins() -> None:
+    """`pip install -r requirements.txt` resolves with no search (the pip of Python 3.11/3.12 crashes backtracking):
+    requirements.txt names the constraints file, and that file pins exactly what the lock pins (`make lock` writes
+    it; `make test-requirements` installs requirements.txt with each Python's own pip)."""
+    assert "-c requirements-constraints.txt" in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+    constraints = [
+        line for line in (REPO_ROOT / "requirements-constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    lock = (REPO_ROOT / "requirements.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.\-\[\]]+==\S+(?: ;[^\\\n]+?)?) *\\$", lock, flags=re.MULTILINE)
+    assert constraints == pins, "requirements-constraints.txt is stale: run `make requirements-constraints.txt`"

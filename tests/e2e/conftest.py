@@ -31,11 +31,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def fixture_agents_on_path() -> Iterator[None]:
-    """`fixture_agents` must import in this process (in-process hosts) and in child hosts (PYTHONPATH)."""
+    """`fixture_agents` must import in this process (in-process hosts) and in child hosts and real-worker processes
+    (PYTHONPATH)."""
     added = str(E2E_DIR) not in sys.path
     if added:
         sys.path.insert(0, str(E2E_DIR))
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), saved) if p)
     yield
+    if saved is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = saved
     if added:
         sys.path.remove(str(E2E_DIR))
 
@@ -84,11 +91,12 @@ def marker_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store_settings(request: pytest.FixtureRequest, store_backend: str, marker_dir: Path) -> dict[str, str]:
+def store_settings(request: pytest.FixtureRequest, store_backend: str, marker_dir: Path,
+                   tmp_path: Path) -> dict[str, str]:
     markers = {"E2E_MARKER_DIR": str(marker_dir)}
     if store_backend == "cosmos":
         return {**request.getfixturevalue("cosmos_settings"), **markers}
-    return {"SESSION_STORE_PATH": ":memory:", **markers}
+    return {"SESSION_STORE_PATH": ":memory:", **markers}  # a file through the real worker (running_app)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ stay in the tests; these helpers only fetch.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -78,6 +79,14 @@ class AppClient:
         assert response.status_code == 200, response.text
         return response.json()["approvals"]
 
+    def live_streams(self, since: dict[str, int] | None = None) -> dict[str, int]:
+        """The live streams of the app's process (`/api/health`): watchers (one per streamed run), subscribers;
+        `since`: counted from an earlier reading (streams of earlier tests may still be closing in the process)."""
+        response = self.http.get("/api/health")
+        assert response.status_code == 200, response.text
+        now: dict[str, int] = response.json()["streams"]
+        return {key: value - (since or {}).get(key, 0) for key, value in now.items()}
+
     def session_messages(self, session_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every stored message of the session (all pages), optionally only those of one run."""
         messages: list[dict[str, Any]] = []
@@ -137,7 +146,7 @@ class InProcessApp(AppClient):
         package imported before it keeps its submodule attributes, and `function_app`'s `from http_api import runs`
         would then pick up the previous host's modules.
         """
-        return int(sys.modules["http_api.adapter"].MAX_BODY_BYTES)
+        return int(self.app_module("http_api.adapter").MAX_BODY_BYTES)
 
     def start_until_approval(self, agent: str = "helper", input: Any = "please", **body: Any) -> dict[str, Any]:
         """Start a run and let it reach `requires_action`; returns its view."""
@@ -155,9 +164,20 @@ class InProcessApp(AppClient):
         """Move durable time forward (timers fire), then run until idle."""
         self.host.advance(seconds)
 
+    @property
+    def real_worker(self) -> bool:
+        """The app runs in Azure's worker library, in worker processes (devhost.worker), not in this process."""
+        return self.host.host.http.worker != "devhost-inprocess"
+
+    def app_module(self, name: str) -> Any:
+        """One of the app's modules as the host imported it; in real-worker mode this process imports it itself
+        (under the host's settings) to reach the same store the workers use (a SQLite file or Cosmos)."""
+        module = sys.modules.get(name)
+        return module if module is not None else importlib.import_module(name)
+
     def services(self) -> Any:
         """The app's `RunServices` class, as the host imported it (not this process's own import, if any)."""
-        return sys.modules["agent_runs.services"].RunServices
+        return self.app_module("agent_runs.services").RunServices
 
     def store_call(self, call: Callable[[SessionStore], Awaitable[T]]) -> T:
         """Run `call(store)` on the app's own store, on the host's loop (where its activities use it too)."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from e2e_harness import InProcessApp
 
+from devhost.host import use_real_worker
 from devhost.testing import InProcessHost
 
 E2E_DIR = Path(__file__).resolve().parent
@@ -28,15 +31,32 @@ def app_settings(model_url: str, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessApp]:
-    """Start the app in-process with `env` as its settings; at exit let it settle, close its services (store,
-    model clients) and stop the host."""
-    host = InProcessHost(REPO_ROOT, clock="virtual", env=env).start()
-    app = InProcessApp(host, store_backend)
-    try:
-        yield app
-        app.settle()  # let work a test left running finish before its store is closed under it
-    finally:
+    """Start the app on devhost with `env` as its settings; at exit let it settle, close its services (store,
+    model clients) and stop the host.
+
+    `SESSION_STORE_PATH=":memory:"` asks for a store of this host's own. Through the real worker the app runs in
+    other processes, which share no memory with this one (where the test reads the store): the store is then a
+    SQLite file of its own, removed at exit."""
+    with tempfile.TemporaryDirectory(prefix="e2e-store-") as folder:
+        if env.get("SESSION_STORE_PATH") == ":memory:" and use_real_worker(REPO_ROOT, None):
+            env = {**env, "SESSION_STORE_PATH": str(Path(folder) / "sessions.sqlite3")}
+        host = InProcessHost(REPO_ROOT, clock="virtual", env=env).start()
+        app = InProcessApp(host, store_backend)
         try:
-            app.services().reset()
+            yield app
+            app.settle()  # let work a test left running finish before its store is closed under it
         finally:
-            host.stop()
+            try:
+                app.services().reset()
+            finally:
+                host.stop()
+
+
+# Tests that read what the app recorded from this process's in-memory OpenTelemetry sink (`telemetry.testing`): the
+# app must run in this process. Through the real worker the same spans are checked as a collector receives them
+# (OTLP: test_e2e_telemetry_crash.py, test_e2e_redaction.py).
+reads_the_in_process_sink = pytest.mark.skipif(
+    use_real_worker(REPO_ROOT, None),
+    reason="reads the app's spans and metrics from this process's memory; through the real worker they are checked "
+    "over OTLP (test_e2e_telemetry_crash.py, test_e2e_redaction.py)",
+)

@@ -9,7 +9,8 @@ Everything it does is recorded under the state directory, so tests (in another p
   same without a second effect);
 - `crash_once` (a file the test creates, empty or naming an item): the next `record` (of that item) stores its effect
   and then the process dies before it answers - the lost answer of a crash;
-- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run).
+- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run);
+- `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones.
 """
 
 from __future__ import annotations
@@ -48,7 +49,13 @@ class TestServer(MCPServer):
         listed = await super().list_tools()
         names_file = self.state / "tools.json"
         names = json.loads(names_file.read_text()) if names_file.exists() else DEFAULT_TOOLS
-        return [tool for tool in listed if tool.name in names]
+        schemas_file = self.state / "schemas.json"  # {tool: input schema}: a server listing schemas of its own
+        schemas = json.loads(schemas_file.read_text()) if schemas_file.exists() else {}
+        return [
+            tool.model_copy(update={"input_schema": schemas[tool.name]}) if tool.name in schemas else tool
+            for tool in listed
+            if tool.name in names
+        ]
 
 
 def build(state: Path) -> TestServer:

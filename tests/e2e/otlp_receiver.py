@@ -14,10 +14,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+# The app's own spans: its tracers are `durable_agents` and `durable_agents.runs` (telemetry.spans.TRACER_NAME).
+# Frameworks in the app's process may add spans of their own through the same provider (FastAPI's built-in telemetry
+# in the worker's HTTP proxy on Python 3.13+).
+APP_SCOPE = "durable_agents"
+
 
 @dataclass(frozen=True)
 class ReceivedSpan:
     name: str
+    scope: str
     trace_id: str
     span_id: str
     parent_span_id: str
@@ -36,12 +42,15 @@ def _value(any_value: Any) -> Any:
 class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.raw: list[tuple[str, bytes]] = []  # every export as received: (path, protobuf body)
         self._changed = threading.Condition()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                with receiver._changed:
+                    receiver.raw.append((self.path, body))
                 if self.path == "/v1/traces":
                     receiver._receive(ExportTraceServiceRequest.FromString(body))
                     payload = ExportTraceServiceResponse().SerializeToString()
@@ -75,6 +84,7 @@ class OtlpReceiver:
         received = [
             ReceivedSpan(
                 name=span.name,
+                scope=scope_spans.scope.name,
                 trace_id=span.trace_id.hex(),
                 span_id=span.span_id.hex(),
                 parent_span_id=span.parent_span_id.hex(),
@@ -90,14 +100,19 @@ class OtlpReceiver:
             self.spans.extend(received)
             self._changed.notify_all()
 
-    def wait_for(self, count: int, timeout: float) -> list[ReceivedSpan]:
-        """Block until at least `count` spans arrived (bounded by `timeout`); returns all received so far."""
+    def of_scope(self, scope: str | None) -> list[ReceivedSpan]:
+        """The spans of tracer `scope` and of the tracers named under it (`scope.*`); all spans for None."""
+        return [s for s in self.spans if scope is None or s.scope == scope or s.scope.startswith(f"{scope}.")]
+
+    def wait_for(self, count: int, timeout: float, scope: str | None = None) -> list[ReceivedSpan]:
+        """Block until at least `count` spans (of `scope`, if given) arrived (bounded by `timeout`); returns all
+        received so far (of that scope)."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while len(self.spans) < count:
+            while len(self.of_scope(scope)) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    names = sorted(s.name for s in self.spans)
-                    raise TimeoutError(f"{len(self.spans)} spans, not {count}, within {timeout}s: {names}")
+                    names = sorted(s.name for s in self.of_scope(scope))
+                    raise TimeoutError(f"{len(names)} spans, not {count}, within {timeout}s: {names}")
                 self._changed.wait(left)
-            return list(self.spans)
+            return self.of_scope(scope)

@@ -4,23 +4,23 @@ The Python Durable SDK keeps one deferred event per name (a second overwrites th
 later waiter of that name; decisions therefore ring one doorbell per approval and the run reads them from the store.
 These tests put decisions where the old design lost them: many at once, before the run has recorded its requests,
 while another decision or the expiry is being applied, together with a cancel, and across two rounds. Timing is
-made exact by pausing the app's own store inside the step that must be in flight (`StepPause`), never by sleeping.
+made exact by pausing the app's own store inside the step that must be in flight (`step_pause.paused`, which works
+wherever the app runs), never by sleeping.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from datetime import timedelta
+from contextlib import AbstractContextManager
 from typing import Any
 
 import httpx
 import pytest
-from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, parallel_calls, pending_ids
+from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids
+from step_pause import paused
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -46,50 +46,6 @@ def decide_together(app: InProcessApp, run_id: str, decisions: dict[str, dict[st
 
     with ThreadPoolExecutor(len(decisions)) as pool:
         return list(pool.map(send, decisions.items()))
-
-
-class StepPause:
-    """Hold a step of the app inside one store call: the call completes, then waits until `release()`.
-
-    The store is the app's own (the host imported it); only the timing changes, so the step is exactly "in flight"
-    while the test acts."""
-
-    def __init__(self, app: InProcessApp, method: str, when: Callable[..., bool]) -> None:
-        self._store = app.services().current().store
-        self._method = method
-        self._original = getattr(self._store, method)
-        self._when = when
-        self.reached = threading.Event()
-        self._released = threading.Event()
-
-    def __enter__(self) -> StepPause:
-        original, when = self._original, self._when
-
-        async def paused_call(*args: Any, **kwargs: Any) -> Any:
-            result = await original(*args, **kwargs)
-            if when(*args, **kwargs) and not self._released.is_set():
-                self.reached.set()
-                await asyncio.to_thread(self._released.wait, PROGRESS_TIMEOUT_S)
-            return result
-
-        setattr(self._store, self._method, paused_call)
-        return self
-
-    def wait_reached(self) -> None:
-        assert self.reached.wait(PROGRESS_TIMEOUT_S), f"the step never reached {self._method}"
-
-    def release(self) -> None:
-        self._released.set()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-        setattr(self._store, self._method, self._original)
-
-
-@contextmanager
-def paused(app: InProcessApp, method: str, when: Callable[..., bool] = lambda *a, **k: True) -> Iterator[StepPause]:
-    with StepPause(app, method, when) as pause:
-        yield pause
 
 
 def assert_applied_once(app: InProcessApp, view: dict[str, Any], approved: list[dict[str, str]]) -> None:
@@ -154,8 +110,8 @@ def test_a_decision_that_arrives_while_another_is_applied(app: InProcessApp, mod
     model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
     view = app.start_until_approval()
     first, second = pending_ids(view)
-    in_apply_step = lambda *a, **k: k.get("run_id") == view["run_id"] and "status" not in k  # noqa: E731
-    with paused(app, "list_approvals", in_apply_step) as applying:
+    # The apply step lists the run's approvals (all of them); pollers list the pending ones only.
+    with paused(app, "list_approvals", equal={"run_id": view["run_id"]}, absent=("status",)) as applying:
         assert app.decide(view["run_id"], first, "approve").status_code == 202
         applying.wait_reached()  # the run is applying the first decision
         assert app.decide(view["run_id"], second, "reject", reason="no").status_code == 202
@@ -168,7 +124,7 @@ def test_a_decision_that_arrives_during_the_expiry(app: InProcessApp, model: Scr
     model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
     view = app.start_until_approval()
     first, second = pending_ids(view)
-    with paused(app, "decide_approval", lambda approval_id, status, **k: status == "expired") as expiry:
+    with paused(app, "decide_approval", equal={"status": "expired"}) as expiry:
         app.host.clock.advance(2 * 86400)  # the deadline passes: the expiry step starts
         expiry.wait_reached()  # it has expired the first approval and is about to do the second
         late = app.decide(view["run_id"], second, "approve")
@@ -246,37 +202,34 @@ def test_the_same_decision_sent_twice_is_delivered_again_and_applied_once(
 
 
 def test_a_decision_whose_event_failed_reaches_the_run_at_the_next_poll(
-    app: InProcessApp, model: ScriptedModelServer
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    model.set_script(Script.of(parallel_calls("send_email", *emails(2)), "Done."))
-    view = app.start_until_approval()
-    first, second = pending_ids(view)
-    gateway = app_module("http_api.durable_gateway").DurableGateway
-    original = gateway.send_approval
+    # Redeliver at the first poll after a failed delivery (the 5 s default is what `redeliver_stalled` is tested for
+    # in tests/api); the task hub refuses the event as Azure's sometimes does, which loopback never would.
+    with app_with(DECISION_REDELIVERY_SECONDS="0") as app:
+        model.set_script(Script.of(parallel_calls("send_email", *emails(2)), "Done."))
+        view = app.start_until_approval()
+        first, second = pending_ids(view)
 
-    async def unreachable(self: Any, run_id: str, approval_id: str) -> None:
-        raise RuntimeError("the task hub is unreachable")  # what Azure does sometimes: cannot happen on loopback
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
 
-    gateway.send_approval = unreachable
-    try:
-        refused = app.decide(view["run_id"], first, "approve")
-    finally:
-        gateway.send_approval = original
-    assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
-    assert refused.headers["Retry-After"] == "1"
-    app.settle()
-    assert app.view(view["run_id"])["status"] == "requires_action"  # stored, not delivered
-    assert [a["status"] for a in app.approvals(view["run_id"]) if a["approval_id"] == first] == ["approved"]
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(app.host.engine, "raise_event", unreachable)
+            refused = app.decide(view["run_id"], first, "approve")
+        assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
+        assert refused.headers["Retry-After"] == "1"
+        app.settle()
+        waiting = app.host.get_status(view["run_id"])  # the engine's own view: no poll has run yet
+        assert waiting is not None
+        assert sorted(waiting["customStatus"]["pending_approvals"]) == sorted([first, second])
+        assert [a["status"] for a in app.approvals(view["run_id"]) if a["approval_id"] == first] == ["approved"]
 
-    # Nobody repeats the request: a poll, once the decision has been stalled long enough, delivers it.
-    delivery = app_module("http_api.decision_delivery")
-    saved, delivery.STALLED_AFTER = delivery.STALLED_AFTER, timedelta(0)
-    try:
-        app.view(view["run_id"])
-    finally:
-        delivery.STALLED_AFTER = saved
-    app.settle()
-    assert pending_ids(app.view(view["run_id"])) == [second]
-    assert app.decide(view["run_id"], second, "approve").status_code == 202
-    app.settle()
-    assert_applied_once(app, view, emails(2))
+        # Nobody repeats the request: the next poll delivers it.
+        assert app.view(view["run_id"])["status"] == "requires_action"
+        app.settle()
+        assert pending_ids(app.view(view["run_id"])) == [second]
+        assert app.decide(view["run_id"], second, "approve").status_code == 202
+        app.settle()
+        assert_applied_once(app, view, emails(2))

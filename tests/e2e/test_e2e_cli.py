@@ -61,10 +61,10 @@ def spawn(app: InProcessApp, *args: str, **env: str) -> pexpect.spawn:
     return child
 
 
-def run_cli(app: InProcessApp, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(app: InProcessApp, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """No terminal: stdin is not a tty, so nothing is asked."""
     return subprocess.run(
-        [sys.executable, "-m", "agentctl", *args], env=cli_env(app), cwd=str(REPO_ROOT), capture_output=True,
+        [sys.executable, "-m", "agentctl", *args], env=cli_env(app, **env), cwd=str(REPO_ROOT), capture_output=True,
         text=True, timeout=EXPECT_TIMEOUT_S, stdin=subprocess.DEVNULL,
     )
 
@@ -91,6 +91,7 @@ def test_approve_at_the_prompt(app: InProcessApp, model: ScriptedModelServer) ->
     child.expect("Approval needed")
     child.expect(r"Approve \(a\)")
     child.sendline("a")
+    child.expect("Approved transfer")
     child.expect("Transferred.")
     assert ended(child) == 0
     [run] = [r for r in app.snapshot().sessions.values()]
@@ -103,8 +104,10 @@ def test_reject_with_a_reason(app: InProcessApp, model: ScriptedModelServer) -> 
     child = spawn(app, "run", "helper", "pay")
     child.expect(r"Approve \(a\)")
     child.sendline("r")
-    child.expect("Reason")
+    child.expect(r"Reason for the agent \S*\(Enter for none\)\S*: ")
+    assert "()" not in child.after
     child.sendline("not this month")
+    child.expect("Rejected transfer: not this month")  # confirmed at once
     child.expect("rejected")
     child.expect("Understood.")
     assert ended(child) == 0
@@ -173,7 +176,7 @@ def test_exit_codes_without_a_terminal(app: InProcessApp, model: ScriptedModelSe
 
     assert run_cli(app, "run").returncode == 2  # usage
     unknown = run_cli(app, "--json", "show", "no-such-run")
-    assert unknown.returncode == 2 and json.loads(unknown.stdout)["error"]["code"] == "run_not_found"
+    assert unknown.returncode == 7 and json.loads(unknown.stdout)["error"]["code"] == "run_not_found"
 
 
 def test_the_inbox_lists_and_decides(app: InProcessApp, model: ScriptedModelServer) -> None:
@@ -194,3 +197,86 @@ def test_the_inbox_lists_and_decides(app: InProcessApp, model: ScriptedModelServ
     app.settle()
     assert app.view(run_id)["status"] == "completed"
     assert json.loads(run_cli(app, "--json", "approvals").stdout) == []
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The problem a command reported: exactly one line on stderr, no traceback, nothing on stdout."""
+    assert "Traceback" not in result.stderr and result.stdout == "", result.stderr
+    [line] = result.stderr.splitlines()
+    return line
+
+
+def test_every_connection_or_http_problem_is_one_line_with_its_exit_code(
+    app: InProcessApp, model: ScriptedModelServer, unused_tcp_port: int
+) -> None:
+    nothing_there = run_cli(app, "runs", AGENTS_URL=f"http://127.0.0.1:{unused_tcp_port}")
+    assert nothing_there.returncode == 5
+    assert one_line(nothing_there) == (
+        f"agentctl: cannot reach the app at http://127.0.0.1:{unused_tcp_port} (nothing answers there): start it "
+        "with `make run`, or point --url / AGENTS_URL at the running app"
+    )
+    with_api = run_cli(app, "runs", AGENTS_URL=f"{app.host.base_url}/api")
+    assert with_api.returncode == 7 and "(without /api)" in one_line(with_api)
+    not_a_url = run_cli(app, "--url", "localhost:7071", "runs")
+    assert not_a_url.returncode == 2 and "is not an http(s) URL" in one_line(not_a_url)
+
+    assert one_line(missing := run_cli(app, "show", "no-such-run")) == (
+        "agentctl: No run with id 'no-such-run' (404 run_not_found)") and missing.returncode == 7
+    model.set_script(Script.of("Done."))
+    finished = json.loads(run_cli(app, "--json", "run", "helper", "hi", "--wait").stdout)
+    again = run_cli(app, "cancel", finished["run_id"])
+    assert again.returncode == 8 and "409 run_finished" in one_line(again)
+
+
+def test_ctrl_c_at_the_prompt_ends_its_line(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Paid."))
+    child = spawn(app, "run", "helper", "pay")
+    child.expect(r"\[a/r/e\]\S*: ")
+    child.sendintr()
+    child.expect("Detached")
+    assert child.before.removeprefix("^C").startswith("\r\n")  # on a line of its own, not after the prompt
+    assert ended(child) == 130
+
+    inbox = spawn(app, "approvals")
+    inbox.expect(r"\[a/r/e\]\S*: ")
+    inbox.sendintr()
+    inbox.expect(pexpect.EOF)
+    assert inbox.before.removeprefix("^C").startswith("\r\n")  # the shell's prompt will start on a new line
+    inbox.close()
+    assert inbox.exitstatus == 130
+
+
+def test_with_no_editor_set_the_first_installed_one_opens_and_is_named(
+    app: InProcessApp, model: ScriptedModelServer, editor: Path, tmp_path: Path
+) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Done."))
+    queue_edits(editor, '{"account": "FR5678", "amount": 12}')
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    nano = tools / "nano"  # the only editor on this PATH
+    nano.write_text(f"#!{sys.executable}\n" + editor.read_text())
+    nano.chmod(0o755)
+    child = spawn(app, "run", "helper", "pay", EDITOR="", VISUAL="", PATH=str(tools))
+    child.expect(r"Approve \(a\)")
+    child.sendline("e")
+    child.expect(f"No \\$EDITOR set: opening nano \\({nano}\\). Set EDITOR to use another.")
+    child.expect("Approved transfer with your edits")
+    child.expect("Done.")
+    assert ended(child) == 0
+    [session] = app.snapshot().sessions.values()
+    assert session["approvals"][0]["edited_arguments"] == {"account": "FR5678", "amount": 12}
+
+
+def test_the_request_shows_an_emails_body_as_text() -> None:
+    from rich.console import Console
+
+    from agentctl.approve import show_request
+
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115 - closed with the console
+    email = {"to": "bob@example.com", "subject": "Hi", "body": "Hi Bob,\n\nThe report is ready.\n\nBest regards"}
+    show_request(console, {"tool": "send_email", "arguments": email})
+    shown = console.export_text()
+    console.file.close()
+    assert "\\n" not in shown
+    assert [line.strip(" │") for line in shown.splitlines()[1:6]] == [
+        "to       bob@example.com", "subject  Hi", "body     Hi Bob,", "", "The report is ready."]

@@ -43,3 +43,31 @@ def test_email_waits_for_approval_then_is_sent_once(demo_app: InProcessApp) -> N
     assert demo_app.view(started["run_id"])["status"] == "completed"
     [email] = demo_app.effects(started["session_id"], "email")
     assert email["to"] == "bob@example.com"
+
+
+def test_the_email_follows_the_request_and_a_follow_up_in_the_session_continues_it(demo_app: InProcessApp) -> None:
+    """The README tour's story: an email that says what was asked, then questions in the same session."""
+    started = demo_app.start(agent="assistant", input="Email bob@example.com that the report is ready")
+    demo_app.settle()
+    [approval] = demo_app.view(started["run_id"])["pending_approvals"]
+    assert approval["arguments"] == {
+        "to": "bob@example.com",
+        "subject": "The report is ready",
+        "body": "Hi Bob,\n\nThe report is ready.\n\nBest regards",
+    }
+    assert demo_app.decide(started["run_id"], approval["approval_id"], "approve").status_code == 202
+    demo_app.settle()
+    assert demo_app.view(started["run_id"])["output"]["text"] == (
+        'Done: I emailed bob@example.com with the subject "The report is ready".'
+    )
+
+    asked = demo_app.start(agent="assistant", input="What did you send?", session_id=started["session_id"])
+    demo_app.settle()
+    answer = demo_app.view(asked["run_id"])["output"]["text"]
+    assert answer.startswith('I sent an email to bob@example.com with the subject "The report is ready"')
+
+    weather = demo_app.start(agent="assistant", input="What is the weather in Paris?")
+    demo_app.settle()
+    rome = demo_app.start(agent="assistant", input="And in Rome?", session_id=weather["session_id"])
+    demo_app.settle()
+    assert demo_app.view(rome["run_id"])["output"]["text"].startswith("In Rome it is ")

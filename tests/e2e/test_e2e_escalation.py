@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from e2e_harness import InProcessApp, parallel_calls, pending_ids
-from test_e2e_approval_events import assert_applied_once, emails, paused
+from step_pause import paused
+from test_e2e_approval_events import assert_applied_once, emails
 
 from scripted_model import Script, ScriptedModelServer
 

@@ -314,9 +314,10 @@ def test_the_shipped_example_agent_is_served_only_with_its_setting(
     model: ScriptedModelServer,
     mcp_server: McpServerProcess,
 ) -> None:
-    with app_with(AGENTS_PACKAGE="agents") as app:
+    with app_with(AGENTS_PACKAGE="served_agents") as app:
         assert app.http.get("/api/agents/mcp_assistant").status_code == 404  # offline by default
-    with app_with(AGENTS_PACKAGE="agents", MCP_EXAMPLE_URL=mcp_server.url, MCP_EXAMPLE_TRUSTED_TOOLS="echo") as app:
+    with app_with(AGENTS_PACKAGE="served_agents", MCP_EXAMPLE_URL=mcp_server.url,
+                  MCP_EXAMPLE_TRUSTED_TOOLS="echo") as app:
         agent = app.http.get("/api/agents/mcp_assistant").json()
         assert agent["mcp_servers"] == [
             {

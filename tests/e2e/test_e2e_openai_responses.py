@@ -281,11 +281,12 @@ def test_errors_in_openai_shape(app: InProcessApp, client: OpenAI, model: Script
     }
     cases = [
         ({"temperature": 0.2}, "temperature", "unsupported_parameter"),
-        ({"tools": [{"type": "web_search"}]}, "tools", "unsupported_parameter"),
+        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "unsupported_parameter"),
         ({"stream_options": {"include_obfuscation": True}}, "stream_options", None),
         (
+            # Not a call this server made: client-side function tools are refused, naming the item.
             {"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
-            "input[0].type",
+            "input[0]",
             "unsupported_parameter",
         ),
         (
@@ -511,3 +512,158 @@ def test_events_of_a_real_run(app: InProcessApp, client: OpenAI, model: Scripted
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     resumed = events_module.ResponseEventStream(starting_after=5).feed(looks[-1])
     assert [e["type"] for e in resumed] == kinds[6:]
+
+
+def test_stateless_input_lists(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """The whole conversation sent again (earlier outputs as input, no previous_response_id) continues it: the
+    repeated items are recognised, only the new message is stored; a list that changes a stored item is refused
+    naming it."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "a is value-of-a.", "b is next."))
+    first = client.responses.create(model="helper", input="What is a?")
+    history: list[object] = [{"role": "user", "content": "What is a?"}]
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    second = client.responses.create(model="helper", input=[*history, {"role": "user", "content": "And b?"}])
+    assert second.output_text == "b is next." and second.previous_response_id == first.id
+    session_id = app.view(run_of(first.id))["session_id"]
+    assert app.view(run_of(second.id))["session_id"] == session_id
+    users = [m for m in app.session_messages(session_id) if m["role"] == "user"]
+    assert len(users) == 2  # the repeated message is not stored twice
+    assert [m["content"] for m in model.log.last.messages if m["role"] == "user"] == ["What is a?", "And b?"]
+
+    forged = [*history[:2], {**history[2], "content": [{"type": "output_text", "text": "a is 42."}]}]  # type: ignore[dict-item]
+    with pytest.raises(openai.BadRequestError) as error:
+        client.responses.create(model="helper", input=[*forged, {"role": "user", "content": "And c?"}])
+    assert error.value.body["param"] == "input[2]"  # type: ignore[index]
+    assert error.value.body["code"] == "input_contradicts_conversation"  # type: ignore[index]
+    # A branch from the middle of a conversation that went on: refused (a durable session has one history).
+    with pytest.raises(openai.BadRequestError) as branch:
+        client.responses.create(model="helper", input=[*history, {"role": "user", "content": "Or c?"}])
+    assert branch.value.body["param"] == "input[3]"  # type: ignore[index]
+
+
+def test_the_agents_own_tools_as_a_hosted_mcp_tool(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """`tools: [{"type": "mcp", "server_label": <agent>}]` is accepted: `allowed_tools` narrows what the model is
+    offered, `require_approval` adds approvals, and `never` does not loosen the server's policy."""
+    mcp = {"type": "mcp", "server_label": "helper"}
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "ok"))
+    narrowed = client.responses.create(
+        model="helper", input="What is a?", tools=[{**mcp, "allowed_tools": ["lookup"], "require_approval": "always"}]
+    )
+    assert model.log.last.tool_names == ["lookup"]  # only the allowed tool was offered
+    [request] = narrowed.output  # lookup needs no approval on the server: the client asked for one
+    assert (request.type, request.name) == ("mcp_approval_request", "lookup")
+    assert narrowed.tools[0].type == "mcp" and narrowed.tools[0].allowed_tools == ["lookup"]  # type: ignore[union-attr]
+    done = client.responses.create(
+        model="helper", previous_response_id=narrowed.id, input=answer(request.id), tools=narrowed.tools  # type: ignore[arg-type]
+    )
+    assert done.output_text == "ok"
+
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "never sent"))
+    loose = client.responses.create(
+        model="helper", input="Email Bob", tools=[{**mcp, "require_approval": "never"}]  # type: ignore[list-item]
+    )
+    assert [item.type for item in loose.output] == ["mcp_approval_request"]  # the server's policy still holds
+    assert app.effects(app.view(run_of(loose.id))["session_id"], "email") == []
+    app.cancel(run_of(loose.id))
+    app.settle()
+
+
+def test_tools_that_are_not_the_agents_are_refused(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """Nothing is ever fetched: a remote MCP server, a connector, credentials, client-side functions, another
+    label - each a 400 naming the field and saying why."""
+    model.set_script(Script.of("never"))
+    mcp = {"type": "mcp", "server_label": "helper"}
+    cases = [
+        ({**mcp, "server_url": "http://127.0.0.1:9/mcp"}, "tools[0].server_url", "connects to no MCP server"),
+        ({**mcp, "connector_id": "connector_gmail"}, "tools[0].connector_id", "connects to no MCP server"),
+        ({**mcp, "headers": {"Authorization": "Bearer x"}}, "tools[0].headers", "connects to no MCP server"),
+        ({"type": "function", "name": "f", "parameters": {}}, "tools[0].type", "run on the server"),
+        ({"type": "web_search"}, "tools[0].type", "run on the server"),
+        ({**mcp, "server_label": "other"}, "tools[0].server_label", "agent's own tools"),
+        ({**mcp, "allowed_tools": ["nope"]}, "tools[0].allowed_tools", "has no tool 'nope'"),
+    ]
+    for tool, param, says in cases:
+        http = app.http.post("/api/v1/responses", json={"model": "helper", "input": "hi", "tools": [tool]})
+        assert http.status_code == 400, (tool, http.text)
+        error = http.json()["error"]
+        assert error["param"] == param and says in error["message"], (tool, error)
+    assert model.log.total == 0
+
+
+def test_cancel_while_waiting_for_an_answer(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """A background response waiting for its approval answer, cancelled: the response the client holds says
+    `cancelled` (cancel's answer and retrieve), no later response appears, the conversation continues from it, and
+    answering the closed request says the run is over (409 run_finished, not 410 expired)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Hello again."))
+    first = client.responses.create(model="helper", input="Email Bob", background=True)
+    app.settle()
+    waiting = client.responses.retrieve(first.id)
+    [request] = waiting.output
+    assert (waiting.status, request.type) == ("completed", "mcp_approval_request")
+    raw = app.http.get(f"/api/v1/responses/{first.id}").json()  # integers, as OpenAI sends them
+    assert isinstance(raw["created_at"], int) and isinstance(raw["completed_at"], int)
+    assert raw["completed_at"] >= raw["created_at"]
+
+    cancelled = client.responses.cancel(first.id)
+    assert (cancelled.id, cancelled.status) == (first.id, "cancelled")
+    app.settle()
+    again = client.responses.retrieve(first.id)
+    assert again.status == "cancelled" and again.completed_at
+    assert_official_shape(app, first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(f"{first.id}_2")  # no response the client never saw
+
+    with pytest.raises(openai.ConflictError) as late:
+        client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert late.value.body["code"] == "run_finished" and late.value.body["param"] == "input[0]"  # type: ignore[index]
+    decided = app.decide(run_of(first.id), request.id, "approve")
+    assert (decided.status_code, decided.json()["code"]) == (409, "run_finished")
+
+    follow_up = client.responses.create(model="helper", previous_response_id=first.id, input="Just say hello.")
+    assert (follow_up.output_text, follow_up.previous_response_id) == ("Hello again.", first.id)
+    assert app.effects(app.view(run_of(first.id))["session_id"], "email") == []
+
+
+def test_models_are_the_agents(app: InProcessApp, client: OpenAI) -> None:
+    """`models.list()` / `models.retrieve()` as OpenAI answers them: the agents this app serves."""
+    models = client.models.list()
+    names = [m.id for m in models.data]
+    assert "helper" in names and names == [a["name"] for a in app.http.get("/api/agents").json()["agents"]]
+    assert {(m.object, m.owned_by) for m in models.data} == {("model", "durable-agents")}
+    one = client.models.retrieve("helper")
+    assert (one.id, one.object, isinstance(one.created, int)) == ("helper", "model", True)
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("nobody")
+    assert missing.value.body["code"] == "model_not_found"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/nowhere"),
+        ("POST", "/api/runs/0123/nothing/here"),
+        ("PUT", "/api/agents"),
+        ("DELETE", "/api/health"),
+        ("PATCH", "/api/sessions"),
+        ("GET", "/api/v1/nowhere"),
+        ("POST", "/api/v1/chat/completions"),
+        ("GET", "/api/v1"),
+    ],
+)
+def test_every_unknown_route_answers_in_the_apis_error_shape(app: InProcessApp, method: str, path: str) -> None:
+    """A path (or method) the app does not serve: 404 with a body, problem+json, or OpenAI's error shape under
+    /api/v1 - and the catch-all shadows no real route (the routes next to it still answer)."""
+    response = app.http.request(method, path)
+    assert response.status_code == 404, response.text
+    if path.startswith("/api/v1"):
+        error = response.json()["error"]
+        assert (error["type"], error["message"]) == ("invalid_request_error", f"Invalid URL ({method} {path[4:]})")
+    else:
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert response.json()["code"] == "route_not_found" and path in response.json()["detail"]
+    assert app.http.get("/api/health").status_code == 200
+    assert app.http.get("/api/agents/helper").status_code == 200
+    assert app.http.get("/api/v1/models/helper").status_code == 200
+    assert app.http.get(f"/api/runs/{'0' * 32}").json()["code"] == "run_not_found"  # its own 404, not the fallback

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from e2e_harness import InProcessApp
-from e2e_settings import app_settings, running_app
+from e2e_settings import app_settings, reads_the_in_process_sink, running_app
 
 from scripted_model import Reply, Script, ScriptedModelServer
 from scripted_model.script import ScriptedToolCall
@@ -133,6 +133,7 @@ def test_unpriced_models_show_tokens_without_cost(model_server: ScriptedModelSer
     assert view["usage"]["total_tokens"] > 0
 
 
+@reads_the_in_process_sink
 def test_the_cost_is_a_metric_by_agent_and_model(app: InProcessApp, model: ScriptedModelServer) -> None:
     sink = telemetry_sink()
 

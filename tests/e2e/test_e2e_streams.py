@@ -9,7 +9,6 @@ acts while an answer is certainly not yet started or certainly half-written. No 
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -179,7 +178,7 @@ def test_a_poll_client_and_a_stream_client_agree(stream_app: InProcessApp, model
 
 
 def test_two_streams_on_one_run_share_one_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
-    registry = sys.modules["http_api.streams.watchers"].REGISTRY  # the app's own module in this process
+    before = stream_app.live_streams()
     model.set_script(Script.of("Shared."))
     model.hold_answers()
     run_id = stream_app.start(input="hi")["run_id"]
@@ -188,13 +187,13 @@ def test_two_streams_on_one_run_share_one_watcher(stream_app: InProcessApp, mode
         events_a, events_b = a.iter_sse(), b.iter_sse()
         first_a, first_b = next(events_a), next(events_b)
         assert (first_a.event, first_a.data) == (first_b.event, first_b.data)
-        [stats] = registry.stats(run_id)
-        assert stats.subscribers == 2
+        assert stream_app.live_streams(since=before) == {"watchers": 1, "subscribers": 2}
         model.release_answers()
         done_a, done_b = read_until(events_a, is_done), read_until(events_b, is_done)
     assert of(done_a, "done") == of(done_b, "done")
     deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-    while registry.stats(run_id):  # the last connection's end stops the watcher (after the client has left)
+    # The last connection's end stops the watcher (after the client has left).
+    while stream_app.live_streams(since=before)["watchers"] > 0:
         assert time.monotonic() < deadline, "the watcher outlived its streams"
         time.sleep(0.01)
 
@@ -291,17 +290,17 @@ def test_a_stream_ends_at_its_time_limit_and_the_client_resumes(
 
 
 def test_a_client_that_leaves_releases_the_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
-    registry = sys.modules["http_api.streams.watchers"].REGISTRY
+    before = stream_app.live_streams()
     model.set_script(Script.of("Later."))
     model.hold_answers()
     run_id = stream_app.start(input="hi")["run_id"]
     wait_for_model_calls(model, 1)
     with sse(stream_app, run_id) as source:
         next(source.iter_sse())
-        assert [s.subscribers for s in registry.stats(run_id)] == [1]
+        assert stream_app.live_streams(since=before) == {"watchers": 1, "subscribers": 1}
     # The client has gone while the run waits: the host notices, the stream's generator ends, the watcher stops.
     deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-    while registry.stats(run_id):
+    while stream_app.live_streams(since=before)["watchers"] > 0:
         assert time.monotonic() < deadline, "the watcher outlived its only stream"
         time.sleep(0.01)
     model.release_answers()

@@ -11,12 +11,13 @@ from datetime import datetime
 
 import pytest
 from e2e_harness import InProcessApp
-from e2e_settings import app_settings, running_app
+from e2e_settings import app_settings, reads_the_in_process_sink, running_app
 
 from scripted_model import Reply, Script, ScriptedModelServer
 from telemetry.testing import TelemetrySink, names, telemetry_sink
 
 FIVE_STEPS = Script.of(Reply.call("lookup", {"key": "a"}), Reply.call("lookup", {"key": "b"}), "Both found.")
+pytestmark = reads_the_in_process_sink
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 

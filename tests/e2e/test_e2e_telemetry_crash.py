@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
-from otlp_receiver import OtlpReceiver
+from otlp_receiver import APP_SCOPE, OtlpReceiver
 
 from devhost.testing import SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -60,7 +60,7 @@ def test_one_trace_across_two_kills_and_an_approval(
         api = AppClient(host.client)
         started = api.start(input="Look a up, then email Bob")
         waiting = api.wait_for(started["run_id"], {"requires_action"})
-        receiver.wait_for(3, PROGRESS_TIMEOUT_S)  # chat, execute_tool lookup, chat: exported before the kill
+        receiver.wait_for(3, PROGRESS_TIMEOUT_S, APP_SCOPE)  # chat, execute_tool lookup, chat: exported before the kill
 
         host.kill()  # 1: while the run waits for the approval
         host.start()
@@ -68,7 +68,7 @@ def test_one_trace_across_two_kills_and_an_approval(
         approval_id = waiting["pending_approvals"][0]["approval_id"]
         assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
         model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # the last model call is in flight
-        receiver.wait_for(5, PROGRESS_TIMEOUT_S)  # + await_approval, execute_tool send_email
+        receiver.wait_for(5, PROGRESS_TIMEOUT_S, APP_SCOPE)  # + await_approval, execute_tool send_email
 
         host.kill()  # 2: while the last model call runs (its span never ended, so it was never exported)
         host.start()
@@ -76,7 +76,7 @@ def test_one_trace_across_two_kills_and_an_approval(
         final = api.wait_for(started["run_id"], FINAL)
         assert final["status"] == "completed", final
         assert final["output"]["text"] == "Sent."
-        spans = receiver.wait_for(7, PROGRESS_TIMEOUT_S)
+        spans = receiver.wait_for(7, PROGRESS_TIMEOUT_S, APP_SCOPE)
     finally:
         host.close()
 
@@ -109,7 +109,7 @@ def test_worker_processes_configure_themselves_and_share_the_trace(
         api = AppClient(host.client)
         started = api.start(input="Look a and b up")
         assert api.wait_for(started["run_id"], FINAL)["status"] == "completed"
-        spans = receiver.wait_for(6, PROGRESS_TIMEOUT_S)
+        spans = receiver.wait_for(6, PROGRESS_TIMEOUT_S, APP_SCOPE)
     finally:
         host.close()
     assert sorted(s.name for s in spans) == [

@@ -87,6 +87,18 @@ async def test_redelivery_with_new_content_replaces_the_message(store: SessionSt
     assert stored.payload["content"] == "final"
 
 
+async def test_get_message_reads_one_message_by_id_in_its_session(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    other = await new_session(store)
+    await store.append_messages(session_id, [message(session_id, 0, "draft"), message(session_id, 1)])
+    await store.append_messages(session_id, [message(session_id, 0, "final")])
+    (first, _) = (await store.list_messages(session_id)).items
+    assert await store.get_message(session_id, f"{session_id}-m0") == first
+    assert first.payload["content"] == "final" and first.seq == 0
+    assert await store.get_message(session_id, "no-such-message") is None
+    assert await store.get_message(other, f"{session_id}-m0") is None  # another session's message is not found
+
+
 async def test_a_seq_belongs_to_one_message(store: SessionStore) -> None:
     session_id = await new_session(store)
     await store.append_messages(session_id, [message(session_id, 0)])

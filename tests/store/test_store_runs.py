@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from store_helpers import new_id, new_session, run
+from store_helpers import approval, new_id, new_session, run
 
-from session_store import ConflictError, NotFoundError, SessionBusyError, SessionStore
+from session_store import ConflictError, NotFoundError, SessionBusyError, SessionRecord, SessionStore
 
 
 async def test_begin_run_claims_the_session_and_numbers_runs(store: SessionStore) -> None:
@@ -21,6 +21,54 @@ async def test_begin_run_claims_the_session_and_numbers_runs(store: SessionStore
     second = await store.begin_run(run(session_id))
     assert second.ordinal == 2
     assert [r.run_id for r in await store.list_runs(session_id)] == [first.run_id, second.run_id]
+
+
+async def test_begin_run_in_a_new_session_creates_it_already_held_by_the_run(store: SessionStore) -> None:
+    session_id = new_id("s")
+    fresh = SessionRecord(session_id=session_id, agent="assistant", owner_id="alice", owner_name="Alice")
+    record = run(session_id)
+    first = await store.begin_run(record, new_session=fresh)
+    assert first.ordinal == 1 and first.status == "in_progress" and first.etag
+    session = await store.get_session(session_id)
+    assert session.active_run_id == first.run_id and session.run_count == 1
+    assert (session.owner_id, session.owner_name, session.agent) == ("alice", "Alice", "assistant")
+    assert await store.get_run(first.run_id) == first  # resolvable by id alone (its lookup is written)
+    # The same call again (a retry) returns the run; nothing is claimed twice.
+    assert await store.begin_run(record, new_session=fresh) == first
+    assert (await store.get_session(session_id)).run_count == 1
+    # The session then behaves as any other: busy while the run holds it, the next run's ordinal after it.
+    with pytest.raises(SessionBusyError):
+        await store.begin_run(run(session_id))
+    await store.finish_run(first.run_id, "completed")
+    assert (await store.begin_run(run(session_id))).ordinal == 2
+
+
+async def test_a_run_whose_session_is_named_after_it_is_found_by_its_id_alone(store: SessionStore) -> None:
+    run_id = new_id("run")
+    first = await store.begin_run(run(run_id, run_id), new_session=SessionRecord(session_id=run_id, agent="assistant"))
+    assert await store.get_run(run_id) == first
+    updated = await store.update_run(run_id, metadata={"k": "v"})
+    assert (await store.get_run(run_id)).metadata == {"k": "v"} == updated.metadata
+    (asked,) = await store.put_approvals([approval(run_id, run_id).model_copy(update={"approval_id": f"{run_id}:c1"})])
+    assert [a.run_id for a in await store.list_approvals(run_id=run_id)] == [run_id]
+    assert await store.get_approval(f"{run_id}:c1") == asked  # found by its id alone
+    decided = await store.decide_approval(f"{run_id}:c1", "approved", decided_by="bob")
+    assert (await store.get_approval(f"{run_id}:c1")).status == "approved" == decided.status
+    assert await store.get_approval(f"{run_id}:c2") is None and await store.get_approval("nope") is None
+    finished = await store.finish_run(run_id, "completed", output={"text": "ok"})
+    assert (await store.get_run(run_id)) == finished and finished.status == "completed"
+    assert await store.get_run(new_id("run")) is None
+    assert await store.delete_session(run_id)
+    assert await store.get_run(run_id) is None
+
+
+async def test_begin_run_in_a_new_session_refuses_an_existing_session(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    fresh = SessionRecord(session_id=session_id, agent="assistant", owner_id="mallory")
+    with pytest.raises(ConflictError):
+        await store.begin_run(run(session_id), new_session=fresh)
+    session = await store.get_session(session_id)
+    assert session.active_run_id is None and session.owner_id is None and await store.list_runs(session_id) == []
 
 
 async def test_second_run_on_a_busy_session_is_refused_with_the_active_run(store: SessionStore) -> None:

@@ -14,6 +14,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 
+from telemetry.redaction import RedactingSpanExporter, RedactingSpanProcessor
 from telemetry.settings import TelemetrySettings
 from telemetry.setup import TelemetryPlan, apply, meter_provider, telemetry_plan, tracer_provider
 
@@ -77,9 +78,10 @@ def settings_from(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Telem
 def test_exporters_are_the_official_ones() -> None:
     provider = tracer_provider({"console", "otlp"})
     processors = provider._active_span_processor._span_processors  # the SDK keeps no public list
-    assert [(type(p), type(p.span_exporter)) for p in processors] == [
-        (SimpleSpanProcessor, ConsoleSpanExporter),  # printed at once: a local look at a run
-        (BatchSpanProcessor, OTLPSpanExporter),
+    # Each official exporter behind the one redaction (telemetry.redaction).
+    assert [(type(p), type(p.span_exporter), type(p.span_exporter.inner)) for p in processors] == [
+        (SimpleSpanProcessor, RedactingSpanExporter, ConsoleSpanExporter),  # printed at once: a local look at a run
+        (BatchSpanProcessor, RedactingSpanExporter, OTLPSpanExporter),
     ]
     assert provider.resource.attributes["service.name"] == "durable-agents"
     provider.shutdown()
@@ -95,6 +97,7 @@ def test_azure_monitor_is_configured_through_its_distro(monkeypatch: pytest.Monk
     apply(TelemetryPlan("azure_monitor"))
     [call] = calls
     assert call["resource"].attributes["service.name"] == "my-agents"
+    assert [type(p) for p in call["span_processors"]] == [RedactingSpanProcessor]  # before the distro's exporter
 
 
 def run_app_import(env: dict[str, str]) -> dict:

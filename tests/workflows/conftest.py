@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, standard_script
+from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, standard_script, stop_host
 
 from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
@@ -45,10 +45,7 @@ def host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
     try:
         yield app
     finally:
-        services = sys.modules.get("agent_runs.services")
-        if services is not None:
-            services.RunServices.reset()  # closes the store thread of the services the host's modules built
-        app.stop()
+        stop_host(app)
 
 
 @pytest.fixture
@@ -65,10 +62,7 @@ def cosmos_host(model: ScriptedModelServer, cosmos_account: tuple[str, str | Non
     try:
         yield app
     finally:
-        services = sys.modules.get("agent_runs.services")
-        if services is not None:
-            services.RunServices.reset()
-        app.stop()
+        stop_host(app)
         from session_store.cosmos_admin import drop_database
 
         drop_database(endpoint, key, database)

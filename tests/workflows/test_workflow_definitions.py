@@ -82,8 +82,8 @@ def test_the_registry_rejects_unknown_agents() -> None:
 
 
 def test_the_shipped_workflows_load_and_check_against_the_shipped_agents() -> None:
-    registry = WorkflowRegistry.from_package("workflows")
-    registry.check_agents(AgentRegistry.from_package("agents").names())
+    registry = WorkflowRegistry.from_package("served_workflows")
+    registry.check_agents(AgentRegistry.from_package("served_agents").names())
     assert registry.names() == ["expert_panel", "follow_up", "review_pipeline"]
 
 
@@ -125,8 +125,8 @@ def test_references_render_and_conditions_evaluate() -> None:
 @pytest.mark.parametrize(
     ("env", "package"),
     [
-        ({}, "workflows"),
-        ({"AGENTS_PACKAGE": "agents"}, "workflows"),
+        ({}, "served_workflows"),
+        ({"AGENTS_PACKAGE": "served_agents"}, "served_workflows"),
         ({"AGENTS_PACKAGE": "my_agents"}, None),  # the shipped workflows need the shipped agents
         ({"AGENTS_PACKAGE": "my_agents", "WORKFLOWS_PACKAGE": "my_workflows"}, "my_workflows"),
         ({"WORKFLOWS_PACKAGE": "none"}, None),

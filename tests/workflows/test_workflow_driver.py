@@ -25,6 +25,7 @@ from activities.workflow_steps import (
 from agent_runs.budget import within_budget
 from agent_runs.contracts import RunInput, RunRef
 from agent_runtime.loop_types import LoopConfig
+from served_workflows.review_pipeline import review_pipeline
 from workflow_runtime import (
     AgentStep,
     ApprovalStep,
@@ -79,7 +80,6 @@ from workflow_runtime.requests import (
     WaitForDecision,
     WaitForSignal,
 )
-from workflows.review_pipeline import review_pipeline
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 RECORDERS = {workflow_record_agents, workflow_call_function, workflow_evaluate, workflow_record_delay,
@@ -231,11 +231,22 @@ def test_each_step_activity_gets_its_step_seq_references_and_time() -> None:
 def test_a_failed_step_ends_the_workflow_naming_it() -> None:
     run = Drive(_driver(review_pipeline), _results(write={"status": "failed", "error": "model_http_400: bad"}))
     assert run.ran() == ["write"]
-    assert run.outcome.model_dump() == {
+    assert run.outcome.model_dump(exclude={"resume"}) == {
         "run_id": "wf1", "status": "failed", "reason": "step 'write' failed: model_http_400: bad", "code": None,
         "failed_step": "write",
     }
     assert run.finish().failed_step == "write" and run.finish().refs == {}  # a failed run resolves no output
+
+
+def test_a_failed_step_is_where_a_rewind_goes_on_with_a_key_of_its_own() -> None:
+    run = Drive(_driver(review_pipeline), _results(write={"status": "failed", "error": "model_http_400: bad"}))
+    resume = run.outcome.resume
+    assert resume is not None and resume.state.attempts == {"write": 1} and resume.state.generation == 1
+    again = Drive(WorkflowDriver(review_pipeline, resume), _results())
+    keys = [r.input.key for r in again.requests if isinstance(r, CallActivity) and hasattr(r.input, "key")]
+    assert keys[0] == "write.r1" and "write" not in keys  # the failed attempt's child run is never met again
+    assert again.outcome.status == "completed"
+    assert Drive(_driver(review_pipeline), _results()).outcome.resume is None  # nothing to resume after success
 
 
 def test_a_stored_cancel_request_ends_the_workflow_cancelled() -> None:
@@ -322,7 +333,7 @@ def test_a_cancel_between_steps_ends_the_workflow_before_the_next_step() -> None
 def test_a_failed_request_fails_its_step_with_the_stable_code_and_safe_message() -> None:
     failure = Failed(code="activity_failed", message="an internal step failed (correlation id c2)")
     run = Drive(_driver(review_pipeline), lambda r: failure if isinstance(r, RunChildRuns) else None)
-    assert run.outcome.model_dump() == {
+    assert run.outcome.model_dump(exclude={"resume"}) == {
         "run_id": "wf1", "status": "failed", "code": "activity_failed", "failed_step": "write",
         "reason": "step 'write' failed: an internal step failed (correlation id c2)",
     }

@@ -37,7 +37,9 @@ def slow_writer_model() -> Iterator[ScriptedModelServer]:
 
 @pytest.fixture
 def app(tmp_path: Path, slow_writer_model: ScriptedModelServer) -> Iterator[SubprocessHost]:
-    env = {
+    env = {  # the shipped agents and workflows, whatever the environment the suite left behind
+        "AGENTS_PACKAGE": "served_agents",
+        "WORKFLOWS_PACKAGE": "served_workflows",
         "SCRIPTED_MODEL_URL": str(slow_writer_model.base_url),
         "SESSION_STORE_PATH": str(tmp_path / "store.sqlite3"),
         "CONTINUATION_TOKEN_SECRET": "workflow-restart-secret",
@@ -51,13 +53,15 @@ def app(tmp_path: Path, slow_writer_model: ScriptedModelServer) -> Iterator[Subp
         host.close()
 
 
-def _poll(app: SubprocessHost, run_id: str, ready: Any, timeout: float = PROGRESS_TIMEOUT_S) -> dict[str, Any]:
-    """Poll the workflow (long-poll, bounded) until `ready(view)` holds."""
+def _poll(app: SubprocessHost, run_id: str, ready: Any, timeout: float = PROGRESS_TIMEOUT_S,
+          wait_seconds: float = 1) -> dict[str, Any]:
+    """Poll the workflow (long-poll, bounded) until `ready(view)` holds. `wait_seconds=0` for a state in the middle
+    of a step: a long poll answers only once a step is done, by which time the next one may be over too."""
     deadline = time.monotonic() + timeout
     token: str | None = None
     while time.monotonic() < deadline:
         # With the token, the long poll answers when something new happens (or after a second), not at once.
-        current = view(app, run_id, wait_seconds=1, **({"continuation_token": token} if token else {}))
+        current = view(app, run_id, wait_seconds=wait_seconds, **({"continuation_token": token} if token else {}))
         if ready(current):
             return current
         token = current["continuation_token"] or token
@@ -75,7 +79,7 @@ def test_review_pipeline_survives_sigkill_mid_step_and_at_the_gate(app: Subproce
     reference = _sign_off(app, start(app, "review_pipeline", {"topic": "crash safety"})["run_id"])["output"]
 
     run_id = start(app, "review_pipeline", {"topic": "crash safety"})["run_id"]
-    _poll(app, run_id, lambda v: v["active_step"] is not None and v["active_step"]["child_runs"])
+    _poll(app, run_id, lambda v: v["active_step"] is not None and v["active_step"]["child_runs"], wait_seconds=0)
     app.kill()  # while the writer's child run works (its model call takes 500 ms)
     app.start()
     _poll(app, run_id, lambda v: v["status"] == "requires_action")

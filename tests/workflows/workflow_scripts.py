@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,14 @@ def standard_script(*, review: dict[str, Any] = REVIEW_REVISE, resolved_after: i
         ],
         default=Reply(text="(unscripted)"),
     )
+
+
+def stop_host(app: Any) -> None:
+    """Close the services the host's modules built (their store thread), then stop the host - even when closing
+    fails, so the host always restores the environment it changed (a leaked WORKFLOWS_PACKAGE breaks later hosts)."""
+    try:
+        services = sys.modules.get("agent_runs.services")
+        if services is not None:
+            services.RunServices.reset()
+    finally:
+        app.stop()

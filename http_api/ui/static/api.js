@@ -55,12 +55,65 @@ export async function api(path, { method = "GET", body, query } = {}) {
   throw new ApiError(response.status, data || {});
 }
 
-export function streamUrl(path, after) {
-  const url = new URL(API + path, location.origin);
-  const key = functionKey();
-  if (key) url.searchParams.set("code", key); // EventSource cannot send headers; Functions also reads ?code=
-  if (after) url.searchParams.set("after", after);
-  return url.toString();
+// A server-sent event stream read with fetch, so it carries the same headers as every other call (the function key
+// in `x-functions-key`, the local principal). EventSource cannot send headers: it would need the key in the URL
+// (`?code=`), where it stays in the browser's history and in the request logs of every proxy on the way.
+// `onEvent(kind, data, id)` per event; a dropped stream resumes after the last event id (`Last-Event-ID`, as a
+// browser would); `onUnavailable()` when no stream can be had (none served here, or it keeps failing): poll then.
+export function openStream(path, onEvent, onUnavailable) {
+  const controller = new AbortController();
+  let lastId = null;
+  let failures = 0;
+  let gotEvent = false;
+
+  function dispatch(block) {
+    let kind = "message", id = null;
+    const data = [];
+    for (const line of block.split(/\r\n|\r|\n/)) {
+      if (!line || line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") kind = value;
+      else if (field === "data") data.push(value);
+      else if (field === "id") id = value;
+    }
+    if (id !== null) lastId = id;
+    if (!data.length) return;
+    gotEvent = true;
+    failures = 0;
+    onEvent(kind, data.join("\n"), lastId);
+  }
+
+  async function read() {
+    const extra = { Accept: "text/event-stream" };
+    if (lastId) extra["Last-Event-ID"] = lastId;
+    const response = await fetch(new URL(API + path, location.origin),
+      { headers: headers(extra), signal: controller.signal, cache: "no-store" });
+    if (!response.ok || !(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
+      throw new Error(`no event stream (HTTP ${response.status})`);
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      const blocks = buffer.split(/\r\n\r\n|\n\n|\r\r/);
+      buffer = blocks.pop();
+      for (const block of blocks) dispatch(block);
+    }
+  }
+
+  (async () => {
+    while (!controller.signal.aborted) {
+      try { await read(); } catch { failures += 1; }
+      if (controller.signal.aborted) return;
+      if (!gotEvent || failures >= 5) { onUnavailable(); return; }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** failures, 5000))); // then resume
+    }
+  })();
+  return { close: () => controller.abort() };
 }
 
 // DOM helper: elements from data, never from HTML strings (nothing the API returns is parsed as markup).

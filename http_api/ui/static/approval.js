@@ -1,6 +1,7 @@
 // One approval as a card: the call and its arguments, an argument editor (the tool's schema is checked by the API,
 // and its error is shown here), approve / reject with a reason, and the time left.
 import { api, h, pretty, ApiError } from "./api.js";
+import { fieldsView } from "./values.js";
 
 const countdowns = new Set();
 setInterval(() => { for (const tick of countdowns) tick(); }, 1000);
@@ -41,7 +42,7 @@ export function approvalCard(approval, { onDecided } = {}) {
     h("p", { class: "meta" }, approval.agent ? `${approval.agent} · ` : "",
       h("a", { href: `#run/${runId}` }, `run ${runId.slice(0, 8)}`), countdown,
       approval.escalated_to ? ` · escalated to ${approval.escalated_to}` : ""),
-    h("pre", { "aria-label": "arguments" }, pretty(approval.arguments || {})),
+    fieldsView(approval.arguments || {}, { label: "arguments" }),
     editToggle, editorWrap,
     h("label", { for: `reason-${id}` }, "Reason (shown to the agent when you reject)"), reason,
     errorBox,

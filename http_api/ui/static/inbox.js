@@ -20,8 +20,12 @@ export async function renderInbox(main) {
   main.replaceChildren(h("h2", {}, "Approvals waiting for you"), h("div", { class: "actions" }, refresh), status, list);
   try {
     const items = await listInbox();
-    status.textContent = items.length ? `${items.length} waiting` : "Nothing waits for your decision.";
-    for (const approval of items) list.append(approvalCard(approval));
+    let waiting = items.length;
+    const count = () => { status.textContent = waiting ? `${waiting} waiting` : "Nothing waits for your decision."; };
+    count();
+    // A decided card stays (with its outcome and a link to the run); the count follows what still waits.
+    const onDecided = () => { waiting -= 1; count(); };
+    for (const approval of items) list.append(approvalCard(approval, { onDecided }));
   } catch (e) {
     status.textContent = `Could not load the inbox: ${e.message}`;
     status.className = "error";

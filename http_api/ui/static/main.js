@@ -12,15 +12,21 @@ async function identity() {
   let health = {};
   try { health = await api("/health"); } catch { /* the page still works; sections show their own errors */ }
   const mode = (health.auth && health.auth.mode) || health.auth_mode || "none";
+  if (mode === "easyauth" && health.auth && health.auth.local_principal_picker) {
+    // The server says no App Service Authentication can be in front (devhost, `func start`): pick who to act as;
+    // this tab then sends the headers Easy Auth would add. On Azure the server never says so (the app refuses to
+    // start with easyauth unless the platform's front is on, and that front strips such headers).
+    const input = h("input", { id: "principal", value: devPrincipal(), placeholder: "name+Role.One,Role.Two", size: 24 });
+    const apply = h("button", { type: "button", onclick: () => { setDevPrincipal(input.value.trim()); route(); } }, "Act as");
+    box.replaceChildren(h("label", { for: "principal" }, "Principal (local host)"), input, apply);
+    return;
+  }
+  setDevPrincipal("");
   const front = mode === "easyauth"
     ? await fetch("/.auth/me", { credentials: "same-origin" }).then((r) => (r.ok ? r.json() : null)).catch(() => null)
     : null;
   if (mode === "easyauth" && front === null) {
-    // No App Service Authentication in front (devhost, `func start`): pick who to act as; this tab then sends the
-    // headers Easy Auth would add. On Azure the front strips such headers, so this cannot be used to impersonate.
-    const input = h("input", { id: "principal", value: devPrincipal(), placeholder: "name+Role.One,Role.Two", size: 24 });
-    const apply = h("button", { type: "button", onclick: () => { setDevPrincipal(input.value.trim()); route(); } }, "Act as");
-    box.replaceChildren(h("label", { for: "principal" }, "Principal (local host)"), input, apply);
+    box.textContent = "Sign-in is unavailable (App Service Authentication did not answer)";
   } else if (mode === "easyauth") {
     if (!Array.isArray(front) || !front.length) {
       location.href = `/.auth/login/aad?post_login_redirect_uri=${encodeURIComponent(location.pathname + location.hash)}`;
@@ -28,7 +34,6 @@ async function identity() {
     }
     box.replaceChildren(`Signed in as ${front[0].user_id}`, " · ", h("a", { href: "/.auth/logout" }, "Sign out"));
   } else {
-    setDevPrincipal("");
     box.textContent = mode === "none" ? "Anonymous (function key)" : `Auth: ${mode}`;
   }
 }

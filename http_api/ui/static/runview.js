@@ -1,7 +1,10 @@
-// A run, live: its conversation, the answer as it is written, tool calls and results, approvals to decide.
-// Follows the run's server-sent event stream; where the app serves none, long-polls the run instead.
-import { api, h, pretty, streamUrl } from "./api.js";
+// A run, live: its conversation, the answer as it is written, tool calls and results, approvals to decide, and the
+// run's course as a timeline. Follows the run's server-sent event stream; where the app serves none, long-polls.
+import { api, h, openStream, pretty } from "./api.js";
 import { approvalCard } from "./approval.js";
+import { repairActions } from "./repair.js";
+import { loadTimeline, timelineView } from "./timeline.js";
+import { fieldsView } from "./values.js";
 
 const FINAL = new Set(["completed", "failed", "cancelled"]);
 
@@ -17,18 +20,28 @@ export function runPanel(runId, { onDone } = {}) {
   const transcript = h("div", { class: "transcript", "aria-live": "polite", "aria-relevant": "additions" });
   const approvals = h("div", { class: "approvals" });
   const outcome = h("div", { role: "status" });
+  const timeline = h("div", { class: "timeline-box", "data-testid": "timeline" });
   const cancel = h("button", { type: "button", class: "danger", onclick: async () => {
     cancel.disabled = true;
     try { await api(`/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST" }); } catch (e) { outcome.textContent = e.message; }
   } }, "Cancel run");
   const element = h("section", { class: "run", "data-run-id": runId, "aria-label": `run ${runId}` },
-    h("p", { class: "meta" }, `run ${runId} · `, badge, " ", cancel), transcript, approvals, outcome);
+    h("p", { class: "meta" }, `run ${runId} · `, badge, " ", cancel), timeline, transcript, approvals, outcome);
   const seenSeq = new Set();
   const shownApprovals = new Set();
   let writing = null;
   let source = null;
+  let shownStatus = null;
+
+  async function refreshTimeline() {
+    try {
+      const { view, approvals: decided } = await loadTimeline(runId);
+      timeline.replaceChildren(timelineView(view, decided));
+    } catch { /* the timeline is extra: the run view works without it */ }
+  }
 
   function setStatus(status, pending = []) {
+    if (status !== shownStatus) { shownStatus = status; refreshTimeline(); }
     badge.textContent = status.replace("_", " ");
     badge.className = `status ${status}`;
     cancel.hidden = FINAL.has(status);
@@ -48,11 +61,12 @@ export function runPanel(runId, { onDone } = {}) {
         if (message.role === "assistant" && writing) { writing.remove(); writing = null; }
         transcript.append(h("div", { class: `msg ${message.role}` }, content.text));
       } else if (content.type === "function_call") {
-        const args = typeof content.arguments === "string" ? content.arguments : JSON.stringify(content.arguments);
-        transcript.append(h("div", { class: "msg tool" }, `→ ${content.name}(${args})`));
+        transcript.append(h("div", { class: "msg tool call" }, h("div", { class: "tool-head" }, `→ ${content.name}`),
+          fieldsView(content.arguments, { label: `${content.name} arguments` })));
       } else if (content.type === "function_result") {
-        const text = content.error ? `error: ${content.error}` : JSON.stringify(content.result);
-        transcript.append(h("div", { class: "msg tool" }, `← ${text.length > 300 ? text.slice(0, 299) + "…" : text}`));
+        transcript.append(h("div", { class: `msg tool result${content.error ? " error" : ""}` },
+          h("div", { class: "tool-head" }, content.error ? "← error" : "← result"),
+          content.error ? h("div", { class: "text-block" }, content.error) : fieldsView(content.result)));
       } else if (content.type === "function_approval_response") {
         const who = message.author_name ? ` by ${message.author_name}` : "";
         const verdict = content.approved ? "approved" : `rejected${content.reason ? `: ${content.reason}` : ""}`;
@@ -76,26 +90,21 @@ export function runPanel(runId, { onDone } = {}) {
     approvals.replaceChildren();
     if (view.error) outcome.replaceChildren(h("p", { class: "error" }, `${view.error.code}: ${view.error.message}`));
     else if (view.output && view.output.value !== undefined) outcome.replaceChildren(h("pre", {}, pretty(view.output.value)));
+    outcome.append(repairActions(runId, view.status));
+    refreshTimeline();
     onDone?.(view);
   }
 
   function follow() {
-    let lastId = null;
-    let gotEvent = false;
-    source = new EventSource(streamUrl(`/runs/${encodeURIComponent(runId)}/stream`));
-    const handle = (kind, fn) => source.addEventListener(kind, (event) => {
-      gotEvent = true;
-      lastId = event.lastEventId || lastId;
-      fn(JSON.parse(event.data || "{}"));
-    });
-    handle("update", addUpdate);
-    handle("delta", (d) => addDelta(d.text || ""));
-    handle("status", (s) => setStatus(s.status, s.pending_approvals || []));
-    handle("done", (view) => { source.close(); source = null; finish(view); });
-    source.onerror = () => {
-      if (!gotEvent && source) { source.close(); source = null; poll(); } // no stream served here: poll instead
-      // otherwise EventSource reconnects by itself, resuming after Last-Event-ID
+    const handlers = {
+      update: addUpdate,
+      delta: (d) => addDelta(d.text || ""),
+      status: (s) => setStatus(s.status, s.pending_approvals || []),
+      done: (view) => { source?.close(); source = null; finish(view); },
     };
+    source = openStream(`/runs/${encodeURIComponent(runId)}/stream`,
+      (kind, data) => handlers[kind]?.(JSON.parse(data || "{}")),
+      () => { source = null; poll(); }); // no stream served here (or it keeps failing): poll instead
   }
 
   async function poll() {

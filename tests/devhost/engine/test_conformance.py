@@ -105,7 +105,7 @@ async def test_event_raised_during_continue_as_new_reaches_the_new_execution(ope
     await engine.raise_event(iid, "go", "1")
     episode_messages = rt.inbox.visible.get(iid, [])
     assert len(episode_messages) == 1
-    rt.episodes.run(iid)  # continue-as-new committed; the new ExecutionStarted is queued
+    await rt.episodes.run(iid)  # continue-as-new committed; the new ExecutionStarted is queued
     await engine.raise_event(iid, "X", '"after"')
     rt.inbox.visible[iid].sort(key=lambda m: -m.id)  # deliver the X event *before* ExecutionStarted in the batch
     status = await engine.wait_for_status(iid, timeout=5)

@@ -3,6 +3,7 @@
 (`pytest_plugins` may only be declared in the root conftest, so the plugin's fixtures and hook are imported here.)
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,12 @@ APPS = Path(__file__).resolve().parent.parent / "apps"
 @pytest.fixture
 def apps_dir() -> Path:
     return APPS
+
+
+@pytest.fixture(autouse=True)
+def devhost_mode(monkeypatch: pytest.MonkeyPatch) -> str:
+    """These tests check devhost's own calls (its worker pool, in-process streaming, its messages) unless
+    DEVHOST_WORKER says otherwise; the real-worker mode has its own tests (test_real_worker.py: worker="runtime")."""
+    mode = os.environ.get("DEVHOST_WORKER") or "inprocess"
+    monkeypatch.setenv("DEVHOST_WORKER", mode)
+    return mode

@@ -1,7 +1,11 @@
 """`python -m devhost`: startup output, load errors that name the file and function, exit codes."""
 
+import json
+import os
+import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,14 +71,24 @@ def test_missing_app_file(tmp_path: Path) -> None:
     assert "function_app.py: file not found" in result.stderr
 
 
-def test_startup_prints_routes_and_triggers(devhost_subprocess) -> None:
+def test_startup_prints_a_short_banner_and_every_function_on_request(devhost_subprocess) -> None:
     host: SubprocessHost = devhost_subprocess()
-    output = host.output()
-    assert f"start: [POST] {host.base_url}/api/orchestrators/{{name}}/{{instance_id?}}" in output
+    banner = host.output()
+    assert f"POST {host.base_url}/api/orchestrators/{{name}}/{{instance_id?}}" in banner  # a few routes, counted
+    assert "HTTP routes in all" in banner and "python -m devhost --list-functions" in banner
+    assert "hello_sequence: orchestrationTrigger" not in banner
+    status = host.client.get("/admin/host/status").json()
+    assert status["state"] == "Running" and status["durable"]["engine"] == "devhost"
+    host.stop()
+
+    listing = SubprocessHost(host.app_dir, state_path=":memory:", log_path=host.log_path.with_suffix(".2.log"))
+    listing.command = lambda: [*SubprocessHost.command(listing), "--list-functions"]  # type: ignore[method-assign]
+    with listing:
+        output = listing.output()
+    assert f"start: [POST] {listing.base_url}/api/orchestrators/{{name}}/{{instance_id?}}" in output
     assert "hello_sequence: orchestrationTrigger" in output
     assert "say_hello: activityTrigger" in output
     assert "Counter: entityTrigger" in output
-    assert host.client.get("/admin/host/status").json() == {"state": "Running"}
 
 
 def test_default_state_file_lives_in_the_app_dir(tmp_path: Path) -> None:
@@ -97,3 +111,30 @@ def test_port_in_use_is_a_clear_error(devhost_subprocess) -> None:
     )
     assert result.returncode == 3
     assert f"cannot listen on 127.0.0.1:{running.port}" in result.stderr
+
+
+def test_this_app_alone_tells_a_newcomer_what_to_try_and_needs_no_task_hub_setting(tmp_path: Path) -> None:
+    """`python -m devhost` in this repository with nothing set: host.json names its task hub `%TASKHUB_NAME%` (as on
+    Azure), which gets a local name; the banner shows the page, a first curl and the agentctl command."""
+    env = {k: v for k, v in os.environ.items() if k != "TASKHUB_NAME"}
+    port = free_port()
+    log = tmp_path / "devhost.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "devhost", "--port", str(port), "--state", ":memory:"],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=PACKAGE_ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while "Every function:" not in log.read_text() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # waiting for the child's output (no clock involved)
+        output = log.read_text()
+        base = f"http://127.0.0.1:{port}"
+        assert "devhost: TASKHUB_NAME is not set: using the task hub name 'local'" in output
+        assert f"The page (approvals inbox, chat, runs):  {base}/api/ui" in output
+        first_run = next(line for line in output.splitlines() if "A first run:" in line).split("A first run:")[1]
+        answer = subprocess.run(shlex.split(first_run.strip()), capture_output=True, text=True, timeout=60)
+        assert json.loads(answer.stdout)["status"] == "completed"
+        assert f'agentctl --url {base} run assistant "Email bob@example.com that the report is ready"' in output
+        assert "hello_sequence" not in output and "agent_run: orchestrationTrigger" not in output
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -45,6 +45,16 @@ def test_start_new_with_explicit_id_and_input(devhost: InProcessHost, devhost_cl
     assert status["truthy"] is True
 
 
+def test_an_activity_with_the_client_binding_starts_an_orchestration(
+    devhost: InProcessHost, devhost_client: httpx.Client
+) -> None:
+    start(devhost_client, "start_another", "starter-1", json={"instance_id": "started-by-activity", "n": 7})
+    devhost.wait_for_status("starter-1")
+    assert devhost.get_status("starter-1")["output"] == "started-by-activity"
+    devhost.wait_for_status("started-by-activity")
+    assert devhost.get_status("started-by-activity")["output"] == {"instance_id": "started-by-activity", "n": 7}
+
+
 def test_start_unknown_orchestrator_raises_the_extension_message(devhost_client: httpx.Client) -> None:
     response = devhost_client.post("/api/orchestrators/no_such_orchestrator")
     assert response.status_code == 599

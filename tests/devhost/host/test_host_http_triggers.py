@@ -11,7 +11,9 @@ pytestmark = pytest.mark.devhost_app("tests/devhost/apps/http_basic")
 def test_admin_status_reports_running(devhost_client: httpx.Client) -> None:
     response = devhost_client.get("/admin/host/status")
     assert response.status_code == 200
-    assert response.json() == {"state": "Running"}
+    status = response.json()
+    assert status["state"] == "Running" and status["durable"]["engine"] == "devhost"
+    assert status["worker"] == "devhost-inprocess"
 
 
 def test_str_return_value_is_a_text_200(devhost_client: httpx.Client) -> None:
@@ -65,6 +67,11 @@ def test_json_and_binary_bodies(devhost_client: httpx.Client) -> None:
 def test_named_http_output_binding_wins(devhost_client: httpx.Client) -> None:
     response = devhost_client.get("/api/out")
     assert (response.status_code, response.text) == (202, "from out binding")
+
+
+def test_a_none_return_beside_a_named_output_fails_as_on_the_worker(devhost_client: httpx.Client) -> None:
+    """With `app.route`'s `$return` binding, the worker encodes the returned None too and fails the call."""
+    assert devhost_client.get("/api/out-and-return").status_code == 500
 
 
 def test_context_parameter_is_passed(devhost_client: httpx.Client) -> None:

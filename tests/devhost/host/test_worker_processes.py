@@ -50,6 +50,15 @@ def wait_until(predicate, what: str, deadline_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+def test_an_activity_in_a_worker_takes_the_durable_client(host: InProcessHost) -> None:
+    instance_id = start(host, "start_another", {"child": "child-of-a-worker"})
+    status = host.wait_for_status(instance_id, timeout=60)
+    assert status["runtimeStatus"] == "Completed", status
+    assert status["output"]["pid"] in host.host.worker_pids
+    child = host.wait_for_status("child-of-a-worker", timeout=60)
+    assert child["runtimeStatus"] == "Completed", child
+
+
 def test_activities_run_in_the_worker_processes_and_spread_over_them(host: InProcessHost) -> None:
     workers = set(host.host.worker_pids)
     assert len(workers) == 2 and os.getpid() not in workers

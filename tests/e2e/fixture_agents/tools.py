@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent_runtime.tools import ToolContext, tool
-from agents.assistant import send_email  # the demo tool itself: records the email once per idempotency key
+from served_agents.assistant import send_email  # the demo tool itself: records the email once per idempotency key
 
 __all__ = ["big_result", "lookup", "send_email", "slow_step", "transfer"]
 

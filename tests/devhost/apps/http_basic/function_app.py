@@ -1,6 +1,7 @@
 """HTTP triggers of every shape the host must serve (no durable functions)."""
 
 import json
+import logging
 import os
 import threading
 
@@ -54,9 +55,17 @@ def json_body(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(json.dumps({"got": payload}), mimetype="application/json")
 
 
-@app.route(route="out")
+# The response only through a named http output: no `$return` binding (`app.route` would add one, and the worker
+# then encodes the returned None into it and fails the call: see `return_with_named_output`).
+@app.generic_trigger(arg_name="req", type="httpTrigger", route="out", authLevel="anonymous")
 @app.generic_output_binding(arg_name="res", type="http")
 def named_output(req: func.HttpRequest, res: func.Out[func.HttpResponse]) -> None:
+    res.set(func.HttpResponse("from out binding", status_code=202))
+
+
+@app.route(route="out-and-return")
+@app.generic_output_binding(arg_name="res", type="http")
+def return_with_named_output(req: func.HttpRequest, res: func.Out[func.HttpResponse]):
     res.set(func.HttpResponse("from out binding", status_code=202))
 
 
@@ -114,3 +123,14 @@ def rendezvous(req: func.HttpRequest) -> str:
     """Returns only when a second request arrives: proves sync functions run concurrently on worker threads."""
     _rendezvous.wait()
     return req.route_params["side"]
+
+
+@app.route(route="log")
+def logs(req: func.HttpRequest) -> func.HttpResponse:
+    log = logging.getLogger("http_basic.orders")
+    log.info("order %s received", req.params.get("order"))
+    try:
+        raise KeyError("missing price")
+    except KeyError:
+        log.exception("order %s failed", req.params.get("order"))
+    return func.HttpResponse("logged")

@@ -55,6 +55,19 @@ def echo_input(context: df.DurableOrchestrationContext):
 
 
 @app.orchestration_trigger(context_name="context")
+def start_another(context: df.DurableOrchestrationContext):
+    """An activity with the Durable client binding starts another orchestration (fire and forget)."""
+    started = yield context.call_activity("start_echo", context.get_input())
+    return started
+
+
+@app.activity_trigger(input_name="payload")
+@app.durable_client_input(client_name="client")
+async def start_echo(payload: dict, client: df.DurableOrchestrationClient) -> str:
+    return await client.start_new("echo_input", payload["instance_id"], payload)
+
+
+@app.orchestration_trigger(context_name="context")
 def wait_event(context: df.DurableOrchestrationContext):
     context.set_custom_status("waiting")
     payload = yield context.wait_for_external_event("Approval")

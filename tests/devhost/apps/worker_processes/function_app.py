@@ -97,3 +97,16 @@ def crash_once(args: dict) -> dict:
 @app.activity_trigger(input_name="nothing")
 def fail(nothing: None) -> None:
     raise ValueError("boom")
+
+
+@app.orchestration_trigger(context_name="context")
+def start_another(context: df.DurableOrchestrationContext):
+    """An activity in a worker process starts another orchestration through its Durable client binding."""
+    return (yield context.call_activity("start_child", context.get_input()))
+
+
+@app.activity_trigger(input_name="payload")
+@app.durable_client_input(client_name="client")
+async def start_child(payload: dict, client: df.DurableOrchestrationClient) -> dict:
+    await client.start_new("fan_out_pids", payload["child"], {"count": 2})
+    return {"started": payload["child"], "pid": os.getpid()}

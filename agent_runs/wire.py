@@ -1,0 +1,75 @@
+"""Compact JSON for what a run writes into its durable history: activity inputs and results, the orchestration's
+input, custom status and output.
+
+Durable keeps every one of these in the orchestration's history (and ships them to the worker on every episode), so
+a field that says nothing new costs bytes on every step: `compact_json` leaves out each model field that holds its
+default (None, False, 0, empty, or a default setting such as `tool_choice="auto"`). Tags (`kind`: one-value
+literals) are always written, so unions still tell their members apart. The reader needs nothing new: validation
+puts the default back, the full shape written by older code reads as before, and older code (a worker not yet
+deployed) reads the compact shape as well, the defaults being the same.
+
+The rule this sets: the default of a field that may be left out is part of the durable format - a different default
+would read histories in flight differently (`tests/durable_format/wire_defaults.json` holds them). `compact_json`
+also checks that its output validates back to the same value, and writes the full dump if not, so it never changes
+what the reader gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from inspect import isclass
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel
+
+
+def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """`model.model_dump(mode="json")` without the fields that hold their default, tags kept (see the module doc).
+    `parse`: how the reader validates it (default: the model's own class), to check the round trip."""
+    dumped = model.model_dump(mode="json", exclude_defaults=True)  # pydantic's own walk (fast), then the tags back
+    _restore_tags(model, dumped)
+    if (parse or type(model).model_validate)(dumped) == model:
+        return dumped
+    return model.model_dump(mode="json")
+
+
+def _is_tag(annotation: Any) -> bool:
+    return get_origin(annotation) is Literal and len(get_args(annotation)) == 1
+
+
+def _may_hold_model(annotation: Any) -> bool:
+    if annotation is Any or (isclass(annotation) and issubclass(annotation, BaseModel)):
+        return True
+    return any(_may_hold_model(arg) for arg in get_args(annotation))
+
+
+@cache
+def _shape(model_type: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tag fields of `model_type`, and the fields that may hold models (where tags can hide): once per class."""
+    fields = model_type.model_fields
+    return (tuple(name for name, f in fields.items() if _is_tag(f.annotation)),
+            tuple(name for name, f in fields.items() if not _is_tag(f.annotation) and _may_hold_model(f.annotation)))
+
+
+def _restore_tags(model: BaseModel, dumped: Any) -> None:
+    if not isinstance(dumped, dict):
+        return  # a custom serializer (or a root model) shaped it: leave it as it is
+    tags, nested = _shape(type(model))
+    for name in tags:
+        dumped.setdefault(name, getattr(model, name))
+    for name in nested:
+        if name in dumped:
+            _walk(getattr(model, name), dumped[name])
+
+
+def _walk(value: Any, dumped: Any) -> None:
+    if isinstance(value, BaseModel):
+        _restore_tags(value, dumped)
+    elif isinstance(value, list | tuple) and isinstance(dumped, list) and len(value) == len(dumped):
+        for item, item_dumped in zip(value, dumped, strict=True):
+            _walk(item, item_dumped)
+    elif isinstance(value, dict) and isinstance(dumped, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and key in dumped:
+                _walk(item, dumped[key])

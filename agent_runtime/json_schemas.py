@@ -1,0 +1,141 @@
+"""JSON Schemas from outside (a request's output format, an MCP server's tool schemas), checked and used without
+ever fetching anything.
+
+jsonschema's default registry resolves a `$ref` it does not hold by downloading it (`urlopen`, no timeout): a schema
+could make the app fetch any URL, read local files (`file:`) or freeze the event loop on a server that never answers.
+So every validator in the app comes from `safe_validator`: its registry holds only the standard meta-schemas and its
+`retrieve` refuses, so only references inside the schema itself resolve. `check_schema` refuses up front (with the
+reference at fault) what could not be validated that way, and schemas too large or too deep to be worth checking.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from jsonschema.protocols import Validator
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+MAX_SCHEMA_CHARS = 64_000
+"""A schema's size as compact JSON (tool and output schemas are a few KB; OpenAI caps them well below this)."""
+MAX_SCHEMA_DEPTH = 32
+"""How deep a schema's JSON may nest (about 15 levels of nested objects)."""
+MAX_INSTANCE_CHARS = 2_000_000
+"""The largest JSON text checked against a schema (a model's whole answer is far smaller)."""
+
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Keywords whose values are data, not schemas: a "$ref" inside them is a value, not a reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+
+
+class SchemaRefusedError(ValueError):
+    """A schema this app will not use (a non-local reference, too large or deep, not a valid schema)."""
+
+
+class InvalidSchemaError(SchemaRefusedError):
+    """Not a valid JSON Schema (by its dialect's meta-schema)."""
+
+
+def _retrieve_nothing(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)
+
+
+# Only the meta-schemas (jsonschema adds them to every registry) and the schema's own resources resolve.
+NO_RETRIEVAL = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+
+
+def check_schema(schema: Any) -> None:
+    """Raise `SchemaRefusedError` naming what is wrong, unless `schema` is a valid JSON Schema of a known dialect,
+    within the size and depth limits, whose references all point inside it (`#...`)."""
+    if not isinstance(schema, dict):
+        raise SchemaRefusedError(f"a schema must be a JSON object, not {type(schema).__name__}")
+    try:
+        size = len(json.dumps(schema, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise SchemaRefusedError("the schema is not plain JSON") from error
+    if size > MAX_SCHEMA_CHARS:
+        raise SchemaRefusedError(f"the schema is too large ({size} characters as JSON, at most {MAX_SCHEMA_CHARS})")
+    _check_shape(schema)
+    dialect = schema.get("$schema")
+    if dialect is not None and (
+        not isinstance(dialect, str) or validators.validator_for(schema, default=None) is None  # type: ignore[arg-type]
+    ):
+        raise SchemaRefusedError(f"unknown $schema dialect {str(dialect)[:200]!r}")
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except schema_errors.SchemaError as error:
+        raise InvalidSchemaError(f"not a valid JSON schema: {error.message}") from error
+
+
+def safe_validator(schema: dict[str, Any]) -> Validator:
+    """A validator for `schema` (checked by `check_schema`) that resolves only references inside the schema."""
+    check_schema(schema)
+    cls = validators.validator_for(schema)
+    return cls(schema, registry=NO_RETRIEVAL)  # type: ignore[call-arg]
+
+
+def schema_errors_of(validator: Validator, instance: Any, limit: int = 10) -> list[schema_errors.ValidationError]:
+    """The first `limit` ways `instance` does not match (sorted by where), or `SchemaRefusedError` when the schema
+    needs a document it does not hold (never fetched)."""
+    try:
+        found = []
+        for error in validator.iter_errors(instance):
+            found.append(error)
+            if len(found) >= limit:
+                break
+    except Unresolvable as error:
+        raise SchemaRefusedError(f"the schema refers to {error.ref!r}, which is not inside it") from error
+    except RecursionError as error:  # e.g. {"$ref": "#"}: references that loop without consuming the instance
+        raise SchemaRefusedError("the schema's references loop; it cannot be checked") from error
+    return sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
+
+
+def best_error(validator: Validator, instance: Any) -> schema_errors.ValidationError | None:
+    """The most relevant way `instance` does not match (as `jsonschema.validate` reports it), or None."""
+    try:
+        return schema_errors.best_match(validator.iter_errors(instance))
+    except Unresolvable as error:
+        raise SchemaRefusedError(f"the schema refers to {error.ref!r}, which is not inside it") from error
+    except RecursionError as error:
+        raise SchemaRefusedError("the schema's references loop; it cannot be checked") from error
+
+
+def _check_shape(schema: dict[str, Any]) -> None:
+    """Depth limit and local references only, walked without recursion (the schema may be hostile)."""
+    stack: list[tuple[Any, int, str, bool]] = [(schema, 1, "#", False)]
+    while stack:
+        node, depth, where, data = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaRefusedError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels (at {where[:200]})")
+        if isinstance(node, dict):
+            for keyword in () if data else _REF_KEYWORDS:
+                ref = node.get(keyword)
+                if isinstance(ref, str) and not ref.startswith("#"):
+                    raise SchemaRefusedError(
+                        f"{keyword} {ref[:200]!r} at {where[:200]} points outside the schema; only references inside"
+                        " it ('#/...') are allowed (nothing is fetched)"
+                    )
+            for key, value in node.items():
+                if isinstance(value, dict | list):
+                    stack.append((value, depth + 1, f"{where}/{key}", data or key in _DATA_KEYWORDS))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, dict | list):
+                    stack.append((value, depth + 1, f"{where}/{index}", data))
+
+
+__all__ = [
+    "MAX_INSTANCE_CHARS",
+    "MAX_SCHEMA_CHARS",
+    "MAX_SCHEMA_DEPTH",
+    "NO_RETRIEVAL",
+    "InvalidSchemaError",
+    "SchemaRefusedError",
+    "best_error",
+    "check_schema",
+    "safe_validator",
+    "schema_errors_of",
+]

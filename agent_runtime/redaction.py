@@ -1,0 +1,63 @@
+"""The one redaction of secrets in text that leaves the process: error bodies, span attributes and events, log records
+and metric attributes all pass through `redact`.
+
+It removes the secrets the process knows (`remember_secret`: model API keys when a client is built) wherever they
+appear, and text that is a credential by its shape (`sk-...` keys, JWTs, whatever follows `Bearer `). A model
+endpoint or proxy that echoes the `Authorization` header in its error puts the key into exception messages and stack
+traces; nothing carrying them leaves without passing here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+MASK = "***"
+MIN_SECRET_CHARS = 6
+"""Shorter values are not remembered (masking "abc" everywhere would garble text without protecting anything)."""
+
+_CREDENTIAL = re.compile(
+    r"\bsk-[A-Za-z0-9_*\-]{4,}"  # OpenAI-style keys
+    r"|\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-.]+"  # JWTs (Entra ID tokens)
+    r"|(?<=[Bb]earer )[^\s\"',;]+"  # whatever an Authorization header carries
+)
+# Opaque tokens of 32+ letters and digits: in a model error they are keys, elsewhere they are ids (run ids are 32 hex
+# digits), so only `redact(..., long_tokens=True)` masks them.
+_LONG_TOKEN = re.compile(r"\b[A-Za-z0-9]{32,}")
+
+_known: set[str] = set()
+_known_lock = threading.Lock()
+
+
+def remember_secret(value: str | None) -> None:
+    """Mask `value` in everything `redact` sees from now on (in this process)."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        with _known_lock:
+            _known.add(value)
+
+
+def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False) -> str:
+    """`text` without the known secrets, `secrets` and credential-shaped text (and long opaque tokens when asked)."""
+    for secret in sorted({*_known, *(s for s in secrets if s and len(s) >= 4)}, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    text = _CREDENTIAL.sub(MASK, text)
+    return _LONG_TOKEN.sub(MASK, text) if long_tokens else text
+
+
+def redact_value(value: Any) -> Any:
+    """An attribute value with its text redacted (strings, and sequences of them); other values as they are."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list | tuple):
+        return type(value)(redact_value(item) for item in value)
+    return value
+
+
+def redact_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {key: redact_value(value) for key, value in (attributes or {}).items()}
+
+
+__all__ = ["MASK", "redact", "redact_attributes", "redact_value", "remember_secret"]

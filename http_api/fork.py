@@ -1,0 +1,130 @@
+"""`POST /api/runs/{run_id}/fork`: a new session whose conversation is the run's session up to (not including) the
+run's input, and a run there with a new input or the run's own. The original session is not touched.
+
+The copied messages keep their order and ids and take the positions before any run of the new session (seq 0, 1,
+...), so the new session's runs number from 1 as in any session. The new session records where it came from
+(`forked_from`) and belongs to the caller, who must own the run. With an `Idempotency-Key`, the same request again
+answers with the run it started.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import Field, StringConstraints
+
+from agent_runs.sequence import run_seq_range
+from agent_runs.services import RunServices
+from agent_runtime.conversation import input_message_id
+from agent_runtime.messages import Message
+from http_api.adapter import http_endpoint, read_json_body
+from http_api.caller import current_principal
+from http_api.durable_gateway import DurableGateway
+from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel
+from http_api.problems import ApiProblem
+from http_api.run_lifecycle import claim_start
+from http_api.runs import agent_or_404, answer_started_run, is_workflow_run, run_or_404, start_agent_run
+from session_store import MessageRecord, RunRecord, SessionStore
+
+COPY_BATCH = 50
+
+
+ForkInput = Annotated[str, StringConstraints(min_length=1)] | Annotated[list[InputMessage], Field(min_length=1)]
+
+
+class ForkRequest(StrictModel):
+    """`POST /api/runs/{run_id}/fork`: `input` replaces the run's input (default: the same input again)."""
+
+    input: ForkInput | None = None
+    wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = 0
+
+    def input_messages(self) -> list[InputMessage] | None:
+        if self.input is None:
+            return None
+        return [InputMessage(content=self.input)] if isinstance(self.input, str) else list(self.input)
+
+
+@http_endpoint
+async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    store = services.store
+    run = await run_or_404(store, req.route_params["run_id"])
+    body = read_json_body(req, ForkRequest) if req.get_body() else ForkRequest()
+    if is_workflow_run(run):
+        raise ApiProblem(409, "workflow_fork_unsupported", "Workflow runs cannot be forked",
+                         "Fork the agent runs of its steps, or start the workflow again.", field="path.run_id")
+    if run.ordinal == 0:
+        raise ApiProblem(409, "run_not_started", "The run has not started",
+                         "A queued run has no place in its conversation yet.", field="path.run_id")
+    agent = agent_or_404(services, run.agent)
+    requested = body.input_messages()
+    inputs = (
+        [Message(role=m.role, contents=m.content) for m in requested]
+        if requested is not None
+        else await _original_input(store, run)
+    )
+    gateway = DurableGateway(client)
+    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body)
+    forked = start.replay
+    if forked is None:
+        session_id = await _copy_conversation(store, run)
+        forked = await start_agent_run(
+            services, gateway, agent, run_id=start.run_id, session_id=session_id, inputs=inputs,
+            metadata=run.metadata, on_unclaimed=start.release,
+        )
+    return await answer_started_run(services, gateway, forked, req, body.wait_seconds)
+
+
+async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
+    first, last = run_seq_range(run.ordinal)
+    page = await store.list_messages(run.session_id, after_seq=first - 1, up_to_seq=last, limit=COPY_BATCH)
+    inputs = []
+    for index, record in enumerate(page.items):
+        if record.message_id != input_message_id(run.run_id, index):
+            break
+        inputs.append(Message.model_validate(record.payload).model_copy(update={"message_id": None}))
+    if not inputs:
+        raise ApiProblem(409, "run_input_missing", "The run's input is not in its session",
+                         "Give the fork an input.", field="body.input")
+    return inputs
+
+
+async def _copy_conversation(store: SessionStore, run: RunRecord) -> str:
+    """A new session of the caller's holding the run's conversation before its input; returns its id."""
+    caller = current_principal()
+    source = await store.get_session(run.session_id)
+    session_id = uuid.uuid4().hex
+    await store.create_session(
+        session_id,
+        run.agent,
+        dict(source.metadata) if source is not None else None,
+        owner_id=caller.id,
+        owner_name=caller.name,
+        forked_from={
+            "session_id": run.session_id,
+            "run_id": run.run_id,
+            "forked_at": datetime.now(UTC).isoformat(),
+            "forked_by": caller.id,
+        },
+    )
+    first, _ = run_seq_range(run.ordinal)
+    position = 0
+    continuation: str | None = None
+    while True:
+        page = await store.list_messages(run.session_id, up_to_seq=first - 1, limit=COPY_BATCH,
+                                         continuation=continuation)
+        copies = [_copy(record, session_id, position + i) for i, record in enumerate(page.items)]
+        if copies:
+            await store.append_messages(session_id, copies)
+        position += len(copies)
+        continuation = page.continuation
+        if not continuation:
+            return session_id
+
+
+def _copy(record: MessageRecord, session_id: str, seq: int) -> MessageRecord:
+    return record.model_copy(update={"session_id": session_id, "seq": seq, "created_at": None})

@@ -1,0 +1,211 @@
+"""`POST /api/runs/{run_id}/rewind`: a failed run goes on from the step that failed, as the same run.
+
+The orchestration that failed says where it can go on from (`RunOutcome.resume`: the loop's state from just before
+the failed step, positions after everything the run wrote). A rewind reopens the run in the store - the session's
+active run again, the rewind recorded with who, when and from which step - then starts the `agent_run`
+orchestration again under the run's id with that input. Completed model and tool calls are in the loop's state and
+the store, so they are not made again; decided approvals stay decided; continuation tokens and streams of the run
+stay valid, because it is the same run and its new messages come after everything it wrote.
+
+A workflow run rewinds the same way (`POST /api/workflows/runs/{run_id}/rewind`): its failed step runs again, as a
+new attempt with keys of its own (new child runs, a new gate), and the steps before it keep their results.
+
+Races: the store's reopen is conditional, so of two rewinds sent at once exactly one reopens the run and starts its
+continuation (the other gets 409). A host that dies between the reopen and the start leaves the run open with a
+finished orchestration: a rewind sent again sees that and starts the continuation (`_interrupted`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel, Field, ValidationError
+
+from agent_runs.contracts import ResumePoint
+from agent_runs.services import RunServices
+from http_api.adapter import http_endpoint, json_response
+from http_api.caller import current_principal
+from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.models import RunLinks
+from http_api.problems import ApiProblem, not_found
+from http_api.request_context import base_url
+from http_api.run_views import links
+from http_api.runs import is_workflow_run, run_or_404
+from http_api.workflow_gateway import WorkflowGateway
+from session_store import RunNotReopenableError, RunRecord, SessionBusyError
+from workflow_runtime.contracts import WorkflowInput
+
+ResumeT = TypeVar("ResumeT", ResumePoint, WorkflowInput)
+_STILL_RUNNING = frozenset({"Pending", "Running", "ContinuedAsNew", "Suspended"})
+
+
+class RewindRecord(BaseModel):
+    """What the run keeps of each rewind (`RunRecord.rewinds`)."""
+
+    rewind_id: str
+    by: str
+    by_name: str | None = None
+    at: datetime
+    from_step: str = Field(description="an agent run's step kind (call_model, ...), a workflow run's step id")
+    iteration: int = Field(description="an agent run's loop iteration, a workflow step's attempt")
+    error_code: str | None = Field(default=None, description="the code of the failure it went on from")
+
+
+class RewindAcceptedBody(BaseModel):
+    run_id: str
+    status: Literal["in_progress"]
+    rewind: RewindRecord
+    links: RunLinks
+
+
+@dataclass(frozen=True)
+class ResumeFrom:
+    """Where a failed run goes on from, whatever its kind: the step (for the record) and how to start it again."""
+
+    step: str
+    iteration: int
+    start: Callable[[], Awaitable[None]]
+
+
+@http_endpoint
+async def rewind_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    run = await run_or_404(services.store, req.route_params["run_id"])  # the owner's rule, as for cancel
+    if is_workflow_run(run):
+        raise ApiProblem(
+            409, "run_is_a_workflow", "This run is a workflow run",
+            f"Rewind it at /api/workflows/runs/{run.run_id}/rewind.", field="path.run_id",
+        )
+    gateway = DurableGateway(client)
+    return await _rewind(req, services, run, _agent_resume(gateway, await gateway.state(run.run_id)))
+
+
+@http_endpoint
+async def rewind_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    services = RunServices.current()
+    run = await run_or_404(services.store, req.route_params["run_id"])
+    if not is_workflow_run(run):
+        raise not_found("workflow_run_not_found", "Workflow run", run.run_id, field="path.run_id")
+    gateway = WorkflowGateway(client)
+    return await _rewind(req, services, run, _workflow_resume(gateway, await gateway.state(run.run_id)))
+
+
+async def _rewind(
+    req: func.HttpRequest, services: RunServices, run: RunRecord, resume: ResumeFrom | None
+) -> func.HttpResponse:
+    if resume is not None and _interrupted(run):
+        record = RewindRecord.model_validate(run.rewinds[-1])
+    else:
+        record, run, resume = await _reopen(services, run, resume)
+    await resume.start()
+    run_links = links(base_url(req), run)
+    if is_workflow_run(run):
+        workflow = f"{base_url(req)}/api/workflows/runs/{run.run_id}"
+        run_links = run_links.model_copy(update={"self": workflow, "cancel": f"{workflow}/cancel"})
+    body = RewindAcceptedBody(run_id=run.run_id, status="in_progress", rewind=record, links=run_links)
+    response = json_response(body.model_dump(mode="json"), status=202)
+    response.headers["Location"] = body.links.self
+    return response
+
+
+def _agent_resume(gateway: DurableGateway, state: OrchestrationState[Any] | None) -> ResumeFrom | None:
+    resume = _finished_output(state, ResumePoint)
+    if resume is None:
+        return None
+    return ResumeFrom(step=resume.step, iteration=resume.iteration, start=lambda: _launch(
+        lambda: gateway.start_run(resume.input), lambda: gateway.state(resume.input.run.run_id)
+    ))
+
+
+def _workflow_resume(gateway: WorkflowGateway, state: OrchestrationState[Any] | None) -> ResumeFrom | None:
+    resume = _finished_output(state, WorkflowInput)
+    if resume is None or state is None:
+        return None
+    failed_step = str(state.output.get("failed_step") or "")
+    return ResumeFrom(step=failed_step, iteration=resume.state.attempts.get(failed_step, 0), start=lambda: _launch(
+        lambda: gateway.start(resume), lambda: gateway.state(resume.ref.run_id)
+    ))
+
+
+def _finished_output(state: OrchestrationState[Any] | None, model: type[ResumeT]) -> ResumeT | None:
+    """The resume point the failed orchestration returned; None while it runs or when it had none."""
+    if state is None or state.runtime_status != "Completed" or not isinstance(state.output, dict):
+        return None
+    resume = state.output.get("resume")
+    if resume is None:
+        return None
+    try:
+        return model.model_validate(resume)
+    except ValidationError:
+        return None
+
+
+def _interrupted(run: RunRecord) -> bool:
+    """Given that its orchestration is the failed one that finished (it has a resume point): a rewind reopened the
+    run but its continuation never started (the host died in between)."""
+    return not run.finished and bool(run.rewinds)
+
+
+async def _reopen(
+    services: RunServices, run: RunRecord, resume: ResumeFrom | None
+) -> tuple[RewindRecord, RunRecord, ResumeFrom]:
+    if run.status != "failed":
+        raise ApiProblem(
+            409, "run_not_failed", "Only a failed run can be rewound",
+            f"The run is {run.status}.", field="path.run_id",
+        )
+    if resume is None:
+        raise ApiProblem(
+            409, "run_not_rewindable", "The run cannot be rewound",
+            "It did not fail in a step that can be repeated (e.g. it failed while waiting for approvals, or its "
+            "orchestration crashed). Fork it to try again from its input: POST /api/runs/{run_id}/fork.",
+            field="path.run_id",
+        )
+    caller = current_principal()
+    record = RewindRecord(
+        rewind_id=uuid.uuid4().hex,
+        by=caller.id,
+        by_name=caller.name,
+        at=datetime.now(UTC),
+        from_step=resume.step,
+        iteration=resume.iteration,
+        error_code=str((run.error or {}).get("code") or "failed"),  # the code only: messages may hold internals
+    )
+    try:
+        reopened = await services.store.reopen_run(run.run_id, record.model_dump(mode="json"))
+    except RunNotReopenableError as refused:
+        if refused.reason == "not_latest":
+            raise _not_latest(run) from refused
+        raise ApiProblem(
+            409, "run_not_failed", "Only a failed run can be rewound",
+            "Another rewind of this run started first.", field="path.run_id",
+        ) from refused
+    except SessionBusyError as busy:
+        raise _not_latest(run) from busy
+    return record, reopened, resume
+
+
+def _not_latest(run: RunRecord) -> ApiProblem:
+    return ApiProblem(
+        409, "run_not_latest", "Only the latest run of a session can be rewound",
+        "Later runs of its session came after it. Fork it instead (POST /api/runs/{run_id}/fork): a new session "
+        "with the conversation up to this run.", field="path.run_id", fork=f"/api/runs/{run.run_id}/fork",
+    )
+
+
+async def _launch(
+    start: Callable[[], Awaitable[None]], state: Callable[[], Awaitable[OrchestrationState[Any] | None]]
+) -> None:
+    """Start the continuation; a start that finds it already running (a concurrent repair) is as good."""
+    try:
+        await start()
+    except Exception:
+        current = await state()
+        if current is None or current.runtime_status not in _STILL_RUNNING:
+            raise

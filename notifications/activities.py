@@ -1,0 +1,144 @@
+"""The notification activities: `notify_run` records a run's new events (before anything is sent) and starts or wakes
+one delivery orchestration per subscription; `deliver_next` sends the oldest undelivered event of one subscription
+once. Neither fails a run: the run's orchestrator ignores a failed `notify_run`, and delivery has its own
+orchestration."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import azure.durable_functions as df
+
+from agent_runs.services import RunServices
+from agent_runtime.settings_snapshot import current_settings
+from durable_steps import activity
+from notifications import outbox
+from notifications.client_activity import client_activity
+from notifications.contracts import (
+    ORCHESTRATOR_NAME,
+    WAKE_EVENT,
+    DeliveryInput,
+    DeliveryStep,
+    NotifyInput,
+    NotifyResult,
+    delivery_instance_id,
+)
+from notifications.events import OPENING_TYPES, NotificationEvent, approval_event, approval_transitions, run_event
+from notifications.links import page_path, sign_link
+from notifications.sender import send
+from notifications.settings import NotificationSettings
+from notifications.subscriptions import Subscription, subscriptions
+from session_store import ApprovalRecord, SessionStore
+
+log = logging.getLogger(__name__)
+RUNNING = {"Running", "Pending", "ContinuedAsNew"}
+
+
+async def run_subscriptions(store: SessionStore, session_id: str, run_id: str) -> list[Subscription]:
+    return subscriptions(current_settings(NotificationSettings), await outbox.run_webhook(store, session_id, run_id))
+
+
+def link_base(services: RunServices) -> str:
+    """Links point at `PUBLIC_BASE_URL` (on Azure, else the app's host name); locally they are relative."""
+    return services.deployment_settings.link_base or ""
+
+
+def link_secrets(services: RunServices) -> list[str]:
+    return services.run_settings.token_secrets(on_azure=services.deployment_settings.on_azure)
+
+
+def decision_page(services: RunServices, record: ApprovalRecord, settings: NotificationSettings) -> str:
+    now = datetime.now(UTC)
+    longest = now + timedelta(seconds=settings.decision_link_ttl_seconds)
+    expires = min(record.expires_at, longest) if record.expires_at else longest
+    token = sign_link(link_secrets(services), run_id=record.run_id, approval_id=record.approval_id, expires_at=expires)
+    return link_base(services) + page_path(record.approval_id, token)
+
+
+async def events_of(
+    services: RunServices, step: NotifyInput, settings: NotificationSettings
+) -> list[NotificationEvent]:
+    store = services.store
+    base = link_base(services)
+    if step.what == "finished":
+        run = await store.get_run(step.run_id)
+        event = run_event(run, base_url=base) if run is not None else None
+        return [event] if event is not None else []
+    events = []
+    for record in await store.list_approvals(run_id=step.run_id):
+        for event_type, discriminator, at in approval_transitions(record):
+            page = decision_page(services, record, settings) if event_type in OPENING_TYPES else None
+            events.append(approval_event(event_type, discriminator, at, record, agent=step.agent, base_url=base,
+                                         page=page, include_arguments=settings.webhook_include_arguments))
+    return events
+
+
+async def start_or_wake(client: df.DurableOrchestrationClient, subscription: str, run_id: str, session_id: str) -> None:
+    """Start the delivery orchestration of (subscription, run), or wake it if it runs (its id is deterministic, so a
+    retried activity starts it once)."""
+    instance_id = delivery_instance_id(subscription, run_id)
+    status = await client.get_status(instance_id)
+    running = status is not None and status.runtime_status is not None and status.runtime_status.value in RUNNING
+    if not running:
+        payload: dict[str, Any] = DeliveryInput(run_id=run_id, session_id=session_id,
+                                                subscription=subscription).model_dump()
+        try:
+            await client.start_new(ORCHESTRATOR_NAME, instance_id, payload)
+            return
+        except Exception:  # started meanwhile by a concurrent step: wake it instead
+            log.info("delivery %s already started", instance_id)
+    await client.raise_event(instance_id, WAKE_EVENT, {})
+
+
+@client_activity()
+async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -> NotifyResult:
+    services = RunServices.current()
+    settings = current_settings(NotificationSettings)
+    subs = await run_subscriptions(services.store, step.session_id, step.run_id)
+    if not subs:
+        return NotifyResult()
+    events = [e for e in await events_of(services, step, settings) if any(s.wants(e.type) for s in subs)]
+    recorded = await outbox.record_events(services.store, step.session_id, events)
+    for subscription in subs:
+        if any(subscription.wants(e.type) for e in events):
+            await start_or_wake(client, subscription.key, step.run_id, step.session_id)
+    return NotifyResult(recorded=recorded, subscriptions=len(subs))
+
+
+@activity()
+async def deliver_next(step: DeliveryInput) -> DeliveryStep:
+    """Send the oldest event this subscription has not had yet (one attempt), and log the attempt."""
+    services = RunServices.current()
+    settings = current_settings(NotificationSettings)
+    store = services.store
+    by_key = {s.key: s for s in await run_subscriptions(store, step.session_id, step.run_id)}
+    subscription = by_key.get(step.subscription)
+    if subscription is None or await outbox.stopped(store, step.session_id, step.subscription, step.run_id):
+        return DeliveryStep(outcome="stop")
+    done = await outbox.done_entries(store, step.session_id, step.subscription)
+    pending = [e for e in await outbox.entries(store, step.session_id, step.run_id)
+               if subscription.wants(e.event.type) and e.entry not in done]
+    if not pending:
+        return DeliveryStep(outcome="idle")
+    head = pending[0]
+    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
+    allow_private = settings.webhook_allow_private_addresses or not services.deployment_settings.on_azure
+    result = await send(subscription, head.event, secret=secret, attempt=step.attempt, allow_private=allow_private)
+    last_try = step.attempt + 1 >= settings.webhook_max_attempts
+    outcome = "abandoned" if result.outcome == "retry" and last_try else result.outcome
+    await outbox.record_attempt(store, step.session_id, outbox.Attempt(
+        subscription=step.subscription, run_id=step.run_id, entry=head.entry, event_id=head.event.id,
+        type=head.event.type, attempt=step.attempt, at=datetime.now(UTC), status=result.status,
+        outcome=outcome, error=result.error,
+        retry_in_seconds=result.retry_in_seconds if outcome == "retry" else None,
+    ))
+    if outcome == "gone":
+        await outbox.stop(store, step.session_id, step.subscription, step.run_id)
+        return DeliveryStep(outcome="stop")
+    if outcome == "retry":
+        return DeliveryStep(outcome="retry", retry_in_seconds=result.retry_in_seconds)
+    await outbox.mark_done(store, step.session_id, step.subscription, head.entry, outcome)
+    final = head.event.final and len(pending) == 1
+    return DeliveryStep(outcome=outcome, final=final)  # type: ignore[arg-type]

@@ -1,0 +1,48 @@
+"""Payloads between the run orchestrators, the delivery orchestration and their activities (small: ids only)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ORCHESTRATOR_NAME = "notification_delivery"
+WAKE_EVENT = "notify"
+# Deliveries per execution before continue-as-new (keeps the replayed history flat).
+STEPS_PER_EXECUTION = 50
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NotifyInput(_Payload):
+    """After a transition of a run: record what its stored state implies, then start or wake its deliveries."""
+
+    run_id: str
+    session_id: str
+    agent: str
+    what: Literal["approvals", "finished"]
+
+
+class NotifyResult(_Payload):
+    recorded: int = 0
+    subscriptions: int = 0
+    error: str | None = None
+
+
+class DeliveryInput(_Payload):
+    run_id: str
+    session_id: str
+    subscription: str
+    attempt: int = Field(default=0, ge=0)
+
+
+class DeliveryStep(_Payload):
+    outcome: Literal["delivered", "abandoned", "retry", "idle", "stop"]
+    final: bool = False
+    retry_in_seconds: float | None = None
+
+
+def delivery_instance_id(subscription: str, run_id: str) -> str:
+    return f"notify-{subscription}-{run_id}"

@@ -1,0 +1,160 @@
+"""`POST /api/integrations/slack/interactions`: Slack's Approve / Reject buttons.
+
+The request is Slack's only if its `v0` signature over `v0:{timestamp}:{body}` matches `SLACK_SIGNING_SECRET` within
+five minutes (the maintained `slack_sdk` verifier, constant-time), and each signature is accepted once (a replay
+inside the window is refused too). The Slack user becomes an approver only through `SLACK_APPROVERS`; the decision
+then takes the API's path (`http_api.approvals.record_decision`: roles, separation of duties, exactly one winner),
+the channel is recorded for the audit, and the Slack message is updated through the interaction's `response_url`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
+import azure.durable_functions as df
+import azure.functions as func
+from pydantic import BaseModel, ValidationError
+
+from agent_runs.services import RunServices
+from agent_runtime.settings_snapshot import current_settings
+from http_api.access import decidable_approval
+from http_api.adapter import http_endpoint, json_response
+from http_api.approvals import record_decision
+from http_api.caller import acting_as, public
+from http_api.durable_gateway import DurableGateway
+from http_api.identity import Principal
+from http_api.models import ApprovalDecisionRequest
+from http_api.problems import ApiProblem
+from notifications.payloads import slack_outcome
+from notifications.settings import NotificationSettings
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 64 * 1024
+RESPONSE_TIMEOUT_SECONDS = 10
+
+
+class SlackUser(BaseModel):
+    id: str
+    username: str | None = None
+
+
+class SlackAction(BaseModel):
+    action_id: str
+    value: str | None = None
+    block_id: str | None = None
+
+
+class SlackInteraction(BaseModel):
+    type: str
+    user: SlackUser
+    actions: list[SlackAction] = []
+    response_url: str | None = None
+    message: dict[str, Any] | None = None
+
+
+def _refused(detail: str) -> ApiProblem:
+    return ApiProblem(401, "slack_signature_invalid", "Not a request from Slack", detail,
+                      field="header.x-slack-signature")
+
+
+def verified_interaction(req: func.HttpRequest, signing_secret: str) -> tuple[SlackInteraction, str]:
+    body = req.get_body() or b""
+    if len(body) > MAX_BODY_BYTES:
+        raise ApiProblem(413, "payload_too_large", "The request body is too large", f"At most {MAX_BODY_BYTES} bytes.")
+    headers = {k.lower(): v for k, v in req.headers.items()}
+    # Loaded by the first Slack request: `slack_sdk`'s package imports its web clients (~0.1 s of every cold start).
+    from slack_sdk.signature import SignatureVerifier
+
+    try:
+        valid = SignatureVerifier(signing_secret).is_valid_request(body, headers)
+    except ValueError:  # a timestamp that is not a number
+        valid = False
+    if not valid:
+        raise _refused("The signature does not match, or its timestamp is more than five minutes off.")
+    try:
+        payload = parse_qs(body.decode("utf-8"), strict_parsing=True)["payload"][0]
+        return SlackInteraction.model_validate(json.loads(payload)), headers["x-slack-signature"]
+    except (KeyError, ValueError, UnicodeDecodeError, ValidationError) as error:
+        raise ApiProblem(400, "slack_payload_invalid", "Not a Slack interaction", "form field payload",
+                         field="body.payload") from error
+
+
+@http_endpoint
+@public
+async def slack_interactions(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    settings = current_settings(NotificationSettings)
+    if settings.slack_signing_secret is None:
+        raise _refused("SLACK_SIGNING_SECRET is not set: Slack interactions are off.")
+    interaction, signature = verified_interaction(req, settings.slack_signing_secret.get_secret_value())
+    action = next((a for a in interaction.actions if a.action_id in ("approve", "reject")), None)
+    if interaction.type != "block_actions" or action is None or not action.value or not action.block_id:
+        return json_response({"ok": True, "ignored": True})  # e.g. the "Open" link button
+    run_id = action.block_id.removeprefix("approval:")
+    mapped = settings.slack_user_map().get(interaction.user.id)
+    if mapped is None:
+        await _respond(interaction, {"response_type": "ephemeral", "replace_original": False,
+                                     "text": "Your Slack account is not mapped to an approver of this app."})
+        return json_response({"ok": False, "reason": "slack_user_not_mapped"})
+    services = RunServices.current()
+    principal = Principal(id=mapped[0], name=mapped[0], roles=tuple(mapped[1]),
+                          auth_type=_auth_type(services.deployment_settings.auth_mode))
+    with acting_as(principal):
+        try:
+            run, record = await decidable_approval(services.store, run_id, action.value)
+            await _accept_once(services, run.session_id, signature)
+            decision = ApprovalDecisionRequest(
+                decision=action.action_id,  # type: ignore[arg-type]
+                reason=f"Rejected in Slack by {principal.name}" if action.action_id == "reject" else None,
+            )
+            decided = await record_decision(services, DurableGateway(client), run, record, decision)
+        except ApiProblem as problem:
+            await _respond(interaction, {"response_type": "ephemeral", "replace_original": False,
+                                         "text": await _why(services, action.value, problem)})
+            return json_response({"ok": False, "code": problem.code})
+    await services.store.record_effect(run.session_id, f"decision-source:{decided.approval_id}", "decision_source",
+                                       {"source": "slack", "slack_user_id": interaction.user.id,
+                                        "decided_by": principal.id, "decision": decided.status})
+    outcome = f"{'Approved' if decided.status == 'approved' else 'Rejected'} by {principal.name} (in Slack)."
+    await _respond(interaction, slack_outcome(interaction.message, outcome))
+    return json_response({"ok": True, "status": decided.status})
+
+
+async def _accept_once(services: RunServices, session_id: str, signature: str) -> None:
+    key = "slack-request:" + hashlib.sha256(signature.encode()).hexdigest()[:32]
+    _, created = await services.store.record_effect(session_id, key, "slack_request", {})
+    if not created:
+        raise ApiProblem(409, "slack_request_replayed", "This Slack request was already handled")
+
+
+async def _why(services: RunServices, approval_id: str, problem: ApiProblem) -> str:
+    """What the person who clicked is told: who decided first (the channel message shows it to everyone anyway)."""
+    if problem.code == "approval_already_decided":
+        record = await services.store.get_approval(approval_id)
+        if record is not None:
+            who = record.decided_by_name or record.decided_by or "someone"
+            return f"Already {record.status} by {who}."
+    return f"{problem.title}. {problem.detail}" if problem.detail else problem.title
+
+
+def _auth_type(mode: str) -> Any:
+    return mode if mode in ("none", "easyauth", "jwt") else "none"
+
+
+async def _respond(interaction: SlackInteraction, message: dict[str, Any]) -> None:
+    """Post to the interaction's `response_url` (given by the verified request); a failure is logged, not raised."""
+    url = interaction.response_url
+    if not url or urlsplit(url).scheme not in ("https", "http"):
+        return
+    try:
+        timeout = aiohttp.ClientTimeout(total=RESPONSE_TIMEOUT_SECONDS)
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
+            url, json=message, allow_redirects=False
+        ) as response:
+            if response.status >= 300:
+                log.warning("Slack response_url answered %s", response.status)
+    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        log.warning("Slack response_url failed: %s", type(error).__name__)

@@ -1,0 +1,112 @@
+"""The run's notification log, kept in its session (the store's effect ledger: insert-once items keyed by
+deterministic ids, so a retried activity writes nothing twice): the events, each delivery attempt, what is done.
+
+An event is recorded here before anything is sent, so a host killed between a transition and its delivery loses
+nothing: the delivery orchestration reads what to send from here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from notifications.events import NotificationEvent
+from session_store import SessionStore
+
+EVENT = "notify_event"
+ATTEMPT = "notify_attempt"
+DONE = "notify_done"
+STOP = "notify_stop"
+RUN_WEBHOOK = "notify_run_webhook"
+
+
+class OutboxEntry(BaseModel):
+    """One thing to deliver: an event (or a redelivery of one: a new entry with the same event, and webhook-id)."""
+
+    entry: str
+    event: NotificationEvent
+    order: int = 0
+    recorded_at: datetime | None = None
+
+
+class Attempt(BaseModel):
+    subscription: str
+    run_id: str
+    entry: str
+    event_id: str
+    type: str
+    attempt: int
+    at: datetime
+    status: int | None = None
+    outcome: str
+    error: str | None = None
+    retry_in_seconds: float | None = None
+
+
+async def record_events(store: SessionStore, session_id: str, events: list[NotificationEvent]) -> int:
+    """Record each event once; returns how many were new."""
+    fresh = 0
+    for order, event in enumerate(events):
+        _, created = await store.record_effect(
+            session_id, f"notify-event:{event.id}", EVENT, {"event": event.model_dump(mode="json"), "order": order}
+        )
+        fresh += created
+    return fresh
+
+
+async def record_redelivery(store: SessionStore, session_id: str, event: NotificationEvent, nonce: str) -> str:
+    entry = f"notify-event:{event.id}:{nonce}"
+    await store.record_effect(session_id, entry, EVENT, {"event": event.model_dump(mode="json"), "order": 0})
+    return entry
+
+
+async def entries(store: SessionStore, session_id: str, run_id: str) -> list[OutboxEntry]:
+    """The run's entries in the order they were recorded."""
+    found = [
+        OutboxEntry(entry=r.key, event=NotificationEvent.model_validate(r.payload["event"]),
+                    order=int(r.payload.get("order", 0)), recorded_at=r.created_at)
+        for r in await store.list_effects(session_id, kind=EVENT)
+        if r.payload.get("event", {}).get("run_id") == run_id
+    ]
+    epoch = datetime.min.replace(tzinfo=UTC)
+    return sorted(found, key=lambda e: (e.recorded_at or epoch, e.order, e.entry))
+
+
+async def done_entries(store: SessionStore, session_id: str, subscription: str) -> set[str]:
+    prefix = f"notify-done:{subscription}:"
+    return {r.key[len(prefix):] for r in await store.list_effects(session_id, kind=DONE) if r.key.startswith(prefix)}
+
+
+async def mark_done(store: SessionStore, session_id: str, subscription: str, entry: str, outcome: str) -> None:
+    await store.record_effect(session_id, f"notify-done:{subscription}:{entry}", DONE, {"outcome": outcome})
+
+
+async def record_attempt(store: SessionStore, session_id: str, attempt: Attempt) -> None:
+    key = f"notify-try:{attempt.subscription}:{attempt.entry}:{attempt.attempt}"
+    await store.record_effect(session_id, key, ATTEMPT, attempt.model_dump(mode="json"))
+
+
+async def attempts(store: SessionStore, session_id: str, run_id: str) -> list[dict[str, Any]]:
+    return [r.payload for r in await store.list_effects(session_id, kind=ATTEMPT) if r.payload.get("run_id") == run_id]
+
+
+async def stop(store: SessionStore, session_id: str, subscription: str, run_id: str) -> None:
+    await store.record_effect(session_id, f"notify-stop:{subscription}:{run_id}", STOP, {})
+
+
+async def stopped(store: SessionStore, session_id: str, subscription: str, run_id: str) -> bool:
+    key = f"notify-stop:{subscription}:{run_id}"
+    return any(r.key == key for r in await store.list_effects(session_id, kind=STOP))
+
+
+async def save_run_webhook(store: SessionStore, session_id: str, run_id: str, url: str) -> None:
+    await store.record_effect(session_id, f"notify-webhook:{run_id}", RUN_WEBHOOK, {"url": url})
+
+
+async def run_webhook(store: SessionStore, session_id: str, run_id: str) -> str | None:
+    key = f"notify-webhook:{run_id}"
+    for record in await store.list_effects(session_id, kind=RUN_WEBHOOK):
+        if record.key == key:
+            return str(record.payload["url"])
+    return None

@@ -1,0 +1,12 @@
+"""Every function of notifications the Functions app registers (one tuple, like the run's activities)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable_steps import Activity
+from notifications.activities import deliver_next, notify_run
+from notifications.orchestrator import notification_delivery
+
+NOTIFICATION_ACTIVITIES: tuple[Activity[Any, Any], ...] = (notify_run, deliver_next)
+NOTIFICATION_ORCHESTRATORS = (notification_delivery,)

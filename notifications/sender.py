@@ -1,0 +1,67 @@
+"""One delivery attempt over HTTP: the channel's body, signed for webhooks, POSTed without following redirects."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Literal
+
+import aiohttp
+from pydantic import BaseModel
+
+from notifications.backoff import next_delay
+from notifications.destinations import DestinationError, check_resolved
+from notifications.events import NotificationEvent
+from notifications.payloads import adaptive_card, slack_message, webhook_body
+from notifications.signing import signed_headers
+from notifications.subscriptions import Subscription
+
+SEND_TIMEOUT_SECONDS = 15
+USER_AGENT = "durable-agents-webhooks/1"
+
+
+class SendResult(BaseModel):
+    outcome: Literal["delivered", "retry", "gone"]
+    status: int | None = None
+    error: str | None = None
+    retry_in_seconds: float | None = None
+
+
+def request_body(subscription: Subscription, event: NotificationEvent) -> str:
+    if subscription.kind == "slack":
+        return json.dumps(slack_message(event))
+    if subscription.kind == "teams":
+        return json.dumps(adaptive_card(event))
+    return webhook_body(event)
+
+
+async def send(
+    subscription: Subscription, event: NotificationEvent, *, secret: str | None, attempt: int, allow_private: bool
+) -> SendResult:
+    url = subscription.url.get_secret_value()
+    body = request_body(subscription, event)
+    headers = {"content-type": "application/json", "user-agent": USER_AGENT}
+    if subscription.kind == "webhook":
+        if secret is None:
+            return SendResult(outcome="gone", error="WEBHOOK_SECRET is not set")
+        headers |= signed_headers(secret, event.id, datetime.now(UTC), body)
+    try:
+        if subscription.from_run:
+            await check_resolved(url, allow_private=allow_private)
+        timeout = aiohttp.ClientTimeout(total=SEND_TIMEOUT_SECONDS)
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
+            url, data=body.encode(), headers=headers, allow_redirects=False
+        ) as response:
+            status = response.status
+            retry_after = response.headers.get("retry-after")
+    except DestinationError as error:
+        return SendResult(outcome="gone", error=str(error))
+    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        # The error's type only: its text may contain the URL (a secret for Slack and Teams).
+        return SendResult(outcome="retry", error=type(error).__name__, retry_in_seconds=next_delay(attempt))
+    if 200 <= status < 300:
+        return SendResult(outcome="delivered", status=status)
+    if status == 410:
+        return SendResult(outcome="gone", status=status, error="the receiver answered 410 Gone")
+    return SendResult(outcome="retry", status=status, error=f"HTTP {status}",
+                      retry_in_seconds=next_delay(attempt, retry_after))

@@ -1,0 +1,118 @@
+"""Stateless input lists (`http_api.openai_responses.conversation.reconcile`): the items of earlier responses sent
+back are recognised (by id, else by content and position) and only the new ones take effect; a list that
+contradicts the stored conversation is refused naming the item."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from http_api.openai_responses.conversation import reconcile
+from http_api.openai_responses.models import (
+    ApprovalResponseOut,
+    InputMessageOut,
+    McpApprovalRequest,
+    McpCall,
+    MessageOutput,
+    OutputText,
+)
+from http_api.openai_responses.requests import parse_create
+from http_api.problems import ApiProblem
+
+RUN = "a" * 32
+STORED = [
+    InputMessageOut(id=f"msg_{RUN}:input:0", role="user", content=[{"type": "input_text", "text": "What is a?"}]),
+    McpCall(id="mcp_call1", server_label="helper", name="lookup", arguments='{"key": "a"}', output='{"v": 1}'),
+    MessageOutput(id=f"msg_{RUN}:model:2:0", content=[OutputText(text="It is 1.")]),
+    McpApprovalRequest(id="appr1", server_label="helper", name="send_email", arguments='{"to": "bob"}'),
+]
+USER = {"role": "user", "content": "What is a?"}
+CALL = {
+    "type": "mcp_call", "id": "mcp_call1", "server_label": "helper", "name": "lookup", "arguments": '{"key":"a"}',
+    "output": '{"v": 1}', "status": "completed", "error": None, "approval_request_id": None,
+}
+ANSWER = {
+    "type": "message", "id": f"msg_{RUN}:model:2:0", "role": "assistant", "status": "completed",
+    "content": [{"type": "output_text", "text": "It is 1.", "annotations": [], "logprobs": []}],
+}
+REQUEST = {"type": "mcp_approval_request", "id": "appr1", "server_label": "helper", "name": "send_email",
+           "arguments": '{"to": "bob"}'}
+
+
+def entries(*items: dict[str, Any]) -> list[Any]:
+    return parse_create({"model": "helper", "input": list(items)}).entries
+
+
+def new_of(*items: dict[str, Any], stored: list[Any] = STORED) -> list[tuple[int, str]]:
+    result = reconcile(entries(*items), stored)
+    return [(e.index, e.kind) for e in result.new]
+
+
+def refusal(*items: dict[str, Any], stored: list[Any] = STORED) -> tuple[str | None, str]:
+    with pytest.raises(ApiProblem) as error:
+        reconcile(entries(*items), stored)
+    assert error.value.status == 400
+    return error.value.field, error.value.detail
+
+
+def test_the_sdk_list_after_a_tool_turn_adds_only_the_new_message() -> None:
+    follow_up = {"role": "user", "content": "And b?"}
+    assert new_of(USER, CALL, ANSWER, follow_up, stored=STORED[:3]) == [(3, "message")]
+    # The same text as an earlier message, after the whole conversation: new (position decides, not text alone).
+    assert new_of(USER, CALL, ANSWER, USER, stored=STORED[:3]) == [(3, "message")]
+
+
+def test_an_approval_answer_after_the_repeated_request_is_the_only_new_item() -> None:
+    answer = {"type": "mcp_approval_response", "approval_request_id": "appr1", "approve": True}
+    assert new_of(USER, CALL, ANSWER, REQUEST, answer) == [(4, "mcp_approval_response")]
+    # Reasoning and tool listings carry nothing that takes effect: skipped.
+    listing = {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "helper", "tools": []}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    assert new_of(USER, listing, reasoning, CALL, ANSWER, REQUEST, answer) == [(6, "mcp_approval_response")]
+
+
+def test_a_decision_sent_again_is_recognised_and_a_different_one_goes_to_the_decision_path() -> None:
+    decided = [*STORED, ApprovalResponseOut(id="mcpr_appr1", approval_request_id="appr1", approve=True)]
+    same = {"type": "mcp_approval_response", "approval_request_id": "appr1", "approve": True}
+    follow_up = {"role": "user", "content": "thanks"}
+    assert new_of(USER, CALL, ANSWER, REQUEST, same, follow_up, stored=decided) == [(5, "message")]
+    # Sent again alone (a client retrying its answer): the decision is what the request does, as before.
+    assert [e.index for e in reconcile(entries(USER, CALL, ANSWER, REQUEST, same), decided).effective] == [4]
+    # A different decision is new: the approval path refuses it (409 approval_already_decided, naming input[4]).
+    assert new_of(USER, CALL, ANSWER, REQUEST, {**same, "approve": False}, stored=decided) == [
+        (4, "mcp_approval_response")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("items", "field", "says"),
+    [
+        ((USER, CALL, {**ANSWER, "content": [{"type": "output_text", "text": "It is 2."}]}), "input[2]", "text"),
+        ((USER, {**CALL, "arguments": '{"key": "b"}'}, ANSWER), "input[1]", "arguments"),
+        ((USER, {**CALL, "output": "forged"}, ANSWER), "input[1]", "output"),
+        ((USER, ANSWER, CALL), "input[2]", "earlier"),
+        ((USER, {"role": "user", "content": "new"}, CALL), "input[2]", "after the new item input[1]"),
+        ((USER, {**CALL, "id": "mcp_other"}), "input[1]", "no mcp_call"),
+        # Repeating only the start of a conversation that went on, then adding to it: a branch.
+        ((USER, CALL, {"role": "user", "content": "instead"}), "input[2]", "went on"),
+    ],
+)
+def test_a_list_that_contradicts_the_conversation_is_refused_naming_the_item(
+    items: tuple[dict[str, Any], ...], field: str, says: str
+) -> None:
+    got_field, detail = refusal(*items)
+    assert got_field == field and says in detail, detail
+
+
+def test_client_side_function_items_are_refused_unless_they_repeat_a_stored_call() -> None:
+    field, detail = refusal({"type": "function_call_output", "call_id": "c9", "output": "x"})
+    assert field == "input[0]" and "client-side function tools" in detail
+    repeated = {"type": "function_call", "call_id": "call1", "name": "lookup", "arguments": '{"key": "a"}'}
+    assert new_of(USER, repeated, ANSWER, {"role": "user", "content": "more"}, stored=STORED[:3]) == [(3, "message")]
+
+
+def test_without_a_stored_conversation_messages_are_new_and_server_items_unknown() -> None:
+    assert new_of(USER, {"role": "assistant", "content": "Hi"}, stored=[]) == [(0, "message"), (1, "message")]
+    field, _ = refusal(USER, CALL, stored=[])
+    assert field == "input[1]"

@@ -1,0 +1,114 @@
+"""The engine's work per orchestration step, counted (never timed). SQLite: a change that adds a transaction, a
+statement or a read of what the engine itself wrote to an episode's or an activity's hot path fails here. Replay: an
+episode replays only the history events after the previous episode's, so its cost does not grow with the history.
+
+The budgets are per commit kind: an episode is one transaction (its consumed messages, new history, the instance
+row, the work it schedules); an activity result is one transaction (its result message, its work item deleted); the
+start is one transaction (the instance row and its ExecutionStarted message). The history of a running instance is
+kept in memory and appended to, so a run reads nothing back from SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from engine_helpers import OpenEngine, output
+
+from devhost.engine.api import RuntimeStatus
+from devhost.protocol import replay
+
+# statement kind -> count for `chaining` (3 activities in sequence): 1 start, 4 episodes, 3 activity results.
+CHAINING_BUDGET = {
+    "BEGIN": 8,  # one transaction per commit: start + 4 episodes + 3 activity results
+    "COMMIT": 8,
+    "INSERT INTO instances": 5,  # start + each episode (status, last update)
+    "INSERT INTO history": 16,  # 4 episodes x 4 events (Orchestrator- Started, the message, the decision, -Completed)
+    "INSERT INTO inbox": 4,  # ExecutionStarted + 3 TaskCompleted
+    "DELETE FROM inbox": 4,  # each episode consumes its message
+    "INSERT INTO work": 3,
+    "DELETE FROM work": 3,
+}
+
+
+def _kind(sql: str) -> str:
+    words = sql.split()
+    if words[0] in ("BEGIN", "COMMIT", "ROLLBACK"):
+        return words[0]
+    if words[0] == "INSERT" and words[1] == "OR":  # INSERT OR REPLACE INTO t
+        words = ["INSERT", *words[3:]]
+    return " ".join(words[:3])
+
+
+async def test_a_chained_run_costs_one_transaction_per_episode_and_per_activity(
+    open_engine: OpenEngine, tmp_path: Path
+) -> None:
+    engine = await open_engine("chaining", state_path=str(tmp_path / "state.sqlite3"))
+    statements: Counter[str] = Counter()
+    engine._rt.store._db.set_trace_callback(lambda sql: statements.update([_kind(sql)]))
+    instance_id = await engine.start_new("chaining", "budget-1", None)
+    await engine.run_until_idle()
+    engine._rt.store._db.set_trace_callback(None)
+    status = await engine.get_status(instance_id)
+    assert status is not None and status.runtime_status == RuntimeStatus.Completed
+    assert output(status) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+    assert dict(statements) == CHAINING_BUDGET  # no SELECT: nothing the engine wrote is read back during a run
+
+
+async def test_checkpoints_off_the_commit_path_keep_every_commit_after_a_reopen(
+    open_engine: OpenEngine, tmp_path: Path
+) -> None:
+    """Hundreds of commits (more than one checkpoint's worth), then a close without waiting: all of it reads back."""
+    state = str(tmp_path / "state.sqlite3")
+    engine = await open_engine("chaining", state_path=state)
+    ids = [await engine.start_new("chaining", f"run-{n}", None) for n in range(40)]  # 40 x 8 commits
+    await engine.run_until_idle()
+    assert engine._rt.store._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    await engine.close()
+    reopened = await open_engine("chaining", state_path=state)
+    for instance_id in ids:
+        status = await reopened.get_status(instance_id, show_history=True)
+        assert status is not None and status.runtime_status == RuntimeStatus.Completed
+        assert output(status) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+        assert json.loads(json.dumps(status.to_json()["historyEvents"]))[-1]["EventType"] == "ExecutionCompleted"
+
+
+async def test_each_episode_replays_only_the_events_since_the_previous_one(
+    open_engine: OpenEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "VERIFY_CONTINUED_REPLAY", False)  # (the check replays from scratch itself)
+    applied: list[int] = []
+    original = replay._Replayer._apply
+
+    def counting(self: replay._Replayer, event: dict) -> None:
+        applied.append(event["EventType"])
+        original(self, event)
+
+    monkeypatch.setattr(replay._Replayer, "_apply", counting)
+    engine = await open_engine("chaining", state_path=str(tmp_path / "state.sqlite3"))
+    await engine.start_new("chaining", "replay-1", None)
+    await engine.run_until_idle()
+    # 4 episodes; each replays its own OrchestratorStarted + message, and the previous one's decision +
+    # OrchestratorCompleted: 2 + 3 x 4 events (a replay from scratch every episode would be 2 + 6 + 10 + 14 = 32).
+    assert len(applied) == 14
+
+
+async def test_after_a_restart_the_first_episode_replays_from_scratch(
+    open_engine: OpenEngine, tmp_path: Path
+) -> None:
+    """The continued replay is memory only: a reopened engine rebuilds it from the stored history (and the check
+    against a replay from scratch, on in tests, holds for every episode after that)."""
+    state = str(tmp_path / "state.sqlite3")
+    first = await open_engine("human_interaction", state_path=state)
+    instance_id = await first.start_new("approval", "restart-1", json.dumps(json.dumps({"timeout_s": 3600})))
+    await first.run_until_idle()
+    assert first._rt.instances[instance_id].replay_state is not None  # waiting: the replay is kept for the next
+    await first.close()
+    second = await open_engine("human_interaction", state_path=state)
+    assert second._rt.instances[instance_id].replay_state is None
+    await second.raise_event(instance_id, "Approval", json.dumps(True))
+    await second.run_until_idle()
+    status = await second.get_status(instance_id)
+    assert status is not None and status.runtime_status == RuntimeStatus.Completed

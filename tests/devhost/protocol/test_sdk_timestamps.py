@@ -1,0 +1,51 @@
+"""The SDK's history timestamps parsed through devhost's fast path are the datetimes dateutil itself returns."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from dateutil.parser import parse as dateutil_parse
+
+from devhost.invoke import fast_dateutil_parse
+from devhost.protocol.timefmt import dotnet_iso, dotnet_roundtrip_o
+
+FAST = fast_dateutil_parse(dateutil_parse)
+
+
+def _same(text: str) -> None:
+    expected, got = dateutil_parse(text), FAST(text)
+    assert got == expected and got.tzinfo == expected.tzinfo and type(got.tzinfo) is type(expected.tzinfo)
+    assert got.utcoffset() == expected.utcoffset() and got.isoformat() == expected.isoformat()
+
+
+def test_every_timestamp_devhost_writes_parses_as_dateutil_parses_it() -> None:
+    start = datetime(2026, 11, 25, 21, 25, tzinfo=UTC)
+    for step in range(0, 2_000_000, 997):  # whole seconds, and fractions of 1-6 digits after trimming zeros
+        moment = start + timedelta(microseconds=step * 37)
+        _same(dotnet_iso(moment))
+        _same(dotnet_roundtrip_o(moment))  # 7 digits: truncated to microseconds, as dateutil does
+
+
+@pytest.mark.parametrize("text", [
+    "2026-11-25T21:25:00Z", "2026-11-25T21:25:00.1234567Z", "2026-11-25T21:25:00.9999999Z",
+    "2024-02-29T23:59:59.000001Z", "0001-01-01T00:00:00Z",
+])
+def test_edge_values(text: str) -> None:
+    _same(text)
+
+
+@pytest.mark.parametrize("text", [
+    "2026-11-25T21:25:00+02:00", "2026-11-25T21:25:00.5+00:00", "2026-11-25 21:25:00Z", "2026-11-25T21:25:00",
+    "2026-11-25T21:25:00.12345678Z",
+])
+def test_other_forms_go_to_dateutil(text: str) -> None:
+    _same(text)
+
+
+@pytest.mark.parametrize("text", ["2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-25T24:00:00Z"])
+def test_values_dateutil_refuses_are_refused_the_same_way(text: str) -> None:
+    with pytest.raises(ValueError) as expected:
+        dateutil_parse(text)
+    with pytest.raises(type(expected.value)):
+        FAST(text)

@@ -1,0 +1,51 @@
+"""Hold a step of the app inside one of its store calls, wherever the app runs (the test side of
+`fixture_agents.store_pause`, which the app installs in every process that runs it).
+
+`paused(app, "put_approvals")` arms the pause: the next matching call completes, then waits until the block ends (or
+`release()`), so the step is exactly in flight while the test acts. `equal` / `absent` narrow which calls match (by
+the names of the store method's parameters). Only the timing changes: the store and its data are the app's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from e2e_harness import InProcessApp, wait_for_file
+from fixture_agents.store_pause import MARKER_DIR_SETTING, PAUSABLE, pause_dir
+
+
+class StepPause:
+    def __init__(self, folder: Path, method: str) -> None:
+        self._folder = folder
+        self._method = method
+
+    def wait_reached(self) -> None:
+        """Block until a matching call completed and is holding (bounded)."""
+        wait_for_file(self._folder / f"{self._method}.reached")
+
+    def release(self) -> None:
+        (self._folder / f"{self._method}.released").touch()
+
+
+@contextmanager
+def paused(app: InProcessApp, method: str, *, equal: dict[str, Any] | None = None,
+           absent: tuple[str, ...] = ()) -> Iterator[StepPause]:
+    assert method in PAUSABLE, f"{method} is not one of the pausable store methods {PAUSABLE}"
+    folder = pause_dir(Path(app.host.env[MARKER_DIR_SETTING]))
+    folder.mkdir(exist_ok=True)
+    for leftover in (f"{method}.reached", f"{method}.released"):
+        (folder / leftover).unlink(missing_ok=True)
+    armed = folder / f"{method}.json"
+    written = folder / f"{method}.json.tmp"
+    written.write_text(json.dumps({"equal": equal or {}, "absent": list(absent)}))
+    written.replace(armed)  # atomic: the app never reads half a spec
+    pause = StepPause(folder, method)
+    try:
+        yield pause
+    finally:
+        pause.release()
+        armed.unlink(missing_ok=True)

@@ -1,0 +1,92 @@
+"""Fork: a new session with the conversation before a run, and a run there; the original is untouched. Both
+stores."""
+
+from __future__ import annotations
+
+from e2e_harness import InProcessApp
+
+from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
+
+ECHO = Script(rules=[Rule(match=Match(last_user="(?s).*"), reply=Reply.say("noted"))])
+
+
+def texts(messages: list[dict]) -> list[str]:
+    return [c.get("text", "") for m in messages for c in m["contents"] if c.get("type") == "text"]
+
+
+def conversation(app: InProcessApp, model: ScriptedModelServer) -> tuple[str, list[str]]:
+    """A session with three finished runs ("one", "two", "three"); returns it and its run ids."""
+    model.set_script(ECHO)
+    session_id = None
+    run_ids = []
+    for word in ("one", "two", "three"):
+        started = app.start(input=word, **({"session_id": session_id} if session_id else {}))
+        session_id = started["session_id"]
+        app.settle()
+        assert app.view(started["run_id"])["status"] == "completed"
+        run_ids.append(started["run_id"])
+    return session_id, run_ids
+
+
+def test_a_fork_continues_from_before_the_run_with_a_new_input_and_leaves_the_original_alone(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    session_id, (_, second, _) = conversation(app, model)
+    original = app.session_messages(session_id)
+
+    forked = app.http.post(f"/api/runs/{second}/fork", json={"input": "two, but different", "wait_seconds": 10})
+    assert forked.status_code == 200, forked.text
+    run = forked.json()
+    assert run["status"] == "completed" and run["session_id"] != session_id and run["run_id"] != second
+    # What the model saw: the conversation up to, not including, the forked run's input, then the new input.
+    sent = [m.get("content") for m in model.log.last.body["messages"] if m["role"] == "user"]
+    assert sent == ["one", "two, but different"]
+    assert texts(app.session_messages(run["session_id"])) == ["one", "noted", "two, but different", "noted"]
+
+    view = app.http.get(f"/api/sessions/{run['session_id']}").json()
+    assert view["forked_from"]["session_id"] == session_id and view["forked_from"]["run_id"] == second
+    assert view["run_count"] == 1 and [r["run_id"] for r in view["runs"]] == [run["run_id"]]
+    assert app.session_messages(session_id) == original  # untouched
+
+    # Both sessions go on, each with its own story.
+    for sid, word in ((session_id, "four"), (run["session_id"], "three, elsewhere")):
+        started = app.start(input=word, session_id=sid)
+        app.settle()
+        assert app.view(started["run_id"])["status"] == "completed"
+    assert texts(app.session_messages(session_id))[-2:] == ["four", "noted"]
+    assert texts(app.session_messages(run["session_id"])) == [
+        "one", "noted", "two, but different", "noted", "three, elsewhere", "noted"
+    ]
+
+
+def test_a_fork_without_input_asks_again_and_a_fork_of_a_fork_keeps_the_story(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    _session_id, (first, _, third) = conversation(app, model)
+    again = app.http.post(f"/api/runs/{third}/fork", json={"wait_seconds": 10}).json()
+    assert texts(app.session_messages(again["session_id"])) == ["one", "noted", "two", "noted", "three", "noted"]
+    deeper = app.http.post(f"/api/runs/{again['run_id']}/fork", json={"input": "3", "wait_seconds": 10}).json()
+    assert deeper["status"] == "completed"
+    assert texts(app.session_messages(deeper["session_id"])) == ["one", "noted", "two", "noted", "3", "noted"]
+    # Forking the first run: nothing before it.
+    fresh = app.http.post(f"/api/runs/{first}/fork", json={"input": "zero", "wait_seconds": 10}).json()
+    assert texts(app.session_messages(fresh["session_id"])) == ["zero", "noted"]
+
+
+def test_fork_refuses_what_it_cannot_do(app: InProcessApp, model: ScriptedModelServer) -> None:
+    _session_id, (first, _, _) = conversation(app, model)
+    assert app.http.post("/api/runs/nosuchrun/fork", json={}).status_code == 404
+    bad = app.http.post(f"/api/runs/{first}/fork", json={"input": ""})
+    assert bad.status_code == 422 and bad.json()["invalid_params"][0]["field"].startswith("body.input")
+    assert app.http.post(f"/api/runs/{first}/fork", json={"nope": 1}).status_code == 422
+
+
+def test_the_same_fork_request_with_an_idempotency_key_starts_one_run(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    _, (_, second, _) = conversation(app, model)
+    headers = {"Idempotency-Key": "fork-once"}
+    first = app.http.post(f"/api/runs/{second}/fork", json={"input": "x", "wait_seconds": 10}, headers=headers)
+    again = app.http.post(f"/api/runs/{second}/fork", json={"input": "x", "wait_seconds": 10}, headers=headers)
+    assert first.json()["run_id"] == again.json()["run_id"]
+    assert first.json()["session_id"] == again.json()["session_id"]

@@ -1,0 +1,218 @@
+"""The OpenAI Agents SDK (`openai-agents`, `import agents`) against the app on devhost, as a new user would use it:
+`OpenAIResponsesModel` over `AsyncOpenAI(base_url=".../api/v1")`, on both stores.
+
+The SDK needs a newer urllib3 than the app's lock pins, so it lives in an environment of its own
+(`make test-openai-agents`: `.venv-openai-agents`, the app's environment plus tests/requirements-openai-agents.txt).
+Elsewhere these tests skip, unless REQUIRE_OPENAI_AGENTS=1 says the SDK must be there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from e2e_harness import InProcessApp
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+try:
+    import agents
+    from agents import Agent, Runner, set_tracing_disabled
+    from agents.models.openai_responses import OpenAIResponsesModel
+except ImportError:  # not the SDK's environment
+    if os.environ.get("REQUIRE_OPENAI_AGENTS") == "1":
+        raise
+    pytest.skip("the OpenAI Agents SDK is not installed here (make test-openai-agents)", allow_module_level=True)
+
+from openai import AsyncOpenAI
+
+T = TypeVar("T")
+set_tracing_disabled(True)  # the SDK would export traces to OpenAI
+
+
+def sdk_agent(app: InProcessApp, name: str = "helper", **options: Any) -> Agent[Any]:
+    client = AsyncOpenAI(
+        base_url=f"{app.host.base_url}/api/v1",
+        api_key="unused",
+        http_client=httpx.AsyncClient(timeout=300, trust_env=False),
+        max_retries=0,
+    )
+    return Agent(name=name, model=OpenAIResponsesModel(model=name, openai_client=client), **options)
+
+
+def run(scenario: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(scenario())  # type: ignore[arg-type]
+
+
+def run_of(response_id: str | None) -> str:
+    return (response_id or "").removeprefix("resp_").split("_")[0]
+
+
+def test_the_sdk_imports_next_to_the_app(app: InProcessApp) -> None:
+    """`import agents` is the SDK, and the app (its agents are `served_agents`) loads and serves in the same
+    process."""
+    assert Path(agents.__file__).parent.parent.name == "site-packages"
+    assert hasattr(agents, "Runner") and hasattr(agents, "HostedMCPTool")
+    served = importlib.import_module("served_agents")
+    assert Path(served.__file__).parent.parent == Path(__file__).resolve().parents[2]
+    assert "function_app" in sys.modules  # the host loaded the app's function_app.py in this process
+    assert app.http.get("/api/health").status_code == 200
+
+
+def test_multi_turn_with_to_input_list(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """The SDK's standard multi-turn (`result.to_input_list() + [a new message]`) continues the same conversation:
+    after a tool turn and after a text turn, the model sees each message once."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "a is value-of-a.", "b comes after a.", "Bye."))
+    agent = sdk_agent(app)
+
+    async def scenario() -> list[Any]:
+        first = await Runner.run(agent, "What is a?")
+        second = await Runner.run(agent, [*first.to_input_list(), {"role": "user", "content": "And b?"}])
+        third = await Runner.run(agent, [*second.to_input_list(), {"role": "user", "content": "Thanks."}])
+        return [first, second, third]
+
+    first, second, third = run(scenario)
+    assert (first.final_output, second.final_output, third.final_output) == (
+        "a is value-of-a.", "b comes after a.", "Bye."
+    )
+    ids = [r.last_response_id for r in (first, second, third)]
+    sessions = {app.view(run_of(i))["session_id"] for i in ids}
+    assert len(sessions) == 1 and len(set(ids)) == 3  # one conversation, three runs
+    sent = model.log.last.messages
+    texts = [m.get("content") for m in sent if m["role"] in ("user", "assistant") and m.get("content")]
+    assert texts == ["What is a?", "a is value-of-a.", "And b?", "b comes after a.", "Thanks."]
+
+
+EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
+
+
+def hosted_tool(**options: Any) -> Any:
+    """The agent's own tools as the SDK declares a hosted MCP server (label = the agent's name)."""
+    return agents.HostedMCPTool(tool_config={"type": "mcp", "server_label": "helper"}, **options)
+
+
+async def finish(result: Any) -> Any:
+    """A streamed result, read to its end (the SDK fills in the result as the events go by)."""
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_approval_through_on_approval_request(app: InProcessApp, model: ScriptedModelServer, streamed: bool) -> None:
+    """`HostedMCPTool(on_approval_request=...)`: the SDK answers our approval request itself; the same durable run
+    continues and the tool runs once."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    asked: list[str] = []
+
+    def approve(request: Any) -> dict[str, Any]:
+        asked.append(request.data.name)
+        return {"approve": True}
+
+    agent = sdk_agent(app, tools=[hosted_tool(on_approval_request=approve)])
+
+    async def scenario() -> Any:
+        if streamed:
+            return await finish(Runner.run_streamed(agent, "Email Bob"))
+        return await Runner.run(agent, "Email Bob")
+
+    result = run(scenario)
+    assert (result.final_output, asked) == ("Sent.", ["send_email"])
+    run_id = run_of(result.last_response_id)
+    assert app.view(run_id)["status"] == "completed"
+    assert app.effects(app.view(run_id)["session_id"], "email") == [EMAIL_BOB]
+    [record] = app.approvals(run_id)
+    assert record["status"] == "approved"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_approvals_as_interruptions(app: InProcessApp, model: ScriptedModelServer, streamed: bool) -> None:
+    """Without a callback our approval requests are the run's interruptions: two in one turn, one approved and one
+    rejected with a reason (`state.approve` / `state.reject`), then `Runner.run(agent, state)` resumes the same
+    durable run: one email went out, the model was told why the other did not."""
+    both = Reply(tool_calls=[*Reply.call("send_email", EMAIL_BOB).tool_calls,
+                             *Reply.call("send_email", EMAIL_EVE).tool_calls])
+    model.set_script(Script.of(both, "Bob's went out, Eve's did not."))
+    agent = sdk_agent(app, tools=[hosted_tool()])
+
+    async def go(start: Any) -> Any:
+        if streamed:
+            return await finish(Runner.run_streamed(agent, start))
+        return await Runner.run(agent, start)
+
+    async def scenario() -> tuple[Any, Any]:
+        first = await go("Email Bob and Eve")
+        assert len(first.interruptions) == 2 and first.final_output is None
+        state = first.to_state()
+        for item in first.interruptions:
+            if json.loads(item.raw_item.arguments)["to"] == "bob@example.com":
+                state.approve(item)
+            else:
+                state.reject(item, rejection_message="Eve is on leave")
+        return first, await go(state)
+
+    first, second = run(scenario)
+    assert second.final_output == "Bob's went out, Eve's did not."
+    run_id = run_of(second.last_response_id)
+    assert run_id == run_of(first.last_response_id)  # the same durable run continued
+    session_id = app.view(run_id)["session_id"]
+    assert app.effects(session_id, "email") == [EMAIL_BOB]
+    decisions = {a["arguments"]["to"]: (a["status"], a["reason"]) for a in app.approvals(run_id)}
+    assert decisions == {"bob@example.com": ("approved", None), "eve@example.com": ("rejected", "Eve is on leave")}
+    tool_results = [m for m in model.log.last.messages if m["role"] == "tool"]
+    assert any("Eve is on leave" in str(m["content"]) for m in tool_results)
+
+
+@pytest.mark.slow
+def test_an_interruption_answered_across_a_host_kill(
+    tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]
+) -> None:
+    """The host is killed (SIGKILL) between the approval request (the SDK's interruption) and its answer; after the
+    restart `state.approve` + `Runner.run(agent, state)` continues the same durable run and the email goes out
+    once."""
+    from test_e2e_crash import CrashableApp
+
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    crashing = CrashableApp(tmp_path, model, store_settings)
+    crashing.host.start()
+    try:
+
+        def agent() -> Agent[Any]:
+            client = AsyncOpenAI(
+                base_url=f"{crashing.host.base_url}/api/v1", api_key="unused",
+                http_client=httpx.AsyncClient(timeout=300, trust_env=False), max_retries=0,
+            )
+            return Agent(name="helper", model=OpenAIResponsesModel(model="helper", openai_client=client),
+                         tools=[hosted_tool()])
+
+        first = asyncio.run(Runner.run(agent(), "Email Bob"))
+        [interruption] = first.interruptions
+        saved = first.to_state().to_json()  # what a client keeps while a person decides
+
+        crashing.crash_and_restart()
+
+        async def resume() -> Any:
+            fresh = agent()
+            state = await agents.RunState.from_json(fresh, saved)
+            [pending] = state.get_interruptions()
+            state.approve(pending)
+            return await Runner.run(fresh, state)
+
+        second = asyncio.run(resume())
+        assert second.final_output == "Sent."
+        run_id = run_of(second.last_response_id)
+        assert run_id == run_of(first.last_response_id) and interruption.raw_item.name == "send_email"
+        session_id = crashing.api.view(run_id)["session_id"]
+        _, effects = crashing.stored(session_id)
+        assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL_BOB)]
+    finally:
+        crashing.host.close()

@@ -1,0 +1,168 @@
+"""Rewind: a failed run goes on from the step that failed, as the same run, on both stores.
+
+The model endpoint fails for good after a tool with a side effect ran; once it is back, a rewind completes the run:
+the tool is not run again (its effect stays applied once), the model call that succeeded is not made again, the
+conversation has each result once, and the run's continuation token still works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+from e2e_harness import InProcessApp
+
+from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
+
+FAILING_AFTER_THE_TOOL = Script(rules=[
+    Rule(match=Match(last_tool_name="slow_step"), reply=Reply.fail(Fault(status=500, message="model down"))),
+    Rule(match=Match(last_user="."), reply=Reply.call("slow_step", {"label": "invoice-7"})),
+])
+RECOVERED = Script(rules=[
+    Rule(match=Match(last_tool_name="slow_step"), reply=Reply.say("Invoice 7 is filed.")),
+    Rule(match=Match(last_user="."), reply=Reply.call("slow_step", {"label": "invoice-8"})),
+])
+
+
+@pytest.fixture
+def rewind_app(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], marker_dir: Path
+) -> Iterator[InProcessApp]:
+    (marker_dir / "slow_step.release").touch()  # the tool returns at once
+    with app_with(MODEL_RETRY_MAX_ATTEMPTS="1") as app:
+        yield app
+
+
+def failed_run(app: InProcessApp, model: ScriptedModelServer) -> dict:
+    model.set_script(FAILING_AFTER_THE_TOOL)
+    started = app.start(input="File invoice 7.")
+    app.settle()
+    for _ in range(3):  # Durable's retries of the model call (after 2 s, then 4 s) fail too
+        app.advance(60)
+    view = app.view(started["run_id"])
+    assert view["status"] == "failed" and view["error"]["code"] == "model_call_failed", view
+    return started
+
+
+def tool_attempts(marker_dir: Path) -> int:
+    started = marker_dir / "slow_step.started"
+    return len(started.read_text().splitlines()) if started.exists() else 0
+
+
+def test_a_rewound_run_goes_on_from_the_failed_model_call_and_runs_nothing_twice(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    assert tool_attempts(marker_dir) == 1
+    model_calls_before = model.log.total
+
+    model.set_script(RECOVERED)  # the endpoint is back
+    rewound = app.http.post(f"/api/runs/{run_id}/rewind")
+    assert rewound.status_code == 202, rewound.text
+    body = rewound.json()
+    assert body["run_id"] == run_id and body["status"] == "in_progress"
+    assert body["rewind"]["from_step"] == "call_model" and body["rewind"]["by"] == "anonymous"
+    assert body["rewind"]["error_code"] == "model_call_failed"
+    assert rewound.headers["Location"].endswith(f"/api/runs/{run_id}")
+    app.settle()
+
+    done = app.poll(run_id, token=started["continuation_token"]).json()  # the first token still works
+    assert done["status"] == "completed" and done["output"]["text"] == "Invoice 7 is filed."
+    assert tool_attempts(marker_dir) == 1  # the tool was not run again
+    assert len(app.effects(started["session_id"], kind="slow_step")) == 1
+    assert model.log.total == model_calls_before + 1  # only the failed model call was made again
+    roles = [m["role"] for m in app.session_messages(started["session_id"])]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert [r["from_step"] for r in done["rewinds"]] == ["call_model"]  # the run shows its rewinds
+
+    # The session is free again: the conversation goes on in it.
+    follow_up = app.start(input="And invoice 8.", session_id=started["session_id"])
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
+
+
+def test_only_a_failed_run_that_is_its_sessions_latest_can_be_rewound(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    app = rewind_app
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    later = app.start(input="Another one.", session_id=started["session_id"])
+    app.settle()
+    assert app.view(later["run_id"])["status"] == "completed"
+
+    not_latest = app.http.post(f"/api/runs/{started['run_id']}/rewind")
+    assert not_latest.status_code == 409
+    assert not_latest.json()["code"] == "run_not_latest" and "fork" in not_latest.json()["detail"].lower()
+    completed = app.http.post(f"/api/runs/{later['run_id']}/rewind")
+    assert completed.status_code == 409 and completed.json()["code"] == "run_not_failed"
+    assert app.http.post("/api/runs/nosuchrun/rewind").status_code == 404
+
+
+def test_two_rewinds_at_once_start_one_continuation(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    calls_before = model.log.total
+
+    async def both() -> list[int]:
+        import httpx
+
+        async with httpx.AsyncClient(base_url=app.host.base_url, timeout=30) as client:
+            answers = await asyncio.gather(*(client.post(f"/api/runs/{started['run_id']}/rewind") for _ in range(2)))
+        return sorted(a.status_code for a in answers)
+
+    assert asyncio.run(both()) == [202, 409]
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "completed"
+    assert model.log.total == calls_before + 1
+    assert tool_attempts(marker_dir) == 1
+    run = app.store_call(lambda store: store.get_run(started["run_id"]))
+    assert len(run.rewinds) == 1
+
+
+def test_a_rewind_interrupted_between_reopening_and_starting_is_completed_by_the_next(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """What a host kill between the store's reopen and the orchestration's start leaves behind: the run open, its
+    orchestration the finished failed one. Sending the rewind again starts the continuation."""
+    app = rewind_app
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    rewind = {"rewind_id": "interrupted", "by": "anonymous", "at": "2026-11-25T00:00:00Z",
+              "from_step": "call_model", "iteration": 1}
+    app.store_call(lambda store: store.reopen_run(started["run_id"], rewind))
+
+    again = app.http.post(f"/api/runs/{started['run_id']}/rewind")
+    assert again.status_code == 202, again.text
+    assert again.json()["rewind"]["rewind_id"] == "interrupted"
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "completed"
+
+
+def test_a_rewind_racing_a_cancel_ends_cancelled_and_frees_the_session(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    model.hold_answers()  # the continuation's model call is in flight when the cancel arrives
+    assert app.http.post(f"/api/runs/{started['run_id']}/rewind").status_code == 202
+    assert app.cancel(started["run_id"]).status_code == 202
+    model.release_answers()
+    app.settle()
+    view = app.view(started["run_id"])
+    assert view["status"] == "cancelled", view
+    assert tool_attempts(marker_dir) == 1
+    follow_up = app.start(input="Next.", session_id=started["session_id"])
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
+    # A cancelled run is not failed: no rewind.
+    assert app.http.post(f"/api/runs/{started['run_id']}/rewind").json()["code"] == "run_not_failed"

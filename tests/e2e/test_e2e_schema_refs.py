@@ -1,0 +1,173 @@
+"""A JSON Schema from outside never makes the app fetch a URL or read a file, and never freezes the host: the app on
+devhost, real listener sockets on 127.0.0.1 (`listeners.py`: an HTTP server that records whether it was contacted
+and one that accepts and never answers), `file:` refs to a real file, and a real MCP server (`mcp_test_server.py`).
+
+- `POST /api/v1/responses` with `text.format` `json_schema` holding a remote, `file:` or relative `$ref`: 400 naming
+  `text.format.schema`, at once, `/api/health` answering, nothing contacted (the host froze on the silent server);
+- an MCP server listing a tool whose input schema needs a remote document: the run fails at discovery naming the
+  server and the tool, nothing contacted;
+- the approval route's check of edited arguments on an MCP schema with local refs (and a base URI on a live server):
+  resolved locally, nothing contacted; a broken local ref is a tool error for the model, not a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx
+import pytest
+import test_e2e_mcp
+from e2e_harness import InProcessApp, pending_ids
+from listeners import FETCHED_MARKER, RecordingServer, SilentServer
+from mcp_process import McpServerProcess
+
+from scripted_model import Reply, Script, ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+
+
+# The MCP test's fixtures: the app with `fixture_mcp_agents` and the MCP server on loopback.
+mcp_server = test_e2e_mcp.mcp_server
+mcp_app = test_e2e_mcp.mcp_app
+
+
+def object_with(ref: str, key: str = "$ref") -> dict[str, Any]:
+    return {"type": "object", "properties": {"verdict": {key: ref}}, "required": ["verdict"]}
+
+
+def create(app: InProcessApp, schema: dict[str, Any], timeout: float = 30) -> httpx.Response:
+    body = {
+        "model": "helper",
+        "input": "judge",
+        "text": {"format": {"type": "json_schema", "name": "verdict", "schema": schema}},
+    }
+    return httpx.post(f"{app.host.base_url}/api/v1/responses", json=body, timeout=timeout, trust_env=False)
+
+
+def test_a_response_format_with_an_outside_ref_is_refused_at_the_edge(
+    app: InProcessApp,
+    model: ScriptedModelServer,
+    recording: RecordingServer,
+    silent: SilentServer,
+    local_file: str,
+) -> None:
+    model.set_script(Script.of('{"verdict": "fetched-document-7d1c"}'))
+    cases = [
+        object_with(recording.url()),
+        object_with(local_file),
+        object_with("other.json#/verdict"),
+        object_with(recording.url("/dyn.json"), key="$dynamicRef"),
+        {"$id": recording.url("/base/"), **object_with("sibling.json")},
+    ]
+    for schema in cases:
+        response = create(app, schema)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert (error["param"], error["type"]) == ("text.format.schema", "invalid_request_error"), error
+        assert "outside the schema" in error["message"] and FETCHED_MARKER not in response.text
+    assert recording.requests == [], recording.requests
+    assert len(model.log) == 0  # no run started
+
+
+def test_a_ref_to_a_server_that_never_answers_does_not_freeze_the_host(
+    app: InProcessApp, model: ScriptedModelServer, silent: SilentServer
+) -> None:
+    """Before: the run's finish step fetched the ref with no timeout on the event loop and the whole host froze."""
+    model.set_script(Script.of('{"verdict": "yes"}'))
+    outcome: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: outcome.update(response=create(app, object_with(silent.url()))))
+    worker.start()
+    for _ in range(5):  # the host answers all along
+        health = httpx.get(f"{app.host.base_url}/api/health", timeout=10, trust_env=False)
+        assert health.status_code == 200
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert outcome["response"].status_code == 400
+    assert silent.accepted == 0
+    # A local ref is fine and a run with it completes (the check runs without any fetch).
+    local = {"type": "object", "$defs": {"v": {"type": "string"}}, "properties": {"verdict": {"$ref": "#/$defs/v"}}}
+    done = create(app, local, timeout=120)
+    assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+
+
+def list_schemas(server: McpServerProcess, schemas: dict[str, Any]) -> None:
+    (server.state / "schemas.json").write_text(json.dumps(schemas))
+
+
+def test_an_mcp_tool_whose_schema_needs_a_remote_document_is_refused_at_discovery(
+    mcp_app: InProcessApp,
+    model: ScriptedModelServer,
+    mcp_server: McpServerProcess,
+    recording: RecordingServer,
+    silent: SilentServer,
+    local_file: str,
+) -> None:
+    for ref in (recording.url(), silent.url(), local_file):
+        list_schemas(mcp_server, {"transfer": object_with(ref)})
+        model.set_script(Script.of("never asked"))
+        started = mcp_app.start(agent="mcp_helper", input="pay")
+        mcp_app.settle()
+        view = mcp_app.view(started["run_id"])
+        assert view["status"] == "failed", view
+        message = view["error"]["message"]
+        assert view["error"]["code"] == "tool_discovery_failed", view["error"]
+        assert "'tools'" in message and "'transfer'" in message and ref in message, message
+        assert FETCHED_MARKER not in json.dumps(view)
+    assert recording.requests == [] and silent.accepted == 0
+    assert len(model.log) == 0
+
+
+def test_edited_arguments_are_checked_on_local_refs_without_a_fetch(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess, recording: RecordingServer
+) -> None:
+    schema = {
+        "$id": recording.url("/transfer.json"),  # a base URI on a live server: still nothing is fetched
+        "type": "object",
+        "$defs": {"amount": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        "properties": {"amount": {"$ref": "#/$defs/amount"}, "to": {"type": "string"}},
+        "required": ["amount", "to"],
+    }
+    list_schemas(mcp_server, {"transfer": schema})
+    model.set_script(Script.of(Reply.call("transfer", {"amount": 5, "to": "bob"}), "Sent."))
+    view = mcp_app.start_until_approval(agent="mcp_helper")
+    [approval_id] = pending_ids(view)
+    refused = mcp_app.decide(view["run_id"], approval_id, "approve", arguments={"amount": 5000, "to": "bob"})
+    assert refused.status_code == 422 and "maximum" in refused.json()["detail"], refused.text
+    accepted = mcp_app.decide(view["run_id"], approval_id, "approve", arguments={"amount": 7, "to": "eve"})
+    assert accepted.status_code == 202, accepted.text
+    mcp_app.settle()
+    assert [c["arguments"] for c in mcp_server.calls("transfer")] == [{"amount": 7, "to": "eve"}]
+    assert recording.requests == []
+
+
+def test_a_broken_local_ref_in_an_mcp_schema_is_a_tool_error_not_a_crash(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    list_schemas(mcp_server, {"transfer": {"type": "object", "properties": {"to": {"$ref": "#/$defs/missing"}}}})
+    model.set_script(Script.of(Reply.call("transfer", {"amount": 5, "to": "bob"}), "Could not."))
+    started = mcp_app.start(agent="mcp_helper", input="pay")
+    mcp_app.settle()
+    assert mcp_app.view(started["run_id"])["status"] == "completed"
+    [result] = [m["content"] for m in model.log.requests[-1].messages if m["role"] == "tool"]
+    assert "cannot check its arguments" in result and "/$defs/missing" in result, result
+    assert mcp_server.calls("transfer") == []
+
+
+async def test_an_optional_server_listing_a_refused_schema_is_skipped_whole(
+    mcp_server: McpServerProcess, recording: RecordingServer
+) -> None:
+    """A required server fails discovery (above); an optional one is skipped, all of its tools, like a server that
+    cannot be listed - and the other servers' tools stay."""
+    from agent_runtime.mcp import McpServer
+    from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
+
+    list_schemas(mcp_server, {"transfer": object_with(recording.url())})
+    bad = McpServer(name="bad", url=mcp_server.url, required=False, attempts=1)
+    good = McpServer(name="good", url=mcp_server.url, allowed_tools=["echo"], attempts=1)
+    discovered = await discover_tools([bad, good])
+    assert discovered.skipped_servers == ["bad"] and discovered.names() == ["echo"]
+    with pytest.raises(McpDiscoveryError, match="'transfer'"):
+        await discover_tools([bad.model_copy(update={"required": True})])
+    assert recording.requests == []

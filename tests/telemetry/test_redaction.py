@@ -1,0 +1,72 @@
+"""`telemetry.redaction` with the real OpenTelemetry SDK: a remembered secret raised inside a span (as a model error
+whose cause echoes the key) reaches no exporter - neither behind `RedactingSpanExporter` nor after a
+`RedactingSpanProcessor` (Azure Monitor's place) - and no log record, whatever handler formats it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agent_runtime.redaction import redact, remember_secret
+from telemetry.redaction import RedactingSpanExporter, RedactingSpanProcessor, install_log_redaction
+
+SECRET = "unit-key-Hh3-remembered"
+
+
+class EchoedKeyError(RuntimeError):
+    pass
+
+
+def fail_in_span(provider: TracerProvider) -> None:
+    tracer = provider.get_tracer("test")
+    with pytest.raises(ValueError), tracer.start_as_current_span(f"chat {SECRET}", attributes={"k": [SECRET]}):
+        try:
+            raise EchoedKeyError(f"401: you sent Authorization: Bearer {SECRET}")
+        except EchoedKeyError as cause:
+            raise ValueError("model: bad request") from cause
+
+
+def exported_text(exporter: InMemorySpanExporter) -> str:
+    return "".join(span.to_json() for span in exporter.get_finished_spans())
+
+
+def test_the_redaction_masks_remembered_secrets_and_credential_shapes() -> None:
+    remember_secret(SECRET)
+    assert redact(f"key {SECRET} and Bearer abc.def and sk-abcdef123") == "key *** and Bearer *** and ***"
+    run_id = "38e5bc3c284d4feaab6f130cd910f425"
+    assert redact(run_id) == run_id and redact(run_id, long_tokens=True) == "***"  # ids stay ids
+
+
+@pytest.mark.parametrize("place", ["exporter", "processor"])
+def test_no_span_exporter_sees_the_secret(place: str) -> None:
+    remember_secret(SECRET)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    if place == "exporter":
+        provider.add_span_processor(SimpleSpanProcessor(RedactingSpanExporter(memory)))
+    else:
+        provider.add_span_processor(RedactingSpanProcessor())
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+    fail_in_span(provider)
+    text = exported_text(memory)
+    assert "exception.stacktrace" in text and "EchoedKeyError" in text  # the cause is recorded...
+    assert SECRET not in text  # ...without the key
+    provider.shutdown()
+
+
+def test_log_records_are_redacted_for_every_handler(caplog: pytest.LogCaptureFixture) -> None:
+    remember_secret(SECRET)
+    install_log_redaction()
+    logger = logging.getLogger("test.redaction")
+    with caplog.at_level(logging.INFO, logger="test.redaction"):
+        logger.info("calling with %s", SECRET)
+        try:
+            raise EchoedKeyError(f"echo {SECRET}")
+        except EchoedKeyError:
+            logger.exception("failed")
+    formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
+    assert "EchoedKeyError" in formatted and SECRET not in formatted and SECRET not in caplog.text

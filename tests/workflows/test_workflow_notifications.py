@@ -1,0 +1,63 @@
+"""A workflow's notifications: started with its own `webhook` (an allowed host), the shipped review pipeline sends
+`workflow.gate_opened` (with the decision page's link), `approval.decided` and `workflow.completed`, in order, each
+verified by the loopback receiver with the `standardwebhooks` library."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from workflow_helpers import decide, settle, start
+from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, stop_host
+
+from devhost.testing import InProcessHost
+from scripted_model.server import ScriptedModelServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the receiver the e2e tests use
+from webhook_receiver import SECRET, WebhookReceiver
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    started = WebhookReceiver().start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def notifying_host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
+    if str(FIXTURES_DIR) not in sys.path:
+        sys.path.insert(0, str(FIXTURES_DIR))
+    env = {"SCRIPTED_MODEL_URL": str(model.base_url), "SESSION_STORE_PATH": ":memory:",
+           "WORKFLOWS_PACKAGE": TEST_WORKFLOWS_PACKAGE, "CONTINUATION_TOKEN_SECRET": "workflow-tests-secret",
+           "MODEL_RETRY_MAX_ATTEMPTS": "1", "WEBHOOK_SECRET": SECRET, "WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
+    app = InProcessHost(REPO_ROOT, clock="virtual", env=env)
+    app.start()
+    try:
+        yield app
+    finally:
+        stop_host(app)
+
+
+def test_a_workflow_with_its_own_webhook(notifying_host: InProcessHost, receiver: WebhookReceiver) -> None:
+    host = notifying_host
+    refused = host.client.post("/api/workflows/review_pipeline/runs",
+                               json={"input": {"topic": "x"}, "webhook": "https://elsewhere.example.org/x"})
+    assert refused.status_code == 400 and refused.json()["field"] == "body.webhook"
+
+    run_id = start(host, "review_pipeline", {"topic": "durable agents"}, webhook=receiver.url)["run_id"]
+    settle(host)
+    [opened] = receiver.accepted()
+    assert opened.verified and opened.payload["type"] == "workflow.gate_opened"
+    gate = opened.payload["data"]
+    assert (gate["run_id"], gate["tool"], gate["agent"]) == (run_id, "workflow_gate:sign_off", "review_pipeline")
+    assert gate["links"]["page"].startswith(f"/api/ui/approvals/{gate['approval_id']}?link=")
+
+    decide(host, run_id, gate["approval_id"])
+    settle(host)
+    got = receiver.accepted()
+    assert all(d.verified for d in got)
+    assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.completed"]
+    assert {d.payload["data"]["run_id"] for d in got} == {run_id}  # the child runs' events are not the workflow's

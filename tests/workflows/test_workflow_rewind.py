@@ -1,0 +1,66 @@
+"""Rewind a failed workflow run: its failed step runs again as a new attempt (new child runs, new keys); the steps
+before it keep their results; the same run goes on to the end."""
+
+from __future__ import annotations
+
+from workflow_helpers import model_prompts, settle, start, step_ids, view
+from workflow_scripts import standard_script
+
+from scripted_model import Fault, Match, Reply, Rule
+
+
+def test_a_workflow_whose_signal_never_came_is_rewound_and_then_signalled(host, model) -> None:
+    run_id = start(host, "signal_flow", {"at": host.engine.now().isoformat()})["run_id"]
+    settle(host)
+    host.advance(1)
+    host.advance(3601)
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "data"
+    writer_prompts = len(model_prompts(model, "You are a writer"))
+
+    rewound = host.client.post(f"/api/workflows/runs/{run_id}/rewind")
+    assert rewound.status_code == 202, rewound.text
+    body = rewound.json()
+    assert body["rewind"]["from_step"] == "data" and body["rewind"]["iteration"] == 1
+    assert body["links"]["self"].endswith(f"/api/workflows/runs/{run_id}")
+    settle(host)
+    waiting = view(host, run_id)
+    assert waiting["status"] == "waiting" and waiting["pending_signals"] == ["data_ready"]
+
+    sent = host.client.post(f"/api/workflows/runs/{run_id}/signals/data_ready", json={"payload": {"fact": "late"}})
+    assert sent.status_code == 202, sent.text
+    settle(host)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["fact"] == "late"
+    assert len(model_prompts(model, "You are a writer")) == writer_prompts + 1  # only the steps after it ran
+
+    again = host.client.post(f"/api/workflows/runs/{run_id}/rewind")
+    assert again.status_code == 409 and again.json()["code"] == "run_not_failed"
+
+
+def test_a_failed_agent_step_is_run_again_as_a_new_child_run(host, model) -> None:
+    refusing = standard_script().model_copy(
+        update={"rules": [Rule(match=Match(system="You are a writer"), reply=Reply(fault=Fault.bad_request()))]}
+    )
+    model.set_script(refusing)
+    run_id = start(host, "failing_flow", {})["run_id"]
+    settle(host)
+    assert view(host, run_id)["error"]["step"] == "write"
+
+    model.set_script(standard_script())  # the model is back
+    assert host.client.post(f"/api/workflows/runs/{run_id}/rewind").status_code == 202
+    settle(host)
+    after = view(host, run_id)
+    assert after["error"]["step"] == "add_up"  # `write` passed this time; the flow's own bug comes next
+    assert "write" in step_ids(after)
+    child = host.client.get(f"/api/runs/{run_id}.write.r1")
+    assert child.status_code == 200 and child.json()["status"] == "completed"
+    assert host.client.get(f"/api/runs/{run_id}.write").json()["status"] == "failed"  # the first attempt stays
+
+
+def test_the_agent_rewind_route_points_workflow_runs_to_their_own(host) -> None:
+    run_id = start(host, "failing_flow", {})["run_id"]
+    settle(host)
+    wrong = host.client.post(f"/api/runs/{run_id}/rewind")
+    assert wrong.status_code == 409 and wrong.json()["code"] == "run_is_a_workflow"
+    assert host.client.post("/api/workflows/runs/nosuch/rewind").status_code == 404
