@@ -101,6 +101,9 @@ def test_resume_after_a_disconnect_mid_answer_equals_an_uninterrupted_stream(
     with app_with() as app:
         model.hold_mid_stream(after_chunks=12)  # the answer stops half-written until released
         run_id = app.start(input="a long story")["run_id"]
+        # Both clients connect once the answer is being written: a stream's first `status` is the run's status when
+        # it connects (a snapshot, not a logged event), so connecting while the run moves from queued would differ.
+        wait_for_model_calls(model, 2)
         with sse(app, run_id) as whole_source:
             whole = whole_source.iter_sse()
             with sse(app, run_id) as first_source:
