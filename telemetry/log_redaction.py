@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from agent_runtime.redaction import redact
@@ -25,7 +26,7 @@ def install_log_redaction() -> None:
     def redacted_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
         try:
-            record.msg, record.args = redact(record.getMessage()), None
+            _redact_message(record)
         except Exception:  # a bad format string: keep the record as logging would report it
             return record
         if record.exc_info and record.exc_info[1] is not None:
@@ -36,3 +37,38 @@ def install_log_redaction() -> None:
         return record
 
     logging.setLogRecordFactory(redacted_record)
+
+
+def _redact_message(record: logging.LogRecord) -> None:
+    """Mask secrets in the record's message. The arguments stay arguments where masking them one by one is enough:
+    formatters that read `record.args` (uvicorn's access log unpacks its five) keep working."""
+    message = record.getMessage()
+    clean = redact(message)
+    if clean == message:
+        return
+    safe_args = _redacted_args(record.args)
+    if safe_args is not None:
+        try:
+            redone = str(record.msg) % safe_args
+        except (TypeError, ValueError, KeyError):
+            redone = None
+        if redone is not None and redact(redone) == redone:
+            record.args = safe_args
+            return
+    record.msg, record.args = clean, None  # the secret was in the template, or in how an argument formats
+
+
+def _redacted_args(args: Any) -> tuple[Any, ...] | Mapping[str, Any] | None:
+    if isinstance(args, tuple) and args:
+        return tuple(_redacted_arg(a) for a in args)
+    if isinstance(args, Mapping) and args:
+        return {key: _redacted_arg(value) for key, value in args.items()}
+    return None
+
+
+def _redacted_arg(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    text = str(value)
+    clean = redact(text)
+    return value if clean == text else clean  # a masked object becomes its masked text

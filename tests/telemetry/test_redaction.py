@@ -70,3 +70,23 @@ def test_log_records_are_redacted_for_every_handler(caplog: pytest.LogCaptureFix
             logger.exception("failed")
     formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
     assert "EchoedKeyError" in formatted and SECRET not in formatted and SECRET not in caplog.text
+
+
+def test_a_redacted_record_keeps_its_arguments_for_formatters_that_read_them(caplog: pytest.LogCaptureFixture) -> None:
+    """uvicorn's access formatter unpacks `record.args` (client, method, path, version, status): a record whose
+    secret is in an argument keeps five arguments, the secret masked; a clean record is left as it was."""
+    from uvicorn.logging import AccessFormatter
+
+    remember_secret(SECRET)
+    install_log_redaction()
+    logger = logging.getLogger("test.redaction.access")
+    with caplog.at_level(logging.INFO, logger="test.redaction.access"):
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", f"/api/x?key={SECRET}", "1.1", 200)
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:2", "POST", "/api/runs", "1.1", 202)
+        logger.info(f"template {SECRET} %s", "arg")  # the secret in the template: only the message can carry it
+    secret_path, clean, in_template = caplog.records
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)
+    assert SECRET not in formatter.format(secret_path) and "/api/x?key=***" in formatter.format(secret_path)
+    assert formatter.format(clean) == '127.0.0.1:2 - "POST /api/runs HTTP/1.1" 202 Accepted'
+    assert clean.args == ("127.0.0.1:2", "POST", "/api/runs", "1.1", 202)
+    assert in_template.getMessage() == "template *** arg" and in_template.args is None
