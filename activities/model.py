@@ -55,6 +55,7 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
                     step.run.run_id,
                     step.command,
                     on_update=drafts.on_update if drafts else None,
+                    on_stream_end=drafts.finish if drafts else None,
                     prices=ctx.services.model_settings.prices(),
                     overrides=overrides_of(record),
                 )

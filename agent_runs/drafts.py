@@ -2,13 +2,17 @@
 
 The draft is the answer's first message (same deterministic id, same seq), so the finished answer simply replaces
 it and a retried call overwrites it. Pollers read it as `partial_output` (it sits above `visible_seq`, so it never
-counts as an update: updates stay exactly-once). Writes are throttled: at most one per interval per model call.
+counts as an update: updates stay exactly-once). Writes are throttled: at most one per interval per model call,
+and text held back by the throttle is written when the interval ends even if no token follows (a model that pauses
+mid-answer, or a stream held by a slow network, still shows a reader on another instance everything received so far).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from agent_runs.live_drafts import LiveDraft, publish
 from agent_runtime.conversation import ConversationLog, model_message_id
@@ -25,6 +29,7 @@ class DraftWriter:
         author_name: str | None,
         interval_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         seq: int | None = None,
     ) -> None:
         self._log = log
@@ -33,11 +38,14 @@ class DraftWriter:
         self._author_name = author_name
         self._interval = interval_seconds
         self._clock = clock
+        self._sleep = sleep
         self._seq = seq  # where the draft is stored: with it, every token is also published live (in-process)
         self._text = ""
         self._written = ""
         self._response_id: str | None = None
         self._last_write = clock()
+        self._trailing: asyncio.Task[None] | None = None  # the write due when the interval ends
+        self._trailing_writes = False  # that write is under way: it is awaited, never cancelled
 
     @property
     def text(self) -> str:
@@ -51,8 +59,46 @@ class DraftWriter:
         self._text += update.text
         if self._seq is not None and update.text:
             publish(LiveDraft(self._run_id, self._seq, self._message_id, self._text))
-        if self._text != self._written and self._clock() - self._last_write >= self._interval:
+        if self._text == self._written:
+            return
+        if self._trailing is not None:
+            if self._trailing_writes or self._clock() - self._last_write < self._interval:
+                return  # the trailing write takes this text (it looks again after its write)
+            await self._drop_trailing()  # due now by this writer's clock: this token writes
+        wait = self._last_write + self._interval - self._clock()
+        if wait <= 0:
             await self._write()
+        else:
+            self._trailing = asyncio.create_task(self._write_after(wait))
+
+    async def finish(self) -> None:
+        """The stream has ended (answered or failed): no draft write may follow, because the answer stored next
+        replaces the draft in place. A trailing write still waiting is dropped; one under way is awaited (a write
+        cancelled mid-way could still land after the answer, from the store's thread)."""
+        await self._drop_trailing()
+
+    async def _drop_trailing(self) -> None:
+        trailing, self._trailing = self._trailing, None
+        if trailing is None:
+            return
+        if not self._trailing_writes:
+            trailing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await trailing
+        self._trailing_writes = False
+
+    async def _write_after(self, wait: float) -> None:
+        while True:
+            await self._sleep(wait)
+            if self._trailing is not asyncio.current_task():
+                return  # dropped while it slept
+            self._trailing_writes = True
+            await self._write()
+            self._trailing_writes = False
+            if self._text == self._written or self._trailing is not asyncio.current_task():
+                break
+            wait = self._interval  # tokens arrived during the write
+        self._trailing = None
 
     async def _write(self) -> None:
         draft = Message(

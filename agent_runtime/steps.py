@@ -108,12 +108,14 @@ async def call_model_step(
     command: CallModel,
     *,
     on_update: OnUpdate | None = None,
+    on_stream_end: Callable[[], Awaitable[None]] | None = None,
     overrides: RunOverrides | None = None,
     prices: ModelPrices | None = None,
 ) -> ModelTurn:
     """One model call through the agent's chat middleware; stores the answer and summarises it for the loop.
 
-    With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same).
+    With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same);
+    `on_stream_end` is awaited once the stream has ended, however it ended, before anything is stored.
     `overrides`: this run's extra instructions and output format (see `overrides.py`).
     With `prices` the turn's usage carries its cost (when the model has a price).
     """
@@ -138,9 +140,13 @@ async def call_model_step(
             ctx.result = await client.get_response(request)
             return
         updates = []
-        async for update in client.get_streaming_response(request):
-            updates.append(update)
-            await on_update(update)
+        try:
+            async for update in client.get_streaming_response(request):
+                updates.append(update)
+                await on_update(update)
+        finally:
+            if on_stream_end is not None:
+                await on_stream_end()
         from .models.openai_wire import assemble_response  # the openai SDK's types: loaded by the first call
 
         ctx.result = assemble_response(updates)

@@ -105,4 +105,6 @@ def test_approve_from_the_inbox_then_follow_the_run(app: InProcessApp, model: Sc
     expect(page.get_by_test_id("run-status")).to_have_text("completed")
     expect(page.locator(".msg.assistant")).to_have_text("Paid from the inbox.")
     page.get_by_role("link", name="Approvals").click()
-    expect(page.get_by_role("status")).to_contain_text("Nothing waits for your decision.")
+    # The run view's own status lines stay until the inbox has loaded: wait for the inbox's.
+    expect(page.get_by_role("heading", name="Approvals waiting for you")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="Nothing waits for your decision.")).to_be_visible()

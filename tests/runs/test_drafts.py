@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from agent_runs.drafts import DraftWriter
 from agent_runtime.conversation import InMemoryConversationLog, model_message_id
 from agent_runtime.messages import ChatResponseUpdate
@@ -39,6 +41,7 @@ async def test_writes_are_throttled_and_carry_the_answers_own_id() -> None:
     messages = await log.messages()
     assert [m.text for m in messages] == ["Hello world!"]
     assert messages[0].message_id == model_message_id("run-1", 2, 0)  # the finished answer replaces it in place
+    await draft.finish()
 
 
 async def test_a_retried_response_replaces_the_previous_attempts_text() -> None:
@@ -49,3 +52,53 @@ async def test_a_retried_response_replaces_the_previous_attempts_text() -> None:
     await draft.on_update(update(" try", "resp-2"))
     assert draft.text == "second try"
     assert await stored_text(log) == ["second try"]
+
+
+class HeldSleep:
+    """The trailing write's wait, ended by the test (`end()`), with the delay it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self._done = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        await self._done.wait()
+
+    async def end(self) -> None:
+        self._done.set()
+        await settle()
+
+
+async def settle() -> None:
+    """Let the writer's task run up to its next real wait."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_text_held_back_by_the_throttle_is_written_when_the_interval_ends() -> None:
+    """A model that pauses mid-answer: the tokens after the last write reach the store without waiting for more."""
+    log, clock, sleep = InMemoryConversationLog(), FakeClock(), HeldSleep()
+    draft = DraftWriter(log, "run-1", 1, author_name=None, interval_seconds=0.5, clock=clock, sleep=sleep)
+    clock.t += 0.2
+    await draft.on_update(update("Once upon"))
+    await draft.on_update(update(" a time"))
+    await settle()
+    assert await stored_text(log) == [] and len(sleep.asked) == 1  # one trailing write for both
+    assert abs(sleep.asked[0] - 0.3) < 1e-9  # due when the interval since the call began ends
+    await sleep.end()
+    assert await stored_text(log) == ["Once upon a time"]
+    await draft.finish()
+    assert await stored_text(log) == ["Once upon a time"]
+
+
+async def test_no_draft_write_follows_the_end_of_the_stream() -> None:
+    """The answer stored after the stream replaces the draft: a trailing write still waiting is dropped."""
+    log, clock, sleep = InMemoryConversationLog(), FakeClock(), HeldSleep()
+    draft = DraftWriter(log, "run-1", 1, author_name=None, interval_seconds=0.5, clock=clock, sleep=sleep)
+    await draft.on_update(update("partial"))
+    await settle()
+    assert len(sleep.asked) == 1
+    await draft.finish()
+    await sleep.end()
+    assert await stored_text(log) == []
