@@ -28,6 +28,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from session_store import MessageRecord
 
@@ -93,7 +94,7 @@ class ConversationCache:
             self._entries.move_to_end((session_id, run_id))
             found = [r for r in entry.records.values() if after < r.seq < below]
         # Copies: a step may change what it was handed; the entry keeps what is stored.
-        return [r.model_copy(deep=True) for r in sorted(found, key=lambda r: r.seq)]
+        return [_copy(r) for r in sorted(found, key=lambda r: r.seq)]
 
     def start(
         self, session_id: str, run_id: str, run_etag: str | None, records: Iterable[MessageRecord], *, below: int
@@ -102,7 +103,7 @@ class ConversationCache:
         there, while the run's record had `run_etag`. Starts the run's entry afresh."""
         if run_etag is None:
             return
-        kept = {r.message_id: r.model_copy(deep=True) for r in records if r.seq < below}
+        kept = {r.message_id: _copy(r) for r in records if r.seq < below}
         entry = _Entry(run_etag=run_etag, records=kept)
         entry.settle(0, below)
         with self._lock:
@@ -123,7 +124,7 @@ class ConversationCache:
                 return
             for record in written:
                 if low <= record.seq < high:
-                    entry.records[record.message_id] = record.model_copy(deep=True)
+                    entry.records[record.message_id] = _copy(record)
             entry.settle(low, high)
             self._trim()
 
@@ -146,3 +147,17 @@ class ConversationCache:
     def forget(self, session_id: str, run_id: str) -> None:
         with self._lock:
             self._entries.pop((session_id, run_id), None)
+
+
+def _copy(record: MessageRecord) -> MessageRecord:
+    """A copy no change to which reaches the original: the payload (JSON: dicts, lists, scalars) is the only mutable
+    field. A walk of plain JSON, several times faster than `model_copy(deep=True)` (`copy.deepcopy`'s memo)."""
+    return record.model_copy(update={"payload": _copy_json(record.payload)})
+
+
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(item) for item in value]
+    return value  # str, int, float, bool, None: immutable
