@@ -205,14 +205,16 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-11-15
 }
 
 // The containers session_store/cosmos_admin.py expects (the app's identity cannot create them: data-plane roles
-// have no control-plane rights). TTL on with no default (-1): items expire only when they carry `ttl`.
+// have no control-plane rights). TTL on with no default (-1): items expire only when they carry `ttl`. Only the
+// paths the store's queries filter or sort on are indexed (`indexed`, as in cosmos_admin.CONTAINERS): payloads are
+// not, which keeps each write's RU charge down.
 var containers = [
-  { name: 'sessions', partitionKey: '/sessionId', uniqueKeys: [] }
-  { name: 'messages', partitionKey: '/sessionId', uniqueKeys: [ { paths: [ '/seq' ] } ] }
-  { name: 'runs', partitionKey: '/sessionId', uniqueKeys: [] }
-  { name: 'approvals', partitionKey: '/sessionId', uniqueKeys: [] }
-  { name: 'effects', partitionKey: '/sessionId', uniqueKeys: [] }
-  { name: 'lookup', partitionKey: '/id', uniqueKeys: [] }
+  { name: 'sessions', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/agent/?' }, { path: '/owner_id/?' }, { path: '/createdEpoch/?' } ] }
+  { name: 'messages', partitionKey: '/sessionId', uniqueKeys: [ { paths: [ '/seq' ] } ], indexed: [ { path: '/sessionId/?' }, { path: '/seq/?' }, { path: '/run_id/?' } ] }
+  { name: 'runs', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/ordinal/?' }, { path: '/owner_id/?' }, { path: '/status/?' }, { path: '/agent/?' }, { path: '/createdEpoch/?' } ] }
+  { name: 'approvals', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/run_id/?' }, { path: '/status/?' }, { path: '/decider_keys/[]/?' }, { path: '/createdEpoch/?' } ] }
+  { name: 'effects', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/type/?' }, { path: '/kind/?' }, { path: '/name/?' }, { path: '/index/?' } ] }
+  { name: 'lookup', partitionKey: '/id', uniqueKeys: [], indexed: [] }
 ]
 
 resource cosmosContainers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = [for container in containers: {
@@ -226,6 +228,12 @@ resource cosmosContainers 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/co
         kind: 'Hash'
       }
       uniqueKeyPolicy: { uniqueKeys: container.uniqueKeys }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: container.indexed
+        excludedPaths: [ { path: '/*' } ]
+      }
       defaultTtl: -1
     }
   }

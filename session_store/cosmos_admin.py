@@ -47,15 +47,29 @@ class ContainerSpec:
     name: str
     partition_key: str = "/sessionId"
     unique_keys: tuple[str, ...] = ()
+    # The only paths the store's queries filter or sort on (`tests/store/test_cosmos_indexing.py` checks every query
+    # against them): everything else (message payloads, run inputs and outputs, tool arguments) is not indexed, so a
+    # write pays for a handful of index terms instead of one per property of the payload.
+    indexed_paths: tuple[str, ...] = ()
+
+    def indexing_policy(self) -> dict[str, Any]:
+        return {
+            "indexingMode": "consistent",
+            "automatic": True,
+            "includedPaths": [{"path": path} for path in self.indexed_paths],
+            "excludedPaths": [{"path": "/*"}],
+        }
 
 
 CONTAINERS: tuple[ContainerSpec, ...] = (
-    ContainerSpec("sessions"),
-    ContainerSpec("messages", unique_keys=("/seq",)),
-    ContainerSpec("runs"),
-    ContainerSpec("approvals"),
-    ContainerSpec("effects"),
-    ContainerSpec("lookup", partition_key="/id"),
+    ContainerSpec("sessions", indexed_paths=("/sessionId/?", "/agent/?", "/owner_id/?", "/createdEpoch/?")),
+    ContainerSpec("messages", unique_keys=("/seq",), indexed_paths=("/sessionId/?", "/seq/?", "/run_id/?")),
+    ContainerSpec("runs", indexed_paths=(
+        "/sessionId/?", "/ordinal/?", "/owner_id/?", "/status/?", "/agent/?", "/createdEpoch/?")),
+    ContainerSpec("approvals", indexed_paths=(
+        "/sessionId/?", "/run_id/?", "/status/?", "/decider_keys/[]/?", "/createdEpoch/?")),
+    ContainerSpec("effects", indexed_paths=("/sessionId/?", "/type/?", "/kind/?", "/name/?", "/index/?")),
+    ContainerSpec("lookup", partition_key="/id"),  # point reads only
 )
 
 
@@ -91,6 +105,7 @@ async def ensure_containers(client: CosmosClient, settings: StoreSettings) -> di
                     {"uniqueKeys": [{"paths": [path]} for path in spec.unique_keys]} if spec.unique_keys else None
                 ),
                 default_ttl=-1,
+                indexing_policy=spec.indexing_policy(),
             )
             if settings.session_ttl_seconds is not None:
                 await _require_ttl_enabled(proxies[spec.name], settings)

@@ -57,6 +57,8 @@ async def test_items_are_laid_out_as_documented(settings: StoreSettings) -> None
             session_id, 0, started.run_id, "message", 3600,
         )
         assert messages.read()["partitionKey"]["paths"] == ["/sessionId"]
+        policy = messages.read().get("indexingPolicy", {})
+        assert policy.get("excludedPaths") == [{"path": "/*"}], policy  # payloads are not indexed
         lookup_id = f"run:{started.run_id}"
         lookup = database.get_container_client("app1-lookup").read_item(lookup_id, partition_key=lookup_id)
         assert lookup["sessionId"] == session_id
