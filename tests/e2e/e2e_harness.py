@@ -87,6 +87,15 @@ class AppClient:
         now: dict[str, int] = response.json()["streams"]
         return {key: value - (since or {}).get(key, 0) for key, value in now.items()}
 
+    def quiet_streams(self) -> dict[str, int]:
+        """Wait until no stream of an earlier test is still closing in the app's process, then return that reading
+        (the baseline of a test that counts its own streams: nothing can leave between it and the test's count)."""
+        deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+        while (reading := self.live_streams())["watchers"] or reading["subscribers"]:
+            assert time.monotonic() < deadline, f"streams of earlier tests never closed: {reading}"
+            time.sleep(0.01)
+        return reading
+
     def session_messages(self, session_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every stored message of the session (all pages), optionally only those of one run."""
         messages: list[dict[str, Any]] = []
