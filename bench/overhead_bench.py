@@ -5,7 +5,8 @@ the benchmark runs); each turn is `blobs 2 size 200`: 3 model calls + 2 tool cal
 is `agent_runtime.runner.AgentRunner` with an in-memory conversation; the durable side starts each turn over HTTP and
 waits (event-driven, on the engine) until its orchestration completes: the store writes, activities,
 history and orchestrator replays are what it adds. Both use the real `openai` client against the scripted model
-server, with 0 ms and 50 ms model latency. Targets: durable adds <= 2.5 ms median per step at 0 ms model latency, and
+server (in a process of its own, as a model service is: `bench/workload/model_process.py`), with 0 ms and 50 ms
+model latency. Targets: durable adds <= 2.5 ms median per step at 0 ms model latency, and
 the app's own code (orchestrator, activities, HTTP handlers: `bench/cpu_breakdown.py` splits the host's CPU between
 them, the Durable SDK and devhost's engine) spends <= 1.5 ms CPU per step. The host's CPU is also given per thread
 (exact): the event loop (HTTP, engine, activities), the orchestrator episodes (sync pool), the session store's thread.
@@ -28,10 +29,10 @@ from bench.checks import expect
 from bench.cpu_breakdown import CLIENT_THREAD, Sampler, by_thread_role, thread_cpu
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.agents.worker import worker
-from bench.workload.brain import WorkloadBrain, blobs_prompt
+from bench.workload.brain import blobs_prompt
 from bench.workload.host import workload_host
+from bench.workload.model_process import model_server_process
 from devhost.testing import InProcessHost
-from scripted_model.server import ScriptedModelServer
 
 STEPS_PER_TURN = 5
 TURNS_PER_CONVERSATION = 3
@@ -111,11 +112,11 @@ def cpu_breakdown(model_url: str, turns: int, workdir: Path) -> tuple[dict[str, 
 
 def measure(conversations: int) -> list[list[object]]:
     rows: list[list[object]] = []
-    with ScriptedModelServer(WorkloadBrain()) as server, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         for latency in (0.0, 50.0):
-            server.latency_ms = latency
-            baseline = asyncio.run(in_process_turns(server.base_url, conversations))
-            durable = durable_turns(server.base_url, conversations, Path(tmp) / f"lat{int(latency)}")
+            with model_server_process(latency) as model_url:
+                baseline = asyncio.run(in_process_turns(model_url, conversations))
+                durable = durable_turns(model_url, conversations, Path(tmp) / f"lat{int(latency)}")
             base_ms, dur_ms = median(baseline) * 1000, median(durable) * 1000
             rows.append([
                 f"{latency:.0f} ms", len(durable), base_ms, dur_ms, percentile([d * 1000 for d in durable], 95),
@@ -130,9 +131,8 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     rows = measure(args.conversations)
-    with ScriptedModelServer(WorkloadBrain()) as server, tempfile.TemporaryDirectory() as tmp:
-        shares, total, threads = cpu_breakdown(server.base_url, args.conversations * TURNS_PER_CONVERSATION,
-                                               Path(tmp))
+    with model_server_process() as model_url, tempfile.TemporaryDirectory() as tmp:
+        shares, total, threads = cpu_breakdown(model_url, args.conversations * TURNS_PER_CONVERSATION, Path(tmp))
     app_cpu = sum(shares.get(owner, 0.0) for owner in APP_OWNERS)
     body = table(
         ["model latency", "turns", "in-process turn ms (p50)", "durable turn ms (p50)", "durable turn ms (p95)",
