@@ -48,10 +48,11 @@ class EpisodeProbe:
         runner = host.engine._rt.episodes  # white-box on purpose: the engine has no public per-episode hook
         original: Callable[..., Any] = runner._run_orchestrator
 
-        def probe(instance: Any, new_events: list[dict[str, Any]], now: Any) -> Any:
-            texts = [*(instance.history_texts or []), *(dumps(e) for e in new_events)]
+        async def probe(instance: Any, episode: Any) -> Any:
+            # What the episode hands the orchestrator: the whole history so far and its new events.
+            texts = [*(instance.history_texts or []), *(dumps(e) for e in episode.new_events)]
             started = time.perf_counter()
-            result = original(instance, new_events, now)
+            result = await original(instance, episode)
             elapsed = (time.perf_counter() - started) * 1000
             sizes = [len(t.encode()) for t in texts]
             self.episodes.append(Episode(instance.row.execution_id, len(texts), sum(sizes), max(sizes), elapsed))
