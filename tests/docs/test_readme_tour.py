@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -131,3 +132,21 @@ def test_the_tour_shows_what_it_says(app: SubprocessHost) -> None:
             check(printed[number])
         except (AssertionError, ValueError) as error:
             raise AssertionError(f"tour step {number} printed {printed[number]!r}: {error}") from error
+
+
+def python_snippet() -> str:
+    """The README's ```python block (the official `openai` client against the app's Responses API)."""
+    blocks = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1, "README.md has one python block: update this test if that changed"
+    return blocks[0]
+
+
+def test_the_readme_python_snippet_answers_as_written(app: SubprocessHost) -> None:
+    """Run as written, with the real `openai` client, in a fresh interpreter; only the address is this test's."""
+    snippet = python_snippet()
+    base = f"{TOUR_URL}/api/v1"
+    assert f'base_url="{base}"' in snippet, f"the snippet no longer talks to {base}: update this test"
+    done = subprocess.run([sys.executable, "-c", snippet.replace(TOUR_URL, app.base_url)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shows_an_answer_about("Paris")([line for line in done.stdout.splitlines() if line.strip()])
