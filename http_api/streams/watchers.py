@@ -44,6 +44,7 @@ class RunWatcher:
     def __init__(self, key: tuple[str, str], feed: Feed, settings: StreamSettings,
                  on_idle: Callable[[RunWatcher], None]) -> None:
         self.key, self.feed, self.settings = key, feed, settings
+        self.loop = asyncio.get_running_loop()  # the host's loop that serves its connections
         self._on_idle = on_idle
         self.updates: list[dict[str, Any]] = []
         self._seqs: list[int] = []
@@ -227,9 +228,15 @@ class WatcherRegistry:
             del self._watchers[key]
 
     def totals(self) -> dict[str, int]:
-        """This process's live streams: its watchers and the connections they serve (`GET /api/health`)."""
-        subscribers = sum(watcher.stats.subscribers for watcher in self._watchers.values())
-        return {"watchers": len(self._watchers), "subscribers": subscribers}
+        """The live streams of the calling event loop's host: its watchers and the connections they serve (`GET
+        /api/health`). A process serves HTTP on one loop; tests run several hosts in one process, each on a loop of
+        its own, and a host stopped mid-stream leaves its watchers behind on its closed loop: those are dropped."""
+        loop = asyncio.get_running_loop()
+        for key, watcher in list(self._watchers.items()):
+            if watcher.loop.is_closed():
+                del self._watchers[key]
+        mine = [watcher for watcher in self._watchers.values() if watcher.loop is loop]
+        return {"watchers": len(mine), "subscribers": sum(watcher.stats.subscribers for watcher in mine)}
 
     def stats(self, run_id: str) -> list[WatcherStats]:
         """What the watchers of `run_id` did (tests check that streams share one)."""

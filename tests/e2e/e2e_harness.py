@@ -80,21 +80,12 @@ class AppClient:
         return response.json()["approvals"]
 
     def live_streams(self, since: dict[str, int] | None = None) -> dict[str, int]:
-        """The live streams of the app's process (`/api/health`): watchers (one per streamed run), subscribers;
-        `since`: counted from an earlier reading (streams of earlier tests may still be closing in the process)."""
+        """The live streams of this app (`/api/health`): watchers (one per streamed run), subscribers; `since`:
+        counted from an earlier reading (this app's own earlier streams may still be closing)."""
         response = self.http.get("/api/health")
         assert response.status_code == 200, response.text
         now: dict[str, int] = response.json()["streams"]
         return {key: value - (since or {}).get(key, 0) for key, value in now.items()}
-
-    def quiet_streams(self) -> dict[str, int]:
-        """Wait until no stream of an earlier test is still closing in the app's process, then return that reading
-        (the baseline of a test that counts its own streams: nothing can leave between it and the test's count)."""
-        deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-        while (reading := self.live_streams())["watchers"] or reading["subscribers"]:
-            assert time.monotonic() < deadline, f"streams of earlier tests never closed: {reading}"
-            time.sleep(0.01)
-        return reading
 
     def session_messages(self, session_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every stored message of the session (all pages), optionally only those of one run."""

@@ -325,7 +325,7 @@ def test_cancel_while_streaming_ends_the_stream(
 def test_two_streams_of_a_run_share_one_watcher(
     stream_app: InProcessApp, client: OpenAI, model: ScriptedModelServer
 ) -> None:
-    before = stream_app.quiet_streams()
+    before = stream_app.live_streams()
     model.set_script(Script.of(ANSWER))
     model.hold_answers()
     response = client.responses.create(model="helper", input="hi", background=True)

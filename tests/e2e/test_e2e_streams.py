@@ -181,7 +181,7 @@ def test_a_poll_client_and_a_stream_client_agree(stream_app: InProcessApp, model
 
 
 def test_two_streams_on_one_run_share_one_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
-    before = stream_app.quiet_streams()
+    before = stream_app.live_streams()
     model.set_script(Script.of("Shared."))
     model.hold_answers()
     run_id = stream_app.start(input="hi")["run_id"]
@@ -293,7 +293,7 @@ def test_a_stream_ends_at_its_time_limit_and_the_client_resumes(
 
 
 def test_a_client_that_leaves_releases_the_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
-    before = stream_app.quiet_streams()
+    before = stream_app.live_streams()
     model.set_script(Script.of("Later."))
     model.hold_answers()
     run_id = stream_app.start(input="hi")["run_id"]

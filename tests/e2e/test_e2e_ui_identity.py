@@ -64,6 +64,9 @@ def test_the_principal_picker_only_where_no_azure_front_can_exist(app_with, mode
         assert streams[0].response() is not None and streams[0].response().status == 200
     azure = {"WEBSITE_INSTANCE_ID": "0123456789abcdef", "WEBSITE_AUTH_ENABLED": "True", "SESSION_STORE": "sqlite"}
     with app_with(AUTH_MODE="easyauth", **azure) as app:  # on Azure, behind App Service Authentication
+        # A fresh load: this app may have the first one's port, and a URL differing only in its fragment would not
+        # load the page again (the first app's picker would stay).
+        page.goto("about:blank")
         page.goto(f"{app.host.base_url}/api/ui#inbox")
         expect(page.locator("#identity")).to_contain_text("Sign-in is unavailable")  # devhost has no /.auth/me
         expect(page.get_by_label("Principal (local host)")).to_have_count(0)
