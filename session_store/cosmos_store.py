@@ -364,17 +364,22 @@ class CosmosSessionStore:
             return None
         return from_item(RunRecord, created)
 
+    async def _run_and_session(self, run_id: str) -> tuple[RunRecord, SessionRecord]:
+        """The run and its session as they are now (each read-modify-write round starts from these)."""
+        run = await self._get_run(run_id)
+        if run is None:
+            raise NotFoundError("run", run_id)
+        session = await self._get_session(run.session_id)
+        if session is None:
+            raise NotFoundError("session", run.session_id)
+        return run, session
+
     @_on_portal
     async def take_turn(self, run_id: str) -> RunRecord | None:
         # The run first, then the session's count: a retry after a crash in between finds the run's ordinal and
         # brings the count up to it (rules.take_turn), so no later run can get the same position.
         for _ in range(MAX_ETAG_ROUNDS):
-            run = await self._get_run(run_id)
-            if run is None:
-                raise NotFoundError("run", run_id)
-            session = await self._get_session(run.session_id)
-            if session is None:
-                raise NotFoundError("session", run.session_id)
+            run, session = await self._run_and_session(run_id)
             turn = rules.take_turn(session, run, self._clock())
             if turn.run is not None:
                 saved = await self._save_run(turn.run, run.etag)
@@ -461,12 +466,7 @@ class CosmosSessionStore:
         # The session first (the claim), then the run: a crash in between leaves the session held by this run,
         # which the rule accepts on the next try; the run's ETag lets exactly one of concurrent rewinds open it.
         for _ in range(MAX_ETAG_ROUNDS):
-            run = await self._get_run(run_id)
-            if run is None:
-                raise NotFoundError("run", run_id)
-            session = await self._get_session(run.session_id)
-            if session is None:
-                raise NotFoundError("session", run.session_id)
+            run, session = await self._run_and_session(run_id)
             reopened = rules.reopen(session, run, rewind, self._clock())
             if reopened.session is not None and await self._replace("sessions", reopened.session, session.etag) is None:
                 continue

@@ -102,3 +102,36 @@ async def test_no_draft_write_follows_the_end_of_the_stream() -> None:
     await draft.finish()
     await sleep.end()
     assert await stored_text(log) == []
+
+
+class HeldAppendLog(InMemoryConversationLog):
+    """A store write that takes a while (held until the test lets it finish)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def append(self, message):  # type: ignore[no-untyped-def]
+        self.started.set()
+        await self.release.wait()
+        await super().append(message)
+
+
+async def test_a_trailing_write_under_way_when_the_stream_ends_completes_before_finish_returns() -> None:
+    """The stream ends while the trailing write is in the store: `finish` waits for it (cancelling it could let it
+    land after the answer), and nothing is written after `finish` returns; tokens arriving meanwhile wait for it."""
+    log, clock, sleep = HeldAppendLog(), FakeClock(), HeldSleep()
+    draft = DraftWriter(log, "run-1", 1, author_name=None, interval_seconds=0.5, clock=clock, sleep=sleep)
+    await draft.on_update(update("first"))
+    await sleep.end()
+    await log.started.wait()  # the trailing write is in the store now
+    await draft.on_update(update(" second"))  # arrives during that write: no second, concurrent write
+    finishing = asyncio.create_task(draft.finish())
+    await settle()
+    assert not finishing.done()  # it waits for the write under way
+    log.release.set()
+    await finishing
+    stored = await stored_text(log)
+    await settle()
+    assert stored == ["first"] and await stored_text(log) == ["first"]  # no write after the end

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from store_helpers import approval, message, new_session, run
 
-from session_store import StoreSettings, open_store
+from session_store import ConflictError, StoreSettings, open_store
 from session_store.cosmos_admin import CONTAINERS
 from session_store.cosmos_io import CosmosContainers
 from session_store.cosmos_store import CosmosSessionStore
@@ -79,7 +79,7 @@ async def test_every_query_filters_and_sorts_only_on_indexed_paths(
         session_id = await new_session(store)
         started = await store.begin_run(run(session_id).model_copy(update={"owner_id": "alice"}))
         await store.append_messages(session_id, [message(session_id, 0, run_id=started.run_id)])
-        with pytest.raises(Exception):  # noqa: B017 - the seq is taken: the store asks which message owns it
+        with pytest.raises(ConflictError, match="already belongs to message"):  # the store asks which one owns it
             await store.append_messages(session_id, [message(session_id, 0).model_copy(update={"message_id": "x"})])
         await store.list_messages(session_id, after_seq=-1, up_to_seq=5, run_id=started.run_id)
         await store.count_messages(session_id, run_id=started.run_id)
