@@ -6,7 +6,8 @@ is `agent_runtime.runner.AgentRunner` with an in-memory conversation; the durabl
 waits (event-driven, on the engine) until its orchestration completes: the store writes, activities,
 history and orchestrator replays are what it adds. Both use the real `openai` client against the scripted model
 server (in a process of its own, as a model service is: `bench/workload/model_process.py`), with 0 ms and 50 ms
-model latency. Targets: durable adds <= 2.5 ms median per step at 0 ms model latency, and
+model latency; the two sides take turns, a conversation each, so a machine whose speed drifts slows both alike.
+Targets: durable adds <= 2.5 ms median per step at 0 ms model latency, and
 the app's own code (orchestrator, activities, HTTP handlers: `bench/cpu_breakdown.py` splits the host's CPU between
 them, the Durable SDK and devhost's engine) spends <= 1.5 ms CPU per step. The host's CPU is also given per thread
 (exact): the event loop (HTTP, engine, activities), the orchestrator episodes (sync pool), the session store's thread.
@@ -42,38 +43,60 @@ TARGET_APP_CPU_MS_PER_STEP = 1.5
 APP_OWNERS = ("app: orchestrator", "app: activities", "app: HTTP", "app: other")
 
 
-async def in_process_turns(model_url: str, conversations: int) -> list[float]:
-    settings = ModelSettings()
-    inner = build_model_client(settings, scripted_base_url=model_url)
-    client = RetryingModelClient(inner, settings.retry_policy())
-    try:
-        await AgentRunner(worker, client).run(PROMPT)  # warm-up: connection pool, imports
+class InProcessSide:
+    """The in-process runner on a loop of its own (one model client, kept across conversations)."""
+
+    def __init__(self, model_url: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        settings = ModelSettings()
+        self._inner = build_model_client(settings, scripted_base_url=model_url)
+        self._client = RetryingModelClient(self._inner, settings.retry_policy())
+        self.loop.run_until_complete(AgentRunner(worker, self._client).run(PROMPT))  # warm-up: connections, imports
+
+    def conversation(self, index: int) -> list[float]:
+        return self.loop.run_until_complete(self._conversation(index))
+
+    async def _conversation(self, index: int) -> list[float]:
+        runner = AgentRunner(worker, self._client, session_id=f"bench-{index}")
         times = []
-        for conversation in range(conversations):
-            runner = AgentRunner(worker, client, session_id=f"bench-{conversation}")
-            for _ in range(TURNS_PER_CONVERSATION):
-                started = time.perf_counter()
-                result = await runner.run(PROMPT)
-                times.append(time.perf_counter() - started)
-                expect(result.status == "completed", result.reason)
+        for _ in range(TURNS_PER_CONVERSATION):
+            started = time.perf_counter()
+            result = await runner.run(PROMPT)
+            times.append(time.perf_counter() - started)
+            expect(result.status == "completed", result.reason)
         return times
-    finally:
-        await inner.aclose()  # on this loop, before asyncio.run closes it
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self._inner.aclose())
+        self.loop.close()
 
 
-def durable_turns(model_url: str, conversations: int, workdir: Path) -> list[float]:
+def durable_conversation(host: InProcessHost) -> list[float]:
+    times, session_id = [], None
+    for _ in range(TURNS_PER_CONVERSATION):
+        started = time.perf_counter()
+        session_id = _durable_turn(host, session_id)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def interleaved_turns(model_url: str, conversations: int, workdir: Path) -> tuple[list[float], list[float]]:
+    """Turn times of both sides, one conversation of each in turn: a machine whose speed drifts during the run (a
+    shared VM does) slows both alike, so the difference stays the durable overhead."""
     workdir.mkdir(parents=True, exist_ok=True)
     store, state = str(workdir / "sessions.sqlite3"), str(workdir / "engine.sqlite3")
-    with workload_host(model_url, store_path=store, state_path=state) as host:
-        _durable_turn(host, None)  # warm-up: imports, store, model clients
-        times = []
-        for _ in range(conversations):
-            session_id = None
-            for _ in range(TURNS_PER_CONVERSATION):
-                started = time.perf_counter()
-                session_id = _durable_turn(host, session_id)
-                times.append(time.perf_counter() - started)
-        return times
+    in_process = InProcessSide(model_url)
+    try:
+        with workload_host(model_url, store_path=store, state_path=state) as host:
+            _durable_turn(host, None)  # warm-up: imports, store, model clients
+            baseline: list[float] = []
+            durable: list[float] = []
+            for index in range(conversations):
+                baseline += in_process.conversation(index)
+                durable += durable_conversation(host)
+            return baseline, durable
+    finally:
+        in_process.close()
 
 
 def _durable_turn(host: InProcessHost, session_id: str | None) -> str:
@@ -115,8 +138,7 @@ def measure(conversations: int) -> list[list[object]]:
     with tempfile.TemporaryDirectory() as tmp:
         for latency in (0.0, 50.0):
             with model_server_process(latency) as model_url:
-                baseline = asyncio.run(in_process_turns(model_url, conversations))
-                durable = durable_turns(model_url, conversations, Path(tmp) / f"lat{int(latency)}")
+                baseline, durable = interleaved_turns(model_url, conversations, Path(tmp) / f"lat{int(latency)}")
             base_ms, dur_ms = median(baseline) * 1000, median(durable) * 1000
             rows.append([
                 f"{latency:.0f} ms", len(durable), base_ms, dur_ms, percentile([d * 1000 for d in durable], 95),

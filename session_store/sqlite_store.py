@@ -1,25 +1,23 @@
 """The embedded ``SessionStore`` on SQLite (the default when no Cosmos endpoint is configured).
 
-Threading: one dedicated worker thread owns the only connection and runs every operation, each in its own
-``BEGIN IMMEDIATE`` transaction. Callers on any thread or event loop await a ``concurrent.futures`` future, so the
-store is safe to share across the event loops the Functions worker (or devhost) uses, and operations are serialized,
-which is what makes ``begin_run`` and ``decide_approval`` atomic. Across processes SQLite's write lock does the same.
+Threading (``sqlite_runner``): every write is one ``BEGIN IMMEDIATE`` transaction, which is what makes ``begin_run``
+and ``decide_approval`` atomic, within this process and across processes alike (SQLite's write lock). Point operations
+(a few records) run inline on the caller's thread when they need not wait for a lock; everything else, and whatever
+would wait, runs on the store's one worker thread. The store is safe to share across threads and event loops.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
 
 from . import cursor, rules
 from .clock import Clock, system_clock
-from .errors import ConflictError, NotFoundError, StoreUnavailableError
+from .errors import ConflictError, NotFoundError
 from .limits import ensure_fits
 from .records import (
     ApprovalRecord,
@@ -35,11 +33,13 @@ from .records import (
     SignalRecord,
     stamp,
 )
+from .sqlite_runner import RunOnThread, SqliteRunner
 from .sqlite_schema import TABLES, connect
 
 T = TypeVar("T")
 LIVE = "(expires_at IS NULL OR expires_at > ?)"
 SWEEP_INTERVAL_SECONDS = 60.0
+INLINE_BATCH_BYTES = 256 * 1024  # a larger batch of messages or approvals is written on the worker thread
 OWNER_OF_DOC = "json_extract(doc, '$.owner_id')"
 # Epoch seconds of the record's ISO creation time (julianday parses the fractions and the zone correctly).
 CREATED_OF_DOC = "((julianday(json_extract(doc, '$.created_at')) - 2440587.5) * 86400.0)"
@@ -65,19 +65,28 @@ class SqliteSessionStore:
     def __init__(self, path: str, *, ttl_seconds: int | None = None, clock: Clock = system_clock) -> None:
         self._ttl = ttl_seconds
         self._clock = clock
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-store-sqlite")
-        try:
-            self._conn = self._executor.submit(connect, path).result()
-        except sqlite3.Error as exc:
-            self._executor.shutdown(wait=False)
-            raise StoreUnavailableError(f"cannot open the SQLite session store at {path!r}: {exc}") from exc
+        self._runner = SqliteRunner(path, connect)
         self._last_sweep = float("-inf")
         self._closed = False
 
     # -- plumbing -------------------------------------------------------------------------------------------
 
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection of the operation running on this thread (inline or the worker's)."""
+        return self._runner.conn
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self._executor.submit(fn, *args))
+        """On the worker thread: lists, counts, deletes (work that grows with the data)."""
+        return await self._runner.run(fn, *args)
+
+    async def _point(self, fn: Callable[[], T]) -> T:
+        """A point operation: inline unless it would wait for a lock or sweep (`sqlite_runner`)."""
+        return await self._runner.point(fn)
+
+    async def _batch(self, fn: Callable[[], T], size: int) -> T:
+        """A batch of records: a point operation up to `INLINE_BATCH_BYTES` of JSON, else on the worker thread."""
+        return await (self._point(fn) if size <= INLINE_BATCH_BYTES else self._run(fn))
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -85,13 +94,14 @@ class SqliteSessionStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise StoreUnavailableError(f"SQLite session store is locked or unusable: {exc}") from exc
+            raise self._runner.begin_failed(exc) from exc
         try:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+        self._runner.committed()
 
     def _now(self) -> datetime:
         return self._clock()
@@ -103,6 +113,8 @@ class SqliteSessionStore:
         """Delete expired rows now and then (reads already ignore them; this only reclaims space)."""
         if self._ttl is None or now.timestamp() - self._last_sweep < SWEEP_INTERVAL_SECONDS:
             return
+        if self._runner.inline:
+            raise RunOnThread  # its work grows with what expired
         self._last_sweep = now.timestamp()
         for table in TABLES:
             conn.execute(f"DELETE FROM {table} WHERE expires_at IS NOT NULL AND expires_at <= ?", (now.timestamp(),))
@@ -153,10 +165,10 @@ class SqliteSessionStore:
                     return existing
                 return self._put_session(conn, record.model_copy(update={"created_at": now, "updated_at": now}), now)
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        return await self._run(lambda: self._get_session(self._conn, session_id, self._now()))
+        return await self._point(lambda: self._get_session(self._conn, session_id, self._now()))
 
     async def list_sessions(
         self,
@@ -204,8 +216,7 @@ class SqliteSessionStore:
     async def append_messages(self, session_id: str, records: Sequence[MessageRecord]) -> list[MessageRecord]:
         batch = list(records)
         rules.check_batch(session_id, batch)
-        for record in batch:
-            ensure_fits("message", record.message_id, record)
+        size = sum(ensure_fits("message", record.message_id, record) for record in batch)
 
         def op() -> list[MessageRecord]:
             now = self._now()
@@ -222,7 +233,7 @@ class SqliteSessionStore:
                     )
             return stored
 
-        return await self._run(op)
+        return await self._batch(op, size)
 
     def _check_seq_free(self, conn: sqlite3.Connection, record: MessageRecord, now: datetime) -> None:
         row = conn.execute(
@@ -274,7 +285,7 @@ class SqliteSessionStore:
             ).fetchone()
             return None if row is None else MessageRecord.model_validate_json(row[0])
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def count_messages(self, session_id: str, *, run_id: str | None = None) -> int:
         def op() -> int:
@@ -288,7 +299,7 @@ class SqliteSessionStore:
 
     async def last_seq(self, session_id: str) -> int | None:
         sql = f"SELECT MAX(seq) FROM messages WHERE session_id = ? AND {LIVE}"
-        return await self._run(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchone()[0])
+        return await self._point(lambda: self._conn.execute(sql, (session_id, self._now().timestamp())).fetchone()[0])
 
     # -- runs -----------------------------------------------------------------------------------------------
 
@@ -343,7 +354,7 @@ class SqliteSessionStore:
                     self._put_session(conn, claim.session, now)
                 return self._put_run(conn, claim.run, now)
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def take_turn(self, run_id: str) -> RunRecord | None:
         def op() -> RunRecord | None:
@@ -357,10 +368,10 @@ class SqliteSessionStore:
                     run = self._put_run(conn, turn.run, now)
                 return run if turn.granted else None
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def get_run(self, run_id: str, *, session_id: str | None = None) -> RunRecord | None:
-        run = await self._run(lambda: self._get_run(self._conn, run_id, self._now()))
+        run = await self._point(lambda: self._get_run(self._conn, run_id, self._now()))
         return None if run is None or (session_id is not None and run.session_id != session_id) else run
 
     async def update_run(
@@ -379,7 +390,7 @@ class SqliteSessionStore:
                 ensure_fits("run", run_id, updated)
                 return self._put_run(conn, updated, now)
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def finish_run(
         self,
@@ -407,7 +418,7 @@ class SqliteSessionStore:
                     self._put_session(conn, released, now)
                 return run
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
         def op() -> RunRecord:
@@ -422,7 +433,7 @@ class SqliteSessionStore:
                 ensure_fits("run", run_id, updated)
                 return self._put_run(conn, updated, now)
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
         def op() -> RunRecord:
@@ -437,7 +448,7 @@ class SqliteSessionStore:
                     run = self._put_run(conn, reopened.run, now)
                 return run
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         sql = f"SELECT doc FROM runs WHERE session_id = ? AND {LIVE} ORDER BY ordinal"
@@ -521,8 +532,7 @@ class SqliteSessionStore:
 
     async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]:
         batch = list(records)
-        for record in batch:
-            ensure_fits("approval", record.approval_id, record)
+        size = sum(ensure_fits("approval", record.approval_id, record) for record in batch)
 
         def op() -> list[ApprovalRecord]:
             now = self._now()
@@ -536,10 +546,10 @@ class SqliteSessionStore:
                     stored.append(existing)
             return stored
 
-        return await self._run(op)
+        return await self._batch(op, size)
 
     async def get_approval(self, approval_id: str, *, session_id: str | None = None) -> ApprovalRecord | None:
-        record = await self._run(lambda: self._get_approval(self._conn, approval_id, self._now()))
+        record = await self._point(lambda: self._get_approval(self._conn, approval_id, self._now()))
         return None if record is None or (session_id is not None and record.session_id != session_id) else record
 
     async def list_approvals(
@@ -586,7 +596,7 @@ class SqliteSessionStore:
                 ensure_fits("approval", approval_id, decided)
                 return self._put_approval(conn, decided, now)
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def escalate_approval(
         self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
@@ -600,7 +610,7 @@ class SqliteSessionStore:
                 escalated = rules.escalate(approval, to, expires_at, escalated_at or now)
                 return self._put_approval(conn, escalated, now) if escalated is not approval else approval
 
-        return await self._run(op)
+        return await self._point(op)
 
     # -- effects --------------------------------------------------------------------------------------------
 
@@ -627,7 +637,7 @@ class SqliteSessionStore:
                 )
                 return fresh, True
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]:
         def op() -> list[EffectRecord]:
@@ -661,7 +671,7 @@ class SqliteSessionStore:
                 )
                 return fresh
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def list_signals(
         self, session_id: str, name: str, *, from_index: int = 1, limit: int = 100
@@ -692,5 +702,4 @@ class SqliteSessionStore:
         if self._closed:
             return
         self._closed = True
-        await self._run(self._conn.close)
-        self._executor.shutdown(wait=True)
+        await self._runner.close()

@@ -1,0 +1,177 @@
+"""The SQLite store's point operations run inline on the caller's loop, and give way to the worker thread whenever
+they would wait (another writer holds the lock) or do work that grows with the data (a sweep): the loop never waits
+for SQLite's lock, concurrent writers (here and in another process) stay atomic, and the WAL stays bounded although
+the inline connection never checkpoints it itself. `sqlite_runner.py` says why."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from store_helpers import new_id
+
+from session_store import ManualClock, MessageRecord, SqliteSessionStore, sqlite_runner
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _message(session_id: str, seq: int) -> MessageRecord:
+    return MessageRecord(
+        session_id=session_id, message_id=f"m{seq}", seq=seq, run_id="r", role="user",
+        payload={"role": "user", "contents": [{"type": "text", "text": f"message {seq}"}]},
+    )
+
+
+def _raw_count(path: Path, table: str) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+async def test_a_write_behind_another_writers_lock_waits_off_the_loop(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    store = SqliteSessionStore(str(path))
+    try:
+        session = await store.create_session("s1", "agent")
+        blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        blocker.execute("BEGIN IMMEDIATE")  # another process's write transaction holds the lock
+        started = time.monotonic()
+        write = asyncio.create_task(store.append_messages(session.session_id, [_message(session.session_id, 0)]))
+        await asyncio.sleep(0)  # the write tried inline, found the lock taken and went to the worker thread
+        # The loop goes on meanwhile: a read is answered (WAL readers never wait for the writer) ...
+        assert (await store.get_session("s1")) == session
+        assert not write.done()
+        # ... and the write lands once the lock is released.
+        threading.Thread(target=blocker.execute, args=("COMMIT",)).start()
+        (stored,) = await write
+        assert await store.get_message("s1", "m0") == stored
+        # An inline attempt that waited for the lock would have held the loop for the worker's 10 s busy timeout.
+        assert time.monotonic() - started < 5
+        blocker.close()
+    finally:
+        await store.close()
+
+
+async def test_writers_in_two_processes_allocate_distinct_gapless_indexes(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    store = SqliteSessionStore(str(path))
+    try:
+        await store.create_session("shared", "agent")
+        other = textwrap.dedent(f"""
+            import asyncio, sys
+            sys.path.insert(0, {str(REPO_ROOT)!r})
+            from session_store import SqliteSessionStore
+
+            async def main():
+                store = SqliteSessionStore({str(path)!r})
+                print("ready", flush=True)
+                sys.stdin.readline()
+                await asyncio.gather(*(store.append_signal("shared", "go", f"other-{{i}}", i) for i in range(40)))
+                await store.close()
+
+            asyncio.run(main())
+        """)
+        child = subprocess.Popen([sys.executable, "-c", other], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            assert child.stdout is not None and child.stdin is not None
+            assert child.stdout.readline().strip() == "ready"
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            ours = await asyncio.gather(*(store.append_signal("shared", "go", f"ours-{i}", i) for i in range(40)))
+            assert child.wait(timeout=60) == 0
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        listed = await store.list_signals("shared", "go")
+        assert [s.index for s in listed] == list(range(1, 81))
+        assert {s.signal_id for s in listed} == {f"ours-{i}" for i in range(40)} | {f"other-{i}" for i in range(40)}
+        assert {s.index: s.signal_id for s in ours}.items() <= {s.index: s.signal_id for s in listed}.items()
+    finally:
+        await store.close()
+
+
+async def test_inline_writes_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_runner, "CHECKPOINT_EVERY_COMMITS", 10)
+    path = tmp_path / "sessions.sqlite3"
+    wal = Path(f"{path}-wal")
+    store = SqliteSessionStore(str(path))
+    try:
+        await store.create_session("s1", "agent")
+        for seq in range(5):
+            await store.append_messages("s1", [_message("s1", seq)])
+        per_commit = wal.stat().st_size / 6
+        for seq in range(5, 300):
+            await store.append_messages("s1", [_message("s1", seq)])
+        assert await store.count_messages("s1") == 300  # (on the worker thread, after the checkpoints it was given)
+        # Without checkpoints the WAL would hold all 301 commits; with one every 10, the file is reused from its start.
+        assert wal.stat().st_size < 40 * per_commit
+    finally:
+        await store.close()
+    assert _raw_count(path, "messages") == 300
+
+
+async def test_a_due_sweep_runs_with_the_next_write_and_reclaims_expired_rows(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    clock = ManualClock()
+    store = SqliteSessionStore(str(path), ttl_seconds=100, clock=clock)
+    try:
+        await store.create_session("old", "agent")
+        await store.append_messages("old", [_message("old", seq) for seq in range(3)])
+        clock.advance(150)  # expired: invisible at once, still on disk until a sweep
+        assert await store.get_session("old") is None
+        assert _raw_count(path, "messages") == 3
+        fresh = await store.create_session(new_id("s"), "agent")  # the first write after the sweep interval
+        assert _raw_count(path, "messages") == 0
+        assert _raw_count(path, "sessions") == 1
+        assert await store.get_session(fresh.session_id) == fresh
+        await store.append_messages(fresh.session_id, [_message(fresh.session_id, 0)])
+        clock.advance(150)
+        await store.sweep_expired()
+        assert (_raw_count(path, "sessions"), _raw_count(path, "messages")) == (0, 0)
+    finally:
+        await store.close()
+
+
+async def test_a_memory_store_runs_everything_on_its_worker_thread() -> None:
+    store = SqliteSessionStore(":memory:")
+    try:
+        session = await store.create_session("s1", "agent")
+        await store.append_messages("s1", [_message("s1", 0)])
+        assert await store.get_session("s1") == session
+        assert [m.message_id for m in (await store.list_messages("s1")).items] == ["m0"]
+    finally:
+        await store.close()
+
+
+async def test_a_chain_of_inline_operations_lets_the_loop_run_in_between(tmp_path: Path) -> None:
+    """Each call yields to the loop once, as a call on the worker thread did: other tasks (the connections' I/O
+    among them) run between a request's store calls instead of waiting for the whole chain."""
+    store = SqliteSessionStore(str(tmp_path / "sessions.sqlite3"))
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    try:
+        await store.create_session("s1", "agent")
+        running = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        ticks = 0
+        for seq in range(100):
+            await store.append_messages("s1", [_message("s1", seq)])
+            assert await store.get_message("s1", f"m{seq}") is not None
+        assert ticks >= 150  # one per call (200 calls), give or take the first and last
+        running.cancel()
+    finally:
+        await store.close()
