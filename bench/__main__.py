@@ -12,6 +12,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "concurrency": ("bench.concurrency_bench", "10/100/500 concurrent runs over HTTP: throughput, p50/p95/p99"),
     "anchor": ("bench.anchor.anchor_bench", "Microsoft's AgentFunctionApp vs this app on the same devhost/model"),
     "store": ("bench.store_bench", "session store append/read as a session grows (SQLite, local Cosmos)"),
+    "store_threading": ("bench.store_threading_bench", "SQLite store point operations inline vs on its worker thread"),
     "devhost": ("bench.devhost_bench", "devhost engine: activity chains, fan-out, concurrent chains"),
     "tracing": ("bench.tracing_bench", "durable turns with OpenTelemetry off vs on (in-memory exporter), per step"),
     "stream": ("bench.stream_bench", "SSE streams: model token to delta latency p50/p95, 200 concurrent streams"),
