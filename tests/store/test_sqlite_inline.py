@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def _message(session_id: str, seq: int) -> MessageRecord:
 
 
 def _raw_count(path: Path, table: str) -> int:
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
@@ -90,6 +91,9 @@ async def test_writers_in_two_processes_allocate_distinct_gapless_indexes(tmp_pa
             if child.poll() is None:
                 child.kill()
                 child.wait()
+            for pipe in (child.stdin, child.stdout):
+                if pipe is not None:
+                    pipe.close()
         listed = await store.list_signals("shared", "go")
         assert [s.index for s in listed] == list(range(1, 81))
         assert {s.signal_id for s in listed} == {f"ours-{i}" for i in range(40)} | {f"other-{i}" for i in range(40)}
