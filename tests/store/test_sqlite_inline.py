@@ -179,3 +179,40 @@ async def test_a_chain_of_inline_operations_lets_the_loop_run_in_between(tmp_pat
         running.cancel()
     finally:
         await store.close()
+
+
+async def test_inline_writes_survive_the_process_being_killed(tmp_path: Path) -> None:
+    """The inline connection never checkpoints: what it committed lives in the WAL until the worker (or the next
+    opener) copies it. A host killed (SIGKILL, nothing closed) loses none of it, and the next opener writes on."""
+    path = tmp_path / "sessions.sqlite3"
+    writer = textwrap.dedent(f"""
+        import asyncio, os, signal, sys
+        sys.path.insert(0, {str(REPO_ROOT)!r})
+        from session_store import MessageRecord, SqliteSessionStore
+
+        async def main():
+            store = SqliteSessionStore({str(path)!r})
+            await store.create_session("s1", "agent")
+            for seq in range(150):  # past a checkpoint request, with more commits after it
+                await store.append_messages("s1", [MessageRecord(
+                    session_id="s1", message_id=f"m{{seq}}", seq=seq, run_id="r", role="user",
+                    payload={{"role": "user", "contents": [{{"type": "text", "text": "x"}}]}})])
+            await store.append_signal("s1", "go", "last", None)
+            print("written", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        asyncio.run(main())
+    """)
+    child = subprocess.run([sys.executable, "-c", writer], capture_output=True, text=True, timeout=60, check=False)
+    assert child.stdout.strip() == "written" and child.returncode == -9, child.stderr
+    store = SqliteSessionStore(str(path))
+    try:
+        assert await store.count_messages("s1") == 150
+        assert [m.message_id for m in (await store.list_messages("s1", limit=500)).items] == [
+            f"m{seq}" for seq in range(150)
+        ]
+        assert [s.signal_id for s in await store.list_signals("s1", "go")] == ["last"]
+        appended = await store.append_signal("s1", "go", "after", None)  # the reopened store writes on
+        assert appended.index == 2
+    finally:
+        await store.close()
