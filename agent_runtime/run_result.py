@@ -85,6 +85,13 @@ def structured_value(
         return None, "the answer is JSON nested too deep to check"
 
 
+def checks_structured_output(agent: AgentDefinition, status: RunStatusLike, overrides: RunOverrides | None) -> bool:
+    """Whether `build_run_result` parses and validates the answer (a completed run with an output format): the only
+    part of it that is more than bookkeeping."""
+    structured = agent.output_type is not None or (overrides is not None and overrides.has_output_format)
+    return status == "completed" and structured
+
+
 def build_run_result(
     agent: AgentDefinition,
     run_id: str,
@@ -98,8 +105,7 @@ def build_run_result(
     """The result of a run that added `added` to the conversation and ended with `status`/`reason`."""
     text = last_assistant_text(added)
     value = None
-    structured = agent.output_type is not None or (overrides is not None and overrides.has_output_format)
-    if status == "completed" and structured:
+    if checks_structured_output(agent, status, overrides):
         value, problem = structured_value(agent, text, overrides)
         if problem is not None:
             status, reason = "failed", failure_reason(INVALID_STRUCTURED_OUTPUT, problem)
@@ -111,6 +117,7 @@ __all__ = [
     "RunResult",
     "RunStatusLike",
     "build_run_result",
+    "checks_structured_output",
     "error_of",
     "failure_reason",
     "structured_value",

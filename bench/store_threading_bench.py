@@ -27,11 +27,6 @@ from session_store import MessageRecord, RunRecord, SqliteSessionStore
 SIDES = ("inline", "worker thread")
 
 
-def _threaded(store: SqliteSessionStore) -> None:
-    """Send every operation of this one store to its worker thread (what the store did before inline operations)."""
-    store._runner._try_inline = lambda fn: (False, None)  # type: ignore[method-assign]
-
-
 def _message(session_id: str, seq: int) -> MessageRecord:
     return MessageRecord(session_id=session_id, message_id=f"m{seq}", seq=seq, run_id="r1", role="assistant",
                          payload={"role": "assistant", "contents": [{"type": "text", "text": "x" * 300}]})
@@ -46,9 +41,8 @@ async def _time_us(call: Callable[[int], Awaitable[object]], count: int) -> floa
 
 async def point_operations(side: str, count: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteSessionStore(str(Path(tmp) / "sessions.sqlite3"))
-        if side == "worker thread":
-            _threaded(store)
+        # The worker-thread side: every operation on the store's thread (what the store did before inline operations).
+        store = SqliteSessionStore(str(Path(tmp) / "sessions.sqlite3"), inline=side == "inline")
         try:
             session = await store.create_session("s1", "agent")
             await store.begin_run(RunRecord(run_id="r1", session_id=session.session_id, agent="agent", ordinal=1))
@@ -77,12 +71,10 @@ def _turns_main(side: str, turns: int) -> None:
     with (
         model_server_process(0.0) as url,
         tempfile.TemporaryDirectory() as tmp,
-        workload_host(url, store_path=f"{tmp}/sessions.sqlite3", state_path=f"{tmp}/engine.sqlite3") as host,
+        workload_host(url, store_path=f"{tmp}/sessions.sqlite3", state_path=f"{tmp}/engine.sqlite3",
+                      env={"SESSION_STORE_INLINE": "true" if side == "inline" else "false"}) as host,
     ):
-        _durable_turn(host, None)  # warm-up: the app's services (and its store) exist after the first turn
-        if side == "worker thread":
-            _threaded(sys.modules["agent_runs.services"].RunServices.current().store)
-        for _ in range(4):
+        for _ in range(5):
             _durable_turn(host, None)
         times = []
         for _ in range(turns):

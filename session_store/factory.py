@@ -19,4 +19,7 @@ def open_store(settings: StoreSettings | None = None, *, clock: Clock = system_c
         from .cosmos_store import CosmosSessionStore  # imported lazily: SQLite-only deployments never load the SDK
 
         return CosmosSessionStore.open(settings, clock=clock)
-    return SqliteSessionStore(settings.session_store_path, ttl_seconds=settings.session_ttl_seconds, clock=clock)
+    return SqliteSessionStore(
+        settings.session_store_path, ttl_seconds=settings.session_ttl_seconds, clock=clock,
+        inline=settings.session_store_inline,
+    )

@@ -34,6 +34,11 @@ class StoreSettings(BaseSettings):
         description="retention: every item expires this long after its last write; unset keeps items forever",
     )
     session_store_path: str = Field(default="./.devhost/sessions.sqlite3", validation_alias="SESSION_STORE_PATH")
+    session_store_inline: bool = Field(
+        default=True, validation_alias="SESSION_STORE_INLINE",
+        description="SQLite: run point operations on the caller's thread when they need not wait for a lock; false "
+        "sends every operation to the store's thread (e.g. a file system where even an uncontended write may stall)",
+    )
     worker_process_count: int = Field(
         default=1, ge=0, validation_alias="FUNCTIONS_WORKER_PROCESS_COUNT",
         description="how many processes run the app's functions (Azure and devhost set it); they share the store",

@@ -15,7 +15,7 @@ The inline connection never checkpoints the WAL itself (a checkpoint copies page
 `CHECKPOINT_EVERY_COMMITS` inline commits the worker thread runs one, and until it is done every operation queues
 behind it on that thread: the WAL is only reused from its start when a checkpoint copied all of it, which inline
 writes going on meanwhile would never let happen. A `:memory:` database is private to its one connection, so it runs
-everything on the worker thread.
+everything on the worker thread, as does a store opened with `inline=False` (`SESSION_STORE_INLINE=false`).
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def connect_inline(path: str) -> sqlite3.Connection:
 
 
 class SqliteRunner:
-    """The worker thread with its connection, and the inline connection (None for `:memory:`)."""
+    """The worker thread with its connection, and the inline connection (None for `:memory:` or `inline=False`)."""
 
-    def __init__(self, path: str, connect: Callable[[str], sqlite3.Connection]) -> None:
+    def __init__(self, path: str, connect: Callable[[str], sqlite3.Connection], *, inline: bool = True) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-store-sqlite")
         try:
             self._worker_conn = self._executor.submit(connect, path).result()
-            self._inline_conn = None if path == ":memory:" else connect_inline(path)
+            self._inline_conn = connect_inline(path) if inline and path != ":memory:" else None
         except sqlite3.Error as exc:
             self._executor.shutdown(wait=False)
             raise StoreUnavailableError(f"cannot open the SQLite session store at {path!r}: {exc}") from exc

@@ -62,10 +62,14 @@ def _etag() -> str:
 class SqliteSessionStore:
     """``SessionStore`` on one SQLite file (``:memory:`` allowed). See ``protocol.py`` for the contract."""
 
-    def __init__(self, path: str, *, ttl_seconds: int | None = None, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, path: str, *, ttl_seconds: int | None = None, clock: Clock = system_clock, inline: bool = True
+    ) -> None:
+        """`inline`: point operations may run on the caller's thread (`sqlite_runner`); False sends every operation
+        to the store's thread."""
         self._ttl = ttl_seconds
         self._clock = clock
-        self._runner = SqliteRunner(path, connect)
+        self._runner = SqliteRunner(path, connect, inline=inline)
         self._last_sweep = float("-inf")
         self._closed = False
 

@@ -14,11 +14,15 @@ import threading
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_helpers import new_id
 
 from session_store import ManualClock, MessageRecord, SqliteSessionStore, sqlite_runner
+from session_store.factory import open_store
+from session_store.settings import StoreSettings
+from session_store.sqlite_store import INLINE_BATCH_BYTES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -151,6 +155,72 @@ async def test_a_memory_store_runs_everything_on_its_worker_thread() -> None:
         await store.append_messages("s1", [_message("s1", 0)])
         assert await store.get_session("s1") == session
         assert [m.message_id for m in (await store.list_messages("s1")).items] == ["m0"]
+    finally:
+        await store.close()
+
+
+def _spy_on_the_worker_thread(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the operations handed to a store's worker thread from now on (the real hand-over still runs)."""
+    handed: list[str] = []
+    real_run = sqlite_runner.SqliteRunner.run
+
+    async def run(self: sqlite_runner.SqliteRunner, fn: Any, *args: Any) -> Any:
+        handed.append(getattr(fn, "__qualname__", repr(fn)))
+        return await real_run(self, fn, *args)
+
+    monkeypatch.setattr(sqlite_runner.SqliteRunner, "run", run)
+    return handed
+
+
+async def test_a_batch_over_the_inline_limit_is_written_on_the_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing a batch costs time in proportion to its size: past `INLINE_BATCH_BYTES` it leaves the loop."""
+    store = SqliteSessionStore(str(tmp_path / "sessions.sqlite3"))
+    try:
+        await store.create_session("s1", "agent")
+        handed = _spy_on_the_worker_thread(monkeypatch)
+        small = [_message("s1", seq) for seq in range(3)]
+        await store.append_messages("s1", small)
+        assert handed == []  # a few records: inline
+        text = "x" * 100_000  # 3 messages of ~100 KB: over the 256 KB limit together, each within a record's 2 MB
+        large = [
+            MessageRecord(session_id="s1", message_id=f"big{seq}", seq=seq, run_id="r", role="user",
+                          payload={"role": "user", "contents": [{"type": "text", "text": text}]})
+            for seq in range(10, 13)
+        ]
+        assert sum(len(m.model_dump_json()) for m in large) > INLINE_BATCH_BYTES
+        stored = await store.append_messages("s1", large)
+        assert len(handed) == 1 and "append_messages" in handed[0]
+        assert [m.message_id for m in (await store.list_messages("s1")).items] == ["m0", "m1", "m2", *(
+            m.message_id for m in stored)]
+        assert (await store.get_message("s1", "big11")) == stored[1]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("configured", ["argument", "setting"])
+async def test_inline_operations_can_be_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configured: str
+) -> None:
+    """`inline=False` (`SESSION_STORE_INLINE=false`): every operation goes to the store's thread, and the store
+    keeps its contract."""
+    path = tmp_path / "sessions.sqlite3"
+    if configured == "argument":
+        store = SqliteSessionStore(str(path), inline=False)
+    else:
+        monkeypatch.setenv("SESSION_STORE_PATH", str(path))
+        monkeypatch.setenv("SESSION_STORE_INLINE", "false")
+        opened = open_store(StoreSettings())
+        assert isinstance(opened, SqliteSessionStore)
+        store = opened
+    handed = _spy_on_the_worker_thread(monkeypatch)
+    try:
+        session = await store.create_session("s1", "agent")
+        await store.append_messages("s1", [_message("s1", 0)])
+        assert await store.get_session("s1") == session
+        assert (await store.get_message("s1", "m0")) is not None
+        assert len(handed) == 4
     finally:
         await store.close()
 
