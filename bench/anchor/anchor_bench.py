@@ -10,6 +10,9 @@ Both serve an equivalent agent (same instructions, same `fetch_blob` tool) again
   history of the turn with its activities' inputs and results (plus its custom status; `state_bytes.py`); and the
   conversation bytes the turn added (AF: the state's growth; ours: the session-store messages of the run).
 
+Each app runs ROUNDS conversations (default 3), the apps taking turns, and each turn's figures are the medians over
+them: one turn's time varies by tens of percent between runs on a shared VM.
+
 One command runs both, each in a process of its own environment (the anchor needs bench/requirements-anchor.txt in
 `.venv-agent-framework`: `make test-agent-framework` builds it):  python -m bench anchor
 """
@@ -150,6 +153,8 @@ def side_in_its_environment(side: str, model_url: str, turns: int) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="conversations per app, the apps taking turns; each turn's figures are the medians")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--side", choices=sorted(SIDES), help="run one side here and print its rows as JSON")
     parser.add_argument("--model-url", help="with --side: the scripted model server to use")
@@ -157,11 +162,28 @@ def main() -> None:
     if args.side:
         print(json.dumps(run_side(args.side, args.model_url, args.turns)))
         return
+    rounds: dict[str, list[dict[str, list[dict[str, float]]]]] = {side: [] for side in SIDES}
     with ScriptedModelServer(WorkloadBrain()) as server:
-        measured = {side: side_in_its_environment(side, server.base_url, args.turns) for side in SIDES}
+        for _ in range(args.rounds):  # the apps take turns: a VM whose speed drifts slows both alike
+            for side in SIDES:
+                rounds[side].append(side_in_its_environment(side, server.base_url, args.turns))
+    measured = {side: medians_per_turn(runs) for side, runs in rounds.items()}
+    notes = f"{NOTES} Each app ran {args.rounds} conversations, the apps taking turns; every figure of a turn is " \
+            "the median over them (one turn's time varies by tens of percent from one run to the next on this VM)."
     publish(section("Anchor: AgentFunctionApp vs this app", command_line("bench.anchor.anchor_bench"),
-                    report(measured, args.turns), NOTES),
+                    report(measured, args.turns), notes),
             record=not args.no_record)
+
+
+def medians_per_turn(runs: list[dict[str, list[dict[str, float]]]]) -> dict[str, list[dict[str, float]]]:
+    """One conversation's rows made of several: each turn's every figure is its median over `runs`."""
+    return {
+        kind: [
+            {key: median([run[kind][turn][key] for run in runs]) for key in runs[0][kind][turn]}
+            for turn in range(len(runs[0][kind]))
+        ]
+        for kind in runs[0]
+    }
 
 
 def report(measured: dict[str, dict[str, list[dict[str, float]]]], turns: int) -> str:
