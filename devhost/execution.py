@@ -105,11 +105,13 @@ class InProcessExecutor:
             self._executor, invoke_activity_sync, function, input_text, client_binding_json
         )
 
-    async def run_orchestrator(self, function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:
+    async def run_orchestrator(
+        self, function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
+    ) -> OrchestratorOutput:
         """One episode on the sync thread pool (the orchestrator handler is sync), never on the loop: a hang is
-        bounded by the caller's functionTimeout while the loop goes on."""
+        bounded by the caller's functionTimeout while the loop goes on. `previous`: see `invoke_orchestrator`."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, invoke_orchestrator, function, trigger_json)
+        return await loop.run_in_executor(self._executor, invoke_orchestrator, function, trigger_json, previous)
 
     async def run_entity_batch(self, function: FunctionInfo, batch_json: str, batch_size: int) -> BatchResult:
         """One entity batch on the sync thread pool; raises EntityInternalError where the extension aborts it."""

@@ -72,8 +72,11 @@ def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
     history_event_module.dt_parse = cached  # type: ignore[assignment]
 
 
-def invoke_orchestrator(function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:
-    """One episode of the orchestrator function. Never raises for user errors (they are in the output)."""
+def invoke_orchestrator(
+    function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
+) -> OrchestratorOutput:
+    """One episode of the orchestrator function. Never raises for user errors (they are in the output).
+    `previous`: the execution's output of its last episode (what it repeats is not parsed again)."""
     context = OrchestrationTriggerConverter.decode(meta.Datum(trigger_json, "string"), trigger_metadata=None)
     try:
         returned = function.fn(**{function.trigger_param: context})
@@ -81,7 +84,7 @@ def invoke_orchestrator(function: FunctionInfo, trigger_json: str) -> Orchestrat
         return OrchestratorOutput.from_exception(exc)
     datum = OrchestrationTriggerConverter.encode(returned, expected_type=None)
     try:
-        return OrchestratorOutput.from_state_json(datum.value)
+        return OrchestratorOutput.from_state_json(datum.value, previous)
     except (ValueError, TypeError) as exc:
         return OrchestratorOutput(error=f"Out of proc orchestrators must return a valid JSON schema: {exc}",
                                   raw_failure=True)

@@ -289,17 +289,19 @@ class EpisodeProcessor:
         )
         # Taken out while the episode runs: an episode that does not commit leaves no replay ahead of the history.
         state, instance.replay_state = instance.replay_state, None
-        output = await self._invoke(function, trigger)
+        output = await self._invoke(function, trigger, state.replayer.output if state is not None else None)
         result, episode.replay_state = replay_continuing(state, ctx, history, output)
         return result
 
-    async def _invoke(self, function: FunctionInfo, trigger: str) -> OrchestratorOutput:
+    async def _invoke(
+        self, function: FunctionInfo, trigger: str, previous: OrchestratorOutput | None = None
+    ) -> OrchestratorOutput:
         """The user's orchestrator code, off the loop: a hang is cut at `functionTimeout`, a dead worker process is
         reported; both abort the episode (the extension's SessionAbortedException), never the host."""
         rt = self.rt
         run_orchestrator = getattr(rt.functions, "run_orchestrator", None)  # an executor may not run orchestrators
-        call = run_orchestrator(function, trigger) if run_orchestrator is not None \
-            else rt.loop.run_in_executor(rt.executor, invoke_orchestrator, function, trigger)
+        call = run_orchestrator(function, trigger, previous) if run_orchestrator is not None \
+            else rt.loop.run_in_executor(rt.executor, invoke_orchestrator, function, trigger, previous)
         try:
             return await bounded(call, rt.options.function_timeout, function.name, rt.functions)
         except FunctionTimeoutError as exc:

@@ -121,25 +121,33 @@ class OrchestratorOutput:
     custom_status_json: str | None = None
     # True when the function raised without a parseable `$OutOfProcData$` state (failure in the first episode etc.)
     raw_failure: bool = False
+    # The SDK's `actions` as JSON, kept so that the next episode's output can reuse what it repeats.
+    raw_actions: list[list[dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def is_v1(self) -> bool:
         return self.schema_version is None
 
     @classmethod
-    def from_state_json(cls, text: str) -> OrchestratorOutput:
+    def from_state_json(cls, text: str, previous: OrchestratorOutput | None = None) -> OrchestratorOutput:
+        """`previous`: the same execution's output of its last episode. The SDK sends every action scheduled since
+        the execution started, every episode: an action whose JSON equals the one at its place in `previous` is
+        `previous`'s parsed action (parsing is a pure function of that JSON), so an episode parses only what is new
+        (a growing share of the episode's time as a run goes on)."""
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError("orchestrator output is not a JSON object")
         output = data.get("output")
         custom = data.get("customStatus")
+        raw_actions = data.get("actions") or []
         return cls(
             is_done=bool(data.get("isDone", False)),
             schema_version=data.get("schemaVersion"),
-            action_groups=[[Action.from_json(a) for a in group] for group in data.get("actions") or []],
+            action_groups=_parse_groups(raw_actions, previous),
             output_json=compact_json(output) if "output" in data else None,
             error=data.get("error"),
             custom_status_json=compact_json(custom) if custom is not None else None,
+            raw_actions=raw_actions,
         )
 
     @classmethod
@@ -161,3 +169,18 @@ class OrchestratorOutput:
                     parsed.error = head
                 return parsed
         return cls(error=raw_error if raw_error is not None else message, raw_failure=True)
+
+
+def _parse_groups(raw_groups: list[Any], previous: OrchestratorOutput | None) -> list[list[Action]]:
+    old_raw = previous.raw_actions if previous is not None else []
+    old_parsed = previous.action_groups if previous is not None else []
+    groups: list[list[Action]] = []
+    for g, group in enumerate(raw_groups):
+        same_raw = old_raw[g] if g < len(old_raw) and g < len(old_parsed) else []
+        same_parsed = old_parsed[g] if same_raw else []
+        groups.append([
+            same_parsed[a] if a < len(same_raw) and a < len(same_parsed) and same_raw[a] == action
+            else Action.from_json(action)
+            for a, action in enumerate(group)
+        ])
+    return groups

@@ -123,12 +123,12 @@ def activity_outcome(name: str, response: Any) -> ActivityOutcome:
     return ActivityOutcome(ok=True, result_json=compact_json(json.loads(text or "null")))
 
 
-def orchestrator_output(response: Any) -> OrchestratorOutput:
+def orchestrator_output(response: Any, previous: OrchestratorOutput | None = None) -> OrchestratorOutput:
     if response.result.status != rpc.StatusResult.Success:
         return OrchestratorOutput.from_failure_text(response.result.exception.message)
     text = json_text(response.return_value)
     try:
-        return OrchestratorOutput.from_state_json(text or "null")
+        return OrchestratorOutput.from_state_json(text or "null", previous)
     except (ValueError, TypeError) as exc:
         return OrchestratorOutput(error=f"Out of proc orchestrators must return a valid JSON schema: {exc}",
                                   raw_failure=True)

@@ -380,12 +380,15 @@ class RuntimeWorkerPool:
 
     # ----- orchestrators and entities (the engine bounds them by functionTimeout) -----
 
-    async def run_orchestrator(self, function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:
+    async def run_orchestrator(
+        self, function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
+    ) -> OrchestratorOutput:
         """One episode in the orchestration worker. A crash, or a hang past `episode_timeout` (the worker is then
-        killed and replaced), raises `WorkerLostError`: the engine aborts the episode and runs it again."""
+        killed and replaced), raises `WorkerLostError`: the engine aborts the episode and runs it again.
+        `previous`: see `invoke_orchestrator`."""
         bindings = {function.trigger_param: convert.string_binding(trigger_json)}
         reply = await self._durable_call(function.name, bindings)
-        return convert.orchestrator_output(reply.invocation_response)
+        return convert.orchestrator_output(reply.invocation_response, previous)
 
     async def run_entity_batch(self, function: FunctionInfo, batch_json: str, batch_size: int) -> BatchResult:
         """One entity batch; `EntityInternalError` or `WorkerLostError`: the engine redelivers the batch."""

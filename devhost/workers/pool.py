@@ -182,8 +182,11 @@ class WorkerPool:
             return activity_failure(function.name, exc)
         return done.outcome
 
-    async def run_orchestrator(self, function: FunctionInfo, trigger_json: str) -> OrchestratorOutput:
-        """One episode in a worker process (raises `WorkerLostError` if the process dies: the episode is retried)."""
+    async def run_orchestrator(
+        self, function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
+    ) -> OrchestratorOutput:
+        """One episode in a worker process (raises `WorkerLostError` if the process dies: the episode is retried).
+        The output is parsed there, so `previous` (see `invoke_orchestrator`) does not apply."""
         call = OrchestratorCall(id=next(self._ids), function=function.name, trigger=trigger_json)
         return (await self._call(call, OrchestratorDone)).output
 

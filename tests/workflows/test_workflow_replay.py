@@ -72,7 +72,9 @@ def test_a_recorded_history_replays_to_the_same_decisions(episode: dict[str, Any
         bindings=[], fn=df.Orchestrator.create(workflow), script_file="function_app.py",
     )
     output = invoke_orchestrator(function, episode["trigger"])
-    answered = _compact(json.loads(json.dumps(dataclasses.asdict(output))))
+    # What the output says (its compared fields; not the JSON devhost keeps to parse the next episode faster)
+    said = {f.name: getattr(output, f.name) for f in dataclasses.fields(output) if f.compare}
+    answered = _compact(json.loads(json.dumps(said, default=dataclasses.asdict)))
     assert _actions(answered) == _actions(episode["output"])
     # The custom status and the output too; a failed workflow's output now also says where a rewind goes on from
     # (an output is never replayed, so histories in flight are not affected).

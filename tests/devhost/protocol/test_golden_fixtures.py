@@ -148,3 +148,44 @@ def test_retry_history_is_explained_by_retry_interceptor_including_final_dummy_t
     assert final.completion is not None and final.completion.status == "Completed"
     timers = [e for e in history if e["EventType"] == EventType.TimerCreated]
     assert [t["EventId"] for t in timers] == [1, 3, 6, 8]
+
+
+@pytest.mark.parametrize("name", ["chaining", "approval", "retry"])
+def test_an_episode_parses_only_the_actions_it_does_not_repeat(name: str) -> None:
+    """The SDK sends every action of the execution each episode: given the last episode's output, an action whose
+    JSON is unchanged at its place is the very object parsed then (a timer cancelled since is not), and the whole is
+    what a parse from scratch gives."""
+    previous: OrchestratorOutput | None = None
+    reused = 0
+    for episode in episodes(name):
+        text = json.dumps(episode["response"])
+        output = OrchestratorOutput.from_state_json(text, previous)
+        assert output == OrchestratorOutput.from_state_json(text)
+        if previous is not None:
+            pairs = zip(output.action_groups, output.raw_actions, previous.action_groups, previous.raw_actions,
+                        strict=False)
+            for new_group, new_raw, old_group, old_raw in pairs:
+                for new, raw, old, raw_before in zip(new_group, new_raw, old_group, old_raw, strict=False):
+                    assert (new is old) == (raw == raw_before)
+                    reused += new is old
+        previous = output
+    # chaining repeats its earlier calls; approval's one action changes (its timer is cancelled); retry's episodes
+    # are of different executions
+    assert (reused > 0) == (name == "chaining")
+
+
+def test_an_action_that_changed_in_place_is_parsed_again() -> None:
+    """A different action where the last episode had another (a non-deterministic orchestrator) is never the old
+    one: replay must see it to fail the orchestration."""
+    first, *_ = (ep for ep in episodes("chaining") if ep["response"]["actions"])
+    response = first["response"]
+    previous = OrchestratorOutput.from_state_json(json.dumps(response))
+    changed = json.loads(json.dumps(response))
+    changed["actions"][0][0]["functionName"] = "say_goodbye"
+    output = OrchestratorOutput.from_state_json(json.dumps(changed), previous)
+    assert output.action_groups[0][0].function_name == "say_goodbye"
+    assert output == OrchestratorOutput.from_state_json(json.dumps(changed))
+    broken = json.loads(json.dumps(response))
+    broken["actions"][0].append({"actionType": 99})
+    with pytest.raises(ValueError, match="unknown action"):
+        OrchestratorOutput.from_state_json(json.dumps(broken), previous)
