@@ -49,7 +49,14 @@ def test_concurrent_decisions_on_one_approval(app: InProcessApp, model: Scripted
     [approval_id] = pending_ids(app.view(started["run_id"]))
 
     bodies = [{"decision": "approve" if i % 2 else "reject"} for i in range(RACERS)]
-    responses = race(app, "POST", f"/api/runs/{started['run_id']}/approvals/{approval_id}", bodies)
+    # The run must not finish while the racers are answered: a retry of the stored decision is delivered again
+    # (202) while the run waits, and refused (409) once it is over (test_e2e_bad_input). Its next model call
+    # waits until every racer has its answer.
+    model.hold_answers()
+    try:
+        responses = race(app, "POST", f"/api/runs/{started['run_id']}/approvals/{approval_id}", bodies)
+    finally:
+        model.release_answers()
     app.settle()
 
     winner = next(r.json() for r in responses if r.status_code == 202)
