@@ -172,15 +172,16 @@ class OrchestratorOutput:
 
 
 def _parse_groups(raw_groups: list[Any], previous: OrchestratorOutput | None) -> list[list[Action]]:
-    old_raw = previous.raw_actions if previous is not None else []
-    old_parsed = previous.action_groups if previous is not None else []
+    # (JSON, parsed) of each of `previous`'s actions, by place (an output built without JSON has neither)
+    before = [] if previous is None else [
+        list(zip(raw, parsed, strict=True))
+        for raw, parsed in zip(previous.raw_actions, previous.action_groups, strict=False)
+    ]
     groups: list[list[Action]] = []
     for g, group in enumerate(raw_groups):
-        same_raw = old_raw[g] if g < len(old_raw) and g < len(old_parsed) else []
-        same_parsed = old_parsed[g] if same_raw else []
+        known = before[g] if g < len(before) else []
         groups.append([
-            same_parsed[a] if a < len(same_raw) and a < len(same_parsed) and same_raw[a] == action
-            else Action.from_json(action)
+            known[a][1] if a < len(known) and known[a][0] == action else Action.from_json(action)
             for a, action in enumerate(group)
         ])
     return groups
