@@ -32,3 +32,20 @@ def test_the_app_registers_every_activity_the_orchestrators_call(model_server: S
     assert agent_run <= called <= set(registered), sorted(called - set(registered))
     assert {registered[name].trigger_param for name in called} == {"payload"}
     assert index.orchestrator("agent_run") is not None
+
+
+def test_each_app_builds_its_services_under_its_own_settings(model_server: ScriptedModelServer) -> None:
+    """This process imported the app's packages before any host (as this module and the unit tests do), so the hosts
+    share `agent_runs.services` and its process-wide `RunServices`. CI saw a request reach an app as it stopped and
+    build services under its settings, which the next app then used (the page offered its local principal picker on
+    "Azure")."""
+    from agent_runs.services import RunServices
+
+    settings = app_settings(model_server.base_url, SESSION_STORE_PATH=":memory:", AUTH_MODE="easyauth")
+    with running_app(settings, "sqlite"):
+        pass
+    RunServices.current()  # the late request: built under this process's own settings, not on Azure
+    on_azure = {"WEBSITE_INSTANCE_ID": "0123456789abcdef", "WEBSITE_AUTH_ENABLED": "True", "SESSION_STORE": "sqlite"}
+    with running_app({**settings, **on_azure}, "sqlite") as app:
+        auth = app.http.get("/api/health").json()["auth"]
+    assert auth == {"mode": "easyauth", "warning": None, "local_principal_picker": False}
