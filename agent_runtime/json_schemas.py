@@ -6,11 +6,17 @@ could make the app fetch any URL, read local files (`file:`) or freeze the event
 So every validator in the app comes from `safe_validator`: its registry holds only the standard meta-schemas and its
 `retrieve` refuses, so only references inside the schema itself resolve. `check_schema` refuses up front (with the
 reference at fault) what could not be validated that way, and schemas too large or too deep to be worth checking.
+
+A schema's patterns are matched in bounded time (`schema_patterns`: Python's `re` can take exponential time on a
+hostile pattern), within one budget per check; a check that runs out raises `SchemaRefusedError`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from jsonschema import exceptions as schema_errors
@@ -18,6 +24,8 @@ from jsonschema import validators
 from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
+
+from .schema_patterns import BOUNDED_KEYWORDS, PatternError, match_budget
 
 MAX_SCHEMA_CHARS = 64_000
 """A schema's size as compact JSON (tool and output schemas are a few KB; OpenAI caps them well below this)."""
@@ -71,45 +79,68 @@ def check_schema(schema: Any) -> None:
 
 
 def safe_validator(schema: dict[str, Any]) -> Validator:
-    """A validator for `schema` (checked by `check_schema`) that resolves only references inside the schema."""
+    """A validator for `schema` (checked by `check_schema`) that resolves only references inside the schema and
+    matches its patterns in bounded time."""
     check_schema(schema)
-    cls = validators.validator_for(schema)
-    return cls(schema, registry=NO_RETRIEVAL)  # type: ignore[call-arg]
+    return _bounded(validators.validator_for(schema))(schema, registry=NO_RETRIEVAL)  # type: ignore[call-arg]
+
+
+@functools.cache
+def _bounded(cls: type[Validator]) -> type[Validator]:
+    """The dialect's validator class, its pattern keywords matching in bounded time (`schema_patterns`)."""
+    return validators.extend(cls, {k: v for k, v in BOUNDED_KEYWORDS.items() if k in cls.VALIDATORS})
 
 
 def schema_errors_of(validator: Validator, instance: Any, limit: int = 10) -> list[schema_errors.ValidationError]:
     """The first `limit` ways `instance` does not match (sorted by where), or `SchemaRefusedError` when the schema
-    needs a document it does not hold (never fetched)."""
-    try:
-        found = []
+    needs a document it does not hold (never fetched) or its patterns take too long."""
+    found = []
+    with _checking():
         for error in validator.iter_errors(instance):
             found.append(error)
             if len(found) >= limit:
                 break
-    except Unresolvable as error:
-        raise SchemaRefusedError(f"the schema refers to {error.ref!r}, which is not inside it") from error
-    except RecursionError as error:  # e.g. {"$ref": "#"}: references that loop without consuming the instance
-        raise SchemaRefusedError("the schema's references loop; it cannot be checked") from error
     return sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
 
 
 def best_error(validator: Validator, instance: Any) -> schema_errors.ValidationError | None:
     """The most relevant way `instance` does not match (as `jsonschema.validate` reports it), or None."""
-    try:
+    with _checking():
         return schema_errors.best_match(validator.iter_errors(instance))
+
+
+@contextmanager
+def _checking() -> Iterator[None]:
+    """One check of one value: its patterns share one time budget; what makes the schema unusable is refused."""
+    try:
+        with match_budget():
+            yield
     except Unresolvable as error:
         raise SchemaRefusedError(f"the schema refers to {error.ref!r}, which is not inside it") from error
-    except RecursionError as error:
+    except RecursionError as error:  # e.g. {"$ref": "#"}: references that loop without consuming the instance
         raise SchemaRefusedError("the schema's references loop; it cannot be checked") from error
+    except PatternError as error:
+        raise SchemaRefusedError(str(error)) from error
 
 
 def _check_shape(schema: dict[str, Any]) -> None:
-    """Depth limit and local references only, walked without recursion (the schema may be hostile)."""
+    """Depth limit, local references only, and no `unevaluatedProperties` with `patternProperties` (jsonschema
+    matches those patterns itself, with `re`: see `schema_patterns`), walked without recursion (the schema may be
+    hostile)."""
     stack: list[tuple[Any, int, str, bool]] = [(schema, 1, "#", False)]
+    unevaluated = patterned = False
     while stack:
         node, depth, where, data = stack.pop()
         if depth > MAX_SCHEMA_DEPTH:
             raise SchemaRefusedError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels (at {where[:200]})")
+        if isinstance(node, dict) and not data:
+            unevaluated = unevaluated or "unevaluatedProperties" in node
+            patterned = patterned or bool(node.get("patternProperties"))
+            if unevaluated and patterned:
+                raise SchemaRefusedError(
+                    "the schema uses both unevaluatedProperties and patternProperties, which cannot be checked in"
+                    " bounded time here; use additionalProperties instead of unevaluatedProperties"
+                )
         if isinstance(node, dict):
             for keyword in () if data else _REF_KEYWORDS:
                 ref = node.get(keyword)

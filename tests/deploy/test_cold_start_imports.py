@@ -18,6 +18,7 @@ DEFERRED = (
     "openai",
     "mcp",
     "jsonschema",
+    "regex",  # with jsonschema: the patterns of schemas from outside
     "opentelemetry.sdk",  # tracing and metrics SDK: only when telemetry is exported
     "opentelemetry.exporter",
     "azure.monitor",

@@ -7,7 +7,8 @@ and one that accepts and never answers), `file:` refs to a real file, and a real
 - an MCP server listing a tool whose input schema needs a remote document: the run fails at discovery naming the
   server and the tool, nothing contacted;
 - the approval route's check of edited arguments on an MCP schema with local refs (and a base URI on a live server):
-  resolved locally, nothing contacted; a broken local ref is a tool error for the model, not a crash.
+  resolved locally, nothing contacted; a broken local ref is a tool error for the model, not a crash;
+- a client's pattern that backtracks exponentially on the model's answer: the run fails naming it, the host answers.
 """
 
 from __future__ import annotations
@@ -89,6 +90,30 @@ def test_a_ref_to_a_server_that_never_answers_does_not_freeze_the_host(
     # A local ref is fine and a run with it completes (the check runs without any fetch).
     local = {"type": "object", "$defs": {"v": {"type": "string"}}, "properties": {"verdict": {"$ref": "#/$defs/v"}}}
     done = create(app, local, timeout=120)
+    assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+
+
+def test_a_pattern_that_backtracks_exponentially_fails_the_run_and_never_freezes_the_host(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The model's answer meets a client's `^(a|aa)+$`: with `re` the check ran for ages holding the GIL, the worker
+    frozen; now the run fails `invalid_structured_output` naming the pattern, and the host answers all along."""
+    evil = {"type": "object", "properties": {"verdict": {"type": "string", "pattern": "^(a|aa)+$"}}}
+    model.set_script(Script.of(json.dumps({"verdict": "a" * 80 + "!"})))
+    outcome: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: outcome.update(response=create(app, evil, timeout=120)), daemon=True)
+    worker.start()
+    for _ in range(5):
+        assert httpx.get(f"{app.host.base_url}/api/health", timeout=10, trust_env=False).status_code == 200
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+    body = outcome["response"].json()
+    assert outcome["response"].status_code == 200 and body["status"] == "failed", body
+    message = body["error"]["message"]
+    assert message.startswith("invalid_structured_output: ") and "^(a|aa)+$" in message, message
+    assert "cannot be checked" in message
+    model.set_script(Script.of(json.dumps({"verdict": "aaaa"})))  # the same schema checks a fitting answer
+    done = create(app, evil, timeout=120)
     assert done.status_code == 200 and done.json()["status"] == "completed", done.text
 
 

@@ -1,0 +1,160 @@
+"""A schema's patterns are matched in bounded time (`agent_runtime.schema_patterns`): a pattern that backtracks
+exponentially (ReDoS) on a hostile value is refused within the check's budget instead of pinning a CPU, in every
+keyword that matches patterns and every dialect; patterns that behave get jsonschema's own results and messages.
+
+Each hostile check runs in a child process with a deadline: before this, `re` matched `^(a|aa)+$` against 80 a's and
+a "!" for longer than the universe's age, and the test must fail rather than hang.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from jsonschema import validators
+
+from agent_runtime import schema_patterns
+from agent_runtime.json_schemas import SchemaRefusedError, best_error, check_schema, safe_validator, schema_errors_of
+from agent_runtime.mcp.tools import McpTool, McpToolSpec
+from agent_runtime.models.types import ResponseFormat
+from agent_runtime.overrides import OutputSchemaError, RunOverrides
+from agent_runtime.schema_patterns import PatternTimeoutError, match_budget, search
+from agent_runtime.tools import ToolArgumentsError
+
+EVIL = "^(a|aa)+$"
+HOSTILE = "a" * 80 + "!"
+DIALECTS = [
+    "http://json-schema.org/draft-04/schema#",
+    "http://json-schema.org/draft-07/schema#",
+    "https://json-schema.org/draft/2019-09/schema",
+    "https://json-schema.org/draft/2020-12/schema",
+]
+
+
+def finishes(check: Callable[[], Any], within: float = 30) -> Any:
+    """`check()`'s result, or the error it raised, from a child process that must end within `within` seconds. A
+    process, not a thread: `re` holds the GIL while it matches, so a runaway match would freeze this process (and
+    pytest's own timeout with it) instead of failing the test."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def run() -> None:
+        try:
+            send.send(("value", check()))
+        except Exception as error:  # handed to the test
+            send.send(("error", error))
+
+    child = context.Process(target=run, daemon=True)
+    child.start()
+    try:
+        if not receive.poll(within):
+            pytest.fail(f"the check did not end within {within} s: the pattern is matched without a bound")
+        kind, value = receive.recv()
+    finally:
+        child.kill()
+        child.join()
+    if kind == "error":
+        raise value
+    return value
+
+
+def hostile_cases() -> list[tuple[str, dict[str, Any], Any]]:
+    """(keyword, schema, value) where matching the evil pattern meets the hostile string."""
+    return [
+        ("pattern", {"type": "object", "properties": {"v": {"type": "string", "pattern": EVIL}}}, {"v": HOSTILE}),
+        ("patternProperties", {"type": "object", "patternProperties": {EVIL: {"type": "integer"}}}, {HOSTILE: 1}),
+        ("additionalProperties", {"type": "object", "patternProperties": {EVIL: {}}, "additionalProperties": False},
+         {HOSTILE: 1}),
+        ("propertyNames", {"type": "object", "propertyNames": {"pattern": EVIL}}, {HOSTILE: 1}),
+    ]
+
+
+def dialect_cases() -> list[Any]:
+    """Each hostile case in each dialect that has its keyword (draft 4 has no `propertyNames`)."""
+    return [
+        pytest.param(dialect, schema, value, id=f"{keyword}-{dialect.split('/')[-2]}")
+        for dialect in DIALECTS
+        for keyword, schema, value in hostile_cases()
+        if keyword in validators.validator_for({"$schema": dialect}).VALIDATORS
+    ]
+
+
+@pytest.mark.parametrize(("dialect", "schema", "value"), dialect_cases())
+def test_a_pattern_that_backtracks_exponentially_is_refused_not_matched_forever(
+    dialect: str, schema: dict[str, Any], value: Any
+) -> None:
+    validator = safe_validator({"$schema": dialect, **schema})
+    with pytest.raises(SchemaRefusedError, match=r"took longer than .* cannot be checked") as refused:
+        finishes(lambda: schema_errors_of(validator, value))
+    assert EVIL in str(refused.value)
+    with pytest.raises(SchemaRefusedError):
+        finishes(lambda: best_error(validator, value))
+
+
+def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many matches that each stay under the budget cannot add up past it: a clock on which each match takes 0.1 s
+    (the matches themselves are instant) lets a check of five strings reach its third."""
+    clock = iter(0.1 * step for step in range(1000))
+    monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    validator = safe_validator({"type": "array", "items": {"type": "string", "pattern": "^a+$"}})
+    with pytest.raises(SchemaRefusedError, match=r"took longer than 0.25 s"):
+        schema_errors_of(validator, ["aaa"] * 5)
+    assert search("a", "a") and not search("^b", "a")  # outside a check, each match has the budget alone
+    with match_budget(0), pytest.raises(PatternTimeoutError):
+        search("a", "a")  # nothing left: not even a trivial match starts
+
+
+def test_patterns_that_behave_get_jsonschemas_own_results_and_messages() -> None:
+    """The library's own validator is the oracle: the same errors, in the same words, at the same places."""
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "pattern": r"^[a-z]{3}-\d+$"}, "tags": {"type": "array"}},
+        "patternProperties": {r"^x-": {"type": "string"}, r"^n_\d$": {"type": "integer"}},
+        "additionalProperties": False,
+        "propertyNames": {"pattern": r"^[\w-]+$"},
+    }
+    values = [
+        {"id": "abc-12", "x-a": "s", "n_1": 2},
+        {"id": "ABC-12", "x-a": 3, "n_1": "two", "other": 1, "more": 2, "bad name": 0},
+        {"id": "abc-1", "single": True},
+    ]
+    own = validators.validator_for(schema)(schema)
+    ours = safe_validator(schema)
+    for value in values:
+        expected = sorted((list(e.absolute_path), e.validator, e.message) for e in own.iter_errors(value))
+        got = sorted((list(e.absolute_path), e.validator, e.message) for e in schema_errors_of(ours, value, limit=99))
+        assert got == expected, value
+    without_patterns = {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
+    [error] = schema_errors_of(safe_validator(without_patterns), {"a": 1, "b": 2})
+    assert error.message == "Additional properties are not allowed ('b' was unexpected)"
+
+
+def test_unevaluated_properties_with_pattern_properties_is_refused_up_front() -> None:
+    """jsonschema matches `patternProperties` for `unevaluatedProperties` deep in its helpers, with `re`."""
+    schema = {
+        "type": "object",
+        "$defs": {"ext": {"patternProperties": {"^x-": {"type": "string"}}}},
+        "allOf": [{"$ref": "#/$defs/ext"}],
+        "unevaluatedProperties": False,
+    }
+    with pytest.raises(SchemaRefusedError, match="unevaluatedProperties and patternProperties"):
+        check_schema(schema)
+    check_schema({**schema, "$defs": {"ext": {"properties": {"x-a": {"type": "string"}}}}})  # either alone is fine
+    check_schema({"type": "object", "patternProperties": {"^x-": {}}, "additionalProperties": False})
+    check_schema({"type": "object", "properties": {"unevaluatedProperties": {}, "patternProperties": {}}})  # names
+
+
+def test_a_run_s_output_format_and_an_mcp_tool_refuse_the_hostile_value_in_bounded_time() -> None:
+    schema = {"type": "object", "properties": {"verdict": {"type": "string", "pattern": EVIL}}, "required": ["verdict"]}
+    overrides = RunOverrides(response_format=ResponseFormat.from_json_schema(schema))
+    with pytest.raises(OutputSchemaError, match="cannot be checked against the schema"):
+        finishes(lambda: overrides.parse_output(None, f'{{"verdict": "{HOSTILE}"}}'))  # type: ignore[arg-type]
+    assert overrides.parse_output(None, '{"verdict": "aaa"}') == {"verdict": "aaa"}  # type: ignore[arg-type]
+
+    tool = McpTool(McpToolSpec(server="s", remote_name="judge", name="s_judge", input_schema=schema), None)
+    with pytest.raises(ToolArgumentsError, match="cannot check its arguments"):
+        finishes(lambda: tool.validate_arguments({"verdict": HOSTILE}))
+    assert tool.validate_arguments({"verdict": "aa"}).as_dict() == {"verdict": "aa"}  # type: ignore[attr-defined]
