@@ -72,3 +72,8 @@ reads_the_in_process_sink = pytest.mark.skipif(
     reason="reads the app's spans and metrics from this process's memory; through the real worker they are checked "
     "over OTLP (test_e2e_telemetry_crash.py, test_e2e_redaction.py)",
 )
+
+# Tests that watch the app's own code as it runs (a spy on one of its modules): the app must run in this process.
+watches_the_app_in_process = pytest.mark.skipif(
+    use_real_worker(REPO_ROOT, None), reason="spies on the app's modules; through the real worker they run elsewhere"
+)

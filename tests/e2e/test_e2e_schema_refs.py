@@ -21,6 +21,7 @@ import httpx
 import pytest
 import test_e2e_mcp
 from e2e_harness import InProcessApp, pending_ids
+from e2e_settings import watches_the_app_in_process
 from listeners import FETCHED_MARKER, RecordingServer, SilentServer
 from mcp_process import McpServerProcess
 
@@ -115,6 +116,37 @@ def test_a_pattern_that_backtracks_exponentially_fails_the_run_and_never_freezes
     model.set_script(Script.of(json.dumps({"verdict": "aaaa"})))  # the same schema checks a fitting answer
     done = create(app, evil, timeout=120)
     assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+
+
+async def _current_thread() -> threading.Thread:
+    return threading.current_thread()
+
+
+@watches_the_app_in_process
+def test_the_answers_schema_check_runs_off_the_event_loop(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking an answer against a client's schema is bounded work but not small (2,000,000 characters, the patterns'
+    budget): `finish_run` does it on a worker thread, and the host's loop serves meanwhile. A run without a format
+    builds its result on the loop (bookkeeping, not worth a thread hop)."""
+    finish = app.app_module("activities.finish")
+    loop_thread = app.host.run(_current_thread())
+    built_on: list[threading.Thread] = []
+    build = finish.build_run_result
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        built_on.append(threading.current_thread())
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(finish, "build_run_result", spy)
+    model.set_script(Script.of('{"verdict": "yes"}'))
+    checked = create(app, {"type": "object", "properties": {"verdict": {"type": "string", "pattern": "^y"}}})
+    assert checked.status_code == 200 and checked.json()["status"] == "completed", checked.text
+    model.set_script(Script.of("plain"))
+    plain = app.start(input="hi")
+    app.settle()
+    assert app.view(plain["run_id"])["status"] == "completed"
+    assert len(built_on) == 2 and built_on[0] is not loop_thread and built_on[1] is loop_thread, built_on
 
 
 def list_schemas(server: McpServerProcess, schemas: dict[str, Any]) -> None:
