@@ -7,9 +7,10 @@ when it is done, in any order (async activities of one worker interleave, as in 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+import dataclasses
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, TypeAdapter, field_serializer
 
 from devhost.http.conversion import HttpRequestData, HttpResponseData
 from devhost.invoke import ActivityOutcome
@@ -60,6 +61,12 @@ class OrchestratorDone(_Frame):
     type: Literal["orchestrator_done"] = "orchestrator_done"
     id: int
     output: OrchestratorOutput
+
+    @field_serializer("output", mode="wrap")
+    def _without_raw_actions(self, output: OrchestratorOutput, serialize: SerializerFunctionWrapHandler) -> Any:
+        """The SDK's action JSON serves only the next episode's parse in the same process (the worker parsed these);
+        sent along it would double the frame (and count against `MAX_FRAME_BYTES`) for nothing."""
+        return serialize(dataclasses.replace(output, raw_actions=[]))
 
 
 class EntityCall(_Frame):

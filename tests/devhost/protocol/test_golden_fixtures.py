@@ -20,6 +20,7 @@ from devhost.protocol.events import EventType
 from devhost.protocol.replay import ReplayContext, replay_episode
 from devhost.protocol.timefmt import parse_iso
 from devhost.protocol.trigger import orchestration_trigger_json
+from devhost.workers.messages import OrchestratorDone, encode_frame
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "durable-protocol"
 
@@ -189,3 +190,15 @@ def test_an_action_that_changed_in_place_is_parsed_again() -> None:
     broken["actions"][0].append({"actionType": 99})
     with pytest.raises(ValueError, match="unknown action"):
         OrchestratorOutput.from_state_json(json.dumps(broken), previous)
+
+
+def test_a_worker_process_sends_the_parsed_actions_without_their_json() -> None:
+    """The SDK's action JSON serves only the next episode's parse in the process that parsed it (devhost's worker
+    processes parse their own): the host reads the same output from the frame, which no longer carries it twice."""
+    last = episodes("chaining")[-1]
+    output = OrchestratorOutput.from_state_json(json.dumps(last["response"]))
+    assert output.raw_actions
+    frame = encode_frame(OrchestratorDone(id=7, output=output))
+    received = OrchestratorDone.model_validate_json(frame[4:]).output
+    assert received == output and received.action_groups == output.action_groups
+    assert received.raw_actions == [] and b"functionName" not in frame  # the raw JSON's key; the parsed one's differs
