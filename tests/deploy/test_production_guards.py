@@ -7,10 +7,10 @@ what running there looks like to the app. The app runs on devhost with the real 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from app_services import drop_shared_services, stop_app_host
 
 from agent_runs.deployment import DeploymentConfigurationError, DeploymentSettings, assess, durable_backend
 from agent_runs.services import RunServices
@@ -143,6 +143,7 @@ def test_the_durable_engine_says_whether_devhost_stands_in_for_the_backend(envir
 
 
 def _start(env: dict[str, str]) -> InProcessHost:
+    drop_shared_services()  # this app builds its own, under `env` (`app_services`)
     return InProcessHost(REPO_ROOT, clock="virtual", env={"SESSION_STORE_PATH": ":memory:", **env}).start()
 
 
@@ -164,10 +165,7 @@ def test_health_reports_the_deployment_and_its_warnings(environment) -> None:
         try:
             health = host.client.get("/api/health").json()
         finally:
-            try:
-                sys.modules["agent_runs.services"].RunServices.reset()  # the app's services, as the host imported them
-            finally:
-                host.stop()
+            stop_app_host(host)
     finally:
         server.stop()
     assert health["on_azure"] is True and health["store"] == "sqlite" and health["model_provider"] == "scripted"

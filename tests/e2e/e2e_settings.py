@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from app_services import drop_shared_services
 from e2e_harness import InProcessApp
 
 from devhost.host import use_real_worker
@@ -30,15 +30,6 @@ def app_settings(model_url: str, **extra: str) -> dict[str, str]:
     }
 
 
-def _drop_shared_services() -> None:
-    """Drop the process-wide `RunServices` where this process imported the app's packages before any host did (unit
-    tests do): a host then shares those modules instead of importing its own, and its services would be whatever the
-    last app (or a request reaching it while it stopped) built, under that app's settings."""
-    shared = sys.modules.get("agent_runs.services")
-    if shared is not None:
-        shared.RunServices.reset()
-
-
 @contextmanager
 def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessApp]:
     """Start the app on devhost with `env` as its settings; at exit let it settle, close its services (store,
@@ -50,7 +41,7 @@ def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessAp
     with tempfile.TemporaryDirectory(prefix="e2e-store-") as folder:
         if env.get("SESSION_STORE_PATH") == ":memory:" and use_real_worker(REPO_ROOT, None):
             env = {**env, "SESSION_STORE_PATH": str(Path(folder) / "sessions.sqlite3")}
-        _drop_shared_services()  # this app builds its own, under `env`
+        drop_shared_services()  # this app builds its own, under `env` (`app_services`)
         host = InProcessHost(REPO_ROOT, clock="virtual", env=env).start()
         app = InProcessApp(host, store_backend)
         try:
@@ -61,7 +52,7 @@ def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessAp
                 app.services().reset()
             finally:
                 host.stop()
-                _drop_shared_services()  # built by a request that reached the app between the reset and the stop
+                drop_shared_services()  # built by a request that reached the app between the reset and the stop
 
 
 # Tests that read what the app recorded from this process's in-memory OpenTelemetry sink (`telemetry.testing`): the

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
+
+from app_services import stop_app_host
 
 from scripted_model.script import Match, Reply, Rule, Script, ScriptedToolCall
 
@@ -62,9 +63,4 @@ def standard_script(*, review: dict[str, Any] = REVIEW_REVISE, resolved_after: i
 def stop_host(app: Any) -> None:
     """Close the services the host's modules built (their store thread), then stop the host - even when closing
     fails, so the host always restores the environment it changed (a leaked WORKFLOWS_PACKAGE breaks later hosts)."""
-    try:
-        services = sys.modules.get("agent_runs.services")
-        if services is not None:
-            services.RunServices.reset()
-    finally:
-        app.stop()
+    stop_app_host(app)

@@ -1,0 +1,36 @@
+"""The app's process-wide `RunServices` across the hosts one test process starts.
+
+A host forgets the app modules it imported when it stops, so the next host imports its own under its own settings.
+But where this process imported the app's packages before any host did (unit tests do, and test modules that import
+`agent_runs`), every host shares those modules and their one `RunServices`: the next app would use whatever the last
+one built, or a request that reached it while it stopped, under that app's settings (CI saw a page offer the local
+principal picker "on Azure"). Each app host therefore starts and ends with none.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Protocol
+
+
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+def drop_shared_services() -> None:
+    """Close and drop the services of the app modules this process shares with its hosts (if it imported them)."""
+    shared = sys.modules.get("agent_runs.services")
+    if shared is not None:
+        shared.RunServices.reset()
+
+
+def stop_app_host(host: _Stoppable) -> None:
+    """Close the app's services (their store thread), stop the host even when closing fails (it restores the
+    environment it changed), then drop what a request built between the two."""
+    try:
+        drop_shared_services()
+    finally:
+        try:
+            host.stop()
+        finally:
+            drop_shared_services()
