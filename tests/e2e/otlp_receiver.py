@@ -1,5 +1,6 @@
-"""A minimal OTLP/HTTP trace receiver on loopback: what a collector would receive from the app's OTLP exporter
-(protobuf `ExportTraceServiceRequest` POSTed to `/v1/traces`), decoded with the official OTLP protobuf classes."""
+"""A minimal OTLP/HTTP receiver on loopback: what a collector would receive from the app's OTLP exporters (protobuf
+`ExportTraceServiceRequest` POSTed to `/v1/traces`, `ExportMetricsServiceRequest` to `/v1/metrics`), decoded with the
+official OTLP protobuf classes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -32,6 +37,17 @@ class ReceivedSpan:
     attributes: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReceivedPoint:
+    """One data point of a sum (a counter), as exported: cumulative since `start_ns` in the process that sent it."""
+
+    metric: str
+    start_ns: int
+    time_ns: int
+    value: float
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
 def _value(any_value: Any) -> Any:
     kind = any_value.WhichOneof("value")
     if kind == "array_value":
@@ -42,6 +58,7 @@ def _value(any_value: Any) -> Any:
 class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.points: list[ReceivedPoint] = []
         self.raw: list[tuple[str, bytes]] = []  # every export as received: (path, protobuf body)
         self._changed = threading.Condition()
         receiver = self
@@ -54,8 +71,11 @@ class OtlpReceiver:
                 if self.path == "/v1/traces":
                     receiver._receive(ExportTraceServiceRequest.FromString(body))
                     payload = ExportTraceServiceResponse().SerializeToString()
+                elif self.path == "/v1/metrics":
+                    receiver._receive_metrics(ExportMetricsServiceRequest.FromString(body))
+                    payload = ExportMetricsServiceResponse().SerializeToString()
                 else:
-                    payload = b""  # metrics/logs: accepted, ignored
+                    payload = b""  # logs: accepted, ignored
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", str(len(payload)))
@@ -99,6 +119,47 @@ class OtlpReceiver:
         with self._changed:
             self.spans.extend(received)
             self._changed.notify_all()
+
+    def _receive_metrics(self, request: ExportMetricsServiceRequest) -> None:
+        received = [
+            ReceivedPoint(
+                metric=metric.name,
+                start_ns=point.start_time_unix_nano,
+                time_ns=point.time_unix_nano,
+                value=point.as_double if point.HasField("as_double") else float(point.as_int),
+                attributes={kv.key: _value(kv.value) for kv in point.attributes},
+            )
+            for resource_metrics in request.resource_metrics
+            for scope_metrics in resource_metrics.scope_metrics
+            for metric in scope_metrics.metrics
+            if metric.WhichOneof("data") == "sum"
+            for point in metric.sum.data_points
+        ]
+        with self._changed:
+            self.points.extend(received)
+            self._changed.notify_all()
+
+    def total(self, metric: str, **attributes: Any) -> float:
+        """A counter's total over the points with these attributes: each process exports its cumulative sums again
+        and again, so the latest point of each series (its start time and attributes) counts, once."""
+        latest: dict[tuple[int, str], ReceivedPoint] = {}
+        for point in self.points:
+            if point.metric == metric and attributes.items() <= point.attributes.items():
+                key = (point.start_ns, repr(sorted(point.attributes.items())))
+                if key not in latest or point.time_ns >= latest[key].time_ns:
+                    latest[key] = point
+        return sum(point.value for point in latest.values())
+
+    def wait_for_total(self, metric: str, expected: float, timeout: float, **attributes: Any) -> float:
+        """Block until the counter's total (see `total`) is `expected` (bounded by `timeout`); returns the total."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while abs((found := self.total(metric, **attributes)) - expected) > 1e-9:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return found
+                self._changed.wait(left)
+            return found
 
     def of_scope(self, scope: str | None) -> list[ReceivedSpan]:
         """The spans of tracer `scope` and of the tracers named under it (`scope.*`); all spans for None."""

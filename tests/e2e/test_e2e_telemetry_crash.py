@@ -4,7 +4,9 @@ waits for the approval and again while its last model call is in flight, and res
 exactly one `invoke_agent`, three `chat`, two `execute_tool` and one `await_approval` span, all in one trace under
 the run span (the restarted host replays the orchestration without emitting anything again).
 
-And `OTEL_TRACES_EXPORTER=console` prints the run's spans to the host's output."""
+A priced run's cost reaches the receiver as the `agent_run.cost` counter (the in-process sink's check, made where the
+real worker runs the app: `test_e2e_spend.py`). And `OTEL_TRACES_EXPORTER=console` prints the run's spans to the
+host's output."""
 
 from __future__ import annotations
 
@@ -117,6 +119,31 @@ def test_worker_processes_configure_themselves_and_share_the_trace(
         "execute_tool lookup", "execute_tool lookup", "invoke_agent helper",
     ]
     assert len({s.trace_id for s in spans}) == 1
+
+
+def test_the_cost_metric_reaches_the_collector(
+    tmp_path: Path, model: ScriptedModelServer, receiver: OtlpReceiver
+) -> None:
+    """A priced run's cost as a collector receives it from the processes that ran its model calls (the worker's own
+    in the real-worker run), by agent and model: the same figure as the run's usage."""
+    usage = {"prompt_tokens": 100, "completion_tokens": 10}
+    model.set_script(Script.of(Reply(text="Hi.", usage=usage)))
+    host = child_host(
+        tmp_path, model,
+        MODEL_PRICES=json.dumps({"scripted-model": {"input": 1000, "output": 2000}}),  # per 1M: 0.1 + 0.02
+        OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_METRIC_EXPORT_INTERVAL="100",
+    )
+    host.start()
+    try:
+        api = AppClient(host.client)
+        view = api.wait_for(api.start(input="Say hi")["run_id"], FINAL)
+        wanted = {"gen_ai.agent.name": "helper", "gen_ai.request.model": "scripted-model"}
+        cost = receiver.wait_for_total("agent_run.cost", 0.12, PROGRESS_TIMEOUT_S, **wanted)
+    finally:
+        host.close()
+    assert view["status"] == "completed" and view["usage"]["cost"] == pytest.approx(0.12)
+    assert cost == pytest.approx(0.12), receiver.points
 
 
 def test_the_console_exporter_prints_the_runs_spans(tmp_path: Path, model: ScriptedModelServer) -> None:
