@@ -25,7 +25,7 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-from .schema_patterns import BOUNDED_KEYWORDS, PatternError, match_budget
+from .schema_patterns import BOUNDED_KEYWORDS, PatternError, check_pattern, match_budget
 
 MAX_SCHEMA_CHARS = 64_000
 """A schema's size as compact JSON (tool and output schemas are a few KB; OpenAI caps them well below this)."""
@@ -124,9 +124,9 @@ def _checking() -> Iterator[None]:
 
 
 def _check_shape(schema: dict[str, Any]) -> None:
-    """Depth limit, local references only, and no `unevaluatedProperties` with `patternProperties` (jsonschema
-    matches those patterns itself, with `re`: see `schema_patterns`), walked without recursion (the schema may be
-    hostile)."""
+    """Depth limit, local references only, patterns that compile in bounded time, and no `unevaluatedProperties` with
+    `patternProperties` (jsonschema matches those patterns itself, with `re`: see `schema_patterns`), walked without
+    recursion (the schema may be hostile)."""
     stack: list[tuple[Any, int, str, bool]] = [(schema, 1, "#", False)]
     unevaluated = patterned = False
     while stack:
@@ -134,6 +134,7 @@ def _check_shape(schema: dict[str, Any]) -> None:
         if depth > MAX_SCHEMA_DEPTH:
             raise SchemaRefusedError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels (at {where[:200]})")
         if isinstance(node, dict) and not data:
+            _check_patterns(node, where)
             unevaluated = unevaluated or "unevaluatedProperties" in node
             patterned = patterned or bool(node.get("patternProperties"))
             if unevaluated and patterned:
@@ -156,6 +157,17 @@ def _check_shape(schema: dict[str, Any]) -> None:
             for index, value in enumerate(node):
                 if isinstance(value, dict | list):
                     stack.append((value, depth + 1, f"{where}/{index}", data))
+
+
+def _check_patterns(node: dict[str, Any], where: str) -> None:
+    patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+    if isinstance(node.get("patternProperties"), dict):
+        patterns += [key for key in node["patternProperties"] if isinstance(key, str)]
+    for pattern in patterns:
+        try:
+            check_pattern(pattern)
+        except PatternError as error:
+            raise SchemaRefusedError(f"{error} (at {where[:200]})") from error
 
 
 __all__ = [

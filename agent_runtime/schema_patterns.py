@@ -15,10 +15,16 @@ helpers); `json_schemas.check_schema` refuses a schema that uses both rather tha
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+
+# Python's own parser of `re` syntax (what `re.compile`, and so jsonschema's check of a schema's patterns, runs): the
+# only reader of a pattern's structure that needs no compile. Private, but the same module in 3.11-3.13.
+from re import _constants as sre_constants  # type: ignore[attr-defined]
+from re import _parser as sre_parser  # type: ignore[attr-defined]
 from typing import Any
 
 import regex
@@ -27,6 +33,12 @@ from jsonschema.exceptions import ValidationError
 MATCH_BUDGET_SECONDS = 0.25
 """The matching time one check may spend on all its patterns (a legitimate pattern matches a 2 MB answer in
 milliseconds)."""
+
+MAX_PATTERN_EXPANSION = 100_000
+"""How far a pattern's fixed repetitions may multiply out: `regex` spells them out when it compiles (no timeout
+applies there), so `(?:(?:a{1000}){1000}){10}` took 14 s to compile; `a{65535}` takes 40 ms."""
+
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
 
 _budget_ends: ContextVar[float | None] = ContextVar("schema_pattern_budget_ends", default=None)
 
@@ -49,8 +61,46 @@ def match_budget(seconds: float = MATCH_BUDGET_SECONDS) -> Iterator[None]:
         _budget_ends.reset(token)
 
 
+def check_pattern(pattern: str) -> None:
+    """Raise `PatternError` unless `pattern` parses and its repetitions stay within `MAX_PATTERN_EXPANSION`."""
+    try:
+        parsed = sre_parser.parse(pattern)
+    except (re.error, TypeError, RecursionError, OverflowError) as error:
+        raise PatternError(f"the pattern {pattern[:200]!r} cannot be used: {error}") from None
+    if _expansion(parsed) > MAX_PATTERN_EXPANSION:
+        raise PatternError(
+            f"the pattern {pattern[:200]!r} repeats too much: its fixed repetitions multiply out to more than"
+            f" {MAX_PATTERN_EXPANSION:,} characters"
+        )
+
+
+def _expansion(parsed: Any) -> int:
+    """An upper bound of the characters a pattern's required repetitions spell out (alternatives summed, not the
+    longest: the bound only needs to be safe), stopping as soon as it passes the limit."""
+    total = 0
+    for op, argument in parsed:
+        if op in _REPEATS:
+            least, _, inner = argument
+            total += max(least, 1) * _expansion(inner)
+        else:
+            total += 1 + sum(_expansion(sub) for sub in _subpatterns(argument))
+        if total > MAX_PATTERN_EXPANSION:
+            return total
+    return total
+
+
+def _subpatterns(argument: Any) -> Iterator[Any]:
+    """The parsed sub-patterns inside an item's argument (groups, alternatives, lookarounds, conditionals)."""
+    if isinstance(argument, sre_parser.SubPattern):
+        yield argument
+    elif isinstance(argument, tuple | list):
+        for part in argument:
+            yield from _subpatterns(part)
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> regex.Pattern[str]:
+    check_pattern(pattern)
     try:
         return regex.compile(pattern)
     except (regex.error, TypeError) as error:  # check_schema compiled it with `re`: a rare difference of syntax
@@ -132,8 +182,10 @@ BOUNDED_KEYWORDS = {
 __all__ = [
     "BOUNDED_KEYWORDS",
     "MATCH_BUDGET_SECONDS",
+    "MAX_PATTERN_EXPANSION",
     "PatternError",
     "PatternTimeoutError",
+    "check_pattern",
     "match_budget",
     "search",
 ]

@@ -21,7 +21,7 @@ from agent_runtime.json_schemas import SchemaRefusedError, best_error, check_sch
 from agent_runtime.mcp.tools import McpTool, McpToolSpec
 from agent_runtime.models.types import ResponseFormat
 from agent_runtime.overrides import OutputSchemaError, RunOverrides
-from agent_runtime.schema_patterns import PatternTimeoutError, match_budget, search
+from agent_runtime.schema_patterns import PatternError, PatternTimeoutError, match_budget, search
 from agent_runtime.tools import ToolArgumentsError
 
 EVIL = "^(a|aa)+$"
@@ -105,6 +105,22 @@ def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPat
     assert search("a", "a") and not search("^b", "a")  # outside a check, each match has the budget alone
     with match_budget(0), pytest.raises(PatternTimeoutError):
         search("a", "a")  # nothing left: not even a trivial match starts
+
+
+def test_a_pattern_whose_repetitions_multiply_out_is_refused_before_it_is_compiled() -> None:
+    """`regex` spells fixed repetitions out when it compiles, where no timeout applies: `(?:(?:a{1000}){1000}){10}`
+    took 14 s. Such a pattern is refused where the schema is checked, naming where, and before any compile."""
+    huge = "(?:(?:a{1000}){1000}){10}"
+    with pytest.raises(SchemaRefusedError, match=r"repeats too much.* \(at #/properties/v\)"):
+        check_schema({"type": "object", "properties": {"v": {"type": "string", "pattern": huge}}})
+    with pytest.raises(SchemaRefusedError, match="repeats too much"):
+        check_schema({"type": "object", "patternProperties": {f"^x{huge}": {}}})
+    with pytest.raises(PatternError, match="repeats too much"):
+        finishes(lambda: search(huge, "a"), within=5)  # a validator built before this rule: refused, not compiled
+    uuid = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    for fine in ("a{65535}", uuid, "(?:ab{1000}){99}", EVIL, r"x(?=y)(?P<n>a)(?(n)b|c)"):
+        check_schema({"type": "string", "pattern": fine})
+    assert search(uuid, "0f8fad5b-d9cb-469f-a165-70867728950e")
 
 
 def test_patterns_that_behave_get_jsonschemas_own_results_and_messages() -> None:
