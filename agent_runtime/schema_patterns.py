@@ -34,9 +34,12 @@ MATCH_BUDGET_SECONDS = 0.25
 """The matching time one check may spend on all its patterns (a legitimate pattern matches a 2 MB answer in
 milliseconds)."""
 
-MAX_PATTERN_EXPANSION = 100_000
-"""How far a pattern's fixed repetitions may multiply out: `regex` spells them out when it compiles (no timeout
-applies there), so `(?:(?:a{1000}){1000}){10}` took 14 s to compile; `a{65535}` takes 40 ms."""
+MAX_PATTERN_EXPANSION = 10_000
+"""How far a pattern's fixed repetitions may multiply out: `regex` spells them out when it compiles, where no timeout
+applies, at about 130 bytes and 5 µs a character (`(?:(?:a{1000}){1000}){10}` took 14 s; `a{10000}` takes 50 ms and
+1.3 MB, `^[0-9a-f]{8}-[0-9a-f]{4}-...` nothing to speak of). With `_COMPILED_KEPT`, this bounds the cache at ~45 MB."""
+
+_COMPILED_KEPT = 32  # compiled patterns kept (a schema has a few; the output formats of runs come and go)
 
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
 
@@ -98,7 +101,7 @@ def _subpatterns(argument: Any) -> Iterator[Any]:
             yield from _subpatterns(part)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=_COMPILED_KEPT)
 def _compiled(pattern: str) -> regex.Pattern[str]:
     check_pattern(pattern)
     try:
@@ -110,12 +113,15 @@ def _compiled(pattern: str) -> regex.Pattern[str]:
 def search(pattern: str, text: str) -> bool:
     """`re.search(pattern, text) is not None`, within the budget (`PatternTimeoutError` past it)."""
     ends = _budget_ends.get()
+    if ends is not None and ends <= time.monotonic():
+        raise _timed_out(pattern)
+    compiled = _compiled(pattern)  # bounded by MAX_PATTERN_EXPANSION, and its time counts against the budget
     remaining = MATCH_BUDGET_SECONDS if ends is None else ends - time.monotonic()
     if remaining <= 0:
         raise _timed_out(pattern)
     try:
         # concurrent: the match releases the GIL, so a slow one does not stall the process's other threads
-        return _compiled(pattern).search(text, timeout=remaining, concurrent=True) is not None
+        return compiled.search(text, timeout=remaining, concurrent=True) is not None
     except TimeoutError:
         raise _timed_out(pattern) from None
 

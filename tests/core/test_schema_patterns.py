@@ -95,8 +95,8 @@ def test_a_pattern_that_backtracks_exponentially_is_refused_not_matched_forever(
 
 
 def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many matches that each stay under the budget cannot add up past it: a clock on which each match takes 0.1 s
-    (the matches themselves are instant) lets a check of five strings reach its third."""
+    """Many matches that each stay under the budget cannot add up past it: on a clock that moves 0.1 s at each
+    reading (the matches themselves are instant), a check of five strings runs out at its second."""
     clock = iter(0.1 * step for step in range(1000))
     monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     validator = safe_validator({"type": "array", "items": {"type": "string", "pattern": "^a+$"}})
@@ -118,7 +118,7 @@ def test_a_pattern_whose_repetitions_multiply_out_is_refused_before_it_is_compil
     with pytest.raises(PatternError, match="repeats too much"):
         finishes(lambda: search(huge, "a"), within=5)  # a validator built before this rule: refused, not compiled
     uuid = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-    for fine in ("a{65535}", uuid, "(?:ab{1000}){99}", EVIL, r"x(?=y)(?P<n>a)(?(n)b|c)"):
+    for fine in ("a{10000}", uuid, "(?:ab{100}){99}", EVIL, r"x(?=y)(?P<n>a)(?(n)b|c)"):
         check_schema({"type": "string", "pattern": fine})
     assert search(uuid, "0f8fad5b-d9cb-469f-a165-70867728950e")
 
