@@ -7,8 +7,9 @@ So every validator in the app comes from `safe_validator`: its registry holds on
 `retrieve` refuses, so only references inside the schema itself resolve. `check_schema` refuses up front (with the
 reference at fault) what could not be validated that way, and schemas too large or too deep to be worth checking.
 
-A schema's patterns are matched in bounded time (`schema_patterns`: Python's `re` can take exponential time on a
-hostile pattern), within one budget per check; a check that runs out raises `SchemaRefusedError`.
+A check runs in bounded time: under a deadline set by the value's size (`schema_costs`: a small schema can make
+jsonschema's work exponential), with its patterns matched within a budget of their own (`schema_patterns`: Python's
+`re` can take exponential time on a hostile pattern); a check that runs out raises `SchemaRefusedError`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jsonschema.protocols import Validator
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from .schema_costs import BRANCHING_KEYWORDS, CheckTooCostlyError, check_deadline, unique_items, within_deadline
 from .schema_patterns import BOUNDED_KEYWORDS, PatternError, check_pattern, match_budget
 
 MAX_SCHEMA_CHARS = 64_000
@@ -87,15 +89,24 @@ def safe_validator(schema: dict[str, Any]) -> Validator:
 
 @functools.cache
 def _bounded(cls: type[Validator]) -> type[Validator]:
-    """The dialect's validator class, its pattern keywords matching in bounded time (`schema_patterns`)."""
-    return validators.extend(cls, {k: v for k, v in BOUNDED_KEYWORDS.items() if k in cls.VALIDATORS})
+    """The dialect's validator class with the keywords that branch or jump under the check's deadline, its pattern
+    keywords matching in bounded time (`schema_patterns`) and `uniqueItems` in one pass (`schema_costs`)."""
+    keywords = {k: v for k, v in BOUNDED_KEYWORDS.items() if k in cls.VALIDATORS}
+    if "uniqueItems" in cls.VALIDATORS:
+        keywords["uniqueItems"] = unique_items
+    for name in BRANCHING_KEYWORDS & cls.VALIDATORS.keys():
+        keywords[name] = within_deadline(cls.VALIDATORS[name])
+    return validators.extend(cls, keywords)
 
 
-def schema_errors_of(validator: Validator, instance: Any, limit: int = 10) -> list[schema_errors.ValidationError]:
+def schema_errors_of(
+    validator: Validator, instance: Any, limit: int = 10, value_chars: int | None = None
+) -> list[schema_errors.ValidationError]:
     """The first `limit` ways `instance` does not match (sorted by where), or `SchemaRefusedError` when the schema
-    needs a document it does not hold (never fetched) or its patterns take too long."""
+    needs a document it does not hold (never fetched) or costs too much to check. `value_chars`: the length of the
+    instance's JSON, if at hand (it sets the check's deadline)."""
     found = []
-    with _checking():
+    with _checking(instance, value_chars):
         for error in validator.iter_errors(instance):
             found.append(error)
             if len(found) >= limit:
@@ -103,23 +114,28 @@ def schema_errors_of(validator: Validator, instance: Any, limit: int = 10) -> li
     return sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
 
 
-def best_error(validator: Validator, instance: Any) -> schema_errors.ValidationError | None:
+def best_error(
+    validator: Validator, instance: Any, value_chars: int | None = None
+) -> schema_errors.ValidationError | None:
     """The most relevant way `instance` does not match (as `jsonschema.validate` reports it), or None."""
-    with _checking():
+    with _checking(instance, value_chars):
         return schema_errors.best_match(validator.iter_errors(instance))
 
 
 @contextmanager
-def _checking() -> Iterator[None]:
-    """One check of one value: its patterns share one time budget; what makes the schema unusable is refused."""
+def _checking(instance: Any, value_chars: int | None) -> Iterator[None]:
+    """One check of one value: a deadline by its size, one time budget for its patterns; what makes the schema
+    unusable is refused."""
+    if value_chars is None:
+        value_chars = len(json.dumps(instance, separators=(",", ":"), default=str))
     try:
-        with match_budget():
+        with check_deadline(value_chars), match_budget():
             yield
     except Unresolvable as error:
         raise SchemaRefusedError(f"the schema refers to {error.ref!r}, which is not inside it") from error
     except RecursionError as error:  # e.g. {"$ref": "#"}: references that loop without consuming the instance
         raise SchemaRefusedError("the schema's references loop; it cannot be checked") from error
-    except PatternError as error:
+    except (PatternError, CheckTooCostlyError) as error:
         raise SchemaRefusedError(str(error)) from error
 
 

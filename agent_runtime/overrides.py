@@ -79,7 +79,7 @@ class RunOverrides(BaseModel):
             raise OutputSchemaError("the answer is not a JSON object")
         if fmt.type == "json_schema" and fmt.json_schema is not None:
             try:  # never fetches: only references inside the schema resolve (`json_schemas`)
-                error = best_error(safe_validator(fmt.json_schema), value)
+                error = best_error(safe_validator(fmt.json_schema), value, value_chars=len(text))
             except SchemaRefusedError as refused:
                 raise OutputSchemaError(f"the answer cannot be checked against the schema: {refused}") from refused
             if error is not None:

@@ -31,8 +31,11 @@ import regex
 from jsonschema.exceptions import ValidationError
 
 MATCH_BUDGET_SECONDS = 0.25
-"""The matching time one check may spend on all its patterns (a legitimate pattern matches a 2 MB answer in
-milliseconds)."""
+"""The matching time one check may spend on all its patterns, plus `MATCH_ALLOWANCE_SECONDS` for each match (a
+legitimate pattern matches a 2 MB answer in milliseconds)."""
+MATCH_ALLOWANCE_SECONDS = 25e-6
+"""What each match adds to the budget: a short match takes about 5 µs (the timeout's set-up is most of it), so an
+answer of 250,000 short strings still checks; a hostile one gets at most its share more."""
 
 MAX_PATTERN_EXPANSION = 10_000
 """How far a pattern's fixed repetitions may multiply out: `regex` spells them out when it compiles, where no timeout
@@ -43,8 +46,6 @@ _COMPILED_KEPT = 32  # compiled patterns kept (a schema has a few; the output fo
 
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT)
 
-_budget_ends: ContextVar[float | None] = ContextVar("schema_pattern_budget_ends", default=None)
-
 
 class PatternError(ValueError):
     """A schema's pattern that cannot be used: it does not compile, or it ran out of the check's time."""
@@ -54,14 +55,26 @@ class PatternTimeoutError(PatternError):
     """The check's patterns took longer than its budget (`MATCH_BUDGET_SECONDS`)."""
 
 
+class _Budget:
+    """The matching time one check has left (only time spent matching and compiling counts, not the rest of the
+    check: a large answer may take a while to walk)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+
+_budget: ContextVar[_Budget | None] = ContextVar("schema_pattern_budget", default=None)
+
+
 @contextmanager
 def match_budget(seconds: float = MATCH_BUDGET_SECONDS) -> Iterator[None]:
-    """Every match inside shares `seconds` (one validation of one value); outside one, each match has them alone."""
-    token = _budget_ends.set(time.monotonic() + seconds)
+    """Every match inside shares `seconds` of matching, plus each match's allowance (one validation of one value);
+    outside one, each match has them alone."""
+    token = _budget.set(_Budget(seconds))
     try:
         yield
     finally:
-        _budget_ends.reset(token)
+        _budget.reset(token)
 
 
 def check_pattern(pattern: str) -> None:
@@ -112,23 +125,28 @@ def _compiled(pattern: str) -> regex.Pattern[str]:
 
 def search(pattern: str, text: str) -> bool:
     """`re.search(pattern, text) is not None`, within the budget (`PatternTimeoutError` past it)."""
-    ends = _budget_ends.get()
-    if ends is not None and ends <= time.monotonic():
+    budget = _budget.get() or _Budget(MATCH_BUDGET_SECONDS)
+    budget.left += MATCH_ALLOWANCE_SECONDS
+    if budget.left <= 0:
         raise _timed_out(pattern)
-    compiled = _compiled(pattern)  # bounded by MAX_PATTERN_EXPANSION, and its time counts against the budget
-    remaining = MATCH_BUDGET_SECONDS if ends is None else ends - time.monotonic()
-    if remaining <= 0:
-        raise _timed_out(pattern)
+    started = time.monotonic()
     try:
-        # concurrent: the match releases the GIL, so a slow one does not stall the process's other threads
-        return compiled.search(text, timeout=remaining, concurrent=True) is not None
+        compiled = _compiled(pattern)  # bounded by MAX_PATTERN_EXPANSION; its time counts against the budget
+        left = budget.left - (time.monotonic() - started)
+        if left <= 0:
+            raise _timed_out(pattern)
+        # concurrent: a long match releases the GIL, so it does not stall the process's other threads
+        return compiled.search(text, timeout=left, concurrent=len(text) > 4096) is not None
     except TimeoutError:
         raise _timed_out(pattern) from None
+    finally:
+        budget.left -= time.monotonic() - started
 
 
 def _timed_out(pattern: str) -> PatternTimeoutError:
     return PatternTimeoutError(
-        f"matching the pattern {pattern[:200]!r} took longer than {MATCH_BUDGET_SECONDS} s (a pattern that backtracks"
+        f"matching the pattern {pattern[:200]!r} took longer than the check allows ({MATCH_BUDGET_SECONDS} s, plus"
+        f" {MATCH_ALLOWANCE_SECONDS * 1e6:.0f} µs a match; a pattern that backtracks"
         " exponentially on some strings, such as '^(a|aa)+$', cannot be checked)"
     )
 

@@ -93,7 +93,8 @@ class McpTool(Tool):
             raise ToolArgumentsError(f"Tool '{self.name}' cannot check its arguments: {self._refused}")
         if self._validator is not None:
             try:
-                problems = schema_errors_of(self._validator, parsed)
+                size = len(arguments) if isinstance(arguments, str) else None
+                problems = schema_errors_of(self._validator, parsed, value_chars=size)
             except SchemaRefusedError as error:
                 raise ToolArgumentsError(f"Tool '{self.name}' cannot check its arguments: {error}") from None
             if problems:
