@@ -39,6 +39,8 @@ MAX_INSTANCE_CHARS = 2_000_000
 _REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords whose values are data, not schemas: a "$ref" inside them is a value, not a reference.
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+# Keywords whose values map names (properties, definitions) or patterns to schemas: their keys are not keywords.
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
 class SchemaRefusedError(ValueError):
@@ -142,43 +144,47 @@ def _checking(instance: Any, value_chars: int | None) -> Iterator[None]:
 def _check_shape(schema: dict[str, Any]) -> None:
     """Depth limit, local references only, patterns that compile in bounded time, and no `unevaluatedProperties` with
     `patternProperties` (jsonschema matches those patterns itself, with `re`: see `schema_patterns`), walked without
-    recursion (the schema may be hostile)."""
-    stack: list[tuple[Any, int, str, bool]] = [(schema, 1, "#", False)]
+    recursion (the schema may be hostile). Data (`enum`, `const`, ...) and the names of name maps (`properties`,
+    `$defs`, ...) are not keywords: a property named `$ref` or `patternProperties` is just a name."""
+    stack: list[tuple[Any, int, str, bool, bool]] = [(schema, 1, "#", False, False)]
     unevaluated = patterned = False
     while stack:
-        node, depth, where, data = stack.pop()
+        node, depth, where, data, names = stack.pop()
         if depth > MAX_SCHEMA_DEPTH:
             raise SchemaRefusedError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels (at {where[:200]})")
-        if isinstance(node, dict) and not data:
-            _check_patterns(node, where)
-            unevaluated = unevaluated or "unevaluatedProperties" in node
-            patterned = patterned or bool(node.get("patternProperties"))
-            if unevaluated and patterned:
-                raise SchemaRefusedError(
-                    "the schema uses both unevaluatedProperties and patternProperties, which cannot be checked in"
-                    " bounded time here; use additionalProperties instead of unevaluatedProperties"
-                )
         if isinstance(node, dict):
-            for keyword in () if data else _REF_KEYWORDS:
-                ref = node.get(keyword)
-                if isinstance(ref, str) and not ref.startswith("#"):
+            is_schema = not (data or names)
+            if is_schema:
+                _check_keywords(node, where)
+                unevaluated = unevaluated or "unevaluatedProperties" in node
+                patterned = patterned or bool(node.get("patternProperties"))
+                if unevaluated and patterned:
                     raise SchemaRefusedError(
-                        f"{keyword} {ref[:200]!r} at {where[:200]} points outside the schema; only references inside"
-                        " it ('#/...') are allowed (nothing is fetched)"
+                        "the schema uses both unevaluatedProperties and patternProperties, which cannot be checked in"
+                        " bounded time here; use additionalProperties instead of unevaluatedProperties"
                     )
             for key, value in node.items():
                 if isinstance(value, dict | list):
-                    stack.append((value, depth + 1, f"{where}/{key}", data or key in _DATA_KEYWORDS))
+                    stack.append((value, depth + 1, f"{where}/{key}", data or key in _DATA_KEYWORDS,
+                                  is_schema and key in _NAME_MAPS))
         elif isinstance(node, list):
             for index, value in enumerate(node):
                 if isinstance(value, dict | list):
-                    stack.append((value, depth + 1, f"{where}/{index}", data))
+                    stack.append((value, depth + 1, f"{where}/{index}", data, False))
 
 
-def _check_patterns(node: dict[str, Any], where: str) -> None:
-    patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
-    if isinstance(node.get("patternProperties"), dict):
-        patterns += [key for key in node["patternProperties"] if isinstance(key, str)]
+def _check_keywords(schema: dict[str, Any], where: str) -> None:
+    """One (sub)schema's references point inside the schema, and its patterns compile in bounded time."""
+    for keyword in _REF_KEYWORDS:
+        ref = schema.get(keyword)
+        if isinstance(ref, str) and not ref.startswith("#"):
+            raise SchemaRefusedError(
+                f"{keyword} {ref[:200]!r} at {where[:200]} points outside the schema; only references inside"
+                " it ('#/...') are allowed (nothing is fetched)"
+            )
+    patterns = [schema["pattern"]] if isinstance(schema.get("pattern"), str) else []
+    if isinstance(schema.get("patternProperties"), dict):
+        patterns += [key for key in schema["patternProperties"] if isinstance(key, str)]
     for pattern in patterns:
         try:
             check_pattern(pattern)

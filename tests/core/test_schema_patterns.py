@@ -161,6 +161,20 @@ def test_unevaluated_properties_with_pattern_properties_is_refused_up_front() ->
     check_schema({**schema, "$defs": {"ext": {"properties": {"x-a": {"type": "string"}}}}})  # either alone is fine
     check_schema({"type": "object", "patternProperties": {"^x-": {}}, "additionalProperties": False})
     check_schema({"type": "object", "properties": {"unevaluatedProperties": {}, "patternProperties": {}}})  # names
+    # A schema describing schemas names its properties after keywords: names, not keywords, however they are filled.
+    about_schemas = {
+        "type": "object",
+        "properties": {
+            "patternProperties": {"type": "object", "additionalProperties": {"type": "object"}},
+            "unevaluatedProperties": {"type": "boolean"},
+            "$ref": {"type": "string"},
+        },
+        "$defs": {"pattern": {"type": "string"}},
+    }
+    check_schema(about_schemas)
+    assert schema_errors_of(safe_validator(about_schemas), {"$ref": "https://example.invalid/x"}) == []
+    with pytest.raises(SchemaRefusedError, match="unevaluatedProperties and patternProperties"):
+        check_schema({**about_schemas, "unevaluatedProperties": False, "patternProperties": {"^x-": {}}})
 
 
 def test_a_run_s_output_format_and_an_mcp_tool_refuse_the_hostile_value_in_bounded_time() -> None:
