@@ -10,7 +10,10 @@ principal picker "on Azure"). Each app host therefore starts and ends with none.
 from __future__ import annotations
 
 import sys
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
+
+from devhost.testing import InProcessHost
 
 
 class _Stoppable(Protocol):
@@ -22,6 +25,13 @@ def drop_shared_services() -> None:
     shared = sys.modules.get("agent_runs.services")
     if shared is not None:
         shared.RunServices.reset()
+
+
+def start_app_host(app_dir: Path, **options: Any) -> InProcessHost:
+    """The app on an in-process devhost (`options`: `InProcessHost`'s), building its own services under its own
+    settings; stop it with `stop_app_host`."""
+    drop_shared_services()
+    return InProcessHost(app_dir, **options).start()
 
 
 def stop_app_host(host: _Stoppable) -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from app_services import drop_shared_services, stop_app_host
+from app_services import start_app_host, stop_app_host
 
 from agent_runs.deployment import DeploymentConfigurationError, DeploymentSettings, assess, durable_backend
 from agent_runs.services import RunServices
@@ -143,8 +143,7 @@ def test_the_durable_engine_says_whether_devhost_stands_in_for_the_backend(envir
 
 
 def _start(env: dict[str, str]) -> InProcessHost:
-    drop_shared_services()  # this app builds its own, under `env` (`app_services`)
-    return InProcessHost(REPO_ROOT, clock="virtual", env={"SESSION_STORE_PATH": ":memory:", **env}).start()
+    return start_app_host(REPO_ROOT, clock="virtual", env={"SESSION_STORE_PATH": ":memory:", **env})
 
 
 def test_the_app_refuses_to_start_on_azure_without_a_store_and_a_model(environment) -> None:

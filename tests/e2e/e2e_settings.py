@@ -8,11 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from app_services import drop_shared_services
+from app_services import start_app_host, stop_app_host
 from e2e_harness import InProcessApp
 
 from devhost.host import use_real_worker
-from devhost.testing import InProcessHost
 
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parent.parent
@@ -41,18 +40,13 @@ def running_app(env: dict[str, str], store_backend: str) -> Iterator[InProcessAp
     with tempfile.TemporaryDirectory(prefix="e2e-store-") as folder:
         if env.get("SESSION_STORE_PATH") == ":memory:" and use_real_worker(REPO_ROOT, None):
             env = {**env, "SESSION_STORE_PATH": str(Path(folder) / "sessions.sqlite3")}
-        drop_shared_services()  # this app builds its own, under `env` (`app_services`)
-        host = InProcessHost(REPO_ROOT, clock="virtual", env=env).start()
+        host = start_app_host(REPO_ROOT, clock="virtual", env=env)
         app = InProcessApp(host, store_backend)
         try:
             yield app
             app.settle()  # let work a test left running finish before its store is closed under it
         finally:
-            try:
-                app.services().reset()
-            finally:
-                host.stop()
-                drop_shared_services()  # built by a request that reached the app between the reset and the stop
+            stop_app_host(host)
 
 
 # Tests that read what the app recorded from this process's in-memory OpenTelemetry sink (`telemetry.testing`): the

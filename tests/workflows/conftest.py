@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from app_services import drop_shared_services
+from app_services import start_app_host
 from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, standard_script, stop_host
 
 from devhost.testing import InProcessHost
@@ -41,9 +41,7 @@ def app_env(model: ScriptedModelServer, **extra: str) -> dict[str, str]:
 def host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
     if str(FIXTURES_DIR) not in sys.path:
         sys.path.insert(0, str(FIXTURES_DIR))
-    drop_shared_services()  # this app builds its own (`app_services`)
-    app = InProcessHost(REPO_ROOT, clock="virtual", env=app_env(model))
-    app.start()
+    app = start_app_host(REPO_ROOT, clock="virtual", env=app_env(model))
     try:
         yield app
     finally:
@@ -59,9 +57,7 @@ def cosmos_host(model: ScriptedModelServer, cosmos_account: tuple[str, str | Non
     database = f"wf-{uuid.uuid4().hex[:12]}"
     cosmos = {"COSMOS_ENDPOINT": endpoint, "COSMOS_DATABASE": database, **({"COSMOS_KEY": key} if key else {})}
     env = {k: v for k, v in app_env(model, **cosmos).items() if k != "SESSION_STORE_PATH"}
-    drop_shared_services()
-    app = InProcessHost(REPO_ROOT, clock="virtual", env=env)
-    app.start()
+    app = start_app_host(REPO_ROOT, clock="virtual", env=env)
     try:
         yield app
     finally:
