@@ -8,9 +8,11 @@ orchestration history.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import ParamSpec, TypeVar
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -54,6 +56,7 @@ from .spend import ModelPrices
 from .tools import (
     EffectLedger,
     EffectLedgerUnavailableError,
+    Tool,
     ToolArgumentsError,
     ToolContext,
     ToolReportedError,
@@ -63,6 +66,8 @@ from .tools import (
 logger = logging.getLogger(__name__)
 
 OnUpdate = Callable[[ChatResponseUpdate], Awaitable[None]]
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class StepError(RuntimeError):
@@ -178,9 +183,10 @@ async def call_model_step(
         )
         await log.append(stored)
         calls.extend(stored.function_calls)
+    # A terminating layer's answer ends the run: its calls (if any) are closed as not run, never executed.
+    tool_calls = [] if context.terminated else [await _summarise_call(agent, call) for call in calls]
     return ModelTurn(
-        # A terminating layer's answer ends the run: its calls (if any) are closed as not run, never executed.
-        tool_calls=[] if context.terminated else [_summarise_call(agent, call) for call in calls],
+        tool_calls=tool_calls,
         finish_reason=response.finish_reason,
         usage=usage,
         has_text=bool(response.text),
@@ -215,12 +221,12 @@ def _unique_call_ids(contents: list, seen: set[str], prefix: str) -> list:
     return unique
 
 
-def _summarise_call(agent: AgentDefinition, call: FunctionCallContent) -> ToolCallRef:
+async def _summarise_call(agent: AgentDefinition, call: FunctionCallContent) -> ToolCallRef:
     tool = agent.tool(call.name)
     if tool is None:
         return ToolCallRef(call_id=call.call_id, name=call.name, known=False)
     try:
-        arguments = tool.validate_arguments(call.arguments)
+        arguments = await _checking_arguments(tool, tool.validate_arguments, call.arguments)
     except ToolArgumentsError:
         # Invalid arguments never run: the tool step answers with the validation error, no approval is needed.
         return ToolCallRef(call_id=call.call_id, name=call.name)
@@ -230,6 +236,15 @@ def _summarise_call(agent: AgentDefinition, call: FunctionCallContent) -> ToolCa
         logger.exception("approval predicate of tool %r failed; asking for approval", tool.name)
         needs_approval = True  # a broken policy must not let a call through unreviewed
     return ToolCallRef(call_id=call.call_id, name=call.name, needs_approval=needs_approval)
+
+
+async def _checking_arguments(tool: Tool | None, check: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """`check(*args, **kwargs)`, which validates arguments of `tool`: on a worker thread when the tool's check may be
+    costly (`Tool.costly_argument_check`: an MCP server's schema, bounded but up to seconds, while this loop serves
+    every other run and request of the worker), inline otherwise (a pydantic check costs less than the thread hop)."""
+    if tool is not None and tool.costly_argument_check:
+        return await asyncio.to_thread(check, *args, **kwargs)
+    return check(*args, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------------- tools
@@ -300,7 +315,7 @@ async def _run_tool(
     if tool is None:
         return FunctionResultContent(call_id=call.call_id, error=f"Requested function '{call.name}' not found."), False
     try:
-        arguments = tool.validate_arguments(_approved_arguments(messages, call))
+        arguments = await _checking_arguments(tool, tool.validate_arguments, _approved_arguments(messages, call))
     except ToolArgumentsError as error:
         return FunctionResultContent(call_id=call.call_id, error=str(error)), False
     tool_context = ToolContext(
@@ -363,7 +378,8 @@ def decide_approval(
     agent: AgentDefinition, request: FunctionApprovalRequestContent, response: FunctionApprovalResponseContent
 ) -> ApprovalDecision:
     """Check a response against its request; edited arguments are validated against the tool schema
-    (`ToolArgumentsError` tells the approver what is wrong). Pure: an HTTP handler can call it before storing."""
+    (`ToolArgumentsError` tells the approver what is wrong). Pure: an HTTP handler can call it before storing. Sync:
+    an MCP tool's schema check may take a second or more, so callers on an event loop run it on a worker thread."""
     if response.id != request.id:
         raise UnknownApprovalError(f"response {response.id!r} does not answer request {request.id!r}")
     proposed, decided = request.function_call, response.function_call
@@ -409,7 +425,8 @@ async def record_approval_response_step(
     )
     if previous is not None and previous != response:
         raise ApprovalAlreadyDecidedError(f"approval request {response.id!r} was already decided")
-    decision = decide_approval(agent, request, response)
+    tool = agent.tool(request.function_call.name)  # decide_approval checks the (edited) arguments against its schema
+    decision = await _checking_arguments(tool, decide_approval, agent, request, response)
     if previous is not None:
         return decision  # the same decision delivered again: already stored, keep its audit fields
     await log.append(

@@ -89,6 +89,11 @@ class ToolTimeoutError(TimeoutError):
 class Tool:
     """A callable the model may call, with its schema, approval policy and timeout."""
 
+    costly_argument_check: bool = False
+    """Whether `validate_arguments` may take long enough to stall an event loop (a JSON Schema from outside, checked
+    under a deadline of a second or more: MCP tools): the steps then run it on a worker thread. A pydantic model's
+    check takes microseconds, less than the thread hop."""
+
     def __init__(
         self,
         func: Callable[..., Any],

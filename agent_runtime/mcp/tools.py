@@ -70,6 +70,9 @@ class McpTool(Tool):
             self._validator = _validator_for(spec.input_schema, spec.name)
         except SchemaRefusedError as error:
             self._validator, self._refused = None, str(error)
+        # The server's schema is checked under a deadline of up to seconds: off the event loop (`steps`). Without one
+        # (invalid or refused schema) the check is a JSON parse, as for a Python tool.
+        self.costly_argument_check = self._validator is not None
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, server={self.spec_record.server!r})"
