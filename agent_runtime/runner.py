@@ -136,7 +136,7 @@ class AgentRunner:
             raise ValueError(f"run {paused.run_id} is {paused.status}, not waiting for approval")
         loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
         before = len(await self.log.messages()) - len(paused.messages)
-        agent = self._bound(paused.mcp_tools)
+        agent = await self._bound(paused.mcp_tools)
         command: LoopCommand | None = None
         for response in decisions:
             decision = await record_approval_response_step(agent, self.log, paused.run_id, response)
@@ -153,7 +153,7 @@ class AgentRunner:
             raise ValueError(f"run {paused.run_id} is {paused.status}; only a paused run can be cancelled here")
         loop = AgentLoop(state=paused.loop_state.model_copy(deep=True))
         before = len(await self.log.messages()) - len(paused.messages)
-        agent = self._bound(paused.mcp_tools)
+        agent = await self._bound(paused.mcp_tools)
         return await self._drive(agent, loop, loop.send(Cancel(reason=reason)), paused.run_id, before)
 
     async def _discover(self, run_id: str) -> tuple[AgentDefinition, list[dict[str, Any]]]:
@@ -167,14 +167,16 @@ class AgentRunner:
         except (McpDiscoveryError, McpConfigurationError) as error:
             raise ToolDiscoveryError(str(error)) from error
         specs = [spec.model_dump(mode="json") for spec in discovered.tools]
-        return self._bound(specs), specs
+        return await self._bound(specs), specs
 
-    def _bound(self, mcp_tools: Sequence[dict[str, Any]]) -> AgentDefinition:
+    async def _bound(self, mcp_tools: Sequence[dict[str, Any]]) -> AgentDefinition:
         if not self.agent.mcp_servers:
             return self.agent
         from .mcp.tools import McpToolSpec
 
-        return self.agent.with_discovered_tools([McpToolSpec.model_validate(spec) for spec in mcp_tools])
+        # Off the loop: each tool's validator checks the server's schema first (`mcp.tools`), ~0.1 s for a large one.
+        specs = [McpToolSpec.model_validate(spec) for spec in mcp_tools]
+        return await asyncio.to_thread(self.agent.with_discovered_tools, specs)
 
     async def _drive(
         self, agent: AgentDefinition, loop: AgentLoop, command: LoopCommand, run_id: str, before: int

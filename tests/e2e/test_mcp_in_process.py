@@ -9,6 +9,7 @@ the test checks the bearer token reaches the server.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,6 +61,36 @@ async def test_discovery_and_a_call_over_http(
     [call] = mcp_server.calls("record")
     assert call["idempotency_key"] == idempotency_key("run-1", result.messages[1].function_calls[0].call_id)
     assert tool_messages(model) == ["recorded kiwi"]
+
+
+def spy_on_threads(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, seen: list[tuple[str, int]]) -> None:
+    """Record the thread each call of `module.name` runs in."""
+    real = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append((name, threading.get_ident()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+
+
+async def test_the_servers_schemas_are_checked_off_the_event_loop(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Discovery checks each listed schema and binding the run's tools builds a validator from it: about 0.1 s for a
+    large schema, up to 128 tools a run. Both run on worker threads, so the loop goes on serving every other run."""
+    from agent_runtime.mcp import discovery
+    from agent_runtime.mcp import tools as mcp_tools
+
+    seen: list[tuple[str, int]] = []
+    spy_on_threads(monkeypatch, discovery, "check_schema", seen)
+    spy_on_threads(monkeypatch, mcp_tools, "_validator_for", seen)
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["record"])])
+    model.set_script(Script.of(Reply.call("record", {"item": "kiwi"}), "Recorded."))
+    result = await AgentRunner(agent, client).run("record a kiwi")
+    assert result.status == "completed"
+    assert {name for name, _ in seen} == {"check_schema", "_validator_for"}
+    assert threading.get_ident() not in {thread for _, thread in seen}
 
 
 async def test_approval_rejected_edited_and_the_list_kept_across_resume(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -58,3 +59,26 @@ async def test_a_missing_run_is_an_error(store: SqliteSessionStore) -> None:
     agent = AgentDefinition(name="a", tools=[McpServer(name="files", url="https://files/mcp")])
     with pytest.raises(LookupError):
         await agent_for_run(store, agent, "missing")
+
+
+async def test_the_tools_are_bound_off_the_event_loop(
+    store: SqliteSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each tool's validator checks the server's schema first (about 0.1 s for a large one, up to 128 tools a run):
+    the binding runs on a worker thread, while the loop serves every other run and request of the worker."""
+    from agent_runtime.mcp import tools as mcp_tools
+
+    threads: list[int] = []
+    real = mcp_tools._validator_for
+
+    def spy(schema: dict, name: str) -> object:
+        threads.append(threading.get_ident())
+        return real(schema, name)
+
+    monkeypatch.setattr(mcp_tools, "_validator_for", spy)
+    agent = AgentDefinition(name="a", tools=[McpServer(name="files", url="https://files/mcp")])
+    await start_run(store, "r3")
+    await store.record_run_tools("r3", [SPEC, {**SPEC, "remote_name": "write", "name": "write"}])
+    bound = await agent_for_run(store, agent, "r3")
+    assert [t.name for t in bound.tools] == ["read", "write"]
+    assert len(threads) == 2 and threading.get_ident() not in threads
