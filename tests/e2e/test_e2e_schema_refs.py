@@ -149,6 +149,30 @@ def test_the_answers_schema_check_runs_off_the_event_loop(
     assert len(built_on) == 2 and built_on[0] is not loop_thread and built_on[1] is loop_thread, built_on
 
 
+@watches_the_app_in_process
+def test_a_requests_schema_is_checked_off_the_event_loop(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a client's output schema takes up to ~0.15 s (64,000 characters): `POST /v1/responses` parses and
+    checks its request on a worker thread, refused or not, and the host's loop serves meanwhile."""
+    requests = app.app_module("http_api.openai_responses.requests")
+    loop_thread = app.host.run(_current_thread())
+    checked_on: list[threading.Thread] = []
+    check = requests.check_output_schema
+
+    def spy(schema: dict[str, Any]) -> None:
+        checked_on.append(threading.current_thread())
+        check(schema)
+
+    monkeypatch.setattr(requests, "check_output_schema", spy)
+    model.set_script(Script.of('{"verdict": "yes"}'))
+    accepted = create(app, object_with("string", key="type"))
+    assert accepted.status_code == 200 and accepted.json()["status"] == "completed", accepted.text
+    refused = create(app, object_with("https://example.invalid/schema.json"))
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "text.format.schema", refused.text
+    assert len(checked_on) == 2 and loop_thread not in checked_on, checked_on
+
+
 def list_schemas(server: McpServerProcess, schemas: dict[str, Any]) -> None:
     (server.state / "schemas.json").write_text(json.dumps(schemas))
 
