@@ -35,6 +35,7 @@ from agent_runtime.json_schemas import SchemaRefusedError, best_error, safe_vali
 from agent_runtime.mcp import McpTool, McpToolSpec
 from bench.checks import expect
 from bench.report import command_line, median, publish, section, table
+from bench.workload.schemas import ROWS_SCHEMA, nested, rows
 
 EVIL_PATTERN = "^(a|aa)+$"
 HOSTILE_STRING = "a" * 80 + "!"
@@ -78,20 +79,7 @@ ANSWER: dict[str, Any] = {
 }
 
 # (b) a large legitimate answer: 40,000 rows, each name matched by a pattern through anyOf and a $ref.
-ROWS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"rows": {"type": "array", "items": {"$ref": "#/$defs/row"}}},
-    "$defs": {"row": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "name": {"anyOf": [{"type": "string", "pattern": "^[a-z ]+$"}, {"type": "null"}]},
-            "tags": {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
-        },
-        "required": ["id", "name"],
-    }},
-}
-ROWS: dict[str, Any] = {"rows": [{"id": index, "name": "name number", "tags": ["a", "b"]} for index in range(40_000)]}
+ROWS: dict[str, Any] = {"rows": rows(40_000)}
 
 # (c) an MCP tool's input schema and a model's arguments.
 TOOL_SCHEMA: dict[str, Any] = {
@@ -137,15 +125,6 @@ def plain_validator(schema: dict[str, Any]) -> Any:
     cls = validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
-
-
-def nested(combinator: str, depth: int = 40) -> dict[str, Any]:
-    """`depth` levels of `{combinator: [level below, level below]}` through `$defs`: 2^depth evaluations of a value."""
-    defs: dict[str, Any] = {"d0": {"type": "integer"}}
-    for level in range(1, depth):
-        below = {"$ref": f"#/$defs/d{level - 1}"}
-        defs[f"d{level}"] = {combinator: [below, dict(below)]}
-    return {"$defs": defs, "type": "object", "properties": {"x": {"$ref": f"#/$defs/d{depth - 1}"}}}
 
 
 def _per_call_ms(check: Callable[[], object], calls: int) -> float:

@@ -17,15 +17,8 @@ from test_schema_patterns import finishes
 
 from agent_runtime import schema_costs
 from agent_runtime.json_schemas import SchemaRefusedError, best_error, safe_validator, schema_errors_of
-
-
-def nested(combinator: str, depth: int = 40) -> dict[str, Any]:
-    """`depth` levels of `{combinator: [level below, level below]}` through `$defs`: 2^depth evaluations of a value."""
-    defs: dict[str, Any] = {"d0": {"type": "integer"}}
-    for level in range(1, depth):
-        below = {"$ref": f"#/$defs/d{level - 1}"}
-        defs[f"d{level}"] = {combinator: [below, dict(below)]}
-    return {"$defs": defs, "type": "object", "properties": {"x": {"$ref": f"#/$defs/d{depth - 1}"}}}
+from bench.workload.schemas import ROWS_SCHEMA, nested
+from bench.workload.schemas import rows as listed_rows
 
 
 @pytest.mark.parametrize(("combinator", "value"), [("anyOf", "not a number"), ("oneOf", 1), ("allOf", 1)])
@@ -76,20 +69,8 @@ def test_unique_items_is_one_pass_with_jsonschemas_own_results() -> None:
 
 
 def test_a_large_legitimate_answer_is_checked_as_before() -> None:
-    schema = {
-        "type": "object",
-        "properties": {"rows": {"type": "array", "items": {"$ref": "#/$defs/row"}}},
-        "$defs": {"row": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "integer"},
-                "name": {"anyOf": [{"type": "string", "pattern": "^[a-z ]+$"}, {"type": "null"}]},
-                "tags": {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
-            },
-            "required": ["id", "name"],
-        }},
-    }
-    rows = [{"id": index, "name": "name number", "tags": ["a", "b"]} for index in range(5_000)]
+    schema = ROWS_SCHEMA
+    rows = listed_rows(5_000)
     validator = safe_validator(schema)
     assert schema_errors_of(validator, {"rows": rows}) == []
     rows[42]["name"] = "Name"

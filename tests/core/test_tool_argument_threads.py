@@ -30,27 +30,13 @@ from agent_runtime.steps import (
     record_approval_response_step,
 )
 from agent_runtime.tools import Tool, tool
+from bench.workload.schemas import ROWS_SCHEMA, rows
 from scripted_model import Reply, Script
 from scripted_model.script import ScriptedToolCall
 
 RUN = "run-1"
 
-# The MCP server's schema of test_schema_costs.py's large answer: each row's name matched by a pattern.
-ROWS_SCHEMA = {
-    "type": "object",
-    "properties": {"rows": {"type": "array", "items": {"$ref": "#/$defs/row"}}},
-    "$defs": {"row": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "name": {"anyOf": [{"type": "string", "pattern": "^[a-z ]+$"}, {"type": "null"}]},
-            "tags": {"type": "array", "uniqueItems": True, "items": {"type": "string"}},
-        },
-        "required": ["id", "name"],
-    }},
-    "required": ["rows"],
-}
-ROWS = [{"id": index, "name": "name number", "tags": ["a", "b"]} for index in range(3_000)]  # ~0.15 s a check
+ROWS = rows(3_000)  # ~0.15 s a check of ROWS_SCHEMA
 
 
 @tool(approval="always")
