@@ -360,8 +360,10 @@ class RuntimeWorkerPool:
                 response = web.StreamResponse(status=upstream.status, headers=reply_headers)
                 await response.prepare(connection)
                 async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
+                    if not await _to_client(response, chunk):
+                        break  # the client left: leaving closes the upstream request, the function sees the disconnect
+                else:
+                    await _to_client(response, None)
         except (aiohttp.ClientError, WorkerLostError) as exc:
             invocation.cancel()
             raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
@@ -434,6 +436,19 @@ class RuntimeWorkerPool:
         self._listener.close()
         if self._acceptor.is_alive():
             await loop.run_in_executor(None, self._acceptor.join, 5.0)
+
+
+async def _to_client(response: web.StreamResponse, chunk: bytes | None) -> bool:
+    """Write a chunk of a proxied response (None: its end) to the client; False when the client has left. A client
+    leaving is not the function failing (its result is the worker's answer), as in-process (`streaming.send_live`)."""
+    try:
+        if chunk is None:
+            await response.write_eof()
+        else:
+            await response.write(chunk)
+    except ConnectionError:  # aiohttp's ClientConnectionResetError("Cannot write to closing transport") is one
+        return False
+    return True
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')

@@ -54,6 +54,16 @@ def read_until(events: Iterator[ServerSentEvent], stop: Callable[[ServerSentEven
     raise AssertionError(f"the stream ended before the expected event: {[e.event for e in seen]}")
 
 
+def read_lines_until(lines: Iterator[str], last: str) -> list[str]:
+    """The raw lines of a stream up to and including the first that equals `last` (`""`: the end of an event)."""
+    seen = []
+    for line in lines:
+        seen.append(line)
+        if line == last:
+            return seen
+    raise AssertionError(f"the stream ended before a line {last!r}: {seen}")
+
+
 def is_done(event: ServerSentEvent) -> bool:
     return event.event == "done"
 
@@ -293,17 +303,29 @@ def test_a_stream_ends_at_its_time_limit_and_the_client_resumes(
 
 
 def test_a_client_that_leaves_releases_the_watcher(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A client still connected keeps its run's watcher, also once the host has written to it again (pings); one that
+    leaves releases it.
+
+    The client reads one iterator of the response throughout. An iterator it drops half-read (`next(source.iter_sse())`
+    on a temporary) is finalized at once, and closing it closes the response and its connection: the client would
+    have left after the first event, and its watcher would go at the host's next write (a ping), not stay."""
     before = stream_app.live_streams()
     model.set_script(Script.of("Later."))
     model.hold_answers()
     run_id = stream_app.start(input="hi")["run_id"]
     wait_for_model_calls(model, 1)
-    with sse(stream_app, run_id) as source:
-        next(source.iter_sse())
-        assert stream_app.live_streams(since=before) == {"watchers": 1, "subscribers": 1}
-    # The client has gone while the run waits: the host notices, the stream's generator ends, the watcher stops.
-    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-    while stream_app.live_streams(since=before)["watchers"] > 0:
-        assert time.monotonic() < deadline, "the watcher outlived its only stream"
-        time.sleep(0.01)
-    model.release_answers()
+    try:
+        with sse(stream_app, run_id) as source:
+            lines = source.response.iter_lines()
+            assert read_lines_until(lines, "")[0].startswith("event: ")  # the first event: the client is connected
+            assert stream_app.live_streams(since=before) == {"watchers": 1, "subscribers": 1}
+            read_lines_until(lines, ": ping")
+            read_lines_until(lines, ": ping")  # the host wrote to this client twice more (the run is held)
+            assert stream_app.live_streams(since=before) == {"watchers": 1, "subscribers": 1}
+        # The client has gone while the run waits: the host notices, the stream's generator ends, the watcher stops.
+        deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+        while stream_app.live_streams(since=before)["watchers"] > 0:
+            assert time.monotonic() < deadline, "the watcher outlived its only stream"
+            time.sleep(0.01)
+    finally:
+        model.release_answers()  # a failure above must not leave the run held for the host's stop

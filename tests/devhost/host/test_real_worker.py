@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,6 +124,25 @@ def test_streaming_functions_stream_through_the_worker() -> None:
         assert plain.status_code == 200 and plain.json()["path_params"] == {"a": "x"}
         assert plain.json()["pid"] != os.getpid()
         assert host.client.get("/api/fails").status_code == 500
+
+
+def test_a_client_that_leaves_a_stream_stops_it_and_fails_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """As the host's proxy does: once a write to the client fails (it has gone), the request to the worker's HTTP
+    server is closed, the function's generator is cancelled, and the invocation's outcome is the worker's answer, not
+    a failure of the function (no "Failed" record)."""
+    with real("http_streaming", clock="real") as host, caplog.at_level(logging.INFO, logger="devhost"):
+        with host.client.stream("GET", "/api/ticks/gone", params={"count": 3}) as response:
+            lines = (line for line in response.iter_lines() if line.startswith("data: "))
+            assert next(lines) == "data: tick 0"
+        # The client has gone; the next chunk (tick 1, once the gate opens) cannot reach it.
+        assert host.client.post("/api/gates/gone-1").status_code == 204
+        deadline = time.monotonic() + 60
+        while not host.client.get("/api/seen/gone").json()[-1].startswith("stopped: "):
+            assert time.monotonic() < deadline, "the generator was not stopped"
+            time.sleep(0.02)
+        assert host.client.get("/api/seen/gone").json()[:2] == ["sent 0", "sent 1"]
+    executed = [r.getMessage() for r in caplog.records if "Functions.ticks" in r.getMessage()]
+    assert executed and all("(Succeeded" in m for m in executed), executed
 
 
 def test_the_apps_logs_reach_the_host_under_their_logger_names(
