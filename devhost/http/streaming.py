@@ -206,11 +206,16 @@ def live_receive(body: bytes, request: web.Request) -> Callable[[], Awaitable[Me
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        while not _gone(request):
-            await asyncio.sleep(DISCONNECT_POLL_SECONDS)
+        await client_gone(request)
         return {"type": "http.disconnect"}
 
     return receive
+
+
+async def client_gone(request: web.Request) -> None:
+    """Return once the client of `request` has closed its connection (aiohttp tells a handler only when it writes)."""
+    while not _gone(request):
+        await asyncio.sleep(DISCONNECT_POLL_SECONDS)
 
 
 def _gone(request: web.Request) -> bool:
@@ -291,6 +296,7 @@ __all__ = [
     "as_response",
     "asgi_scope",
     "check_function",
+    "client_gone",
     "make_request",
     "render_buffered",
     "send_live",

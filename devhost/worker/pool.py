@@ -39,6 +39,7 @@ from multidict import CIMultiDict
 from devhost.app_loader import AppLoadError, FunctionIndex, FunctionInfo, apply_local_settings, describe_function
 from devhost.execution import FunctionFailedError
 from devhost.http.conversion import HttpRequestData, HttpResponseData
+from devhost.http.streaming import client_gone
 from devhost.http.trigger import HttpTriggerSpec
 from devhost.invoke import ActivityOutcome, activity_failure_text
 from devhost.protocol.actions import OrchestratorOutput
@@ -341,7 +342,9 @@ class RuntimeWorkerPool:
     async def serve_http_v2(self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None,
                             connection: web.Request) -> web.StreamResponse:
         """HTTP v2 (web extension) mode as on Azure: the invocation goes over the worker protocol while the client's
-        request is proxied to the web server inside the worker, whose response streams back as it is written."""
+        request is proxied to the web server inside the worker, whose response streams back as it is written. A client
+        that leaves ends the proxying at once, as the host's proxy does: the worker's server sees the disconnect (a
+        stream's generator stops) without waiting for the next write to fail."""
         channel = await self._pick_async()
         uri = channel.capabilities.get(HTTP_URI_CAPABILITY)
         if not uri:
@@ -351,29 +354,32 @@ class RuntimeWorkerPool:
         invocation = asyncio.wrap_future(channel.request(**content))
         headers = [(k, v) for k, v in connection.headers.items() if k.lower() not in _NOT_FORWARDED]
         headers.append((INVOCATION_ID_HEADER, invocation_id))
-        session = self._http_session()
+        proxied = _ProxiedResponse()
+        exchange = asyncio.ensure_future(
+            proxied.run(self._http_session(), connection, uri.rstrip("/") + connection.rel_url.raw_path_qs, headers,
+                        request.body))
+        gone = asyncio.ensure_future(client_gone(connection))
         try:
-            async with session.request(connection.method, uri.rstrip("/") + connection.rel_url.raw_path_qs,
-                                       headers=headers, data=request.body, allow_redirects=False) as upstream:
-                reply_headers: CIMultiDict[str] = CIMultiDict(
-                    (k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_FORWARDED)
-                response = web.StreamResponse(status=upstream.status, headers=reply_headers)
-                await response.prepare(connection)
-                async for chunk in upstream.content.iter_any():
-                    if not await _to_client(response, chunk):
-                        break  # the client left: leaving closes the upstream request, the function sees the disconnect
-                else:
-                    await _to_client(response, None)
-        except (aiohttp.ClientError, WorkerLostError) as exc:
-            invocation.cancel()
-            raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
+            await asyncio.wait({exchange, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (gone, exchange):
+                if not task.done():
+                    task.cancel()  # the client left (or the host stops): leaving closes the upstream request
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        if not exchange.cancelled():
+            try:
+                exchange.result()
+            except (aiohttp.ClientError, WorkerLostError) as exc:
+                invocation.cancel()
+                raise FunctionFailedError(f"{type(exc).__name__}: {exc}") from exc
         try:
             answer = (await invocation).invocation_response
             if answer.result.status != rpc.StatusResult.Success:
                 log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, answer.result.exception.message)
         except WorkerLostError:
             log.exception("Executed 'Functions.%s' (Failed)", spec.function_name)
-        return response
+        return proxied.response if proxied.response is not None else web.Response(status=499)
 
     def _http_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -436,6 +442,26 @@ class RuntimeWorkerPool:
         self._listener.close()
         if self._acceptor.is_alive():
             await loop.run_in_executor(None, self._acceptor.join, 5.0)
+
+
+class _ProxiedResponse:
+    """One proxied exchange: the request to the worker's HTTP server, its response streamed to the client as it comes.
+    `response`: the client's response once prepared (a cancelled exchange may have started it)."""
+
+    response: web.StreamResponse | None = None
+
+    async def run(self, session: aiohttp.ClientSession, connection: web.Request, url: str,
+                  headers: list[tuple[str, str]], body: bytes | None) -> None:
+        async with session.request(connection.method, url, headers=headers, data=body,
+                                   allow_redirects=False) as upstream:
+            reply_headers: CIMultiDict[str] = CIMultiDict(
+                (k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_FORWARDED)
+            self.response = web.StreamResponse(status=upstream.status, headers=reply_headers)
+            await self.response.prepare(connection)
+            async for chunk in upstream.content.iter_any():
+                if not await _to_client(self.response, chunk):
+                    return  # the client left: leaving closes the upstream request, the function sees the disconnect
+            await _to_client(self.response, None)
 
 
 async def _to_client(response: web.StreamResponse, chunk: bytes | None) -> bool:

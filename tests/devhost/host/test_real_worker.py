@@ -145,6 +145,22 @@ def test_a_client_that_leaves_a_stream_stops_it_and_fails_nothing(caplog: pytest
     assert executed and all("(Succeeded" in m for m in executed), executed
 
 
+def test_a_client_that_leaves_an_idle_stream_stops_it_at_once() -> None:
+    """The host's proxy notices a client that leaves while the function writes nothing (a generator waiting, here on
+    a gate; an agent's stream between pings): the request to the worker's HTTP server is closed and the generator
+    stopped, not left running until its next write fails."""
+    with real("http_streaming", clock="real") as host:
+        with host.client.stream("GET", "/api/ticks/idle", params={"count": 3}) as response:
+            lines = (line for line in response.iter_lines() if line.startswith("data: "))
+            assert next(lines) == "data: tick 0"
+        deadline = time.monotonic() + 10
+        while len(host.client.get("/api/seen/idle").json()) < 2:
+            assert time.monotonic() < deadline, "the generator still waits for a client that has gone"
+            time.sleep(0.02)
+        seen = host.client.get("/api/seen/idle").json()
+        assert seen[0] == "sent 0" and seen[1].startswith("stopped: "), seen
+
+
 def test_the_apps_logs_reach_the_host_under_their_logger_names(
     http_basic: InProcessHost, caplog: pytest.LogCaptureFixture
 ) -> None:
