@@ -161,6 +161,27 @@ def test_a_client_that_leaves_an_idle_stream_stops_it_at_once() -> None:
         assert seen[0] == "sent 0" and seen[1].startswith("stopped: "), seen
 
 
+def test_of_two_idle_streams_only_the_one_whose_client_left_stops() -> None:
+    """Two streams at once, both waiting: one client leaves, and only its generator stops; the other stream goes on
+    and ends normally once its gate opens."""
+    with real("http_streaming", clock="real") as host:
+        with host.client.stream("GET", "/api/ticks/stays", params={"count": 2}) as staying:
+            kept = (line for line in staying.iter_lines() if line.startswith("data: "))
+            assert next(kept) == "data: tick 0"
+            with host.client.stream("GET", "/api/ticks/goes", params={"count": 2}) as leaving:
+                left = (line for line in leaving.iter_lines() if line.startswith("data: "))
+                assert next(left) == "data: tick 0"
+            deadline = time.monotonic() + 10
+            while len(host.client.get("/api/seen/goes").json()) < 2:
+                assert time.monotonic() < deadline, "the generator still waits for a client that has gone"
+                time.sleep(0.02)
+            assert host.client.get("/api/seen/goes").json()[1].startswith("stopped: ")
+            assert host.client.get("/api/seen/stays").json() == ["sent 0"]
+            assert host.client.post("/api/gates/stays-1").status_code == 204
+            assert list(kept) == ["data: tick 1"]
+        assert host.client.get("/api/seen/stays").json() == ["sent 0", "sent 1", "finished"]
+
+
 def test_the_apps_logs_reach_the_host_under_their_logger_names(
     http_basic: InProcessHost, caplog: pytest.LogCaptureFixture
 ) -> None:
