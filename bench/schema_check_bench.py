@@ -10,8 +10,9 @@ against its meta-schema and walks it; plain: `check_schema` and the constructor)
 round in one process (a shared VM's speed drifts within minutes); figures are p50 per check.
 
 Cases: (a) a small structured answer (~1 KB), (b) a large legitimate answer (~2 MB: 40,000 objects whose names match
-a pattern, as in tests/core/test_schema_costs.py), (c) an MCP tool's arguments. Then the time the app takes to
-refuse hostile schemas (plain jsonschema is not run on them: exponential, hours), against the bound the app sets.
+a pattern; `bench/workload/schemas.py`, which the tests of bounded checks share), (c) an MCP tool's arguments. Then
+the time the app takes to refuse hostile schemas (plain jsonschema is not run on them: exponential, hours), against
+the bound the app sets.
 
     python -m bench schema_check [--rounds 15] [--no-record]
 """
@@ -134,6 +135,11 @@ def _per_call_ms(check: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - started) / calls * 1000
 
 
+def comparison(label: str, chars: str, ours_ms: float, plain_ms: float) -> list[object]:
+    """A row of the legitimate checks' table."""
+    return [label, chars, f"{ours_ms:.3f}", f"{plain_ms:.3f}", f"{ours_ms / plain_ms:.2f}"]
+
+
 def compare(ours: Callable[[], object], plain: Callable[[], object], rounds: int, calls: int) -> tuple[float, float]:
     """p50 ms per call of each side: `rounds` rounds, the sides alternating (and swapping who goes first)."""
     ours(), plain()  # warm: compiled patterns, jsonschema's caches
@@ -168,22 +174,20 @@ def legitimate_checks(rounds: int) -> list[list[object]]:
             def plain(v: Any = plain_v, value: Any = value) -> object:
                 return list(islice(v.iter_errors(value), 10))
         expect(ours() in (None, []) and plain() in (None, []), f"{label}: the value does not fit its schema")
-        ours_ms, plain_ms = compare(ours, plain, rounds, calls)
-        rows.append([label, f"{len(text):,}", f"{ours_ms:.3f}", f"{plain_ms:.3f}", f"{ours_ms / plain_ms:.2f}"])
+        rows.append(comparison(label, f"{len(text):,}", *compare(ours, plain, rounds, calls)))
     # (c) as the tool step runs it: JSON text in, parsed, checked, the arguments model out.
     tool = McpTool(McpToolSpec(server="mail", remote_name="send_email", name="send_email", input_schema=TOOL_SCHEMA),
                    None)
     text, plain_v = as_text(ARGUMENTS), plain_validator(TOOL_SCHEMA)
-    ours_ms, plain_ms = compare(lambda: tool.validate_arguments(text),
-                                lambda: list(islice(plain_v.iter_errors(json.loads(text)), 10)), rounds, 200)
-    rows.append(["(c) as the step runs it: `McpTool.validate_arguments(text)` vs json.loads + plain",
-                 f"{len(text):,}", f"{ours_ms:.3f}", f"{plain_ms:.3f}", f"{ours_ms / plain_ms:.2f}"])
+    rows.append(comparison(
+        "(c) as the step runs it: `McpTool.validate_arguments(text)` vs json.loads + plain", f"{len(text):,}",
+        *compare(lambda: tool.validate_arguments(text),
+                 lambda: list(islice(plain_v.iter_errors(json.loads(text)), 10)), rounds, 200)))
     for label, schema in (("building the validator: (a)'s schema", ANSWER_SCHEMA),
                           ("building the validator: (c)'s schema", TOOL_SCHEMA)):
-        ours_ms, plain_ms = compare(lambda s=schema: safe_validator(s), lambda s=schema: plain_validator(s),
-                                    rounds, 50)
-        rows.append([label, f"{len(as_text(schema)):,} (schema)", f"{ours_ms:.3f}", f"{plain_ms:.3f}",
-                     f"{ours_ms / plain_ms:.2f}"])
+        rows.append(comparison(label, f"{len(as_text(schema)):,} (schema)",
+                               *compare(lambda s=schema: safe_validator(s), lambda s=schema: plain_validator(s),
+                                        rounds, 50)))
     return rows
 
 
