@@ -8,7 +8,6 @@ record, so replays, retries, restarts and continued-as-new executions all offer 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 
@@ -40,17 +39,9 @@ async def agent_for_run(
     if record.discovered_tools is None:
         # Started before the agent had MCP servers (a redeploy mid-run): it keeps the tools it started with.
         return agent
-    # Off the loop: building each tool's validator checks the server's schema (`agent_runtime.mcp.tools`), up to
-    # ~0.1 s for a large one and 128 tools a run, while the loop serves every other run and request of the worker.
-    bound = await asyncio.to_thread(bind, agent, record.discovered_tools)
+    bound = await agent.with_recorded_tools(record.discovered_tools)
     with _lock:
         _bound[key] = (agent, bound)
         while len(_bound) > _CACHE_SIZE:
             _bound.popitem(last=False)
     return bound
-
-
-def bind(agent: AgentDefinition, discovered_tools: list[dict]) -> AgentDefinition:
-    from agent_runtime.mcp.tools import McpToolSpec
-
-    return agent.with_discovered_tools([McpToolSpec.model_validate(spec) for spec in discovered_tools])

@@ -170,13 +170,7 @@ class AgentRunner:
         return await self._bound(specs), specs
 
     async def _bound(self, mcp_tools: Sequence[dict[str, Any]]) -> AgentDefinition:
-        if not self.agent.mcp_servers:
-            return self.agent
-        from .mcp.tools import McpToolSpec
-
-        # Off the loop: each tool's validator checks the server's schema first (`mcp.tools`), ~0.1 s for a large one.
-        specs = [McpToolSpec.model_validate(spec) for spec in mcp_tools]
-        return await asyncio.to_thread(self.agent.with_discovered_tools, specs)
+        return await self.agent.with_recorded_tools(mcp_tools) if self.agent.mcp_servers else self.agent
 
     async def _drive(
         self, agent: AgentDefinition, loop: AgentLoop, command: LoopCommand, run_id: str, before: int
