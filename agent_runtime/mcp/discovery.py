@@ -49,8 +49,8 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
             try:  # all of a server's tools or none; off the loop: a large schema takes ~0.1 s to check
                 found.extend(await asyncio.to_thread(_usable_tools, server, outcome))
                 continue
-            except SchemaRefusedError as refused:
-                outcome = refused  # a server listing a schema this app refuses is treated as one that cannot be listed
+            except (SchemaRefusedError, McpDiscoveryError) as refused:
+                outcome = refused  # a server listing what this app refuses is treated as one that cannot be listed
         if not isinstance(outcome, Exception):
             raise outcome
         reason = str(outcome) or type(outcome).__name__
@@ -75,11 +75,16 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
 
 
 def _usable_tools(server: McpServer, listed: Sequence[RemoteTool]) -> list[tuple[McpServer, str, str, dict]]:
-    """The server's allowed tools with their checked schemas (`SchemaRefusedError` if one is refused)."""
+    """The server's allowed tools with their checked schemas (`SchemaRefusedError` if one is refused). More than a
+    run can offer is refused before any schema is checked: a server may list thousands."""
+    allowed = [remote for remote in listed if server.allows(remote.name)]
+    if len(allowed) > MAX_TOOLS:
+        raise McpDiscoveryError(
+            f"it lists {len(allowed)} tools; models take at most {MAX_TOOLS} (narrow it with allowed_tools)"
+        )
     return [
         (server, remote.name, remote.description or "", _usable_schema(remote.name, remote.input_schema))
-        for remote in listed
-        if server.allows(remote.name)
+        for remote in allowed
     ]
 
 

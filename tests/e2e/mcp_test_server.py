@@ -10,7 +10,8 @@ Everything it does is recorded under the state directory, so tests (in another p
 - `crash_once` (a file the test creates, empty or naming an item): the next `record` (of that item) stores its effect
   and then the process dies before it answers - the lost answer of a crash;
 - `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run);
-- `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones.
+- `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones;
+- `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...).
 """
 
 from __future__ import annotations
@@ -51,10 +52,17 @@ class TestServer(MCPServer):
         names = json.loads(names_file.read_text()) if names_file.exists() else DEFAULT_TOOLS
         schemas_file = self.state / "schemas.json"  # {tool: input schema}: a server listing schemas of its own
         schemas = json.loads(schemas_file.read_text()) if schemas_file.exists() else {}
-        return [
+        shown = [
             tool.model_copy(update={"input_schema": schemas[tool.name]}) if tool.name in schemas else tool
             for tool in listed
             if tool.name in names
+        ]
+        copies_file = self.state / "copies.json"  # {"tool": n}: n more copies listed, named tool_1..tool_n
+        copies = json.loads(copies_file.read_text()) if copies_file.exists() else {}
+        return shown + [
+            tool.model_copy(update={"name": f"{tool.name}_{index}"})
+            for tool in shown
+            for index in range(1, copies.get(tool.name, 0) + 1)
         ]
 
 

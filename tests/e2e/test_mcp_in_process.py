@@ -8,6 +8,7 @@ the test checks the bearer token reaches the server.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -91,6 +92,30 @@ async def test_the_servers_schemas_are_checked_off_the_event_loop(
     assert result.status == "completed"
     assert {name for name, _ in seen} == {"check_schema", "_validator_for"}
     assert threading.get_ident() not in {thread for _, thread in seen}
+
+
+async def test_a_server_listing_more_tools_than_a_run_offers_is_refused_before_any_schema_is_checked(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server may list thousands of tools, each schema ~0.1 s to check: more than a run can offer (128) is refused
+    as a server that cannot be listed, before any schema is checked."""
+    from agent_runtime.mcp import discovery
+
+    seen: list[tuple[str, int]] = []
+    spy_on_threads(monkeypatch, discovery, "check_schema", seen)
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 300}))  # 305 tools
+    failed = await AgentRunner(AgentDefinition(name="a", tools=[http_server(mcp_server)]), client).run("go")
+    assert failed.status == "failed", failed
+    assert "MCP server 'tools': it lists 305 tools; models take at most 128" in (failed.reason or "")
+    assert seen == [] and len(model.log) == 0
+
+    # An optional server listing too many is skipped; the run goes on with another server's tools.
+    many = http_server(mcp_server, name="many", required=False)
+    few = http_server(mcp_server, allowed_tools=["record"], approval="never")
+    model.set_script(Script.of("Ok."))
+    result = await AgentRunner(AgentDefinition(name="a", tools=[many, few]), client).run("go")
+    assert result.status == "completed" and [t["name"] for t in result.mcp_tools] == ["record"]
+    assert len(seen) == 1 and model.log.requests[0].tool_names == ["record"]
 
 
 async def test_approval_rejected_edited_and_the_list_kept_across_resume(
