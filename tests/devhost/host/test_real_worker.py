@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from test_worker_indexing import REFUSED
 
@@ -126,21 +127,32 @@ def test_streaming_functions_stream_through_the_worker() -> None:
         assert host.client.get("/api/fails").status_code == 500
 
 
+def after_first_tick(response: httpx.Response) -> Iterator[str]:
+    """The stream's data lines, its first (`tick 0`) read: the client is connected."""
+    lines = (line for line in response.iter_lines() if line.startswith("data: "))
+    assert next(lines) == "data: tick 0"
+    return lines
+
+
+def wait_until_stopped(host: InProcessHost, name: str) -> list[str]:
+    """What the `ticks/{name}` generator recorded, once it has been stopped (bounded wait: nothing answers it)."""
+    deadline = time.monotonic() + 30
+    while not (seen := host.client.get(f"/api/seen/{name}").json())[-1].startswith("stopped: "):
+        assert time.monotonic() < deadline, f"the generator {name!r} still runs for a client that has gone: {seen}"
+        time.sleep(0.02)
+    return seen
+
+
 def test_a_client_that_leaves_a_stream_stops_it_and_fails_nothing(caplog: pytest.LogCaptureFixture) -> None:
     """As the host's proxy does: once a write to the client fails (it has gone), the request to the worker's HTTP
     server is closed, the function's generator is cancelled, and the invocation's outcome is the worker's answer, not
     a failure of the function (no "Failed" record)."""
     with real("http_streaming", clock="real") as host, caplog.at_level(logging.INFO, logger="devhost"):
         with host.client.stream("GET", "/api/ticks/gone", params={"count": 3}) as response:
-            lines = (line for line in response.iter_lines() if line.startswith("data: "))
-            assert next(lines) == "data: tick 0"
+            after_first_tick(response)
         # The client has gone; the next chunk (tick 1, once the gate opens) cannot reach it.
         assert host.client.post("/api/gates/gone-1").status_code == 204
-        deadline = time.monotonic() + 60
-        while not host.client.get("/api/seen/gone").json()[-1].startswith("stopped: "):
-            assert time.monotonic() < deadline, "the generator was not stopped"
-            time.sleep(0.02)
-        assert host.client.get("/api/seen/gone").json()[:2] == ["sent 0", "sent 1"]
+        assert wait_until_stopped(host, "gone")[:2] == ["sent 0", "sent 1"]
     executed = [r.getMessage() for r in caplog.records if "Functions.ticks" in r.getMessage()]
     assert executed and all("(Succeeded" in m for m in executed), executed
 
@@ -151,14 +163,9 @@ def test_a_client_that_leaves_an_idle_stream_stops_it_at_once() -> None:
     stopped, not left running until its next write fails."""
     with real("http_streaming", clock="real") as host:
         with host.client.stream("GET", "/api/ticks/idle", params={"count": 3}) as response:
-            lines = (line for line in response.iter_lines() if line.startswith("data: "))
-            assert next(lines) == "data: tick 0"
-        deadline = time.monotonic() + 10
-        while len(host.client.get("/api/seen/idle").json()) < 2:
-            assert time.monotonic() < deadline, "the generator still waits for a client that has gone"
-            time.sleep(0.02)
-        seen = host.client.get("/api/seen/idle").json()
-        assert seen[0] == "sent 0" and seen[1].startswith("stopped: "), seen
+            after_first_tick(response)
+        seen = wait_until_stopped(host, "idle")
+        assert len(seen) == 2 and seen[0] == "sent 0", seen
 
 
 def test_of_two_idle_streams_only_the_one_whose_client_left_stops() -> None:
@@ -166,16 +173,11 @@ def test_of_two_idle_streams_only_the_one_whose_client_left_stops() -> None:
     and ends normally once its gate opens."""
     with real("http_streaming", clock="real") as host:
         with host.client.stream("GET", "/api/ticks/stays", params={"count": 2}) as staying:
-            kept = (line for line in staying.iter_lines() if line.startswith("data: "))
-            assert next(kept) == "data: tick 0"
+            kept = after_first_tick(staying)
             with host.client.stream("GET", "/api/ticks/goes", params={"count": 2}) as leaving:
-                left = (line for line in leaving.iter_lines() if line.startswith("data: "))
-                assert next(left) == "data: tick 0"
-            deadline = time.monotonic() + 10
-            while len(host.client.get("/api/seen/goes").json()) < 2:
-                assert time.monotonic() < deadline, "the generator still waits for a client that has gone"
-                time.sleep(0.02)
-            assert host.client.get("/api/seen/goes").json()[1].startswith("stopped: ")
+                after_first_tick(leaving)
+            seen = wait_until_stopped(host, "goes")
+            assert len(seen) == 2 and seen[0] == "sent 0", seen
             assert host.client.get("/api/seen/stays").json() == ["sent 0"]
             assert host.client.post("/api/gates/stays-1").status_code == 204
             assert list(kept) == ["data: tick 1"]
