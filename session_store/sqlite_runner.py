@@ -1,7 +1,8 @@
 """Where the SQLite store's operations run: on the store's own thread, or inline on the caller's thread.
 
 Every operation can run on the store's one worker thread (`run`), which owns a connection that waits for SQLite's
-write lock (`busy_timeout`): lists, counts, deletes and sweeps always go there, since their work grows with the data.
+write lock (`busy_timeout`): counts, deletes and sweeps always go there, since their work grows with the data, and so
+does a list of messages that reads more than a batch (`INLINE_BATCH_BYTES`; a shorter one is a point operation).
 
 A point operation (read or write a few records, each at most 2 MB: `point`) runs inline instead, on a second
 connection of the calling thread, when that is certain to be quick: the connection never waits for a lock

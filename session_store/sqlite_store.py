@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -39,7 +39,8 @@ from .sqlite_schema import TABLES, connect
 T = TypeVar("T")
 LIVE = "(expires_at IS NULL OR expires_at > ?)"
 SWEEP_INTERVAL_SECONDS = 60.0
-INLINE_BATCH_BYTES = 256 * 1024  # a larger batch of messages or approvals is written on the worker thread
+# A larger batch of messages or approvals is written on the worker thread; a list that reads more goes there too.
+INLINE_BATCH_BYTES = 256 * 1024
 OWNER_OF_DOC = "json_extract(doc, '$.owner_id')"
 # Epoch seconds of the record's ISO creation time (julianday parses the fractions and the zone correctly).
 CREATED_OF_DOC = "((julianday(json_extract(doc, '$.created_at')) - 2440587.5) * 86400.0)"
@@ -91,6 +92,18 @@ class SqliteSessionStore:
     async def _batch(self, fn: Callable[[], T], size: int) -> T:
         """A batch of records: a point operation up to `INLINE_BATCH_BYTES` of JSON, else on the worker thread."""
         return await (self._point(fn) if size <= INLINE_BATCH_BYTES else self._run(fn))
+
+    def _bounded_rows(self, rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The rows of a list whose first column is a record's JSON. Inline, reading past `INLINE_BATCH_BYTES` of
+        it stops (`RunOnThread`: the list runs again on the worker thread), so a list read inline costs no more
+        than a batch written inline; the rows stream from an index in order, so what is read is what is returned."""
+        fetched, size = [], 0
+        for row in rows:
+            size += len(row[0])
+            if size > INLINE_BATCH_BYTES and self._runner.inline:
+                raise RunOnThread
+            fetched.append(row)
+        return fetched
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -272,14 +285,14 @@ class SqliteSessionStore:
             for clause, value in ((" AND seq > ?", start), (" AND seq <= ?", up_to_seq), (" AND run_id = ?", run_id)):
                 if value is not None:
                     sql, params = sql + clause, [*params, value]
-            rows = self._conn.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit + 1]).fetchall()
+            rows = self._bounded_rows(self._conn.execute(sql + " ORDER BY seq LIMIT ?", [*params, limit + 1]))
             token = None
             if len(rows) > limit:
                 rows = rows[:limit]
                 token = cursor.encode(scope, {"after": rows[-1][1]})
             return Page(items=[MessageRecord.model_validate_json(r[0]) for r in rows], continuation=token)
 
-        return await self._run(op)
+        return await self._point(op)
 
     async def get_message(self, session_id: str, message_id: str) -> MessageRecord | None:
         def op() -> MessageRecord | None:

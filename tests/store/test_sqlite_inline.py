@@ -199,6 +199,41 @@ async def test_a_batch_over_the_inline_limit_is_written_on_the_worker_thread(
         await store.close()
 
 
+async def test_a_list_that_reads_past_the_inline_limit_is_read_on_the_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page of messages is read inline while it stays within `INLINE_BATCH_BYTES` (a run's first model call reads
+    its session so; a hop to the thread cost ~2 ms of it); a page that reads more goes to the worker thread and
+    answers the same, so the loop never parses a whole long session."""
+    store = SqliteSessionStore(str(tmp_path / "sessions.sqlite3"))
+    try:
+        await store.create_session("s1", "agent")
+        text = "x" * 100_000
+        large = [
+            MessageRecord(session_id="s1", message_id=f"big{seq}", seq=seq, run_id="r", role="user",
+                          payload={"role": "user", "contents": [{"type": "text", "text": text}]})
+            for seq in range(3)
+        ]
+        await store.append_messages("s1", large[:2])
+        handed = _spy_on_the_worker_thread(monkeypatch)
+        two = await store.list_messages("s1")
+        assert [m.message_id for m in two.items] == ["big0", "big1"]
+        assert handed == []  # ~200 KB: inline
+        await store.append_messages("s1", large[2:])
+        handed.clear()
+        three = await store.list_messages("s1")
+        assert three.items == [*two.items, (await store.get_message("s1", "big2"))]
+        assert len(handed) == 1 and "list_messages" in handed[0]  # ~300 KB: read again on the thread
+        # A page within the limit of a long session stays inline, and its continuation reads on from there.
+        handed.clear()
+        first = await store.list_messages("s1", limit=1)
+        rest = await store.list_messages("s1", limit=2, continuation=first.continuation)
+        assert [m.message_id for m in first.items + rest.items] == ["big0", "big1", "big2"]
+        assert handed == []
+    finally:
+        await store.close()
+
+
 @pytest.mark.parametrize("configured", ["argument", "setting"])
 async def test_inline_operations_can_be_turned_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configured: str
