@@ -27,8 +27,10 @@ def free_port() -> int:
 
 
 class McpServerProcess:
-    def __init__(self, state: Path, *, supervise: bool = False) -> None:
+    def __init__(self, state: Path, *, supervise: bool = False, json_response: bool = False) -> None:
+        """`json_response`: the server answers requests with plain JSON bodies instead of SSE streams."""
         self.state = state
+        self.json_response = json_response
         self.state.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.supervise = supervise
@@ -53,7 +55,8 @@ class McpServerProcess:
     def _spawn(self) -> None:
         with self._lock:
             self._process = subprocess.Popen(
-                [sys.executable, str(SERVER_SCRIPT), "http", "--port", str(self.port), "--state", str(self.state)],
+                [sys.executable, str(SERVER_SCRIPT), "http", "--port", str(self.port), "--state", str(self.state),
+                 *(["--json-response"] if self.json_response else [])],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

@@ -1,6 +1,7 @@
 """A real MCP server for the tests, built with the official `mcp` package (`MCPServer`).
 
-    python mcp_test_server.py http --port 8123 --state DIR     # Streamable HTTP on 127.0.0.1
+    python mcp_test_server.py http --port 8123 --state DIR     # Streamable HTTP on 127.0.0.1 (answers as SSE)
+    python mcp_test_server.py http --json-response ...          # the same, answering plain JSON (as many servers do)
     python mcp_test_server.py stdio --state DIR                # stdio (the client starts it)
 
 Everything it does is recorded under the state directory, so tests (in another process) can assert on it:
@@ -143,6 +144,7 @@ def main() -> None:
     parser.add_argument("transport", choices=["http", "stdio"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--state", default=os.environ.get("MCP_TEST_STATE", ""))
+    parser.add_argument("--json-response", action="store_true")
     args = parser.parse_args()
     if not args.state:
         parser.error("--state (or MCP_TEST_STATE) is required")
@@ -152,7 +154,8 @@ def main() -> None:
         return
     import uvicorn
 
-    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=args.port, log_level="warning")
+    app = server.streamable_http_app(json_response=args.json_response)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from mcp_process import SERVER_SCRIPT, McpServerProcess, server_calls
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
+from agent_runtime.mcp.connection import MAX_ANSWER_BYTES, McpProtocolError, call_remote_tool, list_remote_tools
 from agent_runtime.models import OpenAIChatClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.tools import ToolArgumentsError
@@ -116,6 +117,35 @@ async def test_a_server_listing_more_tools_than_a_run_offers_is_refused_before_a
     result = await AgentRunner(AgentDefinition(name="a", tools=[many, few]), client).run("go")
     assert result.status == "completed" and [t["name"] for t in result.mcp_tools] == ["record"]
     assert len(seen) == 1 and model.log.requests[0].tool_names == ["record"]
+
+
+@pytest.mark.parametrize("answers", ["json", "sse"])
+async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried(
+    tmp_path: Path, answers: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a server answers is read up to `MAX_ANSWER_BYTES` (4 MiB): a longer answer is a protocol error at once,
+    not read whole into memory and parsed on the loop, nor asked again; as a plain JSON body (`--json-response`) or
+    an SSE stream, which the SDK reads whole alike. Answers within the bound work."""
+    process = McpServerProcess(tmp_path / "mcp", json_response=answers == "json").start()
+    try:
+        server = http_server(process, attempts=3)
+        (process.state / "copies.json").write_text(json.dumps({"echo": 1_000}))  # a listing of ~0.3 MB
+        assert len(await list_remote_tools(server)) == 1_005
+        answer = await call_remote_tool(server, "echo", {"text": "hi"}, "key-1")
+        assert [c.text for c in answer.content] == ["echo: hi"]  # type: ignore[union-attr]
+
+        (process.state / "copies.json").write_text(json.dumps({"echo": 20_000}))  # ~6 MB
+        caplog.clear()
+        with pytest.raises(McpProtocolError, match="refused listing its tools") as refused:
+            await list_remote_tools(server)
+        if answers == "json":
+            assert f"larger than {MAX_ANSWER_BYTES} bytes" in str(refused.value)
+        with pytest.raises(McpProtocolError, match="refused calling tool 'echo'"):  # a tool error for the model
+            await call_remote_tool(server, "echo", {"text": "x" * MAX_ANSWER_BYTES}, "key-2")
+        # Not retried: a second listing would be refused the same, after as much work again.
+        assert not [r for r in caplog.records if "attempt" in r.getMessage()]
+    finally:
+        process.stop()
 
 
 async def test_approval_rejected_edited_and_the_list_kept_across_resume(
