@@ -6,7 +6,6 @@ past its pre-processing. Returns the final status and reason (they may differ fr
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any
 
@@ -15,6 +14,7 @@ from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import FinishInput, FinishResult
 from agent_runs.driver import FINISH_SPARE_SLOTS
 from agent_runs.run_middleware import after_phase
+from agent_runtime.check_threads import check_off_loop
 from agent_runtime.messages import last_assistant_text
 from agent_runtime.run_middleware import RUN_MIDDLEWARE_INVALID_RESULT
 from agent_runtime.run_result import (
@@ -55,7 +55,7 @@ async def finish_run(step: FinishInput) -> FinishResult:
         # A client's schema checking the answer is bounded work but not small: off the event loop. Without a format
         # the result is bookkeeping, not worth a thread hop (about a quarter of this activity's time on a 2-core VM).
         checks = checks_structured_output(ctx.agent, finish.status, overrides)
-        result = await asyncio.to_thread(build) if checks else build()
+        result = await check_off_loop(build) if checks else build()
     status, reason, text, value = result.status, result.reason, result.text, result.value
     if step.run_middleware == "after":
         final = await after_phase(ctx, result)

@@ -15,7 +15,6 @@ module and the problem, never in the middle of a run.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import json_limits
+from .check_threads import check_off_loop
 from .definitions import DefinitionRegistry
 from .escalation import Escalate
 from .loop_types import LoopConfig, RequiredFunction, ToolChoice
@@ -145,7 +145,7 @@ class AgentDefinition(BaseModel):
         from .mcp.tools import McpToolSpec
 
         specs = [McpToolSpec.model_validate(spec) for spec in recorded]
-        return await asyncio.to_thread(self.with_discovered_tools, specs)
+        return await check_off_loop(self.with_discovered_tools, specs)
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

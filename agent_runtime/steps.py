@@ -8,7 +8,6 @@ orchestration history.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from .agents import AgentDefinition
+from .check_threads import check_off_loop
 from .conversation import (
     ConversationLog,
     approval_id,
@@ -243,7 +243,7 @@ async def _checking_arguments(tool: Tool | None, check: Callable[_P, _T], *args:
     costly (`Tool.costly_argument_check`: an MCP server's schema, bounded but up to seconds, while this loop serves
     every other run and request of the worker), inline otherwise (a pydantic check costs less than the thread hop)."""
     if tool is not None and tool.costly_argument_check:
-        return await asyncio.to_thread(check, *args, **kwargs)
+        return await check_off_loop(check, *args, **kwargs)
     return check(*args, **kwargs)
 
 

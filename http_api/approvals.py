@@ -6,7 +6,6 @@ wins, with who and when for the audit trail) and only then announced to the run 
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -16,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from agent_runs.run_tools import agent_for_run
 from agent_runs.services import RunServices
+from agent_runtime.check_threads import check_off_loop
 from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallContent
 from agent_runtime.steps import decide_approval
 from agent_runtime.tools import ToolArgumentsError
@@ -170,7 +170,7 @@ async def _validate_edit(
     request = FunctionApprovalRequestContent(id=record.approval_id, function_call=call)
     try:
         # Off the event loop: the check runs a tool's JSON Schema (an MCP server's) over caller-chosen arguments.
-        await asyncio.to_thread(decide_approval, agent, request, request.create_approval(arguments=dict(edited)))
+        await check_off_loop(decide_approval, agent, request, request.create_approval(arguments=dict(edited)))
     except ToolArgumentsError as error:
         raise ApiProblem(
             422,

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from mcp_types import Tool as RemoteTool
 from pydantic import BaseModel, Field
 
+from ..check_threads import check_off_loop
 from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
 from .config import McpServer
 from .connection import list_remote_tools
@@ -47,7 +48,7 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
     for server, outcome in zip(servers, listed, strict=True):
         if not isinstance(outcome, BaseException):
             try:  # all of a server's tools or none; off the loop: a large schema takes ~0.1 s to check
-                found.extend(await asyncio.to_thread(_usable_tools, server, outcome))
+                found.extend(await check_off_loop(_usable_tools, server, outcome))
                 continue
             except (SchemaRefusedError, McpDiscoveryError) as refused:
                 outcome = refused  # a server listing what this app refuses is treated as one that cannot be listed

@@ -10,7 +10,6 @@ answer is the response's events (`stream`), after the same checks.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import azure.durable_functions as df
@@ -20,6 +19,7 @@ from azurefunctions.extensions.http.fastapi import StreamingResponse
 from agent_runs.contracts import RunProgress
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
+from agent_runtime.check_threads import check_off_loop
 from http_api.access import decidable_approval
 from http_api.adapter import json_response, read_json_body
 from http_api.approvals import record_decision, same_decision
@@ -133,7 +133,7 @@ async def create_response(
     services = RunServices.current()
     # Off the loop: validating up to 256 KB of body and checking a client's output schema (up to 64,000 characters,
     # ~0.15 s) is CPU work that would stall every other run and request of the worker.
-    request = await asyncio.to_thread(parse_create, read_json_body(req, RawBody).model_dump())
+    request = await check_off_loop(parse_create, read_json_body(req, RawBody).model_dump())
     agent = _agent(services, request.body.model)
     request.tools = tool_policy(request.body.tools, agent)
     gateway = DurableGateway(client)

@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog
 from agent_runtime.loop_types import CallModel, RequestApproval, ToolCallRef, ToolInvocation
 from agent_runtime.mcp import McpTool, McpToolSpec
@@ -113,6 +114,6 @@ async def test_an_mcp_tools_schema_check_leaves_the_loop_serving_and_a_python_to
     # Each tool is checked when the turn is summarised, twice for its approval (approved vs proposed), then to run.
     mcp_checks, python_checks = watch.of("record"), watch.of("note")
     assert len(mcp_checks) == 4 and len(python_checks) == 4, watch.checks
-    assert all(thread is not loop_thread for thread, _ in mcp_checks), mcp_checks
+    assert all(thread.name.startswith(CHECK_THREAD_PREFIX) for thread, _ in mcp_checks), mcp_checks  # not the loop
     assert all(ticks >= 3 for _, ticks in mcp_checks), mcp_checks  # the loop served during each check
     assert all(thread is loop_thread for thread, _ in python_checks), python_checks

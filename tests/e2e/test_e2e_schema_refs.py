@@ -25,6 +25,7 @@ from e2e_settings import watches_the_app_in_process
 from listeners import FETCHED_MARKER, RecordingServer, SilentServer
 from mcp_process import McpServerProcess
 
+from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from scripted_model import Reply, Script, ScriptedModelServer
 
 pytestmark = pytest.mark.slow
@@ -146,7 +147,7 @@ def test_the_answers_schema_check_runs_off_the_event_loop(
     plain = app.start(input="hi")
     app.settle()
     assert app.view(plain["run_id"])["status"] == "completed"
-    assert len(built_on) == 2 and built_on[0] is not loop_thread and built_on[1] is loop_thread, built_on
+    assert len(built_on) == 2 and built_on[0].name.startswith(CHECK_THREAD_PREFIX) and built_on[1] is loop_thread
 
 
 @watches_the_app_in_process
@@ -154,9 +155,8 @@ def test_a_requests_schema_is_checked_off_the_event_loop(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Checking a client's output schema takes up to ~0.15 s (64,000 characters): `POST /v1/responses` parses and
-    checks its request on a worker thread, refused or not, and the host's loop serves meanwhile."""
+    checks its request on the threads kept for such checks (`check_threads`), refused or not, and the loop serves."""
     requests = app.app_module("http_api.openai_responses.requests")
-    loop_thread = app.host.run(_current_thread())
     checked_on: list[threading.Thread] = []
     check = requests.check_output_schema
 
@@ -170,7 +170,7 @@ def test_a_requests_schema_is_checked_off_the_event_loop(
     assert accepted.status_code == 200 and accepted.json()["status"] == "completed", accepted.text
     refused = create(app, object_with("https://example.invalid/schema.json"))
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "text.format.schema", refused.text
-    assert len(checked_on) == 2 and loop_thread not in checked_on, checked_on
+    assert len(checked_on) == 2 and all(t.name.startswith(CHECK_THREAD_PREFIX) for t in checked_on), checked_on
 
 
 def list_schemas(server: McpServerProcess, schemas: dict[str, Any]) -> None:

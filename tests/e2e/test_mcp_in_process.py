@@ -20,6 +20,7 @@ import pytest
 from mcp_process import SERVER_SCRIPT, McpServerProcess, server_calls
 
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
 from agent_runtime.mcp.connection import MAX_ANSWER_BYTES, McpProtocolError, call_remote_tool, list_remote_tools
@@ -65,12 +66,12 @@ async def test_discovery_and_a_call_over_http(
     assert tool_messages(model) == ["recorded kiwi"]
 
 
-def spy_on_threads(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, seen: list[tuple[str, int]]) -> None:
-    """Record the thread each call of `module.name` runs in."""
+def spy_on_threads(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, seen: list[tuple[str, str]]) -> None:
+    """Record the thread (its name) each call of `module.name` runs in."""
     real = getattr(module, name)
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append((name, threading.get_ident()))
+        seen.append((name, threading.current_thread().name))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, spy)
@@ -84,7 +85,7 @@ async def test_the_servers_schemas_are_checked_off_the_event_loop(
     from agent_runtime.mcp import discovery
     from agent_runtime.mcp import tools as mcp_tools
 
-    seen: list[tuple[str, int]] = []
+    seen: list[tuple[str, str]] = []
     spy_on_threads(monkeypatch, discovery, "check_schema", seen)
     spy_on_threads(monkeypatch, mcp_tools, "_validator_for", seen)
     agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["record"])])
@@ -92,7 +93,7 @@ async def test_the_servers_schemas_are_checked_off_the_event_loop(
     result = await AgentRunner(agent, client).run("record a kiwi")
     assert result.status == "completed"
     assert {name for name, _ in seen} == {"check_schema", "_validator_for"}
-    assert threading.get_ident() not in {thread for _, thread in seen}
+    assert all(thread.startswith(CHECK_THREAD_PREFIX) for _, thread in seen), seen  # the checks' own threads
 
 
 async def test_a_server_listing_more_tools_than_a_run_offers_is_refused_before_any_schema_is_checked(
@@ -102,7 +103,7 @@ async def test_a_server_listing_more_tools_than_a_run_offers_is_refused_before_a
     as a server that cannot be listed, before any schema is checked."""
     from agent_runtime.mcp import discovery
 
-    seen: list[tuple[str, int]] = []
+    seen: list[tuple[str, str]] = []
     spy_on_threads(monkeypatch, discovery, "check_schema", seen)
     (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 300}))  # 305 tools
     failed = await AgentRunner(AgentDefinition(name="a", tools=[http_server(mcp_server)]), client).run("go")

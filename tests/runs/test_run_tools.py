@@ -9,6 +9,7 @@ import pytest
 
 from agent_runs.run_tools import agent_for_run
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.mcp import McpServer, McpTool
 from agent_runtime.tools import tool
 from session_store import RunRecord, SqliteSessionStore
@@ -68,11 +69,11 @@ async def test_the_tools_are_bound_off_the_event_loop(
     the binding runs on a worker thread, while the loop serves every other run and request of the worker."""
     from agent_runtime.mcp import tools as mcp_tools
 
-    threads: list[int] = []
+    threads: list[str] = []
     real = mcp_tools._validator_for
 
     def spy(schema: dict, name: str) -> object:
-        threads.append(threading.get_ident())
+        threads.append(threading.current_thread().name)
         return real(schema, name)
 
     monkeypatch.setattr(mcp_tools, "_validator_for", spy)
@@ -81,4 +82,4 @@ async def test_the_tools_are_bound_off_the_event_loop(
     await store.record_run_tools("r3", [SPEC, {**SPEC, "remote_name": "write", "name": "write"}])
     bound = await agent_for_run(store, agent, "r3")
     assert [t.name for t in bound.tools] == ["read", "write"]
-    assert len(threads) == 2 and threading.get_ident() not in threads
+    assert len(threads) == 2 and all(name.startswith(CHECK_THREAD_PREFIX) for name in threads), threads
