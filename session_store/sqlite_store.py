@@ -94,9 +94,10 @@ class SqliteSessionStore:
         return await (self._point(fn) if size <= INLINE_BATCH_BYTES else self._run(fn))
 
     def _bounded_rows(self, rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The rows of a list whose first column is a record's JSON. Inline, reading past `INLINE_BATCH_BYTES` of
-        it stops (`RunOnThread`: the list runs again on the worker thread), so a list read inline costs no more
-        than a batch written inline; the rows stream from an index in order, so what is read is what is returned."""
+        """The rows of a list whose first column is a record's JSON. Inline, reading past `INLINE_BATCH_BYTES`
+        characters of it stops (`RunOnThread`: the list runs again on the worker thread), so a list read inline costs
+        about what a batch written inline does. Only for a query whose rows stream in order from an index (no sort
+        first): then what is read is what is returned."""
         fetched, size = [], 0
         for row in rows:
             size += len(row[0])
