@@ -5,9 +5,9 @@ A connection per operation keeps activities independent (any worker, any retry, 
 restarts) at the price of a handshake per call. A call that is retried carries the same idempotency key in its
 `_meta`, so a server that deduplicates by it applies the effect once even when the first answer was lost.
 
-What a server answers over HTTP is bounded (`MAX_ANSWER_BYTES`, counted as decoded, so a compressed answer cannot
-expand past it): the SDK reads an answer, a JSON body or an SSE event, whole into memory and then parses it on the
-event loop; a 6 MB listing passed it either way.
+What a server answers over HTTP is bounded (`MAX_ANSWER_BYTES` per operation, all pages of a listing together, counted
+as decoded, so a compressed answer cannot expand past it): the SDK reads an answer, a JSON body or an SSE event, whole
+into memory and then parses it on the event loop; a 6 MB listing passed it either way.
 """
 
 from __future__ import annotations
@@ -58,31 +58,39 @@ async def open_client(server: McpServer) -> AsyncIterator[Client]:
     url = server.resolved_url()
     headers = await server.resolved_headers()
     timeout = httpx2.Timeout(server.timeout_seconds, read=server.timeout_seconds)
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [_bound_answer]}) as http:
+    budget = AnswerBudget()  # one per operation: each attempt of `with_server` opens a client of its own
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [budget]}) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
             yield client
 
 
 class McpAnswerTooLargeError(httpx2.StreamError):
-    """The server's answer passed `MAX_ANSWER_BYTES`. A `StreamError`, so the SDK answers the request with a JSON-RPC
+    """The server's answers passed `MAX_ANSWER_BYTES`. A `StreamError`, so the SDK answers the request with a JSON-RPC
     error at once (an SSE stream is ended, and its request abandoned), instead of a transport failure to retry."""
 
 
-async def _bound_answer(response: httpx2.Response) -> None:
-    """Response hook: reading the body past `MAX_ANSWER_BYTES` raises. Every way the SDK reads a body (`aread`, the
-    SSE and text iterators) decodes through `aiter_bytes`, so this counts what is decoded, not what was sent."""
-    decoded_chunks = response.aiter_bytes
+class AnswerBudget:
+    """What one operation reads of a server's answers over HTTP: at most `MAX_ANSWER_BYTES` in all (the handshake,
+    every page of a listing, a call's answer), counted as decoded. Used as the client's response hook."""
 
-    async def bounded(chunk_size: int | None = None) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in decoded_chunks(chunk_size):
-            size += len(chunk)
-            if size > MAX_ANSWER_BYTES:
-                raise McpAnswerTooLargeError(f"the server's answer is larger than {MAX_ANSWER_BYTES} bytes")
-            yield chunk
+    def __init__(self, limit: int = MAX_ANSWER_BYTES) -> None:
+        self.limit = limit
+        self.read = 0
 
-    response.aiter_bytes = bounded  # type: ignore[method-assign]
+    async def __call__(self, response: httpx2.Response) -> None:
+        """Every way the SDK reads a body (`aread`, the SSE and text iterators) decodes through `aiter_bytes`: it is
+        wrapped to count what is decoded, not what was sent."""
+        decoded_chunks = response.aiter_bytes
+
+        async def bounded(chunk_size: int | None = None) -> AsyncIterator[bytes]:
+            async for chunk in decoded_chunks(chunk_size):
+                self.read += len(chunk)
+                if self.read > self.limit:
+                    raise McpAnswerTooLargeError(f"the server's answers are larger than {self.limit} bytes")
+                yield chunk
+
+        response.aiter_bytes = bounded  # type: ignore[method-assign]
 
 
 async def with_server(server: McpServer, operation: Callable[[Client], Awaitable[T]], what: str) -> T:

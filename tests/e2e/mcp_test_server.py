@@ -12,7 +12,8 @@ Everything it does is recorded under the state directory, so tests (in another p
   and then the process dies before it answers - the lost answer of a crash;
 - `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run);
 - `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones;
-- `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...).
+- `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...);
+- `page_size` (a file the test writes, a number): `tools/list` answers in pages of that many tools (`nextCursor`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,18 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
+from mcp_types import (
+    EmbeddedResource,
+    ImageContent,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
 from pydantic import Field
 
 IDEMPOTENCY_META_KEY = "idempotencyKey"
@@ -41,7 +51,19 @@ PNG_1PX = base64.b64encode(
 
 
 class TestServer(MCPServer):
-    """`tools/list` shows what `tools.json` names (all tools stay callable, like a server mid-deployment)."""
+    """`tools/list` shows what `tools.json` names (all tools stay callable, like a server mid-deployment), in pages
+    when `page_size` says so."""
+
+    async def _handle_list_tools(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        tools = await self.list_tools()
+        size_file = self.state / "page_size"
+        if not size_file.exists():
+            return ListToolsResult(tools=tools)
+        size, start = int(size_file.read_text()), int(params.cursor) if params and params.cursor else 0
+        more = start + size < len(tools)
+        return ListToolsResult(tools=tools[start:start + size], next_cursor=str(start + size) if more else None)
 
     def __init__(self, state: Path) -> None:
         super().__init__("test-tools")

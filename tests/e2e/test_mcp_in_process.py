@@ -124,9 +124,9 @@ async def test_a_server_listing_more_tools_than_a_run_offers_is_refused_before_a
 async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried(
     tmp_path: Path, answers: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """What a server answers is read up to `MAX_ANSWER_BYTES` (4 MiB): a longer answer is a protocol error at once,
-    not read whole into memory and parsed on the loop, nor asked again; as a plain JSON body (`--json-response`) or
-    an SSE stream, which the SDK reads whole alike. Answers within the bound work."""
+    """What a server answers is read up to `MAX_ANSWER_BYTES` (4 MiB, all pages of a listing together): a longer answer
+    is a protocol error at once, not read whole into memory and parsed on the loop, nor asked again; as a plain JSON
+    body (`--json-response`) or an SSE stream, which the SDK reads whole alike. Answers within the bound work."""
     process = McpServerProcess(tmp_path / "mcp", json_response=answers == "json").start()
     try:
         server = http_server(process, attempts=3)
@@ -141,6 +141,13 @@ async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried
             await list_remote_tools(server)
         if answers == "json":
             assert f"larger than {MAX_ANSWER_BYTES} bytes" in str(refused.value)
+        # The bound is for the whole listing: 10 pages of ~0.6 MB, each within it, are refused together.
+        (process.state / "page_size").write_text("2000")
+        with pytest.raises(McpProtocolError, match="refused listing its tools"):
+            await list_remote_tools(server)
+        (process.state / "copies.json").write_text(json.dumps({"echo": 1_000}))  # 3 pages, ~0.3 MB in all
+        (process.state / "page_size").write_text("400")
+        assert len(await list_remote_tools(server)) == 1_005
         with pytest.raises(McpProtocolError, match="refused calling tool 'echo'"):  # a tool error for the model
             await call_remote_tool(server, "echo", {"text": "x" * MAX_ANSWER_BYTES}, "key-2")
         # Not retried: a second listing would be refused the same, after as much work again.
