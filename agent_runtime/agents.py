@@ -139,7 +139,7 @@ class AgentDefinition(BaseModel):
         return type(self)(**{**fields, "tools": [*self.tools, *remote]})
 
     async def with_recorded_tools(self, recorded: Sequence[dict[str, Any]]) -> AgentDefinition:
-        """`with_discovered_tools` from the specs a run recorded (JSON), built on a worker thread: each tool's
+        """`with_discovered_tools` from the specs a run recorded (JSON), built on the checks' threads: each tool's
         validator checks the server's schema first (`mcp.tools`), about 0.1 s for a large one and up to 128 tools a
         run, while the loop serves every other run and request."""
         from .mcp.tools import McpToolSpec

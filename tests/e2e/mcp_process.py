@@ -27,10 +27,14 @@ def free_port() -> int:
 
 
 class McpServerProcess:
-    def __init__(self, state: Path, *, supervise: bool = False, json_response: bool = False) -> None:
-        """`json_response`: the server answers requests with plain JSON bodies instead of SSE streams."""
+    def __init__(
+        self, state: Path, *, supervise: bool = False, json_response: bool = False, gzip: bool = False
+    ) -> None:
+        """`json_response`: the server answers requests with plain JSON bodies instead of SSE streams; `gzip`:
+        compressed whenever the client accepts it."""
         self.state = state
         self.json_response = json_response
+        self.gzip = gzip
         self.state.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.supervise = supervise
@@ -56,7 +60,7 @@ class McpServerProcess:
         with self._lock:
             self._process = subprocess.Popen(
                 [sys.executable, str(SERVER_SCRIPT), "http", "--port", str(self.port), "--state", str(self.state),
-                 *(["--json-response"] if self.json_response else [])],
+                 *(["--json-response"] if self.json_response else []), *(["--gzip"] if self.gzip else [])],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

@@ -2,6 +2,7 @@
 
     python mcp_test_server.py http --port 8123 --state DIR     # Streamable HTTP on 127.0.0.1 (answers as SSE)
     python mcp_test_server.py http --json-response ...          # the same, answering plain JSON (as many servers do)
+    python mcp_test_server.py http --json-response --gzip ...   # ... gzip-compressed whenever the client accepts it
     python mcp_test_server.py stdio --state DIR                # stdio (the client starts it)
 
 Everything it does is recorded under the state directory, so tests (in another process) can assert on it:
@@ -167,6 +168,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--state", default=os.environ.get("MCP_TEST_STATE", ""))
     parser.add_argument("--json-response", action="store_true")
+    parser.add_argument("--gzip", action="store_true")
     args = parser.parse_args()
     if not args.state:
         parser.error("--state (or MCP_TEST_STATE) is required")
@@ -177,6 +179,10 @@ def main() -> None:
     import uvicorn
 
     app = server.streamable_http_app(json_response=args.json_response)
+    if args.gzip:
+        from starlette.middleware.gzip import GZipMiddleware
+
+        app.add_middleware(GZipMiddleware, minimum_size=0)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 from mcp_process import SERVER_SCRIPT, McpServerProcess, server_calls
 
@@ -152,6 +153,28 @@ async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried
             await call_remote_tool(server, "echo", {"text": "x" * MAX_ANSWER_BYTES}, "key-2")
         # Not retried: a second listing would be refused the same, after as much work again.
         assert not [r for r in caplog.records if "attempt" in r.getMessage()]
+    finally:
+        process.stop()
+
+
+async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None:
+    """A server may compress its answers (the client accepts gzip): a listing a few hundred KB on the wire that
+    expands past `MAX_ANSWER_BYTES` is refused, as the same listing sent plain is."""
+    process = McpServerProcess(tmp_path / "mcp", json_response=True, gzip=True).start()
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+        async with httpx.AsyncClient() as http:  # the server really compresses what it sends
+            probe = await http.post(process.url, json=initialize, headers={
+                "Accept": "application/json, text/event-stream", "Accept-Encoding": "gzip"})
+        assert probe.status_code == 200 and probe.headers.get("content-encoding") == "gzip", probe.headers
+
+        server = http_server(process)
+        (process.state / "copies.json").write_text(json.dumps({"echo": 1_000}))
+        assert len(await list_remote_tools(server)) == 1_005  # within the bound, compressed: read as usual
+        (process.state / "copies.json").write_text(json.dumps({"echo": 20_000}))  # ~6 MB, far less on the wire
+        with pytest.raises(McpProtocolError, match=f"larger than {MAX_ANSWER_BYTES} bytes"):
+            await list_remote_tools(server)
     finally:
         process.stop()
 
