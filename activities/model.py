@@ -1,5 +1,6 @@
 """`call_model`: one model call of a run (chat middleware, retries honouring Retry-After, the answer stored; while
-it streams, the text so far is stored as a draft that pollers see as `partial_output`)."""
+it streams, the text so far is stored as a draft that pollers see as `partial_output`). An answer that ends the run's
+loop also closes the run (`agent_runs.finishing.close_if_final`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
+from agent_runs.finishing import close_if_final, closed_before
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runtime.conversation import model_message_id
 from agent_runtime.loop_types import ModelTurn
@@ -22,6 +24,9 @@ from telemetry.spans import run_step
 async def call_model(step: ModelCallInput) -> ModelCallResult:
     ctx = StepContext.for_run(step.run)
     record = await ctx.record()
+    closed = closed_before(record) if step.close is not None else None
+    if closed is not None:  # an earlier attempt closed the run: the model is not asked again
+        return closed
     if record is not None and record.cancel_requested_at is not None:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
@@ -77,4 +82,5 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
         while model_message_id(step.run.run_id, step.command.iteration, index) in log.block_ids:
             index += 1
         await log.settle(probe_id=model_message_id(step.run.run_id, step.command.iteration, index))
+        return await close_if_final(ctx, step, result) or result
     return result

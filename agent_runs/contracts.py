@@ -97,15 +97,6 @@ class StepFailure(_Payload):
         return self.code == CANCELLED_CODE
 
 
-class ModelCallInput(_Payload):
-    run: RunRef
-    command: CallModel
-    first_seq: int
-
-
-ModelCallResult = Annotated[ModelTurn | StepFailure, Field(discriminator="kind")]
-
-
 class ToolsDiscovered(_Payload):
     """`discover_tools`: the run's MCP tools are recorded (`tools`: how many), bar optional servers that could not be
     listed. No `kind`: histories hold it as it always was; `extra="forbid"` tells it from a `StepFailure`."""
@@ -221,6 +212,38 @@ class FinishResult(_Payload):
 
     status: Literal["completed", "failed", "cancelled"]
     reason: str
+
+
+class CloseIfFinal(_Payload):
+    """What a model call needs to close the run itself when its answer ends the loop (one activity less per run):
+    the loop as it stood when the call was made, and what `finish_run` would have been given. Only for a run without
+    run middleware to post-process its result: see `agent_runs.finishing.close_if_final`."""
+
+    loop_state: LoopState
+    first_seq: int
+    """The finish block: the positions right after the call's own block, as `RunDriver.finish_input` allocates."""
+    approvals_asked: bool = True
+
+
+class ModelCallInput(_Payload):
+    run: RunRef
+    command: CallModel
+    first_seq: int
+    close: CloseIfFinal | None = None
+    """Set by the orchestrator for every call (None in histories from before): see `ClosedModelTurn`."""
+
+
+class ClosedModelTurn(_Payload):
+    """`call_model` answered and, its answer ending the loop, closed the run as `finish_run` would have (`finished`:
+    how). `turn` is None when a retried attempt found the run already closed by the attempt before it."""
+
+    kind: Literal["closed_model_turn"] = "closed_model_turn"
+    turn: ModelTurn | None = None
+    finish: Finish
+    finished: FinishResult
+
+
+ModelCallResult = Annotated[ModelTurn | StepFailure | ClosedModelTurn, Field(discriminator="kind")]
 
 
 class ResumePoint(_Payload):

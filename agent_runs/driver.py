@@ -14,6 +14,8 @@ from typing import Literal
 
 from agent_runs.contracts import (
     ApprovalRequestsInput,
+    ClosedModelTurn,
+    CloseIfFinal,
     DecisionsInput,
     DecisionsResult,
     EscalateApprovalsInput,
@@ -81,6 +83,7 @@ class RunDriver:
         # The step in flight that a rewind could execute again, and where the run would go on from if it fails.
         self._repeatable: tuple[ResumeStep, LoopCommand | None] | None = None
         self._resume_from: tuple[ResumeStep, LoopState | None, LoopCommand | None] | None = None
+        self._closed_by_step: FinishResult | None = None
 
     # ------------------------------------------------------------------------------------------------ commands
 
@@ -128,7 +131,18 @@ class RunDriver:
         self._repeatable = ("call_model", command)
         self._model_calls += 1
         self._model_call_seq = self._allocate(SLOTS_PER_MODEL_CALL)
-        return ModelCallInput(run=self.run, command=command, first_seq=self._model_call_seq)
+        # Should the answer end the loop, the call closes the run in the finish block `finish_input` would allocate
+        # next (nothing is allocated between a model call and the finish that follows it). Not with run middleware:
+        # its post-processing runs once (recorded), and a call redelivered before its close asks the model again, so
+        # a recorded post-processing could belong to another answer; `finish_run` post-processes the stored one.
+        close = None
+        if not self._input.run_middleware:
+            close = CloseIfFinal(
+                loop_state=self._loop.state,
+                first_seq=seq_for(self.run.ordinal, self._position),
+                approvals_asked=self._approvals_asked or bool(self._pending_approvals),
+            )
+        return ModelCallInput(run=self.run, command=command, first_seq=self._model_call_seq, close=close)
 
     def tool_calls(self, command: RunTools) -> list[ToolCallInput]:
         self._repeatable = ("invoke_tool", command)
@@ -183,7 +197,9 @@ class RunDriver:
 
     # ------------------------------------------------------------------------------------------------ results
 
-    def on_model_result(self, result: ModelTurn | StepFailure) -> LoopCommand:
+    def on_model_result(self, result: ModelTurn | StepFailure | ClosedModelTurn) -> LoopCommand:
+        if isinstance(result, ClosedModelTurn):
+            return self._on_closed_turn(result)
         failed_for_good = isinstance(result, StepFailure) and not result.is_cancel
         if failed_for_good:  # e.g. the endpoint refused the request: a rewind asks again once it is fixed
             self._remember_resume_point()
@@ -193,6 +209,21 @@ class RunDriver:
         if isinstance(result, StepFailure):
             return self._loop.send(Fail(reason=f"{result.code}: {result.message}"))
         return self._loop.send(result)
+
+    def _on_closed_turn(self, closed: ClosedModelTurn) -> Finish:
+        """The model call closed the run (its answer ended the loop): the finish it made is the run's, and its
+        block is allocated as if `finish_run` had been scheduled with it."""
+        self._step_completed()
+        if closed.turn is not None:
+            self._loop.send(closed.turn)  # the same pure loop decides the same here as in the activity
+        self.finish_input(closed.finish)
+        self._closed_by_step = closed.finished
+        return closed.finish
+
+    @property
+    def closed_by_step(self) -> FinishResult | None:
+        """How the run ended when a step already closed it (no `finish_run` to schedule)."""
+        return self._closed_by_step
 
     def on_approvals_recorded(self) -> None:
         """The approval requests are stored: pollers may see them while the run waits."""

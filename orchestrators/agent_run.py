@@ -8,7 +8,7 @@ nothing else is read.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded,
 from agent_runs.contracts import (
     CANCEL_EVENT,
     CancelEvent,
+    ClosedModelTurn,
     DecisionsResult,
     EscalateApprovalsInput,
     RunInput,
@@ -76,10 +77,13 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
         if command is None:  # continued as new
             return {}
 
-    _publish(context, driver)
-    finished = yield finish_run.call(context, driver.finish_input(command))
-    # Histories from before `finish_run` returned its verdict hold null: the loop's verdict stands.
-    outcome = driver.on_finished(command, finish_run.parse(finished) if finished else None)
+    closed = driver.closed_by_step  # the last model call's answer ended the loop and closed the run
+    if closed is None:
+        _publish(context, driver)
+        finished = yield finish_run.call(context, driver.finish_input(command))
+        # Histories from before `finish_run` returned its verdict hold null: the loop's verdict stands.
+        closed = finish_run.parse(finished) if finished else None
+    outcome = driver.on_finished(command, closed)
     _publish(context, driver)
     yield from _notify(context, driver, "finished")
     return compact_json(_with_resume_point(outcome, driver))
@@ -117,7 +121,7 @@ def _next(
         return None
     if isinstance(command, CallModel):
         task = call_model.call(context, driver.model_call(command))
-        done = yield from _step(context, driver, cancels, task, MODEL_CALL_FAILED)
+        done = yield from _step(context, driver, cancels, task, MODEL_CALL_FAILED, closes=_closed_model_turn)
         return done if done is not None else driver.on_model_result(call_model.result(task))
     if isinstance(command, RunTools):
         tasks = [invoke_tool.call(context, call) for call in driver.tool_calls(command)]
@@ -142,17 +146,32 @@ def _run_middleware_before(
     return driver.on_middleware_before(run_middleware_before.result(task))
 
 
+def _closed_model_turn(task: TaskBase) -> ClosedModelTurn | None:
+    result = call_model.result(task)
+    return result if isinstance(result, ClosedModelTurn) else None
+
+
 def _step(
-    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, work: TaskBase, failure: str
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    work: TaskBase,
+    failure: str,
+    *,
+    closes: Callable[[TaskBase], ClosedModelTurn | None] | None = None,
 ) -> Generator[Any, Any, LoopCommand | None]:
     """Publish progress, then race the step's work with cancel. Returns the next command when the step was cancelled
     or failed (after its retries: the run fails with `failure` as its code), None when it succeeded (the caller feeds
-    its result to the driver)."""
+    its result to the driver). `closes`: how to tell that the work closed the run - then a cancel that won the race
+    came too late (the store keeps the first finish), and the run ends as the work closed it."""
     _publish(context, driver)
     cancel = cancels.waiter()
     winner = yield context.task_any([work, cancel])
     if winner is cancel:
         yield from _drain_within(context, work, driver.cancel_grace_seconds)
+        closed = closes(work) if closes is not None and work.is_completed and not failed(work) else None
+        if closed is not None:
+            return driver.on_model_result(closed)
         return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
     if failed(work):
         return driver.on_failure(f"{failure}: {error_text(work)}")

@@ -91,6 +91,9 @@ def test_a_history_in_the_old_shape_replays_to_the_same_decisions(case: dict[str
 
     recorded, replayed = _scheduled(case["history"]), _activity_actions(output.action_groups)
     assert [name for name, _ in replayed] == [name for name, _ in recorded]
+    # A model call now also says how to close the run should its answer end the loop (`ModelCallInput.close`): new
+    # information, not a reshaping. The recorded answers do not close the run, so it still ends with `finish_run`.
+    assert all(new.pop("close", None) is not None for name, new in replayed if name == "call_model")
     for (name, new), (_, old) in zip(replayed, recorded, strict=True):
         model = ACTIVITIES[name].input_model
         assert model.model_validate(new) == model.model_validate(old), name

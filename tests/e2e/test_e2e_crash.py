@@ -6,6 +6,7 @@ is duplicated."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,48 @@ def test_killed_while_a_model_call_runs(crashable: CrashableApp, model: Scripted
     messages, _ = crashable.stored(started["session_id"])
     assert_no_duplicates(messages)
     assert [m.role for m in messages] == ["user", "assistant"]
+
+
+def test_killed_after_the_final_answer_closed_the_run(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    """The model call whose answer ends the run also closes it. Killed after the close, before the call's completion
+    is recorded: the call is delivered again, finds the run closed and returns how it was closed, without asking the
+    model again or storing anything twice."""
+    model.set_script(Script(default=Reply(text="The answer.")))
+    pause = crashable.marker_dir / "pause"
+    pause.mkdir(exist_ok=True)
+    (pause / "finish_run.json").write_text('{"equal": {}, "absent": []}')  # hold the close after it is stored
+    api = crashable.api
+    started = api.start(input="A question")
+    wait_for_file(pause / "finish_run.reached")
+    assert api.view(started["run_id"])["status"] == "completed"  # closed in the store; the activity has not returned
+
+    crashable.host.kill()
+    (pause / "finish_run.json").unlink()
+    crashable.host.start()
+
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "The answer.")
+    status = _wait_for_orchestration(crashable, started["run_id"])
+    assert (status["output"]["status"], status["output"]["reason"]) == ("completed", "stop")
+    completed = [e["FunctionName"] for e in status["historyEvents"] if e["EventType"] == "TaskCompleted"]
+    assert completed == ["call_model"]  # delivered twice, recorded once; no finish_run
+    assert model.log.total == 1  # the redelivered call did not ask again
+    messages, _ = crashable.stored(started["session_id"])
+    assert_no_duplicates(messages)
+    assert [m.role for m in messages] == ["user", "assistant"]
+
+
+def _wait_for_orchestration(crashable: CrashableApp, instance_id: str) -> dict[str, Any]:
+    """The orchestration's status with its history, once it has completed (bounded)."""
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while True:
+        response = crashable.host.client.get(
+            f"/runtime/webhooks/durabletask/instances/{instance_id}",
+            params={"showHistory": "true", "showHistoryOutput": "true"},
+        )
+        status = response.json()
+        if status.get("runtimeStatus") == "Completed":
+            return status
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"orchestration {instance_id} is {status.get('runtimeStatus')}")
+        time.sleep(0.05)

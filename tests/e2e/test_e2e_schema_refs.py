@@ -128,9 +128,9 @@ def test_the_answers_schema_check_runs_off_the_event_loop(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Checking an answer against a client's schema is bounded work but not small (2,000,000 characters, the patterns'
-    budget): `finish_run` does it on a worker thread, and the host's loop serves meanwhile. A run without a format
+    budget): closing the run does it on a worker thread, and the host's loop serves meanwhile. A run without a format
     builds its result on the loop (bookkeeping, not worth a thread hop)."""
-    finish = app.app_module("activities.finish")
+    finish = app.app_module("agent_runs.finishing")
     loop_thread = app.host.run(_current_thread())
     built_on: list[threading.Thread] = []
     build = finish.build_run_result

@@ -248,3 +248,50 @@ def test_finish_run_may_change_the_verdict_of_the_loop() -> None:
     assert (outcome.status, outcome.reason) == ("failed", verdict.reason)
     assert (d.progress().status, d.progress().reason) == ("failed", verdict.reason)
     assert driver().on_finished(Finish(status="completed", reason="stop")).status == "completed"  # old histories
+
+
+def test_a_model_call_carries_what_closing_the_run_needs_and_its_loop_decides_as_the_driver_does() -> None:
+    from agent_runtime.loop import AgentLoop
+
+    d = driver()
+    d.model_call(d.first_command())
+    d.tool_calls(d.on_model_result(turn(("a", False))))
+    last = d.model_call(d.on_tool_results([ToolOutcome(call_id="a")]))
+    assert last.close is not None
+    answer = ModelTurn(has_text=True, finish_reason="stop")
+    # The loop as the call carries it decides what the driver's own loop decides for the same answer.
+    in_activity = AgentLoop(state=last.close.loop_state.model_copy(deep=True)).send(answer)
+    twin = driver()
+    twin.model_call(twin.first_command())
+    twin.tool_calls(twin.on_model_result(turn(("a", False))))
+    twin.model_call(twin.on_tool_results([ToolOutcome(call_id="a")]))
+    assert in_activity == twin.on_model_result(answer)
+    assert isinstance(in_activity, Finish)
+    # The close writes in the block `finish_input` allocates next.
+    assert last.close.first_seq == twin.finish_input(in_activity).first_seq == last.first_seq + SLOTS_PER_MODEL_CALL
+    assert last.close.approvals_asked is False
+
+
+def test_a_run_with_run_middleware_leaves_the_close_to_finish_run() -> None:
+    """Its post-processing is recorded once; a model call redelivered before closing asks the model again."""
+    d = driver(run_middleware=True, generation=1)
+    assert d.model_call(d.first_command()).close is None
+
+
+def test_a_turn_that_closed_the_run_ends_it_as_closed_with_nothing_left_to_schedule() -> None:
+    from agent_runs.contracts import ClosedModelTurn
+
+    d = driver()
+    call = d.model_call(d.first_command())
+    finish = Finish(status="failed", reason="invalid_structured_output: not JSON")
+    closed = ClosedModelTurn(
+        turn=ModelTurn(has_text=True, finish_reason="stop"), finish=finish,
+        finished=FinishResult(status="failed", reason="invalid_structured_output: not JSON"),
+    )
+    assert d.on_model_result(closed) == finish
+    assert d.closed_by_step == closed.finished
+    outcome = d.on_finished(finish, d.closed_by_step)
+    assert (outcome.status, outcome.reason) == ("failed", "invalid_structured_output: not JSON")
+    progress = d.progress()
+    assert progress.status == "failed"
+    assert progress.visible_seq >= call.close.first_seq  # the finish block counts as written, as after finish_run
