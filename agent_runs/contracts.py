@@ -235,12 +235,13 @@ class ModelCallInput(_Payload):
 
 class ClosedModelTurn(_Payload):
     """`call_model` answered and, its answer ending the loop, closed the run as `finish_run` would have (`finished`:
-    how). `turn` is None when a retried attempt found the run already closed by the attempt before it."""
+    how). The orchestrator's loop reaches the same `Finish` from `turn`. A retried attempt that found the run closed
+    by the attempt before it has no turn: it says how the run was closed (`finish`, from the run's record)."""
 
     kind: Literal["closed_model_turn"] = "closed_model_turn"
     turn: ModelTurn | None = None
-    finish: Finish
     finished: FinishResult
+    finish: Finish | None = None
 
 
 ModelCallResult = Annotated[ModelTurn | StepFailure | ClosedModelTurn, Field(discriminator="kind")]

@@ -211,14 +211,17 @@ class RunDriver:
         return self._loop.send(result)
 
     def _on_closed_turn(self, closed: ClosedModelTurn) -> Finish:
-        """The model call closed the run (its answer ended the loop): the finish it made is the run's, and its
-        block is allocated as if `finish_run` had been scheduled with it."""
+        """The model call closed the run (its answer ended the loop): the loop's finish is the run's, and its block
+        is allocated as if `finish_run` had been scheduled with it."""
         self._step_completed()
-        if closed.turn is not None:
-            self._loop.send(closed.turn)  # the same pure loop decides the same here as in the activity
-        self.finish_input(closed.finish)
+        # The same pure loop decides here what it decided in the activity, from the same state and answer.
+        command = self._loop.send(closed.turn) if closed.turn is not None else closed.finish
+        if not isinstance(command, Finish):  # a loop changed between the two (a deployment): the store has it closed
+            finished = closed.finished
+            command = Finish(status=finished.status, reason=finished.reason, usage=self._loop.state.usage)
+        self.finish_input(command)
         self._closed_by_step = closed.finished
-        return closed.finish
+        return command
 
     @property
     def closed_by_step(self) -> FinishResult | None:

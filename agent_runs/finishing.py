@@ -124,8 +124,7 @@ async def close_if_final(ctx: StepContext, step: ModelCallInput, turn: ModelTurn
         usage=command.usage,
         approvals_asked=close.approvals_asked,
     )
-    finished = await close_run(ctx, finish_input, record)
-    return ClosedModelTurn(turn=turn, finish=command, finished=finished)
+    return ClosedModelTurn(turn=turn, finished=await close_run(ctx, finish_input, record))
 
 
 def closed_before(record: RunRecord | None) -> ClosedModelTurn | None:

@@ -19,7 +19,7 @@ import azure.durable_functions as df
 from test_agent_run_replay import _activity_actions, _cases, _payload
 
 from agent_runs.contracts import ClosedModelTurn, FinishResult, RunOutcome
-from agent_runtime.loop_types import Finish, ModelTurn
+from agent_runtime.loop_types import ModelTurn
 from devhost.app_loader import FunctionInfo
 from devhost.invoke import OrchestratorOutput, invoke_orchestrator
 from devhost.protocol.trigger import orchestration_trigger_json
@@ -62,10 +62,8 @@ def _new_activities(output: OrchestratorOutput) -> list[str]:
 
 
 def test_a_cancel_that_wins_the_race_with_the_call_that_closed_the_run_ends_it_as_closed() -> None:
-    turn = ModelTurn(finish_reason="stop")
     closed = ClosedModelTurn(
-        turn=turn, finish=Finish(status="completed", reason="stop"),
-        finished=FinishResult(status="completed", reason="stop"),
+        turn=ModelTurn(finish_reason="stop"), finished=FinishResult(status="completed", reason="stop")
     )
     output = _cancel_then_answer(closed.model_dump(mode="json"))
 

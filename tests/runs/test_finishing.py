@@ -25,7 +25,7 @@ def test_a_failed_or_cancelled_close_reads_back_as_the_reason_it_was_closed_with
     closed = closed_before(record)
     assert closed is not None and closed.turn is None
     assert (closed.finished.status, closed.finished.reason) == (status, reason)
-    assert (closed.finish.status, closed.finish.reason) == (status, reason)
+    assert closed.finish is not None and (closed.finish.status, closed.finish.reason) == (status, reason)
 
 
 def test_a_completed_close_reads_back_with_its_finish_reason_and_usage() -> None:
@@ -36,7 +36,7 @@ def test_a_completed_close_reads_back_with_its_finish_reason_and_usage() -> None
     closed = closed_before(record)
     assert closed is not None
     assert (closed.finished.status, closed.finished.reason) == ("completed", "budget_exceeded")
-    assert closed.finish.usage.total_tokens == 42
+    assert closed.finish is not None and closed.finish.usage.total_tokens == 42
 
 
 @pytest.mark.parametrize("status", ["in_progress", "requires_action", "queued"])
