@@ -230,7 +230,8 @@ class ModelCallInput(_Payload):
     command: CallModel
     first_seq: int
     close: CloseIfFinal | None = None
-    """Set by the orchestrator for every call (None in histories from before): see `ClosedModelTurn`."""
+    """How to close the run should the answer end the loop (`ClosedModelTurn`); None for a run with run middleware,
+    and in histories from before."""
 
 
 class ClosedModelTurn(_Payload):
