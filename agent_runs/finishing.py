@@ -103,11 +103,11 @@ async def close_if_final(ctx: StepContext, step: ModelCallInput, turn: ModelTurn
     orchestrator closes the run as before).
 
     The loop is pure: given the state it had when the call was made (`step.close`) and this turn, it decides here
-    exactly what the orchestrator's loop decides on replay. Only an answer without tool calls and not ended by chat
-    middleware: a call redelivered before its close asks the model again and replaces its stored answer in place,
-    and closing writes nothing that another answer would contradict only when the answer has no calls to close (a
-    result written for a call the new answer does not make would be left without its call). A run whose cancel was
-    requested meanwhile is left to the orchestrator, whose race with the cancel event decides how it ends."""
+    exactly what the orchestrator's loop decides on replay. Only an answer without tool calls, not ended by chat
+    middleware: a call redelivered before its close asks the model again and replaces the stored answer in place, so
+    the close must write nothing tied to this answer's calls (a "not run" result for a call the new answer does not
+    make would be left without its call). A run whose cancel was requested meanwhile is left to the orchestrator,
+    whose race with the cancel event decides how it ends."""
     close = step.close
     if close is None or turn.tool_calls or turn.terminated:
         return None
