@@ -21,6 +21,7 @@ from devhost.protocol.events import event_text
 
 log = logging.getLogger("devhost.engine")
 CHECKPOINT_EVERY_COMMITS = 100  # ~5 pages per commit: ~500 WAL pages (2 MB) between checkpoints
+WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (
@@ -152,6 +153,10 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the commit path (_Checkpointer)
+            # Checkpoints run while commits go on, so the WAL is rarely fully copied back when the next commit starts
+            # (the moment SQLite can write it from the beginning again): it grew past 50 MB over 200 busy turns and
+            # kept that size. When it does start again, the file is cut back to this.
+            self._db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
             self._checkpointer = _Checkpointer(path)
         self._db.executescript(_SCHEMA)
         self.tx: Transaction | None = None
