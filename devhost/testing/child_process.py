@@ -93,8 +93,9 @@ class SubprocessHost:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (self.devhost_path, env.get("PYTHONPATH")) if p)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
+            # A process group of its own: `kill` takes the host's worker processes with it.
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            cwd=self.app_dir)
+                                            cwd=self.app_dir, start_new_session=True)
         self._wait_ready(self.process)
         return self
 
@@ -126,10 +127,14 @@ class SubprocessHost:
         return self.process.returncode
 
     def kill(self) -> None:
-        """SIGKILL: the host dies mid-flight, exactly like a crash."""
+        """SIGKILL to the host and its worker processes: the instance dies mid-flight, exactly like a crash on Azure,
+        where the workers die with the host. (An orphaned worker would go on with its invocation in flight and could
+        store what the crash was meant to lose.) Returns once every process of the instance has exited."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+            group = self.process.pid
+            os.killpg(group, signal.SIGKILL)
             self.process.wait()
+            _wait_until_exited(group)
 
     def close(self) -> None:
         self.stop()
@@ -174,3 +179,25 @@ class SubprocessHost:
     def advance(self, seconds: float) -> None:
         """Only with `clock="virtual"` (or "auto-skip"): move time, then run until idle."""
         self.client.post("/admin/devhost/advance", params={"seconds": str(seconds)}).raise_for_status()
+
+
+def _group_members(group: int) -> list[int]:
+    """The live processes of a process group (zombies excluded), from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            state, _ppid, pgrp = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        if int(pgrp) == group and state != "Z":
+            members.append(int(entry))
+    return members
+
+
+def _wait_until_exited(group: int, timeout: float = 10.0) -> None:
+    """Bounded: SIGKILL cannot be refused, so only a machine that stalls makes this wait."""
+    deadline = time.monotonic() + timeout
+    while _group_members(group) and time.monotonic() < deadline:
+        time.sleep(0.01)

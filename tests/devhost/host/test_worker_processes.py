@@ -125,8 +125,21 @@ def test_workers_leave_when_their_host_is_killed(tmp_path: Path) -> None:
         worker = int(host.client.get("/api/pid").text)
         assert worker != host.pid
         os.kill(worker, 0)  # alive while its host is
-        host.kill()  # SIGKILL: the host has no chance to stop anything
+        assert host.process is not None
+        os.kill(host.pid, signal.SIGKILL)  # the host alone: it has no chance to stop anything
+        host.process.wait()
         wait_until(lambda: gone(worker), "the orphaned worker to exit")
+    finally:
+        host.close()
+
+
+def test_a_killed_test_host_takes_its_workers_with_it(tmp_path: Path) -> None:
+    """`SubprocessHost.kill` is a crash of the whole instance: no worker lives on to finish what was in flight."""
+    host = SubprocessHost(APP, state_path=tmp_path / "state.sqlite3", workers=1).start()
+    try:
+        worker = int(host.client.get("/api/pid").text)
+        host.kill()
+        assert gone(worker)  # at once, not after the worker noticed its host was gone
     finally:
         host.close()
 
