@@ -111,7 +111,7 @@ async def close_if_final(ctx: StepContext, step: ModelCallInput, turn: ModelTurn
     close = step.close
     if close is None or turn.tool_calls or turn.terminated:
         return None
-    command = AgentLoop(state=close.loop_state.model_copy(deep=True)).send(turn)
+    command = AgentLoop(state=close.loop_state).send(turn)  # the state was parsed for this attempt: it may change
     if not isinstance(command, Finish) or command.unresolved:
         return None
     record = await ctx.record()  # read again: a cancel request may have arrived while the model answered

@@ -122,8 +122,7 @@ class SubprocessHost:
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self._kill_instance()
         return self.process.returncode
 
     def kill(self) -> None:
@@ -131,10 +130,14 @@ class SubprocessHost:
         where the workers die with the host. (An orphaned worker would go on with its invocation in flight and could
         store what the crash was meant to lose.) Returns once every process of the instance has exited."""
         if self.process is not None and self.process.poll() is None:
-            group = self.process.pid
-            os.killpg(group, signal.SIGKILL)
-            self.process.wait()
-            _wait_until_exited(group)
+            self._kill_instance()
+
+    def _kill_instance(self) -> None:
+        assert self.process is not None
+        group = self.process.pid  # the host leads its own process group (`start`)
+        os.killpg(group, signal.SIGKILL)
+        self.process.wait()
+        _wait_until_exited(group)
 
     def close(self) -> None:
         self.stop()
@@ -197,7 +200,10 @@ def _group_members(group: int) -> list[int]:
 
 
 def _wait_until_exited(group: int, timeout: float = 10.0) -> None:
-    """Bounded: SIGKILL cannot be refused, so only a machine that stalls makes this wait."""
+    """Bounded: SIGKILL cannot be refused, so only a machine that stalls makes this wait; a process still there
+    after it is a leak, said loudly."""
     deadline = time.monotonic() + timeout
-    while _group_members(group) and time.monotonic() < deadline:
+    while members := _group_members(group):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {members} of the killed devhost instance are still running")
         time.sleep(0.01)

@@ -7,7 +7,8 @@ run ended as the call closed it: the orchestration must say the same, and schedu
 that did not close the run, the same race ends the run `cancelled` in `finish_run`, as before.
 
 The histories are a recorded 5-step run (`golden/`) cut before its last model call completed, then given the cancel
-and that completion in one episode, as the engine would deliver them.
+(once, or twice: a client that repeats its request) and that completion in one episode, as the engine would deliver
+them.
 """
 
 from __future__ import annotations
@@ -15,68 +16,68 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import azure.durable_functions as df
-from test_agent_run_replay import _activity_actions, _cases, _payload
+import pytest
+from golden_histories import (
+    EVENT_RAISED,
+    ORCHESTRATOR_COMPLETED,
+    ORCHESTRATOR_STARTED,
+    TASK_COMPLETED,
+    TASK_SCHEDULED,
+    activity_actions,
+    cases,
+    payload,
+    run_episode,
+)
 
 from agent_runs.contracts import ClosedModelTurn, FinishResult, RunOutcome
 from agent_runtime.loop_types import ModelTurn
-from devhost.app_loader import FunctionInfo
-from devhost.invoke import OrchestratorOutput, invoke_orchestrator
-from devhost.protocol.trigger import orchestration_trigger_json
-from orchestrators.agent_run import agent_run
-
-TASK_SCHEDULED, TASK_COMPLETED, EVENT_RAISED, ORCHESTRATOR_STARTED, ORCHESTRATOR_COMPLETED = 4, 5, 15, 12, 13
+from devhost.invoke import OrchestratorOutput
 
 
-def _cancel_then_answer(answer: dict[str, Any]) -> OrchestratorOutput:
-    """The 5-step run, its last model call answered with `answer` just after a cancel event arrived."""
-    case = next(c for c in _cases() if c["case"] == "five_steps_new_session")
+def _cancel_then_answer(answer: dict[str, Any], cancels: int = 1) -> OrchestratorOutput:
+    """The 5-step run, its last model call answered with `answer` just after `cancels` cancel events arrived."""
+    case = next(c for c in cases() if c["case"] == "five_steps_new_session")
     history = case["history"]
     last_call = max(i for i, e in enumerate(history) if e["EventType"] == TASK_SCHEDULED and e["Name"] == "call_model")
     stamp = history[last_call]["Timestamp"]
+    cancel = {"EventId": -1, "IsPlayed": False, "Timestamp": stamp, "EventType": EVENT_RAISED, "Name": "cancel",
+              "Input": json.dumps(json.dumps({"reason": "stop it"})), "ParentTraceContext": None}
     events = [
         *history[: last_call + 1],
         {"EventId": -1, "IsPlayed": False, "Timestamp": stamp, "EventType": ORCHESTRATOR_COMPLETED},
         {"EventId": -1, "IsPlayed": False, "Timestamp": stamp, "EventType": ORCHESTRATOR_STARTED},
-        {"EventId": -1, "IsPlayed": False, "Timestamp": stamp, "EventType": EVENT_RAISED, "Name": "cancel",
-         "Input": json.dumps(json.dumps({"reason": "stop it"})), "ParentTraceContext": None},
+        *[cancel] * cancels,
         {"EventId": -1, "IsPlayed": False, "Timestamp": stamp, "EventType": TASK_COMPLETED,
          "TaskScheduledId": history[last_call]["EventId"], "Result": json.dumps(answer)},
     ]
-    trigger = orchestration_trigger_json(
-        [json.dumps(e) for e in events], input_json=case["input"], instance_id=case["instance_id"],
-        is_replaying=True, parent_instance_id=None,
-    )
-    function = FunctionInfo(
-        name="agent_run", kind="orchestration", trigger_type="orchestrationTrigger", trigger_param="context",
-        bindings=[], fn=df.Orchestrator.create(agent_run), script_file="function_app.py",
-    )
-    output = invoke_orchestrator(function, trigger)
+    output = run_episode(case, events)
     assert output.error is None, output.error
     return output
 
 
 def _new_activities(output: OrchestratorOutput) -> list[str]:
     """The activities scheduled by the episode (the history's 5 steps are replayed first)."""
-    return [name for name, _ in _activity_actions(output.action_groups)][5:]
+    return [name for name, _ in activity_actions(output.action_groups)][5:]
 
 
-def test_a_cancel_that_wins_the_race_with_the_call_that_closed_the_run_ends_it_as_closed() -> None:
+@pytest.mark.parametrize("cancels", [1, 2], ids=["a cancel", "two cancels"])
+def test_a_cancel_that_wins_the_race_with_the_call_that_closed_the_run_ends_it_as_closed(cancels: int) -> None:
     closed = ClosedModelTurn(
         turn=ModelTurn(finish_reason="stop"), finished=FinishResult(status="completed", reason="stop")
     )
-    output = _cancel_then_answer(closed.model_dump(mode="json"))
+    output = _cancel_then_answer(closed.model_dump(mode="json"), cancels)
 
     assert output.is_done
-    outcome = RunOutcome.model_validate(_payload(output.output_json))
+    outcome = RunOutcome.model_validate(payload(output.output_json))
     assert (outcome.status, outcome.reason) == ("completed", "stop")
     assert "finish_run" not in _new_activities(output)
 
 
-def test_a_cancel_that_wins_the_race_with_an_answer_that_did_not_close_the_run_cancels_it() -> None:
-    output = _cancel_then_answer(ModelTurn(finish_reason="stop").model_dump(mode="json"))
+@pytest.mark.parametrize("cancels", [1, 2], ids=["a cancel", "two cancels"])
+def test_a_cancel_that_wins_the_race_with_an_answer_that_did_not_close_the_run_cancels_it(cancels: int) -> None:
+    output = _cancel_then_answer(ModelTurn(finish_reason="stop").model_dump(mode="json"), cancels)
 
     assert not output.is_done
-    [(name, step)] = [(n, s) for n, s in _activity_actions(output.action_groups)][5:]
+    [(name, step)] = [(n, s) for n, s in activity_actions(output.action_groups)][5:]
     assert name == "finish_run"
     assert (step["finish"]["status"], step["finish"]["reason"]) == ("cancelled", "stop it")

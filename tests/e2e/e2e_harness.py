@@ -206,6 +206,11 @@ def wait_for_file(path: Path, timeout: float = PROGRESS_TIMEOUT_S) -> None:
         time.sleep(0.02)  # polling a file another process writes: there is no event to wait on
 
 
+def completed_activities(status: dict[str, Any]) -> list[str]:
+    """The activities an orchestration completed, in order, from its status with `showHistory`."""
+    return [e["FunctionName"] for e in status["historyEvents"] if e["EventType"] == "TaskCompleted"]
+
+
 def contents_of(message: dict[str, Any]) -> list[str]:
     """The content types of a stored message (`text`, `function_call`, `function_result`, approvals...)."""
     return [content["type"] for content in message["contents"]]

@@ -6,15 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, completed_activities, contents_of
 
 from scripted_model import Reply, Script, ScriptedModelServer
-
-
-def _activities(app: InProcessApp, run_id: str) -> list[str]:
-    """The activities the run's orchestration completed, in order."""
-    events = app.history(run_id)["historyEvents"]
-    return [e["FunctionName"] for e in events if e["EventType"] == "TaskCompleted"]
 
 
 def _total_tokens(messages: list[dict[str, Any]]) -> int:
@@ -32,7 +26,7 @@ def test_a_final_answer_closes_the_run_in_the_model_call_that_received_it(
     view = app.view(started["run_id"])
     assert (view["status"], view["output"]["text"]) == ("completed", "Both.")
     steps = ["call_model", "invoke_tool", "call_model", "invoke_tool", "call_model"]
-    assert _activities(app, started["run_id"]) == steps  # no finish_run
+    assert completed_activities(app.history(started["run_id"])) == steps  # no finish_run
     status = app.history(started["run_id"])
     assert status["runtimeStatus"] == "Completed"
     assert (status["output"]["status"], status["output"]["reason"]) == ("completed", "stop")
@@ -63,7 +57,7 @@ def test_a_cancel_while_the_final_answer_is_awaited_still_cancels_the_run(
     view = app.view(started["run_id"])
     assert (view["status"], view["error"]["code"]) == ("cancelled", "cancelled")
     # The call saw the stored cancel request and left the close to the orchestrator, which took the cancel.
-    assert _activities(app, started["run_id"]) == ["call_model", "finish_run"]
+    assert completed_activities(app.history(started["run_id"])) == ["call_model", "finish_run"]
     assert app.history(started["run_id"])["output"]["status"] == "cancelled"
     messages = app.session_messages(started["session_id"])
     assert [contents_of(m) for m in messages] == [["text"], ["text"]]  # the answer in flight was stored: nothing lost

@@ -6,13 +6,12 @@ is duplicated."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient, wait_for_file
+from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient, completed_activities, wait_for_file
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 
 from devhost.testing import SubprocessHost
@@ -154,27 +153,13 @@ def test_killed_after_the_final_answer_closed_the_run(crashable: CrashableApp, m
 
     final = api.wait_for(started["run_id"], FINAL)
     assert (final["status"], final["output"]["text"]) == ("completed", "The answer.")
-    status = _wait_for_orchestration(crashable, started["run_id"])
+    crashable.host.wait_for_status(started["run_id"], "Completed", timeout=PROGRESS_TIMEOUT_S)
+    status = crashable.host.get_status(started["run_id"], show_history=True)
+    assert status is not None
     assert (status["output"]["status"], status["output"]["reason"]) == ("completed", "stop")
-    completed = [e["FunctionName"] for e in status["historyEvents"] if e["EventType"] == "TaskCompleted"]
-    assert completed == ["call_model"]  # delivered twice, recorded once; no finish_run
+    assert completed_activities(status) == ["call_model"]  # delivered twice, recorded once; no finish_run
     assert model.log.total == 1  # the redelivered call did not ask again
     messages, _ = crashable.stored(started["session_id"])
     assert_no_duplicates(messages)
     assert [m.role for m in messages] == ["user", "assistant"]
 
-
-def _wait_for_orchestration(crashable: CrashableApp, instance_id: str) -> dict[str, Any]:
-    """The orchestration's status with its history, once it has completed (bounded)."""
-    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
-    while True:
-        response = crashable.host.client.get(
-            f"/runtime/webhooks/durabletask/instances/{instance_id}",
-            params={"showHistory": "true", "showHistoryOutput": "true"},
-        )
-        status = response.json()
-        if status.get("runtimeStatus") == "Completed":
-            return status
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"orchestration {instance_id} is {status.get('runtimeStatus')}")
-        time.sleep(0.05)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import PROGRESS_TIMEOUT_S, AppClient, InProcessApp, pending_ids
+from e2e_harness import PROGRESS_TIMEOUT_S, AppClient, InProcessApp, completed_activities, pending_ids
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 from mcp_process import McpServerProcess, server_calls, server_effects
 
@@ -65,8 +65,7 @@ def run_record(app: InProcessApp, run_id: str) -> Any:
 
 
 def activity_names(app: InProcessApp, run_id: str) -> list[str]:
-    events = app.history(run_id)["historyEvents"]
-    return [e.get("FunctionName") for e in events if e.get("EventType") == "TaskCompleted"]
+    return completed_activities(app.history(run_id))
 
 
 def test_discovered_tools_are_recorded_and_a_call_carries_its_idempotency_key(
