@@ -122,7 +122,7 @@ class SubprocessHost:
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
-                self._kill_instance()
+                _kill_instance(self.process)
         return self.process.returncode
 
     def kill(self) -> None:
@@ -130,14 +130,7 @@ class SubprocessHost:
         where the workers die with the host. (An orphaned worker would go on with its invocation in flight and could
         store what the crash was meant to lose.) Returns once every process of the instance has exited."""
         if self.process is not None and self.process.poll() is None:
-            self._kill_instance()
-
-    def _kill_instance(self) -> None:
-        assert self.process is not None
-        group = self.process.pid  # the host leads its own process group (`start`)
-        os.killpg(group, signal.SIGKILL)
-        self.process.wait()
-        _wait_until_exited(group)
+            _kill_instance(self.process)
 
     def close(self) -> None:
         self.stop()
@@ -207,3 +200,10 @@ def _wait_until_exited(group: int, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"processes {members} of the killed devhost instance are still running")
         time.sleep(0.01)
+
+
+def _kill_instance(host: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the host's process group (it leads its own: `SubprocessHost.start`), then wait for all of it."""
+    os.killpg(host.pid, signal.SIGKILL)
+    host.wait()
+    _wait_until_exited(host.pid)
