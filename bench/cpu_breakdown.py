@@ -115,7 +115,7 @@ class Sampler:
         return {owner: self.cpu_seconds * count / busy for owner, count in self.samples.most_common()}
 
 
-CLIENT_THREAD = "the benchmark's HTTP client"
+CLIENT_THREAD = "the benchmark's main thread (its HTTP client, unless that runs in a process of its own)"
 # Thread names (prefixes) of the host process and what runs on each.
 THREAD_ROLES = (
     ("devhost-sync", "orchestrator episodes (Durable SDK + app orchestrator; sync pool)"),

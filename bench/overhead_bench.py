@@ -6,7 +6,9 @@ is `agent_runtime.runner.AgentRunner` with an in-memory conversation; the durabl
 waits (event-driven, on the engine) until its orchestration completes: the store writes, activities,
 history and orchestrator replays are what it adds. Both use the real `openai` client against the scripted model
 server (in a process of its own, as a model service is: `bench/workload/model_process.py`), with 0 ms and 50 ms
-model latency; the two sides take turns, a conversation each, so a machine whose speed drifts slows both alike.
+model latency; the two sides take turns, a conversation each, so a machine whose speed drifts slows both alike. The
+durable side's HTTP client runs in a process of its own too (`bench/workload/client_process.py`): a client sharing the
+host's GIL would add its own work to every turn, which no deployment does.
 Targets: durable adds <= 2.5 ms median per step at 0 ms model latency, and
 the app's own code (orchestrator, activities, HTTP handlers: `bench/cpu_breakdown.py` splits the host's CPU between
 them, the Durable SDK and devhost's engine) spends <= 1.5 ms CPU per step. The host's CPU is also given per thread
@@ -31,6 +33,7 @@ from bench.cpu_breakdown import CLIENT_THREAD, Sampler, by_thread_role, thread_c
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.agents.worker import worker
 from bench.workload.brain import blobs_prompt
+from bench.workload.client_process import ClientProcess, client_process
 from bench.workload.host import workload_host
 from bench.workload.model_process import model_server_process
 from devhost.testing import InProcessHost
@@ -38,6 +41,7 @@ from devhost.testing import InProcessHost
 STEPS_PER_TURN = 5
 TURNS_PER_CONVERSATION = 3
 PROMPT = blobs_prompt(2, 200)
+START_PATH = "/api/agents/worker/runs"
 TARGET_ADDED_MS_PER_STEP = 2.5
 TARGET_APP_CPU_MS_PER_STEP = 1.5
 APP_OWNERS = ("app: orchestrator", "app: activities", "app: HTTP", "app: other")
@@ -71,11 +75,11 @@ class InProcessSide:
         self.loop.close()
 
 
-def durable_conversation(host: InProcessHost) -> list[float]:
+def durable_conversation(host: InProcessHost, client: ClientProcess | None = None) -> list[float]:
     times, session_id = [], None
     for _ in range(TURNS_PER_CONVERSATION):
         started = time.perf_counter()
-        session_id = _durable_turn(host, session_id)
+        session_id = _durable_turn(host, session_id, client)
         times.append(time.perf_counter() - started)
     return times
 
@@ -87,24 +91,32 @@ def interleaved_turns(model_url: str, conversations: int, workdir: Path) -> tupl
     store, state = str(workdir / "sessions.sqlite3"), str(workdir / "engine.sqlite3")
     in_process = InProcessSide(model_url)
     try:
-        with workload_host(model_url, store_path=store, state_path=state) as host:
-            _durable_turn(host, None)  # warm-up: imports, store, model clients
+        with workload_host(model_url, store_path=store, state_path=state) as host, \
+                client_process(host.base_url) as client:
+            _durable_turn(host, None, client)  # warm-up: imports, store, model clients
             baseline: list[float] = []
             durable: list[float] = []
             for index in range(conversations):
                 baseline += in_process.conversation(index)
-                durable += durable_conversation(host)
+                durable += durable_conversation(host, client)
             return baseline, durable
     finally:
         in_process.close()
 
 
-def _durable_turn(host: InProcessHost, session_id: str | None) -> str:
-    """Start one turn over HTTP and wait for its orchestration to complete; returns the session id."""
+def _durable_turn(host: InProcessHost, session_id: str | None, client: ClientProcess | None = None) -> str:
+    """Start one turn over HTTP and wait for its orchestration to complete; returns the session id. `client`: the
+    benchmark's client process (`client_process`), else the host's own client, in this process (then its work
+    shares the host's GIL)."""
     body = {"input": PROMPT, **({"session_id": session_id} if session_id else {})}
-    response = host.client.post("/api/agents/worker/runs", json=body)
-    expect(response.status_code in (200, 202), response.text)
-    view = response.json()
+    if client is not None:
+        answer = client.post(START_PATH, body)
+        expect(answer.status_code in (200, 202), answer.text)
+        view = answer.body
+    else:
+        response = host.client.post(START_PATH, json=body)
+        expect(response.status_code in (200, 202), response.text)
+        view = response.json()
     status = host.wait_for_status(view["run_id"], timeout=60)
     expect(status["runtimeStatus"] == "Completed", status)
     return view["session_id"]
@@ -116,15 +128,16 @@ def cpu_breakdown(model_url: str, turns: int, workdir: Path) -> tuple[dict[str, 
     owners split that total in the shares the sampler saw over as many turns again (sampling costs CPU itself)."""
     workdir.mkdir(parents=True, exist_ok=True)
     store, state = str(workdir / "sessions.sqlite3"), str(workdir / "engine.sqlite3")
-    with workload_host(model_url, store_path=store, state_path=state) as host:
-        _durable_turn(host, None)  # warm-up
+    with workload_host(model_url, store_path=store, state_path=state) as host, \
+            client_process(host.base_url) as client:
+        _durable_turn(host, None, client)  # warm-up
         before = thread_cpu()
         for _ in range(turns):
-            _durable_turn(host, None)
+            _durable_turn(host, None, client)
         threads = by_thread_role(before, thread_cpu())
         with Sampler().running() as sampler:
             for _ in range(turns):
-                _durable_turn(host, None)
+                _durable_turn(host, None, client)
     steps = turns * STEPS_PER_TURN
     host_cpu = sum(cpu for role, cpu in threads.items() if role != CLIENT_THREAD)
     sampled = sampler.cpu_seconds or 1.0
