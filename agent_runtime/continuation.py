@@ -75,14 +75,18 @@ class ContinuationTokens:
             signer_kwargs={"digest_method": DIGEST},
             fallback_signers=[{"digest_method": digest} for digest in LEGACY_DIGESTS],
         )
+        # The signer `dumps` would build anew for every token (it holds the keys and the clock, nothing per token).
+        self._signer = self._serializer.make_signer()
 
     @property
     def ttl_seconds(self) -> int:
         return self._ttl_seconds
 
     def issue(self, scope: str, subject: str, cursor: dict[str, Any]) -> str:
-        payload = TokenPayload(scope=scope, subject=subject, cursor=cursor)
-        return self._serializer.dumps(payload.model_dump(mode="json"))
+        """`self._serializer.dumps(payload)` (the same token) with the signer built once. `cursor` holds JSON values
+        (`verify` reads it back as a `TokenPayload`)."""
+        payload = {"scope": scope, "subject": subject, "cursor": cursor}
+        return self._signer.sign(self._serializer.dump_payload(payload)).decode("utf-8")
 
     def verify(self, token: str, scope: str, subject: str) -> dict[str, Any]:
         """Return the cursor of a token issued for (scope, subject), or raise TokenError."""

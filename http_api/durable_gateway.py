@@ -33,6 +33,11 @@ class OrchestrationState(Generic[ProgressT]):
     output: Any
 
 
+# The state of an orchestration `start_new` has just created, before its first episode: what reading it back at once
+# gives (runtime status Pending, no custom status, no output).
+JUST_CREATED: OrchestrationState[Any] = OrchestrationState("Pending", None, None)
+
+
 async def orchestration_state(
     client: df.DurableOrchestrationClient, instance_id: str, progress_type: type[ProgressT]
 ) -> OrchestrationState[ProgressT] | None:

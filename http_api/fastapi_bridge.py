@@ -11,7 +11,7 @@ against `func.HttpRequest` / `func.HttpResponse` (`http_api.adapter`), so the fu
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import azure.functions as func
@@ -34,15 +34,29 @@ async def to_func_request(request: Request) -> func.HttpRequest:
     return func.HttpRequest(
         method=request.method,
         url=public_url(request),
-        headers=dict(request.headers),
+        headers=_headers(request),
         params=dict(request.query_params),
         route_params={k: str(v) for k, v in request.path_params.items()},
         body=await request.body(),
     )
 
 
+def _headers(request: Request) -> dict[str, str]:
+    """`dict(request.headers)` without its scan of the header list per name (ASGI servers hand names over
+    lower-cased, as `Headers` looks them up)."""
+    return _first_values((name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw)
+
+
+def _first_values(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Headers by name with the first value of a repeated one, as `dict()` of a headers mapping has them."""
+    first: dict[str, str] = {}
+    for name, value in headers:
+        first.setdefault(name, value)
+    return first
+
+
 def to_fastapi_response(response: func.HttpResponse) -> Response:
-    headers = dict(response.headers)
+    headers = _first_values(response.headers.items())  # dict(response.headers), without a lookup per name
     if not any(name.lower() == "content-type" for name in headers):
         # What the worker's HttpResponseConverter sends for a response with only a mimetype.
         headers["Content-Type"] = f"{response.mimetype}; charset={response.charset}"

@@ -70,13 +70,15 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
     gateway = DurableGateway(client)
     start = await claim_start(req, store, f"runs/{run.run_id}/fork", body)
     forked = start.replay
+    stored_input: list[MessageRecord] | None = None
     if forked is None:
         session_id = await _copy_conversation(store, run)
+        stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, session_id=session_id, inputs=inputs,
-            metadata=run.metadata, on_unclaimed=start.release,
+            metadata=run.metadata, on_unclaimed=start.release, stored_input=stored_input,
         )
-    return await answer_started_run(services, gateway, forked, req, body.wait_seconds)
+    return await answer_started_run(services, gateway, forked, req, body.wait_seconds, stored_input=stored_input)
 
 
 async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:

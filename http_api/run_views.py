@@ -130,12 +130,17 @@ async def build_run_view(
     first, _ = run_seq_range(run.ordinal)
     after = max(cursor if cursor is not None else first - 1, first - 1)
     visible = _visible_seq(run, state)
-    records, more = [], False
-    if after < visible and _within(known, first, after, visible):
-        records = [record for record in known if after < record.seq <= visible]
-    elif after < visible:  # a caught-up cursor has nothing to read: completed steps wrote up to `visible` only
-        page = await store.list_messages(run.session_id, after_seq=after, up_to_seq=visible, limit=UPDATES_PER_RESPONSE)
-        records, more = page.items, page.continuation is not None
+    records: list[MessageRecord] = []
+    more = False
+    if after < visible:  # a caught-up cursor has nothing to read: completed steps wrote up to `visible` only
+        from_known = _known_updates(known, first, after, visible, before_first_step=_before_first_step(run, state))
+        if from_known is not None:
+            records = from_known
+        else:
+            page = await store.list_messages(
+                run.session_id, after_seq=after, up_to_seq=visible, limit=UPDATES_PER_RESPONSE
+            )
+            records, more = page.items, page.continuation is not None
     updates = [RunUpdate(seq=record.seq, message=message_view(record)) for record in records]
     new_cursor = updates[-1].seq if updates else after
     if run.finished:
@@ -176,14 +181,25 @@ async def build_run_view(
     )
 
 
-def _within(known: Sequence[MessageRecord], first: int, after: int, visible: int) -> bool:
-    """Whether `known` (consecutive seqs from the run's first) holds every message in (`after`, `visible`]: nothing
-    else is stored there, as seqs are unique and the run's range starts with them."""
+def _before_first_step(run: RunRecord, state: OrchestrationState | None) -> bool:
+    """Whether the run has not begun a step: its orchestration exists but published no progress yet (every step
+    publishes before it is scheduled, `orchestrators.agent_run._step`), so its range holds only its input."""
+    return not run.finished and state is not None and state.progress is None
+
+
+def _known_updates(
+    known: Sequence[MessageRecord], first: int, after: int, visible: int, *, before_first_step: bool
+) -> list[MessageRecord] | None:
+    """The updates in (`after`, `visible`] taken from `known` (the run's input as the caller stored it: consecutive
+    seqs from the run's first), or None when they must be read. Before the run's first step the input is all its
+    range holds; after it, `known` must reach `visible`."""
     seqs = [record.seq for record in known]
-    return (
-        bool(seqs) and seqs == list(range(first, first + len(seqs))) and after + 1 >= first
-        and visible <= seqs[-1] and visible - after <= UPDATES_PER_RESPONSE
-    )
+    if not seqs or seqs != list(range(first, first + len(seqs))) or after + 1 < first:
+        return None
+    end = min(visible, seqs[-1]) if before_first_step else visible
+    if end > seqs[-1] or end - after > UPDATES_PER_RESPONSE:
+        return None
+    return [record for record in known if after < record.seq <= end]
 
 
 def message_view(record: MessageRecord) -> dict[str, Any]:

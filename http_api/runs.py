@@ -25,7 +25,7 @@ from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
 from http_api.decision_delivery import redeliver_stalled
-from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.durable_gateway import JUST_CREATED, DurableGateway, OrchestrationState
 from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
 from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found
@@ -87,19 +87,30 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         webhook=webhook,
         stored_input=stored_input,
     )
-    return await answer_started_run(services, gateway, run, req, body.wait_seconds, stored_input=stored_input)
+    return await answer_started_run(
+        services, gateway, run, req, body.wait_seconds, stored_input=None if start.replay else stored_input
+    )
 
 
 async def answer_started_run(
     services: RunServices, gateway: DurableGateway, run: RunRecord, req: func.HttpRequest, wait_seconds: float,
-    *, stored_input: Sequence[MessageRecord] = (),
+    *, stored_input: Sequence[MessageRecord] | None = None,
 ) -> func.HttpResponse:
-    """The answer to a request that started `run`: its view once it finished or needs a person, or after
-    `wait_seconds` (202 while it runs). `stored_input`: the run's input as this request stored it."""
-    view = await _wait_for_view(
-        services, gateway, run, cursor=None, wait_seconds=wait_seconds, req=req, return_on_updates=False,
-        known=stored_input,
-    )
+    """The answer to a request that started `run` (or, with an `Idempotency-Key`, repeats the request that did): its
+    view once it finished or needs a person, or after `wait_seconds` (202 while it runs). `stored_input`: the run's
+    input as this request stored it; None when this request did not start the run."""
+    if wait_seconds <= 0 and stored_input is not None and run.ordinal != 0:
+        # No wait: the view a state read made at once would show when it beats the first episode (runs race their
+        # start's answer), built without that read. A queued run (ordinal 0) is read back: its record may change.
+        view = await build_run_view(
+            services.store, services.tokens, run, JUST_CREATED, cursor=None, base_url=base_url(req),
+            known=stored_input,
+        )
+    else:
+        view = await _wait_for_view(
+            services, gateway, run, cursor=None, wait_seconds=wait_seconds, req=req, return_on_updates=False,
+            known=stored_input or (),
+        )
     return _run_response(view)
 
 

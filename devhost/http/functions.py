@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -20,6 +21,17 @@ from .streaming import streaming_failure
 from .trigger import HttpTriggerSpec
 
 log = logging.getLogger("devhost.http")
+
+
+@lru_cache(maxsize=32)
+def client_binding_json(
+    origin: str, task_hub: str, connection: str | None, rpc_origin: str, code: str | None
+) -> str:
+    """The `durableClient` binding of an invocation: a function of these values only (the request's origin, the
+    binding's task hub and connection, the host's RPC origin and webhook key), so each distinct one is built once.
+    Bounded: the origin comes from the request's Host header."""
+    return build_client_binding(origin, task_hub=task_hub, connection=connection, rpc_origin=rpc_origin,
+                                code=code).to_json()
 
 
 class HttpFunctions:
@@ -81,14 +93,13 @@ class HttpFunctions:
         http_request = HttpRequestData.from_web_request(request, body, route_values)
         binding_json = None
         if spec.durable_client is not None:
-            origin = "{0.scheme}://{0.netloc}".format(urlsplit(str(request.url)))
-            binding_json = build_client_binding(
-                origin,
-                task_hub=spec.durable_client.task_hub or self.hub_name,
-                connection=spec.durable_client.connection,
-                rpc_origin=self._rpc_origin(),
-                code=self.keys.durable_webhook_key if self.keys is not None else None,
-            ).to_json()
+            binding_json = client_binding_json(
+                "{0.scheme}://{0.netloc}".format(urlsplit(http_request.url)),
+                spec.durable_client.task_hub or self.hub_name,
+                spec.durable_client.connection,
+                self._rpc_origin(),
+                self.keys.durable_webhook_key if self.keys is not None else None,
+            )
         live = self.live if spec.http_v2 and (spec.streams or self.live is self.functions) else None
         try:
             if live is not None:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import azure.functions as func
@@ -51,6 +51,15 @@ class HttpTriggerSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "template", RouteTemplate(self.route))
+
+    @cached_property
+    def takes_context(self) -> bool:
+        """The function declares `context`: read from its signature once, as the worker does when it loads it."""
+        return "context" in inspect.signature(self.user_function).parameters
+
+    @cached_property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.user_function)
 
     @classmethod
     def from_function_info(cls, info: FunctionInfo, *, http_v2: bool = False) -> HttpTriggerSpec:
@@ -176,10 +185,9 @@ async def invoke_http_function(
         kwargs[spec.durable_client.name] = client_binding_json
     outputs = {name: _OutParam() for name in spec.http_outputs}
     kwargs.update(outputs)
-    parameters = inspect.signature(spec.user_function).parameters
-    if "context" in parameters and "context" not in kwargs:
+    if spec.takes_context and "context" not in kwargs:
         kwargs["context"] = InvocationContext(spec.function_name, function_directory)
-    if inspect.iscoroutinefunction(spec.user_function):
+    if spec.is_async:
         result = await spec.user_function(**kwargs)
     else:
         loop = asyncio.get_running_loop()

@@ -19,6 +19,20 @@ def test_round_trip_returns_the_cursor() -> None:
     assert tokens.verify(token, "run", "run-1") == {"seq": 42}
 
 
+def test_a_token_is_what_the_serializer_itself_makes_and_carries_the_time_it_was_issued() -> None:
+    """`issue` keeps one signer: the token stays the one `URLSafeTimedSerializer.dumps` makes, stamped with the
+    clock at each issue (tokens issued before and after this change, and by other instances, read alike)."""
+    clock = FakeClock()
+    tokens = ContinuationTokens(["new", "old"], now=clock)
+    payload = {"scope": "run", "subject": "run-1", "cursor": {"seq": 7, "p": "alice"}}
+    first = tokens.issue("run", "run-1", {"seq": 7, "p": "alice"})
+    assert first == tokens._serializer.dumps(payload)
+    clock.t += 30
+    later = tokens.issue("run", "run-1", {"seq": 7, "p": "alice"})
+    assert later == tokens._serializer.dumps(payload) and later != first
+    assert tokens._serializer.loads(later, return_timestamp=True)[1].timestamp() == clock.t
+
+
 @pytest.mark.parametrize("position", [0, 10, -5])
 def test_tampered_token_is_refused(position: int) -> None:
     tokens = ContinuationTokens(["s3cret"])

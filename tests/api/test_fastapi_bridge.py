@@ -20,6 +20,14 @@ def test_a_fastapi_request_becomes_the_func_request_handlers_expect() -> None:
     assert converted.headers["x-custom"] == "v" and converted.get_json() == {"a": 1}
 
 
+def test_a_repeated_header_keeps_its_first_value_as_the_request_mapping_does() -> None:
+    request = fastapi_request("/api/x", headers={"X-One": "1"})
+    request.scope["headers"] += [(b"x-one", b"2"), (b"accept", b"text/plain"), (b"accept", b"application/json")]
+    converted = asyncio.run(to_func_request(request))
+    assert dict(converted.headers) == dict(request.headers)
+    assert converted.headers["x-one"] == "1" and converted.headers["accept"] == "text/plain"
+
+
 def test_links_use_the_forwarded_host() -> None:
     request = fastapi_request("/api/x", headers={"X-Forwarded-Host": "app.example.net", "X-Forwarded-Proto": "https"})
     assert public_url(request) == "https://app.example.net/api/x"
@@ -31,3 +39,10 @@ def test_a_func_response_becomes_a_fastapi_response() -> None:
     assert response.status_code == 202 and response.body == b'{"ok":1}'
     assert response.headers["retry-after"] == "1"
     assert response.headers["content-type"].startswith("application/json")
+
+
+def test_a_repeated_response_header_keeps_its_first_value_as_the_headers_mapping_does() -> None:
+    answer = func.HttpResponse("{}", mimetype="application/json", headers={"X-Two": "1"})
+    answer.headers.add("X-Two", "2")
+    response = to_fastapi_response(answer)
+    assert response.headers.getlist("x-two") == [dict(answer.headers)["X-Two"]] == ["1"]

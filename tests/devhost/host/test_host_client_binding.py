@@ -71,3 +71,14 @@ def test_create_http_management_payload_keeps_the_binding_origin(devhost, devhos
     assert payload["id"] == "some-id"
     expected = f"{devhost.base_url}/runtime/webhooks/durabletask/instances/some-id?"
     assert payload["purgeHistoryDeleteUri"].startswith(expected)
+
+
+def test_each_request_gets_the_binding_of_the_origin_it_was_sent_to(devhost, devhost_client: httpx.Client) -> None:
+    """The host builds each distinct binding once (`functions.client_binding_json`): one per origin."""
+    port = httpx.URL(devhost.base_url).port
+    for _ in range(2):
+        by_name = devhost_client.get("/api/binding", headers={"Host": f"localhost:{port}"}).json()
+        by_address = devhost_client.get("/api/binding").json()
+        assert by_name["baseUrl"] == f"http://localhost:{port}/runtime/webhooks/durabletask"
+        assert by_address["baseUrl"] == f"{devhost.base_url}/runtime/webhooks/durabletask"
+        assert by_name["rpcBaseUrl"] == by_address["rpcBaseUrl"] == f"{devhost.base_url}/durabletask/"
