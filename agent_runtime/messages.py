@@ -363,6 +363,16 @@ def pending_approval_requests(messages: Sequence[Message]) -> list[FunctionAppro
     ]
 
 
+def copy_json(value: Any) -> Any:
+    """A copy of a JSON value (dicts, lists, scalars) no change to which reaches the original: a walk of plain JSON,
+    several times faster than `copy.deepcopy` (its memo)."""
+    if isinstance(value, dict):
+        return {key: copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_json(item) for item in value]
+    return value  # str, int, float, bool, None: immutable
+
+
 def unanswered_function_calls(messages: Sequence[Message]) -> list[FunctionCallContent]:
     """Function calls with no function result yet (a conversation must not be sent to a model in that state)."""
     resolved = {r.call_id for m in messages for r in m.function_results}
@@ -386,6 +396,7 @@ __all__ = [
     "UsageContent",
     "UserInputRequestContent",
     "UserInputResponseContent",
+    "copy_json",
     "last_assistant_text",
     "pending_approval_requests",
     "response_text",
