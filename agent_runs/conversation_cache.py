@@ -51,11 +51,14 @@ class StoredMessage:
     message: Message
 
     @classmethod
-    def of(cls, record: MessageRecord | StoredMessage) -> StoredMessage:
-        """From a record (parsed from a copy of its payload: whoever holds the record may change the payload)."""
+    def of(cls, record: MessageRecord | StoredMessage, *, owned: bool = False) -> StoredMessage:
+        """From a record, parsed from a copy of its payload (whoever holds the record may change it) unless the
+        record is `owned`: one the store just returned to the caller, who keeps it to itself (`SessionStore`: a
+        returned record is the caller's)."""
         if isinstance(record, StoredMessage):
             return record
-        return cls(record.message_id, record.seq, Message.model_validate(copy_json(record.payload)))
+        payload = record.payload if owned else copy_json(record.payload)
+        return cls(record.message_id, record.seq, Message.model_validate(payload))
 
     def copy(self) -> Message:
         """A copy of the message that its holder may change (as a read from the store would parse it)."""
@@ -93,6 +96,7 @@ class _Entry:
 class ConversationCache:
     def __init__(self, max_runs: int = MAX_RUNS, max_records: int = MAX_RECORDS) -> None:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._held = 0  # records held by all entries
         self._max_runs = max_runs
         self._max_records = max_records
         self._lock = threading.Lock()  # activities of one process may run on several threads
@@ -113,7 +117,7 @@ class ConversationCache:
             if entry is None:
                 return None
             if run_etag is None or entry.run_etag != run_etag:
-                del self._entries[(session_id, run_id)]
+                self._drop((session_id, run_id))
                 return None
             low = max(after + 1, 0)
             if below is None:
@@ -143,8 +147,9 @@ class ConversationCache:
         entry = _Entry(run_etag=run_etag, records=kept)
         entry.settle(0, below)
         with self._lock:
+            self._drop((session_id, run_id))
             self._entries[(session_id, run_id)] = entry
-            self._entries.move_to_end((session_id, run_id))
+            self._held += len(kept)
             self._trim()
 
     def settle_block(
@@ -167,17 +172,22 @@ class ConversationCache:
             entry = self._entries.get((session_id, run_id))
             if entry is None or entry.run_etag != run_etag:
                 return
+            before = len(entry.records)
             entry.records.update((r.message_id, r) for r in settled)
+            self._held += len(entry.records) - before
             entry.settle(low, high)
             self._trim()
 
     def _trim(self) -> None:
         """Least recently used runs go first, until both bounds hold (a run too long for them is not kept)."""
-        while self._entries and (
-            len(self._entries) > self._max_runs
-            or sum(len(entry.records) for entry in self._entries.values()) > self._max_records
-        ):
-            self._entries.popitem(last=False)
+        while self._entries and (len(self._entries) > self._max_runs or self._held > self._max_records):
+            _, entry = self._entries.popitem(last=False)
+            self._held -= len(entry.records)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._held -= len(entry.records)
 
     def run_changed(self, session_id: str, run_id: str, old_etag: str | None, new_etag: str | None) -> None:
         """This process changed the run's record from `old_etag` to `new_etag` (an ETag-conditioned write that
@@ -189,7 +199,7 @@ class ConversationCache:
 
     def forget(self, session_id: str, run_id: str) -> None:
         with self._lock:
-            self._entries.pop((session_id, run_id), None)
+            self._drop((session_id, run_id))
 
 
 def _by_seq(message: StoredMessage) -> int:

@@ -60,7 +60,8 @@ class StoreConversationLog:
         self._used = 0
         self._seq_by_id: dict[str, int] | None = None
         self._cache_use: CacheUse | None = None
-        self._block: dict[str, MessageRecord | StoredMessage] = {}  # what is known to stand in the step's own block
+        # What is known to stand in the step's own block: messages read, records this log appended (its own).
+        self._block: dict[str, MessageRecord | StoredMessage] = {}
 
     def use_cache(self, use: CacheUse) -> None:
         self._cache_use = use
@@ -79,7 +80,7 @@ class StoreConversationLog:
         stored = await self._cached()
         if stored is None:
             records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
-            stored = [StoredMessage.of(record) for record in records]
+            stored = [StoredMessage.of(record, owned=True) for record in records]
             self._note_block(stored)
             use = self._cache_use
             if use is not None and use.whole and self._first_seq is not None and self._after_seq is None:
@@ -113,7 +114,7 @@ class StoreConversationLog:
         for message_id in use.probe_ids:
             found = await self._store.get_message(self._session_id, message_id)
             if found is not None and found.message_id not in ids:
-                stored.append(StoredMessage.of(found))
+                stored.append(StoredMessage.of(found, owned=True))
                 probed = True
         self._note_block(stored)
         return sorted(stored, key=lambda message: message.seq) if probed else stored
@@ -138,10 +139,9 @@ class StoreConversationLog:
         unknown = probe_id is not None and probe_id not in self._block
         if unknown and await self._store.get_message(self._session_id, probe_id) is not None:  # type: ignore[arg-type]
             return
-        use.cache.settle_block(
-            self._session_id, self._run_id, use.run_etag, self._block.values(), low=self._first_seq,
-            high=self._first_seq + self._slots,
-        )
+        written = [StoredMessage.of(message, owned=True) for message in self._block.values()]  # records: appended
+        high = self._first_seq + self._slots
+        use.cache.settle_block(self._session_id, self._run_id, use.run_etag, written, low=self._first_seq, high=high)
 
     async def append(self, message: Message) -> None:
         if message.message_id is None:

@@ -79,6 +79,9 @@ def test_the_messages_held_are_bounded() -> None:
     assert [cache.has("s", run) for run in ("a", "b")] == [False, True]
     cache.start("s", "c", "e", [record(i) for i in range(4)], below=4)  # too long to keep at all
     assert not cache.has("s", "c")
+    cache.start("s", "b", "e", [record(0), record(1)], below=2)  # started afresh: its old messages are let go
+    cache.start("s", "d", "e", [record(0)], below=1)
+    assert [cache.has("s", run) for run in ("b", "d")] == [True, True]
 
 
 # ------------------------------------------------------------------------------------------------ over a store
