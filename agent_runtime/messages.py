@@ -22,6 +22,8 @@ from . import json_limits
 Role = Literal["system", "user", "assistant", "tool"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+# `json.dumps` with arguments builds an encoder per call; one, stateless, serves every call.
+_ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class _Model(BaseModel):
@@ -110,7 +112,7 @@ class FunctionCallContent(_Model):
         """The arguments as JSON text (what OpenAI-style wire formats carry)."""
         if isinstance(self.arguments, str):
             return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"))
+        return _ARGUMENTS_JSON.encode(self.arguments)
 
 
 class FunctionResultContent(_Model):
