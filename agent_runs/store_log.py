@@ -34,6 +34,16 @@ class CacheUse:
     probe_ids: Sequence[str] = ()
 
 
+def _holds_calls(stored: Sequence[StoredMessage], call_ids: Sequence[str]) -> bool:
+    """Whether the messages hold every one of these function calls."""
+    missing = set(call_ids)
+    for message in stored:
+        missing.difference_update(call.call_id for call in message.message.function_calls)
+        if not missing:
+            return True
+    return not missing
+
+
 class SeqBlockExhaustedError(RuntimeError):
     """A step wrote more messages than the orchestrator reserved for it."""
 
@@ -106,10 +116,8 @@ class StoreConversationLog:
         ids = {message.message_id for message in stored}
         if not ids.issuperset(use.needs_ids):
             return None
-        if use.needs_calls:
-            calls = {call.call_id for message in stored for call in message.message.function_calls}
-            if not calls.issuperset(use.needs_calls):
-                return None
+        if use.needs_calls and not _holds_calls(stored, use.needs_calls):
+            return None
         probed = False
         for message_id in use.probe_ids:
             found = await self._store.get_message(self._session_id, message_id)
