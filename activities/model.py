@@ -61,7 +61,7 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
                     step.command,
                     on_update=drafts.on_update if drafts else None,
                     on_stream_end=drafts.finish if drafts else None,
-                    prices=ctx.services.model_settings.prices(),
+                    prices=ctx.services.model_prices,
                     overrides=overrides_of(record),
                 )
             record_cost(agent=agent.name, request_model=agent.model or client.default_model, usage=result.usage)

@@ -110,6 +110,11 @@ class StepContext:
         return await self.store.get_run(self.run.run_id, session_id=self.run.session_id)
 
 
+_NO_OVERRIDES = RunOverrides()  # frozen: shared by every run started without overrides
+
+
 def overrides_of(record: RunRecord | None) -> RunOverrides:
     """The run's own instructions and output format (none for a run started without them)."""
-    return RunOverrides.from_record(record.overrides if record is not None else None)
+    if record is None or not record.overrides:
+        return _NO_OVERRIDES
+    return RunOverrides.from_record(record.overrides)

@@ -20,6 +20,12 @@ a step abandoned by a cancel writes nothing once the run is closed (`OpenRunLog`
 
 A miss is never wrong, only a read: another process's entry, a run changed in between (an approval step marks the
 run), a step whose block is not settled. Bounded (least recently used runs go first).
+
+An entry holds each message parsed once (`StoredMessage`), and hands the same objects to every step that reads it:
+parsing and copying the conversation on every step cost more than the rest of the cache's work. Nothing changes
+them: a message enters from its own copy of the stored JSON (`StoredMessage.of`), and a step that passes messages
+to code that may change what it is handed (chat middleware, run middleware, tools' arguments) takes copies
+(`ConversationLog.messages()`, `copy_json`); the steps that read without copying are listed in `ConversationLog.read`.
 """
 
 from __future__ import annotations
@@ -28,18 +34,46 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from agent_runtime.messages import Message, copy_json
 from session_store import MessageRecord
 
 MAX_RUNS = 512
-MAX_RECORDS = 20_000  # messages held in all (a message is 1-2 KB as a record: tens of MB at most)
+MAX_RECORDS = 20_000  # messages held in all (a message of 1-2 KB of JSON, parsed: tens of MB at most)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as stored at `seq`, parsed once. `message` is shared by every reader: read-only (see above)."""
+
+    message_id: str
+    seq: int
+    message: Message
+
+    @classmethod
+    def of(cls, record: MessageRecord | StoredMessage, *, owned: bool = False) -> StoredMessage:
+        """From a record, parsed from a copy of its payload (whoever holds the record may change it) unless the
+        record is `owned`: one the store just returned to the caller, who keeps it to itself (`SessionStore`: a
+        returned record is the caller's)."""
+        if isinstance(record, StoredMessage):
+            return record
+        payload = record.payload if owned else copy_json(record.payload)
+        return cls(record.message_id, record.seq, Message.model_validate(payload))
+
+    def copy(self) -> Message:
+        """A copy of the message that its holder may change (as a read from the store would parse it)."""
+        return own_copy(self.message)
+
+
+def own_copy(message: Message) -> Message:
+    """A message that shares nothing with `message`: its stored JSON, parsed again."""
+    return Message.model_validate(message.model_dump(mode="json", exclude_none=True))
 
 
 @dataclass
 class _Entry:
     run_etag: str
-    records: dict[str, MessageRecord] = field(default_factory=dict)  # by message id
+    records: dict[str, StoredMessage] = field(default_factory=dict)  # by message id
     settled: list[tuple[int, int]] = field(default_factory=list)  # [low, high) seq ranges, merged and sorted
 
     def covers(self, low: int, high: int) -> bool:
@@ -62,6 +96,7 @@ class _Entry:
 class ConversationCache:
     def __init__(self, max_runs: int = MAX_RUNS, max_records: int = MAX_RECORDS) -> None:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._held = 0  # records held by all entries
         self._max_runs = max_runs
         self._max_records = max_records
         self._lock = threading.Lock()  # activities of one process may run on several threads
@@ -73,7 +108,7 @@ class ConversationCache:
 
     def records(
         self, session_id: str, run_id: str, run_etag: str | None, *, after: int, below: int | None
-    ) -> list[MessageRecord] | None:
+    ) -> list[StoredMessage] | None:
         """The stored messages with `after` < seq < `below`, in seq order, if that range is settled for the run as it
         is now (`run_etag`: its record's current ETag); None otherwise (and a stale entry is dropped). `below` None:
         up to the end of the settled range that starts right after `after` (None if none does)."""
@@ -82,7 +117,7 @@ class ConversationCache:
             if entry is None:
                 return None
             if run_etag is None or entry.run_etag != run_etag:
-                del self._entries[(session_id, run_id)]
+                self._drop((session_id, run_id))
                 return None
             low = max(after + 1, 0)
             if below is None:
@@ -93,48 +128,66 @@ class ConversationCache:
                 return None
             self._entries.move_to_end((session_id, run_id))
             found = [r for r in entry.records.values() if after < r.seq < below]
-        # Copies: a step may change what it was handed; the entry keeps what is stored.
-        return [_copy(r) for r in sorted(found, key=lambda r: r.seq)]
+        return sorted(found, key=_by_seq)
 
     def start(
-        self, session_id: str, run_id: str, run_etag: str | None, records: Iterable[MessageRecord], *, below: int
+        self,
+        session_id: str,
+        run_id: str,
+        run_etag: str | None,
+        records: Iterable[MessageRecord | StoredMessage],
+        *,
+        below: int,
     ) -> None:
         """`records`: every stored message of the session below `below`, read (or written) with nothing in flight
         there, while the run's record had `run_etag`. Starts the run's entry afresh."""
         if run_etag is None:
             return
-        kept = {r.message_id: _copy(r) for r in records if r.seq < below}
+        kept = {r.message_id: StoredMessage.of(r) for r in records if r.seq < below}
         entry = _Entry(run_etag=run_etag, records=kept)
         entry.settle(0, below)
         with self._lock:
+            self._drop((session_id, run_id))
             self._entries[(session_id, run_id)] = entry
-            self._entries.move_to_end((session_id, run_id))
+            self._held += len(kept)
             self._trim()
 
     def settle_block(
-        self, session_id: str, run_id: str, run_etag: str | None, written: Iterable[MessageRecord], *, low: int,
+        self,
+        session_id: str,
+        run_id: str,
+        run_etag: str | None,
+        written: Iterable[MessageRecord | StoredMessage],
+        *,
+        low: int,
         high: int,
     ) -> None:
         """A step completed: `written` is what now stands in its block [`low`, `high`) - everything stored there
         (the caller checked that no earlier attempt left anything else). Ignored unless the run's entry is at
         `run_etag` (the record the step checked)."""
+        if run_etag is None:
+            return
+        settled = [StoredMessage.of(r) for r in written if low <= r.seq < high]
         with self._lock:
             entry = self._entries.get((session_id, run_id))
-            if entry is None or run_etag is None or entry.run_etag != run_etag:
+            if entry is None or entry.run_etag != run_etag:
                 return
-            for record in written:
-                if low <= record.seq < high:
-                    entry.records[record.message_id] = _copy(record)
+            before = len(entry.records)
+            entry.records.update((r.message_id, r) for r in settled)
+            self._held += len(entry.records) - before
             entry.settle(low, high)
             self._trim()
 
     def _trim(self) -> None:
         """Least recently used runs go first, until both bounds hold (a run too long for them is not kept)."""
-        while self._entries and (
-            len(self._entries) > self._max_runs
-            or sum(len(entry.records) for entry in self._entries.values()) > self._max_records
-        ):
-            self._entries.popitem(last=False)
+        while self._entries and (len(self._entries) > self._max_runs or self._held > self._max_records):
+            _, entry = self._entries.popitem(last=False)
+            self._held -= len(entry.records)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._held -= len(entry.records)
 
     def run_changed(self, session_id: str, run_id: str, old_etag: str | None, new_etag: str | None) -> None:
         """This process changed the run's record from `old_etag` to `new_etag` (an ETag-conditioned write that
@@ -146,18 +199,8 @@ class ConversationCache:
 
     def forget(self, session_id: str, run_id: str) -> None:
         with self._lock:
-            self._entries.pop((session_id, run_id), None)
+            self._drop((session_id, run_id))
 
 
-def _copy(record: MessageRecord) -> MessageRecord:
-    """A copy no change to which reaches the original: the payload (JSON: dicts, lists, scalars) is the only mutable
-    field. A walk of plain JSON, several times faster than `model_copy(deep=True)` (`copy.deepcopy`'s memo)."""
-    return record.model_copy(update={"payload": _copy_json(record.payload)})
-
-
-def _copy_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _copy_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(item) for item in value]
-    return value  # str, int, float, bool, None: immutable
+def _by_seq(message: StoredMessage) -> int:
+    return message.seq

@@ -14,7 +14,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
-from agent_runs.live_drafts import LiveDraft, publish
+from agent_runs.live_drafts import LiveDraft, listening, publish
 from agent_runtime.conversation import ConversationLog, model_message_id
 from agent_runtime.messages import ChatResponseUpdate, Message, TextContent
 
@@ -56,8 +56,9 @@ class DraftWriter:
             # A new response (chat middleware retried the call): its text replaces the previous attempt's.
             self._text = "" if self._response_id is not None else self._text
             self._response_id = update.response_id
-        self._text += update.text
-        if self._seq is not None and update.text:
+        text = update.text
+        self._text += text
+        if self._seq is not None and text and listening(self._run_id):
             publish(LiveDraft(self._run_id, self._seq, self._message_id, self._text))
         if self._text == self._written:
             return

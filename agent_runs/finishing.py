@@ -45,7 +45,8 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
     # One read of the run's messages (or none: the conversation cache) serves both uses below.
     log = ctx.closing_run_log(step.first_seq, slots, record=record)
     await close_unresolved_calls_step(log, step.run.run_id, finish)
-    added = await log.messages()
+    # The run middleware gets the result with its messages: copies; otherwise they are only read.
+    added = await (log.messages() if step.run_middleware == "after" else log.read())
     if step.run_middleware == "ended":  # the middleware answered before the run started: taken as it is
         result = RunResult(
             run_id=step.run.run_id, status=finish.status, reason=finish.reason, text=last_assistant_text(added)

@@ -47,6 +47,11 @@ def listen(run_id: str, listener: Listener) -> Callable[[], None]:
     return stop
 
 
+def listening(run_id: str) -> bool:
+    """Whether anything listens for the run's drafts (a draft nobody listens for need not be built)."""
+    return run_id in _listeners
+
+
 def publish(draft: LiveDraft) -> None:
     listeners = _listeners.get(draft.run_id)
     if not listeners:

@@ -23,6 +23,7 @@ from agent_runtime.continuation import ContinuationTokens
 from agent_runtime.models.retrying import RetryingModelClient
 from agent_runtime.models.types import ModelClient
 from agent_runtime.settings import ModelSettings, build_model_client
+from agent_runtime.spend import ModelPrices
 from session_store import SessionStore, StoreSettings, open_store
 from telemetry.settings import TelemetrySettings
 
@@ -105,6 +106,11 @@ class RunServices:
     def telemetry_settings(self) -> TelemetrySettings:
         """Read once per process, like the rest: model calls consult it on every call."""
         return TelemetrySettings()
+
+    @cached_property
+    def model_prices(self) -> ModelPrices:
+        """`MODEL_PRICES`, parsed once (the settings are read once per process) instead of on every model call."""
+        return self.model_settings.prices()
 
     @cached_property
     def tokens(self) -> ContinuationTokens:

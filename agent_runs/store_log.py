@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agent_runs.conversation_cache import ConversationCache
+from agent_runs.conversation_cache import ConversationCache, StoredMessage, own_copy
 from agent_runtime.messages import Message
 from session_store import MessageRecord, SessionStore
 
@@ -32,6 +32,16 @@ class CacheUse:
     needs_calls: Sequence[str] = ()
     needs_ids: Sequence[str] = ()
     probe_ids: Sequence[str] = ()
+
+
+def _holds_calls(stored: Sequence[StoredMessage], call_ids: Sequence[str]) -> bool:
+    """Whether the messages hold every one of these function calls."""
+    missing = set(call_ids)
+    for message in stored:
+        missing.difference_update(call.call_id for call in message.message.function_calls)
+        if not missing:
+            return True
+    return not missing
 
 
 class SeqBlockExhaustedError(RuntimeError):
@@ -60,28 +70,35 @@ class StoreConversationLog:
         self._used = 0
         self._seq_by_id: dict[str, int] | None = None
         self._cache_use: CacheUse | None = None
-        self._block: dict[str, MessageRecord] = {}  # what is known to stand in the step's own block
+        # What is known to stand in the step's own block: messages read, records this log appended (its own).
+        self._block: dict[str, MessageRecord | StoredMessage] = {}
 
     def use_cache(self, use: CacheUse) -> None:
         self._cache_use = use
 
     async def messages(self) -> list[Message]:
-        records, _ = await self._read()
-        return [Message.model_validate(record.payload) for record in records]
+        stored, _ = await self._read()
+        return [message.copy() for message in stored]
 
-    async def _read(self) -> tuple[list[MessageRecord], dict[str, int]]:
-        """The session's records (after `after_seq`) and the seq of each message id, kept for `append`."""
-        records = await self._cached_records()
-        if records is None:
+    async def read(self) -> list[Message]:
+        """`messages()` shared with the process's conversation cache (see `ConversationLog.read`)."""
+        stored, _ = await self._read()
+        return [message.message for message in stored]
+
+    async def _read(self) -> tuple[list[StoredMessage], dict[str, int]]:
+        """The session's messages (after `after_seq`) in seq order, and the seq of each id (kept for `append`)."""
+        stored = await self._cached()
+        if stored is None:
             records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
-            self._note_block(records)
+            stored = [StoredMessage.of(record, owned=True) for record in records]
+            self._note_block(stored)
             use = self._cache_use
             if use is not None and use.whole and self._first_seq is not None and self._after_seq is None:
-                use.cache.start(self._session_id, self._run_id, use.run_etag, records, below=self._first_seq)
-        self._seq_by_id = seq_by_id = {record.message_id: record.seq for record in records}
-        return records, seq_by_id
+                use.cache.start(self._session_id, self._run_id, use.run_etag, stored, below=self._first_seq)
+        self._seq_by_id = seq_by_id = {message.message_id: message.seq for message in stored}
+        return stored, seq_by_id
 
-    async def _cached_records(self) -> list[MessageRecord] | None:
+    async def _cached(self) -> list[StoredMessage] | None:
         use = self._cache_use
         if use is None or self._first_seq is None or not use.cache.has(self._session_id, self._run_id):
             return None
@@ -91,27 +108,29 @@ class StoreConversationLog:
             etag = None if run is None else run.etag
             self._cache_use = use = replace(use, run_etag=etag)
         after = -1 if self._after_seq is None else self._after_seq
-        records = use.cache.records(
+        stored = use.cache.records(
             self._session_id, self._run_id, etag, after=after, below=self._first_seq if use.whole else None
         )
-        if records is None:
+        if stored is None:
             return None
-        ids = {r.message_id for r in records}
-        calls = {c.call_id for r in records for c in Message.model_validate(r.payload).function_calls}
-        if not (set(use.needs_ids) <= ids and set(use.needs_calls) <= calls):
+        ids = {message.message_id for message in stored}
+        if not ids.issuperset(use.needs_ids):
             return None
-        known = {r.message_id for r in records}
+        if use.needs_calls and not _holds_calls(stored, use.needs_calls):
+            return None
+        probed = False
         for message_id in use.probe_ids:
             found = await self._store.get_message(self._session_id, message_id)
-            if found is not None and found.message_id not in known:
-                records.append(found)
-        self._note_block(records)
-        return sorted(records, key=lambda r: r.seq)
+            if found is not None and found.message_id not in ids:
+                stored.append(StoredMessage.of(found, owned=True))
+                probed = True
+        self._note_block(stored)
+        return sorted(stored, key=lambda message: message.seq) if probed else stored
 
-    def _note_block(self, records: Sequence[MessageRecord]) -> None:
+    def _note_block(self, messages: Sequence[MessageRecord | StoredMessage]) -> None:
         if self._first_seq is not None:
             high = self._first_seq + self._slots
-            self._block.update({r.message_id: r for r in records if self._first_seq <= r.seq < high})
+            self._block.update({m.message_id: m for m in messages if self._first_seq <= m.seq < high})
 
     @property
     def block_ids(self) -> set[str]:
@@ -128,10 +147,9 @@ class StoreConversationLog:
         unknown = probe_id is not None and probe_id not in self._block
         if unknown and await self._store.get_message(self._session_id, probe_id) is not None:  # type: ignore[arg-type]
             return
-        use.cache.settle_block(
-            self._session_id, self._run_id, use.run_etag, self._block.values(), low=self._first_seq,
-            high=self._first_seq + self._slots,
-        )
+        written = [StoredMessage.of(message, owned=True) for message in self._block.values()]  # records: appended
+        high = self._first_seq + self._slots
+        use.cache.settle_block(self._session_id, self._run_id, use.run_etag, written, low=self._first_seq, high=high)
 
     async def append(self, message: Message) -> None:
         if message.message_id is None:
@@ -160,16 +178,19 @@ class StoreConversationLog:
 
 
 class SnapshotLog(StoreConversationLog):
-    """A log read once: later `messages()` answer from that read plus this log's own writes, not from the store again.
+    """A log read once: later reads answer from that read plus this log's own writes, not from the store again.
     Only for a step that is the one writer of what it reads: `finish_run`, the run's last step (the steps before it
     have completed, so nothing else writes to the run's range while it closes the run)."""
 
     _snapshot: list[Message] | None = None
 
-    async def messages(self) -> list[Message]:
+    async def read(self) -> list[Message]:
         if self._snapshot is None:
-            self._snapshot = await super().messages()
+            self._snapshot = await super().read()
         return list(self._snapshot)
+
+    async def messages(self) -> list[Message]:
+        return [own_copy(message) for message in await self.read()]
 
     async def append(self, message: Message) -> None:
         await super().append(message)

@@ -7,6 +7,7 @@ activity that Durable runs twice overwrites its own earlier write instead of dup
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .messages import Message
@@ -19,7 +20,14 @@ class ConversationLog(Protocol):
         ...
 
     async def messages(self) -> list[Message]:
-        """The whole conversation in order of first append."""
+        """The whole conversation in order of first append: copies the caller may change."""
+        ...
+
+    async def read(self) -> Sequence[Message]:
+        """`messages()` without the copies: the messages may be shared with other readers, so the caller changes
+        nothing in them, nor hands them to code that might. Read this way: a model call without chat middleware
+        (model clients only read the request), a tool call (the tool gets a copy of its arguments), closing calls and
+        a run result that no run middleware sees."""
         ...
 
 
@@ -45,6 +53,9 @@ class InMemoryConversationLog:
 
     async def messages(self) -> list[Message]:
         return [m.model_copy(deep=True) for m in self._messages]
+
+    async def read(self) -> list[Message]:
+        return list(self._messages)  # copies of what was appended: nobody else holds them
 
 
 # Deterministic ids: `{run_id}:{kind}:{key}`. Kinds are stable strings; stores may index or parse them.

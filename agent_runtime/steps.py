@@ -47,6 +47,7 @@ from .messages import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    copy_json,
     unanswered_function_calls,
 )
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
@@ -126,7 +127,8 @@ async def call_model_step(
     """
     # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
     own_prefix = model_message_prefix(run_id, command.iteration)
-    history = [m for m in await log.messages() if not (m.message_id or "").startswith(own_prefix)]
+    conversation = await (log.messages() if agent.chat_middleware else log.read())  # middleware may change them
+    history = [m for m in conversation if not (m.message_id or "").startswith(own_prefix)]
     overrides = overrides or RunOverrides()
     instructions = overrides.system_prompt(agent)
     system = [Message.system(instructions)] if instructions else []
@@ -260,7 +262,7 @@ async def invoke_tool_step(
     effects: EffectLedger | None = None,
 ) -> ToolOutcome:
     """Produce and store the result of one call: run the tool through the function middleware, or write why not."""
-    messages = await log.messages()
+    messages = await log.read()  # the tool gets a copy of its arguments (`_run_tool`), nothing else of these
     existing = next(
         (r for m in messages for r in m.function_results if r.call_id == invocation.call_id and not closed_at_end(r)),
         None,
@@ -315,7 +317,8 @@ async def _run_tool(
     if tool is None:
         return FunctionResultContent(call_id=call.call_id, error=f"Requested function '{call.name}' not found."), False
     try:
-        arguments = await _checking_arguments(tool, tool.validate_arguments, _approved_arguments(messages, call))
+        raw = copy_json(_approved_arguments(messages, call))  # the validated arguments may hold parts of it
+        arguments = await _checking_arguments(tool, tool.validate_arguments, raw)
     except ToolArgumentsError as error:
         return FunctionResultContent(call_id=call.call_id, error=str(error)), False
     tool_context = ToolContext(
@@ -457,7 +460,7 @@ async def close_unresolved_calls_step(log: ConversationLog, run_id: str, finish:
     """Give every call still without a result an error result saying the run ended, so the session's conversation
     stays valid for the next run (a provider rejects calls without results). Returns the call ids closed."""
     closed = []
-    for call in unanswered_function_calls(await log.messages()):
+    for call in unanswered_function_calls(await log.read()):
         error = f"{_RUN_ENDED}({finish.status}: {finish.reason}) before this call was executed."
         await log.append(
             Message.tool_result(

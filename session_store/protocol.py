@@ -45,6 +45,9 @@ Signals
     ``list_signals`` returns a name's signals from ``from_index`` on, in index order.
 Retention
     With a TTL every item expires that many seconds after its last write and is invisible from then on.
+Records returned
+    Are the caller's: parsed from what is stored, or (a write) the records given with the store-managed fields set.
+    A store keeps no reference to a record it was given or returned, and changes none.
 Errors
     Missing items on reads are ``None``; typed errors live in ``errors.py``; no backend exception leaks out.
 """

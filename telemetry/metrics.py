@@ -20,6 +20,13 @@ from agent_runtime.messages import Usage
 from agent_runtime.redaction import redact_attributes
 
 _meter = metrics.get_meter("durable_agents")
+
+
+def metering() -> bool:
+    """Whether metrics go anywhere: a meter provider is installed. The API's own providers (its proxy, until one is
+    installed, and its no-op) record nothing, so the attributes of a measurement are not even built for them. Asked
+    on each use: a provider may be installed later (the proxy's instruments then record into it)."""
+    return not type(metrics.get_meter_provider()).__module__.startswith("opentelemetry.metrics")
 token_usage = _meter.create_histogram(
     "gen_ai.client.token.usage", unit="{token}", description="tokens used per model call"
 )
@@ -45,6 +52,8 @@ def record_model_call(
     seconds: float,
     error_type: str | None = None,
 ) -> None:
+    if not metering():
+        return
     attributes: dict[str, str] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
     if agent:
         attributes["gen_ai.agent.name"] = agent
@@ -64,7 +73,7 @@ def record_model_call(
 
 def record_cost(*, agent: str, request_model: str | None, usage: Usage | None) -> None:
     """A priced model call's cost (the step prices it after the call: `agent_runtime.spend.ModelPrices`)."""
-    if usage is None or not usage.cost:
+    if usage is None or not usage.cost or not metering():
         return
     attributes = {"gen_ai.agent.name": agent}
     if request_model:
@@ -73,12 +82,16 @@ def record_cost(*, agent: str, request_model: str | None, usage: Usage | None) -
 
 
 def record_tool_call(*, agent: str, tool: str, seconds: float) -> None:
+    if not metering():
+        return
     step_duration.record(
         seconds, {"agent_run.step": "execute_tool", "gen_ai.agent.name": agent, "gen_ai.tool.name": tool}
     )
 
 
 def record_approval(*, agent: str, tool: str, decision: str, seconds: float) -> None:
+    if not metering():
+        return
     approval_latency.record(
         max(seconds, 0.0),
         {"gen_ai.agent.name": agent, "gen_ai.tool.name": tool, "agent_run.approval.decision": decision},
@@ -86,6 +99,8 @@ def record_approval(*, agent: str, tool: str, decision: str, seconds: float) -> 
 
 
 def record_run(*, agent: str, status: str, reason: str, seconds: float) -> None:
+    if not metering():
+        return
     run_duration.record(max(seconds, 0.0), {"gen_ai.agent.name": agent, "agent_run.status": status})
     reason_code = reason.split(":", 1)[0][:64]  # "model_http_400: ..." -> a bounded set of values
     runs.add(

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import nullcontext
+from functools import cached_property
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from agent_runtime.messages import (
     ChatResponse,
@@ -29,7 +31,7 @@ from agent_runtime.models.types import ChatRequest, ModelClient
 from agent_runtime.steps import default_model
 from telemetry import metrics
 from telemetry.settings import TelemetrySettings
-from telemetry.spans import mark_error, tracer
+from telemetry.spans import mark_error, tracer, tracing
 
 # gen_ai.provider.name well-known values; every client here speaks the OpenAI API.
 _PROVIDERS = {"azure_openai": "azure.ai.openai"}
@@ -44,22 +46,40 @@ class TracedModelClient:
         self.capture_content = (
             TelemetrySettings().capture_message_content if capture_content is None else capture_content
         )
-        base = inner
-        while getattr(base, "inner", None) is not None and getattr(base, "provider", None) is None:
-            base = base.inner
-        self.provider = _PROVIDERS.get(str(getattr(base, "provider", "openai")), "openai")
-        base_url = getattr(getattr(base, "client", None), "base_url", None)
-        self._server = urlsplit(str(base_url)) if base_url is not None else None
         self.default_model = default_model(inner)
 
+    @cached_property
+    def _base(self) -> Any:
+        """The client at the bottom of the wrappers (it knows the provider and the server)."""
+        base = self.inner
+        while getattr(base, "inner", None) is not None and getattr(base, "provider", None) is None:
+            base = base.inner
+        return base
+
+    @cached_property
+    def provider(self) -> str:
+        return _PROVIDERS.get(str(getattr(self._base, "provider", "openai")), "openai")
+
+    @cached_property
+    def _server(self) -> SplitResult | None:
+        base_url = getattr(getattr(self._base, "client", None), "base_url", None)
+        return urlsplit(str(base_url)) if base_url is not None else None
+
     async def get_response(self, request: ChatRequest) -> ChatResponse:
+        if not (tracing() or metrics.metering()):
+            return await self.inner.get_response(request)
         call = _ChatCall(self, request)
         with call.span() as span:
             response = await self.inner.get_response(request)
             call.finish(span, response.model_id, response.usage, response.finish_reason, response.messages)
             return response
 
-    async def get_streaming_response(self, request: ChatRequest) -> AsyncIterator[ChatResponseUpdate]:
+    def get_streaming_response(self, request: ChatRequest) -> AsyncIterator[ChatResponseUpdate]:
+        if not (tracing() or metrics.metering()):  # nothing records the call: the inner stream, as it is
+            return self.inner.get_streaming_response(request)
+        return self._traced_stream(request)
+
+    async def _traced_stream(self, request: ChatRequest) -> AsyncIterator[ChatResponseUpdate]:
         call = _ChatCall(self, request)
         with call.span() as span:
             model_id, finish_reason, usage = None, None, None
@@ -93,6 +113,8 @@ class _ChatCall:
         self.started = time.perf_counter()
 
     def span(self) -> _Recording:
+        if not tracing():  # the call's metrics only
+            return _Recording(nullcontext(INVALID_SPAN), self)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": self.client.provider,
@@ -131,6 +153,9 @@ class _ChatCall:
         finish_reason: str | None,
         output: Sequence[Message],
     ) -> None:
+        self.response_model, self.usage = model_id, usage
+        if not span.is_recording():
+            return
         if model_id:
             span.set_attribute("gen_ai.response.model", model_id)
         if usage is not None:
@@ -141,7 +166,6 @@ class _ChatCall:
         if self.client.capture_content:
             out = _messages(output, finish_reason)
             span.set_attribute("gen_ai.output.messages", json.dumps(out, ensure_ascii=False))
-        self.response_model, self.usage = model_id, usage
 
     def record(self, error_type: str | None) -> None:
         metrics.record_model_call(

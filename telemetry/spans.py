@@ -32,10 +32,17 @@ def tracer() -> trace.Tracer:
     return _tracer
 
 
+def tracing() -> bool:
+    """Whether spans go anywhere: a tracer provider is installed. The API's own providers (its proxy, until one is
+    installed, and its no-op) record nothing, so no span, parent context or attributes are built for them. Asked on
+    each use: a provider may be installed later."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 @contextmanager
 def run_step(run_trace: RunTrace | None, run_id: str) -> Iterator[None]:
     """Spans started inside belong to the run: their parent is the run's `invoke_agent` span."""
-    if run_trace is None:
+    if run_trace is None or not tracing():
         yield
         return
     parent = trace.set_span_in_context(non_recording(run_trace.run_span_context(run_id)))
@@ -50,6 +57,12 @@ def run_step(run_trace: RunTrace | None, run_id: str) -> Iterator[None]:
 def tool_span(agent: str, tool: str, call_id: str) -> Iterator[Span]:
     """`execute_tool {tool}`; the caller marks a failed call with `mark_error`."""
     started = time.perf_counter()
+    if not tracing():
+        try:
+            yield trace.INVALID_SPAN  # records nothing, as the no-op tracer's span would
+        finally:
+            metrics.record_tool_call(agent=agent, tool=tool, seconds=time.perf_counter() - started)
+        return
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -85,7 +98,7 @@ def emit_run_span(
     ended_at = ended_at or datetime.now(UTC)
     seconds = (ended_at - run_trace.started_at).total_seconds() if run_trace else 0.0
     metrics.record_run(agent=agent, status=status, reason=reason, seconds=seconds)
-    if run_trace is None:
+    if run_trace is None or not tracing():
         return
     attributes: dict[str, str | int | float] = {
         "gen_ai.operation.name": "invoke_agent",
@@ -162,7 +175,7 @@ def emit_approval_span(
     metrics.record_approval(
         agent=agent, tool=tool, decision=decision, seconds=(decided_at - requested_at).total_seconds()
     )
-    if run_trace is None:
+    if run_trace is None or not tracing():
         return
     attributes = {
         "gen_ai.operation.name": "await_approval",

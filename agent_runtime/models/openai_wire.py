@@ -32,6 +32,7 @@ from .types import ChatOptions, ChatRequest, NamedToolChoice, ResponseFormat, To
 
 MaxTokensParameter = Literal["max_tokens", "max_completion_tokens"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_RESULT_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(...) without an encoder per call
 
 
 # ------------------------------------------------------------------------------------------------ outgoing
@@ -48,7 +49,7 @@ def result_text(result: FunctionResultContent) -> str:
         return value.model_dump_json()
     if isinstance(value, list):
         value = [_without_inline_data(item) for item in value]
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _RESULT_JSON.encode(value)
 
 
 def _without_inline_data(item: Any) -> Any:
@@ -63,8 +64,17 @@ def _without_inline_data(item: Any) -> Any:
 def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
     for message in messages:
-        text = message.text
-        calls = message.function_calls
+        texts: list[str] = []
+        calls: list[FunctionCallContent] = []
+        results: list[FunctionResultContent] = []
+        for content in message.contents:  # one pass (`text`, `function_calls`, `function_results` make three)
+            if isinstance(content, TextContent):
+                texts.append(content.text)
+            elif isinstance(content, FunctionCallContent):
+                calls.append(content)
+            elif isinstance(content, FunctionResultContent):
+                results.append(content)
+        text = "".join(texts)
         if message.role == "assistant" and (text or calls):
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
@@ -75,9 +85,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             wire.append(_with_name(entry, message))
         elif message.role in ("system", "user") and text:
             wire.append(_with_name({"role": message.role, "content": text}, message))
-        wire.extend(
-            {"role": "tool", "tool_call_id": r.call_id, "content": result_text(r)} for r in message.function_results
-        )
+        wire.extend({"role": "tool", "tool_call_id": r.call_id, "content": result_text(r)} for r in results)
     return wire
 
 

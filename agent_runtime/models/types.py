@@ -135,7 +135,8 @@ class ChatRequest(_Model):
 
 @runtime_checkable
 class ModelClient(Protocol):
-    """A chat model. Raises `ModelError` (agent_runtime.models.errors) for every provider or transport failure."""
+    """A chat model. Raises `ModelError` (agent_runtime.models.errors) for every provider or transport failure.
+    A client only reads the request: its messages may be shared with other readers (`ConversationLog.read`)."""
 
     async def get_response(self, request: ChatRequest) -> ChatResponse: ...
 

@@ -7,11 +7,19 @@ change of the run's record (a rewind reopens it) makes the next step read the se
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agent_runs.conversation_cache import ConversationCache
 from agent_runs.store_log import CacheUse, StoreConversationLog, to_record
-from agent_runtime.messages import Message
+from agent_runtime.agents import AgentDefinition
+from agent_runtime.loop_types import CallModel, ToolInvocation
+from agent_runtime.messages import ChatResponse, Message, TextContent
+from agent_runtime.middleware import CallNext, ChatContext
+from agent_runtime.models.types import ChatRequest
+from agent_runtime.steps import call_model_step, invoke_tool_step
+from agent_runtime.tools import tool
 from session_store import MessageRecord, RunRecord, SessionRecord, SqliteSessionStore
 
 
@@ -71,6 +79,9 @@ def test_the_messages_held_are_bounded() -> None:
     assert [cache.has("s", run) for run in ("a", "b")] == [False, True]
     cache.start("s", "c", "e", [record(i) for i in range(4)], below=4)  # too long to keep at all
     assert not cache.has("s", "c")
+    cache.start("s", "b", "e", [record(0), record(1)], below=2)  # started afresh: its old messages are let go
+    cache.start("s", "d", "e", [record(0)], below=1)
+    assert [cache.has("s", run) for run in ("b", "d")] == [True, True]
 
 
 # ------------------------------------------------------------------------------------------------ over a store
@@ -174,3 +185,106 @@ async def store_records(store: CountingStore) -> list[MessageRecord]:
     page = await SqliteSessionStore.list_messages(store, "s")
     return page.items
 
+
+
+# ------------------------------------------------------------------------------------------------ shared messages
+# The entry's parsed messages are shared by every step that reads them: nothing a step hands to other code may change
+# them (chat middleware, tools, the caller of `messages()`).
+
+
+FIRST_CALL = CallModel(iteration=1, tool_choice="auto")
+
+
+class AnswerClient:
+    """A model that answers "ok" to anything (what it was sent is kept)."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[str]] = []
+
+    async def get_response(self, request: ChatRequest) -> ChatResponse:
+        self.sent.append([m.text for m in request.messages])
+        return ChatResponse(message=Message.assistant("ok"))
+
+    def get_streaming_response(self, request: ChatRequest):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+class RewritingMiddleware:
+    """Chat middleware that changes the messages it is handed in place (allowed: `ChatContext.messages`)."""
+
+    async def process(self, context: ChatContext, call_next: CallNext) -> None:
+        for message in context.messages:
+            message.contents.append(TextContent(text=" (seen)"))
+        await call_next()
+
+
+def model_log(store: CountingStore, cache: ConversationCache, run: RunRecord, first_seq: int) -> StoreConversationLog:
+    log = StoreConversationLog(store, "s", "r", first_seq=first_seq, slots=16)
+    log.use_cache(CacheUse(cache, run_etag=run.etag, whole=True))
+    return log
+
+
+async def test_what_chat_middleware_changes_in_place_reaches_no_later_step(store: CountingStore) -> None:
+    cache = ConversationCache()
+    run = await started_run(store, cache)
+    first = run.ordinal * 10**9
+    client = AnswerClient()
+    agent = AgentDefinition(name="a", chat_middleware=[RewritingMiddleware()])
+    log = model_log(store, cache, run, first + 1)
+    await call_model_step(agent, client, log, "r", FIRST_CALL)
+    await log.settle(probe_id="r:model:1:1")
+    assert client.sent == [["hi (seen)"]]
+    second = model_log(store, cache, run, first + 17)
+    assert [m.text for m in await second.read()] == ["hi", "ok"] and store.reads == 1  # from the cache, as stored
+
+
+async def test_a_model_call_without_chat_middleware_shares_the_cached_messages(store: CountingStore) -> None:
+    cache = ConversationCache()
+    run = await started_run(store, cache)
+    first = run.ordinal * 10**9
+    log = model_log(store, cache, run, first + 1)
+    await call_model_step(AgentDefinition(name="a"), AnswerClient(), log, "r", FIRST_CALL)
+    await log.settle(probe_id="r:model:1:1")
+    one, two = model_log(store, cache, run, first + 17), model_log(store, cache, run, first + 17)
+    assert [id(m) for m in await one.read()] == [id(m) for m in await two.read()]  # parsed once, not per step
+    copies = await one.messages()
+    copies[0].contents.append(TextContent(text="!"))  # the caller's own copy
+    assert [m.text for m in await two.read()] == ["hi", "ok"] and store.reads == 1
+
+
+async def test_a_tool_that_changes_its_arguments_changes_no_later_step(store: CountingStore) -> None:
+    seen: list[dict[str, Any]] = []
+
+    @tool
+    def tag(options: dict[str, Any]) -> str:
+        options["tags"].append("changed")  # a nested part of the validated arguments
+        seen.append(options)
+        return "done"
+
+    cache = ConversationCache()
+    run = await started_run(store, cache)
+    first = run.ordinal * 10**9
+    log = model_log(store, cache, run, first + 1)
+    call = {"type": "function_call", "call_id": "c1", "name": "tag", "arguments": {"options": {"tags": ["a"]}}}
+    await log.read()
+    await log.append(Message.model_validate({"role": "assistant", "message_id": "r:model:1:0", "contents": [call]}))
+    await log.settle(probe_id="r:model:1:1")
+    step = StoreConversationLog(store, "s", "r", first_seq=first + 17, slots=1, after_seq=first - 1)
+    step.use_cache(CacheUse(cache, needs_calls=("c1",), probe_ids=("r:result:c1",)))
+    agent = AgentDefinition(name="a", tools=[tag])
+    outcome = await invoke_tool_step(agent, step, "r", ToolInvocation(call_id="c1", name="tag"))
+    assert not outcome.is_error and seen == [{"tags": ["a", "changed"]}]
+    await step.settle()
+    after = model_log(store, cache, run, first + 18)
+    (stored_call,) = [c for m in await after.read() for c in m.function_calls]
+    assert stored_call.arguments == {"options": {"tags": ["a"]}} and store.reads == 1
+
+
+def test_a_record_handed_to_the_cache_is_not_shared_with_it() -> None:
+    cache = ConversationCache()
+    handed = to_record("s", "r", 0, Message.model_validate({"role": "tool", "message_id": "m0", "contents": [
+        {"type": "function_result", "call_id": "c", "result": {"rows": [1]}}]}))
+    cache.start("s", "r", "e1", [handed], below=1)
+    handed.payload["contents"][0]["result"]["rows"].append(2)  # whoever wrote it changes its payload afterwards
+    (cached,) = cache.records("s", "r", "e1", after=-1, below=1) or []
+    assert cached.message.function_results[0].result == {"rows": [1]}
