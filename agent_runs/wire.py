@@ -16,12 +16,18 @@ what the reader gets.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from functools import cache
 from inspect import isclass
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
+
+from agent_runs.budget import within_budget
+
+# Payloads a `ReplayedPayloads` keeps: a few per step of each run in flight (the first build of each is what costs).
+REPLAYED_PAYLOADS = 2048
 
 
 def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None) -> dict[str, Any]:
@@ -73,3 +79,33 @@ def _walk(value: Any, dumped: Any) -> None:
         for key, item in value.items():
             if isinstance(key, str) and key in dumped:
                 _walk(item, dumped[key])
+
+
+class ReplayedPayloads:
+    """`compact_json` of the payloads an orchestrator builds again on every replay, checked against `budget` once.
+
+    Every episode replays the whole history, so each earlier step's activity input and custom status is built and
+    compacted again, to the same value. `compact_json` is a pure function of the model's class and content, and the
+    model's full JSON form pins its content down, so the payload is kept under (class, full JSON): it cannot be stale
+    (a changed value is another key) and nothing outside the value (clock, episode, instance) is involved. A payload
+    over the budget is not kept: it raises again, the same way, on every replay. The payloads are shared between
+    episodes: the Durable SDK only serializes them (`df_dumps`, `OrchestratorState.to_json`), and nothing may change
+    them. Bounded (the oldest goes first); safe for episodes on several threads."""
+
+    def __init__(self, what: str, budget: int, entries: int = REPLAYED_PAYLOADS) -> None:
+        self._what = what
+        self._budget = budget
+        self._entries = entries
+        self._payloads: dict[tuple[type[BaseModel], str], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def payload(self, model: BaseModel) -> dict[str, Any]:
+        key = (type(model), model.model_dump_json())
+        found = self._payloads.get(key)
+        if found is None:
+            found = within_budget(compact_json(model), self._what, self._budget)
+            with self._lock:
+                while len(self._payloads) >= self._entries:
+                    del self._payloads[next(iter(self._payloads))]
+                self._payloads[key] = found
+        return found

@@ -27,7 +27,7 @@ from azure.durable_functions.models.Task import TaskBase
 from pydantic import BaseModel, TypeAdapter
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, within_budget
-from agent_runs.wire import compact_json
+from agent_runs.wire import ReplayedPayloads, compact_json
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -57,6 +57,7 @@ class Activity(Generic[InputT, OutputT]):
         self.budget = budget
         self.compact = compact
         self._output = TypeAdapter(output_type)
+        self._inputs = ReplayedPayloads(f"{self.name} input", budget) if compact else None
 
     def __repr__(self) -> str:
         return f"Activity({self.name!r})"
@@ -67,8 +68,10 @@ class Activity(Generic[InputT, OutputT]):
         """Schedule the activity (with the declared retry options); yield the task, or race it."""
         if not isinstance(step_input, self.input_model):
             raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(step_input).__name__}")
-        dumped = compact_json(step_input) if self.compact else step_input.model_dump(mode="json")
-        payload = within_budget(dumped, f"{self.name} input", self.budget)
+        if self._inputs is not None:
+            payload = self._inputs.payload(step_input)
+        else:
+            payload = within_budget(step_input.model_dump(mode="json"), f"{self.name} input", self.budget)
         if self.retry is None:
             return context.call_activity(self.name, payload)
         return context.call_activity_with_retry(self.name, self.retry, payload)

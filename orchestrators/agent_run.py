@@ -34,7 +34,7 @@ from agent_runs.contracts import (
     approval_event_name,
 )
 from agent_runs.driver import RunDriver
-from agent_runs.wire import compact_json
+from agent_runs.wire import ReplayedPayloads, compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
@@ -49,9 +49,11 @@ PAYLOAD_TOO_LARGE = "payload_too_large"
 RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 
 
+_PROGRESS = ReplayedPayloads("custom status", CUSTOM_STATUS_BUDGET_BYTES)
+
+
 def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
-    progress = compact_json(driver.progress())
-    context.set_custom_status(within_budget(progress, "custom status", CUSTOM_STATUS_BUDGET_BYTES))
+    context.set_custom_status(_PROGRESS.payload(driver.progress()))
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
