@@ -17,7 +17,7 @@ what the reader gets.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import cache
 from inspect import isclass
 from typing import Any, Literal, get_args, get_origin
@@ -96,14 +96,18 @@ class ReplayedPayloads:
         self._what = what
         self._budget = budget
         self._entries = entries
-        self._payloads: dict[tuple[type[BaseModel], str], dict[str, Any]] = {}
+        self._payloads: dict[Hashable, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def payload(self, model: BaseModel) -> dict[str, Any]:
-        key = (type(model), model.model_dump_json())
+        return self.payload_for((type(model), model.model_dump_json()), lambda: model)
+
+    def payload_for(self, key: Hashable, build: Callable[[], BaseModel]) -> dict[str, Any]:
+        """The payload of the model `build()` returns, kept under `key`: a value that determines that model (its
+        caller vouches for this; `payload` uses the model's class and full JSON)."""
         found = self._payloads.get(key)
         if found is None:
-            found = within_budget(compact_json(model), self._what, self._budget)
+            found = within_budget(compact_json(build()), self._what, self._budget)
             with self._lock:
                 while len(self._payloads) >= self._entries:
                     del self._payloads[next(iter(self._payloads))]

@@ -53,7 +53,7 @@ _PROGRESS = ReplayedPayloads("custom status", CUSTOM_STATUS_BUDGET_BYTES)
 
 
 def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
-    context.set_custom_status(_PROGRESS.payload(driver.progress()))
+    context.set_custom_status(_PROGRESS.payload_for(driver.progress_key(), driver.progress))
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
