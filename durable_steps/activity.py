@@ -66,12 +66,18 @@ class Activity(Generic[InputT, OutputT]):
 
     def call(self, context: df.DurableOrchestrationContext, step_input: InputT) -> TaskBase:
         """Schedule the activity (with the declared retry options); yield the task, or race it."""
+        return self.schedule(context, self.payload(step_input))
+
+    def payload(self, step_input: InputT) -> dict[str, Any]:
+        """The input as Durable carries it (compact if declared), checked against the budget."""
         if not isinstance(step_input, self.input_model):
             raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(step_input).__name__}")
         if self._inputs is not None:
-            payload = self._inputs.payload(step_input)
-        else:
-            payload = within_budget(step_input.model_dump(mode="json"), f"{self.name} input", self.budget)
+            return self._inputs.payload(step_input)
+        return within_budget(step_input.model_dump(mode="json"), f"{self.name} input", self.budget)
+
+    def schedule(self, context: df.DurableOrchestrationContext, payload: dict[str, Any]) -> TaskBase:
+        """Schedule the activity with a `payload()` (with the declared retry options)."""
         if self.retry is None:
             return context.call_activity(self.name, payload)
         return context.call_activity_with_retry(self.name, self.retry, payload)

@@ -38,6 +38,7 @@ from agent_runs.wire import ReplayedPayloads, compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
+from orchestrators.loop_replay import LoopStep, LoopSteps
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
 
@@ -52,8 +53,10 @@ RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 _PROGRESS = ReplayedPayloads("custom status", CUSTOM_STATUS_BUDGET_BYTES)
 
 
-def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
-    context.set_custom_status(_PROGRESS.payload_for(driver.progress_key(), driver.progress))
+def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> dict[str, Any]:
+    status = _PROGRESS.payload_for(driver.progress_key(), driver.progress)
+    context.set_custom_status(status)
+    return status
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
@@ -70,9 +73,15 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
         # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
         command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
 
+    steps = LoopSteps(context, command)
+    carried = steps.take_carried()
+    if carried is not None:  # the last episode waited on a loop step of this very replay: go on from there
+        waited_on = yield from steps.fast_forward(cancels, carried)
+        driver = carried.driver
+        command = yield from _settle_loop_step(context, driver, cancels, carried.command, waited_on, steps)
     while not isinstance(command, Finish):
         try:
-            command = yield from _next(context, driver, cancels, command)
+            command = yield from _next(context, driver, cancels, command, steps)
         except PayloadBudgetExceeded as error:
             # Deterministic: the same oversized payload is built again on replay, so the run fails the same way.
             command = driver.on_failure(f"{PAYLOAD_TOO_LARGE}: {error}")
@@ -111,7 +120,11 @@ def _notify(context: df.DurableOrchestrationContext, driver: RunDriver, what: Li
 
 
 def _next(
-    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, command: LoopCommand
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    command: LoopCommand,
+    steps: LoopSteps,
 ) -> Generator[Any, Any, LoopCommand | None]:
     """Carry out one command; returns the next one, or None once the execution continued as new."""
     received = cancels.take()  # a cancel that arrived while no step was raced with it
@@ -122,18 +135,38 @@ def _next(
         context.continue_as_new(within_budget(next_input, "continue-as-new input"))
         return None
     if isinstance(command, CallModel):
-        task = call_model.call(context, driver.model_call(command))
-        done = yield from _step(context, driver, cancels, task, MODEL_CALL_FAILED, closes=_closed_model_turn)
-        return done if done is not None else driver.on_model_result(call_model.result(task))
+        step = LoopStep(call_model, (call_model.payload(driver.model_call(command)),), gathered=False)
+        return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RunTools):
-        tasks = [invoke_tool.call(context, call) for call in driver.tool_calls(command)]
-        done = yield from _step(context, driver, cancels, context.task_all(tasks), TOOL_CALL_FAILED)
-        if done is not None:
-            return done
-        return driver.on_tool_results([invoke_tool.result(t) for t in tasks])
+        payloads = tuple(invoke_tool.payload(call) for call in driver.tool_calls(command))
+        step = LoopStep(invoke_tool, payloads, gathered=True)
+        return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RequestApproval | AwaitApproval):
+        steps.stop_carrying()  # its waits are not loop steps (`orchestrators.loop_replay`)
         return (yield from _wait_for_approvals(context, driver, command, cancels))
     raise TypeError(f"unexpected loop command {command!r}")  # pragma: no cover - the loop's vocabulary is closed
+
+
+def _settle_loop_step(
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    command: CallModel | RunTools,
+    step: LoopStep,
+    steps: LoopSteps,
+) -> Generator[Any, Any, LoopCommand]:
+    """Schedule a model call or a tool batch the driver has given out, race it with cancel, feed its result back."""
+    tasks, work = step.schedule(context)
+    waiting = (steps, step, command)
+    if isinstance(command, CallModel):
+        done = yield from _step(
+            context, driver, cancels, work, MODEL_CALL_FAILED, closes=_closed_model_turn, waiting=waiting
+        )
+        return done if done is not None else driver.on_model_result(call_model.result(work))
+    done = yield from _step(context, driver, cancels, work, TOOL_CALL_FAILED, waiting=waiting)
+    if done is not None:
+        return done
+    return driver.on_tool_results([invoke_tool.result(task) for task in tasks])
 
 
 def _run_middleware_before(
@@ -161,14 +194,26 @@ def _step(
     failure: str,
     *,
     closes: Callable[[TaskBase], ClosedModelTurn | None] | None = None,
+    waiting: tuple[LoopSteps, LoopStep, LoopCommand] | None = None,
 ) -> Generator[Any, Any, LoopCommand | None]:
     """Publish progress, then race the step's work with cancel. Returns the next command when the step was cancelled
     or failed (after its retries: the run fails with `failure` as its code), None when it succeeded (the caller feeds
     its result to the driver). `closes`: how to tell that the work closed the run - then a cancel that won the race
-    came too late (the store keeps the first finish), and the run ends as the work closed it."""
-    _publish(context, driver)
+    came too late (the store keeps the first finish), and the run ends as the work closed it. `waiting`: the loop
+    step this is (the episode may end waiting on it: `orchestrators.loop_replay`)."""
+    status = _publish(context, driver)
     cancel = cancels.waiter()
-    winner = yield context.task_any([work, cancel])
+    if waiting is None:
+        winner = yield context.task_any([work, cancel])
+    else:
+        steps, step, command = waiting
+        steps.waiting(step, status, driver, command)
+        try:
+            winner = yield context.task_any([work, cancel])
+        except Exception:
+            steps.resumed()
+            raise
+        steps.resumed()  # (not when the episode ends here: the SDK closes the generator with GeneratorExit)
     if winner is cancel:
         yield from _drain_within(context, work, driver.cancel_grace_seconds)
         closed = closes(work) if closes is not None and work.is_completed and not failed(work) else None
