@@ -99,15 +99,23 @@ class ReplayedPayloads:
         self._payloads: dict[Hashable, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
-    def payload(self, model: BaseModel) -> dict[str, Any]:
+    def payload(self, model: BaseModel, *, replayed: bool = True) -> dict[str, Any]:
+        """`replayed`: whether an earlier episode built it too, most likely (the SDK's `is_replaying`); a payload
+        built for the first time is not looked up nor kept (its key would cost as much). The value is the same."""
+        if not replayed:
+            return self.fresh(model)
         return self.payload_for((type(model), model.model_dump_json()), lambda: model)
+
+    def fresh(self, model: BaseModel) -> dict[str, Any]:
+        """The payload, built (not looked up, not kept)."""
+        return within_budget(compact_json(model), self._what, self._budget)
 
     def payload_for(self, key: Hashable, build: Callable[[], BaseModel]) -> dict[str, Any]:
         """The payload of the model `build()` returns, kept under `key`: a value that determines that model (its
         caller vouches for this; `payload` uses the model's class and full JSON)."""
         found = self._payloads.get(key)
         if found is None:
-            found = within_budget(compact_json(build()), self._what, self._budget)
+            found = self.fresh(build())
             with self._lock:
                 while len(self._payloads) >= self._entries:
                     del self._payloads[next(iter(self._payloads))]

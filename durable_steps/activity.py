@@ -68,12 +68,13 @@ class Activity(Generic[InputT, OutputT]):
         """Schedule the activity (with the declared retry options); yield the task, or race it."""
         return self.schedule(context, self.payload(step_input))
 
-    def payload(self, step_input: InputT) -> dict[str, Any]:
-        """The input as Durable carries it (compact if declared), checked against the budget."""
+    def payload(self, step_input: InputT, *, replayed: bool = True) -> dict[str, Any]:
+        """The input as Durable carries it (compact if declared), checked against the budget. `replayed`: whether an
+        earlier episode built it too, most likely (`agent_runs.wire.ReplayedPayloads`)."""
         if not isinstance(step_input, self.input_model):
             raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(step_input).__name__}")
         if self._inputs is not None:
-            return self._inputs.payload(step_input)
+            return self._inputs.payload(step_input, replayed=replayed)
         return within_budget(step_input.model_dump(mode="json"), f"{self.name} input", self.budget)
 
     def schedule(self, context: df.DurableOrchestrationContext, payload: dict[str, Any]) -> TaskBase:

@@ -54,7 +54,10 @@ _PROGRESS = ReplayedPayloads("custom status", CUSTOM_STATUS_BUDGET_BYTES)
 
 
 def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> dict[str, Any]:
-    status = _PROGRESS.payload_for(driver.progress_key(), driver.progress)
+    if context.is_replaying:  # an earlier episode published it too, most likely: looked up by the driver's key
+        status = _PROGRESS.payload_for(driver.progress_key(), driver.progress)
+    else:
+        status = _PROGRESS.fresh(driver.progress())
     context.set_custom_status(status)
     return status
 
@@ -134,11 +137,13 @@ def _next(
         next_input = compact_json(driver.continue_as_new_input(command))
         context.continue_as_new(within_budget(next_input, "continue-as-new input"))
         return None
+    replayed = context.is_replaying  # whether an earlier episode built this step's payloads too, most likely
     if isinstance(command, CallModel):
-        step = LoopStep(call_model, (call_model.payload(driver.model_call(command)),), gathered=False)
+        payload = call_model.payload(driver.model_call(command), replayed=replayed)
+        step = LoopStep(call_model, (payload,), gathered=False)
         return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RunTools):
-        payloads = tuple(invoke_tool.payload(call) for call in driver.tool_calls(command))
+        payloads = tuple(invoke_tool.payload(call, replayed=replayed) for call in driver.tool_calls(command))
         step = LoopStep(invoke_tool, payloads, gathered=True)
         return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RequestApproval | AwaitApproval):
@@ -157,7 +162,7 @@ def _settle_loop_step(
 ) -> Generator[Any, Any, LoopCommand]:
     """Schedule a model call or a tool batch the driver has given out, race it with cancel, feed its result back."""
     tasks, work = step.schedule(context)
-    waiting = (steps, step, command)
+    waiting = (steps, step, command)  # a carried step has its status (its driver published it in the last episode)
     if isinstance(command, CallModel):
         done = yield from _step(
             context, driver, cancels, work, MODEL_CALL_FAILED, closes=_closed_model_turn, waiting=waiting
@@ -201,7 +206,11 @@ def _step(
     its result to the driver). `closes`: how to tell that the work closed the run - then a cancel that won the race
     came too late (the store keeps the first finish), and the run ends as the work closed it. `waiting`: the loop
     step this is (the episode may end waiting on it: `orchestrators.loop_replay`)."""
-    status = _publish(context, driver)
+    if waiting is not None and waiting[1].status is not None:
+        status = waiting[1].status
+        context.set_custom_status(status)
+    else:
+        status = _publish(context, driver)
     cancel = cancels.waiter()
     if waiting is None:
         winner = yield context.task_any([work, cancel])

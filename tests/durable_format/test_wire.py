@@ -120,6 +120,8 @@ def test_a_replayed_payload_is_built_once_per_value_and_again_when_the_value_cha
     changed = replayed.payload(step)
     assert changed == compact_json(step) and changed["close"]["loop_state"]["iteration"] == 2
     assert replayed.payload(again) is first
+    built = replayed.payload(again, replayed=False)  # built for the first time (by a new step): not looked up
+    assert built == first and built is not first and replayed.payload(again) is first
 
 
 def test_a_replayed_payload_over_its_budget_fails_every_time_and_old_payloads_make_room() -> None:
