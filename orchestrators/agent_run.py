@@ -38,7 +38,7 @@ from agent_runs.wire import ReplayedPayloads, compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
-from orchestrators.loop_replay import LoopStep, LoopSteps
+from orchestrators.loop_replay import Carried, LoopStep, LoopSteps, take_carried
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
 
@@ -64,24 +64,20 @@ def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> dict
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     cancels = ExternalEvents(context, CANCEL_EVENT)
-    run_input = yield from take_turn_if_queued(context, RunInput.model_validate(context.get_input()), cancels)
-    if run_input is None:
-        return {}  # cancelled while queued, or continued as new to keep waiting (orchestrators.queue_wait)
-    driver = RunDriver(run_input)
-    if driver.needs_middleware_before():
-        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    carried = take_carried(context)  # the last episode waited on a loop step of this very replay (loop_replay)
+    if carried is not None and carried.direct:
+        # Nothing came before its loop, so nothing does here (the same history): go on from its step.
+        driver, steps = carried.driver, LoopSteps(context, carried.start, direct=True, carried=carried)
+        command = yield from _go_on(context, cancels, carried, steps)
     else:
-        command = driver.first_command()
-    if run_input.discover_tools and run_input.generation == 0 and not isinstance(command, Finish):
-        # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
-        command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
-
-    steps = LoopSteps(context, command)
-    carried = steps.take_carried()
-    if carried is not None:  # the last episode waited on a loop step of this very replay: go on from there
-        waited_on = yield from steps.fast_forward(cancels, carried)
-        driver = carried.driver
-        command = yield from _settle_loop_step(context, driver, cancels, carried.command, waited_on, steps)
+        started = yield from _start(context, cancels)
+        if started is None:
+            return {}  # cancelled while queued, or continued as new to keep waiting (orchestrators.queue_wait)
+        driver, command, direct = started
+        steps = LoopSteps(context, command, direct=direct, carried=carried)
+        if carried is not None and carried.start == command:
+            driver = carried.driver
+            command = yield from _go_on(context, cancels, carried, steps)
     while not isinstance(command, Finish):
         try:
             command = yield from _next(context, driver, cancels, command, steps)
@@ -101,6 +97,38 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     _publish(context, driver)
     yield from _notify(context, driver, "finished")
     return compact_json(_with_resume_point(outcome, driver))
+
+
+def _start(
+    context: df.DurableOrchestrationContext, cancels: ExternalEvents
+) -> Generator[Any, Any, tuple[RunDriver, LoopCommand, bool] | None]:
+    """The run's driver and the loop's first command, after what comes before the loop: the session's queue, the
+    run middleware's pre-processing, MCP tool discovery. The flag says that none of them did (no task before the
+    loop). None when the orchestration is done for now (`orchestrators.queue_wait`)."""
+    run_input = RunInput.model_validate(context.get_input())
+    direct = not run_input.queued
+    run_input = yield from take_turn_if_queued(context, run_input, cancels)
+    if run_input is None:
+        return None
+    driver = RunDriver(run_input)
+    if driver.needs_middleware_before():
+        direct = False
+        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    else:
+        command = driver.first_command()
+    if run_input.discover_tools and run_input.generation == 0 and not isinstance(command, Finish):
+        # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
+        direct = False
+        command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
+    return driver, command, direct
+
+
+def _go_on(
+    context: df.DurableOrchestrationContext, cancels: ExternalEvents, carried: Carried, steps: LoopSteps
+) -> Generator[Any, Any, LoopCommand]:
+    """Replay the carried loop steps, then settle the one the last episode waited on with its driver."""
+    waited_on = yield from steps.fast_forward(cancels, carried)
+    return (yield from _settle_loop_step(context, carried.driver, cancels, carried.command, waited_on, steps))
 
 
 def _with_resume_point(outcome: RunOutcome, driver: RunDriver) -> RunOutcome:

@@ -68,6 +68,8 @@ class Carried:
 
     history: list[dict[str, Any]]
     """The fields of every event of the history the episode ran over."""
+    direct: bool
+    """Nothing came before the loop (no task): an episode over the same history goes straight to the loop."""
     start: LoopCommand
     """The loop's first command."""
     steps: tuple[LoopStep, ...]
@@ -111,33 +113,36 @@ class CarriedStepMismatch(RuntimeError):
     """A carried step did not replay as recorded: the history check admitted an episode it should not have (a bug)."""
 
 
-class LoopSteps:
-    """One episode's loop steps, from the loop's first command: what it takes from the previous episode and what it
-    leaves for the next one."""
+def take_carried(context: df.DurableOrchestrationContext) -> Carried | None:
+    """What the last episode of this instance left, if this episode replays it: its history starts with exactly the
+    history the last one ran over. Taken either way: an episode's driver serves one episode."""
+    carried = CARRIED.take(context.instance_id)
+    if carried is None:
+        return None
+    events = context.histories
+    if len(events) < len(carried.history):
+        return None
+    for event, recorded in zip(events, carried.history, strict=False):
+        if _event_fields(event) != recorded:
+            return None
+    return carried
 
-    def __init__(self, context: df.DurableOrchestrationContext, start: LoopCommand) -> None:
+
+class LoopSteps:
+    """One episode's loop steps, from the loop's first command (`start`; `direct`: no task came before the loop):
+    what it takes from the last episode (`carried`, checked by `take_carried`) and what it leaves for the next one."""
+
+    def __init__(
+        self, context: df.DurableOrchestrationContext, start: LoopCommand, *, direct: bool, carried: Carried | None
+    ) -> None:
         self._context = context
         self._start = start
+        self._direct = direct
         self._steps: list[LoopStep] = []
         self._carrying = True
-        self._recorded: list[dict[str, Any]] = []  # the fields of the history's events checked so far
+        self._recorded = carried.history if carried is not None else []  # fields of the events checked already
         self._history: list[dict[str, Any]] | None = None
         self._kept: Carried | None = None
-
-    def take_carried(self) -> Carried | None:
-        """The previous episode's state, if this episode replays it: its history starts with the previous one's and
-        its loop with the same command. Taken either way: an episode's driver serves one episode."""
-        carried = CARRIED.take(self._context.instance_id)
-        if carried is None or carried.start != self._start:
-            return None
-        events = self._context.histories
-        if len(events) < len(carried.history):
-            return None
-        for event, recorded in zip(events, carried.history, strict=False):
-            if _event_fields(event) != recorded:
-                return None
-        self._recorded = carried.history
-        return carried
 
     def fast_forward(self, cancels: ExternalEvents, carried: Carried) -> Generator[Any, Any, LoopStep]:
         """Hand the SDK the carried steps before the waited-on one, as `agent_run` did (their results are the ones
@@ -164,7 +169,7 @@ class LoopSteps:
         self._steps.append(step)
         if not self._carrying:
             return
-        self._kept = Carried(self._history_fields(), self._start, tuple(self._steps), driver, command)
+        self._kept = Carried(self._history_fields(), self._direct, self._start, tuple(self._steps), driver, command)
         CARRIED.keep(self._context.instance_id, self._kept)
 
     def resumed(self) -> None:

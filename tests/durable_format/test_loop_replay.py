@@ -16,8 +16,8 @@ import pytest
 from golden_histories import ORCHESTRATOR_STARTED, TASK_COMPLETED, cases, run_episode
 
 from devhost.invoke import OrchestratorOutput
-from orchestrators import loop_replay
-from orchestrators.loop_replay import CARRIED, Carried, LoopSteps, _CarriedEpisodes
+from orchestrators import agent_run, loop_replay
+from orchestrators.loop_replay import CARRIED, Carried, _CarriedEpisodes
 
 
 def episodes(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -32,14 +32,14 @@ def episodes(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def taken_carries() -> Iterator[list[Carried | None]]:
     """What each episode took from the one before it."""
     taken: list[Carried | None] = []
-    take = LoopSteps.take_carried
+    take = agent_run.take_carried
 
-    def spy(self: LoopSteps) -> Carried | None:
-        taken.append(take(self))
+    def spy(context: Any) -> Carried | None:
+        taken.append(take(context))
         return taken[-1]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(LoopSteps, "take_carried", spy)
+        patch.setattr(agent_run, "take_carried", spy)
         yield taken
 
 
@@ -99,7 +99,7 @@ def test_nothing_is_carried_over_a_history_the_driver_was_not_left_on() -> None:
 
 def test_a_process_keeps_a_bounded_number_of_carried_episodes() -> None:
     carried = _CarriedEpisodes(instances=2)
-    left = [Carried(history=[], start=None, steps=(), driver=None, command=None)  # type: ignore[arg-type]
+    left = [Carried(history=[], direct=True, start=None, steps=(), driver=None, command=None)  # type: ignore[arg-type]
             for _ in range(3)]
     for instance, carry in zip("abc", left, strict=True):
         carried.keep(instance, carry)
