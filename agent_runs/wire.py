@@ -10,58 +10,44 @@ deployed) reads the compact shape as well, the defaults being the same.
 
 The rule this sets: the default of a field that may be left out is part of the durable format - a different default
 would read histories in flight differently (`tests/durable_format/wire_defaults.json` holds them). `compact_json`
-also checks that its output validates back to the same value, and writes the full dump if not, so it never changes
-what the reader gets.
+never changes what the reader gets: for a type whose declaration shows it reads back unchanged
+(`agent_runs.wire_shapes.reads_back_unchanged`: no union of models without a tag, no validators...) that holds by
+construction; for any other type it validates its output and compares, and writes the full dump if they differ.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from functools import cache
-from inspect import isclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 from pydantic import BaseModel
 
 from agent_runs.budget import within_budget
+from agent_runs.wire_shapes import reads_back_unchanged, tags_and_nested
 
 # Payloads a `ReplayedPayloads` keeps: a few per step of each run in flight (the first build of each is what costs).
 REPLAYED_PAYLOADS = 2048
 
 
-def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None, *, read_as: Any = None) -> dict[str, Any]:
     """`model.model_dump(mode="json")` without the fields that hold their default, tags kept (see the module doc).
-    `parse`: how the reader validates it (default: the model's own class), to check the round trip."""
+    `parse`: how the reader validates it (default: the model's own class), to check the round trip; `read_as`: the
+    type `parse` validates into, if the declaration may spare the check (the model's class when `parse` is None)."""
     dumped = model.model_dump(mode="json", exclude_defaults=True)  # pydantic's own walk (fast), then the tags back
     _restore_tags(model, dumped)
+    reader = type(model) if parse is None else read_as
+    if reader is not None and reads_back_unchanged(reader):
+        return dumped
     if (parse or type(model).model_validate)(dumped) == model:
         return dumped
     return model.model_dump(mode="json")
 
 
-def _is_tag(annotation: Any) -> bool:
-    return get_origin(annotation) is Literal and len(get_args(annotation)) == 1
-
-
-def _may_hold_model(annotation: Any) -> bool:
-    if annotation is Any or (isclass(annotation) and issubclass(annotation, BaseModel)):
-        return True
-    return any(_may_hold_model(arg) for arg in get_args(annotation))
-
-
-@cache
-def _shape(model_type: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The tag fields of `model_type`, and the fields that may hold models (where tags can hide): once per class."""
-    fields = model_type.model_fields
-    return (tuple(name for name, f in fields.items() if _is_tag(f.annotation)),
-            tuple(name for name, f in fields.items() if not _is_tag(f.annotation) and _may_hold_model(f.annotation)))
-
-
 def _restore_tags(model: BaseModel, dumped: Any) -> None:
     if not isinstance(dumped, dict):
         return  # a custom serializer (or a root model) shaped it: leave it as it is
-    tags, nested = _shape(type(model))
+    tags, nested = tags_and_nested(type(model))
     for name in tags:
         dumped.setdefault(name, getattr(model, name))
     for name in nested:

@@ -103,7 +103,7 @@ class Activity(Generic[InputT, OutputT]):
         """What the activity trigger runs: Durable's JSON in, JSON out (within the budget)."""
         output = await self.function(self.input_model.model_validate(payload))
         if self.compact and isinstance(output, BaseModel):
-            dumped = compact_json(output, self.parse)
+            dumped = compact_json(output, self.parse, read_as=self.output_type)
         else:
             dumped = self._output.dump_python(output, mode="json")
         return within_budget_any(dumped, f"{self.name} result", self.budget)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from agent_runs.budget import PayloadBudgetExceeded
 from agent_runs.contracts import CloseIfFinal, ModelCallInput, ResumePoint, RunInput, RunOutcome, RunProgress, RunRef
 from agent_runs.wire import ReplayedPayloads, compact_json
+from agent_runs.wire_shapes import reads_back_unchanged
 from agent_runtime.loop_types import (
     BatchCall,
     CallModel,
@@ -106,6 +107,8 @@ def test_a_union_that_would_read_back_differently_gets_the_full_dump() -> None:
     big = Big()
     assert parse({}) != big  # left out, both fields would read back as a Small
     assert compact_json(big, parse) == {"size": 0, "more": False}
+    assert not reads_back_unchanged(Small | Big)  # its declaration cannot spare the check
+    assert compact_json(big, parse, read_as=Small | Big) == {"size": 0, "more": False}
 
 
 def test_a_replayed_payload_is_built_once_per_value_and_again_when_the_value_changes() -> None:
