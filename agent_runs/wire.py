@@ -70,8 +70,9 @@ def _walk(value: Any, dumped: Any) -> None:
 class ReplayedPayloads:
     """`compact_json` of the payloads an orchestrator builds again on every replay, checked against `budget` once.
 
-    Every episode replays the whole history, so each earlier step's activity input and custom status is built and
-    compacted again, to the same value. `compact_json` is a pure function of the model's class and content, and the
+    An episode that replays the whole history (one that cannot go on from a carried driver: `orchestrators.
+    loop_replay`, e.g. after an approval) builds each earlier step's activity input and custom status again, to the
+    same value. `compact_json` is a pure function of the model's class and content, and the
     model's full JSON form pins its content down, so the payload is kept under (class, full JSON): it cannot be stale
     (a changed value is another key) and nothing outside the value (clock, episode, instance) is involved. A payload
     over the budget is not kept: it raises again, the same way, on every replay. The payloads are shared between
