@@ -10,7 +10,9 @@ without a host.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic_core import to_json
 
 from agent_runs.contracts import (
     ApprovalRequestsInput,
@@ -342,16 +344,25 @@ class RunDriver:
         return self._expires_at
 
     def progress(self) -> RunProgress:
-        return RunProgress(
-            status=self._status,
-            iteration=self._loop.state.iteration,
-            visible_seq=seq_for(self.run.ordinal, self._visible_position) - 1,
-            pending_approvals=self._pending_approvals,
-            approvals_expire_at=self._expires_at if self._pending_approvals else None,
-            usage=self._loop.state.usage,
-            reason=self._reason,
-            model_call_seq=self._model_call_seq,
-        )
+        return RunProgress(**self._progress_fields())
+
+    def progress_key(self) -> bytes:
+        """What `progress()` is built from, as JSON (pydantic's own serializers): equal keys build equal progress, so
+        the custom status of a replayed step is found by its key without building it again."""
+        return to_json(self._progress_fields())
+
+    def _progress_fields(self) -> dict[str, Any]:
+        state = self._loop.state
+        return {
+            "status": self._status,
+            "iteration": state.iteration,
+            "visible_seq": seq_for(self.run.ordinal, self._visible_position) - 1,
+            "pending_approvals": self._pending_approvals,
+            "approvals_expire_at": self._expires_at if self._pending_approvals else None,
+            "usage": state.usage,
+            "reason": self._reason,
+            "model_call_seq": self._model_call_seq,
+        }
 
     def _allocate(self, count: int) -> int:
         first = seq_for(self.run.ordinal, self._position)

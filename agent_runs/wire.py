@@ -10,52 +10,44 @@ deployed) reads the compact shape as well, the defaults being the same.
 
 The rule this sets: the default of a field that may be left out is part of the durable format - a different default
 would read histories in flight differently (`tests/durable_format/wire_defaults.json` holds them). `compact_json`
-also checks that its output validates back to the same value, and writes the full dump if not, so it never changes
-what the reader gets.
+never changes what the reader gets: for a type whose declaration shows it reads back unchanged
+(`agent_runs.wire_shapes.reads_back_unchanged`: no union of models without a tag, no validators...) that holds by
+construction; for any other type it validates its output and compares, and writes the full dump if they differ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
-from inspect import isclass
-from typing import Any, Literal, get_args, get_origin
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from pydantic import BaseModel
 
+from agent_runs.budget import within_budget
+from agent_runs.wire_shapes import reads_back_unchanged, tags_and_nested
 
-def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+# Payloads a `ReplayedPayloads` keeps: a few per step of each run in flight (the first build of each is what costs).
+REPLAYED_PAYLOADS = 2048
+
+
+def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None, *, read_as: Any = None) -> dict[str, Any]:
     """`model.model_dump(mode="json")` without the fields that hold their default, tags kept (see the module doc).
-    `parse`: how the reader validates it (default: the model's own class), to check the round trip."""
+    `parse`: how the reader validates it (default: the model's own class), to check the round trip; `read_as`: the
+    type `parse` validates into, if the declaration may spare the check (the model's class when `parse` is None)."""
     dumped = model.model_dump(mode="json", exclude_defaults=True)  # pydantic's own walk (fast), then the tags back
     _restore_tags(model, dumped)
+    reader = type(model) if parse is None else read_as
+    if reader is not None and reads_back_unchanged(reader):
+        return dumped
     if (parse or type(model).model_validate)(dumped) == model:
         return dumped
     return model.model_dump(mode="json")
 
 
-def _is_tag(annotation: Any) -> bool:
-    return get_origin(annotation) is Literal and len(get_args(annotation)) == 1
-
-
-def _may_hold_model(annotation: Any) -> bool:
-    if annotation is Any or (isclass(annotation) and issubclass(annotation, BaseModel)):
-        return True
-    return any(_may_hold_model(arg) for arg in get_args(annotation))
-
-
-@cache
-def _shape(model_type: type[BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The tag fields of `model_type`, and the fields that may hold models (where tags can hide): once per class."""
-    fields = model_type.model_fields
-    return (tuple(name for name, f in fields.items() if _is_tag(f.annotation)),
-            tuple(name for name, f in fields.items() if not _is_tag(f.annotation) and _may_hold_model(f.annotation)))
-
-
 def _restore_tags(model: BaseModel, dumped: Any) -> None:
     if not isinstance(dumped, dict):
         return  # a custom serializer (or a root model) shaped it: leave it as it is
-    tags, nested = _shape(type(model))
+    tags, nested = tags_and_nested(type(model))
     for name in tags:
         dumped.setdefault(name, getattr(model, name))
     for name in nested:
@@ -73,3 +65,46 @@ def _walk(value: Any, dumped: Any) -> None:
         for key, item in value.items():
             if isinstance(key, str) and key in dumped:
                 _walk(item, dumped[key])
+
+
+class ReplayedPayloads:
+    """`compact_json` of the payloads an orchestrator builds again on every replay, checked against `budget` once.
+
+    An episode that replays the whole history (one that cannot go on from a carried driver: `orchestrators.
+    loop_replay`, e.g. after an approval) builds each earlier step's activity input and custom status again, to the
+    same value. `compact_json` is a pure function of the model's class and content, and the
+    model's full JSON form pins its content down, so the payload is kept under (class, full JSON): it cannot be stale
+    (a changed value is another key) and nothing outside the value (clock, episode, instance) is involved. A payload
+    over the budget is not kept: it raises again, the same way, on every replay. The payloads are shared between
+    episodes: the Durable SDK only serializes them (`df_dumps`, `OrchestratorState.to_json`), and nothing may change
+    them. Bounded (the oldest goes first); safe for episodes on several threads."""
+
+    def __init__(self, what: str, budget: int, entries: int = REPLAYED_PAYLOADS) -> None:
+        self._what = what
+        self._budget = budget
+        self._entries = entries
+        self._payloads: dict[Hashable, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def payload(self, model: BaseModel, *, replayed: bool = True) -> dict[str, Any]:
+        """`replayed`: whether an earlier episode built it too, most likely (the SDK's `is_replaying`); a payload
+        built for the first time is not looked up nor kept (its key would cost as much). The value is the same."""
+        if not replayed:
+            return self.fresh(model)
+        return self.payload_for((type(model), model.model_dump_json()), lambda: model)
+
+    def fresh(self, model: BaseModel) -> dict[str, Any]:
+        """The payload, built (not looked up, not kept)."""
+        return within_budget(compact_json(model), self._what, self._budget)
+
+    def payload_for(self, key: Hashable, build: Callable[[], BaseModel]) -> dict[str, Any]:
+        """The payload of the model `build()` returns, kept under `key`: a value that determines that model (its
+        caller vouches for this; `payload` uses the model's class and full JSON)."""
+        found = self._payloads.get(key)
+        if found is None:
+            found = self.fresh(build())
+            with self._lock:
+                while len(self._payloads) >= self._entries:
+                    del self._payloads[next(iter(self._payloads))]
+                self._payloads[key] = found
+        return found

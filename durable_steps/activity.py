@@ -27,7 +27,7 @@ from azure.durable_functions.models.Task import TaskBase
 from pydantic import BaseModel, TypeAdapter
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, within_budget
-from agent_runs.wire import compact_json
+from agent_runs.wire import ReplayedPayloads, compact_json
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -57,6 +57,7 @@ class Activity(Generic[InputT, OutputT]):
         self.budget = budget
         self.compact = compact
         self._output = TypeAdapter(output_type)
+        self._inputs = ReplayedPayloads(f"{self.name} input", budget) if compact else None
 
     def __repr__(self) -> str:
         return f"Activity({self.name!r})"
@@ -65,10 +66,19 @@ class Activity(Generic[InputT, OutputT]):
 
     def call(self, context: df.DurableOrchestrationContext, step_input: InputT) -> TaskBase:
         """Schedule the activity (with the declared retry options); yield the task, or race it."""
+        return self.schedule(context, self.payload(step_input))
+
+    def payload(self, step_input: InputT, *, replayed: bool = True) -> dict[str, Any]:
+        """The input as Durable carries it (compact if declared), checked against the budget. `replayed`: whether an
+        earlier episode built it too, most likely (`agent_runs.wire.ReplayedPayloads`)."""
         if not isinstance(step_input, self.input_model):
             raise TypeError(f"{self.name} takes {self.input_model.__name__}, not {type(step_input).__name__}")
-        dumped = compact_json(step_input) if self.compact else step_input.model_dump(mode="json")
-        payload = within_budget(dumped, f"{self.name} input", self.budget)
+        if self._inputs is not None:
+            return self._inputs.payload(step_input, replayed=replayed)
+        return within_budget(step_input.model_dump(mode="json"), f"{self.name} input", self.budget)
+
+    def schedule(self, context: df.DurableOrchestrationContext, payload: dict[str, Any]) -> TaskBase:
+        """Schedule the activity with a `payload()` (with the declared retry options)."""
         if self.retry is None:
             return context.call_activity(self.name, payload)
         return context.call_activity_with_retry(self.name, self.retry, payload)
@@ -93,7 +103,7 @@ class Activity(Generic[InputT, OutputT]):
         """What the activity trigger runs: Durable's JSON in, JSON out (within the budget)."""
         output = await self.function(self.input_model.model_validate(payload))
         if self.compact and isinstance(output, BaseModel):
-            dumped = compact_json(output, self.parse)
+            dumped = compact_json(output, self.parse, read_as=self.output_type)
         else:
             dumped = self._output.dump_python(output, mode="json")
         return within_budget_any(dumped, f"{self.name} result", self.budget)

@@ -34,10 +34,11 @@ from agent_runs.contracts import (
     approval_event_name,
 )
 from agent_runs.driver import RunDriver
-from agent_runs.wire import compact_json
+from agent_runs.wire import ReplayedPayloads, compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
+from orchestrators.loop_replay import Carried, LoopStep, LoopSteps, take_carried
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
 
@@ -49,28 +50,37 @@ PAYLOAD_TOO_LARGE = "payload_too_large"
 RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 
 
-def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> None:
-    progress = compact_json(driver.progress())
-    context.set_custom_status(within_budget(progress, "custom status", CUSTOM_STATUS_BUDGET_BYTES))
+_PROGRESS = ReplayedPayloads("custom status", CUSTOM_STATUS_BUDGET_BYTES)
+
+
+def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> dict[str, Any]:
+    if context.is_replaying:  # an earlier episode published it too, most likely: looked up by the driver's key
+        status = _PROGRESS.payload_for(driver.progress_key(), driver.progress)
+    else:
+        status = _PROGRESS.fresh(driver.progress())
+    context.set_custom_status(status)
+    return status
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     cancels = ExternalEvents(context, CANCEL_EVENT)
-    run_input = yield from take_turn_if_queued(context, RunInput.model_validate(context.get_input()), cancels)
-    if run_input is None:
-        return {}  # cancelled while queued, or continued as new to keep waiting (orchestrators.queue_wait)
-    driver = RunDriver(run_input)
-    if driver.needs_middleware_before():
-        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    carried = take_carried(context)  # the last episode waited on a loop step of this very replay (loop_replay)
+    if carried is not None and carried.direct:
+        # Nothing came before its loop, so nothing does here (the same history): go on from its step.
+        driver, steps = carried.driver, LoopSteps(context, carried.start, direct=True, carried=carried)
+        command = yield from _go_on(context, cancels, carried, steps)
     else:
-        command = driver.first_command()
-    if run_input.discover_tools and run_input.generation == 0 and not isinstance(command, Finish):
-        # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
-        command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
-
+        started = yield from _start(context, cancels)
+        if started is None:
+            return {}  # cancelled while queued, or continued as new to keep waiting (orchestrators.queue_wait)
+        driver, command, direct = started
+        steps = LoopSteps(context, command, direct=direct, carried=carried)
+        if carried is not None and carried.start == command:
+            driver = carried.driver
+            command = yield from _go_on(context, cancels, carried, steps)
     while not isinstance(command, Finish):
         try:
-            command = yield from _next(context, driver, cancels, command)
+            command = yield from _next(context, driver, cancels, command, steps)
         except PayloadBudgetExceeded as error:
             # Deterministic: the same oversized payload is built again on replay, so the run fails the same way.
             command = driver.on_failure(f"{PAYLOAD_TOO_LARGE}: {error}")
@@ -87,6 +97,38 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     _publish(context, driver)
     yield from _notify(context, driver, "finished")
     return compact_json(_with_resume_point(outcome, driver))
+
+
+def _start(
+    context: df.DurableOrchestrationContext, cancels: ExternalEvents
+) -> Generator[Any, Any, tuple[RunDriver, LoopCommand, bool] | None]:
+    """The run's driver and the loop's first command, after what comes before the loop: the session's queue, the
+    run middleware's pre-processing, MCP tool discovery. The flag says that none of them did (no task before the
+    loop). None when the orchestration is done for now (`orchestrators.queue_wait`)."""
+    run_input = RunInput.model_validate(context.get_input())
+    direct = not run_input.queued
+    run_input = yield from take_turn_if_queued(context, run_input, cancels)
+    if run_input is None:
+        return None
+    driver = RunDriver(run_input)
+    if driver.needs_middleware_before():
+        direct = False
+        command: LoopCommand = yield from _run_middleware_before(context, driver, cancels)
+    else:
+        command = driver.first_command()
+    if run_input.discover_tools and run_input.generation == 0 and not isinstance(command, Finish):
+        # MCP tools: listed once, by the first execution (after the run middleware let the run proceed)
+        direct = False
+        command = (yield from _discover_tools(context, driver, cancels, run_input)) or command
+    return driver, command, direct
+
+
+def _go_on(
+    context: df.DurableOrchestrationContext, cancels: ExternalEvents, carried: Carried, steps: LoopSteps
+) -> Generator[Any, Any, LoopCommand]:
+    """Replay the carried loop steps, then settle the one the last episode waited on with its driver."""
+    waited_on = yield from steps.fast_forward(cancels, carried)
+    return (yield from _settle_loop_step(context, carried.driver, cancels, carried.command, waited_on, steps))
 
 
 def _with_resume_point(outcome: RunOutcome, driver: RunDriver) -> RunOutcome:
@@ -109,7 +151,11 @@ def _notify(context: df.DurableOrchestrationContext, driver: RunDriver, what: Li
 
 
 def _next(
-    context: df.DurableOrchestrationContext, driver: RunDriver, cancels: ExternalEvents, command: LoopCommand
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    command: LoopCommand,
+    steps: LoopSteps,
 ) -> Generator[Any, Any, LoopCommand | None]:
     """Carry out one command; returns the next one, or None once the execution continued as new."""
     received = cancels.take()  # a cancel that arrived while no step was raced with it
@@ -119,19 +165,41 @@ def _next(
         next_input = compact_json(driver.continue_as_new_input(command))
         context.continue_as_new(within_budget(next_input, "continue-as-new input"))
         return None
+    replayed = context.is_replaying  # whether an earlier episode built this step's payloads too, most likely
     if isinstance(command, CallModel):
-        task = call_model.call(context, driver.model_call(command))
-        done = yield from _step(context, driver, cancels, task, MODEL_CALL_FAILED, closes=_closed_model_turn)
-        return done if done is not None else driver.on_model_result(call_model.result(task))
+        payload = call_model.payload(driver.model_call(command), replayed=replayed)
+        step = LoopStep(call_model, (payload,), gathered=False)
+        return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RunTools):
-        tasks = [invoke_tool.call(context, call) for call in driver.tool_calls(command)]
-        done = yield from _step(context, driver, cancels, context.task_all(tasks), TOOL_CALL_FAILED)
-        if done is not None:
-            return done
-        return driver.on_tool_results([invoke_tool.result(t) for t in tasks])
+        payloads = tuple(invoke_tool.payload(call, replayed=replayed) for call in driver.tool_calls(command))
+        step = LoopStep(invoke_tool, payloads, gathered=True)
+        return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RequestApproval | AwaitApproval):
+        steps.stop_carrying()  # its waits are not loop steps (`orchestrators.loop_replay`)
         return (yield from _wait_for_approvals(context, driver, command, cancels))
     raise TypeError(f"unexpected loop command {command!r}")  # pragma: no cover - the loop's vocabulary is closed
+
+
+def _settle_loop_step(
+    context: df.DurableOrchestrationContext,
+    driver: RunDriver,
+    cancels: ExternalEvents,
+    command: CallModel | RunTools,
+    step: LoopStep,
+    steps: LoopSteps,
+) -> Generator[Any, Any, LoopCommand]:
+    """Schedule a model call or a tool batch the driver has given out, race it with cancel, feed its result back."""
+    tasks, work = step.schedule(context)
+    waiting = (steps, step, command)  # a carried step has its status (its driver published it in the last episode)
+    if isinstance(command, CallModel):
+        done = yield from _step(
+            context, driver, cancels, work, MODEL_CALL_FAILED, closes=_closed_model_turn, waiting=waiting
+        )
+        return done if done is not None else driver.on_model_result(call_model.result(work))
+    done = yield from _step(context, driver, cancels, work, TOOL_CALL_FAILED, waiting=waiting)
+    if done is not None:
+        return done
+    return driver.on_tool_results([invoke_tool.result(task) for task in tasks])
 
 
 def _run_middleware_before(
@@ -159,14 +227,30 @@ def _step(
     failure: str,
     *,
     closes: Callable[[TaskBase], ClosedModelTurn | None] | None = None,
+    waiting: tuple[LoopSteps, LoopStep, LoopCommand] | None = None,
 ) -> Generator[Any, Any, LoopCommand | None]:
     """Publish progress, then race the step's work with cancel. Returns the next command when the step was cancelled
     or failed (after its retries: the run fails with `failure` as its code), None when it succeeded (the caller feeds
     its result to the driver). `closes`: how to tell that the work closed the run - then a cancel that won the race
-    came too late (the store keeps the first finish), and the run ends as the work closed it."""
-    _publish(context, driver)
+    came too late (the store keeps the first finish), and the run ends as the work closed it. `waiting`: the loop
+    step this is (the episode may end waiting on it: `orchestrators.loop_replay`)."""
+    if waiting is not None and waiting[1].status is not None:
+        status = waiting[1].status
+        context.set_custom_status(status)
+    else:
+        status = _publish(context, driver)
     cancel = cancels.waiter()
-    winner = yield context.task_any([work, cancel])
+    if waiting is None:
+        winner = yield context.task_any([work, cancel])
+    else:
+        steps, step, command = waiting
+        steps.waiting(step, status, driver, command)
+        try:
+            winner = yield context.task_any([work, cancel])
+        except Exception:
+            steps.resumed()
+            raise
+        steps.resumed()  # (not when the episode ends here: the SDK closes the generator with GeneratorExit)
     if winner is cancel:
         yield from _drain_within(context, work, driver.cancel_grace_seconds)
         closed = closes(work) if closes is not None and work.is_completed and not failed(work) else None

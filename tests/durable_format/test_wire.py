@@ -18,8 +18,10 @@ import pytest
 from agent_run_activities import ACTIVITIES
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agent_runs.contracts import ModelCallInput, ResumePoint, RunInput, RunOutcome, RunProgress, RunRef
-from agent_runs.wire import compact_json
+from agent_runs.budget import PayloadBudgetExceeded
+from agent_runs.contracts import CloseIfFinal, ModelCallInput, ResumePoint, RunInput, RunOutcome, RunProgress, RunRef
+from agent_runs.wire import ReplayedPayloads, compact_json
+from agent_runs.wire_shapes import reads_back_unchanged
 from agent_runtime.loop_types import (
     BatchCall,
     CallModel,
@@ -105,6 +107,37 @@ def test_a_union_that_would_read_back_differently_gets_the_full_dump() -> None:
     big = Big()
     assert parse({}) != big  # left out, both fields would read back as a Small
     assert compact_json(big, parse) == {"size": 0, "more": False}
+    assert not reads_back_unchanged(Small | Big)  # its declaration cannot spare the check
+    assert compact_json(big, parse, read_as=Small | Big) == {"size": 0, "more": False}
+
+
+def test_a_replayed_payload_is_built_once_per_value_and_again_when_the_value_changes() -> None:
+    replayed = ReplayedPayloads("call_model input", budget=16 * 1024)
+    state = LoopState(config=LoopConfig(max_iterations=500), phase="awaiting_model", iteration=1)
+    step = _step().model_copy(update={"close": CloseIfFinal(loop_state=state, first_seq=30000000017)})
+    first = replayed.payload(step)
+    assert first == compact_json(step)
+    again = _step().model_copy(update={"close": CloseIfFinal(loop_state=state.model_copy(), first_seq=30000000017)})
+    assert replayed.payload(again) is first  # the next episode builds an equal step: it is not compacted again
+    state.iteration = 2  # the loop's state changed in place (the step holds it): another value, another payload
+    changed = replayed.payload(step)
+    assert changed == compact_json(step) and changed["close"]["loop_state"]["iteration"] == 2
+    assert replayed.payload(again) is first
+    built = replayed.payload(again, replayed=False)  # built for the first time (by a new step): not looked up
+    assert built == first and built is not first and replayed.payload(again) is first
+
+
+def test_a_replayed_payload_over_its_budget_fails_every_time_and_old_payloads_make_room() -> None:
+    replayed = ReplayedPayloads("call_model input", budget=400, entries=2)
+    too_big = _step().model_copy(update={"first_seq": 10**200})
+    for _ in range(2):
+        with pytest.raises(PayloadBudgetExceeded, match="call_model input is"):
+            replayed.payload(too_big)
+    steps = [_step().model_copy(update={"first_seq": n}) for n in (1, 2, 3)]
+    first = [replayed.payload(step) for step in steps]
+    assert replayed.payload(steps[2]) is first[2] and replayed.payload(steps[1]) is first[1]
+    assert replayed.payload(steps[0]) is not first[0]  # the oldest went when the third came
+    assert replayed.payload(steps[0]) == first[0]
 
 
 def _is_tag(annotation: Any) -> bool:

@@ -1,6 +1,6 @@
 """RunDriver: the pure bookkeeping of a durable run (positions, visibility, approvals, continue-as-new)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.contracts import (
@@ -27,6 +27,7 @@ from agent_runtime.loop_types import (
     ToolCallRef,
     ToolOutcome,
 )
+from agent_runtime.messages import Usage
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 RUN = RunRef(run_id="r1", session_id="s1", agent="assistant", ordinal=3)
@@ -295,3 +296,30 @@ def test_a_turn_that_closed_the_run_ends_it_as_closed_with_nothing_left_to_sched
     progress = d.progress()
     assert progress.status == "failed"
     assert progress.visible_seq >= call.close.first_seq  # the finish block counts as written, as after finish_run
+
+
+def test_the_progress_key_tells_apart_every_progress_a_run_publishes() -> None:
+    """A replayed step's custom status is looked up by `progress_key` (orchestrators.agent_run._publish) instead of
+    being built: two states with one key must publish the same progress, down to the bytes."""
+    published: dict[bytes, str] = {}
+
+    def publish(d: RunDriver) -> None:
+        progress = d.progress().model_dump_json()
+        assert published.setdefault(d.progress_key(), progress) == progress
+
+    for usage, now in ((Usage(input_tokens=5), NOW), (Usage(input_tokens=5, cost=0.0), NOW),
+                       (Usage(input_tokens=5), NOW.astimezone(timezone(timedelta(hours=1))))):
+        d = driver()
+        publish(d)
+        d.model_call(d.first_command())
+        publish(d)
+        command = d.on_model_result(turn(("a", True), ("b", False)).model_copy(update={"usage": usage}))
+        publish(d)
+        assert isinstance(command, RequestApproval)
+        d.approval_requests(command, now)
+        d.on_approvals_recorded()
+        publish(d)
+        d.on_decisions(DecisionsResult(decided=[ApprovalDecision(call_id="a", approved=False, reason="no")]))
+        publish(d)
+    # The same deadline in another zone is another custom status (its JSON differs): so is its key.
+    assert len(set(published.values())) == len(published) == 1 + 1 + 2 + 3 + 2
