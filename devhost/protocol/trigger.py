@@ -6,6 +6,7 @@ a string join, not a re-serialisation of the whole history.
 
 from __future__ import annotations
 
+import functools
 import json
 
 # The schema fields the extension sends (durable-protocol.md §1.1). The long-timer pair is the durability provider's
@@ -27,8 +28,11 @@ def _schema_tail(storage_provider: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def input_token_json(input_json: str | None) -> str:
-    """`ExecutionStarted.Input` as the JToken the extension puts in `"input"` (raw text if it is not JSON)."""
+    """`ExecutionStarted.Input` as the JToken the extension puts in `"input"` (raw text if it is not JSON).
+
+    Cached by the exact text (a pure function of it): every episode of an execution sends the same input."""
     if input_json is None:
         return "null"
     try:
