@@ -18,10 +18,10 @@ def dotnet_iso(moment: datetime) -> str:
 
     Cached: an episode stamps several events with the same instant."""
     moment = to_utc(moment)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    text = moment.isoformat()  # yyyy-MM-ddTHH:mm:ss[.ffffff]+00:00 (the year zero-padded, as .NET writes it)
     if moment.microsecond:
-        text += "." + f"{moment.microsecond:06d}".rstrip("0")
-    return text + "Z"
+        return text[:19] + text[19:26].rstrip("0") + "Z"
+    return text[:19] + "Z"
 
 
 def dotnet_roundtrip_o(moment: datetime) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from dateutil.parser import parse as dateutil_parse
@@ -49,3 +49,14 @@ def test_values_dateutil_refuses_are_refused_the_same_way(text: str) -> None:
         dateutil_parse(text)
     with pytest.raises(type(expected.value)):
         FAST(text)
+
+
+@pytest.mark.parametrize(("moment", "text"), [
+    (datetime(2030, 1, 1, 0, 0, 5, 120000, tzinfo=UTC), "2030-01-01T00:00:05.12Z"),
+    (datetime(2030, 1, 1, 0, 0, 5, tzinfo=UTC), "2030-01-01T00:00:05Z"),
+    (datetime(2030, 1, 1, 0, 0, 5, 1), "2030-01-01T00:00:05.000001Z"),  # naive: taken as UTC
+    (datetime(2030, 1, 1, 2, 0, 5, 999999, tzinfo=timezone(timedelta(hours=2))), "2030-01-01T00:00:05.999999Z"),
+    (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00Z"),  # DateTime's round-trip form pads the year
+])
+def test_dotnet_iso_is_the_round_trip_form_newtonsoft_writes(moment: datetime, text: str) -> None:
+    assert dotnet_iso(moment) == text
