@@ -84,13 +84,15 @@ class EngineRuntime(Management):
         self._status_waiters: dict[str, list[tuple[set[RuntimeStatus], asyncio.Future[None]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._unsubscribe_clock: Any = None
+        self._pass_pending = False  # a scheduler pass is queued on the loop
+        self._timer: asyncio.TimerHandle | None = None  # wakes the scheduler at the next due message (real clock)
+        self._timer_due: float | None = None
 
     # ----- lifecycle -----
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         install_sdk_timestamp_cache()
-        self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         loaded = self.store.load()
         for row in loaded.instances:
@@ -103,7 +105,7 @@ class EngineRuntime(Management):
                 self.ready[message.instance_id] = None
         if isinstance(self.clock, VirtualClock):
             self._unsubscribe_clock = self.clock.subscribe(self._wake_threadsafe)
-        self._loop_task = self.loop.create_task(self._run_loop(), name="devhost-scheduler")
+        self._wake()
         for work in loaded.work:  # in flight when the previous process stopped: run again (at-least-once)
             self.activities.start(work)
 
@@ -111,8 +113,7 @@ class EngineRuntime(Management):
         if self.closed:
             return
         self.closed = True
-        self._wake()
-        await asyncio.gather(self._loop_task, return_exceptions=True)
+        self._disarm_timer()
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=5.0)
@@ -121,6 +122,7 @@ class EngineRuntime(Management):
         self._shutdown()
 
     def _shutdown(self) -> None:
+        self._disarm_timer()
         if self._unsubscribe_clock:
             self._unsubscribe_clock()
         if isinstance(self.executor, ThreadPoolExecutor):
@@ -155,8 +157,13 @@ class EngineRuntime(Management):
         return to_epoch(self.clock.now())
 
     def _wake(self) -> None:
+        """Something changed (a commit, a task ended, time moved): a scheduler pass follows."""
         self._idle.clear()
-        self._wakeup.set()
+        if not self._pass_pending and not self.closed:
+            self._pass_pending = True
+            # One more loop turn before the pass: completions already queued by worker threads commit first, so an
+            # episode gets them as one batch (fewer replays of a long history).
+            self.loop.call_soon(self.loop.call_soon, self._pass)
 
     def _wake_threadsafe(self) -> None:
         if not self.loop.is_closed():
@@ -245,36 +252,56 @@ class EngineRuntime(Management):
         self._notify_status(instance_id)
         return fut
 
-    # ----- the scheduler loop -----
+    # ----- the scheduler -----
+    # Passes run as loop callbacks when `_wake` asks (commits, ended tasks, clock moves, the due-message timer), not
+    # as a task that sleeps and polls: an idle engine costs nothing, a busy one a callback per change.
 
-    async def _run_loop(self) -> None:
+    def _pass(self) -> None:
+        self._pass_pending = False
+        if self.closed:
+            return
         try:
-            while not self.closed:
-                self._wakeup.clear()
-                for instance_id in self.inbox.release_due(self.now_epoch()):
-                    self.ready[instance_id] = None
-                dispatched = self._dispatch()
-                if dispatched:
-                    await asyncio.sleep(0)  # let HTTP handlers and activity tasks in between episodes
-                    continue
-                if self._is_idle():
-                    if self._auto_skip():
-                        continue
-                    self._idle.set()
-                await self._sleep_until_woken()
-                # One more loop turn before dispatching: completions already queued by worker threads commit first,
-                # so an episode gets them as one batch (fewer replays of a long history).
-                await asyncio.sleep(0)
+            for instance_id in self.inbox.release_due(self.now_epoch()):
+                self.ready[instance_id] = None
+            dispatched, cut_short = self._dispatch()
+            if cut_short:
+                self._wake()  # the rest after the others had their turn
+            elif not dispatched and self._is_idle():
+                if self._auto_skip():
+                    self._wake()
+                    return
+                self._idle.set()
+            self._arm_timer()
         except SimulatedCrash as crash:
             self.die(crash)
 
-    def _dispatch(self) -> bool:
-        """Start work for ready instances; yields back to the loop after a time slice so HTTP stays responsive."""
+    def _arm_timer(self) -> None:
+        """A wake-up at the next due message (timers, retries); a virtual clock wakes the engine when it moves."""
+        due = self.inbox.next_due()
+        if due == self._timer_due or self.clock.is_virtual:
+            return
+        self._disarm_timer()
+        if due is not None:
+            self._timer = self.loop.call_later(max(due - self.now_epoch(), 0.0), self._on_timer)
+            self._timer_due = due
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_due = None
+        self._wake()
+
+    def _disarm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._timer_due = None
+
+    def _dispatch(self) -> tuple[bool, bool]:
+        """Start work for ready instances; yields back to the loop after a time slice so HTTP stays responsive.
+        Returns (whether it started anything, whether the time slice cut it short)."""
         dispatched = False
         budget_end = self.loop.time() + _DISPATCH_SLICE_SECONDS
         for instance_id in list(self.ready):
             if dispatched and self.loop.time() > budget_end:
-                break
+                return True, True
             if instance_id in self.running:
                 continue
             if self._held_for_batching(instance_id):
@@ -287,7 +314,7 @@ class EngineRuntime(Management):
                 self.entity_processor.start(instance_id)
             else:
                 self.episodes.start(instance_id)  # `running` until done: episodes of one instance never overlap
-        return dispatched
+        return dispatched, False
 
     def _held_for_batching(self, instance_id: str) -> bool:
         """Fault injection: hold completions until `batch_completions` are queued or nothing else is running."""
@@ -308,17 +335,6 @@ class EngineRuntime(Management):
             clock.advance_to(from_epoch(due))
             return True
         return False
-
-    async def _sleep_until_woken(self) -> None:
-        handle = None
-        due = self.inbox.next_due()
-        if due is not None and not self.clock.is_virtual:
-            handle = self.loop.call_later(max(due - self.now_epoch(), 0.0), self._wakeup.set)
-        try:
-            await self._wakeup.wait()
-        finally:
-            if handle is not None:
-                handle.cancel()
 
     async def run_until_idle(self, timeout: float, skip_timers: bool) -> None:
         deadline = self.loop.time() + timeout
