@@ -16,6 +16,7 @@ from devhost.engine.errors import SimulatedCrash
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.state import Instance, completion_id
 from devhost.engine.store import InboxMessage
+from devhost.execution import run_on_pool
 from devhost.function_timeout import FunctionTimeoutError, bounded
 from devhost.invoke import invoke_orchestrator
 from devhost.protocol import events as ev
@@ -301,7 +302,7 @@ class EpisodeProcessor:
         rt = self.rt
         run_orchestrator = getattr(rt.functions, "run_orchestrator", None)  # an executor may not run orchestrators
         call = run_orchestrator(function, trigger, previous) if run_orchestrator is not None \
-            else rt.loop.run_in_executor(rt.executor, invoke_orchestrator, function, trigger, previous)
+            else run_on_pool(rt.executor, invoke_orchestrator, function, trigger, previous)
         try:
             return await bounded(call, rt.options.function_timeout, function.name, rt.functions)
         except FunctionTimeoutError as exc:
