@@ -11,12 +11,14 @@ kept in memory and appended to, so a run reads nothing back from SQLite.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from engine_helpers import OpenEngine, output
 
+from devhost.engine import store
 from devhost.engine.api import RuntimeStatus
 from devhost.protocol import replay
 
@@ -112,3 +114,72 @@ async def test_after_a_restart_the_first_episode_replays_from_scratch(
     await second.run_until_idle()
     status = await second.get_status(instance_id)
     assert status is not None and status.runtime_status == RuntimeStatus.Completed
+
+
+async def test_a_chained_run_writes_few_pages_per_commit(
+    open_engine: OpenEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WAL frames (a page each, checksummed and written) for the same 8 commits: each table a commit touches is one
+    b-tree (instances and history keyed by their primary key, no key index; no sqlite_sequence). The first layout
+    wrote 50 for these commits."""
+    monkeypatch.setattr(store, "CHECKPOINT_EVERY_COMMITS", 10**9)  # the WAL only grows meanwhile
+    state = tmp_path / "state.sqlite3"
+    engine = await open_engine("chaining", state_path=str(state))
+    await engine.start_new("chaining", "warm-up", None)
+    await engine.run_until_idle()
+    wal = Path(f"{state}-wal")
+    before = wal.stat().st_size
+    await engine.start_new("chaining", "budget-2", None)
+    await engine.run_until_idle()
+    frames = (wal.stat().st_size - before) // (4096 + 24)
+    # start 2 (instance, message), 3 episodes x 4 (message, work, history, instance), the last episode 3, 3 activity
+    # results x 2 (message, work), and the pages that record the file's growth
+    assert frames <= 26
+
+
+async def test_a_state_file_of_the_first_layout_still_runs_and_resumes(open_engine: OpenEngine, tmp_path: Path) -> None:
+    """A state file created by an earlier devhost (rowid tables, key indexes, AUTOINCREMENT) keeps its tables."""
+    state = tmp_path / "state.sqlite3"
+    db = sqlite3.connect(state)
+    db.executescript(FIRST_LAYOUT)
+    db.close()
+    engine = await open_engine("chaining", state_path=str(state))
+    first = await engine.start_new("chaining", "first", None)
+    await engine.run_until_idle()
+    await engine.start_new("chaining", "second", None)  # stopped before it runs: its message waits in the inbox
+    await engine.close()
+    reopened = await open_engine("chaining", state_path=str(state))
+    await reopened.run_until_idle()
+    for instance_id in (first, "second"):
+        status = await reopened.get_status(instance_id)
+        assert status is not None and output(status) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+    layout = sqlite3.connect(state)
+    try:
+        assert layout.execute("SELECT count(*) FROM sqlite_master WHERE name='sqlite_sequence'").fetchone() == (1,)
+    finally:
+        layout.close()
+
+
+FIRST_LAYOUT = """
+CREATE TABLE instances (
+    instance_id TEXT PRIMARY KEY, name TEXT NOT NULL, version TEXT, execution_id TEXT NOT NULL,
+    status TEXT NOT NULL, input TEXT, output TEXT, custom_status TEXT,
+    created REAL NOT NULL, updated REAL NOT NULL, parent TEXT
+);
+CREATE TABLE history (
+    instance_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (instance_id, seq)
+);
+CREATE TABLE inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL, execution_id TEXT,
+    event TEXT NOT NULL, visible_at REAL
+);
+CREATE INDEX inbox_instance ON inbox (instance_id);
+CREATE TABLE work (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL, execution_id TEXT NOT NULL,
+    task_id INTEGER NOT NULL, name TEXT NOT NULL, input TEXT
+);
+CREATE TABLE entities (
+    entity_id TEXT PRIMARY KEY, name TEXT NOT NULL, key TEXT NOT NULL, exists_ INTEGER NOT NULL,
+    state TEXT, last_op REAL
+);
+"""
