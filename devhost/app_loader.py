@@ -99,7 +99,10 @@ class FunctionIndex(BaseModel):
         return self._by_kind("entity")
 
     def _find(self, kind: FunctionKind, name: str) -> FunctionInfo | None:
-        return self._lookup.get((kind, name.lower()))
+        # (the private attribute's dict itself: `self._lookup` goes through pydantic's __getattr__, ~1 us per lookup,
+        # and replay looks up every function an episode schedules)
+        lookup: dict[tuple[str, str], FunctionInfo] = self.__pydantic_private__["_lookup"]  # type: ignore[index]
+        return lookup.get((kind, name.lower()))
 
     def orchestrator(self, name: str) -> FunctionInfo | None:
         return self._find("orchestration", name)

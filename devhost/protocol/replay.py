@@ -29,7 +29,7 @@ BUILTIN_HTTP_ACTIVITY = "BuiltIn::HttpActivity"
 
 FunctionKind = Literal["activity", "orchestrator", "entity"]
 PendingKind = Literal["activity", "timer", "suborchestration", "send_event"]
-_HISTORY_KIND = {
+_HISTORY_KIND: dict[int, PendingKind] = {
     EventType.TaskScheduled: "activity",
     EventType.TimerCreated: "timer",
     EventType.SubOrchestrationInstanceCreated: "suborchestration",
@@ -426,7 +426,7 @@ class _Replayer:
         elif t == EventType.ExecutionStarted:
             self._start_program()
         elif t in _HISTORY_KIND:
-            self._match_scheduled(event, _HISTORY_KIND[EventType(t)])
+            self._match_scheduled(event, _HISTORY_KIND[t])
         elif t in (EventType.TaskCompleted, EventType.SubOrchestrationInstanceCompleted):
             self._complete(event["TaskScheduledId"], event.get("Result"), failed=False)
         elif t in (EventType.TaskFailed, EventType.SubOrchestrationInstanceFailed):
