@@ -25,6 +25,7 @@ from devhost.engine.state import Inbox, Instance
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
 from devhost.execution import FunctionExecutor, InProcessExecutor
 from devhost.invoke import install_sdk_timestamp_cache
+from devhost.protocol.events import event_text
 from devhost.protocol.timefmt import from_epoch, to_epoch
 
 log = logging.getLogger("devhost.engine")
@@ -42,8 +43,9 @@ class Commit:
 
     def send(self, instance_id: str, execution_id: str | None, event: dict[str, Any],
              visible_at: float | None = None) -> None:
-        message_id = self.tx.add_message(instance_id, execution_id, event, visible_at)
-        self.messages.append(InboxMessage(message_id, instance_id, execution_id, event, visible_at))
+        text = event_text(event)
+        message_id = self.tx.add_message(instance_id, execution_id, text, visible_at)
+        self.messages.append(InboxMessage(message_id, instance_id, execution_id, event, visible_at, text))
 
     def schedule_activity(self, instance_id: str, execution_id: str, task_id: int, name: str,
                           input_text: str | None) -> None:

@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from devhost.protocol.events import event_text
-
 log = logging.getLogger("devhost.engine")
 CHECKPOINT_EVERY_COMMITS = 100  # ~5 pages per commit: ~500 WAL pages (2 MB) between checkpoints
 WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
@@ -79,6 +77,7 @@ class InboxMessage:
     execution_id: str | None  # target execution (None: whichever is current)
     event: dict[str, Any]
     visible_at: float | None = None  # timers: epoch seconds
+    text: str | None = None  # the event's JSON text as stored (what the episode sends and appends: encoded once)
 
 
 @dataclass
@@ -192,7 +191,7 @@ class Store:
             if row is not None:
                 loaded.instances.append(row)
         for row in db.execute("SELECT id, instance_id, execution_id, event, visible_at FROM inbox ORDER BY id"):
-            loaded.inbox.append(InboxMessage(row[0], row[1], row[2], json.loads(row[3]), row[4]))
+            loaded.inbox.append(InboxMessage(row[0], row[1], row[2], json.loads(row[3]), row[4], row[3]))
         for row in db.execute("SELECT id, instance_id, execution_id, task_id, name, input FROM work ORDER BY id"):
             loaded.work.append(WorkItem(*row))
         for row in db.execute("SELECT entity_id, name, key, exists_, state, last_op FROM entities"):
@@ -235,11 +234,11 @@ class Transaction:
         self.reset_history(instance_id)
         self.append_history(instance_id, 0, texts)
 
-    def add_message(self, instance_id: str, execution_id: str | None, event: dict[str, Any],
+    def add_message(self, instance_id: str, execution_id: str | None, event_json: str,
                     visible_at: float | None = None) -> int:
         cursor = self._db.execute(
             "INSERT INTO inbox (instance_id, execution_id, event, visible_at) VALUES (?,?,?,?)",
-            (instance_id, execution_id, event_text(event), visible_at),
+            (instance_id, execution_id, event_json, visible_at),
         )
         return int(cursor.lastrowid or 0)
 

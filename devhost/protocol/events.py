@@ -226,6 +226,18 @@ def event_raised(ts: datetime, name: str, input_json: str | None) -> Event:
     return event
 
 
+def played_text(event: Event, text: str) -> str:
+    """The text of `as_played(event)`, given `text`, the event's own text (`event_text(event)`, or the text stored
+    for it): a message event's `"IsPlayed": false`, its second member as the builders write it, turned true instead of
+    encoding the whole event again. Any other spelling is encoded again."""
+    if event["EventType"] not in MESSAGE_TYPES or event["IsPlayed"]:
+        return text
+    head = f'{{"EventId": {event["EventId"]}, "IsPlayed": '
+    if text.startswith(head) and text.startswith("false, ", len(head)):
+        return f"{head}true{text[len(head) + 5:]}"
+    return event_text(as_played(event))
+
+
 def as_played(event: Event) -> Event:
     """The event as Azure Storage persists it after an episode processed it (message events: IsPlayed=true)."""
     if event["EventType"] in MESSAGE_TYPES and not event["IsPlayed"]:

@@ -21,6 +21,7 @@ from engine_helpers import OpenEngine, output
 from devhost.engine import store
 from devhost.engine.api import RuntimeStatus
 from devhost.protocol import replay
+from devhost.protocol.events import MESSAGE_TYPES, event_text
 
 # statement kind -> count for `chaining` (3 activities in sequence): 1 start, 4 episodes, 3 activity results.
 CHAINING_BUDGET = {
@@ -183,3 +184,21 @@ CREATE TABLE entities (
     state TEXT, last_op REAL
 );
 """
+
+
+async def test_the_history_sent_and_stored_is_the_events_encoded(open_engine: OpenEngine, tmp_path: Path) -> None:
+    """Message texts are encoded once (when stored) and reused for the trigger and the history: the texts are still
+    exactly the events', before and after a reopen."""
+    state = str(tmp_path / "state.sqlite3")
+    engine = await open_engine("chaining", state_path=state)
+    instance_id = await engine.start_new("chaining", "texts", None)
+    await engine.run_until_idle()
+    instance = engine._rt.instances[instance_id]
+    engine._rt.episodes.ensure_history(instance)
+    history, texts = instance.history or [], instance.history_texts or []
+    assert [t == event_text(e) for e, t in zip(history, texts, strict=True)] == [True] * len(history)
+    assert all(e["IsPlayed"] for e in history if e["EventType"] in MESSAGE_TYPES)
+    await engine.close()
+    reopened = await open_engine("chaining", state_path=state)
+    stored = reopened._rt.store.load_history(instance_id)
+    assert stored == texts
