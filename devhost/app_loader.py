@@ -9,7 +9,9 @@ function name").
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -59,9 +61,13 @@ class FunctionInfo(BaseModel):
 
     @property
     def is_async(self) -> bool:
-        import inspect
+        return _is_coroutine_function(self.fn)
 
-        return inspect.iscoroutinefunction(self.fn)
+
+@functools.lru_cache(maxsize=1024)
+def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
+    """Cached: an indexed function object does not change (every activity invocation asks)."""
+    return inspect.iscoroutinefunction(fn)
 
 
 class FunctionIndex(BaseModel):

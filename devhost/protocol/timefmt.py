@@ -52,6 +52,10 @@ def parse_iso(text: str) -> datetime:
     """Parse the timestamps the SDK and the extension write (`Z`, 1-7 fractional digits, or an offset).
 
     Cached: every episode replays the same history timestamps again."""
+    try:  # Python 3.11+ reads these itself ('Z'; fractions of any length, truncated to microseconds, as below)
+        return to_utc(datetime.fromisoformat(text))
+    except ValueError:
+        pass
     value = text.strip()
     if value.endswith("Z") or value.endswith("z"):
         value = value[:-1] + "+00:00"

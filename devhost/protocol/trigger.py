@@ -19,6 +19,7 @@ _LONG_TIMER_FIELDS = {
 _NO_LONG_TIMERS = ("00:00:00", "00:00:00")
 
 
+@functools.lru_cache(maxsize=8)
 def _schema_tail(storage_provider: str) -> str:
     interval, maximum = _LONG_TIMER_FIELDS.get(storage_provider.lower(), _NO_LONG_TIMERS)
     return (
