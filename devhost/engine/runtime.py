@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 from devhost.app_loader import FunctionIndex, FunctionInfo
@@ -51,6 +50,37 @@ class Commit:
                           input_text: str | None) -> None:
         work_id = self.tx.add_work(instance_id, execution_id, task_id, name, input_text)
         self.work.append(WorkItem(work_id, instance_id, execution_id, task_id, name, input_text))
+
+
+class _CommitScope:
+    """`EngineRuntime.commit`'s scope (a class, not a generator context manager: 12 commits per turn)."""
+
+    __slots__ = ("pending", "rt", "step")
+
+    def __init__(self, rt: EngineRuntime, step: str | None) -> None:
+        self.rt = rt
+        self.step = step
+
+    def __enter__(self) -> Commit:
+        self.rt.ensure_open()
+        self.pending = Commit(self.rt.store.begin())
+        return self.pending
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        rt, store = self.rt, self.rt.store
+        if exc_type is not None:  # nothing of it is written; the exception goes on
+            store.rollback()
+            return
+        if self.step:
+            try:
+                rt._maybe_crash(f"{self.step}_before_commit")
+            except BaseException:
+                store.rollback()
+                raise
+        store.commit()
+        if self.step:
+            rt._maybe_crash(f"{self.step}_after_commit")
+        rt._apply(self.pending)
 
 
 class EngineRuntime(Management):
@@ -196,18 +226,10 @@ class EngineRuntime(Management):
             return None
         return self.client_binding()
 
-    @contextmanager
-    def commit(self, step: str | None = None) -> Iterator[Commit]:
-        """One transaction. Fault injection may "kill the process" before or after COMMIT at named steps."""
-        self.ensure_open()
-        with self.store.transaction() as tx:
-            pending = Commit(tx)
-            yield pending
-            if step:
-                self._maybe_crash(f"{step}_before_commit")
-        if step:
-            self._maybe_crash(f"{step}_after_commit")
-        self._apply(pending)
+    def commit(self, step: str | None = None) -> _CommitScope:
+        """One transaction (`with rt.commit() as commit:`); its in-memory effects apply once it is committed. Fault
+        injection may "kill the process" before or after COMMIT at named steps."""
+        return _CommitScope(self, step)
 
     def _maybe_crash(self, point: str) -> None:
         faults = self.options.faults

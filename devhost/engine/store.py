@@ -171,13 +171,23 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One atomic commit; an exception (incl. a simulated crash) rolls everything back."""
-        self._db.execute("BEGIN IMMEDIATE")
-        tx = Transaction(self._db)
+        tx = self.begin()
         try:
             yield tx
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self.rollback()
             raise
+        self.commit()
+
+    # The same in three calls, for a caller that keeps its own scope (the engine's commit).
+    def begin(self) -> Transaction:
+        self._db.execute("BEGIN IMMEDIATE")
+        return Transaction(self._db)
+
+    def rollback(self) -> None:
+        self._db.execute("ROLLBACK")
+
+    def commit(self) -> None:
         self._db.execute("COMMIT")
         self._commits += 1
         if self._checkpointer is not None and self._commits % CHECKPOINT_EVERY_COMMITS == 0:
