@@ -241,9 +241,11 @@ class EngineRuntime(Management):
             raise SimulatedCrash(f"simulated crash at {point}")
 
     def _apply(self, pending: Commit) -> None:
-        now = self.now_epoch()
+        now = None  # (read only for a message that is not visible at once: a timer, a retry)
         for message in pending.messages:
-            if self.inbox.add(message, now):
+            if message.visible_at is not None and now is None:
+                now = self.now_epoch()
+            if self.inbox.add(message, now or 0.0):
                 self.ready[message.instance_id] = None
         for work in pending.work:
             self.activities.start(work)
@@ -285,8 +287,9 @@ class EngineRuntime(Management):
         if self.closed:
             return
         try:
-            for instance_id in self.inbox.release_due(self.now_epoch()):
-                self.ready[instance_id] = None
+            if self.inbox.timers:
+                for instance_id in self.inbox.release_due(self.now_epoch()):
+                    self.ready[instance_id] = None
             dispatched, cut_short = self._dispatch()
             if cut_short:
                 self._wake()  # the rest after the others had their turn

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 # The schema fields the extension sends (durable-protocol.md §1.1). The long-timer pair is the durability provider's
 # `LongRunningTimerIntervalLength` / `MaximumDelayTime`: Azure Storage sets 3 and 6 days; the base provider (which the
@@ -55,9 +56,9 @@ def orchestration_trigger_json(
     return (
         '{"history":[' + ",".join(history_texts) + "],"
         f'"input":{input_token_json(input_json)},'
-        f'"instanceId":{json.dumps(instance_id)},'
+        f'"instanceId":{encode_basestring_ascii(instance_id)},'  # (json.dumps of a str)
         f'"isReplaying":{"true" if is_replaying else "false"},'
-        f'"parentInstanceId":{json.dumps(parent_instance_id)},'
+        f'"parentInstanceId":{"null" if parent_instance_id is None else encode_basestring_ascii(parent_instance_id)},'
         + _schema_tail(storage_provider)
         + "}"
     )
