@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
@@ -31,6 +31,7 @@ from devhost.invoke import (
 )
 from devhost.protocol.actions import OrchestratorOutput
 from devhost.protocol.entity_messages import BatchResult
+from devhost.sync_pool import LoopCall, SyncThreadPool
 
 log = logging.getLogger("devhost")
 T = TypeVar("T")
@@ -40,7 +41,8 @@ THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
 
 def sync_thread_count() -> int:
     """The Python worker's sync thread pool size: `PYTHON_THREADPOOL_THREAD_COUNT` when it is a whole number >= 1,
-    else (unset, or invalid: the worker warns and reverts) `ThreadPoolExecutor`'s default, min(32, CPUs + 4)."""
+    else (unset, or invalid: the worker warns and reverts) the worker's `ThreadPoolExecutor` default,
+    min(32, CPUs + 4)."""
     raw = os.environ.get(THREADPOOL_SETTING, "").strip()
     if raw:
         if raw.isdigit() and int(raw) >= 1:
@@ -52,39 +54,14 @@ def sync_thread_count() -> int:
 
 def run_on_pool(executor: Executor, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     """`loop.run_in_executor(executor, fn, *args)` with one hop back: the pool thread hands the outcome to the loop
-    with one `call_soon_threadsafe` (run_in_executor chains a concurrent future to an asyncio one: ~1/3 more per
-    call). As there, a call cancelled before a thread took it never runs."""
+    with one `call_soon_threadsafe` (see devhost.sync_pool). As there, a call cancelled before a thread took it never
+    runs."""
     loop = asyncio.get_running_loop()
+    if isinstance(executor, SyncThreadPool):
+        return executor.run_soon(loop, fn, *args)
     future: asyncio.Future[T] = loop.create_future()
-
-    def call() -> None:
-        if future.cancelled():
-            return
-        try:
-            result = fn(*args)
-        except BaseException as exc:  # handed to the awaiting task, as run_in_executor does
-            _settle(loop, future, exc, failed=True)
-        else:
-            _settle(loop, future, result, failed=False)
-
-    executor.submit(call)
+    executor.submit(LoopCall(loop, future, fn, args).run)
     return future
-
-
-def _settle(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any, *, failed: bool) -> None:
-    if not loop.is_closed():
-        loop.call_soon_threadsafe(_set_outcome, future, value, failed)
-
-
-def _set_outcome(future: asyncio.Future[Any], value: Any, failed: bool) -> None:
-    if future.done():  # (cancelled meanwhile: a timeout)
-        return
-    if not failed:
-        future.set_result(value)
-    elif isinstance(value, StopIteration):  # a future refuses it (it would end the awaiting coroutine)
-        future.set_exception(RuntimeError(f"{type(value).__name__}: {value}"))
-    else:
-        future.set_exception(value)
 
 
 class FunctionExecutor(Protocol):
@@ -127,7 +104,7 @@ class InProcessExecutor:
         self._function_directory = function_directory
         self._own_executor = executor is None
         self.threads = threads or sync_thread_count()
-        self._executor = executor or ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="devhost-sync")
+        self._executor = executor or SyncThreadPool(self.threads, thread_name_prefix="devhost-sync")
 
     @property
     def executor(self) -> Executor:
@@ -205,5 +182,5 @@ class InProcessExecutor:
         return await streaming.send_live(response, scope, connection, request.body)
 
     async def close(self) -> None:
-        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
+        if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -157,8 +157,7 @@ class EngineRuntime(Management):
         self._disarm_timer()
         if self._unsubscribe_clock:
             self._unsubscribe_clock()
-        if isinstance(self.executor, ThreadPoolExecutor):
-            self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor.shutdown(wait=False, cancel_futures=True)
         self.store.close()
         self._idle.set()
         for waiters in self._status_waiters.values():
