@@ -72,9 +72,18 @@ def test_the_sync_pool_starts_threads_as_calls_need_them_up_to_its_size() -> Non
     pool = SyncThreadPool(3, thread_name_prefix="sized")
     try:
         assert [pool.submit(lambda: threading.current_thread().name).result() for _ in range(5)] == ["sized_0"] * 5
-        release = threading.Event()
-        running = [pool.submit(lambda: (release.wait(), threading.current_thread().name)[1]) for _ in range(5)]
+        release, three_running = threading.Event(), threading.Barrier(4)
+
+        def held() -> str:
+            if not release.is_set():
+                three_running.wait(5)  # the first three run at once, on three threads
+            release.wait(5)
+            return threading.current_thread().name
+
+        running = [pool.submit(held) for _ in range(5)]
+        three_running.wait(5)
         release.set()
+        assert {f.result() for f in running[:3]} == {"sized_0", "sized_1", "sized_2"}
         assert {f.result() for f in running} == {"sized_0", "sized_1", "sized_2"}
         assert len([t for t in threading.enumerate() if t.name.startswith("sized_")]) == 3
         assert list(pool.map(lambda x: x * 2, range(4))) == [0, 2, 4, 6]
