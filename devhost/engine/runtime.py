@@ -20,7 +20,7 @@ from devhost.engine.episodes import EpisodeProcessor
 from devhost.engine.errors import EngineClosedError, SimulatedCrash
 from devhost.engine.management import Management
 from devhost.engine.models import EngineOptions, RuntimeStatus
-from devhost.engine.state import Inbox, Instance
+from devhost.engine.state import Inbox, Instance, completion_id
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
 from devhost.execution import FunctionExecutor, InProcessExecutor
 from devhost.invoke import install_sdk_timestamp_cache
@@ -216,7 +216,8 @@ class EngineRuntime(Management):
             self.die(task.exception())  # type: ignore[arg-type]
         elif not task.cancelled() and task.exception() is not None:
             log.error("devhost engine task failed", exc_info=task.exception())
-        self._wake()
+        if not self._tasks or self.ready:  # the engine may be idle now, or an instance waits for the others to end
+            self._wake()
 
     # ----- commits -----
 
@@ -241,16 +242,37 @@ class EngineRuntime(Management):
 
     def _apply(self, pending: Commit) -> None:
         now = None  # (read only for a message that is not visible at once: a timer, a retry)
+        needs_pass = False
         for message in pending.messages:
             if message.visible_at is not None and now is None:
                 now = self.now_epoch()
-            if self.inbox.add(message, now or 0.0):
-                self.ready[message.instance_id] = None
+            if not self.inbox.add(message, now or 0.0):
+                needs_pass = True  # (the pass sets the wake-up for it)
+                continue
+            self.ready[message.instance_id] = None
+            needs_pass = not self._started_at_once(message) or needs_pass
         for work in pending.work:
             self.activities.start(work)
         for instance_id in pending.changed:
             self._notify_status(instance_id)
-        self._wake()
+        if needs_pass:
+            self._wake()
+
+    def _started_at_once(self, message: InboxMessage) -> bool:
+        """Start the episode for a completion at once, without the scheduler pass, when it completes the only task
+        its orchestration still waits for: nothing else can arrive that a later episode start would batch with it
+        (the pass waits a loop turn for that, ee87daf). Everything else goes through the pass."""
+        instance_id = message.instance_id
+        instance = self.instances.get(instance_id)
+        state = instance.replay_state if instance is not None else None
+        task_id = completion_id(message.event)
+        if state is None or task_id is None or not state.waits_only_for(task_id):
+            return False
+        if instance_id in self.running or self._held_for_batching(instance_id) or self.closed:
+            return False
+        del self.ready[instance_id]
+        self.episodes.start(instance_id)
+        return True
 
     # ----- status waiters -----
 

@@ -540,6 +540,11 @@ class ReplayState:
     replayer: _Replayer
     consumed: int
 
+    def waits_only_for(self, task_id: int) -> bool:
+        """True if `task_id` is the only scheduled task (activity, timer, sub-orchestration) the orchestration still
+        waits for: its completion leaves nothing else whose completion could be batched into the same episode."""
+        return all(open_id == task_id for open_id in self.replayer.open)
+
 
 # Tests set this: every continued replay is checked against a replay from scratch (same decisions and completion).
 VERIFY_CONTINUED_REPLAY = False

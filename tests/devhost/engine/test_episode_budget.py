@@ -20,6 +20,7 @@ from engine_helpers import OpenEngine, output
 
 from devhost.engine import store
 from devhost.engine.api import RuntimeStatus
+from devhost.engine.runtime import EngineRuntime
 from devhost.protocol import replay
 from devhost.protocol.events import MESSAGE_TYPES, event_text
 
@@ -202,3 +203,37 @@ async def test_the_history_sent_and_stored_is_the_events_encoded(open_engine: Op
     reopened = await open_engine("chaining", state_path=state)
     stored = reopened._rt.store.load_history(instance_id)
     assert stored == texts
+
+
+async def test_a_completion_that_ends_all_waiting_starts_its_episode_without_a_scheduler_pass(
+    open_engine: OpenEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain waits for one task at a time: its result starts the next episode at once. A fan-out's results go
+    through the scheduler pass, which waits a loop turn so that results arriving together make one episode."""
+    passes: list[int] = []
+    original = EngineRuntime._pass
+
+    def counting(self: EngineRuntime) -> None:
+        passes.append(1)
+        original(self)
+
+    monkeypatch.setattr(EngineRuntime, "_pass", counting)
+    engine = await open_engine("chaining")
+    instance_id = await engine.start_new("chaining", "quick-1", None)
+    await engine.run_until_idle()
+    status = await engine.get_status(instance_id)
+    assert status is not None and output(status) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+    assert len(passes) <= 3  # the start, and idle at the end (one pass per episode without the shortcut: >= 5)
+
+
+def test_an_orchestration_waits_only_for_a_task_when_no_other_is_open() -> None:
+    state = _replay_state(open_ids=[3])
+    assert state.waits_only_for(3) and not state.waits_only_for(4)
+    assert not _replay_state(open_ids=[3, 4]).waits_only_for(3)  # a fan-out: more results may come with it
+    assert _replay_state(open_ids=[]).waits_only_for(3)  # a duplicate delivery: nothing left to wait for
+
+
+def _replay_state(open_ids: list[int]) -> replay.ReplayState:
+    state = replay.ReplayState(replay._Replayer.__new__(replay._Replayer), 0)
+    state.replayer.open = {i: replay._Future() for i in open_ids}
+    return state
