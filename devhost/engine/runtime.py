@@ -52,6 +52,14 @@ class Commit:
         self.work.append(WorkItem(work_id, instance_id, execution_id, task_id, name, input_text))
 
 
+_TERMINAL = {s for s in RuntimeStatus if s.is_terminal}
+
+
+def _time_out(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
 class _CommitScope:
     """`EngineRuntime.commit`'s scope (a class, not a generator context manager: 12 commits per turn)."""
 
@@ -402,11 +410,14 @@ class EngineRuntime(Management):
 
     async def wait_for_status(self, instance_id: str, statuses: set[RuntimeStatus] | None,
                               timeout: float) -> Any:
-        wanted = statuses or {s for s in RuntimeStatus if s.is_terminal}
-        fut = self.add_status_waiter(instance_id, wanted)
+        fut = self.add_status_waiter(instance_id, statuses or _TERMINAL)
+        # (a timer on the waiter itself: asyncio.wait_for wraps it in a task-like waiter of its own)
+        timer = None if fut.done() else self.loop.call_later(timeout, _time_out, fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            await fut
         finally:  # a timed-out waiter must not linger until the instance happens to reach that status
+            if timer is not None:
+                timer.cancel()
             remaining = [w for w in self._status_waiters.get(instance_id, []) if w[1] is not fut]
             if remaining:
                 self._status_waiters[instance_id] = remaining
