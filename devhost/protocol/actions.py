@@ -64,6 +64,7 @@ def _opt_float(value: Any) -> float | None:
 
 
 _ACTION_TYPES = {int(t): t for t in ActionType}
+_new_tuple = tuple.__new__
 
 
 class Action(NamedTuple):
@@ -96,7 +97,7 @@ class Action(NamedTuple):
             raw_input = compact_json(raw_input)
         retry = get("retryOptions")
         compound = get("compoundActions")
-        return cls(
+        return _new_tuple(cls, (  # (the NamedTuple's own __new__ does this, as a Python call with 12 arguments)
             kind,
             get("functionName"),
             raw_input,
@@ -109,7 +110,7 @@ class Action(NamedTuple):
             get("operation"),
             get("httpRequest"),
             tuple([cls.from_json(c) for c in compound]) if compound else (),
-        )
+        ))
 
 
 @dataclass
