@@ -64,12 +64,13 @@ def _triage(instance: Instance, messages: list[InboxMessage]) -> _Triage:
     """Sort an episode's messages: stale/duplicate/late ones are dropped, suspension holds all but control events."""
     row = instance.row
     result = _Triage(suspended=row.status == RuntimeStatus.Suspended)
+    over = RuntimeStatus(row.status).is_terminal
     for message in messages:
         event_type = message.event.get("EventType")
         stale = message.execution_id is not None and message.execution_id != row.execution_id
         # a redelivered completion (at-least-once) is dropped, as DTFx drops duplicates
         stale = stale or completion_id(message.event) in instance.completed_ids
-        if stale or RuntimeStatus(row.status).is_terminal:
+        if stale or over:
             result.consumed.append(message.id)  # for another execution, or the instance is over: dropped
         elif event_type == EventType.ExecutionSuspended:
             result.consumed.append(message.id)
