@@ -9,7 +9,9 @@ function name").
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -59,9 +61,13 @@ class FunctionInfo(BaseModel):
 
     @property
     def is_async(self) -> bool:
-        import inspect
+        return _is_coroutine_function(self.fn)
 
-        return inspect.iscoroutinefunction(self.fn)
+
+@functools.lru_cache(maxsize=1024)
+def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
+    """Cached: an indexed function object does not change (every activity invocation asks)."""
+    return inspect.iscoroutinefunction(fn)
 
 
 class FunctionIndex(BaseModel):
@@ -99,7 +105,10 @@ class FunctionIndex(BaseModel):
         return self._by_kind("entity")
 
     def _find(self, kind: FunctionKind, name: str) -> FunctionInfo | None:
-        return self._lookup.get((kind, name.lower()))
+        # (the private attribute's dict itself: `self._lookup` goes through pydantic's __getattr__, ~1 us per lookup,
+        # and replay looks up every function an episode schedules)
+        lookup: dict[tuple[str, str], FunctionInfo] = self.__pydantic_private__["_lookup"]  # type: ignore[index]
+        return lookup.get((kind, name.lower()))
 
     def orchestrator(self, name: str) -> FunctionInfo | None:
         return self._find("orchestration", name)

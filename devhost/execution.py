@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -30,15 +31,18 @@ from devhost.invoke import (
 )
 from devhost.protocol.actions import OrchestratorOutput
 from devhost.protocol.entity_messages import BatchResult
+from devhost.sync_pool import LoopCall, SyncThreadPool
 
 log = logging.getLogger("devhost")
+T = TypeVar("T")
 
 THREADPOOL_SETTING = "PYTHON_THREADPOOL_THREAD_COUNT"
 
 
 def sync_thread_count() -> int:
     """The Python worker's sync thread pool size: `PYTHON_THREADPOOL_THREAD_COUNT` when it is a whole number >= 1,
-    else (unset, or invalid: the worker warns and reverts) `ThreadPoolExecutor`'s default, min(32, CPUs + 4)."""
+    else (unset, or invalid: the worker warns and reverts) the worker's `ThreadPoolExecutor` default,
+    min(32, CPUs + 4)."""
     raw = os.environ.get(THREADPOOL_SETTING, "").strip()
     if raw:
         if raw.isdigit() and int(raw) >= 1:
@@ -46,6 +50,18 @@ def sync_thread_count() -> int:
         log.warning("%s must be set to a value between 1 and %s. Reverting to default value.", THREADPOOL_SETTING,
                     "sys.maxsize")
     return min(32, (os.cpu_count() or 1) + 4)
+
+
+def run_on_pool(executor: Executor, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """`loop.run_in_executor(executor, fn, *args)` with one hop back: the pool thread hands the outcome to the loop
+    with one `call_soon_threadsafe` (see devhost.sync_pool). As there, a call cancelled before a thread took it never
+    runs."""
+    loop = asyncio.get_running_loop()
+    if isinstance(executor, SyncThreadPool):
+        return executor.run_soon(loop, fn, *args)
+    future: asyncio.Future[T] = loop.create_future()
+    executor.submit(LoopCall(loop, future, fn, args).run)
+    return future
 
 
 class FunctionExecutor(Protocol):
@@ -88,7 +104,7 @@ class InProcessExecutor:
         self._function_directory = function_directory
         self._own_executor = executor is None
         self.threads = threads or sync_thread_count()
-        self._executor = executor or ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="devhost-sync")
+        self._executor = executor or SyncThreadPool(self.threads, thread_name_prefix="devhost-sync")
 
     @property
     def executor(self) -> Executor:
@@ -100,18 +116,14 @@ class InProcessExecutor:
     ) -> ActivityOutcome:
         if function.is_async:
             return await invoke_activity_async(function, input_text, client_binding_json)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, invoke_activity_sync, function, input_text, client_binding_json
-        )
+        return await run_on_pool(self._executor, invoke_activity_sync, function, input_text, client_binding_json)
 
-    async def run_orchestrator(
+    def run_orchestrator(
         self, function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
-    ) -> OrchestratorOutput:
+    ) -> Awaitable[OrchestratorOutput]:
         """One episode on the sync thread pool (the orchestrator handler is sync), never on the loop: a hang is
         bounded by the caller's functionTimeout while the loop goes on. `previous`: see `invoke_orchestrator`."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, invoke_orchestrator, function, trigger_json, previous)
+        return run_on_pool(self._executor, invoke_orchestrator, function, trigger_json, previous)
 
     async def run_entity_batch(self, function: FunctionInfo, batch_json: str, batch_size: int) -> BatchResult:
         """One entity batch on the sync thread pool; raises EntityInternalError where the extension aborts it."""
@@ -170,5 +182,5 @@ class InProcessExecutor:
         return await streaming.send_live(response, scope, connection, request.body)
 
     async def close(self) -> None:
-        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
+        if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)

@@ -16,6 +16,7 @@ from devhost.engine.errors import SimulatedCrash
 from devhost.engine.models import RuntimeStatus
 from devhost.engine.state import Instance, completion_id
 from devhost.engine.store import InboxMessage
+from devhost.execution import run_on_pool
 from devhost.function_timeout import FunctionTimeoutError, bounded
 from devhost.invoke import invoke_orchestrator
 from devhost.protocol import events as ev
@@ -63,12 +64,13 @@ def _triage(instance: Instance, messages: list[InboxMessage]) -> _Triage:
     """Sort an episode's messages: stale/duplicate/late ones are dropped, suspension holds all but control events."""
     row = instance.row
     result = _Triage(suspended=row.status == RuntimeStatus.Suspended)
+    over = RuntimeStatus(row.status).is_terminal
     for message in messages:
         event_type = message.event.get("EventType")
         stale = message.execution_id is not None and message.execution_id != row.execution_id
         # a redelivered completion (at-least-once) is dropped, as DTFx drops duplicates
         stale = stale or completion_id(message.event) in instance.completed_ids
-        if stale or RuntimeStatus(row.status).is_terminal:
+        if stale or over:
             result.consumed.append(message.id)  # for another execution, or the instance is over: dropped
         elif event_type == EventType.ExecutionSuspended:
             result.consumed.append(message.id)
@@ -99,6 +101,7 @@ class _Episode:
     triage: _Triage
     kind: Literal["nothing", "terminate", "suspended", "run"]
     new_events: list[Event] = field(default_factory=list)
+    new_texts: list[str] = field(default_factory=list)  # their JSON texts (a message's as stored: encoded once)
     now: datetime = field(default_factory=lambda: datetime.min)
     terminate: Event | None = None
     status: RuntimeStatus | None = None  # the instance's status once the episode commits (None: unchanged)
@@ -216,23 +219,27 @@ class EpisodeProcessor:
             return _Episode(triage, "nothing")
         now = self.rt.clock.now()
         new_events = [ev.orchestrator_started(now)]
+        new_texts = [dumps(new_events[0])]
         # ExecutionStarted leads (the SDK reads history[1]); events that arrived before a continue-as-new committed
         # its new ExecutionStarted belong to the new execution, after it.
         delivered.sort(key=lambda m: m.event.get("EventType") != EventType.ExecutionStarted)
-        new_events += [m.event for m in delivered if m.event.get("EventType") != WAKE_EVENT_TYPE]
+        for message in delivered:
+            if message.event.get("EventType") != WAKE_EVENT_TYPE:
+                new_events.append(message.event)
+                new_texts.append(message.text if message.text is not None else dumps(message.event))
         row.updated = to_epoch(now)
         terminate = next((e for e in new_events if e["EventType"] == EventType.ExecutionTerminated), None)
         if terminate is not None:
-            return _Episode(triage, "terminate", new_events, now, terminate)
+            return _Episode(triage, "terminate", new_events, new_texts, now, terminate)
         # The status changes with the commit, not before: a status read while the orchestrator runs (off the loop)
         # must not see Running without the custom status the same episode sets, as the host never shows it.
         started = any(e["EventType"] == EventType.ExecutionStarted for e in new_events)
         status = RuntimeStatus.Running if started else None
         if triage.suspended:
-            return _Episode(triage, "suspended", new_events, now, status=RuntimeStatus.Suspended)
+            return _Episode(triage, "suspended", new_events, new_texts, now, status=RuntimeStatus.Suspended)
         if row.status == RuntimeStatus.Suspended:
             status = RuntimeStatus.Running
-        return _Episode(triage, "run", new_events, now, status=status)
+        return _Episode(triage, "run", new_events, new_texts, now, status=status)
 
     def _apply(self, instance: Instance, episode: _Episode, result: ReplayResult | None, commit: Commit) -> None:
         row = instance.row
@@ -244,11 +251,12 @@ class EpisodeProcessor:
         if episode.status is not None:
             row.status = episode.status
         if episode.kind == "terminate" and episode.terminate is not None:
-            self._finish_terminated(instance, episode.new_events, episode.terminate, commit)
+            self._finish_terminated(instance, episode, episode.terminate, commit)
         elif episode.kind == "suspended":
-            self._append(instance, [*episode.new_events, ev.orchestrator_completed(episode.now)], commit)
+            self._append(instance, [*episode.new_events, ev.orchestrator_completed(episode.now)], commit,
+                         episode.new_texts)
         elif result is not None:
-            self._commit_result(instance, episode.new_events, result, commit)
+            self._commit_result(instance, episode, result, commit)
 
     @staticmethod
     def _without_duplicates(instance: Instance, delivered: list[InboxMessage]) -> list[InboxMessage]:
@@ -280,7 +288,7 @@ class EpisodeProcessor:
             return ReplayResult(completion=Completion("Failed", text, 0))
         started = next(e for e in history if e["EventType"] == EventType.ExecutionStarted)
         trigger = orchestration_trigger_json(
-            (instance.history_texts or []) + [dumps(e) for e in new_events],
+            (instance.history_texts or []) + episode.new_texts,
             input_json=started.get("Input"),
             instance_id=row.instance_id,
             is_replaying=bool(started.get("IsPlayed")),
@@ -301,7 +309,7 @@ class EpisodeProcessor:
         rt = self.rt
         run_orchestrator = getattr(rt.functions, "run_orchestrator", None)  # an executor may not run orchestrators
         call = run_orchestrator(function, trigger, previous) if run_orchestrator is not None \
-            else rt.loop.run_in_executor(rt.executor, invoke_orchestrator, function, trigger, previous)
+            else run_on_pool(rt.executor, invoke_orchestrator, function, trigger, previous)
         try:
             return await bounded(call, rt.options.function_timeout, function.name, rt.functions)
         except FunctionTimeoutError as exc:
@@ -322,18 +330,19 @@ class EpisodeProcessor:
 
     # ----- committing -----
 
-    def _append(self, instance: Instance, new_events: list[Event], commit: Commit) -> None:
+    def _append(self, instance: Instance, new_events: list[Event], commit: Commit, known_texts: list[str]) -> None:
+        """Append the events (message events as played) to the history; `known_texts`: the texts of the first ones."""
         played = [ev.as_played(e) for e in new_events]
-        texts = [dumps(e) for e in played]
+        known = len(known_texts)
+        texts = [ev.played_text(e, known_texts[i]) if i < known else dumps(played[i]) for i, e in enumerate(new_events)]
         history, history_texts = instance.loaded_history()
         commit.tx.append_history(instance.row.instance_id, len(history), texts)
         history.extend(played)
         history_texts.extend(texts)
         commit.tx.put_instance(instance.row)
 
-    def _commit_result(self, instance: Instance, new_events: list[Event], result: ReplayResult,
-                       commit: Commit) -> None:
-        row = instance.row
+    def _commit_result(self, instance: Instance, episode: _Episode, result: ReplayResult, commit: Commit) -> None:
+        row, new_events = instance.row, episode.new_events
         now = self.rt.clock.now()
         if result.custom_status_json is not None:
             row.custom_status = result.custom_status_json
@@ -342,7 +351,7 @@ class EpisodeProcessor:
             self._send_action(instance, action, commit)
         completion = result.completion
         if completion is None:
-            self._append(instance, appended, commit)
+            self._append(instance, appended, commit, episode.new_texts)
             return
         status = _COMPLETION_STATUS[completion.status]
         if status == RuntimeStatus.ContinuedAsNew:
@@ -351,7 +360,7 @@ class EpisodeProcessor:
         appended.append(ev.execution_completed(now, completion.event_id, status.dtfx_code, completion.result_json))
         row.status = status
         row.output = completion.result_json
-        self._append(instance, appended, commit)
+        self._append(instance, appended, commit, episode.new_texts)
         self._notify_parent(instance, status, completion.result_json, commit)
         instance.forget_history()
 
@@ -406,16 +415,15 @@ class EpisodeProcessor:
         )
         commit.send(row.instance_id, row.execution_id, started)
 
-    def _finish_terminated(self, instance: Instance, new_events: list[Event], terminate: Event,
-                           commit: Commit) -> None:
+    def _finish_terminated(self, instance: Instance, episode: _Episode, terminate: Event, commit: Commit) -> None:
         now = self.rt.clock.now()
         reason = terminate.get("Input")
         row = instance.row
         row.status = RuntimeStatus.Terminated
         row.output = reason
-        events = [*new_events, ev.orchestrator_completed(now),
+        events = [*episode.new_events, ev.orchestrator_completed(now),
                   ev.execution_completed(now, -1, RuntimeStatus.Terminated.dtfx_code, reason)]
-        self._append(instance, events, commit)
+        self._append(instance, events, commit, episode.new_texts)
         self._notify_parent(instance, RuntimeStatus.Terminated, reason, commit)
         instance.forget_history()
 

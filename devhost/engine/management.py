@@ -3,6 +3,7 @@ restart, purge, entity signals and reads). Mixed into `EngineRuntime`; every wri
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from devhost.engine.runtime import Commit, EngineRuntime
 
 MAX_INSTANCE_ID_LENGTH = 256
+_INVALID_ID_CHARS = re.compile(r"[/\\?#\x00-\x1f\x7f-\x9f]")  # / \ ? # and control characters
 _RUNNING = {RuntimeStatus.Pending, RuntimeStatus.Running, RuntimeStatus.Suspended, RuntimeStatus.ContinuedAsNew}
 
 
@@ -38,7 +40,7 @@ def validate_instance_id(instance_id: str) -> None:
         raise InvalidInstanceIdError(f"Orchestration instance ids must not start with @: '{instance_id}'.")
     if len(instance_id) > MAX_INSTANCE_ID_LENGTH:
         raise InvalidInstanceIdError(f"Instance ID lengths must not exceed {MAX_INSTANCE_ID_LENGTH} characters.")
-    if any(c in "/\\?#" or ord(c) < 32 or 127 <= ord(c) < 160 for c in instance_id):
+    if _INVALID_ID_CHARS.search(instance_id):
         raise InvalidInstanceIdError(
             f"Instance ID '{instance_id}' contains invalid characters (/, \\, ?, # or control characters)."
         )

@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 from devhost.app_loader import FunctionIndex, FunctionInfo
@@ -21,10 +20,11 @@ from devhost.engine.episodes import EpisodeProcessor
 from devhost.engine.errors import EngineClosedError, SimulatedCrash
 from devhost.engine.management import Management
 from devhost.engine.models import EngineOptions, RuntimeStatus
-from devhost.engine.state import Inbox, Instance
+from devhost.engine.state import Inbox, Instance, completion_id
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
 from devhost.execution import FunctionExecutor, InProcessExecutor
 from devhost.invoke import install_sdk_timestamp_cache
+from devhost.protocol.events import event_text
 from devhost.protocol.timefmt import from_epoch, to_epoch
 
 log = logging.getLogger("devhost.engine")
@@ -42,13 +42,53 @@ class Commit:
 
     def send(self, instance_id: str, execution_id: str | None, event: dict[str, Any],
              visible_at: float | None = None) -> None:
-        message_id = self.tx.add_message(instance_id, execution_id, event, visible_at)
-        self.messages.append(InboxMessage(message_id, instance_id, execution_id, event, visible_at))
+        text = event_text(event)
+        message_id = self.tx.add_message(instance_id, execution_id, text, visible_at)
+        self.messages.append(InboxMessage(message_id, instance_id, execution_id, event, visible_at, text))
 
     def schedule_activity(self, instance_id: str, execution_id: str, task_id: int, name: str,
                           input_text: str | None) -> None:
         work_id = self.tx.add_work(instance_id, execution_id, task_id, name, input_text)
         self.work.append(WorkItem(work_id, instance_id, execution_id, task_id, name, input_text))
+
+
+_TERMINAL = {s for s in RuntimeStatus if s.is_terminal}
+
+
+def _time_out(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
+
+
+class _CommitScope:
+    """`EngineRuntime.commit`'s scope (a class, not a generator context manager: 12 commits per turn)."""
+
+    __slots__ = ("pending", "rt", "step")
+
+    def __init__(self, rt: EngineRuntime, step: str | None) -> None:
+        self.rt = rt
+        self.step = step
+
+    def __enter__(self) -> Commit:
+        self.rt.ensure_open()
+        self.pending = Commit(self.rt.store.begin())
+        return self.pending
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        rt, store = self.rt, self.rt.store
+        if exc_type is not None:  # nothing of it is written; the exception goes on
+            store.rollback()
+            return
+        if self.step:
+            try:
+                rt._maybe_crash(f"{self.step}_before_commit")
+            except BaseException:
+                store.rollback()
+                raise
+        store.commit()
+        if self.step:
+            rt._maybe_crash(f"{self.step}_after_commit")
+        rt._apply(self.pending)
 
 
 class EngineRuntime(Management):
@@ -84,13 +124,15 @@ class EngineRuntime(Management):
         self._status_waiters: dict[str, list[tuple[set[RuntimeStatus], asyncio.Future[None]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._unsubscribe_clock: Any = None
+        self._pass_pending = False  # a scheduler pass is queued on the loop
+        self._timer: asyncio.TimerHandle | None = None  # wakes the scheduler at the next due message (real clock)
+        self._timer_due: float | None = None
 
     # ----- lifecycle -----
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         install_sdk_timestamp_cache()
-        self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         loaded = self.store.load()
         for row in loaded.instances:
@@ -103,7 +145,7 @@ class EngineRuntime(Management):
                 self.ready[message.instance_id] = None
         if isinstance(self.clock, VirtualClock):
             self._unsubscribe_clock = self.clock.subscribe(self._wake_threadsafe)
-        self._loop_task = self.loop.create_task(self._run_loop(), name="devhost-scheduler")
+        self._wake()
         for work in loaded.work:  # in flight when the previous process stopped: run again (at-least-once)
             self.activities.start(work)
 
@@ -111,8 +153,7 @@ class EngineRuntime(Management):
         if self.closed:
             return
         self.closed = True
-        self._wake()
-        await asyncio.gather(self._loop_task, return_exceptions=True)
+        self._disarm_timer()
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=5.0)
@@ -121,10 +162,10 @@ class EngineRuntime(Management):
         self._shutdown()
 
     def _shutdown(self) -> None:
+        self._disarm_timer()
         if self._unsubscribe_clock:
             self._unsubscribe_clock()
-        if isinstance(self.executor, ThreadPoolExecutor):
-            self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor.shutdown(wait=False, cancel_futures=True)
         self.store.close()
         self._idle.set()
         for waiters in self._status_waiters.values():
@@ -155,8 +196,13 @@ class EngineRuntime(Management):
         return to_epoch(self.clock.now())
 
     def _wake(self) -> None:
+        """Something changed (a commit, a task ended, time moved): a scheduler pass follows."""
         self._idle.clear()
-        self._wakeup.set()
+        if not self._pass_pending and not self.closed:
+            self._pass_pending = True
+            # One more loop turn before the pass: completions already queued by worker threads commit first, so an
+            # episode gets them as one batch (fewer replays of a long history).
+            self.loop.call_soon(self.loop.call_soon, self._pass)
 
     def _wake_threadsafe(self) -> None:
         if not self.loop.is_closed():
@@ -178,7 +224,8 @@ class EngineRuntime(Management):
             self.die(task.exception())  # type: ignore[arg-type]
         elif not task.cancelled() and task.exception() is not None:
             log.error("devhost engine task failed", exc_info=task.exception())
-        self._wake()
+        if not self._tasks or self.ready:  # the engine may be idle now, or an instance waits for the others to end
+            self._wake()
 
     # ----- commits -----
 
@@ -187,18 +234,10 @@ class EngineRuntime(Management):
             return None
         return self.client_binding()
 
-    @contextmanager
-    def commit(self, step: str | None = None) -> Iterator[Commit]:
-        """One transaction. Fault injection may "kill the process" before or after COMMIT at named steps."""
-        self.ensure_open()
-        with self.store.transaction() as tx:
-            pending = Commit(tx)
-            yield pending
-            if step:
-                self._maybe_crash(f"{step}_before_commit")
-        if step:
-            self._maybe_crash(f"{step}_after_commit")
-        self._apply(pending)
+    def commit(self, step: str | None = None) -> _CommitScope:
+        """One transaction (`with rt.commit() as commit:`); its in-memory effects apply once it is committed. Fault
+        injection may "kill the process" before or after COMMIT at named steps."""
+        return _CommitScope(self, step)
 
     def _maybe_crash(self, point: str) -> None:
         faults = self.options.faults
@@ -210,15 +249,38 @@ class EngineRuntime(Management):
             raise SimulatedCrash(f"simulated crash at {point}")
 
     def _apply(self, pending: Commit) -> None:
-        now = self.now_epoch()
+        now = None  # (read only for a message that is not visible at once: a timer, a retry)
+        needs_pass = False
         for message in pending.messages:
-            if self.inbox.add(message, now):
-                self.ready[message.instance_id] = None
+            if message.visible_at is not None and now is None:
+                now = self.now_epoch()
+            if not self.inbox.add(message, now or 0.0):
+                needs_pass = True  # (the pass sets the wake-up for it)
+                continue
+            self.ready[message.instance_id] = None
+            needs_pass = not self._started_at_once(message) or needs_pass
         for work in pending.work:
             self.activities.start(work)
         for instance_id in pending.changed:
             self._notify_status(instance_id)
-        self._wake()
+        if needs_pass:
+            self._wake()
+
+    def _started_at_once(self, message: InboxMessage) -> bool:
+        """Start the episode for a completion at once, without the scheduler pass, when it completes the only task
+        its orchestration still waits for: nothing else can arrive that a later episode start would batch with it
+        (the pass waits a loop turn for that, ee87daf). Everything else goes through the pass."""
+        instance_id = message.instance_id
+        instance = self.instances.get(instance_id)
+        state = instance.replay_state if instance is not None else None
+        task_id = completion_id(message.event)
+        if state is None or task_id is None or not state.waits_only_for(task_id):
+            return False
+        if instance_id in self.running or self._held_for_batching(instance_id) or self.closed:
+            return False
+        del self.ready[instance_id]
+        self.episodes.start(instance_id)
+        return True
 
     # ----- status waiters -----
 
@@ -245,36 +307,57 @@ class EngineRuntime(Management):
         self._notify_status(instance_id)
         return fut
 
-    # ----- the scheduler loop -----
+    # ----- the scheduler -----
+    # Passes run as loop callbacks when `_wake` asks (commits, ended tasks, clock moves, the due-message timer), not
+    # as a task that sleeps and polls: an idle engine costs nothing, a busy one a callback per change.
 
-    async def _run_loop(self) -> None:
+    def _pass(self) -> None:
+        self._pass_pending = False
+        if self.closed:
+            return
         try:
-            while not self.closed:
-                self._wakeup.clear()
+            if self.inbox.timers:
                 for instance_id in self.inbox.release_due(self.now_epoch()):
                     self.ready[instance_id] = None
-                dispatched = self._dispatch()
-                if dispatched:
-                    await asyncio.sleep(0)  # let HTTP handlers and activity tasks in between episodes
-                    continue
-                if self._is_idle():
-                    if self._auto_skip():
-                        continue
-                    self._idle.set()
-                await self._sleep_until_woken()
-                # One more loop turn before dispatching: completions already queued by worker threads commit first,
-                # so an episode gets them as one batch (fewer replays of a long history).
-                await asyncio.sleep(0)
+            dispatched, cut_short = self._dispatch()
+            if cut_short:
+                self._wake()  # the rest after the others had their turn
+            elif not dispatched and self._is_idle():
+                if self._auto_skip():
+                    self._wake()
+                    return
+                self._idle.set()
+            self._arm_timer()
         except SimulatedCrash as crash:
             self.die(crash)
 
-    def _dispatch(self) -> bool:
-        """Start work for ready instances; yields back to the loop after a time slice so HTTP stays responsive."""
+    def _arm_timer(self) -> None:
+        """A wake-up at the next due message (timers, retries); a virtual clock wakes the engine when it moves."""
+        due = self.inbox.next_due()
+        if due == self._timer_due or self.clock.is_virtual:
+            return
+        self._disarm_timer()
+        if due is not None:
+            self._timer = self.loop.call_later(max(due - self.now_epoch(), 0.0), self._on_timer)
+            self._timer_due = due
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_due = None
+        self._wake()
+
+    def _disarm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._timer_due = None
+
+    def _dispatch(self) -> tuple[bool, bool]:
+        """Start work for ready instances; yields back to the loop after a time slice so HTTP stays responsive.
+        Returns (whether it started anything, whether the time slice cut it short)."""
         dispatched = False
         budget_end = self.loop.time() + _DISPATCH_SLICE_SECONDS
         for instance_id in list(self.ready):
             if dispatched and self.loop.time() > budget_end:
-                break
+                return True, True
             if instance_id in self.running:
                 continue
             if self._held_for_batching(instance_id):
@@ -287,7 +370,7 @@ class EngineRuntime(Management):
                 self.entity_processor.start(instance_id)
             else:
                 self.episodes.start(instance_id)  # `running` until done: episodes of one instance never overlap
-        return dispatched
+        return dispatched, False
 
     def _held_for_batching(self, instance_id: str) -> bool:
         """Fault injection: hold completions until `batch_completions` are queued or nothing else is running."""
@@ -309,17 +392,6 @@ class EngineRuntime(Management):
             return True
         return False
 
-    async def _sleep_until_woken(self) -> None:
-        handle = None
-        due = self.inbox.next_due()
-        if due is not None and not self.clock.is_virtual:
-            handle = self.loop.call_later(max(due - self.now_epoch(), 0.0), self._wakeup.set)
-        try:
-            await self._wakeup.wait()
-        finally:
-            if handle is not None:
-                handle.cancel()
-
     async def run_until_idle(self, timeout: float, skip_timers: bool) -> None:
         deadline = self.loop.time() + timeout
         while True:
@@ -338,11 +410,14 @@ class EngineRuntime(Management):
 
     async def wait_for_status(self, instance_id: str, statuses: set[RuntimeStatus] | None,
                               timeout: float) -> Any:
-        wanted = statuses or {s for s in RuntimeStatus if s.is_terminal}
-        fut = self.add_status_waiter(instance_id, wanted)
+        fut = self.add_status_waiter(instance_id, statuses or _TERMINAL)
+        # (a timer on the waiter itself: asyncio.wait_for wraps it in a task-like waiter of its own)
+        timer = None if fut.done() else self.loop.call_later(timeout, _time_out, fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            await fut
         finally:  # a timed-out waiter must not linger until the instance happens to reach that status
+            if timer is not None:
+                timer.cancel()
             remaining = [w for w in self._status_waiters.get(instance_id, []) if w[1] is not fut]
             if remaining:
                 self._status_waiters[instance_id] = remaining

@@ -17,28 +17,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from devhost.protocol.events import event_text
-
 log = logging.getLogger("devhost.engine")
 CHECKPOINT_EVERY_COMMITS = 100  # ~5 pages per commit: ~500 WAL pages (2 MB) between checkpoints
 WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
 
+# Tables written per commit touch as few b-trees (so WAL frames) as they can: instances and history are keyed by their
+# primary key itself (WITHOUT ROWID: no separate key index), inbox and work ids are their rowids (unique among the rows
+# that exist, increasing with arrival: all the engine needs; AUTOINCREMENT would also write sqlite_sequence). A state
+# file created by an earlier devhost keeps its tables (CREATE ... IF NOT EXISTS): the statements are the same for both.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (
     instance_id TEXT PRIMARY KEY, name TEXT NOT NULL, version TEXT, execution_id TEXT NOT NULL,
     status TEXT NOT NULL, input TEXT, output TEXT, custom_status TEXT,
     created REAL NOT NULL, updated REAL NOT NULL, parent TEXT
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history (
     instance_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (instance_id, seq)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS inbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL, execution_id TEXT,
+    id INTEGER PRIMARY KEY, instance_id TEXT NOT NULL, execution_id TEXT,
     event TEXT NOT NULL, visible_at REAL
 );
-CREATE INDEX IF NOT EXISTS inbox_instance ON inbox (instance_id);
 CREATE TABLE IF NOT EXISTS work (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL, execution_id TEXT NOT NULL,
+    id INTEGER PRIMARY KEY, instance_id TEXT NOT NULL, execution_id TEXT NOT NULL,
     task_id INTEGER NOT NULL, name TEXT NOT NULL, input TEXT
 );
 CREATE TABLE IF NOT EXISTS entities (
@@ -76,6 +77,7 @@ class InboxMessage:
     execution_id: str | None  # target execution (None: whichever is current)
     event: dict[str, Any]
     visible_at: float | None = None  # timers: epoch seconds
+    text: str | None = None  # the event's JSON text as stored (what the episode sends and appends: encoded once)
 
 
 @dataclass
@@ -169,13 +171,23 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One atomic commit; an exception (incl. a simulated crash) rolls everything back."""
-        self._db.execute("BEGIN IMMEDIATE")
-        tx = Transaction(self._db)
+        tx = self.begin()
         try:
             yield tx
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self.rollback()
             raise
+        self.commit()
+
+    # The same in three calls, for a caller that keeps its own scope (the engine's commit).
+    def begin(self) -> Transaction:
+        self._db.execute("BEGIN IMMEDIATE")
+        return Transaction(self._db)
+
+    def rollback(self) -> None:
+        self._db.execute("ROLLBACK")
+
+    def commit(self) -> None:
         self._db.execute("COMMIT")
         self._commits += 1
         if self._checkpointer is not None and self._commits % CHECKPOINT_EVERY_COMMITS == 0:
@@ -189,7 +201,7 @@ class Store:
             if row is not None:
                 loaded.instances.append(row)
         for row in db.execute("SELECT id, instance_id, execution_id, event, visible_at FROM inbox ORDER BY id"):
-            loaded.inbox.append(InboxMessage(row[0], row[1], row[2], json.loads(row[3]), row[4]))
+            loaded.inbox.append(InboxMessage(row[0], row[1], row[2], json.loads(row[3]), row[4], row[3]))
         for row in db.execute("SELECT id, instance_id, execution_id, task_id, name, input FROM work ORDER BY id"):
             loaded.work.append(WorkItem(*row))
         for row in db.execute("SELECT entity_id, name, key, exists_, state, last_op FROM entities"):
@@ -232,11 +244,11 @@ class Transaction:
         self.reset_history(instance_id)
         self.append_history(instance_id, 0, texts)
 
-    def add_message(self, instance_id: str, execution_id: str | None, event: dict[str, Any],
+    def add_message(self, instance_id: str, execution_id: str | None, event_json: str,
                     visible_at: float | None = None) -> int:
         cursor = self._db.execute(
             "INSERT INTO inbox (instance_id, execution_id, event, visible_at) VALUES (?,?,?,?)",
-            (instance_id, execution_id, event_text(event), visible_at),
+            (instance_id, execution_id, event_json, visible_at),
         )
         return int(cursor.lastrowid or 0)
 

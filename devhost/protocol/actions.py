@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
+
+from devhost.protocol.jsontext import compact_json
 
 OUT_OF_PROC_LABEL = "\n\n$OutOfProcData$:"
 
@@ -38,13 +41,7 @@ def parse_to_jtoken(text: str | None) -> Any:
         return text
 
 
-def compact_json(value: Any) -> str:
-    """Newtonsoft `Formatting.None`: no whitespace, non-ASCII kept as is."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class RetryOptions:
+class RetryOptions(NamedTuple):
     first_retry_ms: float
     max_attempts: int
     backoff: float = 1.0
@@ -54,11 +51,11 @@ class RetryOptions:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RetryOptions:
         return cls(
-            first_retry_ms=float(data.get("firstRetryIntervalInMilliseconds") or 0),
-            max_attempts=int(data.get("maxNumberOfAttempts") or 1),
-            backoff=float(data.get("backoffCoefficient") or 1.0),
-            max_retry_ms=_opt_float(data.get("maxRetryIntervalInMilliseconds")),
-            retry_timeout_ms=_opt_float(data.get("retryTimeoutInMilliseconds")),
+            float(data.get("firstRetryIntervalInMilliseconds") or 0),
+            int(data.get("maxNumberOfAttempts") or 1),
+            float(data.get("backoffCoefficient") or 1.0),
+            _opt_float(data.get("maxRetryIntervalInMilliseconds")),
+            _opt_float(data.get("retryTimeoutInMilliseconds")),
         )
 
 
@@ -66,9 +63,14 @@ def _opt_float(value: Any) -> float | None:
     return None if value in (None, 0) else float(value)
 
 
-@dataclass(frozen=True)
-class Action:
-    """One action of the list. `input` is the action's `input` string (the SDK's `df_dumps(x)`), verbatim."""
+_ACTION_TYPES = {int(t): t for t in ActionType}
+_new_tuple = tuple.__new__
+
+
+class Action(NamedTuple):
+    """One action of the list. `input` is the action's `input` string (the SDK's `df_dumps(x)`), verbatim.
+
+    Immutable (a tuple: cheap to build, and an episode reuses the last one's actions)."""
 
     type: ActionType
     function_name: str | None = None
@@ -86,27 +88,29 @@ class Action:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Action:
         try:
-            kind = ActionType(int(data["actionType"]))
+            kind = _ACTION_TYPES[int(data["actionType"])]
         except (KeyError, ValueError) as exc:
             raise ValueError(f"unknown action {data!r}") from exc
-        raw_input = data.get("input")
+        get = data.get
+        raw_input = get("input")
         if raw_input is not None and not isinstance(raw_input, str):
             raw_input = compact_json(raw_input)
-        retry = data.get("retryOptions")
-        return cls(
-            type=kind,
-            function_name=data.get("functionName"),
-            input=raw_input,
-            instance_id=data.get("instanceId"),
-            version=data.get("version"),
-            retry=RetryOptions.from_json(retry) if retry else None,
-            fire_at=data.get("fireAt"),
-            is_canceled=bool(data.get("isCanceled", False)),
-            event_name=data.get("externalEventName"),
-            operation=data.get("operation"),
-            http_request=data.get("httpRequest"),
-            children=tuple(cls.from_json(c) for c in data.get("compoundActions") or ()),
-        )
+        retry = get("retryOptions")
+        compound = get("compoundActions")
+        return _new_tuple(cls, (  # (the NamedTuple's own __new__ does this, as a Python call with 12 arguments)
+            kind,
+            get("functionName"),
+            raw_input,
+            get("instanceId"),
+            get("version"),
+            RetryOptions.from_json(retry) if retry else None,
+            get("fireAt"),
+            bool(get("isCanceled", False)),
+            get("externalEventName"),
+            get("operation"),
+            get("httpRequest"),
+            tuple([cls.from_json(c) for c in compound]) if compound else (),
+        ))
 
 
 @dataclass
@@ -121,8 +125,8 @@ class OrchestratorOutput:
     custom_status_json: str | None = None
     # True when the function raised without a parseable `$OutOfProcData$` state (failure in the first episode etc.)
     raw_failure: bool = False
-    # The SDK's `actions` as JSON, kept so that the next episode's output can reuse what it repeats.
-    raw_actions: list[list[dict[str, Any]]] = field(default_factory=list, repr=False, compare=False)
+    # The text of each of the SDK's `actions`, kept so that the next episode's output can reuse what it repeats.
+    action_texts: list[list[str]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def is_v1(self) -> bool:
@@ -131,23 +135,28 @@ class OrchestratorOutput:
     @classmethod
     def from_state_json(cls, text: str, previous: OrchestratorOutput | None = None) -> OrchestratorOutput:
         """`previous`: the same execution's output of its last episode. The SDK sends every action scheduled since
-        the execution started, every episode: an action whose JSON equals the one at its place in `previous` is
-        `previous`'s parsed action (parsing is a pure function of that JSON), so an episode parses only what is new
-        (a growing share of the episode's time as a run goes on)."""
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("orchestrator output is not a JSON object")
+        the execution started, every episode: an action whose JSON text equals the one at its place in `previous` is
+        `previous`'s parsed action (a JSON value is self-delimiting and parsing is a pure function of its text), so
+        an episode decodes and parses only what is new (a growing share of the episode's time as a run goes on)."""
+        scanned = _scan_state(text, previous)
+        if scanned is None:  # not the usual shape (or not JSON): the plain parse decides, and raises what it raises
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("orchestrator output is not a JSON object")
+            raw_actions = data.get("actions") or []
+            groups, texts = [[Action.from_json(action) for action in group] for group in raw_actions], []
+        else:
+            data, groups, texts = scanned
         output = data.get("output")
         custom = data.get("customStatus")
-        raw_actions = data.get("actions") or []
         return cls(
             is_done=bool(data.get("isDone", False)),
             schema_version=data.get("schemaVersion"),
-            action_groups=_parse_groups(raw_actions, previous),
+            action_groups=groups,
             output_json=compact_json(output) if "output" in data else None,
             error=data.get("error"),
             custom_status_json=compact_json(custom) if custom is not None else None,
-            raw_actions=raw_actions,
+            action_texts=texts,
         )
 
     @classmethod
@@ -171,17 +180,118 @@ class OrchestratorOutput:
         return cls(error=raw_error if raw_error is not None else message, raw_failure=True)
 
 
-def _parse_groups(raw_groups: list[Any], previous: OrchestratorOutput | None) -> list[list[Action]]:
-    # (JSON, parsed) of each of `previous`'s actions, by place (an output built without JSON has neither)
-    before = [] if previous is None else [
-        list(zip(raw, parsed, strict=True))
-        for raw, parsed in zip(previous.raw_actions, previous.action_groups, strict=False)
-    ]
+_DECODER = json.JSONDecoder()  # json.loads' own settings
+_scan_value = _DECODER.scan_once
+_scan_string = json.decoder.scanstring
+_WHITESPACE = re.compile(r"[ \t\n\r]*")  # json's own
+
+
+def _skip(text: str, idx: int) -> int:
+    """Past the whitespace at `idx` (the SDK writes one space after separators: checked without the regex)."""
+    char = text[idx]
+    if char == " ":
+        idx += 1
+        char = text[idx]
+    if char in " \t\n\r":
+        idx = _WHITESPACE.match(text, idx).end()  # type: ignore[union-attr]
+    return idx
+
+
+class _Unusual(Exception):
+    """The state text is not an object with an `actions` list of lists: parsed whole instead."""
+
+
+def _scan_state(
+    text: str, previous: OrchestratorOutput | None
+) -> tuple[dict[str, Any], list[list[Action]], list[list[str]]] | None:
+    """The state object key by key with json's own scanner; `actions` action by action, reusing `previous`'s parsed
+    action wherever the text at that place starts with that action's text. None when the text is not so shaped or
+    not valid JSON (then `json.loads` decides: the same values or the same error)."""
+    try:
+        return _scan_object(text, previous)
+    except (_Unusual, ValueError, StopIteration, IndexError):  # (ValueError: the scanner's JSONDecodeError)
+        return None
+
+
+def _open(text: str, idx: int, bracket: str, close: str) -> tuple[int, bool]:
+    """Past an opening bracket: (where the first member starts, whether there is one)."""
+    idx = _skip(text, idx)
+    if text[idx] != bracket:
+        raise _Unusual
+    idx = _skip(text, idx + 1)
+    return (idx + 1, False) if text[idx] == close else (idx, True)
+
+
+def _after(text: str, idx: int, close: str) -> tuple[int, bool]:
+    """Past a member: (where the next one starts, whether there is one)."""
+    idx = _skip(text, idx)
+    char = text[idx]
+    if char == ",":
+        return _skip(text, idx + 1), True
+    if char != close:
+        raise _Unusual
+    return idx + 1, False
+
+
+def _scan_object(text: str, previous: OrchestratorOutput | None
+                 ) -> tuple[dict[str, Any], list[list[Action]], list[list[str]]]:
+    data: dict[str, Any] = {}
+    groups: list[list[Action]] | None = None
+    texts: list[list[str]] = []
+    idx, more = _open(text, 0, "{", "}")
+    while more:
+        if text[idx] != '"':
+            raise _Unusual
+        key, idx = _scan_string(text, idx + 1)
+        idx = _skip(text, idx)
+        if text[idx] != ":":
+            raise _Unusual
+        idx = _skip(text, idx + 1)
+        if key == "actions":
+            groups, texts, idx = _scan_groups(text, idx, previous)
+            data[key] = groups
+        else:
+            data[key], idx = _scan_value(text, idx)
+        idx, more = _after(text, idx, "}")
+    if text[idx:].strip(" \t\n\r") or groups is None:
+        raise _Unusual
+    return data, groups, texts
+
+
+def _scan_groups(text: str, idx: int, previous: OrchestratorOutput | None
+                 ) -> tuple[list[list[Action]], list[list[str]], int]:
+    known_groups = previous.action_groups if previous is not None else []
+    known_texts = previous.action_texts if previous is not None else []
     groups: list[list[Action]] = []
-    for g, group in enumerate(raw_groups):
-        known = before[g] if g < len(before) else []
-        groups.append([
-            known[a][1] if a < len(known) and known[a][0] == action else Action.from_json(action)
-            for a, action in enumerate(group)
-        ])
-    return groups
+    texts: list[list[str]] = []
+    idx, more = _open(text, idx, "[", "]")
+    while more:
+        g = len(groups)
+        known = (known_groups[g], known_texts[g]) if g < len(known_groups) and g < len(known_texts) else ([], [])
+        group, group_texts, idx = _scan_actions(text, idx, known)
+        groups.append(group)
+        texts.append(group_texts)
+        idx, more = _after(text, idx, "]")
+    return groups, texts, idx
+
+
+def _scan_actions(text: str, idx: int, known: tuple[list[Action], list[str]]
+                  ) -> tuple[list[Action], list[str], int]:
+    known_actions, known_texts = known
+    reusable = min(len(known_actions), len(known_texts))
+    actions: list[Action] = []
+    texts: list[str] = []
+    idx, more = _open(text, idx, "[", "]")
+    while more:
+        a = len(actions)
+        if a < reusable and text.startswith(known_texts[a], idx):
+            actions.append(known_actions[a])
+            texts.append(known_texts[a])
+            idx += len(known_texts[a])
+        else:
+            value, end = _scan_value(text, idx)
+            actions.append(Action.from_json(value))
+            texts.append(text[idx:end])
+            idx = end
+        idx, more = _after(text, idx, "]")
+    return actions, texts, idx

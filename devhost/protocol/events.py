@@ -7,11 +7,12 @@ reads (durable-protocol.md §1.2).
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from enum import IntEnum
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+from devhost.protocol.jsontext import spaced_json
 from devhost.protocol.timefmt import dotnet_iso
 
 Event = dict[str, Any]
@@ -63,14 +64,10 @@ MESSAGE_TYPES = frozenset(
 )
 
 
-# One encoder for every event text (what `json.dumps(event, ensure_ascii=False)` writes, without building an encoder
-# per call: the engine serialises a few events per episode and message).
-_EVENT_ENCODER = json.JSONEncoder(ensure_ascii=False)
-
-
 def event_text(event: Event) -> str:
-    """The event's JSON text, as the extension sends it and the store keeps it."""
-    return _EVENT_ENCODER.encode(event)
+    """The event's JSON text (`json.dumps(event, ensure_ascii=False)`), as the extension sends it and the store keeps
+    it."""
+    return spaced_json(event)
 
 
 def _base(event_type: EventType, timestamp: datetime, event_id: int = -1, played: bool = False) -> Event:
@@ -152,7 +149,7 @@ def task_scheduled(ts: datetime, event_id: int, name: str, input_json: str | Non
         {
             "Name": name,
             "Version": "",
-            "Input": json.dumps([input_json]) if input_json is not None else "[]",
+            "Input": f"[{encode_basestring_ascii(input_json)}]" if input_json is not None else "[]",  # json.dumps([x])
             "ParentTraceContext": None,
             "Tags": None,
         }
@@ -227,6 +224,18 @@ def event_raised(ts: datetime, name: str, input_json: str | None) -> Event:
     event = _base(EventType.EventRaised, ts)
     event.update({"Name": name, "Input": input_json, "ParentTraceContext": None})
     return event
+
+
+def played_text(event: Event, text: str) -> str:
+    """The text of `as_played(event)`, given `text`, the event's own text (`event_text(event)`, or the text stored
+    for it): a message event's `"IsPlayed": false`, its second member as the builders write it, turned true instead of
+    encoding the whole event again. Any other spelling is encoded again."""
+    if event["EventType"] not in MESSAGE_TYPES or event["IsPlayed"]:
+        return text
+    head = f'{{"EventId": {event["EventId"]}, "IsPlayed": '
+    if text.startswith(head) and text.startswith("false, ", len(head)):
+        return f"{head}true{text[len(head) + 5:]}"
+    return event_text(as_played(event))
 
 
 def as_played(event: Event) -> Event:

@@ -29,7 +29,7 @@ BUILTIN_HTTP_ACTIVITY = "BuiltIn::HttpActivity"
 
 FunctionKind = Literal["activity", "orchestrator", "entity"]
 PendingKind = Literal["activity", "timer", "suborchestration", "send_event"]
-_HISTORY_KIND = {
+_HISTORY_KIND: dict[int, PendingKind] = {
     EventType.TaskScheduled: "activity",
     EventType.TimerCreated: "timer",
     EventType.SubOrchestrationInstanceCreated: "suborchestration",
@@ -203,9 +203,10 @@ class _Replayer:
         self.continued = False
         self._flat = _flat_actions(output)
 
-    def can_continue(self, ctx: ReplayContext, output: OrchestratorOutput) -> bool:
-        """True if replaying `output` from scratch would reach this replayer's state at the events it has seen: same
-        execution, program still waiting, and the earlier output's actions a prefix of the new one's."""
+    def can_continue(self, ctx: ReplayContext, output: OrchestratorOutput, flat: list[Action]) -> bool:
+        """True if replaying `output` (`flat`: its actions) from scratch would reach this replayer's state at the events
+        it has seen: same execution, program still waiting, and the earlier output's actions a prefix of the new
+        one's."""
         old = self.output
         if self.fatal or self.program_done or self.continued or old.is_done or old.error is not None:
             return False
@@ -215,13 +216,12 @@ class _Replayer:
             return False
         if old.is_v1:
             return output.action_groups[:len(old.action_groups)] == old.action_groups
-        flat = _flat_actions(output)
         return flat[:len(self._flat)] == self._flat
 
-    def continue_with(self, ctx: ReplayContext, output: OrchestratorOutput) -> None:
+    def continue_with(self, ctx: ReplayContext, output: OrchestratorOutput, flat: list[Action]) -> None:
         self.ctx = ctx
         self.output = output
-        self._flat = _flat_actions(output)
+        self._flat = flat
 
     # ----- the program (ProcessAsyncActionsV2 / V1) -----
 
@@ -244,33 +244,40 @@ class _Replayer:
     def _invoke(self, action: Action) -> _Future:
         if self.fatal:
             return _Future()
-        t = action.type
-        if t == ActionType.CallActivity:
-            return self._schedule_activity(action)
-        if t == ActionType.CallActivityWithRetry:
-            return _spawn(self._with_retry(lambda: self._schedule_activity(action), action.retry))
-        if t == ActionType.CallSubOrchestrator:
-            return self._schedule_suborchestration(action)
-        if t == ActionType.CallSubOrchestratorWithRetry:
-            return _spawn(self._with_retry(lambda: self._schedule_suborchestration(action), action.retry))
-        if t == ActionType.CreateTimer:
-            return self._create_timer(parse_iso(action.fire_at or ""), canceled=action.is_canceled)
-        if t == ActionType.WaitForExternalEvent:
-            return self._wait_for_event(action.event_name or "")
-        if t == ActionType.ContinueAsNew:
-            self.continued = True
-            self.continue_as_new_input = action.input
-            return _Future.completed()
-        if t in (ActionType.CallEntity, ActionType.SignalEntity, ActionType.ScheduledSignalEntity):
-            return self._entity_operation(action, one_way=t != ActionType.CallEntity)
-        if t == ActionType.WhenAll:
-            return _when_all([self._invoke(c) for c in action.children])
-        if t == ActionType.WhenAny:
-            return _when_any([self._invoke(c) for c in action.children])
-        if t == ActionType.CallHttp:
-            return self._call_http(action.http_request or {})
-        self.fatal = f"devhost does not support action type {t.name} ({int(t)})"
-        return _Future()
+        invoke = _INVOKE.get(action.type)
+        if invoke is None:
+            self.fatal = f"devhost does not support action type {action.type.name} ({int(action.type)})"
+            return _Future()
+        return invoke(self, action)
+
+    def _activity_with_retry(self, action: Action) -> _Future:
+        return _spawn(self._with_retry(lambda: self._schedule_activity(action), action.retry))
+
+    def _suborchestration_with_retry(self, action: Action) -> _Future:
+        return _spawn(self._with_retry(lambda: self._schedule_suborchestration(action), action.retry))
+
+    def _timer_action(self, action: Action) -> _Future:
+        return self._create_timer(parse_iso(action.fire_at or ""), canceled=action.is_canceled)
+
+    def _event_action(self, action: Action) -> _Future:
+        return self._wait_for_event(action.event_name or "")
+
+    def _continue_as_new(self, action: Action) -> _Future:
+        self.continued = True
+        self.continue_as_new_input = action.input
+        return _Future.completed()
+
+    def _entity_action(self, action: Action) -> _Future:
+        return self._entity_operation(action, one_way=action.type != ActionType.CallEntity)
+
+    def _when_all_action(self, action: Action) -> _Future:
+        return _when_all([self._invoke(c) for c in action.children])
+
+    def _when_any_action(self, action: Action) -> _Future:
+        return _when_any([self._invoke(c) for c in action.children])
+
+    def _http_action(self, action: Action) -> _Future:
+        return self._call_http(action.http_request or {})
 
     def _allocate(self, kind: PendingKind, event: Callable[[int], Event], **fields: Any) -> int:
         event_id = self.next_id
@@ -420,21 +427,30 @@ class _Replayer:
             self._apply(event)
 
     def _apply(self, event: Event) -> None:
-        t = event["EventType"]
-        if t == EventType.OrchestratorStarted:
-            self.current_time = parse_iso(event["Timestamp"])
-        elif t == EventType.ExecutionStarted:
-            self._start_program()
-        elif t in _HISTORY_KIND:
-            self._match_scheduled(event, _HISTORY_KIND[EventType(t)])
-        elif t in (EventType.TaskCompleted, EventType.SubOrchestrationInstanceCompleted):
-            self._complete(event["TaskScheduledId"], event.get("Result"), failed=False)
-        elif t in (EventType.TaskFailed, EventType.SubOrchestrationInstanceFailed):
-            self._complete(event["TaskScheduledId"], event.get("Reason"), failed=True)
-        elif t == EventType.TimerFired:
-            self._complete(event["TimerId"], None, failed=False)
-        elif t == EventType.EventRaised:
-            self._deliver_event(event.get("Name") or "", event.get("Input"))
+        apply = _APPLY.get(event["EventType"])
+        if apply is not None:
+            apply(self, event)
+
+    def _orchestrator_started(self, event: Event) -> None:
+        self.current_time = parse_iso(event["Timestamp"])
+
+    def _execution_started(self, event: Event) -> None:
+        self._start_program()
+
+    def _scheduled(self, event: Event) -> None:
+        self._match_scheduled(event, _HISTORY_KIND[event["EventType"]])
+
+    def _succeeded(self, event: Event) -> None:
+        self._complete(event["TaskScheduledId"], event.get("Result"), failed=False)
+
+    def _failed(self, event: Event) -> None:
+        self._complete(event["TaskScheduledId"], event.get("Reason"), failed=True)
+
+    def _timer_fired(self, event: Event) -> None:
+        self._complete(event["TimerId"], None, failed=False)
+
+    def _event_raised(self, event: Event) -> None:
+        self._deliver_event(event.get("Name") or "", event.get("Input"))
 
     def _complete(self, event_id: int, value: Any, *, failed: bool) -> None:
         fut = self.open.pop(event_id, None)
@@ -475,12 +491,40 @@ class _Replayer:
         return result
 
     def _failure_text(self) -> str | None:
-        prefix = f"Orchestrator function '{self.ctx.orchestrator_name}' failed: "
         if self.fatal:
-            return prefix + self.fatal
+            return f"Orchestrator function '{self.ctx.orchestrator_name}' failed: {self.fatal}"
         if self.output.error is not None and (self.program_done or self.output.raw_failure):
-            return prefix + self.output.error
+            return f"Orchestrator function '{self.ctx.orchestrator_name}' failed: {self.output.error}"
         return None
+
+
+# What each action does (OutOfProcOrchestrationShim's switch), and what each history event does to the replay.
+_INVOKE: dict[int, Callable[[_Replayer, Action], _Future]] = {
+    ActionType.CallActivity: _Replayer._schedule_activity,
+    ActionType.CallActivityWithRetry: _Replayer._activity_with_retry,
+    ActionType.CallSubOrchestrator: _Replayer._schedule_suborchestration,
+    ActionType.CallSubOrchestratorWithRetry: _Replayer._suborchestration_with_retry,
+    ActionType.CreateTimer: _Replayer._timer_action,
+    ActionType.WaitForExternalEvent: _Replayer._event_action,
+    ActionType.ContinueAsNew: _Replayer._continue_as_new,
+    ActionType.CallEntity: _Replayer._entity_action,
+    ActionType.SignalEntity: _Replayer._entity_action,
+    ActionType.ScheduledSignalEntity: _Replayer._entity_action,
+    ActionType.WhenAll: _Replayer._when_all_action,
+    ActionType.WhenAny: _Replayer._when_any_action,
+    ActionType.CallHttp: _Replayer._http_action,
+}
+_APPLY: dict[int, Callable[[_Replayer, Event], None]] = {
+    EventType.OrchestratorStarted: _Replayer._orchestrator_started,
+    EventType.ExecutionStarted: _Replayer._execution_started,
+    **{kind: _Replayer._scheduled for kind in _HISTORY_KIND},
+    EventType.TaskCompleted: _Replayer._succeeded,
+    EventType.SubOrchestrationInstanceCompleted: _Replayer._succeeded,
+    EventType.TaskFailed: _Replayer._failed,
+    EventType.SubOrchestrationInstanceFailed: _Replayer._failed,
+    EventType.TimerFired: _Replayer._timer_fired,
+    EventType.EventRaised: _Replayer._event_raised,
+}
 
 
 def _flat_actions(output: OrchestratorOutput) -> list[Action]:
@@ -496,6 +540,11 @@ class ReplayState:
     replayer: _Replayer
     consumed: int
 
+    def waits_only_for(self, task_id: int) -> bool:
+        """True if `task_id` is the only scheduled task (activity, timer, sub-orchestration) the orchestration still
+        waits for: its completion leaves nothing else whose completion could be batched into the same episode."""
+        return all(open_id == task_id for open_id in self.replayer.open)
+
 
 # Tests set this: every continued replay is checked against a replay from scratch (same decisions and completion).
 VERIFY_CONTINUED_REPLAY = False
@@ -505,9 +554,10 @@ def replay_continuing(state: ReplayState | None, ctx: ReplayContext, history: li
                       output: OrchestratorOutput) -> tuple[ReplayResult, ReplayState | None]:
     """`replay_episode`, continuing `state` (from the previous episode of this execution, whose history `history`
     extends) when it can. Returns the result and the state to keep for the next episode (None: start over)."""
-    if state is not None and state.consumed <= len(history) and state.replayer.can_continue(ctx, output):
+    flat = _flat_actions(output) if state is not None else []
+    if state is not None and state.consumed <= len(history) and state.replayer.can_continue(ctx, output, flat):
         replayer, events = state.replayer, history[state.consumed:]
-        replayer.continue_with(ctx, output)
+        replayer.continue_with(ctx, output, flat)
         continued = True
     else:
         replayer, events, continued = _Replayer(ctx, output), history, False

@@ -6,7 +6,9 @@ a string join, not a re-serialisation of the whole history.
 
 from __future__ import annotations
 
+import functools
 import json
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 # The schema fields the extension sends (durable-protocol.md §1.1). The long-timer pair is the durability provider's
 # `LongRunningTimerIntervalLength` / `MaximumDelayTime`: Azure Storage sets 3 and 6 days; the base provider (which the
@@ -18,6 +20,7 @@ _LONG_TIMER_FIELDS = {
 _NO_LONG_TIMERS = ("00:00:00", "00:00:00")
 
 
+@functools.lru_cache(maxsize=8)
 def _schema_tail(storage_provider: str) -> str:
     interval, maximum = _LONG_TIMER_FIELDS.get(storage_provider.lower(), _NO_LONG_TIMERS)
     return (
@@ -27,8 +30,11 @@ def _schema_tail(storage_provider: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def input_token_json(input_json: str | None) -> str:
-    """`ExecutionStarted.Input` as the JToken the extension puts in `"input"` (raw text if it is not JSON)."""
+    """`ExecutionStarted.Input` as the JToken the extension puts in `"input"` (raw text if it is not JSON).
+
+    Cached by the exact text (a pure function of it): every episode of an execution sends the same input."""
     if input_json is None:
         return "null"
     try:
@@ -50,9 +56,9 @@ def orchestration_trigger_json(
     return (
         '{"history":[' + ",".join(history_texts) + "],"
         f'"input":{input_token_json(input_json)},'
-        f'"instanceId":{json.dumps(instance_id)},'
+        f'"instanceId":{encode_basestring_ascii(instance_id)},'  # (json.dumps of a str)
         f'"isReplaying":{"true" if is_replaying else "false"},'
-        f'"parentInstanceId":{json.dumps(parent_instance_id)},'
+        f'"parentInstanceId":{"null" if parent_instance_id is None else encode_basestring_ascii(parent_instance_id)},'
         + _schema_tail(storage_provider)
         + "}"
     )

@@ -63,10 +63,10 @@ class OrchestratorDone(_Frame):
     output: OrchestratorOutput
 
     @field_serializer("output", mode="wrap")
-    def _without_raw_actions(self, output: OrchestratorOutput, serialize: SerializerFunctionWrapHandler) -> Any:
+    def _without_action_texts(self, output: OrchestratorOutput, serialize: SerializerFunctionWrapHandler) -> Any:
         """The SDK's action JSON serves only the next episode's parse in the same process (the worker parsed these);
         sent along it would double the frame (and count against `MAX_FRAME_BYTES`) for nothing."""
-        return serialize(dataclasses.replace(output, raw_actions=[]))
+        return serialize(dataclasses.replace(output, action_texts=[]))
 
 
 class EntityCall(_Frame):

@@ -11,14 +11,18 @@ kept in memory and appended to, so a run reads nothing back from SQLite.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from engine_helpers import OpenEngine, output
 
+from devhost.engine import store
 from devhost.engine.api import RuntimeStatus
+from devhost.engine.runtime import EngineRuntime
 from devhost.protocol import replay
+from devhost.protocol.events import MESSAGE_TYPES, event_text
 
 # statement kind -> count for `chaining` (3 activities in sequence): 1 start, 4 episodes, 3 activity results.
 CHAINING_BUDGET = {
@@ -112,3 +116,124 @@ async def test_after_a_restart_the_first_episode_replays_from_scratch(
     await second.run_until_idle()
     status = await second.get_status(instance_id)
     assert status is not None and status.runtime_status == RuntimeStatus.Completed
+
+
+async def test_a_chained_run_writes_few_pages_per_commit(
+    open_engine: OpenEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WAL frames (a page each, checksummed and written) for the same 8 commits: each table a commit touches is one
+    b-tree (instances and history keyed by their primary key, no key index; no sqlite_sequence). The first layout
+    wrote 50 for these commits."""
+    monkeypatch.setattr(store, "CHECKPOINT_EVERY_COMMITS", 10**9)  # the WAL only grows meanwhile
+    state = tmp_path / "state.sqlite3"
+    engine = await open_engine("chaining", state_path=str(state))
+    await engine.start_new("chaining", "warm-up", None)
+    await engine.run_until_idle()
+    wal = Path(f"{state}-wal")
+    before = wal.stat().st_size
+    await engine.start_new("chaining", "budget-2", None)
+    await engine.run_until_idle()
+    frames = (wal.stat().st_size - before) // (4096 + 24)
+    # start 2 (instance, message), 3 episodes x 4 (message, work, history, instance), the last episode 3, 3 activity
+    # results x 2 (message, work), and the pages that record the file's growth
+    assert frames <= 26
+
+
+async def test_a_state_file_of_the_first_layout_still_runs_and_resumes(open_engine: OpenEngine, tmp_path: Path) -> None:
+    """A state file created by an earlier devhost (rowid tables, key indexes, AUTOINCREMENT) keeps its tables."""
+    state = tmp_path / "state.sqlite3"
+    db = sqlite3.connect(state)
+    db.executescript(FIRST_LAYOUT)
+    db.close()
+    engine = await open_engine("chaining", state_path=str(state))
+    first = await engine.start_new("chaining", "first", None)
+    await engine.run_until_idle()
+    await engine.start_new("chaining", "second", None)  # stopped before it runs: its message waits in the inbox
+    await engine.close()
+    reopened = await open_engine("chaining", state_path=str(state))
+    await reopened.run_until_idle()
+    for instance_id in (first, "second"):
+        status = await reopened.get_status(instance_id)
+        assert status is not None and output(status) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+    layout = sqlite3.connect(state)
+    try:
+        assert layout.execute("SELECT count(*) FROM sqlite_master WHERE name='sqlite_sequence'").fetchone() == (1,)
+    finally:
+        layout.close()
+
+
+FIRST_LAYOUT = """
+CREATE TABLE instances (
+    instance_id TEXT PRIMARY KEY, name TEXT NOT NULL, version TEXT, execution_id TEXT NOT NULL,
+    status TEXT NOT NULL, input TEXT, output TEXT, custom_status TEXT,
+    created REAL NOT NULL, updated REAL NOT NULL, parent TEXT
+);
+CREATE TABLE history (
+    instance_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL, PRIMARY KEY (instance_id, seq)
+);
+CREATE TABLE inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL, execution_id TEXT,
+    event TEXT NOT NULL, visible_at REAL
+);
+CREATE INDEX inbox_instance ON inbox (instance_id);
+CREATE TABLE work (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL, execution_id TEXT NOT NULL,
+    task_id INTEGER NOT NULL, name TEXT NOT NULL, input TEXT
+);
+CREATE TABLE entities (
+    entity_id TEXT PRIMARY KEY, name TEXT NOT NULL, key TEXT NOT NULL, exists_ INTEGER NOT NULL,
+    state TEXT, last_op REAL
+);
+"""
+
+
+async def test_the_history_sent_and_stored_is_the_events_encoded(open_engine: OpenEngine, tmp_path: Path) -> None:
+    """Message texts are encoded once (when stored) and reused for the trigger and the history: the texts are still
+    exactly the events', before and after a reopen."""
+    state = str(tmp_path / "state.sqlite3")
+    engine = await open_engine("chaining", state_path=state)
+    instance_id = await engine.start_new("chaining", "texts", None)
+    await engine.run_until_idle()
+    instance = engine._rt.instances[instance_id]
+    engine._rt.episodes.ensure_history(instance)
+    history, texts = instance.history or [], instance.history_texts or []
+    assert [t == event_text(e) for e, t in zip(history, texts, strict=True)] == [True] * len(history)
+    assert all(e["IsPlayed"] for e in history if e["EventType"] in MESSAGE_TYPES)
+    await engine.close()
+    reopened = await open_engine("chaining", state_path=state)
+    stored = reopened._rt.store.load_history(instance_id)
+    assert stored == texts
+
+
+async def test_a_completion_that_ends_all_waiting_starts_its_episode_without_a_scheduler_pass(
+    open_engine: OpenEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain waits for one task at a time: its result starts the next episode at once. A fan-out's results go
+    through the scheduler pass, which waits a loop turn so that results arriving together make one episode."""
+    passes: list[int] = []
+    original = EngineRuntime._pass
+
+    def counting(self: EngineRuntime) -> None:
+        passes.append(1)
+        original(self)
+
+    monkeypatch.setattr(EngineRuntime, "_pass", counting)
+    engine = await open_engine("chaining")
+    instance_id = await engine.start_new("chaining", "quick-1", None)
+    await engine.run_until_idle()
+    status = await engine.get_status(instance_id)
+    assert status is not None and output(status) == ["Hello Tokyo!", "Hello Seattle!", "Hello London!"]
+    assert len(passes) <= 3  # the start, and idle at the end (one pass per episode without the shortcut: >= 5)
+
+
+def test_an_orchestration_waits_only_for_a_task_when_no_other_is_open() -> None:
+    state = _replay_state(open_ids=[3])
+    assert state.waits_only_for(3) and not state.waits_only_for(4)
+    assert not _replay_state(open_ids=[3, 4]).waits_only_for(3)  # a fan-out: more results may come with it
+    assert _replay_state(open_ids=[]).waits_only_for(3)  # a duplicate delivery: nothing left to wait for
+
+
+def _replay_state(open_ids: list[int]) -> replay.ReplayState:
+    state = replay.ReplayState(replay._Replayer.__new__(replay._Replayer), 0)
+    state.replayer.open = {i: replay._Future() for i in open_ids}
+    return state

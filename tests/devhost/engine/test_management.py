@@ -25,11 +25,18 @@ async def _waiting_approval(open_engine: OpenEngine, instance_id: str = "a1"):
     return engine
 
 
-@pytest.mark.parametrize("bad", ["@x", "a/b", "a?b", "a#b", "a\\b", "a\x01", "x" * 257])
+@pytest.mark.parametrize("bad", ["@x", "a/b", "a?b", "a#b", "a\\b", "a\x01", "a\x00", "a\x1f", "a\x7f", "a\x9f",
+                                 "x" * 257])
 async def test_start_new_rejects_invalid_ids(open_engine: OpenEngine, bad: str) -> None:
     engine = await open_engine("chaining")
     with pytest.raises(InvalidInstanceIdError):
         await engine.start_new("chaining", bad, None)
+
+
+@pytest.mark.parametrize("good", ["a b", "a\xa0b", "é-ü", "a@b", "x" * 256])
+async def test_start_new_takes_other_ids(open_engine: OpenEngine, good: str) -> None:
+    engine = await open_engine("chaining")
+    assert await engine.start_new("chaining", good, None) == good
 
 
 async def test_duplicate_id_on_running_instance_is_refused_terminal_one_is_replaced(open_engine: OpenEngine) -> None:

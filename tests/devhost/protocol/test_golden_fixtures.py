@@ -154,8 +154,8 @@ def test_retry_history_is_explained_by_retry_interceptor_including_final_dummy_t
 @pytest.mark.parametrize("name", ["chaining", "approval", "retry"])
 def test_an_episode_parses_only_the_actions_it_does_not_repeat(name: str) -> None:
     """The SDK sends every action of the execution each episode: given the last episode's output, an action whose
-    JSON is unchanged at its place is the very object parsed then (a timer cancelled since is not), and the whole is
-    what a parse from scratch gives."""
+    JSON text is unchanged at its place is the very object parsed then (a timer cancelled since is not), and the whole
+    is what a parse from scratch gives."""
     previous: OrchestratorOutput | None = None
     reused = 0
     for episode in episodes(name):
@@ -163,7 +163,7 @@ def test_an_episode_parses_only_the_actions_it_does_not_repeat(name: str) -> Non
         output = OrchestratorOutput.from_state_json(text, previous)
         assert output == OrchestratorOutput.from_state_json(text)
         if previous is not None:
-            pairs = zip(output.action_groups, output.raw_actions, previous.action_groups, previous.raw_actions,
+            pairs = zip(output.action_groups, output.action_texts, previous.action_groups, previous.action_texts,
                         strict=False)
             for new_group, new_raw, old_group, old_raw in pairs:
                 for new, raw, old, raw_before in zip(new_group, new_raw, old_group, old_raw, strict=False):
@@ -197,8 +197,8 @@ def test_a_worker_process_sends_the_parsed_actions_without_their_json() -> None:
     processes parse their own): the host reads the same output from the frame, which no longer carries it twice."""
     last = episodes("chaining")[-1]
     output = OrchestratorOutput.from_state_json(json.dumps(last["response"]))
-    assert output.raw_actions
+    assert output.action_texts
     frame = encode_frame(OrchestratorDone(id=7, output=output))
     received = OrchestratorDone.model_validate_json(frame[4:]).output
     assert received == output and received.action_groups == output.action_groups
-    assert received.raw_actions == [] and b"functionName" not in frame  # the raw JSON's key; the parsed one's differs
+    assert received.action_texts == [] and b"functionName" not in frame  # the raw JSON's key; the parsed one's differs

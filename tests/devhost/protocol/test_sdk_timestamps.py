@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from dateutil.parser import parse as dateutil_parse
 
 from devhost.invoke import fast_dateutil_parse
-from devhost.protocol.timefmt import dotnet_iso, dotnet_roundtrip_o
+from devhost.protocol.timefmt import dotnet_iso, dotnet_roundtrip_o, parse_iso
 
 FAST = fast_dateutil_parse(dateutil_parse)
 
@@ -49,3 +49,40 @@ def test_values_dateutil_refuses_are_refused_the_same_way(text: str) -> None:
         dateutil_parse(text)
     with pytest.raises(type(expected.value)):
         FAST(text)
+
+
+@pytest.mark.parametrize(("moment", "text"), [
+    (datetime(2030, 1, 1, 0, 0, 5, 120000, tzinfo=UTC), "2030-01-01T00:00:05.12Z"),
+    (datetime(2030, 1, 1, 0, 0, 5, tzinfo=UTC), "2030-01-01T00:00:05Z"),
+    (datetime(2030, 1, 1, 0, 0, 5, 1), "2030-01-01T00:00:05.000001Z"),  # naive: taken as UTC
+    (datetime(2030, 1, 1, 2, 0, 5, 999999, tzinfo=timezone(timedelta(hours=2))), "2030-01-01T00:00:05.999999Z"),
+    (datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00Z"),  # DateTime's round-trip form pads the year
+])
+def test_dotnet_iso_is_the_round_trip_form_newtonsoft_writes(moment: datetime, text: str) -> None:
+    assert dotnet_iso(moment) == text
+
+
+def _parse_by_hand(text: str) -> datetime:
+    """parse_iso as it was before it let `datetime.fromisoformat` read the text itself."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    main, _, rest = value.partition(".")
+    if rest:
+        digits = ""
+        while len(digits) < len(rest) and rest[len(digits)].isdigit():
+            digits += rest[len(digits)]
+        value = f"{main}.{(digits + '000000')[:6]}{rest[len(digits):]}"
+    parsed = datetime.fromisoformat(value)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@pytest.mark.parametrize("text", [
+    "2026-11-25T21:25:00Z", "2026-11-25T21:25:00.1Z", "2026-11-25T21:25:00.1234567Z", "2026-11-25T21:25:00.123Z",
+    "2026-11-25T21:25:00.9999999Z", "2026-11-25T21:25:00.000000Z", "2026-11-25T21:25:00+02:00",
+    "2026-11-25T21:25:00.5-03:30", "2026-11-25T21:25:00", "2026-11-25 21:25:00Z", " 2026-11-25T21:25:00Z ",
+    "2026-11-25T21:25:00z", "0001-01-01T00:00:00Z",
+])
+def test_parse_iso_reads_what_it_read_by_hand(text: str) -> None:
+    parsed = parse_iso(text)
+    assert parsed == _parse_by_hand(text) and parsed.tzinfo == UTC
