@@ -48,7 +48,7 @@ SHARED = ("/agent_runs/", "/agent_runtime/", "/session_store/", "/telemetry/", "
           "/bench/workload/", "/workflow_runtime/")
 IDLE = {("selectors.py", "select"), ("threading.py", "wait"), ("queue.py", "get"), ("thread.py", "_worker"),
         ("threading.py", "_wait_for_tstate_lock"), ("socketserver.py", "serve_forever"), ("ssl.py", "read"),
-        ("socket.py", "readinto"), ("base_events.py", "_run_once")}
+        ("socket.py", "readinto"), ("base_events.py", "_run_once"), ("sync_pool.py", "_work")}
 
 
 def owner_of(frame: FrameType | None) -> str | None:
