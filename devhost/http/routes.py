@@ -26,10 +26,6 @@ class RouteTemplateError(ValueError):
     """A route template that ASP.NET Core would reject."""
 
 
-def _identity(text: str) -> str:
-    return text
-
-
 def _parse_int(text: str, bounds: tuple[int, int]) -> int | None:
     if not re.fullmatch(r"[+-]?\d+", text.strip()):
         return None
@@ -183,18 +179,18 @@ class _Segment:
 
     parts: tuple[str | _Param, ...]
     pattern: re.Pattern[str] = field(compare=False)
+    # Read on every match: derived from `parts` once.
+    params: tuple[_Param, ...] = field(init=False, compare=False)
+    lone_param: _Param | None = field(init=False, compare=False)
 
-    @property
-    def params(self) -> list[_Param]:
-        return [p for p in self.parts if isinstance(p, _Param)]
+    def __post_init__(self) -> None:
+        parts = self.parts
+        object.__setattr__(self, "params", tuple(p for p in parts if isinstance(p, _Param)))
+        object.__setattr__(self, "lone_param", parts[0] if len(parts) == 1 and isinstance(parts[0], _Param) else None)
 
     @property
     def is_literal(self) -> bool:
         return not self.params
-
-    @property
-    def lone_param(self) -> _Param | None:
-        return self.parts[0] if len(self.parts) == 1 and isinstance(self.parts[0], _Param) else None
 
     def precedence(self) -> int:
         """ASP.NET Core RoutePrecedence: lower sorts first (literal, complex, constrained, plain, catch-all)."""
@@ -206,6 +202,12 @@ class _Segment:
         if lone.catch_all:
             return 5
         return 3 if lone.constraints else 4
+
+    @property
+    def may_be_absent(self) -> bool:
+        """A trailing segment a path may leave out: a lone optional (or catch-all) or defaulted parameter."""
+        lone = self.lone_param
+        return lone is not None and (lone.optional or lone.default is not None)
 
 
 def _parse_segment(text: str) -> _Segment:
@@ -251,30 +253,41 @@ class RouteTemplate:
                     raise RouteTemplateError(f"catch-all parameter '{param.name}' must be the whole last segment")
                 if param.optional and not param.catch_all and segment.lone_param is None:
                     raise RouteTemplateError(f"optional parameter '{param.name}' must be alone in its segment")
+        # How many path segments can match at all (`match` checks this first: a table tries most templates in vain).
+        required = len(self.segments)
+        while required and self.segments[required - 1].may_be_absent:
+            required -= 1
+        last = self.segments[-1].lone_param if self.segments else None
+        self._fewest = required
+        self._most = None if last is not None and last.catch_all else len(self.segments)
 
     def precedence_key(self) -> tuple[int, ...]:
         return tuple(s.precedence() for s in self.segments)
 
     def match(self, path: str, *, decode: bool = True) -> dict[str, str] | None:
         """Route values of `path`, or None. `decode=False` when the caller already URL-decoded the whole path."""
-        unquote = _unquote if decode else _identity
-        raw_segments = path.strip("/").split("/") if path.strip("/") else []
+        return self.match_segments(path_segments(path, decode=decode))
+
+    def match_segments(self, texts: Sequence[str]) -> dict[str, str] | None:
+        """`match` of a path already split by `path_segments` (a table splits each path once for all templates)."""
+        count = len(texts)
+        if count < self._fewest or (self._most is not None and count > self._most):
+            return None
         values: dict[str, str] = {}
         for index, segment in enumerate(self.segments):
             lone = segment.lone_param
             if lone is not None and lone.catch_all:
-                rest = "/".join(unquote(s) for s in raw_segments[index:])
+                rest = "/".join(texts[index:])
                 return values if self._bind(lone, rest, values, allow_empty=True) else None
-            if index >= len(raw_segments):
+            if index >= count:
                 return values if self._fill_missing(self.segments[index:], values) else None
-            text = unquote(raw_segments[index])
-            found = segment.pattern.match(text)
+            found = segment.pattern.match(texts[index])
             if found is None:
                 return None
             for param in segment.params:
                 if not self._bind(param, found.group(param.name), values, allow_empty=False):
                     return None
-        return values if len(raw_segments) == len(self.segments) else None
+        return values
 
     @staticmethod
     def _bind(param: _Param, value: str, values: dict[str, str], *, allow_empty: bool) -> bool:
@@ -294,11 +307,20 @@ class RouteTemplate:
         """Trailing segments absent from the path must all be optional or defaulted lone parameters."""
         for segment in segments:
             lone = segment.lone_param
-            if lone is None or not (lone.optional or lone.default is not None):
+            if lone is None or not segment.may_be_absent:
                 return False
             if lone.default is not None:
                 values[lone.name] = lone.default
         return True
+
+
+def path_segments(path: str, *, decode: bool = True) -> list[str]:
+    """The `/`-separated segments of `path` (outer slashes ignored), each URL-decoded unless `decode` is False."""
+    stripped = path.strip("/")
+    if not stripped:
+        return []
+    raw = stripped.split("/")
+    return [_unquote(text) for text in raw] if decode else raw
 
 
 T = TypeVar("T")
@@ -316,10 +338,12 @@ class RouteTable(Generic[T]):
         self.entries.sort(key=lambda entry: entry[0].precedence_key())
 
     def resolve(self, method: str, path: str, *, decode: bool = True) -> tuple[T, dict[str, str]] | None:
+        method = method.upper()
+        texts = path_segments(path, decode=decode)
         for template, allowed, target in self.entries:
-            if allowed is not None and method.upper() not in allowed:
+            if allowed is not None and method not in allowed:
                 continue
-            values = template.match(path, decode=decode)
+            values = template.match_segments(texts)
             if values is not None:
                 return target, values
         return None
