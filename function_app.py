@@ -13,6 +13,7 @@ with deferred_model_builds():  # the models of the modules below are built on fi
     from activities.agent_run_steps import AGENT_RUN_ACTIVITIES
     from activities.workflow_activities import WORKFLOW_ACTIVITIES
     from agent_runs.services import RunServices
+    from agent_runtime.gc_policy import tune_garbage_collector
     from http_api import routes
     from notifications.registry import NOTIFICATION_ACTIVITIES, NOTIFICATION_ORCHESTRATORS
     from orchestrators.agent_run import agent_run
@@ -21,6 +22,7 @@ with deferred_model_builds():  # the models of the modules below are built on fi
     from workflow_runtime.registry import load_workflows
 
 configure_telemetry()  # OpenTelemetry from the environment, once per process (devhost workers import the app too)
+tune_garbage_collector()  # fewer young-generation collections: ~2 % of a turn's CPU
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # ----------------------------------------------------------------------------------------------- orchestration
