@@ -72,6 +72,37 @@ def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
     history_event_module.dt_parse = cached  # type: ignore[assignment]
 
 
+def install_sdk_executor_class_cache() -> None:
+    """Build the SDK's per-episode `namedtuple("SetTaskValuePayload", ...)` class once, not once per episode.
+
+    `TaskOrchestrationExecutor.__init__` (run for every episode) defines that class anew: `namedtuple` compiles its
+    source with `eval` and creates a type, ~30 us, more than the rest of a short episode's SDK set-up. The class is a
+    pure function of its constant name and fields, and the SDK only builds its own constant lookup table of tuples
+    with it, so one shared class gives the very same table; other calls go to `namedtuple` itself."""
+    executor_module = importlib.import_module("azure.durable_functions.models.TaskOrchestrationExecutor")
+    make = executor_module.namedtuple
+    if getattr(make, "_devhost_cached", False):
+        return
+    made: dict[tuple[str, tuple[str, ...]], type] = {}
+
+    def namedtuple_once(typename: str, field_names: Any, **kwargs: Any) -> type:
+        if kwargs or not isinstance(field_names, tuple):
+            return make(typename, field_names, **kwargs)
+        key = (typename, field_names)
+        if key not in made:
+            made[key] = make(typename, field_names)
+        return made[key]
+
+    namedtuple_once._devhost_cached = True  # type: ignore[attr-defined]
+    executor_module.namedtuple = namedtuple_once  # type: ignore[attr-defined]
+
+
+def install_sdk_caches() -> None:
+    """The SDK-side caches above, where orchestrator episodes run (the engine's process and worker processes)."""
+    install_sdk_timestamp_cache()
+    install_sdk_executor_class_cache()
+
+
 def invoke_orchestrator(
     function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
 ) -> OrchestratorOutput:

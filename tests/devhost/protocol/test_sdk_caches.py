@@ -1,0 +1,32 @@
+"""devhost's SDK-side caches: the same values the SDK computes, built once."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from azure.durable_functions.models.TaskOrchestrationExecutor import TaskOrchestrationExecutor
+
+from devhost.invoke import install_sdk_caches
+
+
+def test_each_episode_executor_shares_one_payload_class_with_the_sdk_s_table() -> None:
+    install_sdk_caches()
+    install_sdk_caches()  # (installing twice keeps the one cache)
+    first, second = TaskOrchestrationExecutor(), TaskOrchestrationExecutor()
+    a, b = first.event_to_SetTaskValuePayload, second.event_to_SetTaskValuePayload
+    assert {type(p) for p in a.values()} == {type(p) for p in b.values()}  # one class, not one per episode
+    payload = namedtuple("SetTaskValuePayload", ("is_success", "task_id_key"))  # what the SDK defines itself
+    assert {k: payload(*v) for k, v in a.items()} == {k: payload(*v) for k, v in b.items()}
+    assert type(next(iter(a.values())))._fields == payload._fields
+    assert a[next(iter(first.task_completion_events))] == b[next(iter(first.task_completion_events))]
+
+
+def test_other_namedtuple_calls_of_the_sdk_module_are_not_cached() -> None:
+    install_sdk_caches()
+    import azure.durable_functions.models.TaskOrchestrationExecutor as module
+
+    make = module.namedtuple  # type: ignore[attr-defined]
+    assert make("X", ["a"]) is not make("X", ["a"])  # (a list: not a cache key)
+    assert make("Y", ("a",), defaults=(1,)) is not make("Y", ("a",), defaults=(1,))
+    assert make("Z", ("a", "b")) is make("Z", ("a", "b"))
+    assert make("Z", ("a", "b"))(1, 2).b == 2
