@@ -80,17 +80,18 @@ def install_sdk_executor_class_cache() -> None:
     pure function of its constant name and fields, and the SDK only builds its own constant lookup table of tuples
     with it, so one shared class gives the very same table; other calls go to `namedtuple` itself."""
     executor_module = importlib.import_module("azure.durable_functions.models.TaskOrchestrationExecutor")
-    make = executor_module.namedtuple
-    if getattr(make, "_devhost_cached", False):
+    make = getattr(executor_module, "namedtuple", None)
+    if make is None or getattr(make, "_devhost_cached", False):  # (an SDK that no longer calls it: nothing to do)
         return
     made: dict[tuple[str, tuple[str, ...]], type] = {}
+    module = executor_module.__name__  # (the classes' __module__, as namedtuple would take it from its caller)
 
     def namedtuple_once(typename: str, field_names: Any, **kwargs: Any) -> type:
         if kwargs or not isinstance(field_names, tuple):
-            return make(typename, field_names, **kwargs)
+            return make(typename, field_names, **{"module": module, **kwargs})
         key = (typename, field_names)
         if key not in made:
-            made[key] = make(typename, field_names)
+            made[key] = make(typename, field_names, module=module)
         return made[key]
 
     namedtuple_once._devhost_cached = True  # type: ignore[attr-defined]

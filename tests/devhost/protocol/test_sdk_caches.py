@@ -17,7 +17,8 @@ def test_each_episode_executor_shares_one_payload_class_with_the_sdk_s_table() -
     assert {type(p) for p in a.values()} == {type(p) for p in b.values()}  # one class, not one per episode
     payload = namedtuple("SetTaskValuePayload", ("is_success", "task_id_key"))  # what the SDK defines itself
     assert {k: payload(*v) for k, v in a.items()} == {k: payload(*v) for k, v in b.items()}
-    assert type(next(iter(a.values())))._fields == payload._fields
+    shared = type(next(iter(a.values())))
+    assert shared._fields == payload._fields and shared.__module__ == TaskOrchestrationExecutor.__module__
     assert a[next(iter(first.task_completion_events))] == b[next(iter(first.task_completion_events))]
 
 
