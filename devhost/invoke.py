@@ -72,6 +72,19 @@ def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
     history_event_module.dt_parse = cached  # type: ignore[assignment]
 
 
+def install_sdk_timespan_cache(max_entries: int = 64) -> None:
+    """Memoise the SDK's per-episode parse of the trigger's TimeSpan fields (`maximumShortTimerDuration`,
+    `longRunningTimerIntervalDuration`): a pure function of the text, which is the same in every episode of a task
+    hub (`trigger._LONG_TIMER_FIELDS`); the timedelta it returns is immutable. A text it refuses still raises."""
+    context_module = importlib.import_module("azure.durable_functions.models.DurableOrchestrationContext")
+    parse = getattr(context_module, "parse_timespan_attrib", None)
+    if parse is None or getattr(parse, "_devhost_cached", False):
+        return
+    cached = functools.lru_cache(maxsize=max_entries)(parse)
+    cached._devhost_cached = True  # type: ignore[attr-defined]
+    context_module.parse_timespan_attrib = cached  # type: ignore[attr-defined]
+
+
 def install_sdk_executor_class_cache() -> None:
     """Build the SDK's per-episode `namedtuple("SetTaskValuePayload", ...)` class once, not once per episode.
 
@@ -101,6 +114,7 @@ def install_sdk_executor_class_cache() -> None:
 def install_sdk_caches() -> None:
     """The SDK-side caches above, where orchestrator episodes run (the engine's process and worker processes)."""
     install_sdk_timestamp_cache()
+    install_sdk_timespan_cache()
     install_sdk_executor_class_cache()
 
 
