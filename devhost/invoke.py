@@ -72,6 +72,52 @@ def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
     history_event_module.dt_parse = cached  # type: ignore[assignment]
 
 
+def install_sdk_timespan_cache(max_entries: int = 64) -> None:
+    """Memoise the SDK's per-episode parse of the trigger's TimeSpan fields (`maximumShortTimerDuration`,
+    `longRunningTimerIntervalDuration`): a pure function of the text, which is the same in every episode of a task
+    hub (`trigger._LONG_TIMER_FIELDS`); the timedelta it returns is immutable. A text it refuses still raises."""
+    context_module = importlib.import_module("azure.durable_functions.models.DurableOrchestrationContext")
+    parse = getattr(context_module, "parse_timespan_attrib", None)
+    if parse is None or getattr(parse, "_devhost_cached", False):
+        return
+    cached = functools.lru_cache(maxsize=max_entries)(parse)
+    cached._devhost_cached = True  # type: ignore[attr-defined]
+    context_module.parse_timespan_attrib = cached  # type: ignore[attr-defined]
+
+
+def install_sdk_executor_class_cache() -> None:
+    """Build the SDK's per-episode `namedtuple("SetTaskValuePayload", ...)` class once, not once per episode.
+
+    `TaskOrchestrationExecutor.__init__` (run for every episode) defines that class anew: `namedtuple` compiles its
+    source with `eval` and creates a type, ~30 us, more than the rest of a short episode's SDK set-up. The class is a
+    pure function of its constant name and fields, and the SDK only builds its own constant lookup table of tuples
+    with it, so one shared class gives the very same table; other calls go to `namedtuple` itself."""
+    executor_module = importlib.import_module("azure.durable_functions.models.TaskOrchestrationExecutor")
+    make = getattr(executor_module, "namedtuple", None)
+    if make is None or getattr(make, "_devhost_cached", False):  # (an SDK that no longer calls it: nothing to do)
+        return
+    made: dict[tuple[str, tuple[str, ...]], type] = {}
+    module = executor_module.__name__  # (the classes' __module__, as namedtuple would take it from its caller)
+
+    def namedtuple_once(typename: str, field_names: Any, **kwargs: Any) -> type:
+        if kwargs or not isinstance(field_names, tuple):
+            return make(typename, field_names, **{"module": module, **kwargs})
+        key = (typename, field_names)
+        if key not in made:
+            made[key] = make(typename, field_names, module=module)
+        return made[key]
+
+    namedtuple_once._devhost_cached = True  # type: ignore[attr-defined]
+    executor_module.namedtuple = namedtuple_once  # type: ignore[attr-defined]
+
+
+def install_sdk_caches() -> None:
+    """The SDK-side caches above, where orchestrator episodes run (the engine's process and worker processes)."""
+    install_sdk_timestamp_cache()
+    install_sdk_timespan_cache()
+    install_sdk_executor_class_cache()
+
+
 def invoke_orchestrator(
     function: FunctionInfo, trigger_json: str, previous: OrchestratorOutput | None = None
 ) -> OrchestratorOutput:

@@ -23,7 +23,7 @@ from devhost.engine.models import EngineOptions, RuntimeStatus
 from devhost.engine.state import Inbox, Instance, completion_id
 from devhost.engine.store import EntityRow, InboxMessage, Store, Transaction, WorkItem
 from devhost.execution import FunctionExecutor, InProcessExecutor
-from devhost.invoke import install_sdk_timestamp_cache
+from devhost.invoke import install_sdk_caches
 from devhost.protocol.events import event_text
 from devhost.protocol.timefmt import from_epoch, to_epoch
 
@@ -132,7 +132,7 @@ class EngineRuntime(Management):
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        install_sdk_timestamp_cache()
+        install_sdk_caches()
         self._idle = asyncio.Event()
         loaded = self.store.load()
         for row in loaded.instances:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from devhost.app_loader import AppLoadError, FunctionIndex, load_app
 from devhost.execution import FunctionFailedError, InProcessExecutor
 from devhost.http.trigger import HttpTriggerSpec
-from devhost.invoke import ActivityOutcome, activity_failure, install_sdk_timestamp_cache
+from devhost.invoke import ActivityOutcome, activity_failure, install_sdk_caches
 from devhost.protocol.actions import OrchestratorOutput
 from devhost.protocol.replay import unknown_function_message
 
@@ -130,7 +130,7 @@ async def serve(app_dir: str, host: str, port: int, token: str) -> int:
     except AppLoadError as exc:
         print(f"devhost worker: cannot load the app: {exc}", file=sys.stderr, flush=True)
         return EXIT_LOAD_ERROR
-    install_sdk_timestamp_cache()
+    install_sdk_caches()
     try:
         reader, writer = await asyncio.open_connection(host, port)
     except OSError as exc:
