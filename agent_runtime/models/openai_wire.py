@@ -227,9 +227,9 @@ class StreamTranslator:
             role = delta.get("role")
             role = role if role in ("assistant", "tool", "user", "system") else None
             if text := delta.get("content"):
-                contents.append(TextContent(text=text))
+                contents.append({"type": "text", "text": text})
             if refusal := delta.get("refusal"):
-                contents.append(TextContent(text=refusal))
+                contents.append({"type": "text", "text": refusal})
             for call in delta.get("tool_calls") or ():
                 index = call["index"]
                 function = call.get("function") or {}
@@ -238,18 +238,21 @@ class StreamTranslator:
                 name = function.get("name") or name
                 self._calls[index] = (call_id, name)
                 fragment = function.get("arguments") or ""
-                contents.append(FunctionCallContent(call_id=call_id, name=name, arguments=fragment))
+                contents.append({"type": "function_call", "call_id": call_id, "name": name, "arguments": fragment})
             finish_reason = choice.get("finish_reason")
         usage = _usage_of(event.get("usage"))
         if not contents and role is None and finish_reason is None and usage is None:
             return None
-        return ChatResponseUpdate(
-            role=role,
-            contents=contents,
-            response_id=event.get("id"),
-            model_id=event.get("model"),
-            finish_reason=finish_reason,
-            usage=usage,
+        # One validation of plain data: cheaper than building each content model and then the update around them.
+        return ChatResponseUpdate.model_validate(
+            {
+                "role": role,
+                "contents": contents,
+                "response_id": event.get("id"),
+                "model_id": event.get("model"),
+                "finish_reason": finish_reason,
+                "usage": usage,
+            }
         )
 
 
