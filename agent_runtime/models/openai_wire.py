@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 from openai.types.completion_usage import CompletionUsage
 from pydantic import BaseModel
 
@@ -164,11 +164,12 @@ def parse_arguments(raw: str | None) -> dict[str, Any] | str:
 def to_usage(usage: CompletionUsage | None) -> Usage | None:
     if usage is None:
         return None
-    return Usage(
-        input_tokens=usage.prompt_tokens or 0,
-        output_tokens=usage.completion_tokens or 0,
-        total_tokens=usage.total_tokens or (usage.prompt_tokens or 0) + (usage.completion_tokens or 0),
-    )
+    return _usage(usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+
+
+def _usage(prompt: int | None, completion: int | None, total: int | None) -> Usage:
+    prompt, completion = prompt or 0, completion or 0
+    return Usage(input_tokens=prompt, output_tokens=completion, total_tokens=total or prompt + completion)
 
 
 def from_openai_completion(completion: ChatCompletion) -> ChatResponse:
@@ -198,42 +199,68 @@ def from_openai_completion(completion: ChatCompletion) -> ChatResponse:
 
 
 class StreamTranslator:
-    """Chunks of one stream -> updates. Remembers each tool call's id and name by index, since OpenAI sends them
-    only in a call's first fragment."""
+    """Stream events of one stream -> updates. Remembers each tool call's id and name by index, since OpenAI sends
+    them only in a call's first fragment.
+
+    An event is read from its JSON object as the server sent it, not through the SDK's `ChatCompletionChunk`: the
+    few fields an update takes are read leniently (as the SDK's `construct` would take an OpenAI-compatible server's
+    odd chunk: an unknown `finish_reason`, a missing `created`), and a typed chunk per event (validated, then read
+    once) was about half of each event's cost. A shape no chunk can have is a `ValueError`."""
 
     def __init__(self) -> None:
         self._calls: dict[int, tuple[str, str]] = {}
 
-    def translate(self, chunk: ChatCompletionChunk) -> ChatResponseUpdate | None:
+    def translate(self, event: object) -> ChatResponseUpdate | None:
+        if not isinstance(event, dict):
+            raise ValueError(f"a stream event that is not a JSON object: {type(event).__name__}")
+        try:
+            return self._translate(event)
+        except (AttributeError, TypeError, KeyError) as exc:  # e.g. a choice that is not an object
+            raise ValueError(f"a malformed stream event: {exc}") from exc
+
+    def _translate(self, event: dict[str, Any]) -> ChatResponseUpdate | None:
         contents: list[Any] = []
         role = None
         finish_reason = None
-        for choice in chunk.choices[:1]:
-            delta = choice.delta
-            role = delta.role if delta.role in ("assistant", "tool", "user", "system") else None
-            if delta.content:
-                contents.append(TextContent(text=delta.content))
-            if delta.refusal:
-                contents.append(TextContent(text=delta.refusal))
-            for call in delta.tool_calls or []:
-                call_id, name = self._calls.get(call.index, ("", ""))
-                call_id = call.id or call_id or f"call_{call.index}"
-                name = (call.function.name if call.function and call.function.name else None) or name
-                self._calls[call.index] = (call_id, name)
-                fragment = call.function.arguments if call.function and call.function.arguments else ""
-                contents.append(FunctionCallContent(call_id=call_id, name=name, arguments=fragment))
-            finish_reason = choice.finish_reason
-        usage = to_usage(chunk.usage)
+        for choice in (event.get("choices") or ())[:1]:
+            delta = choice.get("delta") or {}
+            role = delta.get("role")
+            role = role if role in ("assistant", "tool", "user", "system") else None
+            if text := delta.get("content"):
+                contents.append({"type": "text", "text": text})
+            if refusal := delta.get("refusal"):
+                contents.append({"type": "text", "text": refusal})
+            for call in delta.get("tool_calls") or ():
+                index = call["index"]
+                function = call.get("function") or {}
+                call_id, name = self._calls.get(index, ("", ""))
+                call_id = call.get("id") or call_id or f"call_{index}"
+                name = function.get("name") or name
+                self._calls[index] = (call_id, name)
+                fragment = function.get("arguments") or ""
+                contents.append({"type": "function_call", "call_id": call_id, "name": name, "arguments": fragment})
+            finish_reason = choice.get("finish_reason")
+        usage = _usage_of(event.get("usage"))
         if not contents and role is None and finish_reason is None and usage is None:
             return None
-        return ChatResponseUpdate(
-            role=role,
-            contents=contents,
-            response_id=chunk.id,
-            model_id=chunk.model,
-            finish_reason=finish_reason,
-            usage=usage,
+        # One validation of plain data: cheaper than building each content model and then the update around them.
+        return ChatResponseUpdate.model_validate(
+            {
+                "role": role,
+                "contents": contents,
+                "response_id": event.get("id"),
+                "model_id": event.get("model"),
+                "finish_reason": finish_reason,
+                "usage": usage,
+            }
         )
+
+
+def _usage_of(usage: dict[str, Any] | None) -> Usage | None:
+    """`to_usage` of a stream event's `usage` object."""
+    if usage is None:
+        return None
+    return _usage(usage.get("prompt_tokens"), usage.get("completion_tokens"), usage.get("total_tokens"))
 
 
 def assemble_response(updates: Iterable[ChatResponseUpdate]) -> ChatResponse:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from agent_runtime.messages import (
+    ChatResponseUpdate,
     FunctionApprovalRequestContent,
     FunctionCallContent,
     FunctionResultContent,
     Message,
     TextContent,
+    Usage,
 )
 from agent_runtime.models import ChatOptions, ChatRequest, ModelClient, NamedToolChoice, ToolSpec, assemble_response
 from scripted_model import Reply, Script, ScriptedToolCall
@@ -162,26 +164,48 @@ def _chunk(**choice_fields) -> dict:
             "choices": [choice]}
 
 
-@pytest.mark.parametrize("data", [
-    _chunk(),
-    _chunk(delta={"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                                  "function": {"name": "get_weather", "arguments": "{\"ci"}}]}),
-    {**_chunk(), "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}},
-    _chunk(finish_reason="eos"),  # not one of the SDK's literals: an OpenAI-compatible server's own reason
-    {key: value for key, value in _chunk().items() if key != "created"},
+def _update(**fields) -> ChatResponseUpdate:
+    return ChatResponseUpdate(response_id="chatcmpl-1", model_id="m", **fields)
+
+
+_HI = _update(role="assistant", contents=[TextContent(text="Hi")])
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (_chunk(), _HI),
+    (_chunk(delta={"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                   "function": {"name": "get_weather", "arguments": "{\"ci"}}]}),
+     _update(contents=[FunctionCallContent(call_id="c1", name="get_weather", arguments="{\"ci")])),
+    ({**_chunk(), "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}},
+     _update(usage=Usage(input_tokens=3, output_tokens=2, total_tokens=5))),
+    # not one of the SDK's literals: an OpenAI-compatible server's own reason
+    (_chunk(finish_reason="eos"), _HI.model_copy(update={"finish_reason": "eos"})),
+    ({key: value for key, value in _chunk().items() if key != "created"}, _HI),  # the SDK requires `created`
+    (_chunk(delta={"role": "assistant", "content": ""}, finish_reason="stop"),
+     _update(role="assistant", finish_reason="stop")),
 ])
-def test_stream_chunks_read_as_the_sdk_builds_them(data):
-    """Conforming chunks are validated, odd ones built leniently: either way what the SDK's own `construct` makes."""
-    from openai.types.chat import ChatCompletionChunk
+def test_stream_events_read_leniently_into_updates(data, expected):
+    """Stream events are read from their JSON, leniently: odd but usable chunks read as their fields say."""
+    from agent_runtime.models.openai_wire import StreamTranslator
 
-    from agent_runtime.models.openai_client import chat_completion_chunk
-
-    chunk, built = chat_completion_chunk(data), ChatCompletionChunk.construct(**data)
-    assert chunk.model_dump() == built.model_dump() and chunk.choices == built.choices
+    assert StreamTranslator().translate(data) == expected
 
 
-def test_a_stream_event_that_is_not_an_object_is_a_model_error_not_a_crash():
-    from agent_runtime.models.openai_client import chat_completion_chunk
+def test_a_tool_calls_later_fragments_keep_its_first_fragments_id_and_name():
+    from agent_runtime.models.openai_wire import StreamTranslator
+
+    translator = StreamTranslator()
+    first = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{"}}
+    translator.translate(_chunk(delta={"tool_calls": [first]}))
+    later = translator.translate(_chunk(delta={"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}))
+    assert later.contents == [FunctionCallContent(call_id="c1", name="get_weather", arguments="}")]
+
+
+@pytest.mark.parametrize("data", [["not", "a", "chunk"], {"choices": ["not a choice"]},
+                                  _chunk(delta={"tool_calls": [{"id": "no index"}]})])
+def test_a_stream_event_no_chunk_can_be_is_a_value_error_not_a_crash(data):
+    """(`OpenAIChatClient` turns a `ValueError` from the stream into a `ModelError`.)"""
+    from agent_runtime.models.openai_wire import StreamTranslator
 
     with pytest.raises(ValueError):
-        chat_completion_chunk(["not", "a", "chunk"])
+        StreamTranslator().translate(data)
