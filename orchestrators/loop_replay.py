@@ -40,9 +40,12 @@ _VOLATILE_FIELDS = ("_is_played", "_is_processed")
 def _event_fields(event: Any) -> dict[str, Any]:
     """A history event as the SDK parsed it, without what changes between episodes. A field the SDK renamed or added
     that changes too makes two episodes' events differ: the episode then replays as before."""
-    fields = dict(vars(event))
-    for name in _VOLATILE_FIELDS:
-        fields.pop(name, None)
+    fields = vars(event).copy()
+    try:  # (one statement: half the cost of a pop call per field, for each event of every episode)
+        del fields["_is_played"], fields["_is_processed"]
+    except KeyError:  # the SDK dropped one of them: whatever is left
+        for name in _VOLATILE_FIELDS:
+            fields.pop(name, None)
     return fields
 
 
