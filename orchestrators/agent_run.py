@@ -168,11 +168,11 @@ def _next(
     replayed = context.is_replaying  # whether an earlier episode built this step's payloads too, most likely
     if isinstance(command, CallModel):
         payload = call_model.payload(driver.model_call(command), replayed=replayed)
-        step = LoopStep(call_model, (payload,), gathered=False)
+        step = LoopStep(call_model, (payload,))
         return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RunTools):
         payloads = tuple(invoke_tool.payload(call, replayed=replayed) for call in driver.tool_calls(command))
-        step = LoopStep(invoke_tool, payloads, gathered=True)
+        step = LoopStep(invoke_tool, payloads)
         return (yield from _settle_loop_step(context, driver, cancels, command, step, steps))
     if isinstance(command, RequestApproval | AwaitApproval):
         steps.stop_carrying()  # its waits are not loop steps (`orchestrators.loop_replay`)

@@ -16,6 +16,7 @@ import pytest
 from golden_histories import ORCHESTRATOR_STARTED, TASK_COMPLETED, cases, run_episode
 
 from devhost.invoke import OrchestratorOutput
+from devhost.protocol.actions import Action, ActionType
 from orchestrators import agent_run, loop_replay
 from orchestrators.loop_replay import CARRIED, Carried, _CarriedEpisodes
 
@@ -109,3 +110,27 @@ def test_a_process_keeps_a_bounded_number_of_carried_episodes() -> None:
     carried.drop("c", left[0])
     assert carried.take("c") is left[2]  # dropped only by the episode that kept it
     assert loop_replay.CARRIED_INSTANCES >= 64
+
+
+def _races_of(output: OrchestratorOutput, activity: str) -> list[Action]:
+    """The races (`task_any`) around each scheduling of `activity`."""
+    def holds(action: Action) -> bool:
+        return action.function_name == activity or any(holds(child) for child in action.children)
+
+    return [action for group in output.action_groups for action in group
+            if action.type is ActionType.WhenAny and holds(action)]
+
+
+def test_a_batch_of_one_tool_call_is_raced_as_it_is_and_a_model_call_too() -> None:
+    # One task races cancel directly: a `task_all` of one would cost the SDK and the host a compound action on every
+    # replay. The work is the SDK's retry compound (WhenAll of the CallActivityWithRetry) in both races.
+    case = next(case for case in cases() if case["case"] == "five_steps_new_session")
+    CARRIED.take(case["instance_id"])
+    output = from_scratch(case, episodes(case["history"])[-2])
+    for activity in ("invoke_tool", "call_model"):
+        races = _races_of(output, activity)
+        assert races
+        for race in races:
+            work, cancel = race.children
+            assert cancel.type is ActionType.WaitForExternalEvent
+            assert work.type is ActionType.WhenAll and [child.function_name for child in work.children] == [activity]
