@@ -20,15 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agent_runtime.gc_policy import tune_garbage_collector
 from bench.checks import BenchmarkFailedError, expect
-from bench.overhead_bench import TURNS_PER_CONVERSATION, InProcessSide, _durable_turn
 from bench.report import command_line, publish, section, table
-from bench.workload.client_process import client_process
-from bench.workload.host import workload_host
-from bench.workload.model_process import model_server_process
 
 SIDES = ("durable", "in-process")
+TURNS_PER_CONVERSATION = 3  # as `bench overhead`: new sessions, and turns that continue them
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,7 +42,17 @@ def _callgrind(command: str) -> None:
     subprocess.run(["callgrind_control", command, str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
 
 
+# The sides import the app and devhost in their own processes only: imported here, the benchmark's parser would
+# bring the workload agent's module (and its execution counters) into every process that reads a dump, a test run
+# included, where hosts then share it instead of importing their own.
+
+
 def _count_durable(turns: int) -> None:
+    from bench.overhead_bench import _durable_turn
+    from bench.workload.client_process import client_process
+    from bench.workload.host import workload_host
+    from bench.workload.model_process import model_server_process
+
     with model_server_process(0.0) as url, tempfile.TemporaryDirectory() as workdir:
         store, state = f"{workdir}/sessions.sqlite3", f"{workdir}/engine.sqlite3"
         with workload_host(url, store_path=store, state_path=state) as host, client_process(host.base_url) as client:
@@ -60,6 +66,10 @@ def _count_durable(turns: int) -> None:
 
 
 def _count_in_process(turns: int) -> None:
+    from agent_runtime.gc_policy import tune_garbage_collector
+    from bench.overhead_bench import InProcessSide
+    from bench.workload.model_process import model_server_process
+
     with model_server_process(0.0) as url:
         tune_garbage_collector()  # the app's policy, which `bench overhead`'s shared process gives both sides
         side = InProcessSide(url)
