@@ -62,27 +62,29 @@ def install_sdk_timestamp_cache(max_entries: int = 1 << 16) -> None:
     past events repeat verbatim, so a bounded cache returns the very same (immutable) datetimes dateutil would; each
     new event's timestamp still cost a dateutil parse (~0.15 ms, a third of a short episode) before the fast path.
     """
-    history_event_module = importlib.import_module("azure.durable_functions.models.history.HistoryEvent")
-
-    parse = history_event_module.dt_parse
-    if getattr(parse, "_devhost_cached", False):
-        return
-    cached = functools.lru_cache(maxsize=max_entries)(fast_dateutil_parse(parse))
-    cached._devhost_cached = True  # type: ignore[attr-defined]
-    history_event_module.dt_parse = cached  # type: ignore[assignment]
+    _memoise_sdk_function("azure.durable_functions.models.history.HistoryEvent", "dt_parse", max_entries,
+                          fast_dateutil_parse)
 
 
 def install_sdk_timespan_cache(max_entries: int = 64) -> None:
     """Memoise the SDK's per-episode parse of the trigger's TimeSpan fields (`maximumShortTimerDuration`,
     `longRunningTimerIntervalDuration`): a pure function of the text, which is the same in every episode of a task
     hub (`trigger._LONG_TIMER_FIELDS`); the timedelta it returns is immutable. A text it refuses still raises."""
-    context_module = importlib.import_module("azure.durable_functions.models.DurableOrchestrationContext")
-    parse = getattr(context_module, "parse_timespan_attrib", None)
-    if parse is None or getattr(parse, "_devhost_cached", False):
+    _memoise_sdk_function("azure.durable_functions.models.DurableOrchestrationContext", "parse_timespan_attrib",
+                          max_entries)
+
+
+def _memoise_sdk_function(module_name: str, name: str, max_entries: int,
+                          wrap: Callable[[Any], Any] | None = None) -> None:
+    """Replace the SDK module's pure function `name` by a bounded memo of it (`wrap` applied first), once; a module
+    without it is left alone."""
+    module = importlib.import_module(module_name)
+    function = getattr(module, name, None)
+    if function is None or getattr(function, "_devhost_cached", False):
         return
-    cached = functools.lru_cache(maxsize=max_entries)(parse)
+    cached = functools.lru_cache(maxsize=max_entries)(wrap(function) if wrap else function)
     cached._devhost_cached = True  # type: ignore[attr-defined]
-    context_module.parse_timespan_attrib = cached  # type: ignore[attr-defined]
+    setattr(module, name, cached)
 
 
 def install_sdk_executor_class_cache() -> None:
