@@ -53,6 +53,10 @@ log = logging.getLogger("devhost.worker")
 
 LIBRARY = "azure-functions-runtime"
 HTTP_URI_CAPABILITY = "HttpUri"
+# Starts of a worker that dies during its handshake, before giving up (the Functions host restarts a language worker
+# that fails too). Workers started side by side can lose a race for a free port (the worker library's HTTP-streaming
+# server picks one, then binds it): the loser exits, and another start picks another port.
+START_ATTEMPTS = 3
 INVOCATION_ID_HEADER = "x-ms-invocation-id"
 # The directory that holds the `devhost` package: workers import it whatever the app directory is.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -155,12 +159,26 @@ class RuntimeWorkerPool:
     # ----- starting workers -----
 
     def _spawn(self, group: list[WorkerChannel]) -> WorkerChannel:
-        channel = self._start_one()
+        channel = self._start_with_retries()
         with self._changed:
             group.append(channel)
             self._changed.notify_all()
         log.info("worker process %s ready (%s)", channel.pid, self.name)
         return channel
+
+    def _start_with_retries(self) -> WorkerChannel:
+        """`_start_one`, again when the process dies during its handshake (up to START_ATTEMPTS starts). An app the
+        worker refuses is not retried: it would refuse it again."""
+        attempt = 1
+        while True:
+            try:
+                return self._start_one()
+            except WorkerLostError:
+                if attempt >= START_ATTEMPTS or self._closing:
+                    raise
+                attempt += 1
+                log.warning("a worker process exited during its start; starting another (%d of %d)",
+                            attempt, START_ATTEMPTS)
 
     def _start_one(self) -> WorkerChannel:
         token = secrets.token_hex(16)
@@ -253,11 +271,11 @@ class RuntimeWorkerPool:
     def _lost(self, channel: WorkerChannel) -> None:
         """Called on the channel's reader thread when its process exits unasked: replace it."""
         with self._changed:
-            group = self._durable if channel in self._durable else self._functions
-            if channel in group:
+            group = next((g for g in (self._durable, self._functions) if channel in g), None)
+            if group is not None:
                 group.remove(channel)
             self._changed.notify_all()
-        if self._closing:
+        if self._closing or group is None:  # None: it died in its handshake, whose start tries again itself
             return
         log.warning("worker process %s exited; starting a replacement", channel.pid)
         threading.Thread(target=self._replace, args=(group,), daemon=True).start()
