@@ -205,12 +205,19 @@ class RunDriver:
         failed_for_good = isinstance(result, StepFailure) and not result.is_cancel
         if failed_for_good:  # e.g. the endpoint refused the request: a rewind asks again once it is fixed
             self._remember_resume_point()
+        shown = self._visible_position
         self._step_completed()
         if isinstance(result, StepFailure) and result.is_cancel:
             return self._loop.send(Cancel())
         if isinstance(result, StepFailure):
             return self._loop.send(Fail(reason=f"{result.code}: {result.message}"))
-        return self._loop.send(result)
+        command = self._loop.send(result)
+        if isinstance(command, RequestApproval):
+            # The answer shows with its approval requests (`on_approvals_recorded`), never before them: read while
+            # the requests are being recorded, its calls would look under way (a Responses stream would announce
+            # them as running `mcp_call` items, then replace them with the requests).
+            self._visible_position = shown
+        return command
 
     def _on_closed_turn(self, closed: ClosedModelTurn) -> Finish:
         """The model call closed the run (its answer ended the loop): the loop's finish is the run's, and its block

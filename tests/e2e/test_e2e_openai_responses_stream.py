@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import typing
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
 from e2e_settings import app_settings, running_app
 from openai import AsyncOpenAI, AzureOpenAI, OpenAI, Stream
 from openai.types.responses import ResponseStreamEvent
+from step_pause import paused
 
 from scripted_model import Fault, Reply, Script, ScriptedModelServer
 
@@ -208,6 +210,32 @@ def test_resume_async_and_from_the_start(stream_app: InProcessApp, model: Script
     check_events(events)
     assert wire(again) == wire(events)  # a finished response replays the same events
     assert wire(after) == wire(events)[3:]
+
+
+def test_a_call_waiting_for_approval_never_shows_as_running(
+    stream_app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """Read while the run records its approval requests (held there: `step_pause`), the answer's call is not shown
+    yet; shown earlier it was an `mcp_call` under way that a stream then replaced with the request at the same place
+    (a second `output_item.added` for one item). The stream opened in that moment sends one item: the request."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    streamed: list[Any] = []
+    with paused(stream_app, "put_approvals") as recording:
+        created = client.responses.create(model="helper", input="Email Bob", background=True)
+        recording.wait_reached()
+        during = client.responses.retrieve(created.id)
+        assert (during.status, during.output) == ("in_progress", [])
+        with client.responses.retrieve(created.id, stream=True) as stream:
+            events = iter(stream)
+            streamed += read_until(events, "response.in_progress")  # the watcher has looked at the held run
+            reader = threading.Thread(target=lambda: streamed.extend(events), daemon=True)
+            reader.start()
+            recording.release()
+            reader.join(PROGRESS_TIMEOUT_S)
+    check_events(streamed)
+    added = [e.item for e in streamed if e.type == "response.output_item.added"]
+    assert [i.type for i in added] == ["mcp_approval_request"]
+    assert streamed[-1].response.status == "completed"
 
 
 def test_background_stream_outlives_its_client(

@@ -62,6 +62,21 @@ def test_visible_seq_covers_only_completed_steps() -> None:
     assert d.progress().visible_seq == model.first_seq + SLOTS_PER_MODEL_CALL - 1
 
 
+def test_an_answer_asking_for_approvals_shows_with_its_requests_not_before() -> None:
+    """While the requests are being recorded, a poller must not see the answer's calls without them: they would look
+    under way (the Responses stream announced them as running `mcp_call` items, then replaced them)."""
+    d = driver()
+    before = d.progress().visible_seq
+    model = d.model_call(d.first_command())
+    command = d.on_model_result(turn(("a", True), ("c", False)))
+    assert isinstance(command, RequestApproval)
+    requests = d.approval_requests(command, NOW)
+    assert d.progress().visible_seq == before  # recording the requests: the answer is not shown yet
+    d.on_approvals_recorded()
+    assert d.progress().visible_seq == requests.first_seq + len(requests.calls) - 1  # the answer and its requests
+    assert model.first_seq + SLOTS_PER_MODEL_CALL - 1 < d.progress().visible_seq
+
+
 def test_approvals_pending_then_partially_decided_then_tools_run() -> None:
     d = driver()
     d.model_call(d.first_command())
