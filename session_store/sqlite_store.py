@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -60,6 +59,31 @@ def _etag() -> str:
     return uuid.uuid4().hex
 
 
+class _Transaction:
+    """`with store._tx() as conn:` - BEGIN IMMEDIATE, then COMMIT, or ROLLBACK when the block raises. (A class, not a
+    generator context manager: every store write opens one, and the generator's three extra calls cost more.)"""
+
+    __slots__ = ("_conn", "_runner")
+
+    def __init__(self, conn: sqlite3.Connection, runner: SqliteRunner) -> None:
+        self._conn = conn
+        self._runner = runner
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._runner.begin_failed(exc) from exc
+        return self._conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc_type is not None:
+            self._conn.execute("ROLLBACK")
+            return  # the exception goes on
+        self._conn.execute("COMMIT")
+        self._runner.committed()
+
+
 class SqliteSessionStore:
     """``SessionStore`` on one SQLite file (``:memory:`` allowed). See ``protocol.py`` for the contract."""
 
@@ -81,17 +105,20 @@ class SqliteSessionStore:
         """The connection of the operation running on this thread (inline or the worker's)."""
         return self._runner.conn
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    # The three below hand back the runner's coroutine for the caller to await (no coroutine of their own around it:
+    # one per store operation).
+
+    def _run(self, fn: Callable[..., T], *args: Any) -> Coroutine[Any, Any, T]:
         """On the worker thread: lists, counts, deletes (work that grows with the data)."""
-        return await self._runner.run(fn, *args)
+        return self._runner.run(fn, *args)
 
-    async def _point(self, fn: Callable[[], T]) -> T:
+    def _point(self, fn: Callable[[], T]) -> Coroutine[Any, Any, T]:
         """A point operation: inline unless it would wait for a lock or sweep (`sqlite_runner`)."""
-        return await self._runner.point(fn)
+        return self._runner.point(fn)
 
-    async def _batch(self, fn: Callable[[], T], size: int) -> T:
+    def _batch(self, fn: Callable[[], T], size: int) -> Coroutine[Any, Any, T]:
         """A batch of records: a point operation up to `INLINE_BATCH_BYTES` of JSON, else on the worker thread."""
-        return await (self._point(fn) if size <= INLINE_BATCH_BYTES else self._run(fn))
+        return self._point(fn) if size <= INLINE_BATCH_BYTES else self._run(fn)
 
     def _bounded_rows(self, rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """The rows of a list whose first column is a record's JSON. Inline, reading past `INLINE_BATCH_BYTES`
@@ -106,20 +133,8 @@ class SqliteSessionStore:
             fetched.append(row)
         return fetched
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise self._runner.begin_failed(exc) from exc
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        self._runner.committed()
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._conn, self._runner)
 
     def _now(self) -> datetime:
         return self._clock()
