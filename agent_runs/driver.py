@@ -205,7 +205,7 @@ class RunDriver:
         failed_for_good = isinstance(result, StepFailure) and not result.is_cancel
         if failed_for_good:  # e.g. the endpoint refused the request: a rewind asks again once it is fixed
             self._remember_resume_point()
-        shown = self._visible_position
+        shown, drafted = self._visible_position, self._model_call_seq
         self._step_completed()
         if isinstance(result, StepFailure) and result.is_cancel:
             return self._loop.send(Cancel())
@@ -215,8 +215,9 @@ class RunDriver:
         if isinstance(command, RequestApproval):
             # The answer shows with its approval requests (`on_approvals_recorded`), never before them: read while
             # the requests are being recorded, its calls would look under way (a Responses stream would announce
-            # them as running `mcp_call` items, then replace them with the requests).
-            self._visible_position = shown
+            # them as running `mcp_call` items, then replace them with the requests). Meanwhile its text stays what
+            # pollers see as the draft (`partial_output`): stored in the draft's place, it does not flicker away.
+            self._visible_position, self._model_call_seq = shown, drafted
         return command
 
     def _on_closed_turn(self, closed: ClosedModelTurn) -> Finish:

@@ -105,6 +105,26 @@ def test_decisions_that_arrive_before_the_run_recorded_its_requests(
     assert_applied_once(app, started, batch)
 
 
+def test_an_answer_shows_with_its_approval_requests_and_its_text_stays_the_draft(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """While the run records its requests, polls do not show the answer's call as if it ran already (it shows with
+    its requests), and the answer's text stays what they see as `partial_output`."""
+    [email] = emails(1)
+    answer = parallel_calls("send_email", email).model_copy(update={"text": "I will email them."})
+    model.set_script(Script.of(answer, "Done."))
+    with paused(app, "put_approvals") as recording:
+        started = app.start(input="email one person")
+        recording.wait_reached()
+        during = app.view(started["run_id"])
+        assert during["partial_output"] == "I will email them."
+        assert not [u for u in during["updates"] if "function_call" in contents_of(u["message"])], during["updates"]
+    view = app.wait_for(started["run_id"], ["requires_action"])
+    assert view["partial_output"] is None
+    shown = [contents_of(u["message"]) for u in view["updates"]]
+    assert ["text", "function_call"] in shown and ["function_approval_request"] in shown, shown
+
+
 def test_a_decision_that_arrives_while_another_is_applied(app: InProcessApp, model: ScriptedModelServer) -> None:
     batch = emails(2)
     model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))

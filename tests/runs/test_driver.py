@@ -71,9 +71,11 @@ def test_an_answer_asking_for_approvals_shows_with_its_requests_not_before() -> 
     command = d.on_model_result(turn(("a", True), ("c", False)))
     assert isinstance(command, RequestApproval)
     requests = d.approval_requests(command, NOW)
-    assert d.progress().visible_seq == before  # recording the requests: the answer is not shown yet
+    assert d.progress().visible_seq == before  # recording the requests: the answer is not shown yet...
+    assert d.progress().model_call_seq == model.first_seq  # ...its text stays the draft pollers read
     d.on_approvals_recorded()
     assert d.progress().visible_seq == requests.first_seq + len(requests.calls) - 1  # the answer and its requests
+    assert d.progress().model_call_seq is None
     assert model.first_seq + SLOTS_PER_MODEL_CALL - 1 < d.progress().visible_seq
 
 
