@@ -12,10 +12,21 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from e2e_harness import InProcessApp, wait_for_file
+from e2e_harness import wait_for_file
 from fixture_agents.store_pause import MARKER_DIR_SETTING, PAUSABLE, pause_dir
+
+
+class _Host(Protocol):
+    env: dict[str, str]
+
+
+class _App(Protocol):
+    """An app under test, in this process or a child one: its host carries the app's settings."""
+
+    @property
+    def host(self) -> _Host: ...
 
 
 class StepPause:
@@ -32,7 +43,7 @@ class StepPause:
 
 
 @contextmanager
-def paused(app: InProcessApp, method: str, *, equal: dict[str, Any] | None = None,
+def paused(app: _App, method: str, *, equal: dict[str, Any] | None = None,
            absent: tuple[str, ...] = ()) -> Iterator[StepPause]:
     assert method in PAUSABLE, f"{method} is not one of the pausable store methods {PAUSABLE}"
     folder = pause_dir(Path(app.host.env[MARKER_DIR_SETTING]))

@@ -125,6 +125,27 @@ def test_an_answer_shows_with_its_approval_requests_and_its_text_stays_the_draft
     assert ["text", "function_call"] in shown and ["function_approval_request"] in shown, shown
 
 
+def test_a_cancel_and_a_decision_while_the_hidden_answer_is_recorded(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The answer is hidden while its requests are recorded: a cancel and an approval arriving together in that
+    window end the run cancelled (the cancel comes first), nothing is sent, and the finished run shows the answer
+    with its call, once."""
+    [email] = emails(1)
+    model.set_script(Script.of(parallel_calls("send_email", email), "Done."))
+    with paused(app, "put_approvals") as recording:
+        started = app.start(input="email one person")
+        recording.wait_reached()
+        [approval] = app.approvals(started["run_id"])
+        responses = decide_together(app, started["run_id"], {approval["approval_id"]: {"decision": "approve"}})
+        assert [r.status_code for r in responses] == [202]
+        assert app.cancel(started["run_id"]).status_code == 202
+    final = app.wait_for(started["run_id"], ["cancelled"])
+    assert app.effects(started["session_id"], "email") == []
+    calls = [u for u in final["updates"] if "function_call" in contents_of(u["message"])]
+    assert len(calls) == 1, final["updates"]
+
+
 def test_a_decision_that_arrives_while_another_is_applied(app: InProcessApp, model: ScriptedModelServer) -> None:
     batch = emails(2)
     model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))

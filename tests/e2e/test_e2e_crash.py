@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient, completed_activities, wait_for_file
+from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient, completed_activities, contents_of, wait_for_file
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
+from step_pause import paused
 
 from devhost.testing import SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -89,6 +90,36 @@ def test_killed_while_waiting_for_approval(crashable: CrashableApp, model: Scrip
     assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
     assert_no_duplicates(messages)
     assert len(messages) == 6  # input, call, approval request, approval response, result, answer
+    assert model.log.total == 2
+
+
+def test_killed_while_the_approval_requests_are_recorded(crashable: CrashableApp, model: ScriptedModelServer) -> None:
+    """Killed while `record_approvals` is in flight (held in `put_approvals`): polls meanwhile show the answer's text
+    as its draft and not its call; after the restart the step is delivered again and the answer shows once, with its
+    one request."""
+    answer = Reply.call("send_email", EMAIL).model_copy(update={"text": "I will email Bob."})
+    model.set_script(Script.of(answer, "Sent."))
+    api = crashable.api
+    with paused(crashable, "put_approvals") as recording:
+        started = api.start(input="Email Bob")
+        recording.wait_reached()
+        during = api.view(started["run_id"])
+        assert during["partial_output"] == "I will email Bob."
+        assert not [u for u in during["updates"] if "function_call" in contents_of(u["message"])]
+        crashable.host.kill()
+    crashable.host.start()  # the pause is disarmed: the step delivered again goes through
+
+    waiting = api.wait_for(started["run_id"], {"requires_action"})
+    assert [contents_of(u["message"]) for u in waiting["updates"]][1:] == [
+        ["text", "function_call"], ["function_approval_request"]
+    ]
+    [approval_id] = [a["approval_id"] for a in waiting["pending_approvals"]]
+    assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
+    assert_no_duplicates(messages)
     assert model.log.total == 2
 
 
