@@ -72,6 +72,19 @@ def assert_no_duplicates(messages: list[Any]) -> None:
     assert sorted(calls) == sorted(results)  # every call answered exactly once
 
 
+def approve_and_finish(crashable: CrashableApp, started: dict[str, Any], approval_id: str) -> list[Any]:
+    """Approve the email, and check the run then completed with the email sent once and no message twice; returns
+    the session's stored messages."""
+    api = crashable.api
+    assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
+    assert_no_duplicates(messages)
+    return messages
+
+
 def test_killed_while_waiting_for_approval(crashable: CrashableApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
     api = crashable.api
@@ -83,12 +96,7 @@ def test_killed_while_waiting_for_approval(crashable: CrashableApp, model: Scrip
     crashable.crash_and_restart()
 
     assert api.view(started["run_id"])["status"] == "requires_action"  # the run survived, still waiting
-    assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
-    final = api.wait_for(started["run_id"], FINAL)
-    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
-    messages, effects = crashable.stored(started["session_id"])
-    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
-    assert_no_duplicates(messages)
+    messages = approve_and_finish(crashable, started, approval_id)
     assert len(messages) == 6  # input, call, approval request, approval response, result, answer
     assert model.log.total == 2
 
@@ -114,12 +122,7 @@ def test_killed_while_the_approval_requests_are_recorded(crashable: CrashableApp
         ["text", "function_call"], ["function_approval_request"]
     ]
     [approval_id] = [a["approval_id"] for a in waiting["pending_approvals"]]
-    assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
-    final = api.wait_for(started["run_id"], FINAL)
-    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
-    messages, effects = crashable.stored(started["session_id"])
-    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
-    assert_no_duplicates(messages)
+    approve_and_finish(crashable, started, approval_id)
     assert model.log.total == 2
 
 
