@@ -118,7 +118,8 @@ def main() -> None:
     )
     notes = (
         "One turn = `blobs 2 size 200` (3 model calls, 2 tool calls), 0 ms model, sessions of "
-        f"{TURNS_PER_CONVERSATION} turns, as `bench overhead`. Counted under valgrind's callgrind, after a warm-up; "
+        f"{TURNS_PER_CONVERSATION} turns, as `bench overhead`; both sides stream the model's answers (the durable "
+        "side's default). Counted under valgrind's callgrind, after a warm-up; "
         "the model server and the durable side's HTTP client run in processes callgrind does not follow. "
         "Deterministic within ~0.5 %: compare commits with it, not with wall-clock time."
     )

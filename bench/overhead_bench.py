@@ -1,14 +1,16 @@
 """Durable overhead: the same multi-turn conversation through the in-process runner and as durable runs on devhost.
 
-A conversation is 3 turns in one session (fresh session per conversation, so the figures do not depend on how long
-the benchmark runs); each turn is `blobs 2 size 200`: 3 model calls + 2 tool calls = 5 steps. The in-process baseline
-is `agent_runtime.runner.AgentRunner` with an in-memory conversation; the durable side starts each turn over HTTP and
-waits (event-driven, on the engine) until its orchestration completes: the store writes, activities,
-history and orchestrator replays are what it adds. Both use the real `openai` client against the scripted model
-server (in a process of its own, as a model service is: `bench/workload/model_process.py`), with 0 ms and 50 ms
-model latency; the two sides take turns, a conversation each, so a machine whose speed drifts slows both alike. The
-durable side's HTTP client runs in a process of its own too (`bench/workload/client_process.py`): a client sharing the
-host's GIL would add its own work to every turn, which no deployment does.
+A conversation is 3 turns in one session (fresh session per conversation, so the figures do not depend on how long the
+benchmark runs); each turn is `blobs 2 size 200`: 3 model calls + 2 tool calls = 5 steps. The in-process baseline is
+`agent_runtime.runner.AgentRunner` with an in-memory conversation, streaming its model calls as the durable side does
+by default (`STREAM_PARTIAL_OUTPUT=true`; until 2026-11-29 it asked for whole answers, 0.6 M instructions a turn
+fewer); the durable side starts each turn over HTTP and waits (event-driven, on the engine) until its orchestration
+completes: the store writes, activities, history and orchestrator replays are what it adds. Both use the real `openai`
+client against the scripted model server (in a process of its own, as a model service is:
+`bench/workload/model_process.py`), with 0 ms and 50 ms model latency; the two sides take turns, a conversation each,
+so a machine whose speed drifts slows both alike. The durable side's HTTP client runs in a process of its own too
+(`bench/workload/client_process.py`): a client sharing the host's GIL would add its own work to every turn, which no
+deployment does.
 Targets: durable adds <= 2.5 ms median per step at 0 ms model latency, and
 the app's own code (orchestrator, activities, HTTP handlers: `bench/cpu_breakdown.py` splits the host's CPU between
 them, the Durable SDK and devhost's engine) spends <= 1.5 ms CPU per step. The host's CPU is also given per thread
@@ -25,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from agent_runtime.messages import ChatResponseUpdate
 from agent_runtime.models.retrying import RetryingModelClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.settings import ModelSettings, build_model_client
@@ -47,21 +50,37 @@ TARGET_APP_CPU_MS_PER_STEP = 1.5
 APP_OWNERS = ("app: orchestrator", "app: activities", "app: HTTP", "app: other")
 
 
+class LiveText:
+    """What a caller of an in-process run keeps of each streamed answer: the text so far, as a page showing it does."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    async def on_update(self, update: ChatResponseUpdate) -> None:
+        self.text += update.text
+
+
 class InProcessSide:
-    """The in-process runner on a loop of its own (one model client, kept across conversations)."""
+    """The in-process runner on a loop of its own (one model client, kept across conversations). Its model calls
+    stream, as the durable side's do by default (`STREAM_PARTIAL_OUTPUT=true`: pollers see the text so far), so the
+    difference between the sides is durability, not streaming."""
 
     def __init__(self, model_url: str) -> None:
         self.loop = asyncio.new_event_loop()
         settings = ModelSettings()
         self._inner = build_model_client(settings, scripted_base_url=model_url)
         self._client = RetryingModelClient(self._inner, settings.retry_policy())
-        self.loop.run_until_complete(AgentRunner(worker, self._client).run(PROMPT))  # warm-up: connections, imports
+        self._live = LiveText()
+        self.loop.run_until_complete(self._runner().run(PROMPT))  # warm-up: connections, imports
+
+    def _runner(self, session_id: str | None = None) -> AgentRunner:
+        return AgentRunner(worker, self._client, session_id=session_id, on_update=self._live.on_update)
 
     def conversation(self, index: int) -> list[float]:
         return self.loop.run_until_complete(self._conversation(index))
 
     async def _conversation(self, index: int) -> list[float]:
-        runner = AgentRunner(worker, self._client, session_id=f"bench-{index}")
+        runner = self._runner(f"bench-{index}")
         times = []
         for _ in range(TURNS_PER_CONVERSATION):
             started = time.perf_counter()
