@@ -161,8 +161,13 @@ class RuntimeWorkerPool:
     def _spawn(self, group: list[WorkerChannel]) -> WorkerChannel:
         channel = self._start_with_retries()
         with self._changed:
-            group.append(channel)
-            self._changed.notify_all()
+            closed = self._closing  # close() sets it before taking the lock, then stops the groups' workers
+            if not closed:
+                group.append(channel)
+                self._changed.notify_all()
+        if closed:  # the pool closed during this start (another start failed, the host stopped): close() missed it
+            channel.stop()
+            raise WorkerStartError(f"the worker process {channel.pid} started after its pool closed; stopped it")
         log.info("worker process %s ready (%s)", channel.pid, self.name)
         return channel
 
