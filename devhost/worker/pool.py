@@ -178,9 +178,12 @@ class RuntimeWorkerPool:
         while True:
             try:
                 return self._start_one()
-            except WorkerLostError:
-                if attempt >= START_ATTEMPTS or self._closing:
+            except WorkerLostError as lost:
+                if self._closing:
                     raise
+                if attempt >= START_ATTEMPTS:
+                    raise WorkerLostError(f"{lost}; each of its {START_ATTEMPTS} starts exited during its handshake") \
+                        from lost
                 attempt += 1
                 log.warning("a worker process exited during its start; starting another (%d of %d)",
                             attempt, START_ATTEMPTS)
