@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent_runs.conversation_cache import ConversationCache, StoredMessage, own_copy
-from agent_runtime.messages import Message
+from agent_runtime.messages import (
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+    Message,
+)
 from session_store import MessageRecord, SessionStore
 
 
@@ -23,8 +28,8 @@ class CacheUse:
     something for the run). `whole`: the step reads the whole session with nothing of the run in flight below its
     block (`call_model`), so a read from the store starts the run's entry, and a hit must cover everything below
     the block. Otherwise a hit is the settled part of the run that starts right after `after_seq`, and must hold the
-    function calls `needs_calls` and the messages `needs_ids`. `probe_ids`: messages an earlier attempt of the step
-    may have stored (read by id on a hit)."""
+    function calls `needs_calls` (with the decision on each that asked for approval) and the messages `needs_ids`.
+    `probe_ids`: messages an earlier attempt of the step may have stored (read by id on a hit)."""
 
     cache: ConversationCache
     run_etag: str | None = None
@@ -35,13 +40,23 @@ class CacheUse:
 
 
 def _holds_calls(stored: Sequence[StoredMessage], call_ids: Sequence[str]) -> bool:
-    """Whether the messages hold every one of these function calls."""
+    """Whether the messages hold every one of these function calls and, for a call that asked for approval, the
+    decision on it: an approver's edited arguments are the ones the tool runs with, and a decision applied by a step
+    in another process is in a block this process has not settled (the settled part then ends before it, holding the
+    call and its request only: a miss, read from the store)."""
     missing = set(call_ids)
+    requested: set[str] = set()
+    decided: set[str] = set()
     for message in stored:
-        missing.difference_update(call.call_id for call in message.message.function_calls)
-        if not missing:
-            return True
-    return not missing
+        for content in message.message.contents:
+            if isinstance(content, FunctionCallContent):
+                missing.discard(content.call_id)
+            elif isinstance(content, FunctionApprovalRequestContent):
+                if content.function_call.call_id in call_ids:
+                    requested.add(content.id)
+            elif isinstance(content, FunctionApprovalResponseContent):
+                decided.add(content.id)
+    return not missing and requested <= decided
 
 
 class SeqBlockExhaustedError(RuntimeError):
