@@ -17,7 +17,7 @@ from agent_runtime.messages import (
     FunctionCallContent,
     Message,
 )
-from session_store import MessageRecord, SessionStore
+from session_store import MessageRecord, RunRecord, SessionStore
 
 
 @dataclass(frozen=True)
@@ -223,10 +223,13 @@ class RunClosedError(RuntimeError):
 
 class OpenRunLog(StoreConversationLog):
     """A run's log that refuses writes once the run is finished: a step abandoned by a cancel after its grace period
-    must not add to a conversation the run already closed (and the next run may be using)."""
+    must not add to a conversation the run already closed (and the next run may be using). `checked`: the run as
+    read by the last write's check."""
+
+    checked: RunRecord | None = None
 
     async def append(self, message: Message) -> None:
-        run = await self._store.get_run(self._run_id, session_id=self._session_id)
+        self.checked = run = await self._store.get_run(self._run_id, session_id=self._session_id)
         if run is not None and run.finished:
             raise RunClosedError(f"run {self._run_id} is {run.status}; the result of its abandoned step is dropped")
         await super().append(message)
