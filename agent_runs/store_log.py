@@ -105,9 +105,10 @@ class StoreConversationLog:
         stored = await self._cached()
         if stored is None:
             records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
-            stored = [StoredMessage.of(record, owned=True) for record in records]
-            self._note_block(stored)
             use = self._cache_use
+            # (measured only by a log that uses the cache: what it read may enter it)
+            stored = [StoredMessage.of(record, owned=True, sized=use is not None) for record in records]
+            self._note_block(stored)
             if use is not None and use.whole and self._first_seq is not None and self._after_seq is None:
                 use.cache.start(self._session_id, self._run_id, use.run_etag, stored, below=self._first_seq)
         self._seq_by_id = seq_by_id = {message.message_id: message.seq for message in stored}
