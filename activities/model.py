@@ -10,6 +10,7 @@ from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
 from agent_runs.finishing import close_if_final, closed_before
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
+from agent_runs.store_log import RunClosedError
 from agent_runtime.conversation import model_message_id
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.models.errors import ModelError
@@ -31,7 +32,9 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
-        log = ctx.session_log(step.first_seq, SLOTS_PER_MODEL_CALL, record=record)
+        # A call abandoned by a cancel (hung past the grace period) must not store its answer or drafts once the run
+        # has closed: a call in a closed run would never get its result (the provider then refuses the session).
+        log = ctx.open_session_log(step.first_seq, SLOTS_PER_MODEL_CALL, record=record)
         agent = await ctx.run_agent()
         settings = ctx.services.run_settings
         drafts = (
@@ -71,6 +74,8 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
         except ChatMiddlewareEnded as ended:  # the same middleware would decide the same again: no retry
             result = StepFailure(code=ended.code, message=ended.message)
+        except RunClosedError:  # abandoned by a cancel: nobody waits for this answer any more
+            result = StepFailure.cancelled()
     if payload_size(result) > PAYLOAD_BUDGET_BYTES:
         # The answer is stored already: failing the activity (as an output over budget does) would make Durable
         # retry it and call the model again.
@@ -82,5 +87,5 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
         while model_message_id(step.run.run_id, step.command.iteration, index) in log.block_ids:
             index += 1
         await log.settle(probe_id=model_message_id(step.run.run_id, step.command.iteration, index))
-        return await close_if_final(ctx, step, result) or result
+        return await close_if_final(ctx, step, result, record=log.checked) or result
     return result

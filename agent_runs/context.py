@@ -51,6 +51,14 @@ class StepContext:
             log.use_cache(CacheUse(self.services.conversations, run_etag=record.etag, whole=True))
         return log
 
+    def open_session_log(self, first_seq: int, slots: int, *, record: RunRecord | None) -> OpenRunLog:
+        """`session_log` that drops writes once the run has closed (`OpenRunLog`): a model call abandoned by a cancel
+        must not store its answer (nor drafts of it) in the closed run."""
+        log = OpenRunLog(self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots)
+        if record is not None:
+            log.use_cache(CacheUse(self.services.conversations, run_etag=record.etag, whole=True))
+        return log
+
     def run_log(
         self, first_seq: int | None = None, slots: int = 1, *, cached: CacheUse | None = None
     ) -> StoreConversationLog:

@@ -19,7 +19,9 @@ session as before). Runs of a session are sequential, so nothing else writes to 
 a step abandoned by a cancel writes nothing once the run is closed (`OpenRunLog`).
 
 A miss is never wrong, only a read: another process's entry, a run changed in between (an approval step marks the
-run), a step whose block is not settled. Bounded (least recently used runs go first).
+run), a step whose block is not settled. Bounded in runs, in messages and in the size of their stored JSON (least
+recently used runs go first): a message may be a tool result as large as the store's 2 MB item, so a count alone
+would let a long-lived host hold gigabytes.
 
 An entry holds each message parsed once (`StoredMessage`), and hands the same objects to every step that reads it:
 parsing and copying the conversation on every step cost more than the rest of the cache's work. Nothing changes
@@ -30,6 +32,7 @@ to code that may change what it is handed (chat middleware, run middleware, tool
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -40,25 +43,38 @@ from session_store import MessageRecord
 
 MAX_RUNS = 512
 MAX_RECORDS = 20_000  # messages held in all (a message of 1-2 KB of JSON, parsed: tens of MB at most)
+MAX_JSON_CHARS = 32_000_000  # characters of the held messages' stored JSON, in all (large tool results)
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps without an encoder per call
 
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
-    """A message as stored at `seq`, parsed once. `message` is shared by every reader: read-only (see above)."""
+    """A message as stored at `seq`, parsed once. `message` is shared by every reader: read-only (see above).
+    `size`: characters of its stored JSON (what the cache's size bound counts; -1: not measured)."""
 
     message_id: str
     seq: int
     message: Message
+    size: int = -1
 
     @classmethod
-    def of(cls, record: MessageRecord | StoredMessage, *, owned: bool = False) -> StoredMessage:
+    def of(cls, record: MessageRecord | StoredMessage, *, owned: bool = False, sized: bool = True) -> StoredMessage:
         """From a record, parsed from a copy of its payload (whoever holds the record may change it) unless the
         record is `owned`: one the store just returned to the caller, who keeps it to itself (`SessionStore`: a
-        returned record is the caller's)."""
+        returned record is the caller's). `sized`: measure it (what may enter the cache)."""
         if isinstance(record, StoredMessage):
             return record
         payload = record.payload if owned else copy_json(record.payload)
-        return cls(record.message_id, record.seq, Message.model_validate(payload))
+        size = len(_JSON.encode(payload)) if sized else -1
+        return cls(record.message_id, record.seq, Message.model_validate(payload), size)
+
+    def sized(self) -> StoredMessage:
+        """This message, measured (one that was not is measured from its parsed form)."""
+        if self.size >= 0:
+            return self
+        size = len(self.message.model_dump_json(exclude_none=True))
+        return StoredMessage(self.message_id, self.seq, self.message, size)
 
     def copy(self) -> Message:
         """A copy of the message that its holder may change (as a read from the store would parse it)."""
@@ -75,6 +91,7 @@ class _Entry:
     run_etag: str
     records: dict[str, StoredMessage] = field(default_factory=dict)  # by message id
     settled: list[tuple[int, int]] = field(default_factory=list)  # [low, high) seq ranges, merged and sorted
+    size: int = 0  # the records' `size`, summed
 
     def covers(self, low: int, high: int) -> bool:
         return low >= high or any(a <= low and high <= b for a, b in self.settled)
@@ -94,11 +111,15 @@ class _Entry:
 
 
 class ConversationCache:
-    def __init__(self, max_runs: int = MAX_RUNS, max_records: int = MAX_RECORDS) -> None:
+    def __init__(
+        self, max_runs: int = MAX_RUNS, max_records: int = MAX_RECORDS, max_json_chars: int = MAX_JSON_CHARS
+    ) -> None:
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._held = 0  # records held by all entries
+        self._held_chars = 0  # their `size`, summed
         self._max_runs = max_runs
         self._max_records = max_records
+        self._max_json_chars = max_json_chars
         self._lock = threading.Lock()  # activities of one process may run on several threads
 
     def has(self, session_id: str, run_id: str) -> bool:
@@ -143,13 +164,14 @@ class ConversationCache:
         there, while the run's record had `run_etag`. Starts the run's entry afresh."""
         if run_etag is None:
             return
-        kept = {r.message_id: StoredMessage.of(r) for r in records if r.seq < below}
-        entry = _Entry(run_etag=run_etag, records=kept)
+        kept = {r.message_id: StoredMessage.of(r).sized() for r in records if r.seq < below}
+        entry = _Entry(run_etag=run_etag, records=kept, size=sum(r.size for r in kept.values()))
         entry.settle(0, below)
         with self._lock:
             self._drop((session_id, run_id))
             self._entries[(session_id, run_id)] = entry
             self._held += len(kept)
+            self._held_chars += entry.size
             self._trim()
 
     def settle_block(
@@ -167,27 +189,37 @@ class ConversationCache:
         `run_etag` (the record the step checked)."""
         if run_etag is None:
             return
-        settled = [StoredMessage.of(r) for r in written if low <= r.seq < high]
+        settled = [StoredMessage.of(r).sized() for r in written if low <= r.seq < high]
         with self._lock:
             entry = self._entries.get((session_id, run_id))
             if entry is None or entry.run_etag != run_etag:
                 return
-            before = len(entry.records)
-            entry.records.update((r.message_id, r) for r in settled)
+            before, size_before = len(entry.records), entry.size
+            for message in settled:
+                replaced = entry.records.get(message.message_id)
+                entry.size += message.size - (replaced.size if replaced is not None else 0)
+                entry.records[message.message_id] = message
             self._held += len(entry.records) - before
+            self._held_chars += entry.size - size_before
             entry.settle(low, high)
             self._trim()
 
     def _trim(self) -> None:
-        """Least recently used runs go first, until both bounds hold (a run too long for them is not kept)."""
-        while self._entries and (len(self._entries) > self._max_runs or self._held > self._max_records):
+        """Least recently used runs go first, until every bound holds (a run too long for them is not kept)."""
+        while self._entries and (
+            len(self._entries) > self._max_runs
+            or self._held > self._max_records
+            or self._held_chars > self._max_json_chars
+        ):
             _, entry = self._entries.popitem(last=False)
             self._held -= len(entry.records)
+            self._held_chars -= entry.size
 
     def _drop(self, key: tuple[str, str]) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._held -= len(entry.records)
+            self._held_chars -= entry.size
 
     def run_changed(self, session_id: str, run_id: str, old_etag: str | None, new_etag: str | None) -> None:
         """This process changed the run's record from `old_etag` to `new_etag` (an ETag-conditioned write that

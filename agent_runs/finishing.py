@@ -99,7 +99,9 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
     return FinishResult(status=status, reason=reason[:1000])  # type: ignore[arg-type]
 
 
-async def close_if_final(ctx: StepContext, step: ModelCallInput, turn: ModelTurn) -> ClosedModelTurn | None:
+async def close_if_final(
+    ctx: StepContext, step: ModelCallInput, turn: ModelTurn, *, record: RunRecord | None = None
+) -> ClosedModelTurn | None:
     """Close the run when `turn` is a final answer, as `finish_run` would right after (None: the loop goes on, or the
     orchestrator closes the run as before).
 
@@ -108,14 +110,16 @@ async def close_if_final(ctx: StepContext, step: ModelCallInput, turn: ModelTurn
     middleware: a call redelivered before its close asks the model again and replaces the stored answer in place, so
     the close must write nothing tied to this answer's calls (a "not run" result for a call the new answer does not
     make would be left without its call). A run whose cancel was requested meanwhile is left to the orchestrator,
-    whose race with the cancel event decides how it ends."""
+    whose race with the cancel event decides how it ends. `record`: the run as read after the model answered (by
+    the check before its answer was stored); read here otherwise."""
     close = step.close
     if close is None or turn.tool_calls or turn.terminated:
         return None
     command = AgentLoop(state=close.loop_state).send(turn)  # the state was parsed for this attempt: it may change
     if not isinstance(command, Finish) or command.unresolved:
         return None
-    record = await ctx.record()  # read again: a cancel request may have arrived while the model answered
+    if record is None:
+        record = await ctx.record()  # read again: a cancel request may have arrived while the model answered
     if record is None or record.cancel_requested_at is not None or record.finished:
         return None
     finish_input = FinishInput(

@@ -11,8 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent_runs.conversation_cache import ConversationCache, StoredMessage, own_copy
-from agent_runtime.messages import Message
-from session_store import MessageRecord, SessionStore
+from agent_runtime.messages import (
+    FunctionApprovalRequestContent,
+    FunctionApprovalResponseContent,
+    FunctionCallContent,
+    Message,
+)
+from session_store import MessageRecord, RunRecord, SessionStore
 
 
 @dataclass(frozen=True)
@@ -23,8 +28,8 @@ class CacheUse:
     something for the run). `whole`: the step reads the whole session with nothing of the run in flight below its
     block (`call_model`), so a read from the store starts the run's entry, and a hit must cover everything below
     the block. Otherwise a hit is the settled part of the run that starts right after `after_seq`, and must hold the
-    function calls `needs_calls` and the messages `needs_ids`. `probe_ids`: messages an earlier attempt of the step
-    may have stored (read by id on a hit)."""
+    function calls `needs_calls` (with the decision on each that asked for approval) and the messages `needs_ids`.
+    `probe_ids`: messages an earlier attempt of the step may have stored (read by id on a hit)."""
 
     cache: ConversationCache
     run_etag: str | None = None
@@ -35,13 +40,23 @@ class CacheUse:
 
 
 def _holds_calls(stored: Sequence[StoredMessage], call_ids: Sequence[str]) -> bool:
-    """Whether the messages hold every one of these function calls."""
+    """Whether the messages hold every one of these function calls and, for a call that asked for approval, the
+    decision on it: an approver's edited arguments are the ones the tool runs with, and a decision applied by a step
+    in another process is in a block this process has not settled (the settled part then ends before it, holding the
+    call and its request only: a miss, read from the store)."""
     missing = set(call_ids)
+    requested: set[str] = set()
+    decided: set[str] = set()
     for message in stored:
-        missing.difference_update(call.call_id for call in message.message.function_calls)
-        if not missing:
-            return True
-    return not missing
+        for content in message.message.contents:
+            if isinstance(content, FunctionCallContent):
+                missing.discard(content.call_id)
+            elif isinstance(content, FunctionApprovalRequestContent):
+                if content.function_call.call_id in call_ids:
+                    requested.add(content.id)
+            elif isinstance(content, FunctionApprovalResponseContent):
+                decided.add(content.id)
+    return not missing and requested <= decided
 
 
 class SeqBlockExhaustedError(RuntimeError):
@@ -90,9 +105,10 @@ class StoreConversationLog:
         stored = await self._cached()
         if stored is None:
             records = await load_session_records(self._store, self._session_id, after_seq=self._after_seq)
-            stored = [StoredMessage.of(record, owned=True) for record in records]
-            self._note_block(stored)
             use = self._cache_use
+            # (measured only by a log that uses the cache: what it read may enter it)
+            stored = [StoredMessage.of(record, owned=True, sized=use is not None) for record in records]
+            self._note_block(stored)
             if use is not None and use.whole and self._first_seq is not None and self._after_seq is None:
                 use.cache.start(self._session_id, self._run_id, use.run_etag, stored, below=self._first_seq)
         self._seq_by_id = seq_by_id = {message.message_id: message.seq for message in stored}
@@ -208,10 +224,13 @@ class RunClosedError(RuntimeError):
 
 class OpenRunLog(StoreConversationLog):
     """A run's log that refuses writes once the run is finished: a step abandoned by a cancel after its grace period
-    must not add to a conversation the run already closed (and the next run may be using)."""
+    must not add to a conversation the run already closed (and the next run may be using). `checked`: the run as
+    read by the last write's check."""
+
+    checked: RunRecord | None = None
 
     async def append(self, message: Message) -> None:
-        run = await self._store.get_run(self._run_id, session_id=self._session_id)
+        self.checked = run = await self._store.get_run(self._run_id, session_id=self._session_id)
         if run is not None and run.finished:
             raise RunClosedError(f"run {self._run_id} is {run.status}; the result of its abandoned step is dropped")
         await super().append(message)

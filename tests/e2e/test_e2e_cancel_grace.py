@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, wait_for_file
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -66,3 +66,31 @@ def test_cancel_abandons_a_hung_tool_after_the_grace_period(
     nxt = app.start(input="Anything else?", session_id=started["session_id"])  # the session is free
     app.settle()
     assert app.view(nxt["run_id"])["output"]["text"] == "Next run's answer."
+
+
+def test_cancel_abandons_a_hung_model_call_and_its_late_answer_is_dropped(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The same with the model call hung: its answer, arriving after the run closed, is not written into the closed
+    run (a call in it would have no result, and the session's next model call would be refused by the provider)."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "k1"}), "Next run's answer."))
+    model.hold_answers()
+    started = app.start(input="Look up k1")
+    run_id = started["run_id"]
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)  # the call is in flight
+
+    assert app.cancel(run_id).status_code == 202
+    _wait_for_history_event(app, run_id, "TimerCreated")
+    _advance_clock(app, GRACE_SECONDS + 1)
+    app.wait_for(run_id, {"cancelled"})
+    messages = app.session_messages(started["session_id"])
+    assert [contents_of(m) for m in messages] == [["text"]]
+
+    model.release_answers()  # the abandoned call gets its answer now
+    app.settle()
+    assert app.session_messages(started["session_id"]) == messages  # the closed run is unchanged
+
+    nxt = app.start(input="Anything else?", session_id=started["session_id"])
+    app.settle()
+    assert app.view(nxt["run_id"])["output"]["text"] == "Next run's answer."
+    assert unanswered_tool_calls(model.log.last.messages) == []

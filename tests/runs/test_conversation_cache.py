@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_runs.conversation_cache import ConversationCache
+from agent_runs.conversation_cache import MAX_JSON_CHARS, ConversationCache
 from agent_runs.store_log import CacheUse, StoreConversationLog, to_record
 from agent_runtime.agents import AgentDefinition
 from agent_runtime.loop_types import CallModel, ToolInvocation
@@ -82,6 +82,24 @@ def test_the_messages_held_are_bounded() -> None:
     cache.start("s", "b", "e", [record(0), record(1)], below=2)  # started afresh: its old messages are let go
     cache.start("s", "d", "e", [record(0)], below=1)
     assert [cache.has("s", run) for run in ("b", "d")] == [True, True]
+
+
+def test_large_messages_are_bounded_by_their_size_too() -> None:
+    """Tool results can be large (up to the store's 2 MB item): a host that keeps many runs must not hold them all
+    because their count is small. 20 runs of 40 results of 50 KB (40 MB of JSON): the oldest runs go."""
+    cache = ConversationCache()
+    big = "x" * 50_000
+    for run in range(20):
+        cache.start("s", f"r{run}", "e", [record(i, big, f"r{run}:{i}") for i in range(40)], below=40)
+    held = [cache.has("s", f"r{run}") for run in range(20)]
+    assert held[-1] and not held[0]
+    assert held.count(True) * 40 * 50_000 <= MAX_JSON_CHARS
+
+    small = ConversationCache(max_json_chars=3 * 50_100)
+    small.start("s", "a", "e", [record(0, big, "a:0")], below=1)
+    for _ in range(5):  # the same message settled again (a retried step): counted once
+        small.settle_block("s", "a", "e", [record(1, big, "a:1")], low=1, high=2)
+    assert small.has("s", "a")
 
 
 # ------------------------------------------------------------------------------------------------ over a store
