@@ -91,10 +91,7 @@ class EntityProcessor:
             log.error("entity %s batch aborted (%s); retrying", entity_id, exc)
             if rt.closed:
                 return
-            retry_at = rt.now_epoch() + rt.options.entity_retry_seconds
-            for message in messages:
-                message.visible_at = retry_at
-                rt.inbox.add(message, rt.now_epoch())
+            rt.redeliver_later(messages, rt.now_epoch() + rt.options.entity_retry_seconds)
             return
         if rt.closed:
             return

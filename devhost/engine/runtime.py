@@ -10,6 +10,7 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from devhost.app_loader import FunctionIndex, FunctionInfo
@@ -207,6 +208,16 @@ class EngineRuntime(Management):
     def _wake_threadsafe(self) -> None:
         if not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._wake)
+
+    def redeliver_later(self, messages: list[InboxMessage], visible_at: float) -> None:
+        """Messages of an aborted episode or entity batch back to the inbox, visible at `visible_at`. No commit
+        follows to wake the scheduler, and only a pass arms the real clock's wake-up for a message that is not due
+        yet: without the wake here the redelivery waited for whatever woke the engine next (an unrelated call_http
+        could hold it for 100 s)."""
+        now = self.now_epoch()
+        for message in messages:
+            self.inbox.add(replace(message, visible_at=visible_at), now)
+        self._wake()
 
     def mark_ready(self, instance_id: str) -> None:
         self.ready[instance_id] = None
