@@ -31,7 +31,7 @@ from devhost.engine.api import (
 
 from .client_binding import ManagementUrls, management_urls
 from .entities_api import EntityHandlers
-from .query import QueryArgs
+from .query import InvalidTimeSpanError, QueryArgs
 from .responses import compact_json, empty_response, error_response, json_response
 from .routes import RouteTemplate
 
@@ -69,7 +69,8 @@ class DurableHttpApi:
     async def handle(self, request: web.Request, path: str) -> web.Response:
         try:
             return await self._route(request, unquote_plus(path))
-        except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError) as exc:
+        except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError,
+                InvalidTimeSpanError) as exc:
             # The extension's ArgumentException catch-all.
             return error_response(400, "One or more of the arguments submitted is incorrect", exc)
         except InstanceNotFoundError:
@@ -161,8 +162,9 @@ class DurableHttpApi:
         return await self._respond_started(request, args, new_id)
 
     async def _respond_started(self, request: web.Request, args: QueryArgs, instance_id: str) -> web.Response:
-        timeout = args.get_float("timeout")
-        if timeout is not None and args.get_float("pollingInterval") is not None:
+        timeout = args.get_timespan_seconds("timeout")
+        polling_interval = args.get_timespan_seconds("pollingInterval")
+        if timeout is not None and polling_interval is not None:
             return await self._wait_or_check_status(request, args, instance_id, timeout)
         return self._check_status_response(request, args, instance_id)
 
@@ -297,7 +299,10 @@ class DurableHttpApi:
             return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
         except InstanceExistsError as exc:
             return error_response(409, "A non-terminal instance with this instance ID already exists.", exc)
-        return await self._respond_started(request, args, new_id)
+        try:
+            return await self._respond_started(request, args, new_id)
+        except InvalidTimeSpanError as exc:  # (the restart handler's own ArgumentException catch)
+            return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
 
     async def _raise_event(self, request: web.Request, instance_id: str, event_name: str) -> web.Response:
         refusal = await self._require_running(instance_id)

@@ -214,3 +214,20 @@ def test_entity_routes(devhost: InProcessHost, api: Api) -> None:
 def test_unknown_api_paths_are_404(api: Api) -> None:
     assert api("GET", "/whatever").status_code == 404
     assert api("GET", "/").status_code == 404
+
+
+def test_a_nan_or_endless_wait_is_refused_as_timespan_refuses_it(devhost: InProcessHost, api: Api) -> None:
+    """TimeSpan.FromSeconds(NaN) throws ArgumentException (400; the instance was started first), a duration past
+    TimeSpan's range OverflowException (500). devhost used to wait on a NaN loop timer and never answer."""
+    nan = api("POST", "/orchestrators/wait_event/nan-wait", params={"timeout": "NaN", "pollingInterval": "1"},
+              timeout=10)
+    assert nan.status_code == 400
+    assert nan.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    assert devhost.wait_for_status("nan-wait", "Running")["runtimeStatus"] == "Running"
+    endless = api("POST", "/orchestrators/wait_event/endless-wait", params={"timeout": "1e300", "pollingInterval": "1"},
+                  timeout=10)
+    assert endless.status_code == 500
+    restarted = api("POST", "/instances/nan-wait/restart", params={"timeout": "1", "pollingInterval": "nan"},
+                    timeout=10)
+    assert (restarted.status_code, restarted.json()["Message"]) == (
+        400, "InstanceId does not match a valid orchestration instance.")
