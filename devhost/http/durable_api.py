@@ -77,6 +77,10 @@ class DurableHttpApi:
             return empty_response(404)
         except InstanceGoneError:
             return empty_response(410)
+        except web.HTTPException:
+            # aiohttp's own answers, e.g. 413 for a body past the host's 100 MB limit: the Functions host refuses
+            # such a request before any handler (the catch-all below made it a 500).
+            raise
         except Exception as exc:
             log.exception("durable HTTP API request failed: %s %s", request.method, request.rel_url)
             return error_response(500, "Something went wrong while processing your request", exc)

@@ -231,3 +231,16 @@ def test_a_nan_or_endless_wait_is_refused_as_timespan_refuses_it(devhost: InProc
                     timeout=10)
     assert (restarted.status_code, restarted.json()["Message"]) == (
         400, "InstanceId does not match a valid orchestration instance.")
+
+
+def test_a_body_past_the_hosts_limit_is_413_not_500(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
+    """The Functions host takes bodies up to 100 MB and answers 413 beyond, before any handler."""
+    base = BASES[0]
+    assert devhost_client.post(f"{base}/orchestrators/wait_event/big-body").status_code == 202
+    devhost.wait_for_status("big-body", "Running")
+    too_big = b'"' + b"a" * (100 * 1024 * 1024) + b'"'
+    for path in ("/orchestrators/echo_input", "/instances/big-body/raiseEvent/Approval", "/entities/Counter/k"):
+        response = devhost_client.post(base + path, content=too_big, headers={"content-type": "application/json"},
+                                       timeout=60)
+        assert response.status_code == 413, (path, response.text)
+    assert devhost.get_status("big-body")["runtimeStatus"] == "Running"
