@@ -32,7 +32,7 @@ from devhost.engine.api import (
 from .client_binding import ManagementUrls, management_urls
 from .entities_api import EntityHandlers
 from .query import InvalidTimeSpanError, QueryArgs
-from .responses import compact_json, empty_response, error_response, json_response
+from .responses import compact_json, empty_response, error_response, json_response, request_text
 from .routes import RouteTemplate
 
 log = logging.getLogger("devhost.durable")
@@ -151,7 +151,7 @@ class DurableHttpApi:
     async def _start(
         self, request: web.Request, args: QueryArgs, function_name: str, instance_id: str | None
     ) -> web.Response:
-        body = await request.text() if request.can_read_body else ""
+        body = await request_text(request) if request.can_read_body else ""
         input_json = body if body else None
         if input_json is not None:
             try:
@@ -314,7 +314,7 @@ class DurableHttpApi:
             return refusal
         if not _is_json_media_type(request):
             return error_response(400, "Only application/json request content is supported")
-        body = await request.text()
+        body = await request_text(request)
         input_json: str | None = None
         if body:
             try:

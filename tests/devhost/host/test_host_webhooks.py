@@ -244,3 +244,17 @@ def test_a_body_past_the_hosts_limit_is_413_not_500(devhost: InProcessHost, devh
                                        timeout=60)
         assert response.status_code == 413, (path, response.text)
     assert devhost.get_status("big-body")["runtimeStatus"] == "Running"
+
+
+def test_bodies_are_read_as_read_as_string_async_reads_them(devhost: InProcessHost, api: Api) -> None:
+    """A byte that is not UTF-8 reads as U+FFFD and a UTF-8 byte order mark is skipped, as .NET's
+    ReadAsStringAsync reads them: devhost answered 500 (a strict decode) and 400 (the BOM before the JSON)."""
+    json_type = {"content-type": "application/json"}
+    started = api("POST", "/orchestrators/echo_input", content=b"\xef\xbb\xbf" + b'{"n": 1}', headers=json_type)
+    assert started.status_code == 202, started.text
+    assert devhost.wait_for_status(started.json()["id"])["output"] == {"n": 1}
+    api.start("wait_event", "stray-byte")
+    devhost.wait_for_status("stray-byte", "Running")
+    raised = api("POST", "/instances/stray-byte/raiseEvent/Approval", content=b'"caf\xe9"', headers=json_type)
+    assert raised.status_code == 202, raised.text
+    assert devhost.wait_for_status("stray-byte")["output"] == {"payload": "caf\ufffd", "type": "str"}
