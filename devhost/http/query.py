@@ -74,7 +74,7 @@ class QueryArgs:
             value = value.zfill(len(value) + 4 - len(year))
         try:
             return to_utc(parse_iso(value))
-        except ValueError:
+        except (ValueError, OverflowError):  # (a time whose UTC instant is before year 1: TryParse fails, not 500)
             return None
 
     def get_enum_list(self, name: str, enum: type[E]) -> list[E] | None:

@@ -258,3 +258,12 @@ def test_bodies_are_read_as_read_as_string_async_reads_them(devhost: InProcessHo
     raised = api("POST", "/instances/stray-byte/raiseEvent/Approval", content=b'"caf\xe9"', headers=json_type)
     assert raised.status_code == 202, raised.text
     assert devhost.wait_for_status("stray-byte")["output"] == {"payload": "caf\ufffd", "type": "str"}
+
+
+def test_a_time_outside_datetimes_range_counts_as_absent(devhost: InProcessHost, api: Api) -> None:
+    """DateTime.TryParse fails for a time whose UTC instant falls before year 1 (it is then not given): devhost's
+    conversion raised OverflowError, a 500."""
+    early = {"createdTimeFrom": "0001-01-01T00:00:00+05:00"}
+    assert api("GET", "/instances", params=early).status_code == 200
+    purge = api("DELETE", "/instances", params=early)
+    assert (purge.status_code, purge.json()) == (400, "Please provide value for 'createdTimeFrom' parameter.")
