@@ -67,4 +67,4 @@ class ActivityRunner:
         with rt.commit("activity") as commit:
             for _ in range(copies):
                 commit.send(work.instance_id, work.execution_id, event)
-            commit.tx.delete_work(work.id)
+            commit.tx.delete_work(work)
