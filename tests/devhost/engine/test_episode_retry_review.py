@@ -56,7 +56,8 @@ def test_an_aborted_episode_is_retried_while_an_unrelated_http_call_is_in_flight
     app_dir = tmp_path / "host_settings"
     shutil.copytree(APPS / "host_settings", app_dir)
     (app_dir / "host.json").write_text(json.dumps({"version": "2.0", "functionTimeout": "00:00:01"}))
-    with InProcessHost(app_dir, clock="real", env={"HANG_SECONDS": "1.5"}) as host:
+    # (in-process: `hangs_once` counts its calls in the process, and a real worker is restarted on the timeout)
+    with InProcessHost(app_dir, clock="real", env={"HANG_SECONDS": "1.5"}, worker="inprocess") as host:
         # A call_http in flight (an engine task functionTimeout does not bound) until the test releases it.
         fetching = host.client.post(WEBHOOK + "fetch_url", json=json.dumps(url)).json()["id"]
         assert arrived.wait(15)
