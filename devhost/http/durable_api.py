@@ -11,7 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
@@ -68,7 +68,9 @@ class DurableHttpApi:
 
     async def handle(self, request: web.Request, path: str) -> web.Response:
         try:
-            return await self._route(request, unquote_plus(path))
+            # Percent-decoded, but a '+' stays a '+': the form-encoding rule ('+' is a space) is for query strings,
+            # and the Python client puts instance ids into the path unquoted ('order+1' was started as 'order 1').
+            return await self._route(request, unquote(path))
         except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError,
                 InvalidTimeSpanError) as exc:
             # The extension's ArgumentException catch-all.

@@ -267,3 +267,13 @@ def test_a_time_outside_datetimes_range_counts_as_absent(devhost: InProcessHost,
     assert api("GET", "/instances", params=early).status_code == 200
     purge = api("DELETE", "/instances", params=early)
     assert (purge.status_code, purge.json()) == (400, "Please provide value for 'createdTimeFrom' parameter.")
+
+
+def test_a_plus_in_an_instance_id_is_a_plus(devhost: InProcessHost, api: Api) -> None:
+    """The Python client puts instance ids into the path as they are; in a path '+' is no space (that rule is the
+    query string's): devhost started 'order+1' as 'order 1'."""
+    assert api.start("echo_input", "order+1", json={"n": 1}) == "order+1"
+    status = devhost.wait_for_status("order+1")
+    assert status["instanceId"] == "order+1"
+    assert api("GET", "/instances/order+1").json()["instanceId"] == "order+1"
+    assert api("GET", "/instances/order 1").status_code == 404
