@@ -61,6 +61,8 @@ class EntityProcessor:
             if self._slots is None:
                 self._slots = asyncio.Semaphore(rt.options.max_concurrent_entities)
             async with self._slots:
+                if rt.stopping:
+                    return  # the host stops: a batch not started yet stays stored and runs after the restart
                 await self._batch(entity_id, messages)
         finally:
             rt.running.discard(entity_id)

@@ -147,7 +147,7 @@ class EpisodeProcessor:
         """One episode; returns how many messages it put back to hold (suspended instance)."""
         rt = self.rt
         messages = rt.inbox.take(instance_id)
-        if not messages or rt.closed:
+        if not messages or rt.closed or rt.stopping:
             rt.inbox.put_back(instance_id, messages)
             return 0
         if rt.options.faults.reorder_completions:

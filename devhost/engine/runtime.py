@@ -107,6 +107,7 @@ class EngineRuntime(Management):
         self.running: set[str] = set()
         self.crashed = False
         self.closed = False
+        self.stopping = False  # stop() drains: what runs finishes and commits, nothing new starts
         self.random = random.Random(options.faults.seed)
         self._crash_hits: dict[str, int] = {}
         if isinstance(functions, InProcessExecutor):
@@ -151,14 +152,18 @@ class EngineRuntime(Management):
             self.activities.start(work)
 
     async def stop(self) -> None:
-        if self.closed:
+        if self.closed or self.stopping:
             return
-        self.closed = True
+        # Drain as the Functions host and DTFx do on a graceful shutdown: user code in flight finishes and its result
+        # is committed; nothing new starts. (`closed` was set first, so every result of the grace period was dropped
+        # and the restarted host ran those activities and episodes again.)
+        self.stopping = True
         self._disarm_timer()
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=5.0)
-        for task in pending:
+        self.closed = True
+        for task in [t for t in self._tasks if not t.done()]:
             task.cancel()
         self._shutdown()
 
@@ -271,7 +276,8 @@ class EngineRuntime(Management):
             self.ready[message.instance_id] = None
             needs_pass = not self._started_at_once(message) or needs_pass
         for work in pending.work:
-            self.activities.start(work)
+            if not self.stopping:  # (stored: it runs after the restart)
+                self.activities.start(work)
         for instance_id in pending.changed:
             self._notify_status(instance_id)
         if needs_pass:
@@ -287,7 +293,7 @@ class EngineRuntime(Management):
         task_id = completion_id(message.event)
         if state is None or task_id is None or not state.waits_only_for(task_id):
             return False
-        if instance_id in self.running or self._held_for_batching(instance_id) or self.closed:
+        if instance_id in self.running or self._held_for_batching(instance_id) or self.closed or self.stopping:
             return False
         del self.ready[instance_id]
         self.episodes.start(instance_id)
@@ -324,7 +330,7 @@ class EngineRuntime(Management):
 
     def _pass(self) -> None:
         self._pass_pending = False
-        if self.closed:
+        if self.closed or self.stopping:
             return
         try:
             if self.inbox.timers:

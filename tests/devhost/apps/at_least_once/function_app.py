@@ -39,8 +39,10 @@ def gated_once(context: df.DurableOrchestrationContext):
 
 @app.activity_trigger(input_name="payload")
 def wait_for_gate(payload: dict) -> str:
-    """Marks its start, then waits until its own gate file exists (each call has its own gate)."""
-    Path(payload["started"]).touch()
+    """Records its start (a line per execution), then waits until its own gate file exists (each call has its
+    own gate)."""
+    with Path(payload["started"]).open("a") as started:
+        started.write("started\n")
     while not Path(payload["gate"]).exists():
         time.sleep(0.01)
     return payload["name"]
