@@ -40,6 +40,8 @@ class ActivityRunner:
         if self._slots is None:
             self._slots = asyncio.Semaphore(rt.options.max_concurrent_activities)
         async with self._slots:
+            if rt.stopping:
+                return  # the host stops: a call not started yet stays stored and runs after the restart
             function = rt.index.activity(work.name)
             if work.name == BUILTIN_HTTP_ACTIVITY:
                 outcome = await run_http_activity(work.input)
@@ -67,4 +69,4 @@ class ActivityRunner:
         with rt.commit("activity") as commit:
             for _ in range(copies):
                 commit.send(work.instance_id, work.execution_id, event)
-            commit.tx.delete_work(work.id)
+            commit.tx.delete_work(work)

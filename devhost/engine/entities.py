@@ -61,6 +61,8 @@ class EntityProcessor:
             if self._slots is None:
                 self._slots = asyncio.Semaphore(rt.options.max_concurrent_entities)
             async with self._slots:
+                if rt.stopping:
+                    return  # the host stops: a batch not started yet stays stored and runs after the restart
                 await self._batch(entity_id, messages)
         finally:
             rt.running.discard(entity_id)
@@ -91,10 +93,7 @@ class EntityProcessor:
             log.error("entity %s batch aborted (%s); retrying", entity_id, exc)
             if rt.closed:
                 return
-            retry_at = rt.now_epoch() + rt.options.entity_retry_seconds
-            for message in messages:
-                message.visible_at = retry_at
-                rt.inbox.add(message, rt.now_epoch())
+            rt.redeliver_later(messages, rt.now_epoch() + rt.options.entity_retry_seconds)
             return
         if rt.closed:
             return

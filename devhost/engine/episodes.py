@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -147,7 +147,7 @@ class EpisodeProcessor:
         """One episode; returns how many messages it put back to hold (suspended instance)."""
         rt = self.rt
         messages = rt.inbox.take(instance_id)
-        if not messages or rt.closed:
+        if not messages or rt.closed or rt.stopping:
             rt.inbox.put_back(instance_id, messages)
             return 0
         if rt.options.faults.reorder_completions:
@@ -191,9 +191,7 @@ class EpisodeProcessor:
         if retry_seconds is None:
             rt.inbox.put_back(instance_id, messages)
         else:
-            retry_at = rt.now_epoch() + retry_seconds
-            for message in messages:
-                rt.inbox.add(replace(message, visible_at=retry_at), rt.now_epoch())
+            rt.redeliver_later(messages, rt.now_epoch() + retry_seconds)
         if instance is not None:  # memory may be ahead of the store: reload it
             stored = rt.store.load_instance(instance_id)
             if stored is not None:

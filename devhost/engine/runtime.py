@@ -10,6 +10,7 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from devhost.app_loader import FunctionIndex, FunctionInfo
@@ -106,6 +107,7 @@ class EngineRuntime(Management):
         self.running: set[str] = set()
         self.crashed = False
         self.closed = False
+        self.stopping = False  # stop() drains: what runs finishes and commits, nothing new starts
         self.random = random.Random(options.faults.seed)
         self._crash_hits: dict[str, int] = {}
         if isinstance(functions, InProcessExecutor):
@@ -150,14 +152,18 @@ class EngineRuntime(Management):
             self.activities.start(work)
 
     async def stop(self) -> None:
-        if self.closed:
+        if self.closed or self.stopping:
             return
-        self.closed = True
+        # Drain as the Functions host and DTFx do on a graceful shutdown: user code in flight finishes and its result
+        # is committed; nothing new starts. (`closed` was set first, so every result of the grace period was dropped
+        # and the restarted host ran those activities and episodes again.)
+        self.stopping = True
         self._disarm_timer()
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=5.0)
-        for task in pending:
+        self.closed = True
+        for task in [t for t in self._tasks if not t.done()]:
             task.cancel()
         self._shutdown()
 
@@ -207,6 +213,16 @@ class EngineRuntime(Management):
     def _wake_threadsafe(self) -> None:
         if not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._wake)
+
+    def redeliver_later(self, messages: list[InboxMessage], visible_at: float) -> None:
+        """Messages of an aborted episode or entity batch back to the inbox, visible at `visible_at`. No commit
+        follows to wake the scheduler, and only a pass arms the real clock's wake-up for a message that is not due
+        yet: without the wake here the redelivery waited for whatever woke the engine next (an unrelated call_http
+        could hold it for 100 s)."""
+        now = self.now_epoch()
+        for message in messages:
+            self.inbox.add(replace(message, visible_at=visible_at), now)
+        self._wake()
 
     def mark_ready(self, instance_id: str) -> None:
         self.ready[instance_id] = None
@@ -260,7 +276,8 @@ class EngineRuntime(Management):
             self.ready[message.instance_id] = None
             needs_pass = not self._started_at_once(message) or needs_pass
         for work in pending.work:
-            self.activities.start(work)
+            if not self.stopping:  # (stored: it runs after the restart)
+                self.activities.start(work)
         for instance_id in pending.changed:
             self._notify_status(instance_id)
         if needs_pass:
@@ -276,7 +293,7 @@ class EngineRuntime(Management):
         task_id = completion_id(message.event)
         if state is None or task_id is None or not state.waits_only_for(task_id):
             return False
-        if instance_id in self.running or self._held_for_batching(instance_id) or self.closed:
+        if instance_id in self.running or self._held_for_batching(instance_id) or self.closed or self.stopping:
             return False
         del self.ready[instance_id]
         self.episodes.start(instance_id)
@@ -313,7 +330,7 @@ class EngineRuntime(Management):
 
     def _pass(self) -> None:
         self._pass_pending = False
-        if self.closed:
+        if self.closed or self.stopping:
             return
         try:
             if self.inbox.timers:

@@ -263,8 +263,12 @@ class Transaction:
         )
         return int(cursor.lastrowid or 0)
 
-    def delete_work(self, work_id: int) -> None:
-        self._db.execute("DELETE FROM work WHERE id=?", (work_id,))
+    def delete_work(self, work: WorkItem) -> None:
+        # Not by id alone: ids are rowids, which SQLite hands out again once the highest row is gone (a purge or a
+        # new execution of the same instance id deletes the old execution's rows while its activity still runs), so
+        # that activity's late result deleted whichever new work item had taken its id, lost at the next restart.
+        self._db.execute("DELETE FROM work WHERE id=? AND instance_id=? AND execution_id=? AND task_id=?",
+                         (work.id, work.instance_id, work.execution_id, work.task_id))
 
     def put_entity(self, row: EntityRow) -> None:
         self._db.execute(

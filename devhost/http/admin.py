@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import math
+
 from aiohttp import web
 
 from devhost.engine.api import DurableEngine, InvalidOperationError
@@ -16,6 +18,7 @@ from .query import QueryArgs
 from .responses import error_response, json_response
 
 ADMIN_PREFIX = "/admin/devhost/"
+_MAX_ADVANCE_SECONDS = 1e12  # well inside timedelta's range (~8.6e13 s), and 30 000 years
 
 
 class AdminHandler:
@@ -27,16 +30,17 @@ class AdminHandler:
             return web.Response(status=405)
         args = QueryArgs(request.query)
         if action == "idle":
+            timeout = args.get_float("timeout")
+            if timeout is not None and not math.isfinite(timeout):  # a NaN loop timer would corrupt the loop's heap
+                return error_response(400, "'timeout' must be a finite number of seconds")
             try:
-                await self.engine.run_until_idle(
-                    args.get_float("timeout") or 30.0, skip_timers=bool(args.get_bool("skipTimers"))
-                )
+                await self.engine.run_until_idle(timeout or 30.0, skip_timers=bool(args.get_bool("skipTimers")))
             except TimeoutError as exc:
                 return error_response(504, "the host did not become idle in time", exc)
             return json_response(200, {"now": dotnet_iso(self.engine.now())})
         if action == "advance":
             seconds = args.get_float("seconds")
-            if seconds is None or seconds < 0:
+            if seconds is None or not 0 <= seconds < _MAX_ADVANCE_SECONDS:  # (NaN and inf: timedelta refuses them)
                 return error_response(400, "'seconds' must be a non-negative number")
             try:
                 await self.engine.advance(seconds)

@@ -11,7 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
@@ -31,8 +31,8 @@ from devhost.engine.api import (
 
 from .client_binding import ManagementUrls, management_urls
 from .entities_api import EntityHandlers
-from .query import QueryArgs
-from .responses import compact_json, empty_response, error_response, json_response
+from .query import InvalidTimeSpanError, QueryArgs
+from .responses import compact_json, empty_response, error_response, json_response, request_text
 from .routes import RouteTemplate
 
 log = logging.getLogger("devhost.durable")
@@ -68,14 +68,21 @@ class DurableHttpApi:
 
     async def handle(self, request: web.Request, path: str) -> web.Response:
         try:
-            return await self._route(request, unquote_plus(path))
-        except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError) as exc:
+            # Percent-decoded, but a '+' stays a '+': the form-encoding rule ('+' is a space) is for query strings,
+            # and the Python client puts instance ids into the path unquoted ('order+1' was started as 'order 1').
+            return await self._route(request, unquote(path))
+        except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError,
+                InvalidTimeSpanError) as exc:
             # The extension's ArgumentException catch-all.
             return error_response(400, "One or more of the arguments submitted is incorrect", exc)
         except InstanceNotFoundError:
             return empty_response(404)
         except InstanceGoneError:
             return empty_response(410)
+        except web.HTTPException:
+            # aiohttp's own answers, e.g. 413 for a body past the host's 100 MB limit: the Functions host refuses
+            # such a request before any handler (the catch-all below made it a 500).
+            raise
         except Exception as exc:
             log.exception("durable HTTP API request failed: %s %s", request.method, request.rel_url)
             return error_response(500, "Something went wrong while processing your request", exc)
@@ -146,7 +153,7 @@ class DurableHttpApi:
     async def _start(
         self, request: web.Request, args: QueryArgs, function_name: str, instance_id: str | None
     ) -> web.Response:
-        body = await request.text() if request.can_read_body else ""
+        body = await request_text(request) if request.can_read_body else ""
         input_json = body if body else None
         if input_json is not None:
             try:
@@ -161,8 +168,9 @@ class DurableHttpApi:
         return await self._respond_started(request, args, new_id)
 
     async def _respond_started(self, request: web.Request, args: QueryArgs, instance_id: str) -> web.Response:
-        timeout = args.get_float("timeout")
-        if timeout is not None and args.get_float("pollingInterval") is not None:
+        timeout = args.get_timespan_seconds("timeout")
+        polling_interval = args.get_timespan_seconds("pollingInterval")
+        if timeout is not None and polling_interval is not None:
             return await self._wait_or_check_status(request, args, instance_id, timeout)
         return self._check_status_response(request, args, instance_id)
 
@@ -297,7 +305,10 @@ class DurableHttpApi:
             return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
         except InstanceExistsError as exc:
             return error_response(409, "A non-terminal instance with this instance ID already exists.", exc)
-        return await self._respond_started(request, args, new_id)
+        try:
+            return await self._respond_started(request, args, new_id)
+        except InvalidTimeSpanError as exc:  # (the restart handler's own ArgumentException catch)
+            return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
 
     async def _raise_event(self, request: web.Request, instance_id: str, event_name: str) -> web.Response:
         refusal = await self._require_running(instance_id)
@@ -305,7 +316,7 @@ class DurableHttpApi:
             return refusal
         if not _is_json_media_type(request):
             return error_response(400, "Only application/json request content is supported")
-        body = await request.text()
+        body = await request_text(request)
         input_json: str | None = None
         if body:
             try:

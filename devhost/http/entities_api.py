@@ -9,7 +9,7 @@ from aiohttp import web
 from devhost.engine.api import DurableEngine, EntityQuery, InvalidEntityKeyError, UnknownFunctionError
 
 from .query import QueryArgs
-from .responses import compact_json, empty_response, error_response, json_response
+from .responses import compact_json, empty_response, error_response, json_response, request_text
 
 EMPTY_KEY_SYMBOL = "$"
 
@@ -55,7 +55,7 @@ class EntityHandlers:
         return json_response(200, body, {"x-ms-continuation-token": token or ""})
 
     async def _signal(self, request: web.Request, name: str, key: str, operation: str) -> web.Response:
-        body = await request.text() if request.can_read_body else ""
+        body = await request_text(request) if request.can_read_body else ""
         input_json: str | None = None
         if body:
             if request.content_type.lower() == "application/json" and "content-type" in request.headers:

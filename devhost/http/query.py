@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from enum import Enum
@@ -12,6 +13,11 @@ from multidict import MultiMapping
 from devhost.protocol.timefmt import parse_iso, to_utc
 
 E = TypeVar("E", bound=Enum)
+_TIMESPAN_MAX_SECONDS = (2**63 - 1) / 10_000_000  # TimeSpan.MaxValue (ticks of 100 ns)
+
+
+class InvalidTimeSpanError(ValueError):
+    """TimeSpan.FromSeconds(NaN)'s ArgumentException."""
 N = TypeVar("N", int, float)
 
 
@@ -43,6 +49,20 @@ class QueryArgs:
         except ValueError:
             return None
 
+    def get_timespan_seconds(self, name: str) -> float | None:
+        """TryGetTimeSpanQueryParameterValue: double.TryParse, then TimeSpan.FromSeconds, which throws for NaN (an
+        ArgumentException: the handlers' 400) and for a duration past TimeSpan's range (an OverflowException: 500).
+        Unchecked, a NaN timeout became a NaN loop timer (the wait never answered and the loop's timer heap lost its
+        order) and an infinite one a wait that never ends."""
+        seconds = self.get_float(name)
+        if seconds is None:
+            return None
+        if math.isnan(seconds):
+            raise InvalidTimeSpanError("TimeSpan does not accept floating point Not-a-Number values.")
+        if abs(seconds) >= _TIMESPAN_MAX_SECONDS:
+            raise OverflowError("TimeSpan overflowed because the duration is too long.")
+        return seconds
+
     def get_datetime(self, name: str) -> datetime | None:
         """DateTime.TryParse: unparseable values count as absent. Naive values are taken as UTC."""
         value = self.get(name)
@@ -54,7 +74,7 @@ class QueryArgs:
             value = value.zfill(len(value) + 4 - len(year))
         try:
             return to_utc(parse_iso(value))
-        except ValueError:
+        except (ValueError, OverflowError):  # (a time whose UTC instant is before year 1: TryParse fails, not 500)
             return None
 
     def get_enum_list(self, name: str, enum: type[E]) -> list[E] | None:

@@ -103,3 +103,11 @@ def test_each_host_imports_the_app_under_its_own_environment(devhost_factory, ap
     import sys
 
     assert "app_settings" not in sys.modules
+
+
+def test_the_admin_endpoints_refuse_numbers_that_are_not_finite_with_400(devhost_client: httpx.Client) -> None:
+    """NaN and infinity: 400, not a 500 (timedelta refuses them) nor a NaN loop timer (run_until_idle's wait)."""
+    for seconds in ("nan", "inf", "1e300"):
+        assert devhost_client.post("/admin/devhost/advance", params={"seconds": seconds}).status_code == 400
+    assert devhost_client.post("/admin/devhost/idle", params={"timeout": "nan"}).status_code == 400
+    assert devhost_client.post("/admin/devhost/advance", params={"seconds": "60"}).status_code == 200

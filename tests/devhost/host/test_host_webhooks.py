@@ -214,3 +214,66 @@ def test_entity_routes(devhost: InProcessHost, api: Api) -> None:
 def test_unknown_api_paths_are_404(api: Api) -> None:
     assert api("GET", "/whatever").status_code == 404
     assert api("GET", "/").status_code == 404
+
+
+def test_a_nan_or_endless_wait_is_refused_as_timespan_refuses_it(devhost: InProcessHost, api: Api) -> None:
+    """TimeSpan.FromSeconds(NaN) throws ArgumentException (400; the instance was started first), a duration past
+    TimeSpan's range OverflowException (500). devhost used to wait on a NaN loop timer and never answer."""
+    nan = api("POST", "/orchestrators/wait_event/nan-wait", params={"timeout": "NaN", "pollingInterval": "1"},
+              timeout=10)
+    assert nan.status_code == 400
+    assert nan.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    assert devhost.wait_for_status("nan-wait", "Running")["runtimeStatus"] == "Running"
+    endless = api("POST", "/orchestrators/wait_event/endless-wait", params={"timeout": "1e300", "pollingInterval": "1"},
+                  timeout=10)
+    assert endless.status_code == 500
+    restarted = api("POST", "/instances/nan-wait/restart", params={"timeout": "1", "pollingInterval": "nan"},
+                    timeout=10)
+    assert (restarted.status_code, restarted.json()["Message"]) == (
+        400, "InstanceId does not match a valid orchestration instance.")
+
+
+def test_a_body_past_the_hosts_limit_is_413_not_500(devhost: InProcessHost, devhost_client: httpx.Client) -> None:
+    """The Functions host takes bodies up to 100 MB and answers 413 beyond, before any handler."""
+    base = BASES[0]
+    assert devhost_client.post(f"{base}/orchestrators/wait_event/big-body").status_code == 202
+    devhost.wait_for_status("big-body", "Running")
+    too_big = b'"' + b"a" * (100 * 1024 * 1024) + b'"'
+    for path in ("/orchestrators/echo_input", "/instances/big-body/raiseEvent/Approval", "/entities/Counter/k"):
+        response = devhost_client.post(base + path, content=too_big, headers={"content-type": "application/json"},
+                                       timeout=60)
+        assert response.status_code == 413, (path, response.text)
+    assert devhost.get_status("big-body")["runtimeStatus"] == "Running"
+
+
+def test_bodies_are_read_as_read_as_string_async_reads_them(devhost: InProcessHost, api: Api) -> None:
+    """A byte that is not UTF-8 reads as U+FFFD and a UTF-8 byte order mark is skipped, as .NET's
+    ReadAsStringAsync reads them: devhost answered 500 (a strict decode) and 400 (the BOM before the JSON)."""
+    json_type = {"content-type": "application/json"}
+    started = api("POST", "/orchestrators/echo_input", content=b"\xef\xbb\xbf" + b'{"n": 1}', headers=json_type)
+    assert started.status_code == 202, started.text
+    assert devhost.wait_for_status(started.json()["id"])["output"] == {"n": 1}
+    api.start("wait_event", "stray-byte")
+    devhost.wait_for_status("stray-byte", "Running")
+    raised = api("POST", "/instances/stray-byte/raiseEvent/Approval", content=b'"caf\xe9"', headers=json_type)
+    assert raised.status_code == 202, raised.text
+    assert devhost.wait_for_status("stray-byte")["output"] == {"payload": "caf\ufffd", "type": "str"}
+
+
+def test_a_time_outside_datetimes_range_counts_as_absent(devhost: InProcessHost, api: Api) -> None:
+    """DateTime.TryParse fails for a time whose UTC instant falls before year 1 (it is then not given): devhost's
+    conversion raised OverflowError, a 500."""
+    early = {"createdTimeFrom": "0001-01-01T00:00:00+05:00"}
+    assert api("GET", "/instances", params=early).status_code == 200
+    purge = api("DELETE", "/instances", params=early)
+    assert (purge.status_code, purge.json()) == (400, "Please provide value for 'createdTimeFrom' parameter.")
+
+
+def test_a_plus_in_an_instance_id_is_a_plus(devhost: InProcessHost, api: Api) -> None:
+    """The Python client puts instance ids into the path as they are; in a path '+' is no space (that rule is the
+    query string's): devhost started 'order+1' as 'order 1'."""
+    assert api.start("echo_input", "order+1", json={"n": 1}) == "order+1"
+    status = devhost.wait_for_status("order+1")
+    assert status["instanceId"] == "order+1"
+    assert api("GET", "/instances/order+1").json()["instanceId"] == "order+1"
+    assert api("GET", "/instances/order 1").status_code == 404

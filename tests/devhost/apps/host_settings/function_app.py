@@ -204,3 +204,12 @@ def crasher(context: df.DurableEntityContext):
 async def start_hello(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     instance_id = await client.start_new("hello")
     return client.create_check_status_response(req, instance_id)
+
+
+# ----- call_http: the built-in HTTP activity (no functionTimeout applies to it) -----
+
+
+@app.orchestration_trigger(context_name="context")
+def fetch_url(context: df.DurableOrchestrationContext):
+    response = yield context.call_http("GET", context.get_input())
+    return response["statusCode"]
