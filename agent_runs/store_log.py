@@ -175,13 +175,14 @@ class StoreConversationLog:
         if seq is None:
             seq = self._next_seq()
             seq_by_id[message.message_id] = seq
-        (stored,) = await self._store.append_messages(
-            self._session_id, [to_record(self._session_id, self._run_id, seq, message)]
-        )
+        (stored,) = await self._write(to_record(self._session_id, self._run_id, seq, message))
         self._note_block([stored])
         outside = self._first_seq is None or not self._first_seq <= seq < self._first_seq + self._slots
         if outside and self._cache_use is not None:  # an older message replaced in place: the entry may hold it
             self._cache_use.cache.forget(self._session_id, self._run_id)
+
+    async def _write(self, record: MessageRecord) -> list[MessageRecord]:
+        return await self._store.append_messages(self._session_id, [record])
 
     def _next_seq(self) -> int:
         if self._first_seq is None:
@@ -229,11 +230,13 @@ class OpenRunLog(StoreConversationLog):
 
     checked: RunRecord | None = None
 
-    async def append(self, message: Message) -> None:
-        self.checked = run = await self._store.get_run(self._run_id, session_id=self._session_id)
-        if run is not None and run.finished:
-            raise RunClosedError(f"run {self._run_id} is {run.status}; the result of its abandoned step is dropped")
-        await super().append(message)
+    async def _write(self, record: MessageRecord) -> list[MessageRecord]:
+        # The check and the write are one store operation: one transaction on SQLite (on Cosmos a read, then the write).
+        self.checked, stored = await self._store.append_to_open_run(self._session_id, self._run_id, [record])
+        if stored is None:
+            status = self.checked.status if self.checked is not None else "closed"
+            raise RunClosedError(f"run {self._run_id} is {status}; the result of its abandoned step is dropped")
+        return stored
 
 
 def to_record(session_id: str, run_id: str | None, seq: int, message: Message) -> MessageRecord:

@@ -205,6 +205,16 @@ class CosmosSessionStore:
         await bounded_gather(self._upsert_message(record) for record in stored)
         return stored
 
+    async def append_to_open_run(
+        self, session_id: str, run_id: str, records: Sequence[MessageRecord]
+    ) -> tuple[RunRecord | None, list[MessageRecord] | None]:
+        # A read, then the writes: Cosmos has no write conditional on another item (the run lives in its own
+        # container), so a close landing between the two still lets this step's messages in.
+        run = await self.get_run(run_id, session_id=session_id)
+        if run is not None and run.finished:
+            return run, None
+        return run, await self.append_messages(session_id, records)
+
     async def _upsert_message(self, record: MessageRecord) -> None:
         if await self._db.upsert("messages", to_item(record, self._ttl)) is not None:
             return

@@ -103,6 +103,13 @@ class SessionStore(Protocol):
     # Messages
     async def append_messages(self, session_id: str, records: Sequence[MessageRecord]) -> list[MessageRecord]: ...
 
+    async def append_to_open_run(
+        self, session_id: str, run_id: str, records: Sequence[MessageRecord]
+    ) -> tuple[RunRecord | None, list[MessageRecord] | None]:
+        """`append_messages` unless the session's run `run_id` has finished. Returns the run as read (None: no such
+        run; the messages are written) and the messages as stored (None: the run had finished; nothing written)."""
+        ...
+
     async def list_messages(
         self,
         session_id: str,

@@ -253,20 +253,43 @@ class SqliteSessionStore:
 
         def op() -> list[MessageRecord]:
             now = self._now()
-            stored = [r.model_copy(update={"created_at": stamp(r.created_at, now)}) for r in batch]
             with self._tx() as conn:
-                self._maybe_sweep(conn, now)
-                for record in stored:
-                    self._check_seq_free(conn, record, now)
-                    conn.execute(
-                        "INSERT OR REPLACE INTO messages (session_id, message_id, seq, run_id, expires_at, doc)"
-                        " VALUES (?, ?, ?, ?, ?, ?)",
-                        (session_id, record.message_id, record.seq, record.run_id, self._expiry(now),
-                         record.model_dump_json()),
-                    )
-            return stored
+                return self._insert_messages(conn, session_id, batch, now)
 
         return await self._batch(op, size)
+
+    async def append_to_open_run(
+        self, session_id: str, run_id: str, records: Sequence[MessageRecord]
+    ) -> tuple[RunRecord | None, list[MessageRecord] | None]:
+        batch = list(records)
+        rules.check_batch(session_id, batch)
+        size = sum(ensure_fits("message", record.message_id, record) for record in batch)
+
+        def op() -> tuple[RunRecord | None, list[MessageRecord] | None]:
+            now = self._now()
+            with self._tx() as conn:  # one transaction: no close can land between the check and the write
+                run = self._get_run(conn, run_id, now)
+                if run is not None and run.session_id != session_id:
+                    run = None
+                if run is not None and run.finished:
+                    return run, None
+                return run, self._insert_messages(conn, session_id, batch, now)
+
+        return await self._batch(op, size)
+
+    def _insert_messages(
+        self, conn: sqlite3.Connection, session_id: str, batch: list[MessageRecord], now: datetime
+    ) -> list[MessageRecord]:
+        stored = [r.model_copy(update={"created_at": stamp(r.created_at, now)}) for r in batch]
+        self._maybe_sweep(conn, now)
+        for record in stored:
+            self._check_seq_free(conn, record, now)
+            conn.execute(
+                "INSERT OR REPLACE INTO messages (session_id, message_id, seq, run_id, expires_at, doc)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, record.message_id, record.seq, record.run_id, self._expiry(now), record.model_dump_json()),
+            )
+        return stored
 
     def _check_seq_free(self, conn: sqlite3.Connection, record: MessageRecord, now: datetime) -> None:
         row = conn.execute(

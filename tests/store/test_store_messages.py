@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_helpers import message, new_session
+from store_helpers import message, new_session, run
 
 from session_store import (
     MAX_RECORD_BYTES,
@@ -165,3 +165,35 @@ async def test_any_write_order_and_page_size_reads_back_sorted_and_complete(
         if token is None:
             break
     assert read == sorted(seqs)
+
+
+async def test_appending_to_an_open_run_writes_and_gives_the_run_as_read(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id))
+    checked, stored = await store.append_to_open_run(session_id, started.run_id, [message(session_id, 0)])
+    assert checked is not None and checked.run_id == started.run_id and not checked.finished
+    assert stored is not None and [m.message_id for m in stored] == [f"{session_id}-m0"]
+    assert [m.seq for m in (await store.list_messages(session_id)).items] == [0]
+
+
+async def test_appending_to_a_finished_run_writes_nothing(store: SessionStore) -> None:
+    # A step abandoned by a cancel: what it produced must not join the conversation the run has closed.
+    session_id = await new_session(store)
+    started = await store.begin_run(run(session_id))
+    await store.finish_run(started.run_id, "cancelled")
+    checked, stored = await store.append_to_open_run(session_id, started.run_id, [message(session_id, 0)])
+    assert stored is None
+    assert checked is not None and checked.status == "cancelled"
+    assert (await store.list_messages(session_id)).items == []
+
+
+async def test_appending_for_a_run_the_session_does_not_have_writes_as_append_messages_does(
+    store: SessionStore,
+) -> None:
+    session_id, other = await new_session(store), await new_session(store)
+    elsewhere = await store.begin_run(run(other))
+    await store.finish_run(elsewhere.run_id, "cancelled")  # another session's run: not this session's to close
+    for run_id in ("no-such-run", elsewhere.run_id):
+        checked, stored = await store.append_to_open_run(session_id, run_id, [message(session_id, 0)])
+        assert checked is None and stored is not None
+    assert [m.seq for m in (await store.list_messages(session_id)).items] == [0]
