@@ -10,6 +10,7 @@ wherever the app runs), never by sleeping.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids
+from e2e_settings import watches_the_app_in_process
 from step_pause import paused
 
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -274,3 +276,35 @@ def test_a_decision_whose_event_failed_reaches_the_run_at_the_next_poll(
         assert app.decide(view["run_id"], second, "approve").status_code == 202
         app.settle()
         assert_applied_once(app, view, emails(2))
+
+
+@watches_the_app_in_process
+def test_a_decision_whose_run_finished_before_it_was_delivered_is_a_409(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision is stored, then the run ends (a cancel) before its doorbell rings: the orchestration is gone and
+    refuses the event. The decider is told the run finished (409), not to send the decision again (503): it will
+    never be applied."""
+    [email] = emails(1)
+    model.set_script(Script.of(parallel_calls("send_email", email), "Done."))
+    view = app.start_until_approval()
+    [approval_id] = pending_ids(view)
+    gateway = app_module("http_api.durable_gateway").DurableGateway
+    send_approval = gateway.send_approval
+
+    async def after_the_run_ended(self: Any, run_id: str, approval: str) -> None:
+        await self.send_cancel(run_id, "cancelled meanwhile")
+        for _ in range(3000):
+            state = await self.state(run_id)
+            if state is not None and state.runtime_status == "Completed":
+                break
+            await asyncio.sleep(0.02)  # the orchestration runs on this loop: there is no event to wait on
+        await send_approval(self, run_id, approval)
+
+    monkeypatch.setattr(gateway, "send_approval", after_the_run_ended)
+    late = app.decide(view["run_id"], approval_id, "approve")
+    monkeypatch.undo()
+
+    assert (late.status_code, late.json()["code"]) == (409, "run_finished"), late.text
+    assert app.view(view["run_id"])["status"] == "cancelled"
+    assert app.effects(view["session_id"], "email") == []
