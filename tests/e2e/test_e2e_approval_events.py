@@ -22,6 +22,7 @@ import httpx
 import pytest
 from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids
 from e2e_settings import watches_the_app_in_process
+from httpx_sse import connect_sse
 from step_pause import paused
 
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -308,3 +309,32 @@ def test_a_decision_whose_run_finished_before_it_was_delivered_is_a_409(
     assert (late.status_code, late.json()["code"]) == (409, "run_finished"), late.text
     assert app.view(view["run_id"])["status"] == "cancelled"
     assert app.effects(view["session_id"], "email") == []
+
+
+def test_a_decision_whose_event_failed_reaches_the_run_a_stream_follows(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page follows a run by its stream, and once decided an approval is no longer shown to be decided: a
+    decision stored whose event never reached the run (refused here; or the API died between the two) must be rung
+    again while a stream watches, as a poll would, or the run waits for its deadline with nothing left to click."""
+    with app_with(DECISION_REDELIVERY_SECONDS="0", STREAM_PING_SECONDS="60") as app:  # no ping outlasts the read
+        [email] = emails(1)
+        model.set_script(Script.of(parallel_calls("send_email", email), "Done."))
+        view = app.start_until_approval()
+        [approval_id] = pending_ids(view)
+
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
+
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(app.host.engine, "raise_event", unreachable)
+            refused = app.decide(view["run_id"], approval_id, "approve")
+        assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
+        app.settle()
+
+        # Nobody repeats the request and nobody polls: the stream is all that watches the run.
+        with connect_sse(app.http, "GET", f"/api/runs/{view['run_id']}/stream", timeout=30) as source:
+            done = [e.json() for e in source.iter_sse() if e.event == "done"]
+        assert done[0]["status"] == "completed"
+        assert_applied_once(app, view, [email])
