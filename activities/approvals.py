@@ -13,6 +13,7 @@ from typing import Any
 
 from agent_runs import run_status
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
+from agent_runs.closing import expire_pending_approvals
 from agent_runs.context import StepContext
 from agent_runs.contracts import (
     ApprovalRequestsInput,
@@ -69,8 +70,20 @@ async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     )
     # One request per call, each id and seq fixed by its call: an earlier attempt wrote exactly these.
     await log.settle()
-    ctx.run_changed(run, await run_status.mark(ctx.store, step.run.run_id, "requires_action", current=run))
+    marked = await run_status.mark(ctx.store, step.run.run_id, "requires_action", current=run)
+    if marked is None:  # the run changed since it was read (or is marked already): it may have closed meanwhile
+        await _expire_if_closed(ctx, step.run)
+    ctx.run_changed(run, marked)
     return ApprovalsRecorded(approval_ids=[request.id for request in requests])
+
+
+async def _expire_if_closed(ctx: StepContext, run: RunRef) -> None:
+    """A step abandoned by a cancel (hung past its grace period) stores its requests after the run closed, and the
+    close expired only what was pending then: expire them too, so no approval of a closed run stays pending (an
+    inbox would offer it, and deciding it is refused)."""
+    record = await ctx.store.get_run(run.run_id, session_id=run.session_id)
+    if record is not None and record.finished:
+        await expire_pending_approvals(ctx.store, run.run_id, record.status, session_id=run.session_id)
 
 
 @activity(compact=True)

@@ -99,7 +99,7 @@ async def record_decision(
     edited = body.arguments if decision == "approved" else None
     if not run.finished and same_decision(record, decision, caller.id, body.reason, edited):
         # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
-        await deliver(gateway, run.run_id, approval_id)
+        await deliver(gateway, store, run.run_id, approval_id)
         return record
     _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:
@@ -120,7 +120,7 @@ async def record_decision(
             _check_open(race.current, None, now=now, reveal=owns(caller, run.owner_id))
             raise  # unreachable: a decided record always fails the check
         decided = race.current  # the same caller's concurrent retry won: deliver it as well
-    await deliver(gateway, run.run_id, approval_id)
+    await deliver(gateway, store, run.run_id, approval_id)
     return decided
 
 

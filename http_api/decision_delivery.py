@@ -20,11 +20,20 @@ log = logging.getLogger(__name__)
 
 
 
-async def deliver(gateway: DurableGateway, run_id: str, approval_id: str) -> None:
-    """Ring the approval's doorbell; on failure the caller gets a 503 telling it to repeat the request."""
+async def deliver(gateway: DurableGateway, store: SessionStore, run_id: str, approval_id: str) -> None:
+    """Ring the approval's doorbell; on failure the caller gets a 503 telling it to repeat the request, or a 409 when
+    the run finished meanwhile."""
     try:
         await gateway.send_approval(run_id, approval_id)
     except Exception as error:
+        run = await store.get_run(run_id)
+        if run is not None and run.finished:
+            # Its orchestration is gone and refuses events (the host's 410): the decision came too late to be
+            # applied, and sending it again would not change that.
+            raise ApiProblem(
+                409, "run_finished", "The run has already finished", f"The run ended {run.status} before the "
+                "decision reached it; it was not applied.",
+            ) from error
         log.warning("decision %s of run %s is stored but was not delivered: %s", approval_id, run_id, error)
         raise ApiProblem(
             503,

@@ -167,9 +167,19 @@ async def wait_for_view(
 # --------------------------------------------------------------------------------------------------- cancelling
 
 
-async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, reason: str) -> object:
+async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, reason: str) -> RunRecord | None:
     """Flag the run's cancel in the store (what its steps check; the first request's time stays), then raise its
-    cancel event (the gateway's answer is returned)."""
+    cancel event. Returns None once the event is raised, or the run as it ended when it finished after `run` was read
+    (nothing left to cancel)."""
     if run.cancel_requested_at is None:
         await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
-    return await gateway.send_cancel(run.run_id, reason)
+    try:
+        await gateway.send_cancel(run.run_id, reason)
+    except Exception:
+        # A run that finished since it was read has an orchestration that refuses events (the SDK raises on the
+        # host's 410): the cancel came too late, which is the caller's 409, not a server error.
+        current = await store.get_run(run.run_id)
+        if current is not None and current.finished:
+            return current
+        raise
+    return None

@@ -282,7 +282,9 @@ async def request_cancel(services: RunServices, client: df.DurableOrchestrationC
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
         await cancel_workflow(services, WorkflowGateway(client), run)
         return
-    await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
+    finished = await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
+    if finished is not None:  # it finished while the cancel was being sent
+        raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {finished.status}.")
 
 
 async def _wait_for_view(

@@ -175,7 +175,11 @@ def reopen(session: SessionRecord, run: RunRecord, rewind: JsonObject, now: date
         raise RunNotReopenableError(run.run_id, "not_latest", "later runs of its session came after it")
     if session.active_run_id not in (None, run.run_id):
         raise SessionBusyError(session.session_id, session.active_run_id)
-    opened = apply_run_changes(run, {"status": "in_progress", "output": None, "error": None}, now)
+    # A cancel requested before the failure (or one that came too late, told 409) does not outlive it: the rewind is
+    # the newer request, and every step of the reopened run would otherwise read the old flag and cancel it.
+    opened = apply_run_changes(
+        run, {"status": "in_progress", "output": None, "error": None, "cancel_requested_at": None}, now
+    )
     opened = opened.model_copy(update={"rewinds": [*run.rewinds, rewind]})
     claimed = session.model_copy(update={"active_run_id": run.run_id, "updated_at": now})
     return Reopen(session=claimed, run=opened)

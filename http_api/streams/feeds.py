@@ -8,6 +8,8 @@ events carry the poll's updates (agent runs: `{seq, message}`; workflow runs: th
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,6 +17,7 @@ import azure.durable_functions as df
 
 from agent_runs.services import RunServices
 from agent_runtime.messages import Message
+from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway
 from http_api.models import FINAL_STATUSES
 from http_api.run_views import UPDATES_PER_RESPONSE, build_run_view
@@ -22,6 +25,10 @@ from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflow_models import FINAL_WORKFLOW_STATUSES
 from http_api.workflow_views import ENTRIES_PER_RESPONSE, build_workflow_view
 from session_store import RunRecord
+
+log = logging.getLogger(__name__)
+# How often a stream of a run waiting for decisions looks for stalled ones, at most (a query of the run's approvals).
+REDELIVERY_CHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,9 +69,30 @@ class RunFeed:
         self.services, self.run, self.base_url = services, run, base_url
         self.run_id = run.run_id
         self.gateway = DurableGateway(client)
+        self._next_redelivery_check = 0.0
 
     async def read_state(self) -> Any:
-        return await self.gateway.state(self.run_id)
+        state = await self.gateway.state(self.run_id)
+        await self._redeliver_stalled(state)
+        return state
+
+    async def _redeliver_stalled(self, state: Any) -> None:
+        """Ring again for decisions the store holds that the run has not applied (their event failed, or the API
+        died between the two), as a poll does: a client that follows the run by its stream (the page) may never
+        poll, and a decided approval is no longer shown to be decided, so the run would wait for its deadline."""
+        progress = getattr(state, "progress", None)
+        if progress is None or not progress.pending_approvals:
+            return
+        now = time.monotonic()
+        if now < self._next_redelivery_check:
+            return
+        settings = self.services.run_settings
+        self._next_redelivery_check = now + max(settings.decision_redelivery_seconds, REDELIVERY_CHECK_SECONDS)
+        try:
+            await redeliver_stalled(self.services.store, self.gateway, self.run_id, progress.pending_approvals,
+                                    stalled_after=settings.decision_redelivery_after)
+        except Exception as error:  # best effort, like the poll's: the stream goes on
+            log.warning("stream of %s: stalled decisions not checked: %s", self.run_id, error)
 
     async def refresh(self, state: Any, after: int) -> Refresh:
         updates: list[dict[str, Any]] = []

@@ -10,6 +10,7 @@ wherever the app runs), never by sleeping.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids
+from e2e_settings import watches_the_app_in_process
+from httpx_sse import connect_sse
 from step_pause import paused
 
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -274,3 +277,64 @@ def test_a_decision_whose_event_failed_reaches_the_run_at_the_next_poll(
         assert app.decide(view["run_id"], second, "approve").status_code == 202
         app.settle()
         assert_applied_once(app, view, emails(2))
+
+
+@watches_the_app_in_process
+def test_a_decision_whose_run_finished_before_it_was_delivered_is_a_409(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision is stored, then the run ends (a cancel) before its doorbell rings: the orchestration is gone and
+    refuses the event. The decider is told the run finished (409), not to send the decision again (503): it will
+    never be applied."""
+    [email] = emails(1)
+    model.set_script(Script.of(parallel_calls("send_email", email), "Done."))
+    view = app.start_until_approval()
+    [approval_id] = pending_ids(view)
+    gateway = app_module("http_api.durable_gateway").DurableGateway
+    send_approval = gateway.send_approval
+
+    async def after_the_run_ended(self: Any, run_id: str, approval: str) -> None:
+        await self.send_cancel(run_id, "cancelled meanwhile")
+        for _ in range(3000):
+            state = await self.state(run_id)
+            if state is not None and state.runtime_status == "Completed":
+                break
+            await asyncio.sleep(0.02)  # the orchestration runs on this loop: there is no event to wait on
+        await send_approval(self, run_id, approval)
+
+    monkeypatch.setattr(gateway, "send_approval", after_the_run_ended)
+    late = app.decide(view["run_id"], approval_id, "approve")
+    monkeypatch.undo()
+
+    assert (late.status_code, late.json()["code"]) == (409, "run_finished"), late.text
+    assert app.view(view["run_id"])["status"] == "cancelled"
+    assert app.effects(view["session_id"], "email") == []
+
+
+def test_a_decision_whose_event_failed_reaches_the_run_a_stream_follows(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The page follows a run by its stream, and once decided an approval is no longer shown to be decided: a
+    decision stored whose event never reached the run (refused here; or the API died between the two) must be rung
+    again while a stream watches, as a poll would, or the run waits for its deadline with nothing left to click."""
+    with app_with(DECISION_REDELIVERY_SECONDS="0", STREAM_PING_SECONDS="60") as app:  # no ping outlasts the read
+        [email] = emails(1)
+        model.set_script(Script.of(parallel_calls("send_email", email), "Done."))
+        view = app.start_until_approval()
+        [approval_id] = pending_ids(view)
+
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
+
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(app.host.engine, "raise_event", unreachable)
+            refused = app.decide(view["run_id"], approval_id, "approve")
+        assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
+        app.settle()
+
+        # Nobody repeats the request and nobody polls: the stream is all that watches the run.
+        with connect_sse(app.http, "GET", f"/api/runs/{view['run_id']}/stream", timeout=30) as source:
+            done = [e.json() for e in source.iter_sse() if e.event == "done"]
+        assert done[0]["status"] == "completed"
+        assert_applied_once(app, view, [email])

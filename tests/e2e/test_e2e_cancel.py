@@ -3,9 +3,12 @@ finishes and is stored, then the run ends `cancelled`; the session is free for t
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from e2e_harness import (
     PROGRESS_TIMEOUT_S,
     InProcessApp,
@@ -14,6 +17,7 @@ from e2e_harness import (
     unanswered_tool_calls,
     wait_for_file,
 )
+from e2e_settings import watches_the_app_in_process
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -153,3 +157,36 @@ def test_cancel_after_a_partial_decision(app: InProcessApp, model: ScriptedModel
     assert app.view(started["run_id"])["status"] == "cancelled"
     assert app.effects(started["session_id"]) == []  # the approved call never ran: its batch was not complete
     assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+
+
+@watches_the_app_in_process
+def test_a_cancel_that_the_run_outlives_by_finishing_is_a_409(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run finishes after the cancel request read it running but before its event is raised: the orchestration
+    is gone and refuses the event. The caller is told the run finished (409), not a server error."""
+    model.set_script(Script.of("The answer."))
+    model.hold_answers()
+    started = app.start(input="A question")
+    run_id = started["run_id"]
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
+    gateway = app.app_module("http_api.durable_gateway").DurableGateway
+    send_cancel = gateway.send_cancel
+
+    async def after_the_run_ended(self: Any, instance_id: str, reason: str | None) -> None:
+        model.release_answers()  # the answer ends the run (its call saw the cancel flag: the orchestrator closes it)
+        for _ in range(int(PROGRESS_TIMEOUT_S / 0.02)):
+            state = await self.state(instance_id)
+            if state is not None and state.runtime_status == "Completed":
+                break
+            await asyncio.sleep(0.02)  # the orchestration runs on this loop: there is no event to wait on
+        await send_cancel(self, instance_id, reason)
+
+    monkeypatch.setattr(gateway, "send_cancel", after_the_run_ended)
+    late = app.cancel(run_id)
+    monkeypatch.undo()
+
+    assert (late.status_code, late.json()["code"]) == (409, "run_finished"), late.text
+    view = app.view(run_id)
+    assert (view["status"], view["output"]["text"]) == ("completed", "The answer.")
+    assert app.cancel(run_id).status_code == 409

@@ -5,11 +5,15 @@ test moves the virtual clock."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
+from e2e_settings import watches_the_app_in_process
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -94,3 +98,40 @@ def test_cancel_abandons_a_hung_model_call_and_its_late_answer_is_dropped(
     app.settle()
     assert app.view(nxt["run_id"])["output"]["text"] == "Next run's answer."
     assert unanswered_tool_calls(model.log.last.messages) == []
+
+
+@watches_the_app_in_process
+def test_cancel_abandons_a_hung_approval_step_and_leaves_no_approval_pending(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step recording approval requests hangs (a throttled store) past the grace period: the run closes
+    `cancelled`, expiring what was pending then. The requests the abandoned step stores afterwards must not stay
+    pending in the closed run (an inbox would offer them; deciding one is refused)."""
+    model.set_script(Script.of(Reply.call("send_email", {"to": "bob@example.com", "subject": "Hi", "body": "Hi"})))
+    approvals = app.app_module("activities.approvals")
+    record_requests = approvals.record_approval_requests_step
+    held, release = threading.Event(), threading.Event()
+
+    async def hung(*args: Any, **kwargs: Any) -> Any:
+        recorded = await record_requests(*args, **kwargs)
+        held.set()
+        while not release.is_set():
+            await asyncio.sleep(0.02)  # released by the test thread: there is no event on this loop to wait on
+        return recorded
+
+    monkeypatch.setattr(approvals, "record_approval_requests_step", hung)
+    started = app.start(input="Email Bob")
+    run_id = started["run_id"]
+    assert held.wait(PROGRESS_TIMEOUT_S)
+    assert app.cancel(run_id).status_code == 202
+    _wait_for_history_event(app, run_id, "TimerCreated")
+    _advance_clock(app, GRACE_SECONDS + 1)
+    app.wait_for(run_id, {"cancelled"})
+    release.set()  # the abandoned step stores its approval records now
+    app.settle()
+
+    assert app.view(run_id)["status"] == "cancelled"
+    assert [a["status"] for a in app.approvals(run_id)] == ["expired"]
+    inbox = app.http.get("/api/approvals", params={"status": "pending"})
+    assert inbox.status_code == 200 and inbox.json()["approvals"] == [], inbox.text
+    assert app.effects(started["session_id"]) == []

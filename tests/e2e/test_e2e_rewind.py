@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,23 @@ def test_a_rewind_racing_a_cancel_ends_cancelled_and_frees_the_session(
     assert app.view(follow_up["run_id"])["status"] == "completed"
     # A cancelled run is not failed: no rewind.
     assert app.http.post(f"/api/runs/{started['run_id']}/rewind").json()["code"] == "run_not_failed"
+
+
+def test_a_cancel_the_run_outlived_does_not_cancel_its_rewind(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """A cancel that lost the race with the failure (it read the run running and stored its request as the run
+    failed, and was told 409 `run_finished`) must not stop the run once it is rewound: the rewind asks it to go on."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    app.store_call(lambda store: store.update_run(run_id, cancel_requested_at=datetime.now(UTC)))
+    assert app.cancel(run_id).status_code == 409
+
+    model.set_script(RECOVERED)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "completed", view
+    assert view["output"]["text"] == "Invoice 7 is filed."
+    assert tool_attempts(marker_dir) == 1
