@@ -89,6 +89,16 @@ def _triage(instance: Instance, messages: list[InboxMessage]) -> _Triage:
         else:
             result.consumed.append(message.id)
             result.delivered.append(message)
+    started = any(m.event.get("EventType") == EventType.ExecutionStarted for m in result.delivered)
+    if result.delivered and not instance.history and not started:
+        # The execution has not started: its ExecutionStarted waits out an aborted episode's back-off. DTFx never
+        # runs such a work item (TaskOrchestrationDispatcher.ReconcileMessagesWithState drops it, no history is
+        # written) and the backends lock an instance with all its messages, so a terminate (or event) arriving
+        # meanwhile is processed with the redelivered ExecutionStarted: held until then.
+        waiting = {m.id for m in result.delivered} | {m.id for m in result.held}
+        result.consumed = [i for i in result.consumed if i not in waiting]
+        result.held = [m for m in messages if m.id in waiting]
+        result.delivered = []
     return result
 
 
