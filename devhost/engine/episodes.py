@@ -176,6 +176,9 @@ class EpisodeProcessor:
                 return 0  # the engine stopped or the instance was purged meanwhile: nothing to commit
             with rt.commit("episode") as commit:
                 self._apply(instance, episode, result, commit)
+            # Held messages go back once the commit stands: a commit that fails puts every message back (_abandon),
+            # and putting them back inside it too left two copies of each.
+            rt.inbox.put_back(instance_id, episode.triage.held)
             if episode.runs_orchestrator and instance.history is history:  # (not replaced meanwhile, e.g. rewound)
                 instance.replay_state = episode.replay_state  # committed: the replay matches the stored history
             return len(episode.triage.held)
@@ -252,7 +255,6 @@ class EpisodeProcessor:
     def _apply(self, instance: Instance, episode: _Episode, result: ReplayResult | None, commit: Commit) -> None:
         row = instance.row
         commit.tx.delete_messages(episode.triage.consumed)
-        self.rt.inbox.put_back(row.instance_id, episode.triage.held)
         if episode.kind == "nothing":
             return
         commit.changed.add(row.instance_id)
