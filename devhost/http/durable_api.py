@@ -31,7 +31,7 @@ from devhost.engine.api import (
 
 from .client_binding import ManagementUrls, management_urls
 from .entities_api import EntityHandlers
-from .query import InvalidTimeSpanError, QueryArgs
+from .query import ArgumentError, QueryArgs
 from .responses import compact_json, empty_response, error_response, json_response, request_text
 from .routes import RouteTemplate
 
@@ -43,6 +43,10 @@ INSTANCES_ROUTE = RouteTemplate("instances/{instanceId?}/{operation?}")
 RAISE_EVENT_ROUTE = RouteTemplate("instances/{instanceId?}/raiseEvent/{eventName}")
 
 RUNNING_STATES = {RuntimeStatus.Running, RuntimeStatus.Pending, RuntimeStatus.ContinuedAsNew, RuntimeStatus.Suspended}
+_BY_CODE = {status.dtfx_code: status for status in RuntimeStatus}
+# The enums Enum.TryParse reads: the query's OrchestrationRuntimeStatus, the purge's DTFx OrchestrationStatus
+_ORCHESTRATION_STATUS_ENUM = {status.value: status.dtfx_code for status in RuntimeStatus}
+_RUNTIME_STATUS_ENUM = {"Unknown": -1, **_ORCHESTRATION_STATUS_ENUM}
 TERMINAL_STATES = {RuntimeStatus.Completed, RuntimeStatus.Failed, RuntimeStatus.Canceled, RuntimeStatus.Terminated}
 
 
@@ -72,7 +76,7 @@ class DurableHttpApi:
             # and the Python client puts instance ids into the path unquoted ('order+1' was started as 'order 1').
             return await self._route(request, unquote(path))
         except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError,
-                InvalidTimeSpanError) as exc:
+                ArgumentError) as exc:
             # The extension's ArgumentException catch-all.
             return error_response(400, "One or more of the arguments submitted is incorrect", exc)
         except InstanceNotFoundError:
@@ -215,7 +219,7 @@ class DurableHttpApi:
         query = InstanceQuery(
             created_time_from=args.get_datetime("createdTimeFrom"),
             created_time_to=args.get_datetime("createdTimeTo"),
-            runtime_status=args.get_enum_list("runtimeStatus", RuntimeStatus),
+            runtime_status=self._status_filter(args, _RUNTIME_STATUS_ENUM),
             instance_id_prefix=args.get("instanceIdPrefix"),
             top=args.get_int("top"),
             continuation_token=request.headers.get("x-ms-continuation-token"),
@@ -223,6 +227,17 @@ class DurableHttpApi:
         )
         statuses, token = await self.engine.query_instances(query)
         return json_response(200, [s.to_json() for s in statuses], {"x-ms-continuation-token": token or ""})
+
+    def _status_filter(self, args: QueryArgs, members: dict[str, int]) -> list[RuntimeStatus] | None:
+        """`runtimeStatus` as the handler parses it (Enum.TryParse: names or numbers). A value no status has filters
+        out every instance rather than none: the providers pass it on (MSSQL casts it, Azure Storage's Enum.Parse of
+        its text takes a number), except that Azure Storage cannot parse the name of Unknown (-1): ArgumentException."""
+        codes = args.get_enum_list("runtimeStatus", members)
+        if codes is None:
+            return None
+        if -1 in codes and "Unknown" in members and self.engine.options.storage_provider == "AzureStorage":
+            raise ArgumentError("Requested value 'Unknown' was not found.")
+        return [_BY_CODE[code] for code in codes if code in _BY_CODE]
 
     # ----- purge -----
 
@@ -247,7 +262,7 @@ class DurableHttpApi:
         query = InstanceQuery(
             created_time_from=created_from,
             created_time_to=args.get_datetime("createdTimeTo") or self.engine.now(),
-            runtime_status=args.get_enum_list("runtimeStatus", RuntimeStatus),
+            runtime_status=self._status_filter(args, _ORCHESTRATION_STATUS_ENUM),
         )
         deleted = await self.engine.purge_by(query)
         if deleted == 0:
@@ -307,7 +322,7 @@ class DurableHttpApi:
             return error_response(409, "A non-terminal instance with this instance ID already exists.", exc)
         try:
             return await self._respond_started(request, args, new_id)
-        except InvalidTimeSpanError as exc:  # (the restart handler's own ArgumentException catch)
+        except ArgumentError as exc:  # (the restart handler's own ArgumentException catch)
             return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
 
     async def _raise_event(self, request: web.Request, instance_id: str, event_name: str) -> web.Response:

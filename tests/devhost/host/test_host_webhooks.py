@@ -277,3 +277,34 @@ def test_a_plus_in_an_instance_id_is_a_plus(devhost: InProcessHost, api: Api) ->
     assert status["instanceId"] == "order+1"
     assert api("GET", "/instances/order+1").json()["instanceId"] == "order+1"
     assert api("GET", "/instances/order 1").status_code == 404
+
+
+def test_runtime_status_numbers_are_enum_values(devhost: InProcessHost, api: Api) -> None:
+    """The handler reads runtimeStatus with Enum.TryParse, which takes numbers: 1 is Completed, 0 Running, and a
+    value no status has (42) matches no instance (devhost skipped numbers: no filter, every instance). Azure
+    Storage's query cannot parse Unknown (-1): 400."""
+    done = api.start("echo_input", "numbered-done", json={"n": 1})
+    devhost.wait_for_status(done)
+    running = api.start("wait_event", "numbered-running")
+    devhost.wait_for_status(running, "Running")
+
+    def ids(status: str) -> set[str]:
+        response = api("GET", "/instances", params={"runtimeStatus": status})
+        assert response.status_code == 200, response.text
+        return {s["instanceId"] for s in response.json()}
+
+    assert done in ids("1") and running not in ids("1")
+    assert running in ids("0") and done not in ids("0")
+    assert ids("Completed") == ids("1")
+    assert ids("42") == set()
+    assert {done, running} <= ids("Bogus")  # (nothing parsed: no filter)
+    for unknown in ("-1", "Unknown"):
+        refused = api("GET", "/instances", params={"runtimeStatus": unknown})
+        assert refused.status_code == 400
+        assert refused.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    since = {"createdTimeFrom": "2000-01-01T00:00:00Z"}
+    assert api("DELETE", "/instances", params={**since, "runtimeStatus": "42"}).status_code == 404
+    assert api("GET", f"/instances/{done}").status_code == 200
+    purged = api("DELETE", "/instances", params={**since, "runtimeStatus": "1"})
+    assert purged.status_code == 200 and purged.json()["instancesDeleted"] >= 1
+    assert api("GET", f"/instances/{done}").status_code == 404
