@@ -11,7 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -33,7 +33,7 @@ from .client_binding import ManagementUrls, management_urls
 from .entities_api import EntityHandlers
 from .query import ArgumentError, QueryArgs
 from .responses import compact_json, empty_response, error_response, json_response, request_text
-from .routes import RouteTemplate
+from .routes import RouteTemplate, aspnet_url_decode
 
 log = logging.getLogger("devhost.durable")
 
@@ -72,9 +72,12 @@ class DurableHttpApi:
 
     async def handle(self, request: web.Request, path: str) -> web.Response:
         try:
-            # Percent-decoded, but a '+' stays a '+': the form-encoding rule ('+' is a space) is for query strings,
-            # and the Python client puts instance ids into the path unquoted ('order+1' was started as 'order 1').
-            return await self._route(request, unquote(path))
+            # Percent-decoded twice, as ASP.NET decodes it (never a '+' into a space: that is the query string's rule;
+            # the Python client puts instance ids into the path as they are): Kestrel decodes Request.Path, the host's
+            # HttpRequestMessageFeature joins it back into RequestUri keeping what still reads as %XX, and the
+            # extension's route match decodes RequestUri.AbsolutePath again (string to PathString). %2F is never
+            # decoded, so it stays inside its segment ('a%2Fb' is the instance id 'a%2Fb', not a path 'a/b').
+            return await self._route(request, aspnet_url_decode(aspnet_url_decode(path)))
         except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError,
                 ArgumentError) as exc:
             # The extension's ArgumentException catch-all.

@@ -308,3 +308,17 @@ def test_runtime_status_numbers_are_enum_values(devhost: InProcessHost, api: Api
     purged = api("DELETE", "/instances", params={**since, "runtimeStatus": "1"})
     assert purged.status_code == 200 and purged.json()["instancesDeleted"] >= 1
     assert api("GET", f"/instances/{done}").status_code == 404
+
+
+def test_path_escapes_are_decoded_as_aspnet_decodes_them(devhost: InProcessHost, api: Api) -> None:
+    """Kestrel decodes the path, the host's HttpRequestMessageFeature keeps what still reads as %XX when it rebuilds
+    the URI, and the extension's route match decodes it again; %2F is never decoded. devhost decoded once, %2F
+    included: 'a%2Fb' became two segments (404) and 'x%2541' the id 'x%41'."""
+    assert api.start("echo_input", "a%2Fb", json={"n": 1}) == "a%2Fb"
+    devhost.wait_for_status("a%2Fb")
+    status = api("GET", "/instances/a%2Fb")
+    assert status.status_code == 200 and status.json()["instanceId"] == "a%2Fb"
+    assert api.start("echo_input", "x%2541", json={"n": 2}) == "xA"
+    devhost.wait_for_status("xA")
+    assert api("GET", "/instances/xA").json()["instanceId"] == "xA"
+    assert api.start("echo_input", "caf%C3%A9-%C3%28", json={"n": 3}) == "café-%C3("  # (not UTF-8: kept)
