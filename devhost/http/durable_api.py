@@ -43,6 +43,10 @@ INSTANCES_ROUTE = RouteTemplate("instances/{instanceId?}/{operation?}")
 RAISE_EVENT_ROUTE = RouteTemplate("instances/{instanceId?}/raiseEvent/{eventName}")
 
 RUNNING_STATES = {RuntimeStatus.Running, RuntimeStatus.Pending, RuntimeStatus.ContinuedAsNew, RuntimeStatus.Suspended}
+# Providers whose DurabilityProvider.SupportsPollFreeWait is true (Netherite's; Azure Storage and MSSQL keep the base
+# class's false): the handler then waits whenever `timeout` is given, ignoring `pollingInterval`. The others refuse a
+# `pollingInterval` longer than `timeout` (400) and wait only when both are given.
+POLL_FREE_PROVIDERS = frozenset({"Netherite"})
 _BY_CODE = {status.dtfx_code: status for status in RuntimeStatus}
 # The enums Enum.TryParse reads: the query's OrchestrationRuntimeStatus, the purge's DTFx OrchestrationStatus
 _ORCHESTRATION_STATUS_ENUM = {status.value: status.dtfx_code for status in RuntimeStatus}
@@ -177,7 +181,12 @@ class DurableHttpApi:
     async def _respond_started(self, request: web.Request, args: QueryArgs, instance_id: str) -> web.Response:
         timeout = args.get_timespan_seconds("timeout")
         polling_interval = args.get_timespan_seconds("pollingInterval")
+        if self.engine.options.storage_provider in POLL_FREE_PROVIDERS:
+            polling_interval = timeout  # (the handler's override for a provider with SupportsPollFreeWait)
         if timeout is not None and polling_interval is not None:
+            if polling_interval > timeout:  # WaitForCompletionOrCreateCheckStatusResponseAsync's ArgumentException
+                raise ArgumentError(f"Total timeout {_dotnet_double(timeout)} should be bigger than retry timeout "
+                                    f"{_dotnet_double(polling_interval)}")
             return await self._wait_or_check_status(request, args, instance_id, timeout)
         return self._check_status_response(request, args, instance_id)
 
@@ -344,3 +353,8 @@ class DurableHttpApi:
         await self.engine.raise_event(instance_id, event_name, input_json)
         return empty_response(202)
 
+
+def _dotnet_double(value: float) -> str:
+    """double.ToString() for the values a wait takes: 5 is "5", 0.5 is "0.5"."""
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text.upper()

@@ -322,3 +322,20 @@ def test_path_escapes_are_decoded_as_aspnet_decodes_them(devhost: InProcessHost,
     devhost.wait_for_status("xA")
     assert api("GET", "/instances/xA").json()["instanceId"] == "xA"
     assert api.start("echo_input", "caf%C3%A9-%C3%28", json={"n": 3}) == "café-%C3("  # (not UTF-8: kept)
+
+
+def test_a_polling_interval_past_the_timeout_is_refused_on_azure_storage(devhost: InProcessHost, api: Api) -> None:
+    """WaitForCompletionOrCreateCheckStatusResponseAsync throws ArgumentException when the retry interval exceeds
+    the timeout (Azure Storage, the default provider, has no poll-free wait): 400 after the start, and the restart
+    handler's own 400. devhost waited."""
+    started = api("POST", "/orchestrators/echo_input/poll-long", params={"timeout": "1", "pollingInterval": "2"},
+                  json={"n": 1}, timeout=10)
+    assert started.status_code == 400
+    assert started.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    assert started.json()["ExceptionMessage"] == "Total timeout 1 should be bigger than retry timeout 2"
+    assert devhost.wait_for_status("poll-long")["output"] == {"n": 1}
+    restarted = api("POST", "/instances/poll-long/restart", params={"timeout": "0.5", "pollingInterval": "1.5"},
+                    timeout=10)
+    assert (restarted.status_code, restarted.json()["Message"]) == (
+        400, "InstanceId does not match a valid orchestration instance.")
+    assert api("POST", "/orchestrators/echo_input", params={"timeout": "5"}, json={"n": 2}).status_code == 202
