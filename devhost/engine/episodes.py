@@ -89,6 +89,16 @@ def _triage(instance: Instance, messages: list[InboxMessage]) -> _Triage:
         else:
             result.consumed.append(message.id)
             result.delivered.append(message)
+    started = any(m.event.get("EventType") == EventType.ExecutionStarted for m in result.delivered)
+    if result.delivered and not instance.history and not started:
+        # The execution has not started: its ExecutionStarted waits out an aborted episode's back-off. DTFx never
+        # runs such a work item (TaskOrchestrationDispatcher.ReconcileMessagesWithState drops it, no history is
+        # written) and the backends lock an instance with all its messages, so a terminate (or event) arriving
+        # meanwhile is processed with the redelivered ExecutionStarted: held until then.
+        waiting = {m.id for m in result.delivered} | {m.id for m in result.held}
+        result.consumed = [i for i in result.consumed if i not in waiting]
+        result.held = [m for m in messages if m.id in waiting]
+        result.delivered = []
     return result
 
 
@@ -166,6 +176,9 @@ class EpisodeProcessor:
                 return 0  # the engine stopped or the instance was purged meanwhile: nothing to commit
             with rt.commit("episode") as commit:
                 self._apply(instance, episode, result, commit)
+            # Held messages go back once the commit stands: a commit that fails puts every message back (_abandon),
+            # and putting them back inside it too left two copies of each.
+            rt.inbox.put_back(instance_id, episode.triage.held)
             if episode.runs_orchestrator and instance.history is history:  # (not replaced meanwhile, e.g. rewound)
                 instance.replay_state = episode.replay_state  # committed: the replay matches the stored history
             return len(episode.triage.held)
@@ -242,7 +255,6 @@ class EpisodeProcessor:
     def _apply(self, instance: Instance, episode: _Episode, result: ReplayResult | None, commit: Commit) -> None:
         row = instance.row
         commit.tx.delete_messages(episode.triage.consumed)
-        self.rt.inbox.put_back(row.instance_id, episode.triage.held)
         if episode.kind == "nothing":
             return
         commit.changed.add(row.instance_id)

@@ -155,7 +155,7 @@ class Management:
                 continue
             if q.created_time_to and row.created > to_epoch(q.created_time_to):
                 continue
-            if q.runtime_status and RuntimeStatus(row.status) not in q.runtime_status:
+            if q.runtime_status is not None and RuntimeStatus(row.status) not in q.runtime_status:
                 continue
             if q.instance_id_prefix and not row.instance_id.startswith(q.instance_id_prefix):
                 continue

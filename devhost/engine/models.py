@@ -85,7 +85,7 @@ class InstanceQuery(BaseModel):
 
     created_time_from: datetime | None = None
     created_time_to: datetime | None = None
-    runtime_status: list[RuntimeStatus] | None = None
+    runtime_status: list[RuntimeStatus] | None = None  # None: any status; []: none (a value no status has)
     instance_id_prefix: str | None = None
     top: int | None = None
     continuation_token: str | None = None

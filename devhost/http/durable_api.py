@@ -11,7 +11,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -31,9 +31,9 @@ from devhost.engine.api import (
 
 from .client_binding import ManagementUrls, management_urls
 from .entities_api import EntityHandlers
-from .query import InvalidTimeSpanError, QueryArgs
+from .query import ArgumentError, QueryArgs
 from .responses import compact_json, empty_response, error_response, json_response, request_text
-from .routes import RouteTemplate
+from .routes import RouteTemplate, aspnet_url_decode
 
 log = logging.getLogger("devhost.durable")
 
@@ -43,6 +43,14 @@ INSTANCES_ROUTE = RouteTemplate("instances/{instanceId?}/{operation?}")
 RAISE_EVENT_ROUTE = RouteTemplate("instances/{instanceId?}/raiseEvent/{eventName}")
 
 RUNNING_STATES = {RuntimeStatus.Running, RuntimeStatus.Pending, RuntimeStatus.ContinuedAsNew, RuntimeStatus.Suspended}
+# Providers whose DurabilityProvider.SupportsPollFreeWait is true (Netherite's; Azure Storage and MSSQL keep the base
+# class's false): the handler then waits whenever `timeout` is given, ignoring `pollingInterval`. The others refuse a
+# `pollingInterval` longer than `timeout` (400) and wait only when both are given.
+POLL_FREE_PROVIDERS = frozenset({"Netherite"})
+_BY_CODE = {status.dtfx_code: status for status in RuntimeStatus}
+# The enums Enum.TryParse reads: the query's OrchestrationRuntimeStatus, the purge's DTFx OrchestrationStatus
+_ORCHESTRATION_STATUS_ENUM = {status.value: status.dtfx_code for status in RuntimeStatus}
+_RUNTIME_STATUS_ENUM = {"Unknown": -1, **_ORCHESTRATION_STATUS_ENUM}
 TERMINAL_STATES = {RuntimeStatus.Completed, RuntimeStatus.Failed, RuntimeStatus.Canceled, RuntimeStatus.Terminated}
 
 
@@ -68,11 +76,14 @@ class DurableHttpApi:
 
     async def handle(self, request: web.Request, path: str) -> web.Response:
         try:
-            # Percent-decoded, but a '+' stays a '+': the form-encoding rule ('+' is a space) is for query strings,
-            # and the Python client puts instance ids into the path unquoted ('order+1' was started as 'order 1').
-            return await self._route(request, unquote(path))
+            # Percent-decoded twice, as ASP.NET decodes it (never a '+' into a space: that is the query string's rule;
+            # the Python client puts instance ids into the path as they are): Kestrel decodes Request.Path, the host's
+            # HttpRequestMessageFeature joins it back into RequestUri keeping what still reads as %XX, and the
+            # extension's route match decodes RequestUri.AbsolutePath again (string to PathString). %2F is never
+            # decoded, so it stays inside its segment ('a%2Fb' is the instance id 'a%2Fb', not a path 'a/b').
+            return await self._route(request, aspnet_url_decode(aspnet_url_decode(path)))
         except (UnknownFunctionError, InvalidInstanceIdError, InvalidEntityKeyError, InvalidOperationError,
-                InvalidTimeSpanError) as exc:
+                ArgumentError) as exc:
             # The extension's ArgumentException catch-all.
             return error_response(400, "One or more of the arguments submitted is incorrect", exc)
         except InstanceNotFoundError:
@@ -170,7 +181,12 @@ class DurableHttpApi:
     async def _respond_started(self, request: web.Request, args: QueryArgs, instance_id: str) -> web.Response:
         timeout = args.get_timespan_seconds("timeout")
         polling_interval = args.get_timespan_seconds("pollingInterval")
+        if self.engine.options.storage_provider in POLL_FREE_PROVIDERS:
+            polling_interval = timeout  # (the handler's override for a provider with SupportsPollFreeWait)
         if timeout is not None and polling_interval is not None:
+            if polling_interval > timeout:  # WaitForCompletionOrCreateCheckStatusResponseAsync's ArgumentException
+                raise ArgumentError(f"Total timeout {_dotnet_double(timeout)} should be bigger than retry timeout "
+                                    f"{_dotnet_double(polling_interval)}")
             return await self._wait_or_check_status(request, args, instance_id, timeout)
         return self._check_status_response(request, args, instance_id)
 
@@ -215,7 +231,7 @@ class DurableHttpApi:
         query = InstanceQuery(
             created_time_from=args.get_datetime("createdTimeFrom"),
             created_time_to=args.get_datetime("createdTimeTo"),
-            runtime_status=args.get_enum_list("runtimeStatus", RuntimeStatus),
+            runtime_status=self._status_filter(args, _RUNTIME_STATUS_ENUM),
             instance_id_prefix=args.get("instanceIdPrefix"),
             top=args.get_int("top"),
             continuation_token=request.headers.get("x-ms-continuation-token"),
@@ -223,6 +239,17 @@ class DurableHttpApi:
         )
         statuses, token = await self.engine.query_instances(query)
         return json_response(200, [s.to_json() for s in statuses], {"x-ms-continuation-token": token or ""})
+
+    def _status_filter(self, args: QueryArgs, members: dict[str, int]) -> list[RuntimeStatus] | None:
+        """`runtimeStatus` as the handler parses it (Enum.TryParse: names or numbers). A value no status has filters
+        out every instance rather than none: the providers pass it on (MSSQL casts it, Azure Storage's Enum.Parse of
+        its text takes a number), except that Azure Storage cannot parse the name of Unknown (-1): ArgumentException."""
+        codes = args.get_enum_list("runtimeStatus", members)
+        if codes is None:
+            return None
+        if -1 in codes and "Unknown" in members and self.engine.options.storage_provider == "AzureStorage":
+            raise ArgumentError("Requested value 'Unknown' was not found.")
+        return [_BY_CODE[code] for code in codes if code in _BY_CODE]
 
     # ----- purge -----
 
@@ -247,7 +274,7 @@ class DurableHttpApi:
         query = InstanceQuery(
             created_time_from=created_from,
             created_time_to=args.get_datetime("createdTimeTo") or self.engine.now(),
-            runtime_status=args.get_enum_list("runtimeStatus", RuntimeStatus),
+            runtime_status=self._status_filter(args, _ORCHESTRATION_STATUS_ENUM),
         )
         deleted = await self.engine.purge_by(query)
         if deleted == 0:
@@ -307,7 +334,7 @@ class DurableHttpApi:
             return error_response(409, "A non-terminal instance with this instance ID already exists.", exc)
         try:
             return await self._respond_started(request, args, new_id)
-        except InvalidTimeSpanError as exc:  # (the restart handler's own ArgumentException catch)
+        except ArgumentError as exc:  # (the restart handler's own ArgumentException catch)
             return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
 
     async def _raise_event(self, request: web.Request, instance_id: str, event_name: str) -> web.Response:
@@ -326,3 +353,8 @@ class DurableHttpApi:
         await self.engine.raise_event(instance_id, event_name, input_json)
         return empty_response(202)
 
+
+def _dotnet_double(value: float) -> str:
+    """double.ToString() for the values a wait takes: 5 is "5", 0.5 is "0.5"."""
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text.upper()

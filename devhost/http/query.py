@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from enum import Enum
 from typing import TypeVar
 
 from multidict import MultiMapping
 
 from devhost.protocol.timefmt import parse_iso, to_utc
 
-E = TypeVar("E", bound=Enum)
+_INT = re.compile(r"[+-]?[0-9]+")
 _TIMESPAN_MAX_SECONDS = (2**63 - 1) / 10_000_000  # TimeSpan.MaxValue (ticks of 100 ns)
 
 
-class InvalidTimeSpanError(ValueError):
+class ArgumentError(ValueError):
+    """A .NET ArgumentException, which the handlers answer with 400."""
+
+
+class InvalidTimeSpanError(ArgumentError):
     """TimeSpan.FromSeconds(NaN)'s ArgumentException."""
 N = TypeVar("N", int, float)
 
@@ -77,16 +81,18 @@ class QueryArgs:
         except (ValueError, OverflowError):  # (a time whose UTC instant is before year 1: TryParse fails, not 500)
             return None
 
-    def get_enum_list(self, name: str, enum: type[E]) -> list[E] | None:
-        """Enum.TryParse per comma-separated item (case-sensitive names); unknown items are skipped."""
+    def get_enum_list(self, name: str, members: Mapping[str, int]) -> list[int] | None:
+        """Enum.TryParse per comma-separated item, for a .NET enum given as its names and values: a name
+        (case-sensitive) or any Int32, which TryParse takes even when the enum names no such value ("42" is
+        (OrchestrationRuntimeStatus)42, a status no instance has). Unparseable items are skipped."""
         raw = self.get(name)
         if raw is None:
             return None
-        found = [item for item in _parse_enum_items(raw.split(","), enum) if item is not None]
+        found = []
+        for item in raw.split(","):
+            text = item.strip()
+            if text in members:
+                found.append(members[text])
+            elif _INT.fullmatch(text) and -(2**31) <= int(text) < 2**31:
+                found.append(int(text))
         return found or None
-
-
-def _parse_enum_items(items: Iterable[str], enum: type[E]) -> Iterable[E | None]:
-    for item in items:
-        text = item.strip()
-        yield enum.__members__.get(text)

@@ -8,6 +8,7 @@ Supported: literal segments (case-insensitive), `{name}`, optional `{name?}`, de
 from __future__ import annotations
 
 import re
+import string
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -321,6 +322,52 @@ def path_segments(path: str, *, decode: bool = True) -> list[str]:
         return []
     raw = stripped.split("/")
     return [_unquote(text) for text in raw] if decode else raw
+
+
+def _hex_byte(text: str, at: int) -> int | None:
+    """The byte of `%XX` at `at`, or None (not a well-formed escape, or %2F, which ASP.NET never unescapes)."""
+    pair = text[at + 1 : at + 3]
+    if text[at : at + 1] != "%" or len(pair) != 2 or not all(c in string.hexdigits for c in pair):
+        return None
+    value = int(pair, 16)
+    return None if value == 0x2F else value
+
+
+def aspnet_url_decode(text: str) -> str:
+    """ASP.NET Core's UrlDecoder.DecodeInPlace, as PathString.FromUriComponent (and Kestrel for Request.Path)
+    applies it: `%XX` escapes that form UTF-8 are decoded; %2F stays escaped, and so do escapes that are not valid
+    UTF-8 (copied as they are, where urllib's unquote puts U+FFFD)."""
+    if "%" not in text:
+        return text
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        lead = _hex_byte(text, i) if text[i] == "%" else None
+        if lead is None:
+            out.append(text[i])
+            i += 1
+            continue
+        end = i + 3
+        if lead < 0x80:
+            out.append(chr(lead))
+            i = end
+            continue
+        count = 2 if lead & 0xE0 == 0xC0 else 3 if lead & 0xF0 == 0xE0 else 4 if lead & 0xF8 == 0xF0 else 0
+        data = bytes([lead])
+        while len(data) < count:
+            unit = _hex_byte(text, end)
+            if unit is None or unit & 0xC0 != 0x80:
+                break
+            data += bytes([unit])
+            end += 3
+        try:
+            if len(data) != count:
+                raise ValueError(data)
+            out.append(data.decode("utf-8"))  # (strict: overlong forms and surrogates fail, as in DecodeCore)
+        except ValueError:
+            out.append(text[i:end])  # the escapes read so far stay as they are
+        i = end
+    return "".join(out)
 
 
 T = TypeVar("T")

@@ -232,6 +232,9 @@ def test_an_orchestrator_that_never_returns_costs_a_worker_restart_not_the_host(
         assert host.get_status(looping)["runtimeStatus"] == "Pending"
         assert host.client.get("/api/ping").text == "pong"
         assert host.client.post(f"/runtime/webhooks/durabletask/instances/{looping}/terminate").status_code == 202
+        # The terminate is processed with the ExecutionStarted it waits for, once that is redelivered after the
+        # aborted episode's back-off (no history without ExecutionStarted); the orchestrator does not run again.
+        host.advance(1)
         assert host.wait_for_status(looping)["runtimeStatus"] == "Terminated"
 
 
@@ -337,3 +340,16 @@ def test_with_a_keys_file_the_durable_webhooks_need_the_extension_key_that_the_l
         host.wait_for_status(links["id"])
         assert client.get(links["statusQueryGetUri"]).json()["output"] == "hello"
         assert client.get(links["statusQueryGetUri"].replace("code=durable-secret", "code=x")).status_code == 401
+
+
+def test_a_poll_free_provider_waits_for_the_timeout_whatever_the_polling_interval(tmp_path: Path) -> None:
+    """Netherite's provider supports a poll-free wait: the start handler replaces pollingInterval with timeout, so
+    a longer pollingInterval is accepted and a timeout alone waits (Azure Storage answers 202 at once for it)."""
+    app_dir = app_with(tmp_path, durable(storageProvider={"type": "Netherite"}), name="http_durable")
+    with InProcessHost(app_dir) as host:
+        base = "/runtime/webhooks/durabletask/orchestrators/echo_input"
+        waited = host.client.post(base, params={"timeout": "10", "pollingInterval": "20"}, json={"n": 1}, timeout=30)
+        assert (waited.status_code, waited.json()) == (200, {"n": 1})
+        alone = host.client.post(base, params={"timeout": "10"}, json={"n": 2}, timeout=30)
+        assert (alone.status_code, alone.json()) == (200, {"n": 2})
+        assert host.client.post(base, params={"pollingInterval": "1"}, json={"n": 3}).status_code == 202

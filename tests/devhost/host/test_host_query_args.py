@@ -4,7 +4,6 @@ from datetime import UTC, datetime
 
 from multidict import MultiDict
 
-from devhost.engine.api import RuntimeStatus
 from devhost.http.query import QueryArgs
 
 
@@ -40,7 +39,11 @@ def test_datetimes_from_the_python_client() -> None:
     assert args(("createdTimeFrom", "yesterday")).get_datetime("createdTimeFrom") is None
 
 
-def test_runtime_status_list_skips_unknown_names() -> None:
+def test_runtime_status_list_parses_like_enum_tryparse() -> None:
+    """Names are case-sensitive; numbers are enum values, even ones the enum does not name (Int32 range)."""
+    members = {"Unknown": -1, "Running": 0, "Completed": 1}
     query = args(("runtimeStatus", "Running,Bogus,Completed"))
-    assert query.get_enum_list("runtimeStatus", RuntimeStatus) == [RuntimeStatus.Running, RuntimeStatus.Completed]
-    assert args(("runtimeStatus", "running")).get_enum_list("runtimeStatus", RuntimeStatus) is None
+    assert query.get_enum_list("runtimeStatus", members) == [0, 1]
+    assert args(("runtimeStatus", "running")).get_enum_list("runtimeStatus", members) is None
+    assert args(("runtimeStatus", " 1 ,+0,-1,42,1x,0x1")).get_enum_list("runtimeStatus", members) == [1, 0, -1, 42]
+    assert args(("runtimeStatus", "2147483648")).get_enum_list("runtimeStatus", members) is None

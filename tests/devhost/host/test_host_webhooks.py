@@ -277,3 +277,65 @@ def test_a_plus_in_an_instance_id_is_a_plus(devhost: InProcessHost, api: Api) ->
     assert status["instanceId"] == "order+1"
     assert api("GET", "/instances/order+1").json()["instanceId"] == "order+1"
     assert api("GET", "/instances/order 1").status_code == 404
+
+
+def test_runtime_status_numbers_are_enum_values(devhost: InProcessHost, api: Api) -> None:
+    """The handler reads runtimeStatus with Enum.TryParse, which takes numbers: 1 is Completed, 0 Running, and a
+    value no status has (42) matches no instance (devhost skipped numbers: no filter, every instance). Azure
+    Storage's query cannot parse Unknown (-1): 400."""
+    done = api.start("echo_input", "numbered-done", json={"n": 1})
+    devhost.wait_for_status(done)
+    running = api.start("wait_event", "numbered-running")
+    devhost.wait_for_status(running, "Running")
+
+    def ids(status: str) -> set[str]:
+        response = api("GET", "/instances", params={"runtimeStatus": status})
+        assert response.status_code == 200, response.text
+        return {s["instanceId"] for s in response.json()}
+
+    assert done in ids("1") and running not in ids("1")
+    assert running in ids("0") and done not in ids("0")
+    assert ids("Completed") == ids("1")
+    assert ids("42") == set()
+    assert {done, running} <= ids("Bogus")  # (nothing parsed: no filter)
+    for unknown in ("-1", "Unknown"):
+        refused = api("GET", "/instances", params={"runtimeStatus": unknown})
+        assert refused.status_code == 400
+        assert refused.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    since = {"createdTimeFrom": "2000-01-01T00:00:00Z"}
+    assert api("DELETE", "/instances", params={**since, "runtimeStatus": "42"}).status_code == 404
+    assert api("GET", f"/instances/{done}").status_code == 200
+    purged = api("DELETE", "/instances", params={**since, "runtimeStatus": "1"})
+    assert purged.status_code == 200 and purged.json()["instancesDeleted"] >= 1
+    assert api("GET", f"/instances/{done}").status_code == 404
+
+
+def test_path_escapes_are_decoded_as_aspnet_decodes_them(devhost: InProcessHost, api: Api) -> None:
+    """Kestrel decodes the path, the host's HttpRequestMessageFeature keeps what still reads as %XX when it rebuilds
+    the URI, and the extension's route match decodes it again; %2F is never decoded. devhost decoded once, %2F
+    included: 'a%2Fb' became two segments (404) and 'x%2541' the id 'x%41'."""
+    assert api.start("echo_input", "a%2Fb", json={"n": 1}) == "a%2Fb"
+    devhost.wait_for_status("a%2Fb")
+    status = api("GET", "/instances/a%2Fb")
+    assert status.status_code == 200 and status.json()["instanceId"] == "a%2Fb"
+    assert api.start("echo_input", "x%2541", json={"n": 2}) == "xA"
+    devhost.wait_for_status("xA")
+    assert api("GET", "/instances/xA").json()["instanceId"] == "xA"
+    assert api.start("echo_input", "caf%C3%A9-%C3%28", json={"n": 3}) == "café-%C3("  # (not UTF-8: kept)
+
+
+def test_a_polling_interval_past_the_timeout_is_refused_on_azure_storage(devhost: InProcessHost, api: Api) -> None:
+    """WaitForCompletionOrCreateCheckStatusResponseAsync throws ArgumentException when the retry interval exceeds
+    the timeout (Azure Storage, the default provider, has no poll-free wait): 400 after the start, and the restart
+    handler's own 400. devhost waited."""
+    started = api("POST", "/orchestrators/echo_input/poll-long", params={"timeout": "1", "pollingInterval": "2"},
+                  json={"n": 1}, timeout=10)
+    assert started.status_code == 400
+    assert started.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    assert started.json()["ExceptionMessage"] == "Total timeout 1 should be bigger than retry timeout 2"
+    assert devhost.wait_for_status("poll-long")["output"] == {"n": 1}
+    restarted = api("POST", "/instances/poll-long/restart", params={"timeout": "0.5", "pollingInterval": "1.5"},
+                    timeout=10)
+    assert (restarted.status_code, restarted.json()["Message"]) == (
+        400, "InstanceId does not match a valid orchestration instance.")
+    assert api("POST", "/orchestrators/echo_input", params={"timeout": "5"}, json={"n": 2}).status_code == 202
