@@ -7,6 +7,7 @@ stay in the tests; these helpers only fetch.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 import time
@@ -195,6 +196,17 @@ class InProcessApp(AppClient):
         status = self.host.run(self.host.engine.get_status(run_id, show_history=True, show_history_output=True))
         assert status is not None, f"no orchestration {run_id}"
         return status.to_json()
+
+
+async def until_completed(gateway: Any, instance_id: str, timeout: float = PROGRESS_TIMEOUT_S) -> None:
+    """Until the orchestration has completed, from inside the app (its `DurableGateway`): the orchestration runs on
+    the same loop, so there is no event to wait on, only the state to look at again."""
+    for _ in range(int(timeout / 0.02)):
+        state = await gateway.state(instance_id)
+        if state is not None and state.runtime_status == "Completed":
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"orchestration {instance_id} did not complete within {timeout} s")
 
 
 def wait_for_file(path: Path, timeout: float = PROGRESS_TIMEOUT_S) -> None:

@@ -10,7 +10,6 @@ wherever the app runs), never by sleeping.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
 from collections.abc import Callable
@@ -20,12 +19,25 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids
+from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids, until_completed
 from e2e_settings import watches_the_app_in_process
 from httpx_sse import connect_sse
 from step_pause import paused
 
 from scripted_model import Reply, Script, ScriptedModelServer
+
+
+def approve_while_the_hub_refuses_events(
+    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, run_id: str, approval_id: str
+) -> httpx.Response:
+    """An approval stored whose event the task hub refuses, as Azure's sometimes does (loopback never would)."""
+
+    async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+        raise RuntimeError("the task hub is unreachable")
+
+    with monkeypatch.context() as hub_down:
+        hub_down.setattr(app.host.engine, "raise_event", unreachable)
+        return app.decide(run_id, approval_id, "approve")
 
 
 def emails(count: int, prefix: str = "user") -> list[dict[str, str]]:
@@ -256,12 +268,7 @@ def test_a_decision_whose_event_failed_reaches_the_run_at_the_next_poll(
         view = app.start_until_approval()
         first, second = pending_ids(view)
 
-        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
-            raise RuntimeError("the task hub is unreachable")
-
-        with monkeypatch.context() as hub_down:
-            hub_down.setattr(app.host.engine, "raise_event", unreachable)
-            refused = app.decide(view["run_id"], first, "approve")
+        refused = approve_while_the_hub_refuses_events(app, monkeypatch, view["run_id"], first)
         assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
         assert refused.headers["Retry-After"] == "1"
         app.settle()
@@ -295,11 +302,7 @@ def test_a_decision_whose_run_finished_before_it_was_delivered_is_a_409(
 
     async def after_the_run_ended(self: Any, run_id: str, approval: str) -> None:
         await self.send_cancel(run_id, "cancelled meanwhile")
-        for _ in range(3000):
-            state = await self.state(run_id)
-            if state is not None and state.runtime_status == "Completed":
-                break
-            await asyncio.sleep(0.02)  # the orchestration runs on this loop: there is no event to wait on
+        await until_completed(self, run_id)
         await send_approval(self, run_id, approval)
 
     monkeypatch.setattr(gateway, "send_approval", after_the_run_ended)
@@ -324,12 +327,7 @@ def test_a_decision_whose_event_failed_reaches_the_run_a_stream_follows(
         view = app.start_until_approval()
         [approval_id] = pending_ids(view)
 
-        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
-            raise RuntimeError("the task hub is unreachable")
-
-        with monkeypatch.context() as hub_down:
-            hub_down.setattr(app.host.engine, "raise_event", unreachable)
-            refused = app.decide(view["run_id"], approval_id, "approve")
+        refused = approve_while_the_hub_refuses_events(app, monkeypatch, view["run_id"], approval_id)
         assert (refused.status_code, refused.json()["code"]) == (503, "decision_not_delivered")
         app.settle()
 

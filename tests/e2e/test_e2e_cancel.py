@@ -3,7 +3,6 @@ finishes and is stored, then the run ends `cancelled`; the session is free for t
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from e2e_harness import (
     contents_of,
     parallel_calls,
     unanswered_tool_calls,
+    until_completed,
     wait_for_file,
 )
 from e2e_settings import watches_the_app_in_process
@@ -175,11 +175,7 @@ def test_a_cancel_that_the_run_outlives_by_finishing_is_a_409(
 
     async def after_the_run_ended(self: Any, instance_id: str, reason: str | None) -> None:
         model.release_answers()  # the answer ends the run (its call saw the cancel flag: the orchestrator closes it)
-        for _ in range(int(PROGRESS_TIMEOUT_S / 0.02)):
-            state = await self.state(instance_id)
-            if state is not None and state.runtime_status == "Completed":
-                break
-            await asyncio.sleep(0.02)  # the orchestration runs on this loop: there is no event to wait on
+        await until_completed(self, instance_id)
         await send_cancel(self, instance_id, reason)
 
     monkeypatch.setattr(gateway, "send_cancel", after_the_run_ended)
