@@ -61,6 +61,18 @@ class ClientBinding(BaseModel):
         return self.model_dump_json(by_alias=True)
 
 
+# System.Net.WebUtility.UrlEncode: ASCII letters, digits and -_.!*() stay, a space becomes '+', every other UTF-8 byte
+# %XX in upper case (unlike urllib's quote: '~' is escaped, '!*()' are not, a space is not %20).
+_URL_ENCODE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!*()")
+
+
+def webutility_url_encode(text: str) -> str:
+    return "".join(
+        chr(byte) if byte in _URL_ENCODE_SAFE else "+" if byte == 0x20 else f"%{byte:02X}"
+        for byte in text.encode("utf-8")
+    )
+
+
 def webhook_base_url(origin: str) -> str:
     return origin.rstrip("/") + WEBHOOK_PATH
 
@@ -76,8 +88,12 @@ def management_urls(
 ) -> ManagementUrls:
     """HttpApiHandler.GetClientResponseLinks for `origin` (scheme://host:port of the request or of the host);
     `code`: the webhooks' key, when devhost checks keys (as every link on Azure carries the system key)."""
-    prefix = f"{webhook_base_url(origin)}/instances/{quote(instance_id, safe='')}"
-    suffix = f"taskHub={quote(task_hub, safe='')}&connection={quote(connection or DEFAULT_CONNECTION_NAME, safe='')}"
+    # The extension encodes the id, hub and connection with WebUtility.UrlEncode (v2.13.7; extension issue #2590): an
+    # id with a space gets a '+', which no one decodes in a path, so on Azure that link asks for another instance
+    # ('a+b') and is 404; devhost's API reads the '+' as a '+' too (DurableHttpApi.handle).
+    prefix = f"{webhook_base_url(origin)}/instances/{webutility_url_encode(instance_id)}"
+    suffix = (f"taskHub={webutility_url_encode(task_hub)}"
+              f"&connection={webutility_url_encode(connection or DEFAULT_CONNECTION_NAME)}")
     if code:
         suffix += f"&code={quote(code, safe='')}"
     status_uri = f"{prefix}?{suffix}"

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Generic, TypeVar
-from urllib.parse import unquote as _unquote
 
 __all__ = ["RouteTable", "RouteTemplate", "RouteTemplateError"]
 
@@ -316,12 +315,15 @@ class RouteTemplate:
 
 
 def path_segments(path: str, *, decode: bool = True) -> list[str]:
-    """The `/`-separated segments of `path` (outer slashes ignored), each URL-decoded unless `decode` is False."""
+    """The `/`-separated segments of `path` (outer slashes ignored), each URL-decoded unless `decode` is False.
+
+    Decoded as Kestrel decodes Request.Path, from which ASP.NET routing takes the route values the host gives the
+    worker: %2F is never decoded (the value of `{x}` for 'a%2Fb' is 'a%2Fb'), nor are escapes that are not UTF-8."""
     stripped = path.strip("/")
     if not stripped:
         return []
     raw = stripped.split("/")
-    return [_unquote(text) for text in raw] if decode else raw
+    return [aspnet_url_decode(text) for text in raw] if decode else raw
 
 
 def _hex_byte(text: str, at: int) -> int | None:

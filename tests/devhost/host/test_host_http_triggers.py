@@ -37,6 +37,14 @@ def test_request_fields_reach_the_function(devhost_client: httpx.Client) -> None
     assert seen["body"] == "payload"
 
 
+def test_an_escaped_slash_stays_escaped_in_the_route_value(devhost_client: httpx.Client) -> None:
+    """Kestrel decodes the path except %2F, so the Functions host routes 'a%2Fb' as one segment and hands the worker
+    the route value 'a%2Fb'; devhost gave 'a/b'."""
+    response = devhost_client.post("/api/echo/x/a%2Fb%20c", content=b"")
+    assert response.status_code == 200
+    assert response.json()["route_params"] == {"rest": "x/a%2Fb c"}
+
+
 def test_methods_are_enforced(devhost_client: httpx.Client) -> None:
     assert devhost_client.post("/api/hello").status_code == 404
     assert devhost_client.delete("/api/echo/x").status_code == 200

@@ -44,6 +44,12 @@ from devhost.http.routes import RouteTable, RouteTemplate, RouteTemplateError
         ("f/{name}.{ext}", "/f/a.b.txt", {"name": "a.b", "ext": "txt"}),
         ("agents/{agent}/run", "/agents/Joker/run", {"agent": "Joker"}),
         ("agents/{agent}/run", "/agents/Jo%20ker/run", {"agent": "Jo ker"}),
+        # Kestrel never decodes %2F (it stays in Request.Path, so in the route value); other escapes that do not
+        # form UTF-8 stay as they are. devhost gave 'a/b' and U+FFFD.
+        ("agents/{agent}/run", "/agents/a%2Fb/run", {"agent": "a%2Fb"}),
+        ("agents/{agent}/run", "/agents/a%2fb%20c/run", {"agent": "a%2fb c"}),
+        ("agents/{agent}/run", "/agents/x%C3%28/run", {"agent": "x%C3("}),
+        ("files/{*rest}", "/files/a%2Fb/c", {"rest": "a%2Fb/c"}),
         ("a/{x}/{y?}", "/a/1/2", {"x": "1", "y": "2"}),
         ("", "/", {}),
     ],

@@ -279,6 +279,20 @@ def test_a_plus_in_an_instance_id_is_a_plus(devhost: InProcessHost, api: Api) ->
     assert api("GET", "/instances/order 1").status_code == 404
 
 
+def test_links_encode_the_instance_id_as_webutility_urlencode_does(devhost: InProcessHost, api: Api) -> None:
+    """The extension (v2.13.7, GetClientResponseLinks) puts WebUtility.UrlEncode(instanceId) into its links: a space
+    becomes '+', which the path never decodes back, so on Azure the link asks for the instance 'spaced+id' and is 404
+    (extension issue #2590). devhost quoted it ('%20'), so the link worked here and not there."""
+    response = api("POST", "/orchestrators/echo_input/spaced id(1)~", json={"n": 1})
+    assert response.status_code == 202, response.text
+    devhost.wait_for_status("spaced id(1)~")
+    link = response.json()["statusQueryGetUri"]
+    assert "/instances/spaced+id(1)%7E?" in link
+    assert response.headers["location"] == link
+    assert devhost.client.get(link).status_code == 404
+    assert api("GET", "/instances/spaced id(1)~").status_code == 200
+
+
 def test_runtime_status_numbers_are_enum_values(devhost: InProcessHost, api: Api) -> None:
     """The handler reads runtimeStatus with Enum.TryParse, which takes numbers: 1 is Completed, 0 Running, and a
     value no status has (42) matches no instance (devhost skipped numbers: no filter, every instance). Azure
