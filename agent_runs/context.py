@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agent_runs.contracts import RunRef
 from agent_runs.run_tools import agent_for_run
@@ -14,6 +15,8 @@ from agent_runtime.agents import AgentDefinition
 from agent_runtime.conversation import result_message_id
 from agent_runtime.overrides import RunOverrides
 from session_store import RunRecord, SessionStore
+
+L = TypeVar("L", bound=StoreConversationLog)
 
 
 @dataclass(frozen=True)
@@ -46,15 +49,15 @@ class StepContext:
         """The whole conversation of the session (what the model is sent); writes go to the reserved seqs. With the
         run's `record` as the step just read it, a step with nothing of the run in flight below its block (a model
         call) reads through the process's conversation cache."""
-        log = StoreConversationLog(self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots)
-        if record is not None:
-            log.use_cache(CacheUse(self.services.conversations, run_etag=record.etag, whole=True))
-        return log
+        return self._session_log(StoreConversationLog, first_seq, slots, record)
 
     def open_session_log(self, first_seq: int, slots: int, *, record: RunRecord | None) -> OpenRunLog:
         """`session_log` that drops writes once the run has closed (`OpenRunLog`): a model call abandoned by a cancel
         must not store its answer (nor drafts of it) in the closed run."""
-        log = OpenRunLog(self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots)
+        return self._session_log(OpenRunLog, first_seq, slots, record)
+
+    def _session_log(self, kind: type[L], first_seq: int | None, slots: int, record: RunRecord | None) -> L:
+        log = kind(self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots)
         if record is not None:
             log.use_cache(CacheUse(self.services.conversations, run_etag=record.etag, whole=True))
         return log

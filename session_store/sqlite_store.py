@@ -247,9 +247,7 @@ class SqliteSessionStore:
     # -- messages -------------------------------------------------------------------------------------------
 
     async def append_messages(self, session_id: str, records: Sequence[MessageRecord]) -> list[MessageRecord]:
-        batch = list(records)
-        rules.check_batch(session_id, batch)
-        size = sum(ensure_fits("message", record.message_id, record) for record in batch)
+        batch, size = _checked_batch(session_id, records)
 
         def op() -> list[MessageRecord]:
             now = self._now()
@@ -261,9 +259,7 @@ class SqliteSessionStore:
     async def append_to_open_run(
         self, session_id: str, run_id: str, records: Sequence[MessageRecord]
     ) -> tuple[RunRecord | None, list[MessageRecord] | None]:
-        batch = list(records)
-        rules.check_batch(session_id, batch)
-        size = sum(ensure_fits("message", record.message_id, record) for record in batch)
+        batch, size = _checked_batch(session_id, records)
 
         def op() -> tuple[RunRecord | None, list[MessageRecord] | None]:
             now = self._now()
@@ -759,3 +755,10 @@ class SqliteSessionStore:
             return
         self._closed = True
         await self._runner.close()
+
+
+def _checked_batch(session_id: str, records: Sequence[MessageRecord]) -> tuple[list[MessageRecord], int]:
+    """The messages to write, checked (one session, each within the item limit), and their size in JSON bytes."""
+    batch = list(records)
+    rules.check_batch(session_id, batch)
+    return batch, sum(ensure_fits("message", record.message_id, record) for record in batch)
