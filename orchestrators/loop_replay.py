@@ -33,6 +33,9 @@ from orchestrators.tasks import failed
 
 # Instances whose last episode is kept (the oldest goes first): a driver and a history's worth of event fields each.
 CARRIED_INSTANCES = 256
+# ... and the characters of those histories' text fields (inputs, results), in all: a history may carry payloads of
+# hundreds of KB (a long system prompt in the run's input), so a count alone could hold hundreds of MB.
+CARRIED_HISTORY_CHARS = 32_000_000
 # What the SDK changes on a history event between episodes (`IsPlayed`) and while it replays (`is_processed`).
 _VOLATILE_FIELDS = ("_is_played", "_is_processed")
 
@@ -47,6 +50,11 @@ def _event_fields(event: Any) -> dict[str, Any]:
         for name in _VOLATILE_FIELDS:
             fields.pop(name, None)
     return fields
+
+
+def _text_chars(fields: dict[str, Any]) -> int:
+    """Characters of an event's text fields: what its size in memory grows with (the rest is a few scalars)."""
+    return sum(len(value) for value in fields.values() if isinstance(value, str))
 
 
 @dataclass(frozen=True)
@@ -83,32 +91,47 @@ class Carried:
     """The driver as the waited-on step left it (scheduled, its result not fed back)."""
     command: LoopCommand
     """The waited-on step's command."""
+    history_chars: int = 0
+    """Characters of `history`'s text fields (what the process's bound counts)."""
 
 
 class _CarriedEpisodes:
     """The carried episodes of this process, by instance (episodes of one instance never overlap; taking is atomic
-    all the same, so an episode's driver goes to one episode at most)."""
+    all the same, so an episode's driver goes to one episode at most). Bounded in instances and in the characters of
+    their histories; the oldest go first, and one larger than the whole bound is not kept (its next episode replays)."""
 
-    def __init__(self, instances: int) -> None:
+    def __init__(self, instances: int, history_chars: int = CARRIED_HISTORY_CHARS) -> None:
         self._instances = instances
+        self._max_chars = history_chars
         self._carried: dict[str, Carried] = {}
+        self._chars = 0  # `history_chars` of the carried, summed
         self._lock = threading.Lock()
 
     def keep(self, instance_id: str, carried: Carried) -> None:
         with self._lock:
-            self._carried.pop(instance_id, None)
-            while len(self._carried) >= self._instances:
-                del self._carried[next(iter(self._carried))]
+            self._remove(instance_id)
+            if carried.history_chars > self._max_chars:
+                return
+            while self._carried and (len(self._carried) >= self._instances
+                                     or self._chars + carried.history_chars > self._max_chars):
+                self._remove(next(iter(self._carried)))
             self._carried[instance_id] = carried
+            self._chars += carried.history_chars
 
     def take(self, instance_id: str) -> Carried | None:
         with self._lock:
-            return self._carried.pop(instance_id, None)
+            return self._remove(instance_id)
 
     def drop(self, instance_id: str, carried: Carried) -> None:
         with self._lock:
             if self._carried.get(instance_id) is carried:
-                del self._carried[instance_id]
+                self._remove(instance_id)
+
+    def _remove(self, instance_id: str) -> Carried | None:
+        carried = self._carried.pop(instance_id, None)
+        if carried is not None:
+            self._chars -= carried.history_chars
+        return carried
 
 
 CARRIED = _CarriedEpisodes(CARRIED_INSTANCES)
@@ -146,7 +169,9 @@ class LoopSteps:
         self._steps: list[LoopStep] = []
         self._carrying = True
         self._recorded = carried.history if carried is not None else []  # fields of the events checked already
+        self._recorded_chars = carried.history_chars if carried is not None else 0
         self._history: list[dict[str, Any]] | None = None
+        self._history_chars = 0
         self._kept: Carried | None = None
 
     def fast_forward(self, cancels: ExternalEvents, carried: Carried) -> Generator[Any, Any, LoopStep]:
@@ -174,7 +199,9 @@ class LoopSteps:
         self._steps.append(step)
         if not self._carrying:
             return
-        self._kept = Carried(self._history_fields(), self._direct, self._start, tuple(self._steps), driver, command)
+        history = self._history_fields()
+        self._kept = Carried(history, self._direct, self._start, tuple(self._steps), driver, command,
+                             self._history_chars)
         CARRIED.keep(self._context.instance_id, self._kept)
 
     def resumed(self) -> None:
@@ -186,7 +213,9 @@ class LoopSteps:
     def _history_fields(self) -> list[dict[str, Any]]:
         if self._history is None:
             events = self._context.histories
-            self._history = self._recorded + [_event_fields(event) for event in events[len(self._recorded):]]
+            new = [_event_fields(event) for event in events[len(self._recorded):]]
+            self._history = self._recorded + new
+            self._history_chars = self._recorded_chars + sum(_text_chars(fields) for fields in new)
         return self._history
 
     @staticmethod

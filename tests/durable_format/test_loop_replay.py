@@ -18,7 +18,7 @@ from golden_histories import ORCHESTRATOR_STARTED, TASK_COMPLETED, cases, run_ep
 from devhost.invoke import OrchestratorOutput
 from devhost.protocol.actions import Action, ActionType
 from orchestrators import agent_run, loop_replay
-from orchestrators.loop_replay import CARRIED, Carried, _CarriedEpisodes
+from orchestrators.loop_replay import CARRIED, Carried, _CarriedEpisodes, _text_chars
 
 
 def episodes(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -70,6 +70,8 @@ def test_an_episode_going_on_from_the_carried_driver_decides_as_a_replay_from_sc
             scratch = from_scratch(case, events)
             assert_same(run_episode(case, events), scratch)
     carried = [carry is not None for carry in taken[1::2]]  # (every other episode ran from scratch)
+    for carry in filter(None, taken):  # counted episode by episode, as a count of the whole history would count it
+        assert carry.history_chars == sum(_text_chars(fields) for fields in carry.history) > 0
     if case["case"] == "approval":
         # the episode after the first model call goes on from it; the approval is not a loop step, and nothing after
         # it is carried in this execution
@@ -110,6 +112,28 @@ def test_a_process_keeps_a_bounded_number_of_carried_episodes() -> None:
     carried.drop("c", left[0])
     assert carried.take("c") is left[2]  # dropped only by the episode that kept it
     assert loop_replay.CARRIED_INSTANCES >= 64
+
+
+def _carry(history_chars: int) -> Carried:
+    return Carried(history=[], direct=True, start=None, steps=(), driver=None, command=None,  # type: ignore[arg-type]
+                   history_chars=history_chars)
+
+
+def test_a_process_keeps_carried_episodes_bounded_by_the_size_of_their_histories() -> None:
+    carried = _CarriedEpisodes(instances=10, history_chars=100)
+    a, b, c = _carry(60), _carry(30), _carry(30)
+    carried.keep("a", a)
+    carried.keep("b", b)
+    carried.keep("c", c)  # 120 characters: the oldest goes
+    assert carried.take("a") is None
+    carried.keep("b", b)  # kept again: counted once
+    carried.keep("d", _carry(40))
+    assert carried.take("c") is c and carried.take("b") is b
+    carried.keep("e", _carry(101))  # larger than the whole bound: not kept, and nothing else goes for it
+    assert carried.take("e") is None and carried.take("d") is not None
+    carried.keep("f", _carry(100))  # everything taken: the whole bound is free again
+    assert carried.take("f") is not None
+    assert loop_replay.CARRIED_HISTORY_CHARS >= 1_000_000
 
 
 def _races_of(output: OrchestratorOutput, activity: str) -> list[Action]:
