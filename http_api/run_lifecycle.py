@@ -49,9 +49,12 @@ ViewT = TypeVar("ViewT", bound=PolledView)
 
 
 class CancelSender(Protocol):
-    """A gateway that raises an orchestration's cancel event (`DurableGateway`, `WorkflowGateway`)."""
+    """A gateway that raises an orchestration's cancel event and reads its state, None if there is no such
+    orchestration (`DurableGateway`, `WorkflowGateway`)."""
 
     async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
+
+    async def state(self, instance_id: str, /) -> object | None: ...
 
 
 # ----------------------------------------------------------------------------------------------------- starting
@@ -169,8 +172,8 @@ async def wait_for_view(
 
 async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, reason: str) -> RunRecord | None:
     """Flag the run's cancel in the store (what its steps check; the first request's time stays), then raise its
-    cancel event. Returns None once the event is raised, or the run as it ended when it finished after `run` was read
-    (nothing left to cancel)."""
+    cancel event. Returns None once the cancel is flagged and its orchestration told (or not started yet), or the run
+    as it ended when it finished after `run` was read (nothing left to cancel)."""
     if run.cancel_requested_at is None:
         await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
     try:
@@ -181,5 +184,9 @@ async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, rea
         current = await store.get_run(run.run_id)
         if current is not None and current.finished:
             return current
-        raise
+        # A run whose start request has stored its record but not yet started its orchestration (the host's 404):
+        # the flag is the cancel, read by the run's first step (`take_turn`, `call_model`) or, for a workflow, rung
+        # by its start request (`workflows.start_workflow`).
+        if await gateway.state(run.run_id) is not None:
+            raise
     return None

@@ -280,9 +280,9 @@ async def request_cancel(services: RunServices, client: df.DurableOrchestrationC
     if run.finished:
         raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
-        await cancel_workflow(services, WorkflowGateway(client), run)
-        return
-    finished = await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
+        finished, _ = await cancel_workflow(services, WorkflowGateway(client), run)
+    else:
+        finished = await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
     if finished is not None:  # it finished while the cancel was being sent
         raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {finished.status}.")
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import azure.durable_functions as df
 
 from http_api.durable_gateway import DurableGateway, OrchestrationState, orchestration_state
@@ -14,9 +12,6 @@ from workflow_runtime.contracts import (
     WorkflowProgress,
     signal_event,
 )
-
-log = logging.getLogger(__name__)
-
 
 WorkflowState = OrchestrationState[WorkflowProgress]
 
@@ -40,11 +35,7 @@ class WorkflowGateway:
         """A gate decision's event (the same as a run's: gates are decided through the run approval routes)."""
         await DurableGateway(self._client).send_approval(run_id, approval_id)
 
-    async def send_cancel(self, instance_id: str, reason: str) -> bool:
-        """Ask an orchestration (the workflow or a child run) to cancel; False if it no longer takes events."""
-        try:
-            await self._client.raise_event(instance_id, CANCEL_EVENT, {"reason": reason})
-        except Exception as error:  # 404 (not started yet) / 410 (already finished): nothing left to cancel there
-            log.info("cancel not delivered to %s: %s", instance_id, error)
-            return False
-        return True
+    async def send_cancel(self, instance_id: str, reason: str) -> None:
+        """Ask an orchestration (the workflow or a child run) to cancel. Raises as the SDK does when the host refuses
+        the event (404 not started yet, 410 finished): `run_lifecycle.cancel` tells those apart."""
+        await self._client.raise_event(instance_id, CANCEL_EVENT, {"reason": reason})

@@ -6,6 +6,7 @@ Approvals of workflow gates go through the run approval routes with the workflow
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import azure.durable_functions as df
@@ -39,6 +40,8 @@ from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
 from workflow_runtime.registry import UnknownWorkflowError, WorkflowRegistry, load_workflows, workflows_package
+
+log = logging.getLogger(__name__)
 
 
 def _registry(services: RunServices) -> WorkflowRegistry:
@@ -107,10 +110,23 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             trace=RunTrace.start(req.headers), notify=await prepare_notifications(services.store, record, webhook),
         )
         await gateway.start(WorkflowInput(ref=ref))
+        await _ring_an_early_cancel(services, gateway, run_id)
 
     record = start.replay or await create_and_start(services.store, create, launch, on_unclaimed=start.release)
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
+
+
+async def _ring_an_early_cancel(services: RunServices, gateway: WorkflowGateway, run_id: str) -> None:
+    """Tell the workflow just started of a cancel flagged before it existed (its event found no instance): unlike an
+    agent run's first model call, a workflow's first wait (a delay, signal or gate) does not read the flag. Best
+    effort: the orchestration runs, so a failure here must not fail the start; a poll shows it `cancelling`."""
+    try:
+        record = await services.store.get_run(run_id)
+        if record is not None and record.cancel_requested_at is not None:
+            await gateway.send_cancel(run_id, "cancelled by the client")
+    except Exception as error:
+        log.warning("could not tell workflow %s of its early cancel: %s", run_id, error)
 
 
 async def _begin_workflow_run(
@@ -182,19 +198,32 @@ async def cancel_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     services = RunServices.current()
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
     if record.finished:
-        raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
-    children = await cancel_workflow(services, WorkflowGateway(client), record)
+        raise _finished(record)
+    finished, children = await cancel_workflow(services, WorkflowGateway(client), record)
+    if finished is not None:  # it finished while the cancel was being sent
+        raise _finished(finished)
     return json_response({"run_id": record.run_id, "status": "cancelling", "cancelled_child_runs": children}, 202)
 
 
-async def cancel_workflow(services: RunServices, gateway: WorkflowGateway, record: RunRecord) -> list[str]:
-    """Flag and signal the cancel of a workflow run and of its running child runs; returns the children cancelled."""
-    await cancel(services.store, gateway, record, "cancelled by the client")
-    return await _cancel_children(services, gateway, record.run_id)
+def _finished(record: RunRecord) -> ApiProblem:
+    return ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
+
+
+async def cancel_workflow(
+    services: RunServices, gateway: WorkflowGateway, record: RunRecord
+) -> tuple[RunRecord | None, list[str]]:
+    """Flag and signal the cancel of a workflow run, then of its running child runs. Returns the workflow as it ended
+    if it finished before the cancel reached it (then nothing was cancelled), and the children cancelled."""
+    finished = await cancel(services.store, gateway, record, "cancelled by the client")
+    if finished is not None:
+        return finished, []
+    return None, await _cancel_children(services, gateway, record.run_id)
 
 
 async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_id: str) -> list[str]:
-    """Cancel the child runs the workflow is waiting for (flagged in the store first, so none is missed)."""
+    """Cancel the child runs the workflow is waiting for (flagged in the store first, so none is missed); returns
+    those flagged, not those that finished meanwhile. Best effort per child: the next poll of the cancelling
+    workflow tries a failed one again."""
     state = await gateway.state(run_id)
     if state is None or state.progress is None:
         return []
@@ -203,8 +232,13 @@ async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_
         child = await services.store.get_run(child_id)
         if child is None or child.finished:
             continue
-        await cancel(services.store, gateway, child, "the workflow was cancelled")
-        cancelled.append(child_id)
+        try:
+            flagged = await cancel(services.store, gateway, child, "the workflow was cancelled") is None
+        except Exception as error:
+            log.warning("could not cancel child run %s of workflow %s: %s", child_id, run_id, error)
+            continue
+        if flagged:
+            cancelled.append(child_id)
     return cancelled
 
 
@@ -225,7 +259,7 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
         )
     body = read_json_body(req, SignalRequest)
     if record.finished:
-        raise ApiProblem(409, "workflow_finished", "The workflow has already finished", f"It is {record.status}.")
+        raise _finished(record)
     # Queued in the store first (its index allocated atomically), then rung: the workflow consumes the signals of a
     # name one by one in index order, each exactly once (served_workflows/README.md, "Signals").
     signal = await services.store.append_signal(
@@ -236,9 +270,7 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     except Exception:
         current = await services.store.get_run(record.run_id)
         if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
-            raise ApiProblem(
-                409, "workflow_finished", "The workflow has already finished", f"It is {current.status}."
-            ) from None
+            raise _finished(current) from None
         raise
     return json_response(
         {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from e2e_harness import (
     PROGRESS_TIMEOUT_S,
@@ -186,3 +187,34 @@ def test_a_cancel_that_the_run_outlives_by_finishing_is_a_409(
     view = app.view(run_id)
     assert (view["status"], view["output"]["text"]) == ("completed", "The answer.")
     assert app.cancel(run_id).status_code == 409
+
+
+@watches_the_app_in_process
+def test_a_cancel_before_the_orchestration_started_is_accepted_and_cancels_the_run(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel comes when the run's record exists but its orchestration does not yet (the start request is
+    between the two; the host answers the cancel event with a 404). The cancel stored is the cancel: it is accepted
+    (202, not a server error), and the run's first step reads it, so the model is never asked."""
+    model.set_script(Script.of("Next run's answer."))
+    gateway = app.app_module("http_api.durable_gateway").DurableGateway
+    start_run = gateway.start_run
+    answers: list[httpx.Response] = []
+
+    async def cancel_first(self: Any, run_input: Any) -> None:
+        async with httpx.AsyncClient(base_url=app.host.base_url, trust_env=False) as client:
+            answers.append(await client.post(f"/api/runs/{run_input.run.run_id}/cancel"))
+        await start_run(self, run_input)
+
+    monkeypatch.setattr(gateway, "start_run", cancel_first)
+    started = app.start(input="A question")
+    monkeypatch.undo()
+
+    [answer] = answers
+    assert (answer.status_code, answer.json()["status"]) == (202, "cancelling"), answer.text
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    assert model.log.requests == []
+    nxt = app.start(input="Anything else?", session_id=started["session_id"])  # the session was released
+    app.settle()
+    assert app.view(nxt["run_id"])["status"] == "completed"

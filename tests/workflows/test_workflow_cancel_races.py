@@ -1,0 +1,139 @@
+"""A workflow cancel that races the ends of runs: the workflow (or one of its child runs) finishes between the cancel
+route's read and its cancel, and a cancel comes between the workflow's record and its orchestration's start.
+
+Timing is made exact from inside the app: a run finishes "right after the route read it" when the route's read
+answers with the record as it was just before the run finished (what a read a moment earlier gave); a cancel comes
+"before the orchestration started" when it is sent, through the API, from inside the start request's launch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from workflow_helpers import child_run, decide, settle, start, view
+
+from session_store import RunRecord, SessionStore
+
+TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
+
+
+def _store(host) -> SessionStore:
+    return sys.modules["agent_runs.services"].RunServices.current().store  # the host's modules: the app's store
+
+
+def _kept_before_finishing(monkeypatch: pytest.MonkeyPatch, store: SessionStore, run_id: str) -> list[RunRecord]:
+    """The run's record as it was just before it finished (filled in when it finishes)."""
+    kept: list[RunRecord] = []
+    finish_run = store.finish_run
+
+    async def keeping(finished_id: str, *args: Any, **kwargs: Any) -> RunRecord:
+        if finished_id == run_id and not kept:
+            kept.append(await store.get_run(run_id))
+        return await finish_run(finished_id, *args, **kwargs)
+
+    monkeypatch.setattr(store, "finish_run", keeping)
+    return kept
+
+
+def _next_read_answers(monkeypatch: pytest.MonkeyPatch, store: SessionStore, before: RunRecord) -> None:
+    """The store's next read of the run answers with `before`: the run finished right after that read."""
+    assert not before.finished
+    get_run = store.get_run
+    stale = [before]
+
+    async def reading(run_id: str, **kwargs: Any) -> RunRecord | None:
+        if run_id == before.run_id and stale:
+            return stale.pop()
+        return await get_run(run_id, **kwargs)
+
+    monkeypatch.setattr(store, "get_run", reading)
+
+
+@pytest.mark.parametrize(
+    ("route", "code"),
+    [("/api/workflows/runs/{}/cancel", "workflow_finished"), ("/api/runs/{}/cancel", "run_finished")],
+)
+def test_a_cancel_the_workflow_outlives_by_finishing_is_a_409(host, monkeypatch, route: str, code: str) -> None:
+    """The route read the workflow running, then it completed: its orchestration refuses the cancel event (410).
+    The caller is told the workflow finished, not that it is being cancelled."""
+    store = _store(host)
+    run_id = start(host, "review_pipeline", {"topic": "a late cancel"})["run_id"]
+    kept = _kept_before_finishing(monkeypatch, store, run_id)
+    settle(host)
+    [gate] = view(host, run_id)["pending_approvals"]
+    decide(host, run_id, gate["approval_id"])
+    settle(host)
+    assert view(host, run_id)["status"] == "completed"
+
+    _next_read_answers(monkeypatch, store, kept[0])
+    late = host.client.post(route.format(run_id))
+
+    assert late.status_code == 409, late.text
+    assert late.headers["content-type"].startswith("application/problem+json")
+    assert late.json()["code"] == code and "completed" in late.json()["detail"]
+    assert view(host, run_id)["status"] == "completed"
+
+
+def _event_held_back(monkeypatch: pytest.MonkeyPatch, run_id: str) -> None:
+    """The workflow's cancel event waits until the test raises it: the workflow's own flagging of its children
+    (`workflow_flag_children_cancelled`) must not be the first to read a child."""
+    gateway = sys.modules["http_api.workflow_gateway"].WorkflowGateway
+    send_cancel = gateway.send_cancel
+
+    async def holding(self: Any, instance_id: str, reason: str) -> None:
+        if instance_id != run_id:
+            await send_cancel(self, instance_id, reason)
+
+    monkeypatch.setattr(gateway, "send_cancel", holding)
+
+
+def test_a_child_run_that_finished_meanwhile_is_not_listed_as_cancelled(host, monkeypatch) -> None:
+    """The cancel read a child running, then it completed: only the child still running was cancelled."""
+    store = _store(host)
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    legal_id = f"{run_id}.fan.legal"
+    kept = _kept_before_finishing(monkeypatch, store, legal_id)
+    settle(host)
+    mailer, legal, _ = view(host, run_id)["active_step"]["child_runs"]
+    assert legal == legal_id and child_run(host, legal, legal)["status"] == "completed"
+
+    _next_read_answers(monkeypatch, store, kept[0])
+    _event_held_back(monkeypatch, run_id)
+    response = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+    host.run(host.engine.raise_event(run_id, "cancel", json.dumps({"reason": "cancelled by the client"})))
+
+    assert response.status_code == 202, response.text
+    assert response.json()["cancelled_child_runs"] == [mailer]
+    settle(host)
+    assert view(host, run_id)["status"] == "cancelled"
+    assert child_run(host, legal, legal)["status"] == "completed"
+    assert child_run(host, mailer, mailer)["status"] == "cancelled"
+
+
+def test_a_cancel_before_the_orchestration_started_ends_the_workflow_at_once(host, monkeypatch) -> None:
+    """The cancel comes when the workflow's record exists but its orchestration does not yet (the host answers its
+    event with a 404): the cancel is accepted on the stored flag, and the workflow, whose first step is a delay
+    that never reads the flag, ends cancelled as soon as it starts rather than when its delay is over."""
+    gateway = sys.modules["http_api.workflow_gateway"].WorkflowGateway  # as the host loaded the app
+    start_orchestration = gateway.start
+    answers: list[httpx.Response] = []
+
+    async def cancel_first(self: Any, workflow_input: Any) -> None:
+        async with httpx.AsyncClient(base_url=host.base_url, trust_env=False) as client:
+            answers.append(await client.post(f"/api/workflows/runs/{workflow_input.ref.run_id}/cancel"))
+        await start_orchestration(self, workflow_input)
+
+    monkeypatch.setattr(gateway, "start", cancel_first)
+    run_id = start(host, "signal_flow", {"at": (host.engine.now() + timedelta(hours=1)).isoformat()})["run_id"]
+    monkeypatch.undo()
+
+    [answer] = answers
+    assert answer.status_code == 202, answer.text
+    assert answer.json() == {"run_id": run_id, "status": "cancelling", "cancelled_child_runs": []}
+    settle(host)  # the clock stays: the delay is not over
+    assert view(host, run_id)["status"] == "cancelled"
+    assert host.get_status(run_id)["runtimeStatus"] in TERMINAL
