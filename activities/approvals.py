@@ -26,7 +26,7 @@ from agent_runs.contracts import (
     ExpireApprovalsResult,
     RunRef,
 )
-from agent_runs.store_log import StoreConversationLog
+from agent_runs.store_log import OpenRunLog, RunClosedError
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from agent_runtime.conversation import approval_request_message_id, approval_response_message_id
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
@@ -115,11 +115,15 @@ async def apply_decisions(step: DecisionsInput) -> DecisionsResult:
             needs_ids=[approval_request_message_id(step.run.run_id, record.call_id)],
             probe_ids=[approval_response_message_id(step.run.run_id, record.call_id)],
         )
-        log = ctx.run_log(step.first_seq + index, 1, cached=cached)
-        result.decided.append(await _record_response(ctx, log, record))
+        log = ctx.open_run_log(step.first_seq + index, 1, cached=cached)
+        try:
+            result.decided.append(await _record_response(ctx, log, record))
+        except RunClosedError:  # abandoned by a cancel (see `_record_response`): nobody waits for the rest
+            return result
         await log.settle()
         _approval_span(step.run, record)
-    # `stored` holds every approval of the run, as read (or re-read) in this step.
+    # `stored` holds every approval of the run, as read (or re-read) in this step. The mark is conditioned on the
+    # run's ETag as read at the start: a run closed since keeps its final status.
     pending = any(record.status == "pending" for record in stored.values())
     marked = await run_status.mark_unless_pending(
         ctx.store, step.run.run_id, session_id=step.run.session_id, pending=pending, current=run
@@ -148,6 +152,8 @@ async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
     ctx = StepContext.for_run(step.run)
     result = ExpireApprovalsResult()
     for index, approval_id in enumerate(step.approval_ids):
+        # Not checked against the run: the store takes one decision per approval, and a run's close expires what is
+        # pending, so an abandoned step's expiry (or the close's, whichever lands first) leaves it expired either way.
         try:
             record = await ctx.store.decide_approval(
                 approval_id, "expired", reason=NOT_APPROVED_IN_TIME, decided_at=datetime.now(UTC)
@@ -155,9 +161,13 @@ async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
         except AlreadyDecidedError as race:
             record = race.current
         if record.status == "expired":
-            await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
+            try:
+                await _record_response(ctx, ctx.open_run_log(step.first_seq + index, 1), record)
+            except RunClosedError:  # abandoned by a cancel (see `_record_response`): nobody waits for the rest
+                return result
             _approval_span(step.run, record)
             result.expired.append(approval_id)
+    # (`mark` reads the run: a finished run keeps its status.)
     await run_status.mark_unless_pending(ctx.store, step.run.run_id, session_id=step.run.session_id)
     return result
 
@@ -177,8 +187,10 @@ async def escalate_approvals(step: EscalateApprovalsInput) -> EscalateApprovalsR
     return result
 
 
-async def _record_response(ctx: StepContext, log: StoreConversationLog, record: ApprovalRecord) -> ApprovalDecision:
-    """Write the decision into the conversation (seed 002's approval response) and return it for the loop."""
+async def _record_response(ctx: StepContext, log: OpenRunLog, record: ApprovalRecord) -> ApprovalDecision:
+    """Write the decision into the conversation (seed 002's approval response) and return it for the loop. Raises
+    `RunClosedError` when the run has closed: a step abandoned by a cancel (hung past its grace period) must not
+    append a decision to a conversation the close already ended (it answered the call as not run)."""
     approved = record.status == "approved"
     arguments = record.edited_arguments if approved and record.edited_arguments is not None else record.arguments
     response = FunctionApprovalResponseContent(
