@@ -51,8 +51,14 @@ async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     run = await ctx.record()
     owner_id = run.owner_id if run is not None else None
     cached = ctx.cache_use(run, needs_calls=[call.call_id for call in step.calls])
-    log = ctx.run_log(step.first_seq, len(step.calls), cached=cached)
-    requests = await record_approval_requests_step(log, step.run.run_id, RequestApproval(calls=step.calls))
+    log = ctx.open_run_log(step.first_seq, len(step.calls), cached=cached)
+    try:
+        requests = await record_approval_requests_step(log, step.run.run_id, RequestApproval(calls=step.calls))
+    except RunClosedError:
+        # Abandoned by a cancel (hung past its grace period): the close answered the calls as not run, so no request
+        # goes into its conversation and no approval is stored (nobody may decide one of a closed run; a close that
+        # lands between two requests of a batch leaves the earlier ones without a record, equally undecidable).
+        return ApprovalsRecorded(approval_ids=[])
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -71,16 +77,16 @@ async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     # One request per call, each id and seq fixed by its call: an earlier attempt wrote exactly these.
     await log.settle()
     marked = await run_status.mark(ctx.store, step.run.run_id, "requires_action", current=run)
-    if marked is None:  # the run changed since it was read (or is marked already): it may have closed meanwhile
+    if marked is None:  # the run changed since it was read (or is marked already): it may have closed after the writes
         await _expire_if_closed(ctx, step.run)
     ctx.run_changed(run, marked)
     return ApprovalsRecorded(approval_ids=[request.id for request in requests])
 
 
 async def _expire_if_closed(ctx: StepContext, run: RunRef) -> None:
-    """A step abandoned by a cancel (hung past its grace period) stores its requests after the run closed, and the
-    close expired only what was pending then: expire them too, so no approval of a closed run stays pending (an
-    inbox would offer it, and deciding it is refused)."""
+    """A step abandoned by a cancel (hung past its grace period) after writing its requests stores their approvals
+    after the run closed, and the close expired only what was pending then: expire them too, so no approval of a
+    closed run stays pending (an inbox would offer it, and deciding it is refused)."""
     record = await ctx.store.get_run(run.run_id, session_id=run.session_id)
     if record is not None and record.finished:
         await expire_pending_approvals(ctx.store, run.run_id, record.status, session_id=run.session_id)

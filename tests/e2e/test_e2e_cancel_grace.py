@@ -228,3 +228,38 @@ def test_an_abandoned_expiry_step_writes_nothing_into_the_closed_run(
     assert app.effects(session_id) == []
     assert app.history(run_id)["runtimeStatus"] == "Completed"
     _assert_the_next_run_works(app, model, session_id)
+
+
+@watches_the_app_in_process
+def test_an_abandoned_request_step_writes_nothing_into_the_closed_run(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`record_approvals` hangs before writing its requests, past the cancel's grace period: the run closes
+    `cancelled`, answering the call with "not run". The requests the abandoned step would write afterwards must not
+    land in the closed run, nor its approvals in the store."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    approvals = app.app_module("activities.approvals")
+    record_requests = approvals.record_approval_requests_step
+    held, release = threading.Event(), threading.Event()
+
+    async def hung(*args: Any, **kwargs: Any) -> Any:
+        held.set()
+        while not release.is_set():
+            await asyncio.sleep(0.02)  # released by the test thread: there is no event on this loop to wait on
+        return await record_requests(*args, **kwargs)
+
+    monkeypatch.setattr(approvals, "record_approval_requests_step", hung)
+    started = app.start(input="Email Bob")
+    run_id, session_id = started["run_id"], started["session_id"]
+    assert held.wait(PROGRESS_TIMEOUT_S)
+    closed = _cancel_past_the_grace_period(app, run_id)
+    assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
+    release.set()  # the abandoned step goes on now
+    app.settle()
+
+    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left it
+    assert app.approvals(run_id) == []  # nothing to decide in a closed run: no approval stored
+    inbox = app.http.get("/api/approvals", params={"status": "pending"})
+    assert inbox.status_code == 200 and inbox.json()["approvals"] == [], inbox.text
+    assert app.history(run_id)["runtimeStatus"] == "Completed"
+    _assert_the_next_run_works(app, model, session_id)
