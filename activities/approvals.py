@@ -26,7 +26,7 @@ from agent_runs.contracts import (
     ExpireApprovalsResult,
     RunRef,
 )
-from agent_runs.store_log import StoreConversationLog
+from agent_runs.store_log import OpenRunLog, RunClosedError
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from agent_runtime.conversation import approval_request_message_id, approval_response_message_id
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
@@ -51,8 +51,14 @@ async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     run = await ctx.record()
     owner_id = run.owner_id if run is not None else None
     cached = ctx.cache_use(run, needs_calls=[call.call_id for call in step.calls])
-    log = ctx.run_log(step.first_seq, len(step.calls), cached=cached)
-    requests = await record_approval_requests_step(log, step.run.run_id, RequestApproval(calls=step.calls))
+    log = ctx.open_run_log(step.first_seq, len(step.calls), cached=cached)
+    try:
+        requests = await record_approval_requests_step(log, step.run.run_id, RequestApproval(calls=step.calls))
+    except RunClosedError:
+        # Abandoned by a cancel (hung past its grace period): the close answered the calls as not run, so no request
+        # goes into its conversation and no approval is stored (nobody may decide one of a closed run; a close that
+        # lands between two requests of a batch leaves the earlier ones without a record, equally undecidable).
+        return ApprovalsRecorded(approval_ids=[])
     await ctx.store.put_approvals(
         [
             ApprovalRecord(
@@ -71,16 +77,16 @@ async def record_approvals(step: ApprovalRequestsInput) -> ApprovalsRecorded:
     # One request per call, each id and seq fixed by its call: an earlier attempt wrote exactly these.
     await log.settle()
     marked = await run_status.mark(ctx.store, step.run.run_id, "requires_action", current=run)
-    if marked is None:  # the run changed since it was read (or is marked already): it may have closed meanwhile
+    if marked is None:  # the run changed since it was read (or is marked already): it may have closed after the writes
         await _expire_if_closed(ctx, step.run)
     ctx.run_changed(run, marked)
     return ApprovalsRecorded(approval_ids=[request.id for request in requests])
 
 
 async def _expire_if_closed(ctx: StepContext, run: RunRef) -> None:
-    """A step abandoned by a cancel (hung past its grace period) stores its requests after the run closed, and the
-    close expired only what was pending then: expire them too, so no approval of a closed run stays pending (an
-    inbox would offer it, and deciding it is refused)."""
+    """A step abandoned by a cancel (hung past its grace period) after writing its requests stores their approvals
+    after the run closed, and the close expired only what was pending then: expire them too, so no approval of a
+    closed run stays pending (an inbox would offer it, and deciding it is refused)."""
     record = await ctx.store.get_run(run.run_id, session_id=run.session_id)
     if record is not None and record.finished:
         await expire_pending_approvals(ctx.store, run.run_id, record.status, session_id=run.session_id)
@@ -115,11 +121,15 @@ async def apply_decisions(step: DecisionsInput) -> DecisionsResult:
             needs_ids=[approval_request_message_id(step.run.run_id, record.call_id)],
             probe_ids=[approval_response_message_id(step.run.run_id, record.call_id)],
         )
-        log = ctx.run_log(step.first_seq + index, 1, cached=cached)
-        result.decided.append(await _record_response(ctx, log, record))
+        log = ctx.open_run_log(step.first_seq + index, 1, cached=cached)
+        try:
+            result.decided.append(await _record_response(ctx, log, record))
+        except RunClosedError:  # abandoned by a cancel (see `_record_response`): nobody waits for the rest
+            return result
         await log.settle()
         _approval_span(step.run, record)
-    # `stored` holds every approval of the run, as read (or re-read) in this step.
+    # `stored` holds every approval of the run, as read (or re-read) in this step. The mark is conditioned on the
+    # run's ETag as read at the start: a run closed since keeps its final status.
     pending = any(record.status == "pending" for record in stored.values())
     marked = await run_status.mark_unless_pending(
         ctx.store, step.run.run_id, session_id=step.run.session_id, pending=pending, current=run
@@ -148,6 +158,8 @@ async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
     ctx = StepContext.for_run(step.run)
     result = ExpireApprovalsResult()
     for index, approval_id in enumerate(step.approval_ids):
+        # Not checked against the run: the store takes one decision per approval, and a run's close expires what is
+        # pending, so an abandoned step's expiry (or the close's, whichever lands first) leaves it expired either way.
         try:
             record = await ctx.store.decide_approval(
                 approval_id, "expired", reason=NOT_APPROVED_IN_TIME, decided_at=datetime.now(UTC)
@@ -155,9 +167,13 @@ async def expire_approvals(step: ExpireApprovalsInput) -> ExpireApprovalsResult:
         except AlreadyDecidedError as race:
             record = race.current
         if record.status == "expired":
-            await _record_response(ctx, ctx.run_log(step.first_seq + index, 1), record)
+            try:
+                await _record_response(ctx, ctx.open_run_log(step.first_seq + index, 1), record)
+            except RunClosedError:  # abandoned by a cancel (see `_record_response`): nobody waits for the rest
+                return result
             _approval_span(step.run, record)
             result.expired.append(approval_id)
+    # (`mark` reads the run: a finished run keeps its status.)
     await run_status.mark_unless_pending(ctx.store, step.run.run_id, session_id=step.run.session_id)
     return result
 
@@ -177,8 +193,10 @@ async def escalate_approvals(step: EscalateApprovalsInput) -> EscalateApprovalsR
     return result
 
 
-async def _record_response(ctx: StepContext, log: StoreConversationLog, record: ApprovalRecord) -> ApprovalDecision:
-    """Write the decision into the conversation (seed 002's approval response) and return it for the loop."""
+async def _record_response(ctx: StepContext, log: OpenRunLog, record: ApprovalRecord) -> ApprovalDecision:
+    """Write the decision into the conversation (seed 002's approval response) and return it for the loop. Raises
+    `RunClosedError` when the run has closed: a step abandoned by a cancel (hung past its grace period) must not
+    append a decision to a conversation the close already ended (it answered the call as not run)."""
     approved = record.status == "approved"
     arguments = record.edited_arguments if approved and record.edited_arguments is not None else record.arguments
     response = FunctionApprovalResponseContent(

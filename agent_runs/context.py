@@ -68,13 +68,7 @@ class StepContext:
         """Only this run's messages: enough for tool, approval and finish steps (their calls, results and
         decisions all belong to the run; earlier runs closed theirs), and O(run) instead of O(session). `cached`:
         read through the conversation cache (`self.cache_use(...)`)."""
-        first, _ = run_seq_range(self.run.ordinal)
-        log = StoreConversationLog(
-            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
-        )
-        if cached is not None:
-            log.use_cache(cached)
-        return log
+        return self._run_log(StoreConversationLog, first_seq, slots, cached)
 
     def cache_use(self, record: RunRecord | None, **needs: Sequence[str]) -> CacheUse | None:
         """How a step that read the run's `record` uses the conversation cache (None without a record)."""
@@ -98,17 +92,24 @@ class StepContext:
             log.use_cache(CacheUse(self.services.conversations, run_etag=record.etag, whole=True))
         return log
 
-    def open_run_log(self, first_seq: int, slots: int = 1, *, call_id: str | None = None) -> OpenRunLog:
+    def open_run_log(
+        self, first_seq: int, slots: int = 1, *, call_id: str | None = None, cached: CacheUse | None = None
+    ) -> OpenRunLog:
         """`run_log` that drops writes once the run has closed (see `OpenRunLog`). `call_id`: the tool call the step
         answers - it then reads through the conversation cache (the call from the settled part of the run, its own
-        result, if an earlier attempt stored it, by id)."""
-        first, _ = run_seq_range(self.run.ordinal)
-        log = OpenRunLog(
-            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
-        )
+        result, if an earlier attempt stored it, by id); else `cached` as for `run_log`."""
         if call_id is not None:
             probe = result_message_id(self.run.run_id, call_id)
-            log.use_cache(CacheUse(self.services.conversations, needs_calls=(call_id,), probe_ids=(probe,)))
+            cached = CacheUse(self.services.conversations, needs_calls=(call_id,), probe_ids=(probe,))
+        return self._run_log(OpenRunLog, first_seq, slots, cached)
+
+    def _run_log(self, kind: type[L], first_seq: int | None, slots: int, cached: CacheUse | None) -> L:
+        first, _ = run_seq_range(self.run.ordinal)
+        log = kind(
+            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
+        )
+        if cached is not None:
+            log.use_cache(cached)
         return log
 
     async def cancel_requested(self) -> bool:

@@ -12,12 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, contents_of, unanswered_tool_calls, wait_for_file
+from e2e_harness import (
+    PROGRESS_TIMEOUT_S,
+    InProcessApp,
+    contents_of,
+    parallel_calls,
+    pending_ids,
+    unanswered_tool_calls,
+    wait_for_file,
+)
 from e2e_settings import watches_the_app_in_process
+from step_pause import paused
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
 GRACE_SECONDS = 30  # the default of CANCEL_GRACE_SECONDS
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}
 
 
 def _wait_for_history_event(app: InProcessApp, run_id: str, event_type: str) -> None:
@@ -135,3 +145,121 @@ def test_cancel_abandons_a_hung_approval_step_and_leaves_no_approval_pending(
     inbox = app.http.get("/api/approvals", params={"status": "pending"})
     assert inbox.status_code == 200 and inbox.json()["approvals"] == [], inbox.text
     assert app.effects(started["session_id"]) == []
+
+
+def _cancel_past_the_grace_period(app: InProcessApp, run_id: str) -> list[dict[str, Any]]:
+    """Cancel while a step is held in flight, let the grace period run out: the run closes `cancelled` with the step
+    abandoned. Returns the session's messages as the close left them."""
+    assert app.cancel(run_id).status_code == 202
+    _wait_for_history_event(app, run_id, "TimerCreated")
+    _advance_clock(app, GRACE_SECONDS + 1)
+    app.wait_for(run_id, {"cancelled"})
+    return app.session_messages(app.view(run_id)["session_id"])
+
+
+def _assert_the_next_run_works(app: InProcessApp, model: ScriptedModelServer, session_id: str) -> None:
+    nxt = app.start(input="Anything else?", session_id=session_id)
+    app.settle()
+    assert app.view(nxt["run_id"])["output"]["text"] == "Next run's answer."
+    assert unanswered_tool_calls(model.log.last.messages) == []
+
+
+def test_an_abandoned_decision_step_writes_nothing_into_the_closed_run(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """`apply_decisions` hangs (a throttled store) after reading the stored decision, past the cancel's grace period:
+    the run closes `cancelled`, answering the approved call with "not run". The approval response the abandoned step
+    writes afterwards must not land in the closed run (a decision appended after the run's end, for a call the close
+    already answered)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    view = app.start_until_approval(input="Email Bob")
+    run_id, session_id = view["run_id"], view["session_id"]
+    (approval_id,) = pending_ids(view)
+    with paused(app, "list_approvals", equal={"run_id": run_id}, absent=("status",)) as applying:
+        assert app.decide(run_id, approval_id, "approve").status_code == 202
+        applying.wait_reached()  # the step read the decision and is about to write it into the conversation
+        closed = _cancel_past_the_grace_period(app, run_id)
+        assert [contents_of(m) for m in closed] == [
+            ["text"],
+            ["function_call"],
+            ["function_approval_request"],
+            ["function_result"],
+        ]
+    app.settle()  # the abandoned step goes on now
+
+    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left it
+    assert app.view(run_id)["status"] == "cancelled"
+    assert [a["status"] for a in app.approvals(run_id)] == ["approved"]  # the decision stands in the audit trail
+    assert app.effects(session_id) == []  # the approved email was never sent
+    assert app.history(run_id)["runtimeStatus"] == "Completed"
+    _assert_the_next_run_works(app, model, session_id)
+
+
+def test_an_abandoned_expiry_step_writes_nothing_into_the_closed_run(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """`expire_approvals` hangs after expiring the first of two approvals, past the cancel's grace period: the run
+    closes `cancelled` (expiring the second). The abandoned step then writes no expiry into the closed run: neither
+    for the approval it expired itself nor for the one the close expired."""
+    model.set_script(
+        Script.of(parallel_calls("send_email", EMAIL, {**EMAIL, "to": "eve@example.com"}), "Next run's answer.")
+    )
+    view = app.start_until_approval(input="Email Bob and Eve")
+    run_id, session_id = view["run_id"], view["session_id"]
+    first, second = pending_ids(view)
+    with paused(app, "decide_approval", equal={"status": "expired", "reason": "Not approved in time."}) as expiry:
+        _advance_clock(app, 2 * 86400)  # the deadline passes: the expiry step starts
+        expiry.wait_reached()  # it expired the first approval in the store and is held there
+        closed = _cancel_past_the_grace_period(app, run_id)
+        assert [contents_of(m) for m in closed] == [
+            ["text"],
+            ["function_call", "function_call"],
+            ["function_approval_request"],
+            ["function_approval_request"],
+            ["function_result"],
+            ["function_result"],
+        ]
+    app.settle()  # the abandoned step goes on now
+
+    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left them
+    records = {a["approval_id"]: a for a in app.approvals(run_id)}
+    assert {a: r["status"] for a, r in records.items()} == {first: "expired", second: "expired"}
+    assert records[second]["reason"] == "The run ended (cancelled)."  # the close expired it, not the late step
+    assert app.effects(session_id) == []
+    assert app.history(run_id)["runtimeStatus"] == "Completed"
+    _assert_the_next_run_works(app, model, session_id)
+
+
+@watches_the_app_in_process
+def test_an_abandoned_request_step_writes_nothing_into_the_closed_run(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`record_approvals` hangs before writing its requests, past the cancel's grace period: the run closes
+    `cancelled`, answering the call with "not run". The requests the abandoned step would write afterwards must not
+    land in the closed run, nor its approvals in the store."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Next run's answer."))
+    approvals = app.app_module("activities.approvals")
+    record_requests = approvals.record_approval_requests_step
+    held, release = threading.Event(), threading.Event()
+
+    async def hung(*args: Any, **kwargs: Any) -> Any:
+        held.set()
+        while not release.is_set():
+            await asyncio.sleep(0.02)  # released by the test thread: there is no event on this loop to wait on
+        return await record_requests(*args, **kwargs)
+
+    monkeypatch.setattr(approvals, "record_approval_requests_step", hung)
+    started = app.start(input="Email Bob")
+    run_id, session_id = started["run_id"], started["session_id"]
+    assert held.wait(PROGRESS_TIMEOUT_S)
+    closed = _cancel_past_the_grace_period(app, run_id)
+    assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
+    release.set()  # the abandoned step goes on now
+    app.settle()
+
+    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left it
+    assert app.approvals(run_id) == []  # nothing to decide in a closed run: no approval stored
+    inbox = app.http.get("/api/approvals", params={"status": "pending"})
+    assert inbox.status_code == 200 and inbox.json()["approvals"] == [], inbox.text
+    assert app.history(run_id)["runtimeStatus"] == "Completed"
+    _assert_the_next_run_works(app, model, session_id)
