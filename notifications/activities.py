@@ -92,6 +92,14 @@ async def start_or_wake(client: df.DurableOrchestrationClient, subscription: str
     await client.raise_event(instance_id, WAKE_EVENT, {})
 
 
+async def wake_if_running(client: df.DurableOrchestrationClient, subscription: str, run_id: str) -> None:
+    """Wake the delivery orchestration of (subscription, run) if it waits, so it sees the run ended and ends too."""
+    instance_id = delivery_instance_id(subscription, run_id)
+    status = await client.get_status(instance_id)
+    if status is not None and status.runtime_status is not None and status.runtime_status.value in RUNNING:
+        await client.raise_event(instance_id, WAKE_EVENT, {})
+
+
 @client_activity()
 async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -> NotifyResult:
     services = RunServices.current()
@@ -104,6 +112,8 @@ async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -
     for subscription in subs:
         if any(subscription.wants(e.type) for e in events):
             await start_or_wake(client, subscription.key, step.run_id, step.session_id)
+        elif step.what == "finished":  # a subscription that does not want the run's final event (Slack's)
+            await wake_if_running(client, subscription.key, step.run_id)
     return NotifyResult(recorded=recorded, subscriptions=len(subs))
 
 
@@ -121,11 +131,14 @@ async def deliver_next(step: DeliveryInput) -> DeliveryStep:
     pending = [e for e in await outbox.entries(store, step.session_id, step.run_id)
                if subscription.wants(e.event.type) and e.entry not in done]
     if not pending:
-        return DeliveryStep(outcome="idle")
+        # Once the run has ended nothing more comes: its delivery orchestration may end, whether or not this
+        # subscription wanted the run's final event (else it would wait for a wake-up forever).
+        run = await store.get_run(step.run_id)
+        return DeliveryStep(outcome="idle", final=run is None or run.finished)
     head = pending[0]
-    secret = settings.webhook_secret.get_secret_value() if settings.webhook_secret else None
     allow_private = settings.webhook_allow_private_addresses or not services.deployment_settings.on_azure
-    result = await send(subscription, head.event, secret=secret, attempt=step.attempt, allow_private=allow_private)
+    result = await send(subscription, head.event, secrets=settings.webhook_secrets(), attempt=step.attempt,
+                        allow_private=allow_private)
     last_try = step.attempt + 1 >= settings.webhook_max_attempts
     outcome = "abandoned" if result.outcome == "retry" and last_try else result.outcome
     await outbox.record_attempt(store, step.session_id, outbox.Attempt(

@@ -41,6 +41,7 @@ class DeliveryInput(_Payload):
 class DeliveryStep(_Payload):
     outcome: Literal["delivered", "abandoned", "retry", "idle", "stop"]
     final: bool = False
+    """Nothing more will come: the run's final event was delivered, or nothing is pending after the run ended."""
     retry_in_seconds: float | None = None
 
 

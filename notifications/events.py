@@ -119,7 +119,7 @@ def approval_event(
 
 
 def run_event(run: RunRecord, *, base_url: str) -> NotificationEvent | None:
-    """The run's final event, once its stored status is final."""
+    """The run's final event, once its stored status is final (once per end: a rewind lets the run end again)."""
     if run.status not in ("completed", "failed", "cancelled"):
         return None
     prefix = "workflow" if run.kind == "workflow" else "run"
@@ -137,8 +137,10 @@ def run_event(run: RunRecord, *, base_url: str) -> NotificationEvent | None:
     }
     if run.error:
         data["error"] = {"code": run.error.get("code"), "message": run.error.get("message")}
+    # A rewound run ends again: each end is an event of its own (under one id it would be recorded once, sent once).
+    again = [f"rewind:{len(run.rewinds)}"] if run.rewinds else []
     return NotificationEvent(
-        id=event_id(run.run_id, event_type),
+        id=event_id(run.run_id, event_type, *again),
         type=event_type,  # type: ignore[arg-type]
         timestamp=run.updated_at or datetime.now(UTC),
         run_id=run.run_id,

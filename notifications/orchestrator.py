@@ -1,7 +1,8 @@
 """`notification_delivery`: the deliveries of one subscription for one run, in order, each retried with durable
 timers (exponential backoff or the receiver's `Retry-After`) until delivered, given up after the configured attempts,
 or the receiver answers 410. It sleeps on a wake-up event while nothing is pending and ends once the run's final event
-is delivered. Deterministic: only its input and the activity's results are read."""
+is delivered, or once nothing is pending after the run ended. Deterministic: only its input and the activity's
+results are read."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ def notification_delivery(context: df.DurableOrchestrationContext) -> Generator[
             delay = step.retry_in_seconds or next_delay(state.attempt)
             yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
             continue
+        if step.final:  # idle, and the run has ended: nothing more will be recorded
+            return {"outcome": "finished"}
         yield context.wait_for_external_event(WAKE_EVENT)  # idle: the next notify_run wakes it
     context.continue_as_new(state.model_dump())
     return {}

@@ -10,7 +10,7 @@ import aiohttp
 from pydantic import BaseModel
 
 from notifications.backoff import next_delay
-from notifications.destinations import DestinationError, check_resolved
+from notifications.destinations import DestinationError, public_connector
 from notifications.events import NotificationEvent
 from notifications.payloads import adaptive_card, slack_message, webhook_body
 from notifications.signing import signed_headers
@@ -36,28 +36,22 @@ def request_body(subscription: Subscription, event: NotificationEvent) -> str:
 
 
 async def send(
-    subscription: Subscription, event: NotificationEvent, *, secret: str | None, attempt: int, allow_private: bool
+    subscription: Subscription, event: NotificationEvent, *, secrets: list[str], attempt: int, allow_private: bool
 ) -> SendResult:
     url = subscription.url.get_secret_value()
     body = request_body(subscription, event)
     headers = {"content-type": "application/json", "user-agent": USER_AGENT}
     if subscription.kind == "webhook":
-        if secret is None:
+        if not secrets:
             return SendResult(outcome="gone", error="WEBHOOK_SECRET is not set")
-        headers |= signed_headers(secret, event.id, datetime.now(UTC), body)
+        headers |= signed_headers(secrets, event.id, datetime.now(UTC), body)
     try:
-        if subscription.from_run:
-            await check_resolved(url, allow_private=allow_private)
-        timeout = aiohttp.ClientTimeout(total=SEND_TIMEOUT_SECONDS)
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
-            url, data=body.encode(), headers=headers, allow_redirects=False
-        ) as response:
-            status = response.status
-            retry_after = response.headers.get("retry-after")
+        status, retry_after = await _post(url, body, headers, public_only=subscription.from_run and not allow_private)
     except DestinationError as error:
         return SendResult(outcome="gone", error=str(error))
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
-        # The error's type only: its text may contain the URL (a secret for Slack and Teams).
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+        # The error's type only: its text may contain the URL (a secret for Slack and Teams). ValueError: a URL
+        # aiohttp cannot encode (`http://a..b/`) - retried, then given up, like any failure.
         return SendResult(outcome="retry", error=type(error).__name__, retry_in_seconds=next_delay(attempt))
     if 200 <= status < 300:
         return SendResult(outcome="delivered", status=status)
@@ -65,3 +59,14 @@ async def send(
         return SendResult(outcome="gone", status=status, error="the receiver answered 410 Gone")
     return SendResult(outcome="retry", status=status, error=f"HTTP {status}",
                       retry_in_seconds=next_delay(attempt, retry_after))
+
+
+async def _post(url: str, body: str, headers: dict[str, str], *, public_only: bool) -> tuple[int, str | None]:
+    """(status, Retry-After). `public_only`: connect only to public addresses, checked as they are resolved for this
+    connection (`destinations.public_connector`); the body of the answer is never read."""
+    connector = public_connector(url) if public_only else None
+    timeout = aiohttp.ClientTimeout(total=SEND_TIMEOUT_SECONDS)  # the DNS lookup included
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session, session.post(
+        url, data=body.encode(), headers=headers, allow_redirects=False
+    ) as response:
+        return response.status, response.headers.get("retry-after")

@@ -3,7 +3,7 @@
 | variable | meaning | default |
 |---|---|---|
 | `WEBHOOK_URLS` | deployment-wide webhook subscriptions, comma-separated | none |
-| `WEBHOOK_SECRET` | the Standard Webhooks signing secret (`whsec_` + base64) | none (webhooks off) |
+| `WEBHOOK_SECRET` | the signing secret (`whsec_` + base64); `new,previous` while rotating | none (webhooks off) |
 | `WEBHOOK_EVENTS` | only these event types, comma-separated (`approval.*` style prefixes allowed) | all |
 | `WEBHOOK_ALLOWED_HOSTS` | hosts a run's own `webhook` URL may name, comma-separated | none (per-run webhooks off) |
 | `WEBHOOK_ALLOW_PRIVATE_ADDRESSES` | on Azure, allow private/loopback destinations | `false` |
@@ -47,6 +47,10 @@ class NotificationSettings(BaseSettings):
         if self.webhook_urls is None or self.webhook_secret is None:
             return []
         return split_list(self.webhook_urls.get_secret_value())
+
+    def webhook_secrets(self) -> list[str]:
+        """The signing secrets, the current first; during a rotation the previous ones follow (comma-separated)."""
+        return split_list(self.webhook_secret.get_secret_value()) if self.webhook_secret is not None else []
 
     def event_filter(self) -> list[str]:
         return split_list(self.webhook_events)

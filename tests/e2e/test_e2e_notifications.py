@@ -9,10 +9,12 @@ from contextlib import AbstractContextManager
 
 import pytest
 from e2e_harness import InProcessApp, pending_ids
+from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
+ROTATED_SECRET = "whsec_" + "dGhlLW5ldy1zZWNyZXQtYWZ0ZXItdGhlLXJvdGF0aW9uMTI="
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob,\nsee you at 10.\nAlice"}
 
 
@@ -98,6 +100,23 @@ def test_a_receiver_down_for_six_hours_gets_everything_in_order_after(
         assert got[0].headers["webhook-id"] == tried[0].headers["webhook-id"]
         [head, *_] = deliveries(app, run_id)
         assert head["status"] == "delivered" and len(head["attempts"]) == len(tried) + 1
+
+
+def test_while_the_secret_is_rotated_receivers_holding_either_secret_verify(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """`WEBHOOK_SECRET=<new>,<previous>`: one `v1,` signature per secret (space-separated, as the specification has
+    it for zero-downtime rotation), so a receiver still holding the previous secret verifies, as does one with the
+    new."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver, WEBHOOK_SECRET=f"{ROTATED_SECRET},{SECRET}")) as app:
+        run_id = app.start()["run_id"]
+        app.settle()
+        [done] = receiver.accepted()
+        assert done.verified  # by the receiver, which holds the previous secret
+        assert Webhook(ROTATED_SECRET).verify(done.body, done.headers)["data"]["run_id"] == run_id
+        assert [s[:3] for s in done.headers["webhook-signature"].split(" ")] == ["v1,", "v1,"]
 
 
 def test_gone_stops_the_subscription_and_retry_after_is_honoured(
@@ -200,3 +219,39 @@ def test_a_responses_api_run_takes_its_webhook_from_metadata(
         app.settle()
         [done] = receiver.accepted()
         assert done.verified and done.payload["type"] == "run.completed"
+
+
+@pytest.fixture
+def slack() -> Iterator[WebhookReceiver]:
+    """Slack's incoming webhook: it is sent approval requests only."""
+    started = WebhookReceiver().start()
+    yield started
+    started.stop()
+
+
+def delivery_statuses(app: InProcessApp, run_id: str) -> dict[str, str]:
+    """The runtime status of each subscription's delivery orchestration of the run."""
+    keys = {d["subscription"] for d in deliveries(app, run_id)}
+    return {key: app.history(f"notify-{key}-{run_id}")["runtimeStatus"] for key in keys}
+
+
+def test_deliveries_end_with_the_run_for_subscriptions_that_skip_its_final_event(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, slack: WebhookReceiver,
+) -> None:
+    """Slack is sent approval requests only, and `WEBHOOK_EVENTS` may leave out the run's end: their delivery
+    orchestrations still end with the run, rather than wait for a wake-up forever (one more per run)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver, WEBHOOK_EVENTS="approval.*", SLACK_WEBHOOK_URL=slack.url)) as app:
+        view = app.start_until_approval()
+        run_id = view["run_id"]
+        [approval_id] = pending_ids(view)
+        app.settle()
+        statuses = delivery_statuses(app, run_id)
+        assert len(statuses) == 2 and set(statuses.values()) == {"Running"}  # waiting while the run waits
+
+        assert app.decide(run_id, approval_id, "approve").status_code == 202
+        app.settle()
+        assert app.view(run_id)["status"] == "completed"
+        assert receiver.types() == ["approval.requested", "approval.decided"] and len(slack.accepted()) == 1
+        assert delivery_statuses(app, run_id) == {key: "Completed" for key in statuses}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
 
@@ -187,3 +188,29 @@ def test_a_cancel_the_run_outlived_does_not_cancel_its_rewind(
     assert view["status"] == "completed", view
     assert view["output"]["text"] == "Invoice 7 is filed."
     assert tool_attempts(marker_dir) == 1
+
+
+def test_each_end_of_a_rewound_run_is_notified(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """A run that fails, is rewound and fails again tells its webhook twice (the second failure is news: someone
+    may be paged for it), each under a `webhook-id` of its own; then its completion after the next rewind."""
+    (marker_dir / "slow_step.release").touch()
+    receiver = WebhookReceiver().start()
+    try:
+        with app_with(MODEL_RETRY_MAX_ATTEMPTS="1", WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET) as app:
+            run_id = failed_run(app, model)["run_id"]
+            assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
+            app.settle()
+            for _ in range(3):
+                app.advance(60)
+            assert app.view(run_id)["status"] == "failed"
+            model.set_script(RECOVERED)
+            assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+            app.settle()
+            assert app.view(run_id)["status"] == "completed"
+    finally:
+        receiver.stop()
+    got = receiver.accepted()
+    assert [d.payload["type"] for d in got] == ["run.failed", "run.failed", "run.completed"]
+    assert all(d.verified for d in got) and len({d.headers["webhook-id"] for d in got}) == 3

@@ -12,12 +12,12 @@ from standardwebhooks import Webhook
 
 from notifications.backoff import MAX_DELAY_SECONDS, next_delay, parse_retry_after
 from notifications.destinations import DestinationError, check_resolved, check_run_webhook, is_public_address
-from notifications.events import approval_event, approval_transitions, event_id, wanted
+from notifications.events import approval_event, approval_transitions, event_id, run_event, wanted
 from notifications.links import LinkError, sign_link, verify_link
 from notifications.payloads import arguments_text, webhook_body
 from notifications.settings import NotificationSettings
 from notifications.signing import signed_headers
-from session_store import ApprovalRecord
+from session_store import ApprovalRecord, RunRecord
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -35,7 +35,7 @@ def test_signatures_verify_with_the_standard_webhooks_library() -> None:
                            include_arguments=False)
     body = webhook_body(event)
     now = datetime.now(UTC)
-    headers = signed_headers(SECRET, event.id, now, body)
+    headers = signed_headers([SECRET], event.id, now, body)
     assert headers["webhook-signature"].startswith("v1,")
     assert Webhook(SECRET).verify(body, headers)["type"] == "approval.requested"
     with pytest.raises(Exception, match="signature"):
@@ -49,6 +49,15 @@ def test_event_ids_are_deterministic_and_arguments_only_when_allowed() -> None:
                            include_arguments=True)
     assert first.id == again.id == event_id("run1", "approval.requested", "ap1", "")
     assert "arguments" not in first.data and again.data["arguments"]["to"] == "bob@example.com"
+
+
+def test_each_end_of_a_rewound_run_is_an_event_of_its_own() -> None:
+    failed = RunRecord(run_id="run1", session_id="s1", agent="a", status="failed", updated_at=NOW)
+    first = run_event(failed, base_url="")
+    assert first is not None and first.id == event_id("run1", "run.failed")  # as before rewinds existed
+    again = run_event(failed.model_copy(update={"rewinds": [{"rewind_id": "r1"}]}), base_url="")
+    twice = run_event(failed.model_copy(update={"rewinds": [{"rewind_id": "r1"}, {"rewind_id": "r2"}]}), base_url="")
+    assert again is not None and twice is not None and len({first.id, again.id, twice.id}) == 3
 
 
 def test_an_approval_implies_its_events_in_order() -> None:
@@ -97,6 +106,26 @@ def test_run_webhooks_only_to_allowed_hosts(url: str, why: str | None) -> None:
             check_run_webhook(url, {"hooks.example.com"})
     with pytest.raises(DestinationError, match="not enabled"):
         check_run_webhook("https://hooks.example.com/x", set())
+
+
+@pytest.mark.parametrize("address", [
+    "2002:7f00:1::",  # 6to4 of 127.0.0.1
+    "2002:a9fe:a9fe::1",  # 6to4 of the metadata endpoint 169.254.169.254
+    "::ffff:169.254.169.254",  # IPv4-mapped
+    "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+    "64:ff9b:1::a00:1",  # local-use NAT64
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo: the IPv4 address inside cannot be checked
+    "100.64.0.1",  # shared address space (carrier-grade NAT): not global
+    "168.63.129.16",  # Azure's wire server and DNS, reachable from every Azure host
+    "fe80::1%eth0", "0.0.0.0", "::", "255.255.255.255", "224.0.0.1",
+])
+def test_internal_addresses_in_every_spelling_are_not_public(address: str) -> None:
+    assert not is_public_address(address)
+
+
+@pytest.mark.parametrize("address", ["20.50.2.1", "2606:4700::1111", "64:ff9b::1432:201", "2002:1432:201::"])
+def test_public_addresses_are_public_whatever_their_spelling(address: str) -> None:
+    assert is_public_address(address)
 
 
 def test_private_and_loopback_destinations_are_refused_when_sending() -> None:
