@@ -27,7 +27,7 @@ from agent_runs.contracts import (
     RunRef,
 )
 from agent_runs.store_log import OpenRunLog, RunClosedError
-from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
+from agent_runtime.approvers import DEFAULT_APPROVERS, decider_keys, inbox_keys
 from agent_runtime.conversation import approval_request_message_id, approval_response_message_id
 from agent_runtime.loop_types import ApprovalDecision, RequestApproval
 from agent_runtime.messages import FunctionApprovalResponseContent, FunctionCallContent
@@ -184,9 +184,10 @@ async def escalate_approvals(step: EscalateApprovalsInput) -> EscalateApprovalsR
     in the store meanwhile is left for `apply_decisions`, as after an expiry."""
     ctx = StepContext.for_run(step.run)
     result = EscalateApprovalsResult()
+    to_keys = decider_keys([step.to], None)  # a role or an id ("owner" needs none: the owner's key is there)
     for approval_id in step.approval_ids:
         try:
-            await ctx.store.escalate_approval(approval_id, step.to, expires_at=step.expires_at)
+            await ctx.store.escalate_approval(approval_id, step.to, expires_at=step.expires_at, to_keys=to_keys)
         except AlreadyDecidedError:
             continue
         result.escalated.append(approval_id)

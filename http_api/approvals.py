@@ -103,6 +103,7 @@ async def record_decision(
         return record
     _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:
+        _check_edit_allowed(record, edited)
         await _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
@@ -157,6 +158,21 @@ def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime,
         raise ApiProblem(410, "approval_expired", "The approval has expired", f"It expired at {record.expires_at}.")
     if (run is not None and run.finished) or record.status != "pending":
         raise finished
+
+
+def _check_edit_allowed(record: ApprovalRecord, edited: dict[str, object]) -> None:
+    """Under separation of duties a call is decided as it was asked for. An approver who changed it would be the
+    maker of the call they approve (Carol, a payments approver, approving Alice's payment re-addressed to herself):
+    exactly the one-person action the rule exists to prevent. The same arguments again are no change."""
+    if record.separation_of_duties and edited != record.arguments:
+        raise ApiProblem(
+            403,
+            "edit_not_allowed",
+            "This approval cannot be approved with other arguments",
+            "Its tool keeps separation of duties: approve or reject the call as it was asked for (reject with a "
+            "reason to have it asked again).",
+            field="body.arguments",
+        )
 
 
 async def _validate_edit(

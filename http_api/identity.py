@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -57,6 +57,9 @@ class AuthSettings(BaseSettings):
     audience: str | None = Field(default=None, validation_alias="AUTH_AUDIENCE")
     openid_config_url: str | None = Field(default=None, validation_alias="AUTH_OPENID_CONFIG_URL")
     clock_skew_seconds: int = Field(default=60, ge=0, validation_alias="AUTH_CLOCK_SKEW_SECONDS")
+    # How long the issuer's key set is trusted before it is fetched again: a key the issuer withdrew (rotated out,
+    # or revoked after a leak) signs nothing accepted here once this has passed.
+    jwks_cache_seconds: int = Field(default=3600, ge=1, le=86400, validation_alias="AUTH_JWKS_CACHE_SECONDS")
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -94,6 +97,14 @@ class Principal(BaseModel):
 
 
 NO_AUTH_PRINCIPAL = Principal(id=ANONYMOUS, name=ANONYMOUS, auth_type="none")
+
+
+def channel_principal(principal_id: str, roles: Sequence[str]) -> Principal:
+    """An identity another channel vouches for (a Slack user, mapped by `SLACK_APPROVERS`), judged as a caller of the
+    current `AUTH_MODE` is. The mode is the authenticator's, normalized: the raw `AUTH_MODE` text ("EasyAuth", "JWT",
+    which the app accepts) once made such a principal `none`'s trusted one, who decides every approval of its runs."""
+    mode = authenticator().settings.mode
+    return Principal(id=principal_id, name=principal_id, roles=tuple(roles), auth_type=mode)
 
 
 def unauthenticated(detail: str, *, scheme: str, error: str | None = None) -> ApiProblem:
@@ -178,7 +189,13 @@ class JwtValidator:
                     jwks_uri = document["jwks_uri"]
                 except (OSError, ValueError, KeyError, TypeError) as error:
                     raise IssuerUnavailable(f"OpenID discovery at {url} failed: {error}") from error
-                self._jwks = jwt.PyJWKClient(jwks_uri, cache_keys=True, lifespan=3600)
+                # The key set is cached (`jwks_cache_seconds`) and refreshed at most every 30 s for an unknown
+                # `kid` (PyJWT's cooldown); never per-key (`cache_keys`): that cache has no expiry, so a key the
+                # issuer removed from its set stayed trusted for the life of the process.
+                self._jwks = jwt.PyJWKClient(
+                    jwks_uri, cache_keys=False, lifespan=self._settings.jwks_cache_seconds,
+                    timeout=DISCOVERY_TIMEOUT_SECONDS,
+                )
             return self._jwks
 
     def _signing_key(self, token: str) -> jwt.PyJWK:

@@ -18,7 +18,10 @@ class LinkError(ValueError):
 
 
 def _serializer(secrets: list[str]) -> URLSafeSerializer:
-    return URLSafeSerializer(secrets, salt=SALT, signer_kwargs={"digest_method": hashlib.sha256})
+    """`secrets` as configured (`CONTINUATION_TOKEN_SECRET`: the current first, then those being retired): the first
+    signs, every one verifies. itsdangerous signs with the LAST key it is given, hence the reversal: given them in
+    order, it signed new links with the secret being retired, which broke them as soon as it was removed."""
+    return URLSafeSerializer(list(reversed(secrets)), salt=SALT, signer_kwargs={"digest_method": hashlib.sha256})
 
 
 def sign_link(secrets: list[str], *, run_id: str, approval_id: str, expires_at: datetime) -> str:

@@ -617,13 +617,19 @@ class CosmosSessionStore:
 
     @_on_portal
     async def escalate_approval(
-        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+        self,
+        approval_id: str,
+        to: str,
+        *,
+        expires_at: datetime,
+        escalated_at: datetime | None = None,
+        to_keys: Sequence[str] = (),
     ) -> ApprovalRecord:
         for _ in range(MAX_ETAG_ROUNDS):
             approval = await self._get_approval(approval_id)
             if approval is None:
                 raise NotFoundError("approval", approval_id)
-            escalated = rules.escalate(approval, to, expires_at, escalated_at or self._clock())
+            escalated = rules.escalate(approval, to, expires_at, escalated_at or self._clock(), to_keys)
             if escalated is approval:
                 return approval
             saved = await self._replace("approvals", escalated, approval.etag)

@@ -208,10 +208,17 @@ class SessionStore(Protocol):
     ) -> ApprovalRecord: ...
 
     async def escalate_approval(
-        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+        self,
+        approval_id: str,
+        to: str,
+        *,
+        expires_at: datetime,
+        escalated_at: datetime | None = None,
+        to_keys: Sequence[str] = (),
     ) -> ApprovalRecord:
         """Hand a pending approval to `to` with a new deadline (conditional like ``decide_approval``: a decided one
-        raises ``AlreadyDecidedError``); idempotent for the same `to`."""
+        raises ``AlreadyDecidedError``); idempotent for the same `to`. `to` joins the approvers and `to_keys` (the
+        inbox keys `to` is found by) its ``decider_keys``, so the escalation's approver may decide it."""
         ...
 
     # Effects (idempotency ledger for tool side effects)

@@ -7,6 +7,7 @@ stores behave the same.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -185,16 +186,33 @@ def reopen(session: SessionRecord, run: RunRecord, rewind: JsonObject, now: date
     return Reopen(session=claimed, run=opened)
 
 
-def escalate(approval: ApprovalRecord, to: str, expires_at: datetime, escalated_at: datetime) -> ApprovalRecord:
+def escalate(
+    approval: ApprovalRecord, to: str, expires_at: datetime, escalated_at: datetime, to_keys: Sequence[str] = ()
+) -> ApprovalRecord:
     """The approval, still pending, now waiting for `to` until `expires_at`; ``AlreadyDecidedError`` if it is not
-    pending any more. Escalating again to the same `to` (a retried step) changes nothing."""
+    pending any more. Escalating again to the same `to` (a retried step) changes nothing.
+
+    `to` becomes one of its approvers (and `to_keys`, the inbox keys `to` is found by, join its ``decider_keys``):
+    an escalation that only named `to` left the approval to the approvers who had let it time out, while `to` got a
+    404 and an empty inbox. Those approvers keep their say; separation of duties still applies."""
     if approval.status != "pending":
         raise AlreadyDecidedError(approval)
     if approval.escalated_to == to:
         return approval
     return ApprovalRecord.model_validate(
-        {**approval.model_dump(), "escalated_to": to, "escalated_at": escalated_at, "expires_at": expires_at}
+        {
+            **approval.model_dump(),
+            "escalated_to": to,
+            "escalated_at": escalated_at,
+            "expires_at": expires_at,
+            "approvers": _joined(approval.approvers, [to]),
+            "decider_keys": _joined(approval.decider_keys, to_keys),
+        }
     )
+
+
+def _joined(entries: Sequence[str], more: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys([*entries, *more]))
 
 
 def decide(

@@ -651,7 +651,13 @@ class SqliteSessionStore:
         return await self._point(op)
 
     async def escalate_approval(
-        self, approval_id: str, to: str, *, expires_at: datetime, escalated_at: datetime | None = None
+        self,
+        approval_id: str,
+        to: str,
+        *,
+        expires_at: datetime,
+        escalated_at: datetime | None = None,
+        to_keys: Sequence[str] = (),
     ) -> ApprovalRecord:
         def op() -> ApprovalRecord:
             now = self._now()
@@ -659,7 +665,7 @@ class SqliteSessionStore:
                 approval = self._get_approval(conn, approval_id, now)
                 if approval is None:
                     raise NotFoundError("approval", approval_id)
-                escalated = rules.escalate(approval, to, expires_at, escalated_at or now)
+                escalated = rules.escalate(approval, to, expires_at, escalated_at or now, to_keys)
                 return self._put_approval(conn, escalated, now) if escalated is not approval else approval
 
         return await self._point(op)

@@ -26,7 +26,7 @@ from http_api.adapter import http_endpoint, json_response
 from http_api.approvals import record_decision
 from http_api.caller import acting_as, public
 from http_api.durable_gateway import DurableGateway
-from http_api.identity import Principal
+from http_api.identity import channel_principal
 from http_api.models import ApprovalDecisionRequest
 from http_api.problems import ApiProblem
 from notifications.payloads import slack_outcome
@@ -100,8 +100,7 @@ async def slack_interactions(req: func.HttpRequest, client: df.DurableOrchestrat
                                      "text": "Your Slack account is not mapped to an approver of this app."})
         return json_response({"ok": False, "reason": "slack_user_not_mapped"})
     services = RunServices.current()
-    principal = Principal(id=mapped[0], name=mapped[0], roles=tuple(mapped[1]),
-                          auth_type=_auth_type(services.deployment_settings.auth_mode))
+    principal = channel_principal(mapped[0], mapped[1])
     with acting_as(principal):
         try:
             run, record = await decidable_approval(services.store, run_id, action.value)
@@ -138,10 +137,6 @@ async def _why(services: RunServices, approval_id: str, problem: ApiProblem) -> 
             who = record.decided_by_name or record.decided_by or "someone"
             return f"Already {record.status} by {who}."
     return f"{problem.title}. {problem.detail}" if problem.detail else problem.title
-
-
-def _auth_type(mode: str) -> Any:
-    return mode if mode in ("none", "easyauth", "jwt") else "none"
 
 
 async def _respond(interaction: SlackInteraction, message: dict[str, Any]) -> None:

@@ -79,7 +79,7 @@ def app_in(
     @contextmanager
     def start(mode: str, store: str = "sqlite", **settings: str) -> Iterator[tuple[InProcessApp, Callers]]:
         callers = callers_for(mode, issuer)
-        env = app_env(model_server.base_url, **callers.settings, **settings)
+        env = app_env(model_server.base_url, **{**callers.settings, **settings})  # `settings` win (AUTH_MODE too)
         if store == "cosmos":
             env.pop("SESSION_STORE_PATH")
             env.update(request.getfixturevalue("cosmos_settings"))

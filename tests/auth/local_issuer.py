@@ -61,6 +61,13 @@ class LocalIssuer:
         self._server.shutdown()
         self._server.server_close()
 
+    def rotate(self) -> tuple[rsa.RSAPrivateKey, str]:
+        """Sign with a new key from now on and publish only that one (the old key withdrawn, as after a leak);
+        returns the withdrawn key and its `kid`, to make the tokens whoever holds it would make."""
+        withdrawn = (self.key, self.kid)
+        self.key, self.kid = _key(), uuid.uuid4().hex
+        return withdrawn
+
     def settings(self) -> dict[str, str]:
         return {
             "AUTH_MODE": "jwt",

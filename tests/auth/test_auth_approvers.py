@@ -4,7 +4,8 @@ approval) or 404; separation of duties keeps the requester out; the inbox lists 
 from __future__ import annotations
 
 import pytest
-from auth_people import ALICE, BOB, CAROL, DAVE, Callers
+from auth_agents.payer import FIRST_DEADLINE_SECONDS, SUPERVISOR_ROLE
+from auth_people import ALICE, BOB, CAROL, DAVE, Callers, Person
 
 from scripted_model import Reply, Script
 from scripted_model.script import Match, Rule
@@ -22,8 +23,8 @@ def pay_script() -> Script:
     )
 
 
-def waiting_run(app, callers: Callers, person, prompt: str) -> tuple[str, str]:
-    response = app.http.post("/api/agents/payer/runs", json={"input": prompt}, headers=callers.headers(person))
+def waiting_run(app, callers: Callers, person, prompt: str, agent: str = "payer") -> tuple[str, str]:
+    response = app.http.post(f"/api/agents/{agent}/runs", json={"input": prompt}, headers=callers.headers(person))
     assert response.status_code == 202, response.text
     app.settle()
     view = app.http.get(f"/api/runs/{response.json()['run_id']}", headers=callers.headers(person)).json()
@@ -31,9 +32,10 @@ def waiting_run(app, callers: Callers, person, prompt: str) -> tuple[str, str]:
     return view["run_id"], view["pending_approvals"][0]["approval_id"]
 
 
-def decide(app, callers: Callers, person, run_id: str, approval_id: str, decision: str = "approve"):
-    return app.http.post(f"/api/runs/{run_id}/approvals/{approval_id}", json={"decision": decision},
-                         headers=callers.headers(person))
+def decide(app, callers: Callers, person, run_id: str, approval_id: str, decision: str = "approve",
+           arguments: dict | None = None):
+    body = {"decision": decision, **({"arguments": arguments} if arguments is not None else {})}
+    return app.http.post(f"/api/runs/{run_id}/approvals/{approval_id}", json=body, headers=callers.headers(person))
 
 
 def inbox(app, callers: Callers, person, status: str = "pending") -> list[dict]:
@@ -102,12 +104,57 @@ def test_separation_of_duties_and_owner_approvals(app_in, model, mode: str) -> N
         assert refused.status_code == 403 and refused.json()["code"] == "not_an_approver"
         assert decide(app, callers, DAVE, run_id, approval_id, "reject").status_code == 202
 
+        # An approver may not re-address the payment she approves (she would make and approve it alone): 403, and
+        # nothing is decided; the call as asked for, or the same arguments again, she approves.
+        run_id, approval_id = waiting_run(app, callers, ALICE, "pay bob")
+        edited = decide(app, callers, DAVE, run_id, approval_id, arguments={"to": "dave@example.com", "amount": 42})
+        assert edited.status_code == 403 and edited.json()["code"] == "edit_not_allowed", edited.text
+        [record] = app.http.get(f"/api/runs/{run_id}/approvals", headers=callers.headers(ALICE)).json()["approvals"]
+        assert (record["status"], record["edited_arguments"]) == ("pending", None)
+        same = decide(app, callers, DAVE, run_id, approval_id, arguments={"to": "bob@example.com", "amount": 42})
+        assert same.status_code == 202, same.text
+        app.settle()
+        session_id = app.http.get(f"/api/runs/{run_id}", headers=callers.headers(ALICE)).json()["session_id"]
+        paid = app.store_call(lambda store: store.list_effects(session_id, kind="payment"))
+        assert [e.payload for e in paid] == [{"to": "bob@example.com", "amount": 42}]
+
         # `note` keeps the default approvers (["owner"]): Alice decides her own; a role holder may not even see it.
         note_run, note_approval = waiting_run(app, callers, ALICE, "note it")
         assert [a["approval_id"] for a in inbox(app, callers, ALICE)] == [note_approval]
         assert inbox(app, callers, DAVE) == []
         assert decide(app, callers, DAVE, note_run, note_approval).status_code == 404
         assert decide(app, callers, ALICE, note_run, note_approval).status_code == 202
+
+
+SUPERVISOR = Person("oid-sam", "Sam", (SUPERVISOR_ROLE,))
+
+
+@pytest.mark.parametrize("mode", ["easyauth", "jwt"])
+def test_an_escalated_approval_is_decided_by_whom_it_was_escalated_to(app_in, model, mode: str) -> None:
+    """`Escalate(to="role:Supervisors")`: at the first deadline the payment goes to the supervisors, who find it in
+    their inbox and decide it; separation of duties still keeps the requester out, and strangers still get 404."""
+    model.set_script(pay_script())
+    with app_in(mode) as (app, callers):
+        run_id, approval_id = waiting_run(app, callers, ALICE, "pay bob", agent="escalating_payer")
+        assert inbox(app, callers, SUPERVISOR) == []
+        assert decide(app, callers, SUPERVISOR, run_id, approval_id).status_code == 404  # not theirs yet
+        app.advance(FIRST_DEADLINE_SECONDS + 1)
+        app.settle()
+        [pending] = app.http.get(f"/api/runs/{run_id}", headers=callers.headers(ALICE)).json()["pending_approvals"]
+        assert pending["escalated_to"] == f"role:{SUPERVISOR_ROLE}"
+
+        [listed] = inbox(app, callers, SUPERVISOR)
+        assert listed["approval_id"] == approval_id
+        assert listed["approvers"] == ["role:Payments.Approver", f"role:{SUPERVISOR_ROLE}"]
+        assert decide(app, callers, ALICE, run_id, approval_id).status_code == 403  # separation of duties
+        assert decide(app, callers, BOB, run_id, approval_id).status_code == 404
+        approved = decide(app, callers, SUPERVISOR, run_id, approval_id)
+        assert approved.status_code == 202, approved.text
+        app.settle()
+        view = app.http.get(f"/api/runs/{run_id}", headers=callers.headers(ALICE)).json()
+        assert (view["status"], view["output"]["text"]) == ("completed", "Done.")
+        [record] = app.http.get(f"/api/runs/{run_id}/approvals", headers=callers.headers(ALICE)).json()["approvals"]
+        assert (record["status"], record["decided_by"]) == ("approved", SUPERVISOR.id)
 
 
 @pytest.mark.parametrize("mode", ["easyauth", "jwt"])

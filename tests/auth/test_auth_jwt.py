@@ -8,11 +8,14 @@ import base64
 import hashlib
 import hmac
 import json
+import time
+import uuid
 
 import jwt
 from auth_people import ALICE
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from local_issuer import LocalIssuer
 
 from scripted_model import Reply, Script
 
@@ -93,3 +96,31 @@ def test_an_issuer_that_cannot_be_reached_is_a_503_not_the_callers_fault(issuer)
         JwtValidator(settings).principal({"authorization": f"Bearer {issuer.token(ALICE.id)}"})
     assert (refused.value.status, refused.value.code) == (503, "auth_unavailable")
     assert str(closed) not in refused.value.detail
+
+
+def test_a_key_the_issuer_withdrew_signs_nothing_once_its_key_set_is_read_again(app_in, model) -> None:
+    """The issuer rotates its key out (e.g. after a leak): once the cached key set expires
+    (`AUTH_JWKS_CACHE_SECONDS`), tokens signed with the old key are 401; the new key's are accepted. Unknown `kid`s
+    fetch the key set at most once per cooldown, not once per token. An issuer of this test's own: the shared one's
+    key must not change under other tests."""
+    model.set_script(Script(default=Reply(text="Hi.")))
+    own = LocalIssuer().start()
+    try:
+        with app_in("jwt", **own.settings(), AUTH_JWKS_CACHE_SECONDS="1") as (app, _):
+
+            def status(token: str) -> int:
+                return app.http.get("/api/runs", headers={"Authorization": f"Bearer {token}"}).status_code
+
+            assert status(own.token(ALICE.id)) == 200
+            old_key, old_kid = own.rotate()
+            leaked = own.token(ALICE.id, signing_key=old_key, header={"kid": old_kid})
+            time.sleep(1.5)  # past the key set's lifetime
+            assert status(leaked) == 401
+            assert status(own.token(ALICE.id)) == 200
+
+            fetched = own.jwks_requests
+            for _ in range(10):
+                assert status(own.token(ALICE.id, header={"kid": uuid.uuid4().hex})) == 401
+            assert own.jwks_requests - fetched <= 2  # a refresh per cooldown (and per expiry), not per token
+    finally:
+        own.stop()

@@ -3,8 +3,9 @@
 Links come from the platform's host name on Azure (`WEBSITE_HOSTNAME`) or a configured `PUBLIC_BASE_URL`, never
 from the request's `Host` header there (a caller must not make the app point clients at a host of its choosing);
 locally (devhost, `func start`) the request's own URL is used. Tokens are HMAC-SHA256; a token signed with
-HMAC-SHA1 before the change still polls until it expires. Azure itself is not here: `WEBSITE_INSTANCE_ID` and
-`WEBSITE_HOSTNAME` are what the platform sets."""
+HMAC-SHA1 before the change still polls until it expires. Decision page links follow a rotation of
+`CONTINUATION_TOKEN_SECRET` as tokens do: the first secret signs, the others only verify. Azure itself is not here:
+`WEBSITE_INSTANCE_ID` and `WEBSITE_HOSTNAME` are what the platform sets."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import hashlib
 
 from auth_people import TOKEN_SECRET
 from itsdangerous import URLSafeTimedSerializer
+from webhook_receiver import SECRET as WEBHOOK_SECRET
+from webhook_receiver import WebhookReceiver
 
 from scripted_model import Reply, Script
 
@@ -74,3 +77,35 @@ def test_a_sha1_token_issued_before_the_change_still_polls(app_in, model) -> Non
         forged = URLSafeTimedSerializer(["not-the-secret"], salt="continuation-token").dumps(payload)
         refused = app.http.get(f"/api/runs/{run_id}", params={"continuation_token": forged})
         assert refused.status_code == 401 and refused.json()["code"] == "token_invalid"
+
+
+def test_decision_links_are_signed_with_the_current_secret_while_the_old_one_is_retired(app_in, model) -> None:
+    """A rotation: `CONTINUATION_TOKEN_SECRET=<new>,<old>`. The links sent meanwhile must still open once `<old>` is
+    removed (they were signed with `<old>`, the last of the list, and were refused with 403 `decision_link_invalid`
+    as soon as the rotation ended); a link sent before the rotation opens during it."""
+    model.set_script(Script(default=Reply.call("note", {"text": "hi"})))
+    receiver = WebhookReceiver().start()
+    hooks = {"WEBHOOK_URLS": receiver.url, "WEBHOOK_SECRET": WEBHOOK_SECRET}
+
+    def page_link(secrets: str) -> str:
+        """The decision page link of a new approval, from a deployment signing with `secrets`."""
+        with app_in("none", CONTINUATION_TOKEN_SECRET=secrets, **hooks) as (app, _):
+            _waiting_run(app, {})
+            app.settle()
+            requested = [d.payload for d in receiver.accepted() if d.payload["type"] == "approval.requested"]
+            link = requested[-1]["data"]["links"]["page"]
+            assert app.http.get(link).status_code == 200
+            return link
+
+    def opens(link: str, secrets: str) -> int:
+        with app_in("none", CONTINUATION_TOKEN_SECRET=secrets) as (app, _):
+            return app.http.get(link).status_code
+
+    try:
+        before = page_link("old-secret")
+        during = page_link("new-secret,old-secret")
+        assert opens(before, "new-secret,old-secret") == 200  # the old secret still verifies while listed
+        assert opens(during, "new-secret") == 200  # the rotation is over: what was sent during it still opens
+        assert opens(before, "new-secret") == 403  # the retired secret signs nothing any more
+    finally:
+        receiver.stop()

@@ -82,6 +82,11 @@ def test_decision_links_are_bound_signed_and_expiring() -> None:
     link = sign_link(["k1"], run_id="run1", approval_id="ap1", expires_at=NOW + timedelta(minutes=5))
     assert verify_link(["k1"], link, approval_id="ap1", now=NOW) == "run1"
     assert verify_link(["k2", "k1"], link, approval_id="ap1", now=NOW) == "run1"  # rotated secrets
+    # During a rotation the first (new) secret signs: the link outlives the retired one, which signed nothing.
+    rotating = sign_link(["k2", "k1"], run_id="run1", approval_id="ap1", expires_at=NOW + timedelta(minutes=5))
+    assert verify_link(["k2"], rotating, approval_id="ap1", now=NOW) == "run1"
+    with pytest.raises(LinkError):
+        verify_link(["k1"], rotating, approval_id="ap1", now=NOW)
     for token, approval, now in ((link, "ap2", NOW), (link, "ap1", NOW + timedelta(minutes=6)),
                                  (link[:-3] + "abc", "ap1", NOW), ("", "ap1", NOW)):
         with pytest.raises(LinkError):

@@ -59,10 +59,16 @@ async def test_escalation_hands_a_pending_approval_on_with_a_new_deadline(store:
     _, _, (first, second) = await _run_with_approvals(store)
     deadline, when = datetime(2026, 5, 2, 12, 0, tzinfo=UTC), datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
     escalated = await store.escalate_approval(first.approval_id, "role:Supervisors", expires_at=deadline,
-                                              escalated_at=when)
+                                              escalated_at=when, to_keys=["role:Supervisors"])
     assert (escalated.status, escalated.escalated_to, escalated.escalated_at, escalated.expires_at) == (
         "pending", "role:Supervisors", when, deadline,
     )
+    # The escalation's approver joins the approvers (and the inbox keys): it may decide what it was handed.
+    assert escalated.approvers == [*first.approvers, "role:Supervisors"]
+    assert escalated.decider_keys == [*first.decider_keys, "role:Supervisors"]
+    assert [a.approval_id for a in (await store.list_decidable_approvals(["role:Supervisors"])).items] == [
+        first.approval_id
+    ]
     assert await store.get_approval(first.approval_id) == escalated
     # A retried escalation step changes nothing (not even the deadline it would compute anew).
     again = await store.escalate_approval(first.approval_id, "role:Supervisors", expires_at=datetime.now(UTC))

@@ -1,4 +1,5 @@
-"""An agent whose tools name their approvers: payments by a role (never by the run's owner), notes by the owner."""
+"""Agents whose tools name their approvers: payments by a role (never by the run's owner), notes by the owner; the
+escalating payer hands undecided calls to supervisors at its first deadline."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from typing import Annotated
 from pydantic import Field
 
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.escalation import Escalate
 from agent_runtime.tools import ToolContext, tool
 
 PAYMENTS_ROLE = "Payments.Approver"
+SUPERVISOR_ROLE = "Supervisors"
+FIRST_DEADLINE_SECONDS = 600
 
 
 @tool(approval="always", approvers=[f"role:{PAYMENTS_ROLE}"], separation_of_duties=True)
@@ -29,4 +33,11 @@ def note(text: Annotated[str, Field(min_length=1)]) -> dict:
 
 payer = AgentDefinition(
     name="payer", description="Pays and notes.", instructions="You pay people.", tools=[pay, note]
+)
+
+
+escalating_payer = AgentDefinition(
+    name="escalating_payer", description="Pays; a payment nobody decided in time goes to a supervisor.",
+    instructions="You pay people.", tools=[pay, note], approval_timeout_seconds=FIRST_DEADLINE_SECONDS,
+    on_approval_timeout=Escalate(to=f"role:{SUPERVISOR_ROLE}", timeout_seconds=3600, then="reject"),
 )
