@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from test_e2e_crash import CrashableApp
 from test_e2e_openai_responses_stream import check_events, deltas, read_until
 
+from agent_runtime.overrides import MAX_INSTRUCTIONS_CHARS
 from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
@@ -326,6 +327,58 @@ def test_errors_in_openai_shape(app: InProcessApp, client: OpenAI, model: Script
     with pytest.raises(openai.BadRequestError) as unknown:
         client.responses.retrieve("resp_" + "0" * 32, extra_query={"after": "x"})
     assert unknown.value.body["param"] == "after"  # type: ignore[index]
+
+
+def test_instructions_up_to_the_runs_limit(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """`instructions` are the run's (at most `MAX_INSTRUCTIONS_CHARS`): one character more is a 400 naming them
+    before anything is written (it was a 500 once the run's overrides were built); exactly the limit is a run."""
+    model.set_script(Script.of("ok"))
+    before = app.snapshot()
+    with pytest.raises(openai.BadRequestError) as too_long:
+        client.responses.create(model="helper", input="hi", instructions="x" * (MAX_INSTRUCTIONS_CHARS + 1))
+    assert too_long.value.body["param"] == "instructions"  # type: ignore[index]
+    assert app.snapshot() == before
+    at_limit = client.responses.create(model="helper", input="hi", instructions="x" * MAX_INSTRUCTIONS_CHARS)
+    assert (at_limit.status, at_limit.output_text) == ("completed", "ok")
+
+
+# A lone UTF-16 surrogate: valid JSON escape syntax, but no Unicode text (I-JSON forbids it); nothing can store or
+# send it as UTF-8.
+LONE = "\\ud800"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        f'{{"model": "helper", "input": "hi", "instructions": "be {LONE} brief"}}',
+        f'{{"model": "helper", "input": [{{"role": "user", "content": "hi {LONE}"}}]}}',
+        f'{{"model": "helper", "input": [{{"role": "user", "content": [{{"type": "input_text", "text": "{LONE}"}}]}}]'
+        "}",
+        f'{{"model": "helper", "input": "hi", "previous_response_id": "resp_{LONE}"}}',
+        f'{{"model": "helper", "input": "hi", "tools": [{{"type": "mcp", "server_label": "{LONE}"}}]}}',
+        f'{{"model": "helper", "input": "hi", "text": {{"format": {{"type": "json_schema", "name": "n", '
+        f'"schema": {{"type": "object", "description": "{LONE}"}}}}}}}}',
+        # Not UTF-8, but Python's JSON reader decodes bytes with "surrogatepass".
+        '{"model": "helper", "input": "hi \ud800"}'.encode("utf-8", "surrogatepass"),
+    ],
+    ids=["instructions", "message", "text part", "previous_response_id", "server_label", "schema", "encoded"],
+)
+def test_a_lone_surrogate_in_the_body_is_a_400(
+    app: InProcessApp, model: ScriptedModelServer, body: str | bytes
+) -> None:
+    """A `\\ud800` escape with no pair is JSON syntax but not text: refused where the body is read, in OpenAI's
+    shape, before anything is written (it was a 500 - for some fields a bare one, the error message itself holding
+    the character - from whichever step first tried to store or encode it)."""
+    model.set_script(Script.of("unused"))
+    before = app.snapshot()
+    content = body if isinstance(body, bytes) else body.encode()
+    http = httpx.post(f"{app.host.base_url}/api/v1/responses", content=content, timeout=60, trust_env=False,
+                      headers={"content-type": "application/json"})
+    assert http.status_code == 400, http.text
+    error = http.json()["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "malformed_json"), error
+    assert "U+D800" in error["message"]
+    assert app.snapshot() == before and model.log.total == 0
 
 
 EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
