@@ -10,13 +10,16 @@ import contextlib
 import importlib
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
+from e2e_settings import watches_the_app_in_process
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response
 from pydantic import BaseModel
@@ -114,6 +117,51 @@ def test_previous_response_id_continues_the_session(
     with pytest.raises(openai.BadRequestError) as error:
         client.responses.create(model="helper", input="again", previous_response_id=first.id)
     assert error.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+@watches_the_app_in_process
+def test_two_continuations_of_one_response_at_once(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients continue the same response at once. One request passes the "latest response" check, then the
+    other's run starts and even finishes before the first claims the session: the first must be refused (its client
+    never saw that exchange), not chained after it as if its previous_response_id had been the other's response."""
+    model.set_script(Script.of("Hello Ann.", "Ann, you asked twice.", "unused"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    start_agent_run = handlers.start_agent_run
+    checked, other_done = threading.Event(), threading.Event()
+
+    async def after_the_other_continued(*args: Any, **kwargs: Any) -> Any:
+        if not checked.is_set():  # the slow request: past its check, not yet in the session
+            checked.set()
+            await asyncio.to_thread(other_done.wait, PROGRESS_TIMEOUT_S)
+        return await start_agent_run(*args, **kwargs)
+
+    monkeypatch.setattr(handlers, "start_agent_run", after_the_other_continued)
+    outcome: dict[str, Any] = {}
+
+    def slow() -> None:
+        http = httpx.Client(timeout=300, trust_env=False)
+        with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0) as own:
+            try:
+                outcome["response"] = own.responses.create(
+                    model="helper", input="Who am I?", previous_response_id=first.id
+                )
+            except openai.APIStatusError as error:
+                outcome["error"] = error
+
+    slow_request = threading.Thread(target=slow)
+    slow_request.start()
+    assert checked.wait(PROGRESS_TIMEOUT_S)
+    other = client.responses.create(model="helper", input="Who am I, again?", previous_response_id=first.id)
+    other_done.set()
+    slow_request.join(PROGRESS_TIMEOUT_S)
+    assert other.status == "completed" and other.previous_response_id == first.id
+    assert "response" not in outcome, outcome["response"].previous_response_id
+    error = outcome["error"]
+    assert (error.status_code, error.body["code"]) == (400, "previous_response_not_latest")  # type: ignore[index]
+    assert len(model.log.requests) == 2  # the refused request's run never started
 
 
 def test_input_items(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
