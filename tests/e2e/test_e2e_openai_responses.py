@@ -436,6 +436,23 @@ def answer(approval_id: str, approve: bool = True) -> list[dict[str, object]]:
     return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": approve}]
 
 
+def test_one_request_answering_a_request_twice_is_refused(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """The same approval request answered twice in one input: a 400 naming the second item, nothing decided. Each
+    copy went through the whole decision path (the first decided, the rest were "the same answer again"): 1,900
+    copies in a 256 KB body took 18 s and thousands of store operations on Cosmos, for one request."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    first = client.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    with pytest.raises(openai.BadRequestError) as twice:
+        client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id) * 2)
+    assert twice.value.body["param"] == "input[1]"  # type: ignore[index]
+    assert [a["status"] for a in app.approvals(run_of(first.id))] == ["pending"]
+    once = client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert once.output_text == "Sent."
+
+
 def test_the_same_answer_sent_twice_at_once(app: InProcessApp, model: ScriptedModelServer) -> None:
     """Two identical answers arriving together (a client retrying on a slow network): one decision, one email, the
     same next response for both."""
