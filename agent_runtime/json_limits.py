@@ -6,13 +6,16 @@ thousands of digits (past 4,300 a `ValueError`, and slow before), `NaN`/`Infinit
 them) and `1e999` (infinity). Worse, a value stored at the edge is parsed again later by pydantic, whose JSON parser
 stops at 200 levels: a signal payload 200 deep was accepted, then failed every retry of the durable step that read it
 back. So a value is refused where it enters, at limits well inside what the durable steps take (a payload is wrapped
-in a few levels of records and history on the way).
+in a few levels of records and history on the way). Likewise a lone UTF-16 surrogate (`"\\ud800"` with no pair):
+valid escape syntax, but no Unicode text (I-JSON forbids it); every later step that stores or sends it as UTF-8
+(SQLite, Cosmos, a JSON answer, the error naming it) fails.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 MAX_JSON_DEPTH = 64
@@ -24,8 +27,15 @@ MAX_NUMBER_CHARS = 64
 """Characters of any number literal (a float's shortest exact form is at most 24)."""
 
 
+# A surrogate escape in the text (`\ud800`-`\udfff`; a pair is one character once parsed), or a surrogate itself:
+# only then is the parsed value searched for one left alone.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class JsonLimitError(ValueError):
-    """JSON text past a limit. `kind`: "depth", "number" or "syntax"."""
+    """JSON text past a limit. `kind`: "depth", "number", "syntax" or "unicode" (a lone surrogate)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -59,7 +69,31 @@ def loads(text: str | bytes | bytearray) -> Any:
     except RecursionError:
         raise JsonLimitError("depth", f"the JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
     check_depth(value)
+    if _may_hold_surrogates(text):
+        _check_text(value)
     return value
+
+
+def _may_hold_surrogates(text: str | bytes | bytearray) -> bool:
+    if isinstance(text, str):
+        return _SURROGATE_ESCAPE.search(text) is not None or _SURROGATE.search(text) is not None
+    # `json.loads` decodes bytes with "surrogatepass": encoded surrogates (b"\xed\xa0\x80") come through too.
+    return not text.isascii() or _SURROGATE_ESCAPE_BYTES.search(text) is not None
+
+
+def _check_text(value: Any) -> None:
+    """Raise `JsonLimitError` when a string of `value` (a key or a value, at any depth) holds a lone surrogate."""
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and (found := _SURROGATE.search(node)) is not None:
+            code_point = f"U+{ord(found.group()):04X}"  # named by code point: the message must be encodable itself
+            raise JsonLimitError("unicode", f"a string holds a lone UTF-16 surrogate {code_point}, which is not text")
 
 
 def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:

@@ -126,7 +126,8 @@ def malformed_json(detail: str) -> ApiProblem:
 
 
 def json_limit_exceeded(kind: str, detail: str) -> ApiProblem:
-    """A body past the JSON limits (`agent_runtime.json_limits`): nesting depth or a number's size."""
+    """A body past the JSON limits (`agent_runtime.json_limits`): nesting depth or a number's size (else, a lone
+    surrogate or a constant that is not JSON, malformed)."""
     if kind == "depth":
         return ApiProblem(400, "json_too_deep", "The request body nests too deep", detail, field="body")
     if kind == "number":

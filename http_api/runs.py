@@ -131,11 +131,13 @@ async def start_agent_run(
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
     webhook: str | None = None,
     stored_input: list[MessageRecord] | None = None,
+    after_run_count: int | None = None,
 ) -> RunRecord:
     """Start a run of the caller's: claim (or queue in) the session - a new one without `session_id` - store the
     input, start the orchestration. Every HTTP surface that starts agent runs goes through here, so they follow the
     same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started). `stored_input`
-    receives the input messages as stored (the start's answer shows them without reading them back)."""
+    receives the input messages as stored (the start's answer shows them without reading them back).
+    `after_run_count`: the run must follow the session's run of that ordinal (`SessionMovedOnError` otherwise)."""
     store = services.store
     caller = current_principal()
 
@@ -157,7 +159,7 @@ async def start_agent_run(
             fresh = SessionRecord(session_id=session, agent=agent.name, owner_id=caller.id, owner_name=caller.name)
             return await store.begin_run(record, new_session=fresh)
         await open_run_session(store, session_id, agent)
-        return await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy])
+        return await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy], after_run_count)
 
     async def launch(run: RunRecord) -> None:
         queued = run.ordinal == 0  # waiting for the session: its input waits aside (agent_runs.queued_input)
@@ -214,7 +216,11 @@ async def _interrupt_active(store: SessionStore, gateway: DurableGateway, sessio
 
 
 async def _begin_run(
-    store: SessionStore, gateway: DurableGateway, record: RunRecord, queue: QueuePosition | None = None
+    store: SessionStore,
+    gateway: DurableGateway,
+    record: RunRecord,
+    queue: QueuePosition | None = None,
+    after_run_count: int | None = None,
 ) -> RunRecord:
     """Claim the session (or queue the run in it); a session held by a run whose orchestration already died is
     released first, so neither a start nor a queue waits on a run that will never end."""
@@ -223,10 +229,10 @@ async def _begin_run(
         active = await store.get_run(session.active_run_id) if session and session.active_run_id else None
         if active is not None and active.run_id != record.run_id:
             await reconcile(store, active, await gateway.state(active.run_id))
-        return await store.begin_run(record, queue=queue)
+        return await store.begin_run(record, queue=queue, after_run_count=after_run_count)
     for _ in range(2):
         try:
-            return await store.begin_run(record)
+            return await store.begin_run(record, after_run_count=after_run_count)
         except SessionBusyError as busy:
             active = await store.get_run(busy.active_run_id) if busy.active_run_id else None
             if active is not None and not (await reconcile(store, active, await gateway.state(active.run_id))).finished:
@@ -238,7 +244,7 @@ async def _begin_run(
                     field="body.session_id",
                     active_run_id=busy.active_run_id,
                 ) from busy
-    return await store.begin_run(record)
+    return await store.begin_run(record, after_run_count=after_run_count)
 
 
 @http_endpoint

@@ -13,6 +13,7 @@ from .errors import (
     NotFoundError,
     RunNotReopenableError,
     SessionBusyError,
+    SessionMovedOnError,
     StoreError,
     StoreUnavailableError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "SessionBusyError",
+    "SessionMovedOnError",
     "SessionRecord",
     "SessionStore",
     "SignalRecord",

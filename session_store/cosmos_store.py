@@ -326,7 +326,12 @@ class CosmosSessionStore:
 
     @_on_portal
     async def begin_run(
-        self, record: RunRecord, *, queue: QueuePosition | None = None, new_session: SessionRecord | None = None
+        self,
+        record: RunRecord,
+        *,
+        queue: QueuePosition | None = None,
+        new_session: SessionRecord | None = None,
+        after_run_count: int | None = None,
     ) -> RunRecord:
         ensure_fits("run", record.run_id, record)
         if new_session is not None:
@@ -343,7 +348,7 @@ class CosmosSessionStore:
             session = await self._get_session(record.session_id)
             if session is None:
                 raise NotFoundError("session", record.session_id)
-            claim = rules.claim_session(session, record, self._clock(), queue)
+            claim = rules.claim_session(session, record, self._clock(), queue, after_run_count)
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
             # Lookup first: a run item is never visible without the index that resolves its id.

@@ -35,6 +35,16 @@ class SessionBusyError(StoreError):
         self.active_run_id = active_run_id
 
 
+class SessionMovedOnError(StoreError):
+    """``begin_run(after_run_count=n)`` on a session that has had more than ``n`` runs: another run began after the
+    caller read the session, so the new run would follow one the caller never saw."""
+
+    def __init__(self, session_id: str, run_count: int) -> None:
+        super().__init__(f"session {session_id!r} has had {run_count} runs since it was read")
+        self.session_id = session_id
+        self.run_count = run_count
+
+
 class AlreadyDecidedError(StoreError):
     """``decide_approval`` lost: the approval is no longer pending. ``current`` is the stored record."""
 

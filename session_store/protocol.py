@@ -131,10 +131,17 @@ class SessionStore(Protocol):
 
     # Runs
     async def begin_run(
-        self, record: RunRecord, *, queue: QueuePosition | None = None, new_session: SessionRecord | None = None
+        self,
+        record: RunRecord,
+        *,
+        queue: QueuePosition | None = None,
+        new_session: SessionRecord | None = None,
+        after_run_count: int | None = None,
     ) -> RunRecord:
         """`new_session`: the run's session does not exist yet (an id the caller just made up): it is created already
-        held by the run. A session of that id that this run does not hold already is `ConflictError`."""
+        held by the run. A session of that id that this run does not hold already is `ConflictError`.
+        `after_run_count`: claim the session only if it has had exactly that many runs (`SessionMovedOnError`
+        otherwise: a run began since the caller read it), in the same conditional write as the claim."""
         ...
 
     async def take_turn(self, run_id: str) -> RunRecord | None: ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import AlreadyDecidedError, ConflictError, RunNotReopenableError, SessionBusyError
+from .errors import AlreadyDecidedError, ConflictError, RunNotReopenableError, SessionBusyError, SessionMovedOnError
 from .records import (
     RUN_UPDATABLE_FIELDS,
     TERMINAL_RUN_STATUSES,
@@ -42,14 +42,22 @@ def new_session(session: SessionRecord, now: datetime) -> SessionRecord:
 
 
 def claim_session(
-    session: SessionRecord, run: RunRecord, now: datetime, queue: QueuePosition | None = None
+    session: SessionRecord,
+    run: RunRecord,
+    now: datetime,
+    queue: QueuePosition | None = None,
+    after_run_count: int | None = None,
 ) -> RunClaim:
     """Make ``run`` the session's active run; if another run holds it, queue ``run`` (at the back, or at the front
     for an interrupt) when ``queue`` says so, else raise ``SessionBusyError``. A queued run has ordinal 0 until
-    ``take_turn`` gives it the session's next position (so runs keep their order in the conversation)."""
+    ``take_turn`` gives it the session's next position (so runs keep their order in the conversation).
+    ``after_run_count``: the run must directly follow the session's run of that ordinal, as the caller read it
+    (``SessionMovedOnError`` once another run began, active or finished)."""
     if session.active_run_id == run.run_id:
         # A retry after the claim was written but before the run was: the ordinal is already counted.
         return RunClaim(session=None, run=_new_run(run, session.run_count, now))
+    if after_run_count is not None and session.run_count != after_run_count:
+        raise SessionMovedOnError(session.session_id, session.run_count)
     if session.active_run_id is not None:
         if queue is None:
             raise SessionBusyError(session.session_id, session.active_run_id)

@@ -381,7 +381,12 @@ class SqliteSessionStore:
         return run
 
     async def begin_run(
-        self, record: RunRecord, *, queue: QueuePosition | None = None, new_session: SessionRecord | None = None
+        self,
+        record: RunRecord,
+        *,
+        queue: QueuePosition | None = None,
+        new_session: SessionRecord | None = None,
+        after_run_count: int | None = None,
     ) -> RunRecord:
         ensure_fits("run", record.run_id, record)
         if new_session is not None:
@@ -401,7 +406,7 @@ class SqliteSessionStore:
                         session = self._put_session(conn, rules.new_session(new_session, now), now)
                 if session is None:
                     raise NotFoundError("session", record.session_id)
-                claim = rules.claim_session(session, record, now, queue)
+                claim = rules.claim_session(session, record, now, queue, after_run_count)
                 if claim.session is not None:
                     self._put_session(conn, claim.session, now)
                 return self._put_run(conn, claim.run, now)

@@ -233,9 +233,10 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
                 param=entry.param,
                 code="input_item_not_found",
             )
-        # A message without one of our ids: the next stored message, or a new one.
-        nxt = _find(stored, position, is_message)
-        if not result.new and nxt is not None and mismatch(entry, stored[nxt]) is None:
+        # A message without one of our ids: the next stored message, or a new one. After a new item nothing stored
+        # may follow, so nothing is looked for (a scan per item would cost input x conversation steps).
+        nxt = _find(stored, position, is_message) if not result.new else None
+        if nxt is not None and mismatch(entry, stored[nxt]) is None:
             matched(entry, nxt)
             continue
         if entry.role == "assistant" and result.repeated:

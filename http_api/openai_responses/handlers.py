@@ -47,7 +47,7 @@ from http_api.problems import ApiProblem
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from notifications.http.webhook_field import checked_webhook
-from session_store import RunRecord
+from session_store import RunRecord, SessionMovedOnError
 from telemetry.trace_context import RunTrace
 
 # Azure's load balancer ends an HTTP request after 230 s whatever the function's timeout: answer a little before.
@@ -160,6 +160,7 @@ async def _start(
     services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition, trace: RunTrace
 ) -> RunRecord:
     session_id: str | None = None
+    after_run_count: int | None = None  # the previous response's run: the new run must be the very next one
     previous_id = request.body.previous_response_id
     if previous_id:
         ref, previous = await _response_run(services, previous_id, "previous_response_id")
@@ -183,23 +184,33 @@ async def _start(
             )
         session = await services.store.get_session(previous.session_id)
         if ref != latest or (session is not None and session.run_count != previous.ordinal):
-            raise openai_error(
-                400,
-                f"Only the latest response of a conversation can be continued; '{previous_id}' is not.",
-                param="previous_response_id",
-                code="previous_response_not_latest",
-            )
-        session_id = previous.session_id
-    return await start_agent_run(
-        services,
-        gateway,
-        agent,
-        session_id=session_id,
-        inputs=request.messages,
-        metadata=dict(request.body.metadata or {}),
-        overrides=request.overrides,
-        trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
-        webhook=await _metadata_webhook(request.body.metadata),
+            raise _not_latest(previous_id)
+        session_id, after_run_count = previous.session_id, previous.ordinal
+    try:
+        return await start_agent_run(
+            services,
+            gateway,
+            agent,
+            session_id=session_id,
+            inputs=request.messages,
+            metadata=dict(request.body.metadata or {}),
+            overrides=request.overrides,
+            trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
+            webhook=await _metadata_webhook(request.body.metadata),
+            after_run_count=after_run_count,
+        )
+    except SessionMovedOnError as moved_on:
+        # Checked above, but another request continued the same response before this one claimed the session (its
+        # run may even have finished): this run would follow a response its client never saw.
+        raise _not_latest(str(previous_id)) from moved_on
+
+
+def _not_latest(previous_id: str) -> Exception:
+    return openai_error(
+        400,
+        f"Only the latest response of a conversation can be continued; '{previous_id}' is not.",
+        param="previous_response_id",
+        code="previous_response_not_latest",
     )
 
 

@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from agent_runtime.overrides import MAX_INSTRUCTIONS_CHARS
+
 ResponseStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
 FINAL_RESPONSE_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "incomplete"})
 
@@ -146,7 +148,8 @@ class CreateResponseRequest(_Wire):
 
     model: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     input: Annotated[str, StringConstraints(min_length=1)] | Annotated[list[dict[str, Any]], Field(min_length=1)]
-    instructions: str | None = None
+    # The run's own limit, checked here: past it the run's overrides could not be built (a 500, not a 400).
+    instructions: Annotated[str, StringConstraints(max_length=MAX_INSTRUCTIONS_CHARS)] | None = None
     previous_response_id: str | None = None
     background: bool | None = None
     stream: bool | None = None

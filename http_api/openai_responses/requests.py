@@ -84,6 +84,7 @@ class CreateRequest:
             if e.kind == "message"
         ]
         self.approvals = [(e.index, e.approval) for e in new if e.approval is not None]
+        _check_answered_once(self.approvals)
         if not self.messages and not self.approvals:
             raise openai_error(
                 400,
@@ -99,6 +100,20 @@ class CreateRequest:
             )
         if self.messages and not any(m.text.strip() for m in self.messages):
             raise openai_error(400, "The input messages have no text.", param="input")
+
+
+def _check_answered_once(approvals: list[tuple[int, ApprovalResponseItem]]) -> None:
+    """One answer per approval request: each copy would go through the whole decision path (reads and writes of the
+    store, the run's event), so a body of copies would be thousands of store operations for one request."""
+    answered: set[str] = set()
+    for index, item in approvals:
+        if item.approval_request_id in answered:
+            raise openai_error(
+                400,
+                f"Invalid 'input[{index}]': approval request '{item.approval_request_id}' is answered twice.",
+                param=f"input[{index}]",
+            )
+        answered.add(item.approval_request_id)
 
 
 def parse_create(data: dict[str, Any]) -> CreateRequest:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from http_api.openai_responses import conversation
 from http_api.openai_responses.conversation import reconcile
 from http_api.openai_responses.models import (
     ApprovalResponseOut,
@@ -116,3 +117,26 @@ def test_without_a_stored_conversation_messages_are_new_and_server_items_unknown
     assert new_of(USER, {"role": "assistant", "content": "Hi"}, stored=[]) == [(0, "message"), (1, "message")]
     field, _ = refusal(USER, CALL, stored=[])
     assert field == "input[1]"
+
+
+def test_the_work_grows_with_the_input_and_the_conversation_not_their_product(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One repeated item, then thousands of new messages, against a long conversation (many tool calls after its
+    first message): every new message looked for the next stored message again, from the same place - input x
+    conversation steps on the worker's event loop (8 s for a 256 KB body against 3,000 calls). Once a new item came,
+    no stored one may follow: nothing is looked for. The list is still refused (the conversation went on)."""
+    calls = [McpCall(id=f"mcp_c{i}", server_label="helper", name="lookup", arguments="{}") for i in range(1000)]
+    stored = [STORED[0], *calls, STORED[2]]
+    looked_at = 0
+    real_is_message = conversation.is_message
+
+    def counted(item: Any) -> bool:
+        nonlocal looked_at
+        looked_at += 1
+        return real_is_message(item)
+
+    monkeypatch.setattr(conversation, "is_message", counted)
+    repeated = {**USER, "type": "message", "id": STORED[0].id}
+    hostile = [repeated, *({"role": "user", "content": f"new {i}"} for i in range(2000))]
+    field, detail = refusal(*hostile, stored=stored)
+    assert field == "input[1]" and "went on" in detail
+    assert looked_at <= 2 * (len(hostile) + len(stored)), looked_at

@@ -35,6 +35,38 @@ def test_past_a_limit_is_refused_by_kind(text: str, kind: str) -> None:
     assert refused.value.kind == kind
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',
+        '{"a": ["x", {"b": "text \\udfff text"}]}',
+        '{"\\udbff": 1}',  # a key
+        '"\\ude00\\ud83d"',  # a pair in the wrong order is two lone ones
+        '"\ud800"',  # a str holding the surrogate itself (text that was JSON-decoded once already)
+    ],
+)
+def test_a_lone_surrogate_is_refused(text: str) -> None:
+    """Valid escape syntax but not Unicode text: nothing after the edge could store or send it as UTF-8."""
+    with pytest.raises(JsonLimitError) as refused:
+        json_limits.loads(text)
+    assert refused.value.kind == "unicode"
+    str(refused.value).encode()  # the message names it by code point: it encodes itself
+
+
+def test_a_lone_surrogate_in_bytes_is_refused() -> None:
+    """A request body: the escape, or the surrogate encoded (not UTF-8, but `json.loads` decodes bytes with
+    "surrogatepass")."""
+    for body in (b'{"input": "\\ud800"}', '{"input": "\ud800"}'.encode("utf-8", "surrogatepass")):
+        with pytest.raises(JsonLimitError):
+            json_limits.loads(body)
+    assert json_limits.loads('{"input": "caf\u00e9 \U0001f600"}'.encode()) == {"input": "caf\u00e9 \U0001f600"}
+
+
+def test_surrogate_pairs_and_escaped_backslashes_are_text() -> None:
+    assert json_limits.loads('"\\ud83d\\ude00"') == "\U0001f600"
+    assert json_limits.loads(b'{"a": "\\\\ud800"}') == {"a": "\\ud800"}  # a backslash, then letters
+
+
 def test_at_the_limits_is_read() -> None:
     assert json_limits.loads(nested(MAX_JSON_DEPTH)) == json.loads(nested(MAX_JSON_DEPTH))
     assert json_limits.loads("-" + "9" * MAX_INTEGER_DIGITS) == -int("9" * MAX_INTEGER_DIGITS)

@@ -10,19 +10,23 @@ import contextlib
 import importlib
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
+from e2e_settings import watches_the_app_in_process
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response
 from pydantic import BaseModel
 from test_e2e_crash import CrashableApp
 from test_e2e_openai_responses_stream import check_events, deltas, read_until
 
+from agent_runtime.overrides import MAX_INSTRUCTIONS_CHARS
 from scripted_model import Reply, Script, ScriptedModelServer
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
@@ -113,6 +117,51 @@ def test_previous_response_id_continues_the_session(
     with pytest.raises(openai.BadRequestError) as error:
         client.responses.create(model="helper", input="again", previous_response_id=first.id)
     assert error.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+@watches_the_app_in_process
+def test_two_continuations_of_one_response_at_once(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients continue the same response at once. One request passes the "latest response" check, then the
+    other's run starts and even finishes before the first claims the session: the first must be refused (its client
+    never saw that exchange), not chained after it as if its previous_response_id had been the other's response."""
+    model.set_script(Script.of("Hello Ann.", "Ann, you asked twice.", "unused"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    start_agent_run = handlers.start_agent_run
+    checked, other_done = threading.Event(), threading.Event()
+
+    async def after_the_other_continued(*args: Any, **kwargs: Any) -> Any:
+        if not checked.is_set():  # the slow request: past its check, not yet in the session
+            checked.set()
+            await asyncio.to_thread(other_done.wait, PROGRESS_TIMEOUT_S)
+        return await start_agent_run(*args, **kwargs)
+
+    monkeypatch.setattr(handlers, "start_agent_run", after_the_other_continued)
+    outcome: dict[str, Any] = {}
+
+    def slow() -> None:
+        http = httpx.Client(timeout=300, trust_env=False)
+        with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0) as own:
+            try:
+                outcome["response"] = own.responses.create(
+                    model="helper", input="Who am I?", previous_response_id=first.id
+                )
+            except openai.APIStatusError as error:
+                outcome["error"] = error
+
+    slow_request = threading.Thread(target=slow)
+    slow_request.start()
+    assert checked.wait(PROGRESS_TIMEOUT_S)
+    other = client.responses.create(model="helper", input="Who am I, again?", previous_response_id=first.id)
+    other_done.set()
+    slow_request.join(PROGRESS_TIMEOUT_S)
+    assert other.status == "completed" and other.previous_response_id == first.id
+    assert "response" not in outcome, outcome["response"].previous_response_id
+    error = outcome["error"]
+    assert (error.status_code, error.body["code"]) == (400, "previous_response_not_latest")  # type: ignore[index]
+    assert len(model.log.requests) == 2  # the refused request's run never started
 
 
 def test_input_items(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
@@ -328,11 +377,80 @@ def test_errors_in_openai_shape(app: InProcessApp, client: OpenAI, model: Script
     assert unknown.value.body["param"] == "after"  # type: ignore[index]
 
 
+def test_instructions_up_to_the_runs_limit(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """`instructions` are the run's (at most `MAX_INSTRUCTIONS_CHARS`): one character more is a 400 naming them
+    before anything is written (it was a 500 once the run's overrides were built); exactly the limit is a run."""
+    model.set_script(Script.of("ok"))
+    before = app.snapshot()
+    with pytest.raises(openai.BadRequestError) as too_long:
+        client.responses.create(model="helper", input="hi", instructions="x" * (MAX_INSTRUCTIONS_CHARS + 1))
+    assert too_long.value.body["param"] == "instructions"  # type: ignore[index]
+    assert app.snapshot() == before
+    at_limit = client.responses.create(model="helper", input="hi", instructions="x" * MAX_INSTRUCTIONS_CHARS)
+    assert (at_limit.status, at_limit.output_text) == ("completed", "ok")
+
+
+# A lone UTF-16 surrogate: valid JSON escape syntax, but no Unicode text (I-JSON forbids it); nothing can store or
+# send it as UTF-8.
+LONE = "\\ud800"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        f'{{"model": "helper", "input": "hi", "instructions": "be {LONE} brief"}}',
+        f'{{"model": "helper", "input": [{{"role": "user", "content": "hi {LONE}"}}]}}',
+        f'{{"model": "helper", "input": [{{"role": "user", "content": [{{"type": "input_text", "text": "{LONE}"}}]}}]'
+        "}",
+        f'{{"model": "helper", "input": "hi", "previous_response_id": "resp_{LONE}"}}',
+        f'{{"model": "helper", "input": "hi", "tools": [{{"type": "mcp", "server_label": "{LONE}"}}]}}',
+        f'{{"model": "helper", "input": "hi", "text": {{"format": {{"type": "json_schema", "name": "n", '
+        f'"schema": {{"type": "object", "description": "{LONE}"}}}}}}}}',
+        # Not UTF-8, but Python's JSON reader decodes bytes with "surrogatepass".
+        '{"model": "helper", "input": "hi \ud800"}'.encode("utf-8", "surrogatepass"),
+    ],
+    ids=["instructions", "message", "text part", "previous_response_id", "server_label", "schema", "encoded"],
+)
+def test_a_lone_surrogate_in_the_body_is_a_400(
+    app: InProcessApp, model: ScriptedModelServer, body: str | bytes
+) -> None:
+    """A `\\ud800` escape with no pair is JSON syntax but not text: refused where the body is read, in OpenAI's
+    shape, before anything is written (it was a 500 - for some fields a bare one, the error message itself holding
+    the character - from whichever step first tried to store or encode it)."""
+    model.set_script(Script.of("unused"))
+    before = app.snapshot()
+    content = body if isinstance(body, bytes) else body.encode()
+    http = httpx.post(f"{app.host.base_url}/api/v1/responses", content=content, timeout=60, trust_env=False,
+                      headers={"content-type": "application/json"})
+    assert http.status_code == 400, http.text
+    error = http.json()["error"]
+    assert (error["type"], error["code"]) == ("invalid_request_error", "malformed_json"), error
+    assert "U+D800" in error["message"]
+    assert app.snapshot() == before and model.log.total == 0
+
+
 EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
 
 
 def answer(approval_id: str, approve: bool = True) -> list[dict[str, object]]:
     return [{"type": "mcp_approval_response", "approval_request_id": approval_id, "approve": approve}]
+
+
+def test_one_request_answering_a_request_twice_is_refused(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """The same approval request answered twice in one input: a 400 naming the second item, nothing decided. Each
+    copy went through the whole decision path (the first decided, the rest were "the same answer again"): 1,900
+    copies in a 256 KB body took 18 s and thousands of store operations on Cosmos, for one request."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    first = client.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    with pytest.raises(openai.BadRequestError) as twice:
+        client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id) * 2)
+    assert twice.value.body["param"] == "input[1]"  # type: ignore[index]
+    assert [a["status"] for a in app.approvals(run_of(first.id))] == ["pending"]
+    once = client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert once.output_text == "Sent."
 
 
 def test_the_same_answer_sent_twice_at_once(app: InProcessApp, model: ScriptedModelServer) -> None:

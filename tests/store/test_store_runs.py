@@ -7,7 +7,14 @@ import asyncio
 import pytest
 from store_helpers import approval, new_id, new_session, run
 
-from session_store import ConflictError, NotFoundError, SessionBusyError, SessionRecord, SessionStore
+from session_store import (
+    ConflictError,
+    NotFoundError,
+    SessionBusyError,
+    SessionMovedOnError,
+    SessionRecord,
+    SessionStore,
+)
 
 
 async def test_begin_run_claims_the_session_and_numbers_runs(store: SessionStore) -> None:
@@ -78,6 +85,25 @@ async def test_second_run_on_a_busy_session_is_refused_with_the_active_run(store
         await store.begin_run(run(session_id))
     assert caught.value.active_run_id == active.run_id
     assert len(await store.list_runs(session_id)) == 1
+
+
+async def test_begin_run_after_a_run_count_claims_only_a_session_that_has_not_moved_on(store: SessionStore) -> None:
+    """`after_run_count`: continue a conversation from what the caller read; a run that began since (still active,
+    or already finished) is `SessionMovedOnError`, and nothing is written."""
+    session_id = await new_session(store)
+    first = await store.begin_run(run(session_id), after_run_count=0)
+    await store.finish_run(first.run_id, "completed")
+    second = await store.begin_run(run(session_id), after_run_count=1)  # read before `second` began ...
+    with pytest.raises(SessionMovedOnError) as active:
+        await store.begin_run(run(session_id), after_run_count=1)  # ... by another caller, as this one did
+    await store.finish_run(second.run_id, "completed")
+    with pytest.raises(SessionMovedOnError) as finished:
+        await store.begin_run(run(session_id), after_run_count=1)
+    assert (active.value.run_count, finished.value.run_count) == (2, 2)
+    assert [r.ordinal for r in await store.list_runs(session_id)] == [1, 2]
+    assert await store.begin_run(run(session_id, second.run_id), after_run_count=1) == await store.get_run(
+        second.run_id
+    )  # a retry of the run that claimed it
 
 
 async def test_begin_run_again_with_the_same_id_returns_the_stored_run(store: SessionStore) -> None:
