@@ -55,6 +55,11 @@ async def record_events(store: SessionStore, session_id: str, events: list[Notif
     return fresh
 
 
+def is_redelivery(entry: str) -> bool:
+    """A redelivery's entry (`notify-event:<event id>:<nonce>`): sent by an orchestration of its own."""
+    return entry.count(":") > 1
+
+
 async def record_redelivery(store: SessionStore, session_id: str, event: NotificationEvent, nonce: str) -> str:
     entry = f"notify-event:{event.id}:{nonce}"
     await store.record_effect(session_id, entry, EVENT, {"event": event.model_dump(mode="json"), "order": 0})
@@ -82,8 +87,8 @@ async def mark_done(store: SessionStore, session_id: str, subscription: str, ent
     await store.record_effect(session_id, f"notify-done:{subscription}:{entry}", DONE, {"outcome": outcome})
 
 
-async def record_attempt(store: SessionStore, session_id: str, attempt: Attempt) -> None:
-    key = f"notify-try:{attempt.subscription}:{attempt.entry}:{attempt.attempt}"
+async def record_attempt(store: SessionStore, session_id: str, attempt: Attempt, *, key: str | None = None) -> None:
+    key = f"notify-try:{attempt.subscription}:{attempt.entry}:{key or attempt.attempt}"
     await store.record_effect(session_id, key, ATTEMPT, attempt.model_dump(mode="json"))
 
 
