@@ -127,7 +127,7 @@ async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -
     if not subs:
         return NotifyResult()
     events = [e for e in await events_of(services, step, settings) if any(s.wants(e.type) for s in subs)]
-    recorded = await outbox.record_events(services.store, step.session_id, events)
+    recorded = await outbox.record_events(services.store, step.session_id, events, seq=step.seq)
     for subscription in subs:
         if any(subscription.wants(e.type) for e in events):
             await start_or_wake(client, subscription.key, step.run_id, step.session_id)

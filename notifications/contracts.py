@@ -24,6 +24,9 @@ class NotifyInput(_Payload):
     session_id: str
     agent: str
     what: Literal["approvals", "finished"]
+    seq: int | None = None
+    """Where the run stood when it notified (its own deterministic position, from its orchestration): orders the
+    events this call records after those of every earlier call, whatever the clocks of the hosts that record them."""
 
 
 class NotifyResult(_Payload):

@@ -134,7 +134,7 @@ def test_the_run_s_end_is_delivered_though_its_delivery_looked_between_the_end_a
         record_events, get_status = outbox.record_events, DurableOrchestrationClient.get_status
         stale = [False]
 
-        async def after_a_look_in_between(store: Any, session_id: str, events: list[Any]) -> int:
+        async def after_a_look_in_between(store: Any, session_id: str, events: list[Any], **kwargs: Any) -> int:
             if any(e.final for e in events):  # the run has ended; its end's event is about to be recorded
                 looks = len(idle_checks(await engine.get_status(delivery, show_history=True, show_history_output=True)))
                 await engine.raise_event(delivery, "notify", "{}")
@@ -144,7 +144,7 @@ def test_the_run_s_end_is_delivered_though_its_delivery_looked_between_the_end_a
                 while checks[-1] and (await engine.get_status(delivery)).to_json()["runtimeStatus"] != "Completed":
                     await asyncio.sleep(0.02)  # it decided to end: let it end, before the status check below
                 stale[0] = True
-            return await record_events(store, session_id, events)
+            return await record_events(store, session_id, events, **kwargs)
 
         async def looked_just_before_it_ended(self: Any, instance_id: str, *args: Any, **kwargs: Any) -> Any:
             status = await get_status(self, instance_id, *args, **kwargs)
@@ -191,6 +191,42 @@ def test_a_wake_up_refused_because_the_delivery_just_ended_starts_it_again(
         app.settle()
         assert app.view(run_id)["status"] == "completed"
         assert receiver.types() == ["approval.requested", "approval.decided", "run.completed"]
+
+
+@watches_the_app_in_process
+def test_events_go_in_the_run_s_order_whatever_the_clocks_of_the_hosts_recording_them(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each transition's events are recorded by whichever host runs the step, and the store stamps them with that
+    host's clock. Here each is an hour further behind than the last, while the receiver is down: once it is up, the
+    events still go in the run's order (they were sorted by those stamps: `run.completed` went first)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    receiver.status = 503
+    with app_with(**webhook_settings(receiver)) as app:
+        outbox = app.app_module("notifications.outbox")
+        record_events = outbox.record_events
+        behind = [0]
+
+        async def on_a_host_further_behind(store: Any, *args: Any, **kwargs: Any) -> int:
+            behind[0] += 1
+            clock = store._clock
+            with monkeypatch.context() as skewed:
+                skewed.setattr(store, "_clock", lambda: clock() - timedelta(hours=behind[0]))
+                return await record_events(store, *args, **kwargs)
+
+        monkeypatch.setattr(outbox, "record_events", on_a_host_further_behind)
+        view = app.start_until_approval()
+        run_id, [approval_id] = view["run_id"], pending_ids(view)
+        assert app.decide(run_id, approval_id, "approve").status_code == 202
+        app.settle()
+        assert app.view(run_id)["status"] == "completed" and behind[0] == 3
+        assert receiver.accepted() == []
+
+        receiver.status = 200
+        app.advance(3600)
+        assert receiver.types() == ["approval.requested", "approval.decided", "run.completed"]
+        assert [d["type"] for d in deliveries(app, run_id)] == receiver.types()
 
 
 def test_while_the_secret_is_rotated_receivers_holding_either_secret_verify(
