@@ -340,6 +340,12 @@ class RunDriver:
         return self._input.notify
 
     @property
+    def notify_seq(self) -> int | None:
+        """The seq of the run's next position: deterministic and never smaller than before, across continue-as-new
+        and rewinds (positions go on after everything written), so it orders the run's notifications."""
+        return seq_for(self.run.ordinal, self._position) if self.run.ordinal >= 1 else None
+
+    @property
     def cancel_grace_seconds(self) -> float:
         return self._input.cancel_grace_seconds
 

@@ -27,6 +27,7 @@ from notifications.contracts import (
 )
 from notifications.events import OPENING_TYPES, NotificationEvent, approval_event, approval_transitions, run_event
 from notifications.links import page_path, sign_link
+from notifications.outbox import OutboxEntry
 from notifications.sender import send
 from notifications.settings import NotificationSettings
 from notifications.subscriptions import Subscription, subscriptions
@@ -77,26 +78,44 @@ async def events_of(
 
 async def start_or_wake(client: df.DurableOrchestrationClient, subscription: str, run_id: str, session_id: str) -> None:
     """Start the delivery orchestration of (subscription, run), or wake it if it runs (its id is deterministic, so a
-    retried activity starts it once)."""
+    retried activity starts it once). The events are recorded before: a started orchestration reads them."""
     instance_id = delivery_instance_id(subscription, run_id)
-    status = await client.get_status(instance_id)
-    running = status is not None and status.runtime_status is not None and status.runtime_status.value in RUNNING
-    if not running:
-        payload: dict[str, Any] = DeliveryInput(run_id=run_id, session_id=session_id,
-                                                subscription=subscription).model_dump()
+    if await _running(client, instance_id):
         try:
-            await client.start_new(ORCHESTRATOR_NAME, instance_id, payload)
+            await client.raise_event(instance_id, WAKE_EVENT, {})
             return
-        except Exception:  # started meanwhile by a concurrent step: wake it instead
-            log.info("delivery %s already started", instance_id)
-    await client.raise_event(instance_id, WAKE_EVENT, {})
+        except Exception:  # it ended between the look and the wake-up (410): start it again
+            log.info("delivery %s ended before its wake-up", instance_id)
+    payload: dict[str, Any] = DeliveryInput(run_id=run_id, session_id=session_id,
+                                            subscription=subscription).model_dump(mode="json")
+    try:
+        await client.start_new(ORCHESTRATOR_NAME, instance_id, payload)
+    except Exception:  # started meanwhile by a concurrent step: wake it instead
+        log.info("delivery %s already started", instance_id)
+        await client.raise_event(instance_id, WAKE_EVENT, {})
+
+
+async def _running(client: df.DurableOrchestrationClient, instance_id: str) -> bool:
+    status = await client.get_status(instance_id)
+    return status is not None and status.runtime_status is not None and status.runtime_status.value in RUNNING
+
+
+async def start_redelivery(
+    client: df.DurableOrchestrationClient, subscription: str, *, run_id: str, session_id: str, entry: str,
+    nonce: str,
+) -> None:
+    """A redelivery is sent by an orchestration of its own: a fresh instance, so nothing can end under it (waking the
+    run's delivery orchestration could find it finished between a status check and the wake-up, and the entry would
+    wait for an orchestration that no longer runs)."""
+    payload = DeliveryInput(run_id=run_id, session_id=session_id, subscription=subscription,
+                            entry=entry).model_dump(mode="json")
+    await client.start_new(ORCHESTRATOR_NAME, delivery_instance_id(subscription, run_id, nonce), payload)
 
 
 async def wake_if_running(client: df.DurableOrchestrationClient, subscription: str, run_id: str) -> None:
     """Wake the delivery orchestration of (subscription, run) if it waits, so it sees the run ended and ends too."""
     instance_id = delivery_instance_id(subscription, run_id)
-    status = await client.get_status(instance_id)
-    if status is not None and status.runtime_status is not None and status.runtime_status.value in RUNNING:
+    if await _running(client, instance_id):
         await client.raise_event(instance_id, WAKE_EVENT, {})
 
 
@@ -108,7 +127,7 @@ async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -
     if not subs:
         return NotifyResult()
     events = [e for e in await events_of(services, step, settings) if any(s.wants(e.type) for s in subs)]
-    recorded = await outbox.record_events(services.store, step.session_id, events)
+    recorded = await outbox.record_events(services.store, step.session_id, events, seq=step.seq)
     for subscription in subs:
         if any(subscription.wants(e.type) for e in events):
             await start_or_wake(client, subscription.key, step.run_id, step.session_id)
@@ -117,24 +136,65 @@ async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -
     return NotifyResult(recorded=recorded, subscriptions=len(subs))
 
 
+STEP_FAILED = ("the delivery step itself kept failing for days (not the receiver: the store unreachable, or a bug); "
+               "given up, redeliver to send it again")
+
+
+async def live_subscription(store: SessionStore, step: DeliveryInput) -> Subscription | None:
+    """The step's subscription, unless it left the settings or was stopped (410) for this run."""
+    by_key = {s.key: s for s in await run_subscriptions(store, step.session_id, step.run_id)}
+    subscription = by_key.get(step.subscription)
+    if subscription is None or await outbox.stopped(store, step.session_id, step.subscription, step.run_id):
+        return None
+    return subscription
+
+
+async def outstanding(
+    store: SessionStore, step: DeliveryInput, subscription: Subscription
+) -> tuple[list[OutboxEntry], list[OutboxEntry]]:
+    """The run's recorded entries, and those this orchestration has still to send, oldest first: the events the
+    subscription wants, or (a redelivery's orchestration) its one entry. One read: the two agree."""
+    done = await outbox.done_entries(store, step.session_id, step.subscription)
+    recorded = await outbox.entries(store, step.session_id, step.run_id)
+    mine = (lambda e: e == step.entry) if step.entry else (lambda e: not outbox.is_redelivery(e))
+    pending = [e for e in recorded if subscription.wants(e.event.type) and e.entry not in done and mine(e.entry)]
+    return recorded, pending
+
+
+async def idle(
+    store: SessionStore, step: DeliveryInput, subscription: Subscription, recorded: list[OutboxEntry]
+) -> DeliveryStep:
+    """Nothing to send. Final (the orchestration may end) once nothing more can come: the run has ended and its end's
+    event, if this subscription wants it, was among what was just found sent. The run is marked ended before that
+    event is recorded: ending in between would drop the wake-up that comes with it. A redelivery's ends with its
+    entry."""
+    if step.entry is not None:
+        return DeliveryStep(outcome="idle", final=True)
+    run = await store.get_run(step.run_id)
+    if run is None:
+        return DeliveryStep(outcome="idle", final=True)
+    end = run_event(run, base_url="") if run.finished else None
+    if end is None or not subscription.wants(end.type):
+        return DeliveryStep(outcome="idle", final=run.finished)
+    return DeliveryStep(outcome="idle", final=any(e.event.id == end.id for e in recorded))
+
+
+def is_last(step: DeliveryInput, head: OutboxEntry, pending: list[OutboxEntry]) -> bool:
+    return step.entry is not None or (head.event.final and len(pending) == 1)
+
+
 @activity()
 async def deliver_next(step: DeliveryInput) -> DeliveryStep:
     """Send the oldest event this subscription has not had yet (one attempt), and log the attempt."""
     services = RunServices.current()
     settings = current_settings(NotificationSettings)
     store = services.store
-    by_key = {s.key: s for s in await run_subscriptions(store, step.session_id, step.run_id)}
-    subscription = by_key.get(step.subscription)
-    if subscription is None or await outbox.stopped(store, step.session_id, step.subscription, step.run_id):
+    subscription = await live_subscription(store, step)
+    if subscription is None:
         return DeliveryStep(outcome="stop")
-    done = await outbox.done_entries(store, step.session_id, step.subscription)
-    pending = [e for e in await outbox.entries(store, step.session_id, step.run_id)
-               if subscription.wants(e.event.type) and e.entry not in done]
+    recorded, pending = await outstanding(store, step, subscription)
     if not pending:
-        # Once the run has ended nothing more comes: its delivery orchestration may end, whether or not this
-        # subscription wanted the run's final event (else it would wait for a wake-up forever).
-        run = await store.get_run(step.run_id)
-        return DeliveryStep(outcome="idle", final=run is None or run.finished)
+        return await idle(store, step, subscription, recorded)
     head = pending[0]
     allow_private = settings.webhook_allow_private_addresses or not services.deployment_settings.on_azure
     result = await send(subscription, head.event, secrets=settings.webhook_secrets(), attempt=step.attempt,
@@ -153,5 +213,24 @@ async def deliver_next(step: DeliveryInput) -> DeliveryStep:
     if outcome == "retry":
         return DeliveryStep(outcome="retry", retry_in_seconds=result.retry_in_seconds)
     await outbox.mark_done(store, step.session_id, step.subscription, head.entry, outcome)
-    final = head.event.final and len(pending) == 1
-    return DeliveryStep(outcome=outcome, final=final)  # type: ignore[arg-type]
+    return DeliveryStep(outcome=outcome, final=is_last(step, head, pending))  # type: ignore[arg-type]
+
+
+@activity()
+async def give_up_next(step: DeliveryInput) -> DeliveryStep:
+    """`deliver_next` kept failing itself for `backoff.STEP_GIVE_UP_AFTER`: give the oldest event up (`abandoned`,
+    with the reason as its last attempt), kept in the log for redelivery, so the next one can go."""
+    store = RunServices.current().store
+    subscription = await live_subscription(store, step)
+    if subscription is None:
+        return DeliveryStep(outcome="stop")
+    recorded, pending = await outstanding(store, step, subscription)
+    if not pending:
+        return await idle(store, step, subscription, recorded)
+    head = pending[0]
+    await outbox.record_attempt(store, step.session_id, outbox.Attempt(
+        subscription=step.subscription, run_id=step.run_id, entry=head.entry, event_id=head.event.id,
+        type=head.event.type, attempt=step.attempt, at=datetime.now(UTC), outcome="abandoned", error=STEP_FAILED,
+    ), key="gave-up")
+    await outbox.mark_done(store, step.session_id, step.subscription, head.entry, "abandoned")
+    return DeliveryStep(outcome="abandoned", final=is_last(step, head, pending))

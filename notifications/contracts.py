@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +24,9 @@ class NotifyInput(_Payload):
     session_id: str
     agent: str
     what: Literal["approvals", "finished"]
+    seq: int | None = None
+    """Where the run stood when it notified (its own deterministic position, from its orchestration): orders the
+    events this call records after those of every earlier call, whatever the clocks of the hosts that record them."""
 
 
 class NotifyResult(_Payload):
@@ -36,6 +40,14 @@ class DeliveryInput(_Payload):
     session_id: str
     subscription: str
     attempt: int = Field(default=0, ge=0)
+    """Attempts of the head event so far (each one reached the receiver, or tried to)."""
+    failures: int = Field(default=0, ge=0)
+    """Consecutive failures of the delivery step itself (the activity raised: the store is down, a bug)."""
+    failing_since: datetime | None = None
+    """When the step started failing (the orchestration's time): after `backoff.STEP_GIVE_UP_AFTER` the event is
+    given up."""
+    entry: str | None = None
+    """A redelivery's own orchestration: only this outbox entry (the run's orchestration skips redeliveries)."""
 
 
 class DeliveryStep(_Payload):
@@ -45,5 +57,14 @@ class DeliveryStep(_Payload):
     retry_in_seconds: float | None = None
 
 
-def delivery_instance_id(subscription: str, run_id: str) -> str:
-    return f"notify-{subscription}-{run_id}"
+class SlackResponseInput(_Payload):
+    """An update of a Slack message through its interaction's `response_url`, stored in the run's session."""
+
+    session_id: str
+    key: str
+    attempt: int = Field(default=0, ge=0)
+
+
+def delivery_instance_id(subscription: str, run_id: str, redelivery: str | None = None) -> str:
+    """The run's delivery orchestration for a subscription, or (`redelivery`: its nonce) that of one redelivery."""
+    return f"notify-{subscription}-{run_id}" + (f"-{redelivery}" if redelivery else "")

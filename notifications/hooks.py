@@ -21,10 +21,13 @@ def notify(
     session_id: str,
     agent: str,
     what: Literal["approvals", "finished"],
+    seq: int | None = None,
 ) -> Generator[Any, Any, None]:
+    """`seq`: the run's position (deterministic, never smaller than at an earlier call): the order of its events."""
     if not enabled:
         return
     try:
-        yield notify_run.call(context, NotifyInput(run_id=run_id, session_id=session_id, agent=agent, what=what))
+        yield notify_run.call(context, NotifyInput(run_id=run_id, session_id=session_id, agent=agent, what=what,
+                                                   seq=seq))
     except Exception:  # a run never fails for a notification; its events are recorded by the next call
         return

@@ -26,6 +26,8 @@ class OutboxEntry(BaseModel):
 
     entry: str
     event: NotificationEvent
+    seq: int | None = None
+    """The run's position when it recorded the event (`NotifyInput.seq`); none before it was kept, or a redelivery."""
     order: int = 0
     recorded_at: datetime | None = None
 
@@ -44,15 +46,23 @@ class Attempt(BaseModel):
     retry_in_seconds: float | None = None
 
 
-async def record_events(store: SessionStore, session_id: str, events: list[NotificationEvent]) -> int:
-    """Record each event once; returns how many were new."""
+async def record_events(
+    store: SessionStore, session_id: str, events: list[NotificationEvent], *, seq: int | None = None
+) -> int:
+    """Record each event once (with the run's position when it was first recorded); returns how many were new."""
     fresh = 0
     for order, event in enumerate(events):
-        _, created = await store.record_effect(
-            session_id, f"notify-event:{event.id}", EVENT, {"event": event.model_dump(mode="json"), "order": order}
-        )
+        payload: dict[str, Any] = {"event": event.model_dump(mode="json"), "order": order}
+        if seq is not None:
+            payload["seq"] = seq
+        _, created = await store.record_effect(session_id, f"notify-event:{event.id}", EVENT, payload)
         fresh += created
     return fresh
+
+
+def is_redelivery(entry: str) -> bool:
+    """A redelivery's entry (`notify-event:<event id>:<nonce>`): sent by an orchestration of its own."""
+    return entry.count(":") > 1
 
 
 async def record_redelivery(store: SessionStore, session_id: str, event: NotificationEvent, nonce: str) -> str:
@@ -62,15 +72,22 @@ async def record_redelivery(store: SessionStore, session_id: str, event: Notific
 
 
 async def entries(store: SessionStore, session_id: str, run_id: str) -> list[OutboxEntry]:
-    """The run's entries in the order they were recorded."""
+    """The run's entries in the order the run recorded them: by its position, then within one call; the store's
+    times (the recording hosts' clocks, which may disagree) only among entries without a position (recorded before
+    positions were kept: they come first) and among calls at one position. Redeliveries come last."""
     found = [
-        OutboxEntry(entry=r.key, event=NotificationEvent.model_validate(r.payload["event"]),
+        OutboxEntry(entry=r.key, event=NotificationEvent.model_validate(r.payload["event"]), seq=r.payload.get("seq"),
                     order=int(r.payload.get("order", 0)), recorded_at=r.created_at)
         for r in await store.list_effects(session_id, kind=EVENT)
         if r.payload.get("event", {}).get("run_id") == run_id
     ]
+    return sorted(found, key=_recording_order)
+
+
+def _recording_order(entry: OutboxEntry) -> tuple[Any, ...]:
     epoch = datetime.min.replace(tzinfo=UTC)
-    return sorted(found, key=lambda e: (e.recorded_at or epoch, e.order, e.entry))
+    return (is_redelivery(entry.entry), entry.seq is not None, entry.seq or 0, entry.recorded_at or epoch, entry.order,
+            entry.entry)
 
 
 async def done_entries(store: SessionStore, session_id: str, subscription: str) -> set[str]:
@@ -82,8 +99,8 @@ async def mark_done(store: SessionStore, session_id: str, subscription: str, ent
     await store.record_effect(session_id, f"notify-done:{subscription}:{entry}", DONE, {"outcome": outcome})
 
 
-async def record_attempt(store: SessionStore, session_id: str, attempt: Attempt) -> None:
-    key = f"notify-try:{attempt.subscription}:{attempt.entry}:{attempt.attempt}"
+async def record_attempt(store: SessionStore, session_id: str, attempt: Attempt, *, key: str | None = None) -> None:
+    key = f"notify-try:{attempt.subscription}:{attempt.entry}:{key or attempt.attempt}"
     await store.record_effect(session_id, key, ATTEMPT, attempt.model_dump(mode="json"))
 
 

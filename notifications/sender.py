@@ -1,10 +1,11 @@
-"""One delivery attempt over HTTP: the channel's body, signed for webhooks, POSTed without following redirects."""
+"""One delivery attempt over HTTP: the channel's body, signed for webhooks, POSTed without following redirects (and one
+POST of a Slack interaction's update to its `response_url`)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 from pydantic import BaseModel
@@ -59,6 +60,22 @@ async def send(
         return SendResult(outcome="gone", status=status, error="the receiver answered 410 Gone")
     return SendResult(outcome="retry", status=status, error=f"HTTP {status}",
                       retry_in_seconds=next_delay(attempt, retry_after))
+
+
+async def post_slack_response(url: str, message: dict[str, Any], *, attempt: int) -> SendResult:
+    """One POST to a Slack interaction's `response_url` (Slack's own URL, from a verified request). Slack answers 404
+    once it expired (after 30 minutes) or was used up, so only a network error, 429 and 5xx are worth another try."""
+    headers = {"content-type": "application/json", "user-agent": USER_AGENT}
+    try:
+        status, retry_after = await _post(url, json.dumps(message), headers, public_only=False)
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+        return SendResult(outcome="retry", error=type(error).__name__, retry_in_seconds=next_delay(attempt))
+    if 200 <= status < 300:
+        return SendResult(outcome="delivered", status=status)
+    if status == 429 or status >= 500:
+        return SendResult(outcome="retry", status=status, error=f"HTTP {status}",
+                          retry_in_seconds=next_delay(attempt, retry_after))
+    return SendResult(outcome="gone", status=status, error=f"HTTP {status}")
 
 
 async def _post(url: str, body: str, headers: dict[str, str], *, public_only: bool) -> tuple[int, str | None]:

@@ -147,7 +147,8 @@ def _with_resume_point(outcome: RunOutcome, driver: RunDriver) -> RunOutcome:
 def _notify(context: df.DurableOrchestrationContext, driver: RunDriver, what: Literal["approvals", "finished"]) -> Any:
     """Record the transition's events and wake their deliveries (only runs started with notifications configured)."""
     run = driver.run
-    return notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent, what=what)
+    return notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent, what=what,
+                  seq=driver.notify_seq)
 
 
 def _next(

@@ -52,7 +52,7 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
     request = driver.start(context.current_utc_datetime)
     while not isinstance(request, Finished):
         try:
-            event = yield from _carry_out(context, waits, request)
+            event = yield from _carry_out(context, waits, request, driver.notify_seq)
         except Exception as error:
             step = driver.active_step
             code, message = reported(context, f"step '{step}'" if step else "the workflow", error)
@@ -61,26 +61,30 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
             return {}  # continued as new
         request = driver.send(event, context.current_utc_datetime)
     _publish(context, driver)
-    yield from _notify(context, workflow_input.ref, "finished")
+    yield from _notify(context, workflow_input.ref, "finished", driver.notify_seq)
     return request.outcome.model_dump(mode="json")
 
 
-def _notify(context: df.DurableOrchestrationContext, ref: WorkflowRef, what: Literal["approvals", "finished"]) -> Any:
-    """Record the workflow's events (a gate opened, decided or expired; its end) and wake their deliveries."""
+def _notify(
+    context: df.DurableOrchestrationContext, ref: WorkflowRef, what: Literal["approvals", "finished"], seq: int
+) -> Any:
+    """Record the workflow's events (a gate opened, decided or expired; its end) and wake their deliveries; `seq`:
+    the workflow's position, their order."""
     return notify(context, ref.notify, run_id=ref.run_id, session_id=ref.control_session, agent=ref.workflow,
-                  what=what)
+                  what=what, seq=seq)
 
 
 def _carry_out(
-    context: df.DurableOrchestrationContext, waits: WorkflowWaits, request: Request
+    context: df.DurableOrchestrationContext, waits: WorkflowWaits, request: Request, notify_seq: int
 ) -> Generator[Any, Any, Event | None]:
-    """Run one request as durable tasks; what happened, or None once the execution continued as new."""
+    """Run one request as durable tasks; what happened, or None once the execution continued as new. `notify_seq`:
+    the workflow's position, which orders the notifications a gate activity records."""
     if isinstance(request, CallActivity):
         task = request.activity.call(context, request.input)
         waits.publish()
         completed = ActivityCompleted(output=request.activity.parse((yield task)))
         if request.activity.name in NOTIFYING_ACTIVITIES:
-            yield from _notify(context, request.input.ref, "approvals")
+            yield from _notify(context, request.input.ref, "approvals", notify_seq)
         return completed
     if isinstance(request, TakeCancel):
         return waits.take_cancel()

@@ -555,6 +555,11 @@ class WorkflowDriver:
         step = self.definition.step(step_id)
         return isinstance(step, ApprovalStep) and step.on_reject == "fail"
 
+    @property
+    def notify_seq(self) -> int:
+        """The seq of the next position: deterministic and never smaller than before (it orders the notifications)."""
+        return seq_for(CONTROL_ORDINAL, self.state.next_position)
+
     def _allocate(self) -> int:
         seq = seq_for(CONTROL_ORDINAL, self.state.next_position)
         self.state.next_position += 1

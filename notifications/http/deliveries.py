@@ -1,5 +1,7 @@
 """`GET /api/runs/{run_id}/deliveries` (the run's notification log: each event, per subscription, with its attempts)
-and `POST /api/runs/{run_id}/deliveries/{event_id}/redeliver` (send it again, with the same `webhook-id`)."""
+and `POST /api/runs/{run_id}/deliveries/{event_id}/redeliver` (send it again, with the same `webhook-id`, by a
+delivery orchestration of its own: recorded first, then started under a fresh id, so it goes out whatever the run's
+own delivery orchestration is doing)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from http_api.adapter import http_endpoint, json_response
 from http_api.problems import not_found
 from http_api.runs import run_or_404
 from notifications import outbox
-from notifications.activities import run_subscriptions, start_or_wake
+from notifications.activities import run_subscriptions, start_redelivery
 
 
 class DeliveryView(BaseModel):
@@ -56,7 +58,7 @@ async def list_deliveries(req: func.HttpRequest) -> func.HttpResponse:
                     if t["subscription"] == subscription.key and t["entry"] == entry.entry]
             views.append(DeliveryView(
                 subscription=subscription.key, event_id=entry.event.id, type=entry.event.type,
-                timestamp=entry.event.timestamp, redelivery=entry.entry.count(":") > 1,
+                timestamp=entry.event.timestamp, redelivery=outbox.is_redelivery(entry.entry),
                 status=_status(entry.entry in done, mine, stopped), attempts=mine,
             ))
     return json_response(DeliveryLogBody(run_id=run.run_id, deliveries=views))
@@ -76,8 +78,9 @@ async def redeliver(req: func.HttpRequest, client: df.DurableOrchestrationClient
     found = next((e for e in await outbox.entries(store, run.session_id, run.run_id) if e.event.id == event_id), None)
     if found is None:
         raise not_found("delivery_not_found", "Delivery", event_id, field="path.event_id")
-    await outbox.record_redelivery(store, run.session_id, found.event, uuid.uuid4().hex[:12])
+    nonce = uuid.uuid4().hex[:12]
+    entry = await outbox.record_redelivery(store, run.session_id, found.event, nonce)
     keys = [s.key for s in await run_subscriptions(store, run.session_id, run.run_id) if s.wants(found.event.type)]
     for key in keys:
-        await start_or_wake(client, key, run.run_id, run.session_id)
+        await start_redelivery(client, key, run_id=run.run_id, session_id=run.session_id, entry=entry, nonce=nonce)
     return json_response(RedeliveryAccepted(event_id=event_id, subscriptions=keys), status=202)

@@ -4,7 +4,8 @@ The request is Slack's only if its `v0` signature over `v0:{timestamp}:{body}` m
 five minutes (the maintained `slack_sdk` verifier, constant-time), and each signature is accepted once (a replay
 inside the window is refused too). The Slack user becomes an approver only through `SLACK_APPROVERS`; the decision
 then takes the API's path (`http_api.approvals.record_decision`: roles, separation of duties, exactly one winner),
-the channel is recorded for the audit, and the Slack message is updated through the interaction's `response_url`."""
+the channel is recorded for the audit, and Slack is answered at once; the message is updated through the
+interaction's `response_url` afterwards, durably (`notifications.slack_responses`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
@@ -31,10 +31,10 @@ from http_api.models import ApprovalDecisionRequest
 from http_api.problems import ApiProblem
 from notifications.payloads import slack_outcome
 from notifications.settings import NotificationSettings
+from notifications.slack_responses import respond_later
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
-RESPONSE_TIMEOUT_SECONDS = 10
 
 
 class SlackUser(BaseModel):
@@ -94,12 +94,13 @@ async def slack_interactions(req: func.HttpRequest, client: df.DurableOrchestrat
     if interaction.type != "block_actions" or action is None or not action.value or not action.block_id:
         return json_response({"ok": True, "ignored": True})  # e.g. the "Open" link button
     run_id = action.block_id.removeprefix("approval:")
+    services = RunServices.current()
+    reply = _Reply(client, services, interaction, request_id(signature))
     mapped = settings.slack_user_map().get(interaction.user.id)
     if mapped is None:
-        await _respond(interaction, {"response_type": "ephemeral", "replace_original": False,
-                                     "text": "Your Slack account is not mapped to an approver of this app."})
+        await reply.later(await _session_of(services, run_id), _ephemeral(
+            "Your Slack account is not mapped to an approver of this app."))
         return json_response({"ok": False, "reason": "slack_user_not_mapped"})
-    services = RunServices.current()
     principal = channel_principal(mapped[0], mapped[1])
     with acting_as(principal):
         try:
@@ -111,22 +112,37 @@ async def slack_interactions(req: func.HttpRequest, client: df.DurableOrchestrat
             )
             decided = await record_decision(services, DurableGateway(client), run, record, decision)
         except ApiProblem as problem:
-            await _respond(interaction, {"response_type": "ephemeral", "replace_original": False,
-                                         "text": await _why(services, action.value, problem)})
+            if problem.code != "slack_request_replayed":  # the first request's reply is on its way
+                await reply.later(await _session_of(services, run_id),
+                                  _ephemeral(await _why(services, action.value, problem)))
             return json_response({"ok": False, "code": problem.code})
     await services.store.record_effect(run.session_id, f"decision-source:{decided.approval_id}", "decision_source",
                                        {"source": "slack", "slack_user_id": interaction.user.id,
                                         "decided_by": principal.id, "decision": decided.status})
     outcome = f"{'Approved' if decided.status == 'approved' else 'Rejected'} by {principal.name} (in Slack)."
-    await _respond(interaction, slack_outcome(interaction.message, outcome))
+    await reply.later(run.session_id, slack_outcome(interaction.message, outcome))
     return json_response({"ok": True, "status": decided.status})
 
 
+def request_id(signature: str) -> str:
+    """One Slack request (its signature is unique to its timestamp and body): for the replay check and its reply."""
+    return hashlib.sha256(signature.encode()).hexdigest()[:32]
+
+
 async def _accept_once(services: RunServices, session_id: str, signature: str) -> None:
-    key = "slack-request:" + hashlib.sha256(signature.encode()).hexdigest()[:32]
-    _, created = await services.store.record_effect(session_id, key, "slack_request", {})
+    _, created = await services.store.record_effect(session_id, f"slack-request:{request_id(signature)}",
+                                                    "slack_request", {})
     if not created:
         raise ApiProblem(409, "slack_request_replayed", "This Slack request was already handled")
+
+
+async def _session_of(services: RunServices, run_id: str) -> str | None:
+    run = await services.store.get_run(run_id)
+    return run.session_id if run is not None else None
+
+
+def _ephemeral(text: str) -> dict[str, Any]:
+    return {"response_type": "ephemeral", "replace_original": False, "text": text}
 
 
 async def _why(services: RunServices, approval_id: str, problem: ApiProblem) -> str:
@@ -139,17 +155,20 @@ async def _why(services: RunServices, approval_id: str, problem: ApiProblem) -> 
     return f"{problem.title}. {problem.detail}" if problem.detail else problem.title
 
 
-async def _respond(interaction: SlackInteraction, message: dict[str, Any]) -> None:
-    """Post to the interaction's `response_url` (given by the verified request); a failure is logged, not raised."""
-    url = interaction.response_url
-    if not url or urlsplit(url).scheme not in ("https", "http"):
-        return
-    try:
-        timeout = aiohttp.ClientTimeout(total=RESPONSE_TIMEOUT_SECONDS)
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
-            url, json=message, allow_redirects=False
-        ) as response:
-            if response.status >= 300:
-                log.warning("Slack response_url answered %s", response.status)
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
-        log.warning("Slack response_url failed: %s", type(error).__name__)
+class _Reply:
+    """The interaction's `response_url` (given by the verified request): what is posted there goes after Slack was
+    answered (`notifications.slack_responses`), never before: Slack wants its answer within three seconds."""
+
+    def __init__(self, client: df.DurableOrchestrationClient, services: RunServices, interaction: SlackInteraction,
+                 request: str) -> None:
+        self._client, self._store, self._url, self._request = client, services.store, interaction.response_url, request
+
+    async def later(self, session_id: str | None, message: dict[str, Any]) -> None:
+        """Record the message in the run's session and start sending it. Without a run (deleted meanwhile) there is
+        nowhere to keep it: nothing is sent. A failure is logged, not raised: the decision stands either way."""
+        if not self._url or urlsplit(self._url).scheme not in ("https", "http") or session_id is None:
+            return
+        try:
+            await respond_later(self._client, self._store, session_id, self._request, self._url, message)
+        except Exception:
+            log.exception("the Slack message update could not be scheduled")

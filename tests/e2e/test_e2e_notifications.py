@@ -4,11 +4,16 @@ redelivery, and per-run webhooks (only allowed hosts)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Any
 
 import pytest
-from e2e_harness import InProcessApp, pending_ids
+from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
+from e2e_harness import InProcessApp, pending_ids, until_completed
+from e2e_settings import watches_the_app_in_process
 from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -102,6 +107,128 @@ def test_a_receiver_down_for_six_hours_gets_everything_in_order_after(
         assert head["status"] == "delivered" and len(head["attempts"]) == len(tried) + 1
 
 
+def idle_checks(status: Any) -> list[bool]:
+    """The `final` flag of each idle check a delivery orchestration made (from its history)."""
+    results = [e.get("Result") for e in status.to_json()["historyEvents"]
+               if e["EventType"] == "TaskCompleted" and e.get("FunctionName") == "deliver_next"]
+    return [r["final"] for r in results if isinstance(r, dict) and r["outcome"] == "idle"]
+
+
+@watches_the_app_in_process
+def test_the_run_s_end_is_delivered_though_its_delivery_looked_between_the_end_and_its_event(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run is marked ended before its end's event is recorded. A delivery orchestration that looked in between
+    found nothing pending and the run ended, so it ended too, and the end's wake-up, sent on a look that still saw it
+    running, was dropped (or refused): `run.completed` stayed pending for good. This happened by itself in about one
+    run in five; here the interleaving is forced: the look in between, then the status check just before the end."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        view = app.start_until_approval()
+        run_id, [approval_id] = view["run_id"], pending_ids(view)
+        app.settle()
+        [key] = {d["subscription"] for d in deliveries(app, run_id)}
+        delivery, engine = f"notify-{key}-{run_id}", app.host.engine
+        outbox = app.app_module("notifications.outbox")
+        record_events, get_status = outbox.record_events, DurableOrchestrationClient.get_status
+        stale = [False]
+
+        async def after_a_look_in_between(store: Any, session_id: str, events: list[Any], **kwargs: Any) -> int:
+            if any(e.final for e in events):  # the run has ended; its end's event is about to be recorded
+                looks = len(idle_checks(await engine.get_status(delivery, show_history=True, show_history_output=True)))
+                await engine.raise_event(delivery, "notify", "{}")
+                while len(checks := idle_checks(
+                        await engine.get_status(delivery, show_history=True, show_history_output=True))) == looks:
+                    await asyncio.sleep(0.02)  # the orchestration runs on this loop: look again
+                while checks[-1] and (await engine.get_status(delivery)).to_json()["runtimeStatus"] != "Completed":
+                    await asyncio.sleep(0.02)  # it decided to end: let it end, before the status check below
+                stale[0] = True
+            return await record_events(store, session_id, events, **kwargs)
+
+        async def looked_just_before_it_ended(self: Any, instance_id: str, *args: Any, **kwargs: Any) -> Any:
+            status = await get_status(self, instance_id, *args, **kwargs)
+            if instance_id == delivery and stale[0] and status.runtime_status != OrchestrationRuntimeStatus.Running:
+                stale[0] = False
+                status._runtime_status = OrchestrationRuntimeStatus.Running
+            return status
+
+        monkeypatch.setattr(outbox, "record_events", after_a_look_in_between)
+        monkeypatch.setattr(DurableOrchestrationClient, "get_status", looked_just_before_it_ended)
+        assert app.decide(run_id, approval_id, "approve").status_code == 202
+        app.settle()
+        assert app.view(run_id)["status"] == "completed"
+        assert receiver.types() == ["approval.requested", "approval.decided", "run.completed"]
+        assert app.history(delivery)["runtimeStatus"] == "Completed"
+
+
+@watches_the_app_in_process
+def test_a_wake_up_refused_because_the_delivery_just_ended_starts_it_again(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's next event finds its delivery orchestration running, which has ended by the wake-up (410): it is
+    started again at once (it reads the store), rather than the step failing and waiting for its retry."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        view = app.start_until_approval()
+        run_id, [approval_id] = view["run_id"], pending_ids(view)
+        app.settle()
+        [key] = {d["subscription"] for d in deliveries(app, run_id)}
+        delivery = f"notify-{key}-{run_id}"
+        app.host.run(app.host.engine.terminate(delivery, "ended"))
+        app.host.wait_for_status(delivery)
+        get_status = DurableOrchestrationClient.get_status
+
+        async def looked_just_before_it_ended(self: Any, instance_id: str, *args: Any, **kwargs: Any) -> Any:
+            status = await get_status(self, instance_id, *args, **kwargs)
+            if instance_id == delivery:
+                status._runtime_status = OrchestrationRuntimeStatus.Running
+            return status
+
+        monkeypatch.setattr(DurableOrchestrationClient, "get_status", looked_just_before_it_ended)
+        assert app.decide(run_id, approval_id, "approve").status_code == 202
+        app.settle()
+        assert app.view(run_id)["status"] == "completed"
+        assert receiver.types() == ["approval.requested", "approval.decided", "run.completed"]
+
+
+@watches_the_app_in_process
+def test_events_go_in_the_run_s_order_whatever_the_clocks_of_the_hosts_recording_them(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each transition's events are recorded by whichever host runs the step, and the store stamps them with that
+    host's clock. Here each is an hour further behind than the last, while the receiver is down: once it is up, the
+    events still go in the run's order (they were sorted by those stamps: `run.completed` went first)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    receiver.status = 503
+    with app_with(**webhook_settings(receiver)) as app:
+        outbox = app.app_module("notifications.outbox")
+        record_events = outbox.record_events
+        behind = [0]
+
+        async def on_a_host_further_behind(store: Any, *args: Any, **kwargs: Any) -> int:
+            behind[0] += 1
+            clock = store._clock
+            with monkeypatch.context() as skewed:
+                skewed.setattr(store, "_clock", lambda: clock() - timedelta(hours=behind[0]))
+                return await record_events(store, *args, **kwargs)
+
+        monkeypatch.setattr(outbox, "record_events", on_a_host_further_behind)
+        view = app.start_until_approval()
+        run_id, [approval_id] = view["run_id"], pending_ids(view)
+        assert app.decide(run_id, approval_id, "approve").status_code == 202
+        app.settle()
+        assert app.view(run_id)["status"] == "completed" and behind[0] == 3
+        assert receiver.accepted() == []
+
+        receiver.status = 200
+        app.advance(3600)
+        assert receiver.types() == ["approval.requested", "approval.decided", "run.completed"]
+        assert [d["type"] for d in deliveries(app, run_id)] == receiver.types()
+
+
 def test_while_the_secret_is_rotated_receivers_holding_either_secret_verify(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
     receiver: WebhookReceiver,
@@ -160,6 +287,40 @@ def test_redeliver_sends_the_same_webhook_id_again(
         assert again[1].verified
         unknown = app.http.post(f"/api/runs/{run_id}/deliveries/msg_unknown/redeliver")
         assert unknown.status_code == 404
+
+
+@watches_the_app_in_process
+def test_a_redelivery_goes_out_though_the_delivery_orchestration_ends_meanwhile(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's delivery orchestration is running when a redelivery is asked for, and ends (the run was cancelled
+    meanwhile, its end delivered) before it can be woken: the wake-up was refused with a 500, and the recorded entry
+    waited for an orchestration that was gone. A redelivery is sent by an orchestration of its own instead."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        view = app.start_until_approval()
+        run_id = view["run_id"]
+        app.settle()
+        [requested] = receiver.accepted()
+        gateway = app.app_module("http_api.durable_gateway").DurableGateway
+        wake = DurableOrchestrationClient.raise_event
+        armed = [True]
+
+        async def ended_before_the_wake(self: Any, instance_id: str, name: str, *args: Any, **kwargs: Any) -> None:
+            if armed.pop() if armed else False:
+                await gateway(self).send_cancel(run_id, "cancelled meanwhile")
+                await until_completed(gateway(self), instance_id)  # the run's end delivered: it ended
+            await wake(self, instance_id, name, *args, **kwargs)
+
+        monkeypatch.setattr(DurableOrchestrationClient, "raise_event", ended_before_the_wake)
+        response = app.http.post(f"/api/runs/{run_id}/deliveries/{requested.headers['webhook-id']}/redeliver")
+        assert response.status_code == 202, response.text
+        app.settle()
+        again = [d for d in receiver.accepted() if d.payload["type"] == "approval.requested"]
+        assert len(again) == 2 and {d.headers["webhook-id"] for d in again} == {requested.headers["webhook-id"]}
+        assert all(d.verified for d in again)
+        assert [d["status"] for d in deliveries(app, run_id) if d["redelivery"]] == ["delivered"]
 
 
 def test_a_run_webhook_must_name_an_allowed_host(
@@ -255,3 +416,43 @@ def test_deliveries_end_with_the_run_for_subscriptions_that_skip_its_final_event
         assert app.view(run_id)["status"] == "completed"
         assert receiver.types() == ["approval.requested", "approval.decided"] and len(slack.accepted()) == 1
         assert delivery_statuses(app, run_id) == {key: "Completed" for key in statuses}
+
+
+@watches_the_app_in_process
+def test_a_delivery_step_that_keeps_failing_is_given_up_after_days_and_can_be_redelivered(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not the receiver: the delivery step itself raises (a bug; the store down). It is retried on the capped backoff
+    for three days (before, it was retried forever, and after about a thousand failures the backoff overflowed), then
+    the event is given up: in the log as `abandoned`, with why, and redeliverable."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver)) as app:
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug in the delivery step")
+
+        monkeypatch.setattr(app.app_module("notifications.activities"), "send", broken)
+        started = app.host.clock.now()
+        run_id = app.start()["run_id"]
+        app.settle()
+        [key] = {d["subscription"] for d in deliveries(app, run_id)}
+        delivery = f"notify-{key}-{run_id}"
+        while app.host.clock.now() - started < timedelta(days=3) - timedelta(hours=1):
+            app.advance(3600)
+        [entry] = deliveries(app, run_id)
+        assert entry["status"] == "pending" and app.history(delivery)["runtimeStatus"] == "Running"
+
+        for _ in range(8):  # the failure that comes once it has been failing for three days gives the event up
+            app.advance(3600)
+        [entry] = deliveries(app, run_id)
+        assert entry["status"] == "abandoned", entry
+        assert "redeliver" in entry["attempts"][-1]["error"]
+        assert app.history(delivery)["runtimeStatus"] == "Completed"
+        assert receiver.deliveries == []
+
+        monkeypatch.undo()  # fixed: a redelivery sends it
+        response = app.http.post(f"/api/runs/{run_id}/deliveries/{entry['event_id']}/redeliver")
+        assert response.status_code == 202, response.text
+        app.settle()
+        [done] = receiver.accepted()
+        assert done.verified and done.headers["webhook-id"] == entry["event_id"]

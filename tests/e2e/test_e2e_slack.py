@@ -26,6 +26,10 @@ from scripted_model import Reply, Script, ScriptedModelServer
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 ROUTE = "/api/integrations/slack/interactions"
+# Slack wants its answer within 3 s. The test's bound is looser, so that a loaded machine cannot fail it: what it must
+# catch is an answer that waits for `response_url`, which the receiver holds until the test releases it (the old code
+# waited there until its 10 s timeout).
+SLACK_ACK_SECONDS = 8.0
 EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 
 
@@ -102,6 +106,43 @@ def test_approve_in_slack(
         assert "Approved by anonymous (in Slack)" in update.payload["text"]
         assert not any(b["type"] == "actions" for b in update.payload["blocks"])  # no buttons left
         assert [e["source"] for e in app.effects(view["session_id"], "decision_source")] == ["slack"]
+
+
+def test_slack_is_answered_at_once_and_a_slow_response_url_still_gets_the_update(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    slack: WebhookReceiver, responses: WebhookReceiver,
+) -> None:
+    """The message's update once went to `response_url` before Slack was answered: a slow `response_url` held the
+    answer past Slack's three seconds (the person who clicked saw an error). Now Slack is answered with the decision
+    applied while `response_url` still holds the update, and the update goes out durably: refused once (503), it is
+    sent again on a durable timer."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    with app_with(**slack_settings(slack)) as app:
+        view = app.start_until_approval()
+        run_id = view["run_id"]
+        body = click(approval_message(app, slack), "approve", responses)
+        responses.hold()
+        responses.status = 503
+
+        def from_slack() -> httpx.Response:
+            with httpx.Client(base_url=app.host.base_url, timeout=60) as http:
+                return http.post(ROUTE, content=body, headers=signed(body))
+
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(from_slack).result(timeout=SLACK_ACK_SECONDS)
+        assert (answer.status_code, answer.json()) == (200, {"ok": True, "status": "approved"})
+        assert responses.deliveries == []  # nothing answered yet: the receiver holds what reached it
+        assert [a["status"] for a in app.approvals(run_id)] == ["approved"]
+
+        responses.release()
+        app.settle()
+        assert [d.answered for d in responses.deliveries] == [503]
+        responses.status = 200
+        app.advance(60)
+        [update] = responses.accepted()
+        assert update.payload["replace_original"] is True
+        assert "Approved by anonymous (in Slack)" in update.payload["text"]
+        assert app.view(run_id)["status"] == "completed"
 
 
 def test_forged_stale_replayed_and_unmapped_requests_decide_nothing(

@@ -1,5 +1,6 @@
 """A webhook receiver on loopback for the tests: verifies every delivery with the `standardwebhooks` library (as a
-real receiver would), records what it got, and answers what the test tells it to (up, down, 410, Retry-After)."""
+real receiver would), records what it got, and answers what the test tells it to (up, down, 410, Retry-After, or only
+once released: a slow receiver, without a sleep)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from standardwebhooks import Webhook
 
 SECRET = "whsec_" + "c2VjcmV0LWZvci10aGUtd2ViaG9vay10ZXN0cy0xMjM0NTY="
+RELEASE_WITHIN_S = 120.0  # a held request waits for the test at most this long (bounds a failing test)
 
 
 @dataclass
@@ -31,6 +33,18 @@ class WebhookReceiver:
     deliveries: list[Delivery] = field(default_factory=list)  # every request, in arrival order
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _open: threading.Event = field(default_factory=threading.Event)
+    held: int = 0  # requests waiting to be released
+
+    def __post_init__(self) -> None:
+        self._open.set()
+
+    def hold(self) -> None:
+        """From now on every request waits, unanswered, until `release()` (a receiver that is slow to answer)."""
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
 
     @property
     def url(self) -> str:
@@ -44,6 +58,12 @@ class WebhookReceiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                if not receiver._open.is_set():
+                    with receiver._lock:
+                        receiver.held += 1
+                    receiver._open.wait(RELEASE_WITHIN_S)
+                    with receiver._lock:
+                        receiver.held -= 1
                 try:
                     payload = Webhook(receiver.secret).verify(body, headers) if "webhook-id" in headers else None
                     verified = payload is not None
@@ -68,6 +88,7 @@ class WebhookReceiver:
         return self
 
     def stop(self) -> None:
+        self.release()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from standardwebhooks import Webhook
 
-from notifications.backoff import MAX_DELAY_SECONDS, next_delay, parse_retry_after
+from notifications.backoff import MAX_DELAY_SECONDS, STEP_GIVE_UP_AFTER, gives_up, next_delay, parse_retry_after
 from notifications.destinations import DestinationError, check_resolved, check_run_webhook, is_public_address
 from notifications.events import approval_event, approval_transitions, event_id, run_event, wanted
 from notifications.links import LinkError, sign_link, verify_link
@@ -76,6 +76,19 @@ def test_backoff_doubles_to_an_hour_and_retry_after_wins() -> None:
     assert next_delay(0, "999999") == 6 * 3600  # bounded
     assert parse_retry_after("Wed, 01 Jan 2030 12:05:00 GMT", now=NOW) == 300
     assert parse_retry_after("soon") is None
+
+
+def test_backoff_stays_capped_however_many_times_a_step_failed() -> None:
+    """A delivery step that keeps failing counts up without end: its delay stays the cap (`10.0 * 2**1024` overflowed
+    a float, which failed the delivery orchestration after about a thousand failures)."""
+    assert [next_delay(n) for n in (9, 1023, 1024, 5000, 10**6)] == [MAX_DELAY_SECONDS] * 5
+
+
+def test_a_step_failing_itself_is_given_up_after_days_whatever_the_clock_s_zone() -> None:
+    assert timedelta(days=1) <= STEP_GIVE_UP_AFTER  # a schedule of days, as Standard Webhooks senders have
+    assert not gives_up(NOW, NOW + STEP_GIVE_UP_AFTER - timedelta(seconds=1))
+    assert gives_up(NOW, NOW + STEP_GIVE_UP_AFTER)
+    assert gives_up(NOW.replace(tzinfo=None), NOW + STEP_GIVE_UP_AFTER)  # a naive time is UTC
 
 
 def test_decision_links_are_bound_signed_and_expiring() -> None:
