@@ -11,7 +11,8 @@ Everything it does is recorded under the state directory, so tests (in another p
   same without a second effect);
 - `crash_once` (a file the test creates, empty or naming an item): the next `record` (of that item) stores its effect
   and then the process dies before it answers - the lost answer of a crash;
-- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run);
+- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run;
+  `later` and `big` are listed only when it names them);
 - `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones;
 - `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...);
 - `page_size` (a file the test writes, a number): `tools/list` answers in pages of that many tools (`nextCursor`).
@@ -152,6 +153,15 @@ def build(state: Path) -> TestServer:
             ),
             ResourceLink(type="resource_link", uri="file:///big.bin", name="big.bin", mime_type="application/zip"),
         ]
+
+    @server.tool(structured_output=False)  # the contents once, not repeated as structured content
+    def big(chars: int, images: int, ctx: Context) -> list[Any]:
+        """A text of `chars` characters and `images` PNG-typed images of 400 KB each (results past what a session
+        item holds); listed only when tools.json names it."""
+        log_call(ctx, "big", {"chars": chars, "images": images})
+        data = base64.b64encode(b"\x89PNG" + bytes(400 * 1024)).decode()
+        texts = [TextContent(type="text", text="x" * chars)] if chars else []
+        return texts + [ImageContent(type="image", data=data, mime_type="image/png") for _ in range(images)]
 
     @server.tool()
     def later(x: int, ctx: Context) -> str:

@@ -378,3 +378,24 @@ def test_a_redelivered_discovery_keeps_the_first_list(
             assert [c["arguments"] for c in mcp_server.calls("record")] == [{"item": "once"}]
         finally:
             app.services().reset()
+
+
+@pytest.mark.parametrize(("chars", "images"), [(2_500_000, 0), (0, 5)], ids=["text", "images"])
+def test_a_result_larger_than_a_session_item_reaches_the_model_cut_to_fit(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess, chars: int, images: int
+) -> None:
+    """A server may answer up to `MAX_ANSWER_BYTES` (4 MiB), twice what one stored message holds (Cosmos: 2 MB an
+    item): a 2.5 MB text, or five images each within the inline bound, are cut to fit, with a note saying so, and the
+    run goes on, instead of the step failing to store its result on every retry."""
+    mcp_server.show_tools(["echo", "big"])
+    model.set_script(Script.of(Reply.call("big", {"chars": chars, "images": images}), "Too much."))
+    started = mcp_app.start(agent="mcp_helper", input="get it all")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "completed", view
+    assert view["output"]["text"] == "Too much."
+    [told] = tool_messages(model)
+    assert len(told.encode()) < 1_100_000 and "omitted" in told
+    messages = mcp_app.session_messages(view["session_id"])
+    [result] = [c for m in messages for c in m["contents"] if c["type"] == "function_result"]
+    assert len(json.dumps(result, ensure_ascii=False).encode()) < 1_100_000

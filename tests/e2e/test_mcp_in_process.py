@@ -179,6 +179,23 @@ async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None
         process.stop()
 
 
+async def test_a_schema_naming_a_dialect_inside_it_is_refused_at_discovery(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
+) -> None:
+    """A subschema naming its own `$schema` made jsonschema check it with that dialect's plain validator: the
+    pattern matched with `re`, unbounded. `echo` with `^(a|aa)+$` there: 37 characters took 3 s, 60 would take days,
+    holding the GIL. The server is refused at discovery, as one listing a remote `$ref` is."""
+    inner = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "pattern": "^(a|aa)+$"}
+    schema = {"type": "object", "properties": {"text": {"$ref": "#/$defs/text"}}, "$defs": {"text": inner}}
+    (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
+    model.set_script(Script.of(Reply.call("echo", {"text": "a" * 20 + "b"}), "Done."))
+    failed = await AgentRunner(agent, client).run("go")
+    assert failed.status == "failed", failed
+    assert "tool 'echo' lists an input schema this app refuses: $schema at #/$defs/text" in (failed.reason or "")
+    assert len(model.log) == 0 and mcp_server.calls("echo") == []
+
+
 async def test_approval_rejected_edited_and_the_list_kept_across_resume(
     mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
 ) -> None:
