@@ -399,3 +399,24 @@ def test_a_result_larger_than_a_session_item_reaches_the_model_cut_to_fit(
     messages = mcp_app.session_messages(view["session_id"])
     [result] = [c for m in messages for c in m["contents"] if c["type"] == "function_result"]
     assert len(json.dumps(result, ensure_ascii=False).encode()) < 1_100_000
+
+
+def test_a_listing_larger_than_the_run_record_holds_fails_the_run_with_a_reason(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    """Each schema may take 64,000 characters and a run may offer 128 tools, all recorded in the run's store record
+    (one item: 2 MB on Cosmos). 41 tools with 60 KB schemas are a 2.5 MB listing, within what the client reads: the
+    run fails at once with `tool_discovery_failed` naming the size, instead of the discovery step failing to store
+    its list on every retry."""
+    padded = {"type": "object", "properties": {"text": {"type": "string", "description": "x" * 60_000}}}
+    (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": padded}))
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 40}))
+    mcp_server.show_tools(["echo"])
+    model.set_script(Script.of("never asked"))
+    started = mcp_app.start(agent="mcp_helper", input="hi")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "failed", view
+    assert view["error"]["code"] == "tool_discovery_failed"
+    assert "allowed_tools" in view["error"]["message"], view["error"]
+    assert len(model.log) == 0
