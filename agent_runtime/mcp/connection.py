@@ -27,6 +27,7 @@ from mcp_types import Tool as RemoteTool
 
 from ..tools import ToolReportedError
 from .config import McpConfigurationError, McpServer
+from .results import cut_text
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ IDEMPOTENCY_META_KEY = "idempotencyKey"
 _MAX_LIST_PAGES = 100
 # Twice the largest record a session stores (`MAX_ITEM_BYTES`): a listing or a tool answer past it could not be stored.
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# A JSON-RPC error's message is the server's text, told to the model and stored as the call's error: a few lines.
+MAX_PROTOCOL_ERROR_BYTES = 16 * 1024
 
 
 class McpUnavailableError(ToolReportedError):
@@ -111,7 +114,8 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
             if done:  # the answer arrived; only closing the connection failed
                 logger.info("MCP server %r: closing the connection failed after %s", server.name, what)
             elif protocol_error is not None:
-                raise McpProtocolError(f"MCP server {server.name!r} refused {what}: {protocol_error}") from error
+                told = cut_text(str(protocol_error), MAX_PROTOCOL_ERROR_BYTES)
+                raise McpProtocolError(f"MCP server {server.name!r} refused {what}: {told}") from error
             else:
                 last = error
                 logger.warning(

@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     EmbeddedResource,
     ImageContent,
@@ -155,10 +156,13 @@ def build(state: Path) -> TestServer:
         ]
 
     @server.tool(structured_output=False)  # the contents once, not repeated as structured content
-    def big(chars: int, images: int, ctx: Context) -> list[Any]:
+    def big(chars: int, images: int, ctx: Context, refuse: bool = False) -> list[Any]:
         """A text of `chars` characters and `images` PNG-typed images of 400 KB each (results past what a session
-        item holds); listed only when tools.json names it."""
-        log_call(ctx, "big", {"chars": chars, "images": images})
+        item holds), or with `refuse` a JSON-RPC error whose message is that text; listed only when tools.json
+        names it."""
+        log_call(ctx, "big", {"chars": chars, "images": images, "refuse": refuse})
+        if refuse:
+            raise MCPError(code=-32602, message="x" * chars)
         data = base64.b64encode(b"\x89PNG" + bytes(400 * 1024)).decode()
         texts = [TextContent(type="text", text="x" * chars)] if chars else []
         return texts + [ImageContent(type="image", data=data, mime_type="image/png") for _ in range(images)]

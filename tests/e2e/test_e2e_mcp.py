@@ -380,15 +380,26 @@ def test_a_redelivered_discovery_keeps_the_first_list(
             app.services().reset()
 
 
-@pytest.mark.parametrize(("chars", "images"), [(2_500_000, 0), (0, 5)], ids=["text", "images"])
+@pytest.mark.parametrize(
+    ("chars", "images", "refuse"),
+    [(2_500_000, 0, False), (0, 5, False), (2_500_000, 0, True)],
+    ids=["text", "images", "protocol-error"],
+)
 def test_a_result_larger_than_a_session_item_reaches_the_model_cut_to_fit(
-    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess, chars: int, images: int
+    mcp_app: InProcessApp,
+    model: ScriptedModelServer,
+    mcp_server: McpServerProcess,
+    chars: int,
+    images: int,
+    refuse: bool,
 ) -> None:
     """A server may answer up to `MAX_ANSWER_BYTES` (4 MiB), twice what one stored message holds (Cosmos: 2 MB an
-    item): a 2.5 MB text, or five images each within the inline bound, are cut to fit, with a note saying so, and the
-    run goes on, instead of the step failing to store its result on every retry."""
+    item): a 2.5 MB text, five images each within the inline bound, or a JSON-RPC error with a 2.5 MB message, are cut
+    to fit, with a note saying so, and the run goes on, instead of the step failing to store its result on every
+    retry."""
     mcp_server.show_tools(["echo", "big"])
-    model.set_script(Script.of(Reply.call("big", {"chars": chars, "images": images}), "Too much."))
+    arguments = {"chars": chars, "images": images, "refuse": refuse}
+    model.set_script(Script.of(Reply.call("big", arguments), "Too much."))
     started = mcp_app.start(agent="mcp_helper", input="get it all")
     mcp_app.settle()
     view = mcp_app.view(started["run_id"])
