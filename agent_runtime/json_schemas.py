@@ -170,7 +170,8 @@ def _check_shape(schema: dict[str, Any]) -> None:
                     )
             for key, value in node.items():
                 if isinstance(value, dict | list):
-                    stack.append((value, depth + 1, f"{where}/{key}", data or key in _DATA_KEYWORDS,
+                    # Only a schema's keyword holds data: in a name map, `enum` or `default` names a property.
+                    stack.append((value, depth + 1, f"{where}/{key}", data or (is_schema and key in _DATA_KEYWORDS),
                                   is_schema and key in _NAME_MAPS))
         elif isinstance(node, list):
             for index, value in enumerate(node):

@@ -179,20 +179,38 @@ async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None
         process.stop()
 
 
-async def test_a_schema_naming_a_dialect_inside_it_is_refused_at_discovery(
-    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
+HOSTILE_TEXT = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "pattern": "^(a|aa)+$"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused"),
+    [
+        ({"type": "object", "properties": {"text": {"$ref": "#/$defs/text"}}, "$defs": {"text": HOSTILE_TEXT}},
+         "$schema at #/$defs/text: a dialect is named only at the schema's root"),
+        ({"type": "object", "properties": {"text": {"type": "string"}, "default": HOSTILE_TEXT}},
+         "$schema at #/properties/default"),
+        ({"type": "object", "properties": {"text": {"type": "string"}, "enum": {"$ref": "http://127.0.0.1:9/s"}}},
+         "$ref 'http://127.0.0.1:9/s' at #/properties/enum points outside the schema"),
+    ],
+    ids=["dialect-in-defs", "dialect-in-a-property-named-default", "remote-ref-in-a-property-named-enum"],
+)
+async def test_a_schema_escaping_the_bounded_check_is_refused_at_discovery(
+    mcp_server: McpServerProcess,
+    client: OpenAIChatClient,
+    model: ScriptedModelServer,
+    schema: dict[str, Any],
+    refused: str,
 ) -> None:
-    """A subschema naming its own `$schema` made jsonschema check it with that dialect's plain validator: the
-    pattern matched with `re`, unbounded. `echo` with `^(a|aa)+$` there: 37 characters took 3 s, 60 would take days,
-    holding the GIL. The server is refused at discovery, as one listing a remote `$ref` is."""
-    inner = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "pattern": "^(a|aa)+$"}
-    schema = {"type": "object", "properties": {"text": {"$ref": "#/$defs/text"}}, "$defs": {"text": inner}}
+    """A subschema naming its own `$schema` made jsonschema check it with that dialect's plain validator: its pattern
+    matched with `re`, unbounded (`^(a|aa)+$` on 37 characters: 3 s; 60 would take days, holding the GIL). And a
+    property named `default` or `enum` was walked as data, so what it held escaped every up-front check. The server
+    is refused at discovery, as one listing a remote `$ref` is."""
     (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
     agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
     model.set_script(Script.of(Reply.call("echo", {"text": "a" * 20 + "b"}), "Done."))
     failed = await AgentRunner(agent, client).run("go")
     assert failed.status == "failed", failed
-    assert "tool 'echo' lists an input schema this app refuses: $schema at #/$defs/text" in (failed.reason or "")
+    assert f"tool 'echo' lists an input schema this app refuses: {refused}" in (failed.reason or "")
     assert len(model.log) == 0 and mcp_server.calls("echo") == []
 
 
