@@ -160,9 +160,18 @@ async def call_remote_tool(
     """Call one tool; the idempotency key travels in the request's `_meta` on every attempt."""
 
     async def operation(client: Client) -> CallToolResult:
+        # The SDK checks a result against the tool's `outputSchema`: it lists the tools again for it (a fresh
+        # connection knows none), validates with a plain jsonschema validator on the event loop (unbounded patterns
+        # and branches of a hostile schema) and raises on a mismatch as if the connection were lost (the call would
+        # be made again). The result reaches the model as the server's text; nothing here relies on its shape.
+        client.session.validate_tool_result = _accept_result  # type: ignore[method-assign]
         return await client.call_tool(name, arguments, meta={IDEMPOTENCY_META_KEY: idempotency_key})
 
     return await with_server(server, operation, f"calling tool {name!r}")
+
+
+async def _accept_result(name: str, result: CallToolResult) -> None:
+    """`ClientSession.validate_tool_result` for our calls: no check (see `call_remote_tool`)."""
 
 
 def _find(error: BaseException, kind: type[BaseException]) -> Any:

@@ -14,6 +14,7 @@ Everything it does is recorded under the state directory, so tests (in another p
 - `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run;
   `later` and `big` are listed only when it names them);
 - `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones;
+- `output_schemas.json` (a file the test writes): `{tool: output schema}` that `tools/list` shows instead;
 - `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...);
 - `page_size` (a file the test writes, a number): `tools/list` answers in pages of that many tools (`nextCursor`).
 """
@@ -78,8 +79,13 @@ class TestServer(MCPServer):
         names = json.loads(names_file.read_text()) if names_file.exists() else DEFAULT_TOOLS
         schemas_file = self.state / "schemas.json"  # {tool: input schema}: a server listing schemas of its own
         schemas = json.loads(schemas_file.read_text()) if schemas_file.exists() else {}
+        outputs_file = self.state / "output_schemas.json"  # {tool: output schema} shown instead of the generated ones
+        outputs = json.loads(outputs_file.read_text()) if outputs_file.exists() else {}
         shown = [
-            tool.model_copy(update={"input_schema": schemas[tool.name]}) if tool.name in schemas else tool
+            tool.model_copy(
+                update={"input_schema": schemas.get(tool.name, tool.input_schema),
+                        "output_schema": outputs.get(tool.name, tool.output_schema)}
+            )
             for tool in listed
             if tool.name in names
         ]

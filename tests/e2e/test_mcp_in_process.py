@@ -214,6 +214,33 @@ async def test_a_schema_escaping_the_bounded_check_is_refused_at_discovery(
     assert len(model.log) == 0 and mcp_server.calls("echo") == []
 
 
+@pytest.mark.parametrize(
+    "output_schema",
+    [
+        {"type": "object", "properties": {"result": {"type": "integer"}}},
+        {"type": "object", "properties": {"result": {"type": "string", "pattern": "^echo: (a|aa)+$"}}},
+    ],
+    ids=["not-matching", "backtracking-pattern"],
+)
+async def test_a_call_does_not_check_the_servers_output_schema(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer, output_schema: dict[str, Any]
+) -> None:
+    """The SDK's `call_tool` re-listed the tools on every call (each call has a fresh connection) and checked the
+    result's structured content against the server's `outputSchema` with a plain jsonschema validator, on the event
+    loop: unbounded patterns (`^echo: (a|aa)+$` on 40 a's and a `b` takes minutes, the loop frozen) and branches.
+    A result that failed its own schema was an exception like a lost connection: the call was made again
+    (`attempts`) and reported as the server being unavailable. The result reaches the model as text: it is not
+    checked against what the server says of it, and the call is made once."""
+    (mcp_server.state / "output_schemas.json").write_text(json.dumps({"echo": output_schema}))
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
+    text = "a" * 22 + "b"
+    model.set_script(Script.of(Reply.call("echo", {"text": text}), "Done."))
+    result = await AgentRunner(agent, client).run("go")
+    assert (result.status, result.text) == ("completed", "Done."), result
+    assert tool_messages(model) == [f"echo: {text}"]
+    assert len(mcp_server.calls("echo")) == 1
+
+
 async def test_approval_rejected_edited_and_the_list_kept_across_resume(
     mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
 ) -> None:
