@@ -79,7 +79,7 @@ def cut_text(text: str, limit: int = MAX_RESULT_BYTES) -> str:
         return text
     room = max(limit - _NOTE_ROOM, 0)
     kept = text[:room]
-    while (size := _json_bytes(kept)) > room:  # escapes and multi-byte characters: shrink in proportion
+    while kept and (size := _json_bytes(kept)) > room:  # escapes and multi-byte characters: shrink in proportion
         kept = kept[: len(kept) * room // size]
     return f"{kept}\n[... {len(text) - len(kept)} more characters omitted: a tool result is kept to {limit} bytes]"
 
