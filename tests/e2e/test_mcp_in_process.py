@@ -9,6 +9,7 @@ the test checks the bearer token reaches the server.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -356,3 +357,23 @@ async def test_a_server_that_goes_down_mid_run_is_a_tool_error_then_a_failed_sta
     failed = await runner.run("again")
     assert failed.status == "failed" and "tool_discovery_failed: MCP server 'tools'" in failed.reason
     assert len(model.log) == calls
+
+
+async def test_secrets_read_from_settings_are_masked_in_what_is_logged(
+    mcp_server: McpServerProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server's URL (`url_setting`: an endpoint with a token in its query, as many hosted MCP servers take it) and
+    its header values are secrets read from app settings: the HTTP client logs each request's URL, and a server or
+    proxy may echo a header into an error. The process masks them as it masks model keys, in every log record."""
+    from telemetry.log_redaction import install_log_redaction
+
+    install_log_redaction()
+    monkeypatch.setenv("MCP_URL_4711", f"{mcp_server.url}?token=url-secret-4711")
+    monkeypatch.setenv("MCP_KEY_4711", "header-secret-4711")
+    server = McpServer(name="tools", url_setting="MCP_URL_4711", header_settings={"X-Api-Key": "MCP_KEY_4711"})
+    with caplog.at_level(logging.INFO):
+        assert len(await list_remote_tools(server)) == 5
+        logging.getLogger("test.mcp").warning("the server said: bad key header-secret-4711")
+    formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
+    assert "HTTP Request: POST" in formatted  # the client did log the requests
+    assert "url-secret-4711" not in formatted and "header-secret-4711" not in formatted, formatted
