@@ -111,9 +111,13 @@ def _usable_tools(server: McpServer, listed: Sequence[RemoteTool]) -> list[tuple
 
 def _usable_schema(tool: str, schema: dict | None) -> dict:
     """The tool's input schema, or `SchemaRefusedError` naming the tool when it would make the app fetch a document
-    (a `$ref` outside the schema) or is too large or deep to check (nothing is fetched). An invalid schema is kept:
-    the tool's arguments then go unchecked, as before."""
+    (a `$ref` outside the schema), is too large or deep to check (nothing is fetched) or is not an object schema. An
+    invalid schema is kept: the tool's arguments then go unchecked, as before."""
     schema = dict(schema or {})
+    if schema.get("type", "object") != "object":
+        # OpenAI answers 400 to a request offering it (`parameters` must be an object schema), so every model call
+        # of every run would fail, an optional server's as much as a required one's.
+        raise SchemaRefusedError(f"tool {tool!r} lists an input schema of type {schema['type']!r}, not 'object'")
     try:
         check_schema(schema)
     except InvalidSchemaError:
