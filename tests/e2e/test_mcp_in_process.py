@@ -377,4 +377,3 @@ async def test_secrets_read_from_settings_are_masked_in_what_is_logged(
     formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
     assert "HTTP Request: POST" in formatted  # the client did log the requests
     assert "url-secret-4711" not in formatted and "header-secret-4711" not in formatted, formatted
-
