@@ -142,10 +142,11 @@ def _checking(instance: Any, value_chars: int | None) -> Iterator[None]:
 
 
 def _check_shape(schema: dict[str, Any]) -> None:
-    """Depth limit, local references only, patterns that compile in bounded time, and no `unevaluatedProperties` with
-    `patternProperties` (jsonschema matches those patterns itself, with `re`: see `schema_patterns`), walked without
-    recursion (the schema may be hostile). Data (`enum`, `const`, ...) and the names of name maps (`properties`,
-    `$defs`, ...) are not keywords: a property named `$ref` or `patternProperties` is just a name."""
+    """Depth limit, `$schema` only at the root, local references only, patterns that compile in bounded time, and no
+    `unevaluatedProperties` with `patternProperties` (jsonschema matches those patterns itself, with `re`: see
+    `schema_patterns`), walked without recursion (the schema may be hostile). Data (`enum`, `const`, ...) and the
+    names of name maps (`properties`, `$defs`, ...) are not keywords: a property named `$ref` or `patternProperties`
+    is just a name."""
     stack: list[tuple[Any, int, str, bool, bool]] = [(schema, 1, "#", False, False)]
     unevaluated = patterned = False
     while stack:
@@ -155,6 +156,10 @@ def _check_shape(schema: dict[str, Any]) -> None:
         if isinstance(node, dict):
             is_schema = not (data or names)
             if is_schema:
+                if depth > 1 and "$schema" in node:
+                    # jsonschema switches to the named dialect's own validator class there, without the bounds
+                    # (`_bounded`): its patterns would match with `re`, unbounded, its branches without a deadline.
+                    raise SchemaRefusedError(f"$schema at {where[:200]}: a dialect is named only at the schema's root")
                 _check_keywords(node, where)
                 unevaluated = unevaluated or "unevaluatedProperties" in node
                 patterned = patterned or bool(node.get("patternProperties"))
@@ -165,7 +170,8 @@ def _check_shape(schema: dict[str, Any]) -> None:
                     )
             for key, value in node.items():
                 if isinstance(value, dict | list):
-                    stack.append((value, depth + 1, f"{where}/{key}", data or key in _DATA_KEYWORDS,
+                    # Only a schema's keyword holds data: in a name map, `enum` or `default` names a property.
+                    stack.append((value, depth + 1, f"{where}/{key}", data or (is_schema and key in _DATA_KEYWORDS),
                                   is_schema and key in _NAME_MAPS))
         elif isinstance(node, list):
             for index, value in enumerate(node):

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..named_settings import named_setting
+from ..redaction import remember_secret
 from ..tools import ApprovalPolicy
 
 SETTING_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$"
@@ -126,6 +127,9 @@ def _setting(settings: Mapping[str, str] | None, name: str, what: str) -> str:
     value = named_setting(name) if settings is None else settings.get(name)
     if not value:
         raise McpConfigurationError(f"app setting {name!r} ({what}) is not set")
+    # A URL (its query may hold a token: the HTTP client logs every request's URL), a header or an environment
+    # value from a setting is a secret: masked in logs, spans and error bodies, as model keys are.
+    remember_secret(value)
     return value
 
 

@@ -27,6 +27,7 @@ from mcp_types import Tool as RemoteTool
 
 from ..tools import ToolReportedError
 from .config import McpConfigurationError, McpServer
+from .results import cut_text
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ IDEMPOTENCY_META_KEY = "idempotencyKey"
 _MAX_LIST_PAGES = 100
 # Twice the largest record a session stores (`MAX_ITEM_BYTES`): a listing or a tool answer past it could not be stored.
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# A JSON-RPC error's message is the server's text, told to the model and stored as the call's error: a few lines.
+MAX_PROTOCOL_ERROR_BYTES = 16 * 1024
 
 
 class McpUnavailableError(ToolReportedError):
@@ -111,7 +114,8 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
             if done:  # the answer arrived; only closing the connection failed
                 logger.info("MCP server %r: closing the connection failed after %s", server.name, what)
             elif protocol_error is not None:
-                raise McpProtocolError(f"MCP server {server.name!r} refused {what}: {protocol_error}") from error
+                told = cut_text(str(protocol_error), MAX_PROTOCOL_ERROR_BYTES)
+                raise McpProtocolError(f"MCP server {server.name!r} refused {what}: {told}") from error
             else:
                 last = error
                 logger.warning(
@@ -156,9 +160,18 @@ async def call_remote_tool(
     """Call one tool; the idempotency key travels in the request's `_meta` on every attempt."""
 
     async def operation(client: Client) -> CallToolResult:
+        # The SDK checks a result against the tool's `outputSchema`: it lists the tools again for it (a fresh
+        # connection knows none), validates with a plain jsonschema validator on the event loop (unbounded patterns
+        # and branches of a hostile schema) and raises on a mismatch as if the connection were lost (the call would
+        # be made again). The result reaches the model as the server's text; nothing here relies on its shape.
+        client.session.validate_tool_result = _accept_result  # type: ignore[method-assign]
         return await client.call_tool(name, arguments, meta={IDEMPOTENCY_META_KEY: idempotency_key})
 
     return await with_server(server, operation, f"calling tool {name!r}")
+
+
+async def _accept_result(name: str, result: CallToolResult) -> None:
+    """`ClientSession.validate_tool_result` for our calls: no check (see `call_remote_tool`)."""
 
 
 def _find(error: BaseException, kind: type[BaseException]) -> Any:

@@ -8,6 +8,7 @@ on what the servers listed, and it is recorded, so a run's names never change.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections import Counter
@@ -20,12 +21,15 @@ from ..check_threads import check_off_loop
 from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
 from .config import McpServer
 from .connection import list_remote_tools
-from .tools import McpToolSpec
+from .tools import MAX_DESCRIPTION_CHARS, McpToolSpec
 
 logger = logging.getLogger(__name__)
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 MAX_TOOLS = 128  # OpenAI's limit of tools per request
+MAX_RECORDED_BYTES = 1024 * 1024
+"""The run's list as recorded (UTF-8 JSON) in its store record, one item of at most 2 MB (Cosmos): 128 tools of up
+to 64,000-character schemas would be 8 MB."""
 
 
 class McpDiscoveryError(RuntimeError):
@@ -68,11 +72,27 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
     names = assign_names(taken_names, [(server.name, remote_name) for server, remote_name, _, _ in found])
     tools = [
         McpToolSpec(
-            server=server.name, remote_name=remote_name, name=name, description=description, input_schema=schema
+            server=server.name,
+            remote_name=remote_name,
+            name=name,
+            description=description[:MAX_DESCRIPTION_CHARS],  # all the model is shown: no more is recorded
+            input_schema=schema,
         )
         for (server, remote_name, description, schema), name in zip(found, names, strict=True)
     ]
+    _check_recorded_size(tools)
     return DiscoveredTools(tools=tools, skipped_servers=skipped)
+
+
+def _check_recorded_size(tools: Sequence[McpToolSpec]) -> None:
+    """`McpDiscoveryError` unless the list fits in the run's record: past it, storing the list failed on every retry
+    of the step, and the run never started."""
+    size = len(json.dumps([t.model_dump(mode="json") for t in tools], ensure_ascii=False).encode())
+    if size > MAX_RECORDED_BYTES:
+        raise McpDiscoveryError(
+            f"the tools' names, descriptions and schemas take {size} bytes; a run records at most"
+            f" {MAX_RECORDED_BYTES} (narrow the servers with allowed_tools)"
+        )
 
 
 def _usable_tools(server: McpServer, listed: Sequence[RemoteTool]) -> list[tuple[McpServer, str, str, dict]]:
@@ -91,9 +111,13 @@ def _usable_tools(server: McpServer, listed: Sequence[RemoteTool]) -> list[tuple
 
 def _usable_schema(tool: str, schema: dict | None) -> dict:
     """The tool's input schema, or `SchemaRefusedError` naming the tool when it would make the app fetch a document
-    (a `$ref` outside the schema) or is too large or deep to check (nothing is fetched). An invalid schema is kept:
-    the tool's arguments then go unchecked, as before."""
+    (a `$ref` outside the schema), is too large or deep to check (nothing is fetched) or is not an object schema. An
+    invalid schema is kept: the tool's arguments then go unchecked, as before."""
     schema = dict(schema or {})
+    if schema.get("type", "object") != "object":
+        # OpenAI answers 400 to a request offering it (`parameters` must be an object schema), so every model call
+        # of every run would fail, an optional server's as much as a required one's.
+        raise SchemaRefusedError(f"tool {tool!r} lists an input schema of type {schema['type']!r}, not 'object'")
     try:
         check_schema(schema)
     except InvalidSchemaError:

@@ -85,6 +85,40 @@ def test_a_missing_or_looping_local_reference_is_a_clear_refusal() -> None:
         schema_errors_of(safe_validator({"$ref": "#"}), {})
 
 
+@pytest.mark.parametrize(
+    "dialect", ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"]
+)
+def test_a_dialect_named_inside_the_schema_is_refused(dialect: str) -> None:
+    """jsonschema validates a subschema naming its own `$schema` with that dialect's plain validator class, outside
+    the bounds: there `^(a|aa)+$` matched 37 characters for 3 s (and doubles every two more). Any dialect, even the
+    root's own, so only the root may name one; a property named `$schema`, or one in data, is no dialect."""
+    hostile = {"$schema": dialect, "type": "string", "pattern": "^(a|aa)+$"}
+    for schema in (
+        {"type": "object", "properties": {"q": hostile}},
+        {"type": "object", "properties": {"q": {"$ref": "#/$defs/s"}}, "$defs": {"s": hostile}},
+    ):
+        with pytest.raises(SchemaRefusedError, match=r"\$schema at #/.*only at the schema's root"):
+            check_schema(schema)
+    check_schema({"$schema": dialect, "type": "object", "properties": {"$schema": {"type": "string"}}})
+    check_schema({"type": "object", "properties": {"a": {"const": {"$schema": dialect}}}})
+
+
+@pytest.mark.parametrize("name", ["enum", "const", "default", "examples"])
+def test_a_property_named_like_a_data_keyword_is_checked_as_a_schema(name: str) -> None:
+    """A property named `enum` (or `const`, ...) is a schema: it was walked as data, so its remote `$ref`, its dialect
+    and its patterns passed the up-front check (the pattern then compiled with no bound at the first call)."""
+    def under(schema: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": {name: schema}}
+
+    with pytest.raises(SchemaRefusedError, match="points outside the schema"):
+        check_schema(under({"$ref": "http://127.0.0.1:9/schema.json"}))
+    with pytest.raises(SchemaRefusedError, match="only at the schema's root"):
+        check_schema(under({"$schema": "http://json-schema.org/draft-07/schema#", "pattern": "^(a|aa)+$"}))
+    with pytest.raises(SchemaRefusedError, match="pattern"):
+        check_schema(under({"type": "string", "pattern": "(?:(?:a{1000}){1000}){10}"}))
+    check_schema({"type": "object", "properties": {"a": {name: [{"$ref": "http://x", "$schema": 1}]}}})  # data
+
+
 def test_size_depth_and_dialect_limits() -> None:
     deep: dict[str, Any] = {"type": "object"}
     for _ in range(MAX_SCHEMA_DEPTH):

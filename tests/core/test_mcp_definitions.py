@@ -134,3 +134,34 @@ def test_results_are_converted_to_our_contents() -> None:
     huge = base64.b64encode(b"x" * (MAX_INLINE_BYTES + 3)).decode()
     too_big = CallToolResult(content=[ImageContent(type="image", data=huge, mime_type="image/png")])
     assert result_value(too_big).startswith(f"[image/png content of {MAX_INLINE_BYTES + 3} bytes omitted")
+
+
+def test_a_result_is_kept_to_its_bound_however_it_is_made() -> None:
+    """Many small contents, text that JSON escapes six-fold, bounds smaller than the note: each ends, within bound."""
+    from agent_runtime.mcp.results import MAX_RESULT_BYTES, _json_bytes, cut_text
+
+    many = CallToolResult(content=[ImageContent(type="image", data="AAAA", mime_type="image/png")] * 20_000)
+    fitted = result_value(many)
+    assert _json_bytes(fitted) <= MAX_RESULT_BYTES and fitted[-1]["text"].endswith("more contents omitted]")
+    escaped = result_value(CallToolResult(content=[TextContent(type="text", text="\x01" * 2_000_000)]))
+    assert _json_bytes(escaped) <= MAX_RESULT_BYTES and escaped.endswith(f"kept to {MAX_RESULT_BYTES} bytes]")
+    assert [cut_text("x" * 500, limit).startswith("\n[... 500 more") for limit in (0, 1, 3)] == [True] * 3
+
+
+@pytest.mark.parametrize("root_type", ["string", "array", ["object", "null"]])
+def test_a_tool_whose_arguments_are_not_an_object_is_refused_at_discovery(root_type: object) -> None:
+    """OpenAI answers 400 to a request offering a function whose `parameters` are not an object schema ("schema must
+    be a JSON Schema of 'type: \"object\"'"): offered, such a tool failed every model call of every run, even from an
+    optional server. The `mcp` client takes such a listing (its server SDK will not send one; others may): discovery
+    refuses it, as it refuses a remote `$ref` (an optional server is then skipped)."""
+    from mcp_types import Tool as RemoteTool
+
+    from agent_runtime.json_schemas import SchemaRefusedError
+    from agent_runtime.mcp.discovery import _usable_tools
+
+    server = McpServer(name="odd", url="http://127.0.0.1:9/mcp")
+    listed = [RemoteTool(name="echo", input_schema={"type": root_type})]
+    with pytest.raises(SchemaRefusedError, match=r"tool 'echo' lists an input schema of type .*, not 'object'"):
+        _usable_tools(server, listed)
+    [(_, name, _, schema)] = _usable_tools(server, [RemoteTool(name="echo", input_schema={"properties": {}})])
+    assert (name, schema) == ("echo", {"properties": {}})  # no type: an object, as offered (`type` added)

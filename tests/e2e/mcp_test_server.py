@@ -11,8 +11,10 @@ Everything it does is recorded under the state directory, so tests (in another p
   same without a second effect);
 - `crash_once` (a file the test creates, empty or naming an item): the next `record` (of that item) stores its effect
   and then the process dies before it answers - the lost answer of a crash;
-- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run);
+- `tools.json` (a file the test writes): the tool names `tools/list` shows (the tool list changing under a run;
+  `later` and `big` are listed only when it names them);
 - `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones;
+- `output_schemas.json` (a file the test writes): `{tool: output schema}` that `tools/list` shows instead;
 - `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...);
 - `page_size` (a file the test writes, a number): `tools/list` answers in pages of that many tools (`nextCursor`).
 """
@@ -29,6 +31,7 @@ from typing import Annotated, Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     EmbeddedResource,
     ImageContent,
@@ -76,8 +79,13 @@ class TestServer(MCPServer):
         names = json.loads(names_file.read_text()) if names_file.exists() else DEFAULT_TOOLS
         schemas_file = self.state / "schemas.json"  # {tool: input schema}: a server listing schemas of its own
         schemas = json.loads(schemas_file.read_text()) if schemas_file.exists() else {}
+        outputs_file = self.state / "output_schemas.json"  # {tool: output schema} shown instead of the generated ones
+        outputs = json.loads(outputs_file.read_text()) if outputs_file.exists() else {}
         shown = [
-            tool.model_copy(update={"input_schema": schemas[tool.name]}) if tool.name in schemas else tool
+            tool.model_copy(
+                update={"input_schema": schemas.get(tool.name, tool.input_schema),
+                        "output_schema": outputs.get(tool.name, tool.output_schema)}
+            )
             for tool in listed
             if tool.name in names
         ]
@@ -152,6 +160,18 @@ def build(state: Path) -> TestServer:
             ),
             ResourceLink(type="resource_link", uri="file:///big.bin", name="big.bin", mime_type="application/zip"),
         ]
+
+    @server.tool(structured_output=False)  # the contents once, not repeated as structured content
+    def big(chars: int, images: int, ctx: Context, refuse: bool = False) -> list[Any]:
+        """A text of `chars` characters and `images` PNG-typed images of 400 KB each (results past what a session
+        item holds), or with `refuse` a JSON-RPC error whose message is that text; listed only when tools.json
+        names it."""
+        log_call(ctx, "big", {"chars": chars, "images": images, "refuse": refuse})
+        if refuse:
+            raise MCPError(code=-32602, message="x" * chars)
+        data = base64.b64encode(b"\x89PNG" + bytes(400 * 1024)).decode()
+        texts = [TextContent(type="text", text="x" * chars)] if chars else []
+        return texts + [ImageContent(type="image", data=data, mime_type="image/png") for _ in range(images)]
 
     @server.tool()
     def later(x: int, ctx: Context) -> str:

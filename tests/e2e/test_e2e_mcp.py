@@ -378,3 +378,56 @@ def test_a_redelivered_discovery_keeps_the_first_list(
             assert [c["arguments"] for c in mcp_server.calls("record")] == [{"item": "once"}]
         finally:
             app.services().reset()
+
+
+@pytest.mark.parametrize(
+    ("chars", "images", "refuse"),
+    [(2_500_000, 0, False), (0, 5, False), (2_500_000, 0, True)],
+    ids=["text", "images", "protocol-error"],
+)
+def test_a_result_larger_than_a_session_item_reaches_the_model_cut_to_fit(
+    mcp_app: InProcessApp,
+    model: ScriptedModelServer,
+    mcp_server: McpServerProcess,
+    chars: int,
+    images: int,
+    refuse: bool,
+) -> None:
+    """A server may answer up to `MAX_ANSWER_BYTES` (4 MiB), twice what one stored message holds (Cosmos: 2 MB an
+    item): a 2.5 MB text, five images each within the inline bound, or a JSON-RPC error with a 2.5 MB message, are cut
+    to fit, with a note saying so, and the run goes on, instead of the step failing to store its result on every
+    retry."""
+    mcp_server.show_tools(["echo", "big"])
+    arguments = {"chars": chars, "images": images, "refuse": refuse}
+    model.set_script(Script.of(Reply.call("big", arguments), "Too much."))
+    started = mcp_app.start(agent="mcp_helper", input="get it all")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "completed", view
+    assert view["output"]["text"] == "Too much."
+    [told] = tool_messages(model)
+    assert len(told.encode()) < 1_100_000 and "omitted" in told
+    messages = mcp_app.session_messages(view["session_id"])
+    [result] = [c for m in messages for c in m["contents"] if c["type"] == "function_result"]
+    assert len(json.dumps(result, ensure_ascii=False).encode()) < 1_100_000
+
+
+def test_a_listing_larger_than_the_run_record_holds_fails_the_run_with_a_reason(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    """Each schema may take 64,000 characters and a run may offer 128 tools, all recorded in the run's store record
+    (one item: 2 MB on Cosmos). 41 tools with 60 KB schemas are a 2.5 MB listing, within what the client reads: the
+    run fails at once with `tool_discovery_failed` naming the size, instead of the discovery step failing to store
+    its list on every retry."""
+    padded = {"type": "object", "properties": {"text": {"type": "string", "description": "x" * 60_000}}}
+    (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": padded}))
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 40}))
+    mcp_server.show_tools(["echo"])
+    model.set_script(Script.of("never asked"))
+    started = mcp_app.start(agent="mcp_helper", input="hi")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "failed", view
+    assert view["error"]["code"] == "tool_discovery_failed"
+    assert "allowed_tools" in view["error"]["message"], view["error"]
+    assert len(model.log) == 0

@@ -9,6 +9,7 @@ the test checks the bearer token reaches the server.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -179,6 +180,68 @@ async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None
         process.stop()
 
 
+HOSTILE_TEXT = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string", "pattern": "^(a|aa)+$"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused"),
+    [
+        ({"type": "object", "properties": {"text": {"$ref": "#/$defs/text"}}, "$defs": {"text": HOSTILE_TEXT}},
+         "$schema at #/$defs/text: a dialect is named only at the schema's root"),
+        ({"type": "object", "properties": {"text": {"type": "string"}, "default": HOSTILE_TEXT}},
+         "$schema at #/properties/default"),
+        ({"type": "object", "properties": {"text": {"type": "string"}, "enum": {"$ref": "http://127.0.0.1:9/s"}}},
+         "$ref 'http://127.0.0.1:9/s' at #/properties/enum points outside the schema"),
+    ],
+    ids=["dialect-in-defs", "dialect-in-a-property-named-default", "remote-ref-in-a-property-named-enum"],
+)
+async def test_a_schema_escaping_the_bounded_check_is_refused_at_discovery(
+    mcp_server: McpServerProcess,
+    client: OpenAIChatClient,
+    model: ScriptedModelServer,
+    schema: dict[str, Any],
+    refused: str,
+) -> None:
+    """A subschema naming its own `$schema` made jsonschema check it with that dialect's plain validator: its pattern
+    matched with `re`, unbounded (`^(a|aa)+$` on 37 characters: 3 s; 60 would take days, holding the GIL). And a
+    property named `default` or `enum` was walked as data, so what it held escaped every up-front check. The server
+    is refused at discovery, as one listing a remote `$ref` is."""
+    (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
+    model.set_script(Script.of(Reply.call("echo", {"text": "a" * 20 + "b"}), "Done."))
+    failed = await AgentRunner(agent, client).run("go")
+    assert failed.status == "failed", failed
+    assert f"tool 'echo' lists an input schema this app refuses: {refused}" in (failed.reason or "")
+    assert len(model.log) == 0 and mcp_server.calls("echo") == []
+
+
+@pytest.mark.parametrize(
+    "output_schema",
+    [
+        {"type": "object", "properties": {"result": {"type": "integer"}}},
+        {"type": "object", "properties": {"result": {"type": "string", "pattern": "^echo: (a|aa)+$"}}},
+    ],
+    ids=["not-matching", "backtracking-pattern"],
+)
+async def test_a_call_does_not_check_the_servers_output_schema(
+    mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer, output_schema: dict[str, Any]
+) -> None:
+    """The SDK's `call_tool` re-listed the tools on every call (each call has a fresh connection) and checked the
+    result's structured content against the server's `outputSchema` with a plain jsonschema validator, on the event
+    loop: unbounded patterns (`^echo: (a|aa)+$` on 40 a's and a `b` takes minutes, the loop frozen) and branches.
+    A result that failed its own schema was an exception like a lost connection: the call was made again
+    (`attempts`) and reported as the server being unavailable. The result reaches the model as text: it is not
+    checked against what the server says of it, and the call is made once."""
+    (mcp_server.state / "output_schemas.json").write_text(json.dumps({"echo": output_schema}))
+    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
+    text = "a" * 22 + "b"
+    model.set_script(Script.of(Reply.call("echo", {"text": text}), "Done."))
+    result = await AgentRunner(agent, client).run("go")
+    assert (result.status, result.text) == ("completed", "Done."), result
+    assert tool_messages(model) == [f"echo: {text}"]
+    assert len(mcp_server.calls("echo")) == 1
+
+
 async def test_approval_rejected_edited_and_the_list_kept_across_resume(
     mcp_server: McpServerProcess, client: OpenAIChatClient, model: ScriptedModelServer
 ) -> None:
@@ -294,3 +357,23 @@ async def test_a_server_that_goes_down_mid_run_is_a_tool_error_then_a_failed_sta
     failed = await runner.run("again")
     assert failed.status == "failed" and "tool_discovery_failed: MCP server 'tools'" in failed.reason
     assert len(model.log) == calls
+
+
+async def test_secrets_read_from_settings_are_masked_in_what_is_logged(
+    mcp_server: McpServerProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server's URL (`url_setting`: an endpoint with a token in its query, as many hosted MCP servers take it) and
+    its header values are secrets read from app settings: the HTTP client logs each request's URL, and a server or
+    proxy may echo a header into an error. The process masks them as it masks model keys, in every log record."""
+    from telemetry.log_redaction import install_log_redaction
+
+    install_log_redaction()
+    monkeypatch.setenv("MCP_URL_4711", f"{mcp_server.url}?token=url-secret-4711")
+    monkeypatch.setenv("MCP_KEY_4711", "header-secret-4711")
+    server = McpServer(name="tools", url_setting="MCP_URL_4711", header_settings={"X-Api-Key": "MCP_KEY_4711"})
+    with caplog.at_level(logging.INFO):
+        assert len(await list_remote_tools(server)) == 5
+        logging.getLogger("test.mcp").warning("the server said: bad key header-secret-4711")
+    formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
+    assert "HTTP Request: POST" in formatted  # the client did log the requests
+    assert "url-secret-4711" not in formatted and "header-secret-4711" not in formatted, formatted
