@@ -31,7 +31,7 @@ from agent_runs.contracts import ResumePoint
 from agent_runs.services import RunServices
 from http_api.adapter import http_endpoint, json_response
 from http_api.caller import current_principal
-from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.durable_gateway import STILL_RUNNING, DurableGateway, OrchestrationState
 from http_api.models import RunLinks
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url
@@ -42,7 +42,6 @@ from session_store import RunNotReopenableError, RunRecord, SessionBusyError
 from workflow_runtime.contracts import WorkflowInput
 
 ResumeT = TypeVar("ResumeT", ResumePoint, WorkflowInput)
-_STILL_RUNNING = frozenset({"Pending", "Running", "ContinuedAsNew", "Suspended"})
 
 
 class RewindRecord(BaseModel):
@@ -207,5 +206,5 @@ async def _launch(
         await start()
     except Exception:
         current = await state()
-        if current is None or current.runtime_status not in _STILL_RUNNING:
+        if current is None or current.runtime_status not in STILL_RUNNING:
             raise

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
@@ -23,6 +25,8 @@ FAILING_AFTER_THE_TOOL = Script(rules=[
     Rule(match=Match(last_tool_name="slow_step"), reply=Reply.fail(Fault(status=500, message="model down"))),
     Rule(match=Match(last_user="."), reply=Reply.call("slow_step", {"label": "invoice-7"})),
 ])
+INTERRUPTED = {"rewind_id": "interrupted", "by": "anonymous", "at": "2026-11-25T00:00:00Z",
+               "from_step": "call_model", "iteration": 1}  # what a rewind whose host died after the reopen stored
 RECOVERED = Script(rules=[
     Rule(match=Match(last_tool_name="slow_step"), reply=Reply.say("Invoice 7 is filed.")),
     Rule(match=Match(last_user="."), reply=Reply.call("slow_step", {"label": "invoice-8"})),
@@ -138,9 +142,7 @@ def test_a_rewind_interrupted_between_reopening_and_starting_is_completed_by_the
     app = rewind_app
     started = failed_run(app, model)
     model.set_script(RECOVERED)
-    rewind = {"rewind_id": "interrupted", "by": "anonymous", "at": "2026-11-25T00:00:00Z",
-              "from_step": "call_model", "iteration": 1}
-    app.store_call(lambda store: store.reopen_run(started["run_id"], rewind))
+    app.store_call(lambda store: store.reopen_run(started["run_id"], INTERRUPTED))
 
     again = app.http.post(f"/api/runs/{started['run_id']}/rewind")
     assert again.status_code == 202, again.text
@@ -214,3 +216,51 @@ def test_each_end_of_a_rewound_run_is_notified(
     got = receiver.accepted()
     assert [d.payload["type"] for d in got] == ["run.failed", "run.failed", "run.completed"]
     assert all(d.verified for d in got) and len({d.headers["webhook-id"] for d in got}) == 3
+
+
+def test_a_run_left_open_by_an_interrupted_rewind_can_be_cancelled(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A host kill between the reopen and the start leaves the run open with a finished orchestration. Its owner may
+    give up on it instead of sending the rewind again: the cancel closes it (it was a 500, and the session stayed
+    busy for good)."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    app.store_call(lambda store: store.reopen_run(run_id, INTERRUPTED))
+    calls_before = model.log.total
+
+    cancelled = app.cancel(run_id)
+    assert cancelled.status_code == 202, cancelled.text
+    assert app.view(run_id)["status"] == "cancelled"
+    assert app.http.post(f"/api/runs/{run_id}/rewind").json()["code"] == "run_not_failed"
+    follow_up = app.start(input="Next.", session_id=started["session_id"])  # the session is free again
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
+    assert model.log.total == calls_before + 2  # the follow-up's call and answer, nothing of the cancelled run
+
+
+def test_a_cancel_between_a_rewinds_reopen_and_start_ends_the_run_cancelled(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    calls_before = model.log.total
+    with ThreadPoolExecutor(1) as pool, paused(app, "reopen_run") as pause:
+        rewound = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+        pause.wait_reached()  # the run is open again; its continuation is not started yet
+        cancelled = app.cancel(run_id)
+        pause.release()
+        assert rewound.result().status_code == 202
+    assert cancelled.status_code == 202, cancelled.text
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "cancelled", view
+    assert model.log.total == calls_before  # the continuation read the cancel before asking the model
+    assert tool_attempts(marker_dir) == 1
+    follow_up = app.start(input="Next.", session_id=started["session_id"])
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
