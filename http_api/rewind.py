@@ -34,6 +34,7 @@ from http_api.caller import current_principal
 from http_api.durable_gateway import STILL_RUNNING, DurableGateway, OrchestrationState
 from http_api.models import RunLinks
 from http_api.problems import ApiProblem, not_found
+from http_api.purge import discard_instance
 from http_api.request_context import base_url
 from http_api.run_views import links
 from http_api.runs import is_workflow_run, run_or_404
@@ -82,7 +83,7 @@ async def rewind_run(req: func.HttpRequest, client: df.DurableOrchestrationClien
             f"Rewind it at /api/workflows/runs/{run.run_id}/rewind.", field="path.run_id",
         )
     gateway = DurableGateway(client)
-    return await _rewind(req, services, run, _agent_resume(gateway, await gateway.state(run.run_id)))
+    return await _rewind(req, client, services, run, _agent_resume(gateway, await gateway.state(run.run_id)))
 
 
 @http_endpoint
@@ -92,17 +93,22 @@ async def rewind_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     if not is_workflow_run(run):
         raise not_found("workflow_run_not_found", "Workflow run", run.run_id, field="path.run_id")
     gateway = WorkflowGateway(client)
-    return await _rewind(req, services, run, _workflow_resume(gateway, await gateway.state(run.run_id)))
+    return await _rewind(req, client, services, run, _workflow_resume(gateway, await gateway.state(run.run_id)))
 
 
 async def _rewind(
-    req: func.HttpRequest, services: RunServices, run: RunRecord, resume: ResumeFrom | None
+    req: func.HttpRequest,
+    client: df.DurableOrchestrationClient,
+    services: RunServices,
+    run: RunRecord,
+    resume: ResumeFrom | None,
 ) -> func.HttpResponse:
     if resume is not None and _interrupted(run):
         record = RewindRecord.model_validate(run.rewinds[-1])
     else:
         record, run, resume = await _reopen(services, run, resume)
     await resume.start()
+    await _unless_deleted(client, services, run)
     run_links = links(base_url(req), run)
     if is_workflow_run(run):
         workflow = f"{base_url(req)}/api/workflows/runs/{run.run_id}"
@@ -111,6 +117,16 @@ async def _rewind(
     response = json_response(body.model_dump(mode="json"), status=202)
     response.headers["Location"] = body.links.self
     return response
+
+
+async def _unless_deleted(client: df.DurableOrchestrationClient, services: RunServices, run: RunRecord) -> None:
+    """A session delete that ran between the reopen and the start found no orchestration to stop and purged the old
+    one's history: the continuation just started would run for a deleted run and keep its history. It goes, and the
+    rewind answers as for any deleted run."""
+    if await services.store.get_run(run.run_id, session_id=run.session_id) is not None:
+        return
+    await discard_instance(client, run.run_id)
+    raise not_found("run_not_found", "Run", run.run_id, field="path.run_id")
 
 
 def _agent_resume(gateway: DurableGateway, state: OrchestrationState[Any] | None) -> ResumeFrom | None:

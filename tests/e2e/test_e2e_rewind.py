@@ -264,3 +264,28 @@ def test_a_cancel_between_a_rewinds_reopen_and_start_ends_the_run_cancelled(
     follow_up = app.start(input="Next.", session_id=started["session_id"])
     app.settle()
     assert app.view(follow_up["run_id"])["status"] == "completed"
+
+
+def test_a_session_deleted_between_a_rewinds_reopen_and_start_leaves_no_continuation(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The delete found the run's orchestration finished (nothing to stop) and purged its history; the rewind then
+    started a continuation for a run that no longer exists: it asked the model, ran on with no session and kept a
+    Durable history nothing would purge."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    calls_before = model.log.total
+    with ThreadPoolExecutor(1) as pool, paused(app, "reopen_run") as pause:
+        rewound = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+        pause.wait_reached()
+        deleted = app.http.delete(f"/api/sessions/{started['session_id']}", params={"cancel": "true"})
+        assert deleted.status_code == 204, deleted.text
+        pause.release()
+        answer = rewound.result()
+    assert answer.status_code == 404 and answer.json()["code"] == "run_not_found", answer.text
+    app.settle()
+    assert model.log.total == calls_before
+    assert app.host.get_status(run_id) is None  # no orchestration, no history left behind
+    assert started["session_id"] not in app.snapshot().sessions
