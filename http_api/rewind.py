@@ -103,6 +103,9 @@ async def _rewind(
     run: RunRecord,
     resume: ResumeFrom | None,
 ) -> func.HttpResponse:
+    # Read again, after the orchestration's state (`resume`): a record read before it may be of a rewind whose
+    # continuation has failed since, which would pass for an interrupted rewind of that newer failure.
+    run = await run_or_404(services.store, run.run_id)
     if resume is not None and _interrupted(run):
         record = RewindRecord.model_validate(run.rewinds[-1])
     else:

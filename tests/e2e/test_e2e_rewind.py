@@ -289,3 +289,31 @@ def test_a_session_deleted_between_a_rewinds_reopen_and_start_leaves_no_continua
     assert model.log.total == calls_before
     assert app.host.get_status(run_id) is None  # no orchestration, no history left behind
     assert started["session_id"] not in app.snapshot().sessions
+
+
+def test_a_rewind_that_read_the_run_before_the_last_rewind_failed_again_reopens_it(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A second rewind read the run while the first one's continuation ran (open, with a rewind), and its
+    orchestration's state after that continuation failed again. It took the run for one whose rewind was
+    interrupted and started the continuation without reopening the run: the continuation ended at once (the run was
+    closed), the run stayed failed under a 202, and it could never be rewound again (no resume point any more)."""
+    app = rewind_app
+    started = failed_run(app, model)  # the model stays down
+    run_id = started["run_id"]
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    first_read = paused(app, "get_run", equal={"run_id": run_id}, absent=("session_id",))  # the rewind's own read
+    with ThreadPoolExecutor(1) as pool, first_read as pause:
+        second = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+        pause.wait_reached()  # it read the run open, rewound once
+        app.settle()
+        for _ in range(3):  # the first rewind's continuation fails like the run did
+            app.advance(60)
+        model.set_script(RECOVERED)
+        pause.release()
+        answer = second.result()
+    assert answer.status_code == 202, answer.text
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "completed", view
+    assert len(view["rewinds"]) == 2 and answer.json()["rewind"] == view["rewinds"][1]
