@@ -317,3 +317,22 @@ def test_a_rewind_that_read_the_run_before_the_last_rewind_failed_again_reopens_
     view = app.view(run_id)
     assert view["status"] == "completed", view
     assert len(view["rewinds"]) == 2 and answer.json()["rewind"] == view["rewinds"][1]
+
+
+def test_a_start_that_interrupts_a_run_left_open_by_an_interrupted_rewind_gets_the_session(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """`if_busy=interrupt` cancels the session's active run: one left open by a rewind whose host died answered 500
+    after queueing the new run behind a run that would never end."""
+    app = rewind_app
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    app.store_call(lambda store: store.reopen_run(started["run_id"], INTERRUPTED))
+    answer = app.http.post("/api/agents/helper/runs", json={
+        "input": "Next.", "session_id": started["session_id"], "if_busy": "interrupt",
+    })
+    assert answer.status_code == 202, answer.text
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    app.advance(10)  # the queued run asks for its turn on a timer
+    assert app.view(answer.json()["run_id"])["status"] == "completed"
