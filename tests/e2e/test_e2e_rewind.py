@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from fixture_agents.store_pause import pause_dir
 from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -336,3 +337,29 @@ def test_a_start_that_interrupts_a_run_left_open_by_an_interrupted_rewind_gets_t
     assert app.view(started["run_id"])["status"] == "cancelled"
     app.advance(10)  # the queued run asks for its turn on a timer
     assert app.view(answer.json()["run_id"])["status"] == "completed"
+
+
+def test_a_poll_that_read_the_failed_run_just_before_its_rewind_does_not_end_the_follow(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """A poll read the run failed, then the orchestration's state after a rewind had started the continuation. It took
+    the record as final ("a finished record never changes again", but a rewind reopens it) and answered `failed`
+    without a continuation token: the client stopped following a run that went on."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    model.hold_answers()  # the continuation stays in flight while the poll is answered
+    poll_read = paused(app, "get_run", equal={"run_id": run_id}, absent=("session_id",))
+    with ThreadPoolExecutor(1) as pool, poll_read as pause:
+        poll = pool.submit(app.poll, run_id, started["continuation_token"])
+        pause.wait_reached()  # the poll read the run failed
+        (pause_dir(marker_dir) / "get_run.json").unlink()  # disarmed: the rewind's own read goes through
+        assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+        pause.release()
+        view = poll.result().json()
+    assert view["status"] != "failed" and view["continuation_token"], view
+    model.release_answers()
+    app.settle()
+    done = app.poll(run_id, view["continuation_token"]).json()
+    assert done["status"] == "completed" and done["output"]["text"] == "Invoice 7 is filed."
