@@ -28,8 +28,9 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
     closed = closed_before(record) if step.close is not None else None
     if closed is not None:  # an earlier attempt closed the run: the model is not asked again
         return closed
-    if record is not None and record.cancel_requested_at is not None:
-        # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not.
+    if record is None or record.cancel_requested_at is not None:
+        # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not. A run
+        # whose record is gone (its session was deleted while its orchestration was being started) is over too.
         result: ModelTurn | StepFailure = StepFailure.cancelled()
     else:
         # A call abandoned by a cancel (hung past the grace period) must not store its answer or drafts once the run

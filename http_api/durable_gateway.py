@@ -33,6 +33,9 @@ class OrchestrationState(Generic[ProgressT]):
     output: Any
 
 
+# Runtime statuses of an orchestration that has not ended (it may still close its run).
+STILL_RUNNING = frozenset({"Pending", "Running", "ContinuedAsNew", "Suspended"})
+
 # The state of an orchestration `start_new` has just created, before its first episode: what reading it back at once
 # gives (runtime status Pending, no custom status, no output).
 JUST_CREATED: OrchestrationState[Any] = OrchestrationState("Pending", None, None)

@@ -15,16 +15,17 @@ from typing import Annotated
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
 from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message
+from agent_runtime.overrides import RunOverrides
 from http_api.adapter import http_endpoint, read_json_body
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
-from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel
+from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel, checked_run_input
 from http_api.problems import ApiProblem
 from http_api.run_lifecycle import claim_start
 from http_api.runs import agent_or_404, answer_started_run, is_workflow_run, run_or_404, start_agent_run
@@ -41,6 +42,11 @@ class ForkRequest(StrictModel):
 
     input: ForkInput | None = None
     wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = 0
+
+    @field_validator("input")
+    @classmethod
+    def _input_asks_something(cls, value: str | list[InputMessage] | None) -> str | list[InputMessage] | None:
+        return None if value is None else checked_run_input(value)  # as a start's: a fork is a start
 
     def input_messages(self) -> list[InputMessage] | None:
         if self.input is None:
@@ -77,6 +83,9 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, session_id=session_id, inputs=inputs,
             metadata=run.metadata, on_unclaimed=start.release, stored_input=stored_input,
+            # The run again as it was asked: its own instructions, output format and tool restrictions (a Responses
+            # request's), which are not the agent's.
+            overrides=RunOverrides.from_record(run.overrides) if run.overrides else None,
         )
     return await answer_started_run(services, gateway, forked, req, body.wait_seconds, stored_input=stored_input)
 

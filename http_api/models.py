@@ -43,6 +43,15 @@ class InputMessage(StrictModel):
 MetadataValue = str | int | float | bool
 
 
+def checked_run_input(value: str | list[InputMessage]) -> str | list[InputMessage]:
+    """A run's input as every route that starts one takes it: not blank, and asking something (a user message)."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must not be blank")
+    if isinstance(value, list) and not any(message.role == "user" for message in value):
+        raise ValueError("must contain at least one user message")
+    return value
+
+
 class StartRunRequest(StrictModel):
     """`POST /api/agents/{agent}/runs`."""
 
@@ -68,11 +77,7 @@ class StartRunRequest(StrictModel):
     @field_validator("input")
     @classmethod
     def _input_not_blank(cls, value: str | list[InputMessage]) -> str | list[InputMessage]:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("must not be blank")
-        if isinstance(value, list) and not any(message.role == "user" for message in value):
-            raise ValueError("must contain at least one user message")
-        return value
+        return checked_run_input(value)
 
     def input_messages(self) -> list[InputMessage]:
         return [InputMessage(content=self.input)] if isinstance(self.input, str) else list(self.input)

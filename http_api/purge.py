@@ -33,6 +33,15 @@ async def stop_run(store: SessionStore, client: df.DurableOrchestrationClient, r
     await close_abandoned_run(store, run, "cancelled", {"code": "session_deleted", "message": "session deleted"})
 
 
+async def discard_instance(client: df.DurableOrchestrationClient, instance_id: str) -> None:
+    """Stop the orchestration if it runs, and purge its history: for one started after its run was deleted."""
+    status = await client.get_status(instance_id)
+    if status and status.runtime_status is not None and status.runtime_status.value not in TERMINAL:
+        await client.terminate(instance_id, "its run was deleted")
+        await _until_terminal(client, instance_id)
+    await purge_histories(client, [instance_id])
+
+
 async def _until_terminal(client: df.DurableOrchestrationClient, instance_id: str) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STOP_WAIT_SECONDS

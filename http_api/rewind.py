@@ -31,9 +31,10 @@ from agent_runs.contracts import ResumePoint
 from agent_runs.services import RunServices
 from http_api.adapter import http_endpoint, json_response
 from http_api.caller import current_principal
-from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.durable_gateway import STILL_RUNNING, DurableGateway, OrchestrationState
 from http_api.models import RunLinks
 from http_api.problems import ApiProblem, not_found
+from http_api.purge import discard_instance
 from http_api.request_context import base_url
 from http_api.run_views import links
 from http_api.runs import is_workflow_run, run_or_404
@@ -42,7 +43,6 @@ from session_store import RunNotReopenableError, RunRecord, SessionBusyError
 from workflow_runtime.contracts import WorkflowInput
 
 ResumeT = TypeVar("ResumeT", ResumePoint, WorkflowInput)
-_STILL_RUNNING = frozenset({"Pending", "Running", "ContinuedAsNew", "Suspended"})
 
 
 class RewindRecord(BaseModel):
@@ -83,7 +83,7 @@ async def rewind_run(req: func.HttpRequest, client: df.DurableOrchestrationClien
             f"Rewind it at /api/workflows/runs/{run.run_id}/rewind.", field="path.run_id",
         )
     gateway = DurableGateway(client)
-    return await _rewind(req, services, run, _agent_resume(gateway, await gateway.state(run.run_id)))
+    return await _rewind(req, client, services, run, _agent_resume(gateway, await gateway.state(run.run_id)))
 
 
 @http_endpoint
@@ -93,17 +93,25 @@ async def rewind_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     if not is_workflow_run(run):
         raise not_found("workflow_run_not_found", "Workflow run", run.run_id, field="path.run_id")
     gateway = WorkflowGateway(client)
-    return await _rewind(req, services, run, _workflow_resume(gateway, await gateway.state(run.run_id)))
+    return await _rewind(req, client, services, run, _workflow_resume(gateway, await gateway.state(run.run_id)))
 
 
 async def _rewind(
-    req: func.HttpRequest, services: RunServices, run: RunRecord, resume: ResumeFrom | None
+    req: func.HttpRequest,
+    client: df.DurableOrchestrationClient,
+    services: RunServices,
+    run: RunRecord,
+    resume: ResumeFrom | None,
 ) -> func.HttpResponse:
+    # Read again, after the orchestration's state (`resume`): a record read before it may be of a rewind whose
+    # continuation has failed since, which would pass for an interrupted rewind of that newer failure.
+    run = await run_or_404(services.store, run.run_id)
     if resume is not None and _interrupted(run):
         record = RewindRecord.model_validate(run.rewinds[-1])
     else:
         record, run, resume = await _reopen(services, run, resume)
     await resume.start()
+    await _unless_deleted(client, services, run)
     run_links = links(base_url(req), run)
     if is_workflow_run(run):
         workflow = f"{base_url(req)}/api/workflows/runs/{run.run_id}"
@@ -112,6 +120,16 @@ async def _rewind(
     response = json_response(body.model_dump(mode="json"), status=202)
     response.headers["Location"] = body.links.self
     return response
+
+
+async def _unless_deleted(client: df.DurableOrchestrationClient, services: RunServices, run: RunRecord) -> None:
+    """A session delete that ran between the reopen and the start found no orchestration to stop and purged the old
+    one's history: the continuation just started would run for a deleted run and keep its history. It goes, and the
+    rewind answers as for any deleted run."""
+    if await services.store.get_run(run.run_id, session_id=run.session_id) is not None:
+        return
+    await discard_instance(client, run.run_id)
+    raise not_found("run_not_found", "Run", run.run_id, field="path.run_id")
 
 
 def _agent_resume(gateway: DurableGateway, state: OrchestrationState[Any] | None) -> ResumeFrom | None:
@@ -207,5 +225,5 @@ async def _launch(
         await start()
     except Exception:
         current = await state()
-        if current is None or current.runtime_status not in _STILL_RUNNING:
+        if current is None or current.runtime_status not in STILL_RUNNING:
             raise

@@ -17,16 +17,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import azure.functions as func
 from pydantic import BaseModel
 
+from agent_runs.closing import close_abandoned_run
 from agent_runs.services import RunServices
 from agent_runs.starting import SessionAgentMismatchError, SessionNotOwnedError, open_session
 from agent_runtime.agents import AgentDefinition
 from http_api import idempotency
 from http_api.caller import current_principal
+from http_api.durable_gateway import STILL_RUNNING, OrchestrationState
 from http_api.idempotency import StartClaim
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem, not_found
@@ -54,7 +56,7 @@ class CancelSender(Protocol):
 
     async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
 
-    async def state(self, instance_id: str, /) -> object | None: ...
+    async def state(self, instance_id: str, /) -> OrchestrationState[Any] | None: ...
 
 
 # ----------------------------------------------------------------------------------------------------- starting
@@ -187,6 +189,15 @@ async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, rea
         # A run whose start request has stored its record but not yet started its orchestration (the host's 404):
         # the flag is the cancel, read by the run's first step (`take_turn`, `call_model`) or, for a workflow, rung
         # by its start request (`workflows.start_workflow`).
-        if await gateway.state(run.run_id) is not None:
+        state = await gateway.state(run.run_id)
+        if state is None:
+            return None
+        if state.runtime_status in STILL_RUNNING:
             raise
+        # Open, but its orchestration has ended: a rewind reopened it and its continuation never started (the host
+        # died in between, or the rewind is still on its way to start it). Nothing would ever close it nor free
+        # its session, so the cancel closes it; a continuation started after this reads the flag and ends at once.
+        await close_abandoned_run(
+            store, current or run, "cancelled", {"code": "cancelled", "message": reason}
+        )
     return None

@@ -69,14 +69,15 @@ def _visible_seq(run: RunRecord, state: OrchestrationState | None) -> int:
 
 
 def record_still_current(run: RunRecord, state: OrchestrationState | None) -> bool:
-    """Whether `run`, read before `state`, still holds what a view takes from the record. A finished record never
-    changes again; an unfinished one changes in what a view shows only when the run finishes (its output, usage and
+    """Whether `run`, read before `state`, still holds what a view takes from the record. A finished record changes
+    again only when a rewind reopens it, and the rewind then starts the orchestration again: a state that moves says
+    so. An unfinished one changes in what a view shows only when the run finishes (its output, usage and
     error) or gets its place in a queue (its ordinal), and the orchestration's state, read later, announces both: its
     runtime status ends or its progress says final, or the run has an ordinal only once it runs. Everything else a
     view shows of a running run comes from that state. So a view needs no second read of the record unless the state
     says the record moved on."""
     if run.finished:
-        return True
+        return state is None or state.runtime_status not in _MOVING
     if run.ordinal == 0 or state is None or state.runtime_status not in _MOVING:
         return False
     return state.progress is None or state.progress.status not in FINAL_STATUSES

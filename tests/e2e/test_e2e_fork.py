@@ -90,3 +90,30 @@ def test_the_same_fork_request_with_an_idempotency_key_starts_one_run(
     again = app.http.post(f"/api/runs/{second}/fork", json={"input": "x", "wait_seconds": 10}, headers=headers)
     assert first.json()["run_id"] == again.json()["run_id"]
     assert first.json()["session_id"] == again.json()["session_id"]
+
+
+def test_a_fork_input_must_ask_something_as_a_starts_must(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A blank input, or messages without a user one, are a 422 on a start; a fork took them and ran the model on a
+    conversation that asked nothing."""
+    _session_id, (first, _, _) = conversation(app, model)
+    calls_before = model.log.total
+    for bad in ("   ", [{"role": "assistant", "content": "I will do it."}]):
+        refused = app.http.post(f"/api/runs/{first}/fork", json={"input": bad, "wait_seconds": 10})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["invalid_params"][0]["field"].startswith("body.input")
+    assert model.log.total == calls_before
+
+
+def test_a_fork_runs_with_the_runs_own_instructions(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A run started with instructions of its own (a Responses request's) is forked with them: the fork is the run
+    again, not the bare agent."""
+    model.set_script(ECHO)
+    created = app.http.post("/api/v1/responses", json={"model": "helper", "input": "one", "instructions": "Be terse."})
+    assert created.status_code == 200, created.text
+    run_id = created.json()["id"].removeprefix("resp_").split("_")[0]
+    system = [m["content"] for m in model.log.last.messages if m["role"] == "system"]
+
+    forked = app.http.post(f"/api/runs/{run_id}/fork", json={"input": "one, again", "wait_seconds": 10})
+    assert forked.status_code == 200, forked.text
+    assert [m["content"] for m in model.log.last.messages if m["role"] == "system"] == system
+    assert "Be terse." in system[0]

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from fixture_agents.store_pause import pause_dir
+from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
@@ -23,6 +26,8 @@ FAILING_AFTER_THE_TOOL = Script(rules=[
     Rule(match=Match(last_tool_name="slow_step"), reply=Reply.fail(Fault(status=500, message="model down"))),
     Rule(match=Match(last_user="."), reply=Reply.call("slow_step", {"label": "invoice-7"})),
 ])
+INTERRUPTED = {"rewind_id": "interrupted", "by": "anonymous", "at": "2026-11-25T00:00:00Z",
+               "from_step": "call_model", "iteration": 1}  # what a rewind whose host died after the reopen stored
 RECOVERED = Script(rules=[
     Rule(match=Match(last_tool_name="slow_step"), reply=Reply.say("Invoice 7 is filed.")),
     Rule(match=Match(last_user="."), reply=Reply.call("slow_step", {"label": "invoice-8"})),
@@ -138,9 +143,7 @@ def test_a_rewind_interrupted_between_reopening_and_starting_is_completed_by_the
     app = rewind_app
     started = failed_run(app, model)
     model.set_script(RECOVERED)
-    rewind = {"rewind_id": "interrupted", "by": "anonymous", "at": "2026-11-25T00:00:00Z",
-              "from_step": "call_model", "iteration": 1}
-    app.store_call(lambda store: store.reopen_run(started["run_id"], rewind))
+    app.store_call(lambda store: store.reopen_run(started["run_id"], INTERRUPTED))
 
     again = app.http.post(f"/api/runs/{started['run_id']}/rewind")
     assert again.status_code == 202, again.text
@@ -214,3 +217,149 @@ def test_each_end_of_a_rewound_run_is_notified(
     got = receiver.accepted()
     assert [d.payload["type"] for d in got] == ["run.failed", "run.failed", "run.completed"]
     assert all(d.verified for d in got) and len({d.headers["webhook-id"] for d in got}) == 3
+
+
+def test_a_run_left_open_by_an_interrupted_rewind_can_be_cancelled(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A host kill between the reopen and the start leaves the run open with a finished orchestration. Its owner may
+    give up on it instead of sending the rewind again: the cancel closes it (it was a 500, and the session stayed
+    busy for good)."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    app.store_call(lambda store: store.reopen_run(run_id, INTERRUPTED))
+    calls_before = model.log.total
+
+    cancelled = app.cancel(run_id)
+    assert cancelled.status_code == 202, cancelled.text
+    assert app.view(run_id)["status"] == "cancelled"
+    assert app.http.post(f"/api/runs/{run_id}/rewind").json()["code"] == "run_not_failed"
+    follow_up = app.start(input="Next.", session_id=started["session_id"])  # the session is free again
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
+    assert model.log.total == calls_before + 2  # the follow-up's call and answer, nothing of the cancelled run
+
+
+def test_a_cancel_between_a_rewinds_reopen_and_start_ends_the_run_cancelled(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    calls_before = model.log.total
+    with ThreadPoolExecutor(1) as pool, paused(app, "reopen_run") as pause:
+        rewound = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+        pause.wait_reached()  # the run is open again; its continuation is not started yet
+        cancelled = app.cancel(run_id)
+        pause.release()
+        assert rewound.result().status_code == 202
+    assert cancelled.status_code == 202, cancelled.text
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "cancelled", view
+    assert model.log.total == calls_before  # the continuation read the cancel before asking the model
+    assert tool_attempts(marker_dir) == 1
+    follow_up = app.start(input="Next.", session_id=started["session_id"])
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
+
+
+def test_a_session_deleted_between_a_rewinds_reopen_and_start_leaves_no_continuation(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The delete found the run's orchestration finished (nothing to stop) and purged its history; the rewind then
+    started a continuation for a run that no longer exists: it asked the model, ran on with no session and kept a
+    Durable history nothing would purge."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    calls_before = model.log.total
+    with ThreadPoolExecutor(1) as pool, paused(app, "reopen_run") as pause:
+        rewound = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+        pause.wait_reached()
+        deleted = app.http.delete(f"/api/sessions/{started['session_id']}", params={"cancel": "true"})
+        assert deleted.status_code == 204, deleted.text
+        pause.release()
+        answer = rewound.result()
+    assert answer.status_code == 404 and answer.json()["code"] == "run_not_found", answer.text
+    app.settle()
+    assert model.log.total == calls_before
+    assert app.host.get_status(run_id) is None  # no orchestration, no history left behind
+    assert started["session_id"] not in app.snapshot().sessions
+
+
+def test_a_rewind_that_read_the_run_before_the_last_rewind_failed_again_reopens_it(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A second rewind read the run while the first one's continuation ran (open, with a rewind), and its
+    orchestration's state after that continuation failed again. It took the run for one whose rewind was
+    interrupted and started the continuation without reopening the run: the continuation ended at once (the run was
+    closed), the run stayed failed under a 202, and it could never be rewound again (no resume point any more)."""
+    app = rewind_app
+    started = failed_run(app, model)  # the model stays down
+    run_id = started["run_id"]
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    first_read = paused(app, "get_run", equal={"run_id": run_id}, absent=("session_id",))  # the rewind's own read
+    with ThreadPoolExecutor(1) as pool, first_read as pause:
+        second = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+        pause.wait_reached()  # it read the run open, rewound once
+        app.settle()
+        for _ in range(3):  # the first rewind's continuation fails like the run did
+            app.advance(60)
+        model.set_script(RECOVERED)
+        pause.release()
+        answer = second.result()
+    assert answer.status_code == 202, answer.text
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "completed", view
+    assert len(view["rewinds"]) == 2 and answer.json()["rewind"] == view["rewinds"][1]
+
+
+def test_a_start_that_interrupts_a_run_left_open_by_an_interrupted_rewind_gets_the_session(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """`if_busy=interrupt` cancels the session's active run: one left open by a rewind whose host died answered 500
+    after queueing the new run behind a run that would never end."""
+    app = rewind_app
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    app.store_call(lambda store: store.reopen_run(started["run_id"], INTERRUPTED))
+    answer = app.http.post("/api/agents/helper/runs", json={
+        "input": "Next.", "session_id": started["session_id"], "if_busy": "interrupt",
+    })
+    assert answer.status_code == 202, answer.text
+    app.settle()
+    assert app.view(started["run_id"])["status"] == "cancelled"
+    app.advance(10)  # the queued run asks for its turn on a timer
+    assert app.view(answer.json()["run_id"])["status"] == "completed"
+
+
+def test_a_poll_that_read_the_failed_run_just_before_its_rewind_does_not_end_the_follow(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """A poll read the run failed, then the orchestration's state after a rewind had started the continuation. It took
+    the record as final ("a finished record never changes again", but a rewind reopens it) and answered `failed`
+    without a continuation token: the client stopped following a run that went on."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    model.hold_answers()  # the continuation stays in flight while the poll is answered
+    poll_read = paused(app, "get_run", equal={"run_id": run_id}, absent=("session_id",))
+    with ThreadPoolExecutor(1) as pool, poll_read as pause:
+        poll = pool.submit(app.poll, run_id, started["continuation_token"])
+        pause.wait_reached()  # the poll read the run failed
+        (pause_dir(marker_dir) / "get_run.json").unlink()  # disarmed: the rewind's own read goes through
+        assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+        pause.release()
+        view = poll.result().json()
+    assert view["status"] != "failed" and view["continuation_token"], view
+    model.release_answers()
+    app.settle()
+    done = app.poll(run_id, view["continuation_token"]).json()
+    assert done["status"] == "completed" and done["output"]["text"] == "Invoice 7 is filed."

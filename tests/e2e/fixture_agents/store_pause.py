@@ -22,7 +22,9 @@ from typing import Any
 
 MARKER_DIR_SETTING = "E2E_MARKER_DIR"
 PAUSE_DIR = "pause"
-PAUSABLE = ("put_approvals", "list_approvals", "decide_approval", "escalate_approval", "finish_run")
+PAUSABLE = (
+    "put_approvals", "list_approvals", "decide_approval", "escalate_approval", "finish_run", "reopen_run", "get_run"
+)
 HOLD_LIMIT_S = 120.0  # a test that never releases fails by its own timeout; the step then goes on
 _WRAPPED = "__e2e_store_pause__"
 
