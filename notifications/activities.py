@@ -183,18 +183,30 @@ def is_last(step: DeliveryInput, head: OutboxEntry, pending: list[OutboxEntry]) 
     return step.entry is not None or (head.event.final and len(pending) == 1)
 
 
-@activity()
-async def deliver_next(step: DeliveryInput) -> DeliveryStep:
-    """Send the oldest event this subscription has not had yet (one attempt), and log the attempt."""
-    services = RunServices.current()
-    settings = current_settings(NotificationSettings)
-    store = services.store
+async def _next_to_send(
+    store: SessionStore, step: DeliveryInput
+) -> tuple[Subscription, list[OutboxEntry]] | DeliveryStep:
+    """The live subscription and what it has still to send (non-empty, oldest first), or the step's answer when
+    there is nothing to send: stop (the subscription is gone) or idle."""
     subscription = await live_subscription(store, step)
     if subscription is None:
         return DeliveryStep(outcome="stop")
     recorded, pending = await outstanding(store, step, subscription)
     if not pending:
         return await idle(store, step, subscription, recorded)
+    return subscription, pending
+
+
+@activity()
+async def deliver_next(step: DeliveryInput) -> DeliveryStep:
+    """Send the oldest event this subscription has not had yet (one attempt), and log the attempt."""
+    services = RunServices.current()
+    settings = current_settings(NotificationSettings)
+    store = services.store
+    found = await _next_to_send(store, step)
+    if isinstance(found, DeliveryStep):
+        return found
+    subscription, pending = found
     head = pending[0]
     allow_private = settings.webhook_allow_private_addresses or not services.deployment_settings.on_azure
     result = await send(subscription, head.event, secrets=settings.webhook_secrets(), attempt=step.attempt,
@@ -221,12 +233,10 @@ async def give_up_next(step: DeliveryInput) -> DeliveryStep:
     """`deliver_next` kept failing itself for `backoff.STEP_GIVE_UP_AFTER`: give the oldest event up (`abandoned`,
     with the reason as its last attempt), kept in the log for redelivery, so the next one can go."""
     store = RunServices.current().store
-    subscription = await live_subscription(store, step)
-    if subscription is None:
-        return DeliveryStep(outcome="stop")
-    recorded, pending = await outstanding(store, step, subscription)
-    if not pending:
-        return await idle(store, step, subscription, recorded)
+    found = await _next_to_send(store, step)
+    if isinstance(found, DeliveryStep):
+        return found
+    _, pending = found
     head = pending[0]
     await outbox.record_attempt(store, step.session_id, outbox.Attempt(
         subscription=step.subscription, run_id=step.run_id, entry=head.entry, event_id=head.event.id,
