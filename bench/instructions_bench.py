@@ -7,12 +7,18 @@ dumped after TURNS turns (`callgrind_control`); the model server and the durable
 processes of their own that valgrind does not follow, so neither is counted. Needs valgrind (Debian: `apt install
 valgrind`); about a minute per side for 6 turns.
 
+Each side collects its garbage in full right before its counters are zeroed (`_zero_counters`). Otherwise where the
+process's cyclic collections fall depends on everything it allocated before, imports included: one module more moved
+a collection of the older generations (~3.7 M instructions) into a 6-turn window, and a change that costs nothing
+per turn read as +6 %. The collector's share of a turn is in `bench overhead`'s CPU breakdown.
+
     python -m bench instructions [--turns 6] [--no-record]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import subprocess
@@ -47,6 +53,12 @@ def _callgrind(command: str) -> None:
 # included, where hosts then share it instead of importing their own.
 
 
+def _zero_counters() -> None:
+    """Start counting at the same point of the garbage collector's cycle on every commit (see the module's doc)."""
+    gc.collect()
+    _callgrind("-z")
+
+
 def _count_durable(turns: int) -> None:
     from bench.overhead_bench import _durable_turn
     from bench.workload.client_process import client_process
@@ -58,7 +70,7 @@ def _count_durable(turns: int) -> None:
         with workload_host(url, store_path=store, state_path=state) as host, client_process(host.base_url) as client:
             for _ in range(TURNS_PER_CONVERSATION):  # warm-up: imports, store, model clients, caches
                 _durable_turn(host, None, client)
-            _callgrind("-z")
+            _zero_counters()
             session_id = None
             for turn in range(turns):
                 session_id = _durable_turn(host, session_id if turn % TURNS_PER_CONVERSATION else None, client)
@@ -75,7 +87,7 @@ def _count_in_process(turns: int) -> None:
         side = InProcessSide(url)
         try:
             side.conversation(0)  # warm-up
-            _callgrind("-z")
+            _zero_counters()
             for index in range(turns // TURNS_PER_CONVERSATION):
                 side.conversation(index + 1)
             _callgrind("-d")
