@@ -104,8 +104,13 @@ async def _rewind(
     resume: ResumeFrom | None,
 ) -> func.HttpResponse:
     # Read again, after the orchestration's state (`resume`): a record read before it may be of a rewind whose
-    # continuation has failed since, which would pass for an interrupted rewind of that newer failure.
-    run = await run_or_404(services.store, run.run_id)
+    # continuation has failed since, which would pass for an interrupted rewind of that newer failure. A rewind more
+    # than at the first read was made meanwhile by another request, whose continuation the state read before it
+    # cannot show: this request lost that race, as it would have lost the reopen.
+    current = await run_or_404(services.store, run.run_id)
+    if len(current.rewinds) > len(run.rewinds):
+        raise _another_rewind_first()
+    run = current
     if resume is not None and _interrupted(run):
         record = RewindRecord.model_validate(run.rewinds[-1])
     else:
@@ -164,6 +169,13 @@ def _finished_output(state: OrchestrationState[Any] | None, model: type[ResumeT]
         return None
 
 
+def _another_rewind_first() -> ApiProblem:
+    return ApiProblem(
+        409, "run_not_failed", "Only a failed run can be rewound", "Another rewind of this run started first.",
+        field="path.run_id",
+    )
+
+
 def _interrupted(run: RunRecord) -> bool:
     """Given that its orchestration is the failed one that finished (it has a resume point): a rewind reopened the
     run but its continuation never started (the host died in between)."""
@@ -200,10 +212,7 @@ async def _reopen(
     except RunNotReopenableError as refused:
         if refused.reason == "not_latest":
             raise _not_latest(run) from refused
-        raise ApiProblem(
-            409, "run_not_failed", "Only a failed run can be rewound",
-            "Another rewind of this run started first.", field="path.run_id",
-        ) from refused
+        raise _another_rewind_first() from refused
     except SessionBusyError as busy:
         raise _not_latest(run) from busy
     return record, reopened, resume
