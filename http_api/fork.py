@@ -78,7 +78,11 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
     forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
-        session_id = await _copy_conversation(store, run)
+        try:
+            session_id = await _copy_conversation(store, run)
+        except Exception:
+            await start.release()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
+            raise
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, session_id=session_id, inputs=inputs,

@@ -5,7 +5,9 @@ no caller-chosen text becomes a partition key; the partition's prefix is reserve
 can name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's
 conditional create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer
 with that run, as a poll would. A start that fails before its run exists marks its generation failed, so the key can
-be retried; after 24 h the next use opens a new generation.
+be retried; after 24 h the next use opens a new generation. A start that died before its run existed without marking
+its generation (its process ended, or the store failed the mark too) leaves a generation with no run: once it is
+`ABANDONED_AFTER` old, the next use marks it failed itself, so the key is not stuck "busy" for the rest of the 24 h.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ KIND = "idempotency"
 WINDOW = timedelta(hours=24)
 MAX_KEY_LENGTH = 255
 REPLAY_WAIT_SECONDS = 15.0
+# A start creates its run within milliseconds of claiming the key, and no HTTP request outlives Azure's 230 s front-end
+# timeout by much: a generation this old without its run belongs to a start that died in between.
+ABANDONED_AFTER = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,9 @@ async def claim(
         failed = {e.key.split(".", 1)[0] for e in entries if e.key.endswith(".failed")}
         now = datetime.now(UTC)
         if latest is not None and latest.key not in failed and latest.created_at and now - latest.created_at < WINDOW:
+            if await _abandoned(store, latest, now):
+                await store.record_effect(partition, f"{latest.key}.failed", KIND, {"run_id": latest.payload["run_id"]})
+                continue
             return _replay(latest, partition, key, request_fingerprint)
         generation = str(int(latest.key) + 1 if latest is not None else 0)
         record, created = await store.record_effect(
@@ -93,6 +101,13 @@ async def claim(
         if record.key not in failed:
             return _replay(record, partition, key, request_fingerprint)
     raise _busy("Concurrent requests keep changing this key's ledger.")
+
+
+async def _abandoned(store: SessionStore, entry: EffectRecord, now: datetime) -> bool:
+    """A generation whose start died before creating its run (checked only once it is old enough to tell)."""
+    if entry.created_at is None or now - entry.created_at < ABANDONED_AFTER:
+        return False
+    return await store.get_run(str(entry.payload["run_id"])) is None
 
 
 def _busy(detail: str) -> ApiProblem:

@@ -71,6 +71,8 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     gateway = DurableGateway(client)
     start = await claim_start(req, services.store, f"agents/{agent.name}", body)
     stored_input: list[MessageRecord] = []
+    if start.replay is not None and body.if_busy == "interrupt":
+        await _interrupt_again(services.store, gateway, start.replay)
     run = start.replay or await start_agent_run(
         services,
         gateway,
@@ -213,6 +215,14 @@ async def _interrupt_active(store: SessionStore, gateway: DurableGateway, sessio
     if active is None or active.finished or active.kind != "agent":
         return
     await cancel(store, gateway, active, "interrupted by a new run")
+
+
+async def _interrupt_again(store: SessionStore, gateway: DurableGateway, run: RunRecord) -> None:
+    """A repeated `interrupt` start (same `Idempotency-Key`) whose run still waits in the queue: its first request may
+    have failed after queueing the run and before the cancel reached the active run, which would then hold the
+    session (and this run) until it ended by itself. Cancelling again is harmless: the flag keeps its first time."""
+    if run.ordinal == 0 and not run.finished:
+        await _interrupt_active(store, gateway, run.session_id)
 
 
 async def _begin_run(

@@ -150,3 +150,42 @@ def test_queued_runs_survive_a_host_kill_and_keep_their_order(model, tmp_path: P
         assert _texts(api.http, alice) == ["note please", "Noted.", "second", "Two.", "third", "Three."]
     finally:
         host.close()
+
+
+def test_a_repeated_interrupt_whose_cancel_failed_interrupts_again(app_in, model) -> None:
+    """The first `interrupt` request queued its run, then raising the cancel event failed (500): the client's retry
+    with the same `Idempotency-Key` answered with the queued run and never cancelled the active one, so the new run
+    waited behind a run that was waiting for a person."""
+    model.set_script(script())
+    with app_in("easyauth") as (app, callers):
+        alice = callers.headers(ALICE)
+        first = _start(app.http, alice, "note please")
+        app.settle()
+        gateway = app.app_module("http_api.durable_gateway").DurableGateway
+        send_cancel = gateway.send_cancel
+        failures = []
+
+        async def failing_once(self, run_id: str, reason: str | None) -> None:
+            if not failures:
+                failures.append(run_id)
+                raise RuntimeError("the task hub did not take the event")
+            await send_cancel(self, run_id, reason)
+
+        gateway.send_cancel = failing_once
+        try:
+            body = {"input": "second", "session_id": "s1", "if_busy": "interrupt"}
+            keyed = {**alice, "Idempotency-Key": "urgent-1"}
+            failed = app.http.post("/api/agents/payer/runs", json=body, headers=keyed)
+            assert failed.status_code >= 500 and failures == [first["run_id"]], failed.text
+            retry = app.http.post("/api/agents/payer/runs", json=body, headers=keyed)
+        finally:
+            gateway.send_cancel = send_cancel
+        assert retry.status_code == 202, retry.text
+        urgent = retry.json()
+        for _ in range(20):
+            app.advance(10)
+            views = [app.http.get(f"/api/runs/{r['run_id']}", headers=alice) for r in (first, urgent)]
+            if all(v.json()["status"] in FINAL for v in views):
+                break
+        assert [v.json()["status"] for v in views] == ["cancelled", "completed"]
+        assert views[1].json()["output"]["text"] == "Two."

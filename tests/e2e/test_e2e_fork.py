@@ -117,3 +117,32 @@ def test_a_fork_runs_with_the_runs_own_instructions(app: InProcessApp, model: Sc
     assert forked.status_code == 200, forked.text
     assert [m["content"] for m in model.log.last.messages if m["role"] == "system"] == system
     assert "Be terse." in system[0]
+
+
+def test_a_fork_whose_copy_fails_does_not_burn_its_idempotency_key(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The conversation's copy failed (a store error) after the key was claimed and before the run existed: the key
+    was never released, so the client's retry got 409 `idempotency_key_busy` for the rest of the key's 24 hours."""
+    _, (_, second, _) = conversation(app, model)
+    store = app.services().current().store
+    append = store.append_messages
+    failures = []
+
+    async def failing_once(session_id: str, records: list) -> object:
+        if not failures:
+            failures.append(session_id)
+            raise RuntimeError("the store failed the copy")
+        return await append(session_id, records)
+
+    store.append_messages = failing_once
+    try:
+        headers = {"Idempotency-Key": "fork-retry"}
+        body = {"input": "x", "wait_seconds": 10}
+        first = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+        assert first.status_code >= 500 and failures, first.text
+        retry = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    finally:
+        del store.append_messages
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["status"] == "completed"

@@ -1,0 +1,59 @@
+"""`idempotency.claim` over the real SQLite store: a key whose first request died between claiming it and creating
+its run (process ended, or the store failed the release too) must not stay "busy" for the rest of its 24 hours."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from http_api import idempotency
+from http_api.identity import Principal
+from http_api.problems import ApiProblem
+from session_store import RunRecord, SqliteSessionStore
+
+ALICE = Principal(id="alice", auth_type="easyauth")
+FINGERPRINT = idempotency.fingerprint("agents/helper", {"input": "hi"})
+
+
+def store_behind(minutes: float) -> SqliteSessionStore:
+    """A store whose writes are dated `minutes` ago: what the key's ledger looks like that much later."""
+    return SqliteSessionStore(":memory:", clock=lambda: datetime.now(UTC) - timedelta(minutes=minutes))
+
+
+async def test_a_claim_whose_start_died_before_its_run_is_taken_over_once_stale() -> None:
+    store = store_behind(10)
+    dead = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-dead")
+    assert dead.first  # ... and its request died here: no run, no release
+    retry = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-retry")
+    assert retry.first and retry.run_id == "r-retry" and retry.generation == "1"
+    marks = {e.key for e in await store.list_effects(retry.partition, kind=idempotency.KIND)}
+    assert "0.failed" in marks
+    # The retry's own generation, once it created its run, is what the key answers with.
+    await store.create_session("s1", "helper")
+    await store.begin_run(RunRecord(run_id="r-retry", session_id="s1", agent="helper"))
+    again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-third")
+    assert not again.first and again.run_id == "r-retry"
+    await store.close()
+
+
+async def test_a_stale_claim_whose_run_exists_is_replayed() -> None:
+    store = store_behind(10)
+    first = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r1")
+    await store.create_session("s1", "helper")
+    await store.begin_run(RunRecord(run_id="r1", session_id="s1", agent="helper"))
+    again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r2")
+    assert first.first and not again.first and again.run_id == "r1"
+    assert (await idempotency.started_run(store, again)).run_id == "r1"
+    await store.close()
+
+
+async def test_a_young_claim_without_its_run_is_left_to_its_request() -> None:
+    """A start still creating its run is not taken over: the retry waits for it (409 busy at worst), never a 2nd run."""
+    store = store_behind(0)
+    first = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r1")
+    again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r2")
+    assert first.first and not again.first and again.run_id == "r1"
+    with pytest.raises(ApiProblem):
+        await idempotency.claim(store, ALICE, "k", idempotency.fingerprint("agents/helper", {"input": "x"}), "r3")
+    await store.close()
