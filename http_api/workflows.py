@@ -17,6 +17,7 @@ from agent_runs.services import RunServices
 from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
+from http_api.durable_gateway import STILL_RUNNING
 from http_api.identity import Principal
 from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
@@ -265,18 +266,30 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     signal = await services.store.append_signal(
         control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
     )
-    try:
-        await WorkflowGateway(client).send_signal(record.run_id, name, signal.index)
-    except Exception:
-        current = await services.store.get_run(record.run_id)
-        if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
-            raise _finished(current) from None
-        raise
+    await _ring_signal(services, WorkflowGateway(client), record.run_id, name, signal.index)
     return json_response(
         {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
          "status": "accepted"},
         202,
     )
+
+
+async def _ring_signal(services: RunServices, gateway: WorkflowGateway, run_id: str, name: str, index: int) -> None:
+    """Ring a stored signal. A refused ring (the SDK raises on the host's 404/410) is the caller's 409 when the
+    workflow finished meanwhile; when no orchestration is running yet (its start request has stored the record but
+    not started it, or a rewind's continuation has not started) the stored signal stands: the workflow asks the
+    store before it waits for a signal. A 500 there would make the caller send the signal again, and the copy would
+    feed the next step of that name."""
+    try:
+        await gateway.send_signal(run_id, name, index)
+    except Exception:
+        current = await services.store.get_run(run_id)
+        if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
+            raise _finished(current) from None
+        state = await gateway.state(run_id)
+        if state is not None and state.runtime_status in STILL_RUNNING:
+            raise
+        log.info("workflow %s is not running yet: signal %s:%d waits in the store", run_id, name, index)
 
 
 async def _wait_for_view(
