@@ -7,13 +7,13 @@ Approvals of workflow gates go through the run approval routes with the workflow
 from __future__ import annotations
 
 import logging
-import uuid
 
 import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from agent_runs.services import RunServices
+from http_api import idempotency
 from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
@@ -33,6 +33,7 @@ from http_api.workflow_models import (
     WorkflowRunView,
     WorkflowSummary,
 )
+from http_api.workflow_signals import append_once
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
@@ -261,10 +262,11 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     body = read_json_body(req, SignalRequest)
     if record.finished:
         raise _finished(record)
-    # Queued in the store first (its index allocated atomically), then rung: the workflow consumes the signals of a
-    # name one by one in index order, each exactly once (served_workflows/README.md, "Signals").
-    signal = await services.store.append_signal(
-        control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
+    # Queued in the store first (its index allocated atomically; once per Idempotency-Key), then rung: the workflow
+    # consumes the signals of a name one by one in index order, each exactly once (served_workflows/README.md,
+    # "Signals").
+    signal = await append_once(
+        services.store, control_session_id(record.run_id), name, body.payload, idempotency.key_of(req)
     )
     await _ring_signal(services, WorkflowGateway(client), record.run_id, name, signal.index)
     return json_response(

@@ -4,6 +4,7 @@ through the API, from inside the start request's launch, before the orchestratio
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from datetime import timedelta
 from typing import Any
@@ -37,3 +38,34 @@ def test_a_signal_before_the_orchestration_started_is_accepted_and_taken(host, m
     host.advance(3600)
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["fact"] == "first"
+
+
+def test_a_signal_sent_again_with_its_idempotency_key_is_queued_once(host) -> None:
+    """A client that sends a signal again after a lost response (same `Idempotency-Key`, same body, also at once)
+    gets the first one's answer; the copy must not feed the next step of that name. Another body under the key is a
+    422; another key is another signal."""
+    run_id = start(host, "open_signal_flow", {"topic": "retries"})["run_id"]
+    settle(host)
+    url = f"/api/workflows/runs/{run_id}/signals/go_ahead"
+    once = {"Idempotency-Key": "go-1"}
+
+    async def together() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=host.base_url, trust_env=False) as client:
+            sends = [client.post(url, json={"payload": {"n": 1}}, headers=once) for _ in range(3)]
+            return list(await asyncio.gather(*sends))
+
+    answers = [*host.run(together()), host.client.post(url, json={"payload": {"n": 1}}, headers=once)]
+    assert all(a.status_code == 202 for a in answers), [a.text for a in answers]
+    assert {(a.json()["index"], a.json()["signal_id"]) for a in answers} == {(1, answers[0].json()["signal_id"])}
+    reused = host.client.post(url, json={"payload": {"n": 9}}, headers=once)
+    assert reused.status_code == 422 and reused.json()["code"] == "idempotency_key_reused"
+
+    settle(host)
+    host.advance(3600)  # past the pause: the second step waits, for a signal not yet sent
+    waiting = view(host, run_id)
+    assert waiting["status"] == "waiting" and waiting["active_step"]["id"] == "go_again", waiting
+    second = host.client.post(url, json={"payload": {"n": 2}}, headers={"Idempotency-Key": "go-2"})
+    assert second.status_code == 202 and second.json()["index"] == 2
+    settle(host)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["second"] == {"n": 2}, done
