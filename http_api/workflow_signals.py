@@ -14,6 +14,8 @@ import hashlib
 import uuid
 from typing import Any
 
+from pydantic import BaseModel
+
 from http_api import idempotency
 from http_api.caller import current_principal
 from http_api.problems import ApiProblem
@@ -24,6 +26,13 @@ ENTRY_PREFIX = "signal-key."
 REPLAY_WAIT_SECONDS = 5.0
 
 
+class QueuedSignal(BaseModel):
+    """Where a signal went (what the 202 says; its `.done` entry: the payload stays in the queue only)."""
+
+    signal_id: str
+    index: int
+
+
 def _entry(key: str) -> str:
     """The ledger key of (caller, key): hashed, so no caller-chosen text becomes a store id."""
     return ENTRY_PREFIX + hashlib.sha256(f"{current_principal().id}\n{key}".encode()).hexdigest()[:48]
@@ -31,10 +40,10 @@ def _entry(key: str) -> str:
 
 async def append_once(
     store: SessionStore, session_id: str, name: str, payload: Any, key: str | None
-) -> SignalRecord:
+) -> QueuedSignal:
     """The signal queued for this request: appended now, or (same key and body as before) the one appended then."""
     if key is None:
-        return await store.append_signal(session_id, name, uuid.uuid4().hex, payload)
+        return _queued(await store.append_signal(session_id, name, uuid.uuid4().hex, payload))
     entry = _entry(key)
     request_fingerprint = idempotency.fingerprint(f"workflow_signals/{name}", {"payload": payload})
     signal_id = uuid.uuid4().hex
@@ -44,18 +53,24 @@ async def append_once(
     if claim.payload.get("fingerprint") != request_fingerprint:
         raise _reused()
     if not created:
-        return await _appended(store, session_id, entry, name)
+        return await _appended(store, session_id, entry, name, str(claim.payload.get("signal_id")))
     try:
         signal = await store.append_signal(session_id, name, signal_id, payload)
     except Exception:
         await store.record_effect(session_id, f"{entry}.failed", KIND, {})
         raise
-    await store.record_effect(session_id, f"{entry}.done", KIND, signal.model_dump(mode="json"))
-    return signal
+    queued = _queued(signal)
+    await store.record_effect(session_id, f"{entry}.done", KIND, queued.model_dump(mode="json"))
+    return queued
 
 
-async def _appended(store: SessionStore, session_id: str, entry: str, name: str) -> SignalRecord:
-    """The signal the key's first request queued, once it has (it may still be doing so)."""
+def _queued(signal: SignalRecord) -> QueuedSignal:
+    return QueuedSignal(signal_id=signal.signal_id, index=signal.index)
+
+
+async def _appended(store: SessionStore, session_id: str, entry: str, name: str, signal_id: str) -> QueuedSignal:
+    """The signal the key's first request queued, once it has (it may still be doing so; or it died between the
+    append and its `.done` entry: then the queue holds the claimed `signal_id`)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + REPLAY_WAIT_SECONDS
     delay = 0.01
@@ -63,13 +78,25 @@ async def _appended(store: SessionStore, session_id: str, entry: str, name: str)
         marks = {e.key: e for e in await store.list_effects(session_id, kind=KIND)}
         done = marks.get(f"{entry}.done")
         if done is not None:
-            return SignalRecord.model_validate(done.payload)
+            return QueuedSignal.model_validate(done.payload)
         if f"{entry}.failed" in marks:
             raise _busy("The first request with this key failed before queuing its signal; use a new key.")
+        if (found := await _in_queue(store, session_id, name, signal_id)) is not None:
+            return found
         if loop.time() > deadline:
             raise _busy("The first request with this key has not queued its signal yet.")
         await asyncio.sleep(delay)  # the first request appends within milliseconds; there is no event to await
         delay = min(delay * 2, 0.25)
+
+
+async def _in_queue(store: SessionStore, session_id: str, name: str, signal_id: str) -> QueuedSignal | None:
+    index = 1
+    while page := await store.list_signals(session_id, name, from_index=index, limit=100):
+        for signal in page:
+            if signal.signal_id == signal_id:
+                return _queued(signal)
+        index = page[-1].index + 1
+    return None
 
 
 def _reused() -> ApiProblem:

@@ -69,3 +69,30 @@ def test_a_signal_sent_again_with_its_idempotency_key_is_queued_once(host) -> No
     settle(host)
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["second"] == {"n": 2}, done
+
+
+def test_a_retry_after_the_first_request_died_past_its_append_finds_the_queued_signal(host, monkeypatch) -> None:
+    """The first request queued its signal, then failed before noting where (its `.done` entry): the retry with the
+    same key answers with that signal instead of waiting for a note that never comes, or queuing a copy."""
+    store = sys.modules["agent_runs.services"].RunServices.current().store  # the host's modules: the app's store
+    run_id = start(host, "open_signal_flow", {"topic": "a death"})["run_id"]
+    settle(host)
+    record_effect = store.record_effect
+
+    async def dying_after_the_append(session_id: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        if key.endswith(".done"):
+            raise ConnectionError("the API process died here")
+        return await record_effect(session_id, key, *args, **kwargs)
+
+    monkeypatch.setattr(store, "record_effect", dying_after_the_append)
+    url = f"/api/workflows/runs/{run_id}/signals/go_ahead"
+    once = {"Idempotency-Key": "go-1"}
+    assert host.client.post(url, json={"payload": {"n": 1}}, headers=once).status_code == 500
+    monkeypatch.undo()
+
+    retry = host.client.post(url, json={"payload": {"n": 1}}, headers=once)
+    assert retry.status_code == 202 and retry.json()["index"] == 1, retry.text
+    settle(host)
+    queued = host.run(store.list_signals(f"wf-{run_id}", "go_ahead"))
+    assert [signal.index for signal in queued] == [1]
+    assert view(host, run_id)["active_step"]["id"] == "pause"  # the signal step took it
