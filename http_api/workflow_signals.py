@@ -45,7 +45,7 @@ async def append_once(
     if key is None:
         return _queued(await store.append_signal(session_id, name, uuid.uuid4().hex, payload))
     entry = _entry(key)
-    request_fingerprint = idempotency.fingerprint(f"workflow_signals/{name}", {"payload": payload})
+    request_fingerprint = _fingerprint(name, payload)
     signal_id = uuid.uuid4().hex
     claim, created = await store.record_effect(
         session_id, entry, KIND, {"fingerprint": request_fingerprint, "signal_id": signal_id}
@@ -62,6 +62,27 @@ async def append_once(
     queued = _queued(signal)
     await store.record_effect(session_id, f"{entry}.done", KIND, queued.model_dump(mode="json"))
     return queued
+
+
+async def accepted_before(
+    store: SessionStore, session_id: str, name: str, payload: Any, key: str | None
+) -> QueuedSignal | None:
+    """The signal this key and body queued earlier, if any: a retry after the workflow finished is told what the
+    first request was (202, its index), not that the workflow refuses signals, which would say it was never taken."""
+    if key is None:
+        return None
+    entry = _entry(key)
+    marks = {e.key: e for e in await store.list_effects(session_id, kind=KIND)}
+    claim = marks.get(entry)
+    if claim is None or claim.payload.get("fingerprint") != _fingerprint(name, payload):
+        return None
+    if (done := marks.get(f"{entry}.done")) is not None:
+        return QueuedSignal.model_validate(done.payload)
+    return await _in_queue(store, session_id, name, str(claim.payload.get("signal_id")))
+
+
+def _fingerprint(name: str, payload: Any) -> str:
+    return idempotency.fingerprint(f"workflow_signals/{name}", {"payload": payload})
 
 
 def _queued(signal: SignalRecord) -> QueuedSignal:

@@ -33,7 +33,7 @@ from http_api.workflow_models import (
     WorkflowRunView,
     WorkflowSummary,
 )
-from http_api.workflow_signals import append_once
+from http_api.workflow_signals import QueuedSignal, accepted_before, append_once
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
@@ -260,20 +260,24 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
             field="path.name",
         )
     body = read_json_body(req, SignalRequest)
+    key, session_id = idempotency.key_of(req), control_session_id(record.run_id)
     if record.finished:
-        raise _finished(record)
+        earlier = await accepted_before(services.store, session_id, name, body.payload, key)
+        if earlier is None:
+            raise _finished(record)
+        return _accepted(record.run_id, name, earlier)
     # Queued in the store first (its index allocated atomically; once per Idempotency-Key), then rung: the workflow
     # consumes the signals of a name one by one in index order, each exactly once (served_workflows/README.md,
     # "Signals").
-    signal = await append_once(
-        services.store, control_session_id(record.run_id), name, body.payload, idempotency.key_of(req)
-    )
+    signal = await append_once(services.store, session_id, name, body.payload, key)
     await _ring_signal(services, WorkflowGateway(client), record.run_id, name, signal.index)
-    return json_response(
-        {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
-         "status": "accepted"},
-        202,
-    )
+    return _accepted(record.run_id, name, signal)
+
+
+def _accepted(run_id: str, name: str, signal: QueuedSignal) -> func.HttpResponse:
+    body = {"run_id": run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
+            "status": "accepted"}
+    return json_response(body, 202)
 
 
 async def _ring_signal(services: RunServices, gateway: WorkflowGateway, run_id: str, name: str, index: int) -> None:

@@ -70,6 +70,12 @@ def test_a_signal_sent_again_with_its_idempotency_key_is_queued_once(host) -> No
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["second"] == {"n": 2}, done
 
+    # The workflow finished: a retry of a signal it took is told what its first request was; a new signal is a 409.
+    late_retry = host.client.post(url, json={"payload": {"n": 2}}, headers={"Idempotency-Key": "go-2"})
+    assert late_retry.status_code == 202 and late_retry.json() == second.json(), late_retry.text
+    fresh = host.client.post(url, json={"payload": {"n": 3}}, headers={"Idempotency-Key": "go-3"})
+    assert fresh.status_code == 409 and fresh.json()["code"] == "workflow_finished"
+
 
 def test_a_retry_after_the_first_request_died_past_its_append_finds_the_queued_signal(host, monkeypatch) -> None:
     """The first request queued its signal, then failed before noting where (its `.done` entry): the retry with the
