@@ -102,3 +102,33 @@ def test_a_retry_after_the_first_request_died_past_its_append_finds_the_queued_s
     queued = host.run(store.list_signals(f"wf-{run_id}", "go_ahead"))
     assert [signal.index for signal in queued] == [1]
     assert view(host, run_id)["active_step"]["id"] == "pause"  # the signal step took it
+
+
+def test_a_signal_while_a_rewind_starts_its_continuation_is_accepted_and_taken(host, monkeypatch) -> None:
+    """A rewind has reopened the workflow's record but not yet started its continuation (the old orchestration, which
+    failed, refuses events): the signal is queued for the continuation's signal step, so the answer is 202."""
+    run_id = start(host, "signal_flow", {"at": host.engine.now().isoformat()})["run_id"]
+    settle(host)
+    host.advance(1)
+    host.advance(3601)
+    assert view(host, run_id)["error"]["step"] == "data"  # the signal never came
+
+    gateway = sys.modules["http_api.workflow_gateway"].WorkflowGateway  # as the host loaded the app
+    start_orchestration = gateway.start
+    answers: list[httpx.Response] = []
+
+    async def signal_first(self: Any, workflow_input: Any) -> None:
+        async with httpx.AsyncClient(base_url=host.base_url, trust_env=False) as client:
+            url = f"/api/workflows/runs/{run_id}/signals/data_ready"
+            answers.append(await client.post(url, json={"payload": {"fact": "in the gap"}}))
+        await start_orchestration(self, workflow_input)
+
+    monkeypatch.setattr(gateway, "start", signal_first)
+    assert host.client.post(f"/api/workflows/runs/{run_id}/rewind").status_code == 202
+    monkeypatch.undo()
+
+    [answer] = answers
+    assert answer.status_code == 202, answer.text
+    settle(host)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["fact"] == "in the gap", done
