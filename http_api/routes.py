@@ -215,7 +215,7 @@ ROUTES: tuple[Route, ...] = check_table((
     Route(name="signal_workflow_run", method="post", path="workflows/runs/{run_id}/signals/{name}",
           params=(WORKFLOW_RUN, SIGNAL), handler=workflows.signal_workflow_run, client=True,
           summary="Send a signal (with a payload) to a workflow run", tag="workflows", body=SignalRequest,
-          responses={202: SignalAcceptedBody}, problems=(400, 404, 409, 413, 415, 422)),
+          responses={202: SignalAcceptedBody}, problems=(400, 404, 409, 413, 415, 422), idempotent=True),
     # The caller's lists (identities: docs/identity.md)
     Route(name="list_approval_inbox", method="get", path="approvals", handler=listings.list_inbox,
           summary="Every approval the caller may decide, across runs and workflows (newest first)",

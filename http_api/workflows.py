@@ -7,16 +7,17 @@ Approvals of workflow gates go through the run approval routes with the workflow
 from __future__ import annotations
 
 import logging
-import uuid
 
 import azure.durable_functions as df
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from agent_runs.services import RunServices
+from http_api import idempotency
 from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
+from http_api.durable_gateway import STILL_RUNNING
 from http_api.identity import Principal
 from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
@@ -32,6 +33,7 @@ from http_api.workflow_models import (
     WorkflowRunView,
     WorkflowSummary,
 )
+from http_api.workflow_signals import QueuedSignal, accepted_before, append_once
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
@@ -258,25 +260,42 @@ async def signal_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
             field="path.name",
         )
     body = read_json_body(req, SignalRequest)
+    key, session_id = idempotency.key_of(req), control_session_id(record.run_id)
     if record.finished:
-        raise _finished(record)
-    # Queued in the store first (its index allocated atomically), then rung: the workflow consumes the signals of a
-    # name one by one in index order, each exactly once (served_workflows/README.md, "Signals").
-    signal = await services.store.append_signal(
-        control_session_id(record.run_id), name, uuid.uuid4().hex, body.payload
-    )
+        earlier = await accepted_before(services.store, session_id, name, body.payload, key)
+        if earlier is None:
+            raise _finished(record)
+        return _accepted(record.run_id, name, earlier)
+    # Queued in the store first (its index allocated atomically; once per Idempotency-Key), then rung: the workflow
+    # consumes the signals of a name one by one in index order, each exactly once (served_workflows/README.md,
+    # "Signals").
+    signal = await append_once(services.store, session_id, name, body.payload, key)
+    await _ring_signal(services, WorkflowGateway(client), record.run_id, name, signal.index)
+    return _accepted(record.run_id, name, signal)
+
+
+def _accepted(run_id: str, name: str, signal: QueuedSignal) -> func.HttpResponse:
+    body = {"run_id": run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
+            "status": "accepted"}
+    return json_response(body, 202)
+
+
+async def _ring_signal(services: RunServices, gateway: WorkflowGateway, run_id: str, name: str, index: int) -> None:
+    """Ring a stored signal. A refused ring (the SDK raises on the host's 404/410) is the caller's 409 when the
+    workflow finished meanwhile; when no orchestration is running yet (its start request has stored the record but
+    not started it, or a rewind's continuation has not started) the stored signal stands: the workflow asks the
+    store before it waits for a signal. A 500 there would make the caller send the signal again, and the copy would
+    feed the next step of that name."""
     try:
-        await WorkflowGateway(client).send_signal(record.run_id, name, signal.index)
+        await gateway.send_signal(run_id, name, index)
     except Exception:
-        current = await services.store.get_run(record.run_id)
+        current = await services.store.get_run(run_id)
         if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
             raise _finished(current) from None
-        raise
-    return json_response(
-        {"run_id": record.run_id, "signal": name, "signal_id": signal.signal_id, "index": signal.index,
-         "status": "accepted"},
-        202,
-    )
+        state = await gateway.state(run_id)
+        if state is not None and state.runtime_status in STILL_RUNNING:
+            raise
+        log.info("workflow %s is not running yet: signal %s:%d waits in the store", run_id, name, index)
 
 
 async def _wait_for_view(
