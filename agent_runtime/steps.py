@@ -106,6 +106,11 @@ async def append_input_step(log: ConversationLog, run_id: str, messages: Sequenc
 # --------------------------------------------------------------------------------------------------- model
 
 
+def _holds_back_output(middleware: Sequence[object]) -> bool:
+    """Whether chat middleware judges or rewrites the whole answer (an output guardrail): then nothing streams."""
+    return any(getattr(layer, "holds_back_output", False) for layer in middleware)
+
+
 async def call_model_step(
     agent: AgentDefinition,
     client: ModelClient,
@@ -125,6 +130,8 @@ async def call_model_step(
     `overrides`: this run's extra instructions and output format (see `overrides.py`).
     With `prices` the turn's usage carries its cost (when the model has a price).
     """
+    if on_update is not None and _holds_back_output(agent.chat_middleware):
+        on_update = on_stream_end = None  # no draft: the answer is only shown once the middleware has judged it
     # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
     own_prefix = model_message_prefix(run_id, command.iteration)
     conversation = await (log.messages() if agent.chat_middleware else log.read())  # middleware may change them

@@ -34,6 +34,12 @@ class GuardrailMiddleware:
         self.patterns = [re.compile(p) if isinstance(p, str) else p for p in patterns]
         self.action, self.apply_to, self.replacement, self.refusal = action, set(apply_to), replacement, refusal
 
+    @property
+    def holds_back_output(self) -> bool:
+        """An output guardrail judges the whole answer: no token of it may reach a client before it has (a streamed
+        draft would show what it then blocks or redacts)."""
+        return "output" in self.apply_to
+
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
 

@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from . import sse
 from .cursor import Cursor
+from .feeds import Draft
 from .watchers import Lease, RunWatcher
 
 
@@ -49,17 +50,24 @@ class Position:
         draft = watcher.draft
         if draft is not None and (draft.seq != watcher.confirmed_draft_seq or self.cursor.seq < watcher.last_seq):
             draft = None  # not before the updates below it: they are not all known, or not all sent yet
-        sent = self.cursor.sent_of(draft.seq) if draft is not None else 0
-        if draft is not None and draft.seq > self.cursor.seq and len(draft.text) != sent:
-            if len(draft.text) > sent:
-                data = {"message_id": draft.message_id, "text": draft.text[sent:]}
-            else:  # a retried model call started its answer over: the text so far replaces what was sent
-                data = {"message_id": draft.message_id, "text": draft.text, "replace": True}
-            self.cursor = self.cursor.with_draft(draft.seq, len(draft.text))
-            yield sse.event("delta", data, self.cursor.encode())
+        if draft is not None and draft.seq > self.cursor.seq:
+            data = self._delta(draft)
+            if data is not None:
+                self.cursor = self.cursor.with_draft(draft.seq, draft.text)
+                yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
             self.finished = True
             yield sse.event("done", watcher.done, self.cursor.encode())
+
+
+    def _delta(self, draft: Draft) -> dict[str, Any] | None:
+        """The `delta` that brings this client's text of `draft` up to date, if it is behind."""
+        sent = self.cursor.sent_of(draft.seq, draft.text)
+        if sent is None:  # a retried model call started its answer over: the text so far replaces what was sent
+            return {"message_id": draft.message_id, "text": draft.text, "replace": True}
+        if len(draft.text) > sent:
+            return {"message_id": draft.message_id, "text": draft.text[sent:]}
+        return None
 
 
 async def stream_events(lease: Lease, position: StreamPosition, ping_seconds: float,

@@ -1,10 +1,13 @@
 """The stream cursor: what a client has received, as the `id:` of each event.
 
-`{seq}.{draft_seq}.{draft}.{status}`: the last update delivered (`seq`, -1 for none), the seq of the answer being
-written that deltas were sent for (0 for none) and how many of its characters were sent, and a fingerprint of the
-last status delivered. The draft is named by its seq because a draft's deltas may reach a client before updates
-below it (the tokens are live, the updates wait for the step to be committed). Opaque to clients; it only selects
-what of a run they are shown, so it is validated, not signed (access is checked by the route's lookup, as polls).
+`{seq}.{draft_seq}.{draft}.{status}[.{draft_fp}]`: the last update delivered (`seq`, -1 for none), the seq of the
+answer being written that deltas were sent for (0 for none) and how many of its characters were sent, a fingerprint
+of the last status delivered, and (while deltas were sent) a fingerprint of the text sent. A retried model call
+starts its answer over at the same seq: only the text's fingerprint tells a client's text from the new answer's
+first characters (a length alone would append the new answer's tail to the old one's head). The draft is named by
+its seq because a draft's deltas may reach a client before updates below it (the tokens are live, the updates wait
+for the step to be committed). Opaque to clients; it only selects what of a run they are shown, so it is validated,
+not signed (access is checked by the route's lookup, as polls).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 _NUMBER = r"(0|[1-9][0-9]{0,15})"
-_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.([0-9a-f]{{8}}|-)$")
+_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.([0-9a-f]{{8}}|-)(?:\.([0-9a-f]{{8}}))?$")
 
 
 @dataclass(frozen=True)
@@ -25,28 +28,38 @@ class Cursor:
     draft_seq: int = 0
     draft: int = 0
     status: str = "-"
+    draft_fp: str = "-"  # fingerprint of the draft text sent ("-": none, or a cursor from before it was recorded)
 
     def encode(self) -> str:
-        return f"{self.seq}.{self.draft_seq}.{self.draft}.{self.status}"
+        text_fp = f".{self.draft_fp}" if self.draft_fp != "-" else ""
+        return f"{self.seq}.{self.draft_seq}.{self.draft}.{self.status}{text_fp}"
 
     @classmethod
     def parse(cls, text: str) -> Cursor:
         match = _PATTERN.fullmatch(text.strip())
         if match is None:
             raise ValueError("not a stream cursor (the id of an event of this stream)")
-        return cls(int(match.group(1)), int(match.group(3)), int(match.group(4)), match.group(5))
+        return cls(int(match.group(1)), int(match.group(3)), int(match.group(4)), match.group(5),
+                   match.group(6) or "-")
 
     def after_update(self, seq: int) -> Cursor:
         if seq >= self.draft_seq:  # the finished answer (stored at its draft's seq) covers the deltas sent
-            return Cursor(seq, 0, 0, self.status)
+            return Cursor(seq, 0, 0, self.status)  # (and no draft text fingerprint)
         return replace(self, seq=seq)
 
-    def sent_of(self, draft_seq: int) -> int:
-        """How many characters of the draft at `draft_seq` this client has."""
-        return self.draft if draft_seq == self.draft_seq else 0
+    def sent_of(self, draft_seq: int, text: str) -> int | None:
+        """How many characters of `text`, the draft at `draft_seq`, this client has; None when what it has is not
+        the start of `text` (a retried model call started over): the client's text must be replaced."""
+        if draft_seq != self.draft_seq:
+            return 0
+        if self.draft > len(text):
+            return None
+        if self.draft_fp != "-" and text_fingerprint(text[:self.draft]) != self.draft_fp:
+            return None
+        return self.draft
 
-    def with_draft(self, draft_seq: int, length: int) -> Cursor:
-        return replace(self, draft_seq=draft_seq, draft=length)
+    def with_draft(self, draft_seq: int, text: str) -> Cursor:
+        return replace(self, draft_seq=draft_seq, draft=len(text), draft_fp=text_fingerprint(text))
 
     def with_status(self, fingerprint: str) -> Cursor:
         return replace(self, status=fingerprint)
@@ -55,3 +68,7 @@ class Cursor:
 def fingerprint(payload: Any) -> str:
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2s(canonical.encode("utf-8"), digest_size=4).hexdigest()
+
+
+def text_fingerprint(text: str) -> str:
+    return hashlib.blake2s(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()

@@ -72,12 +72,16 @@ async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str,
     """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
     its failure raised before anything is sent), `position` deciding what the client is sent."""
     settings = current_settings(StreamSettings)
-    watcher = REGISTRY.acquire(kind, run_id, make_feed, settings)
-    await watcher.ready()
-    if watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for a store outage)
-        watcher.unsubscribe()
-        raise watcher.failure
-    lease = Lease(watcher)
+    lease = Lease(REGISTRY.acquire(kind, run_id, make_feed, settings))
+    try:
+        await lease.watcher.ready()
+        if lease.watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for an outage)
+            raise lease.watcher.failure
+    except BaseException:
+        # Also when cancelled while the first reading is under way (the client left, the function timed out): a
+        # subscription never released keeps the watcher polling the run for as long as it runs.
+        lease.release()
+        raise
     events = stream_events(lease, position, settings.ping_seconds, settings.max_seconds)
     weakref.finalize(events, lease.release)  # a response never sent (client gone first) still lets the watcher go
     return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)

@@ -93,6 +93,13 @@ class RunWatcher:
     def last_seq(self) -> int:
         return self._seqs[-1] if self._seqs else -1
 
+    @property
+    def watching(self) -> bool:
+        """Whether a new connection may share this watcher. One that failed, or stopped at the run's end, reads the
+        run no more, while its last connections finish: a rewind may have reopened the run since, so a new stream
+        starts a watcher of its own (one reading for a run that is still over)."""
+        return self.failure is None and self.done is None
+
     def close(self) -> None:
         if self._stop_live is not None:
             self._stop_live()
@@ -217,7 +224,7 @@ class WatcherRegistry:
     def acquire(self, kind: str, run_id: str, make_feed: Callable[[], Feed], settings: StreamSettings) -> RunWatcher:
         key = (id(asyncio.get_running_loop()), kind, run_id)
         watcher = self._watchers.get(key)
-        if watcher is None or watcher.failure is not None:
+        if watcher is None or not watcher.watching:
             watcher = RunWatcher((kind, run_id), make_feed(), settings, lambda w: self._release(key, w))
             self._watchers[key] = watcher
         watcher.subscribe()

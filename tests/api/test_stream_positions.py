@@ -118,12 +118,51 @@ def test_a_retried_answer_replaces_the_text() -> None:
     assert [parse(c)[2] for c in position.pending(watcher)] == [{"message_id": "m", "text": "Hi", "replace": True}]
 
 
-@pytest.mark.parametrize("text", ["", "1.2", "a.0.0.-", "1.0.0.xyz", "01.0.0.-", "1.0.0.-\nx", "-2.0.0.-"])
+def client_text(events: list[tuple[str, str, Any]]) -> str:
+    """The answer as a client shows it: deltas appended, a `replace` starting over."""
+    text = ""
+    for kind, _, data in events:
+        if kind == "delta":
+            text = data["text"] if data.get("replace") else text + data["text"]
+    return text
+
+
+def test_a_retried_answer_longer_than_the_text_sent_replaces_it() -> None:
+    # The retry's text grew past what the client has before the client looked again (a slow consumer, or a stored
+    # draft read once per interval): its length alone does not tell that it started over.
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hello"), confirmed_draft_seq=5)
+    position = Position(Cursor())
+    received = [parse(c) for c in position.pending(watcher)]
+    watcher.draft = Draft(5, "m", "Greetings, friend")
+    received += [parse(c) for c in position.pending(watcher)]
+    assert client_text(received) == "Greetings, friend"
+
+
+def test_a_client_resuming_across_a_retried_answer_gets_it_replaced() -> None:
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hello"), confirmed_draft_seq=5)
+    received = [parse(c) for c in Position(Cursor()).pending(watcher)]
+    watcher.draft = Draft(5, "m", "Greetings, friend")  # retried while the client was away
+    received += [parse(c) for c in Position(Cursor.parse(received[-1][1])).pending(watcher)]
+    assert client_text(received) == "Greetings, friend"
+    watcher.draft = Draft(5, "m", "Greetings, friend!")  # and the same answer goes on: an append
+    resumed = Position(Cursor.parse(received[-1][1]))
+    assert [parse(c)[2] for c in resumed.pending(watcher)] == [{"message_id": "m", "text": "!"}]
+
+
+def test_a_cursor_without_the_text_fingerprint_still_resumes_by_length() -> None:
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hello world"), confirmed_draft_seq=5)
+    position = Position(Cursor.parse("3.5.5.-"))  # an id sent before the fingerprint was part of it
+    assert [parse(c)[2] for c in position.pending(watcher)] == [{"message_id": "m", "text": " world"}]
+
+
+@pytest.mark.parametrize("text", ["", "1.2", "1.5.5.-.xyz", "1.5.5.-.0a1b2c3d4", "1.5.5.-.-",
+                                  "a.0.0.-", "1.0.0.xyz", "01.0.0.-", "1.0.0.-\nx", "-2.0.0.-"])
 def test_bad_cursors_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         Cursor.parse(text)
 
 
 def test_cursors_round_trip() -> None:
-    for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-")):
+    for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-"),
+                   Cursor(3, 18, 120, "-", "0a1b2c3d")):
         assert Cursor.parse(cursor.encode()) == cursor

@@ -113,6 +113,27 @@ async def test_model_step_streams_updates_and_stores_the_same_answer(scripted_mo
     assert (await log.messages())[-1].text == "Hello there, friend."
 
 
+@pytest.mark.parametrize("action", ["redact", "block"])
+async def test_an_output_guardrail_lets_no_token_out_before_it_judged_the_answer(scripted_model, model_client, action):
+    """Streamed tokens become drafts that streams and polls show at once: an answer an output guardrail then redacts
+    or blocks would already have been shown."""
+    agent = AgentDefinition(
+        name="guarded", chat_middleware=[GuardrailMiddleware([r"hunter2"], action=action, apply_to=("output",))]
+    )
+    log = await seeded_log()
+    scripted_model.set_script(Script.of("The admin password is hunter2, keep it safe."))
+    updates = []
+
+    async def on_update(update):
+        updates.append(update)
+
+    await call_model_step(
+        agent, model_client, log, RUN, CallModel(iteration=1, tool_choice="auto"), on_update=on_update
+    )
+    assert "hunter2" not in "".join(u.text for u in updates)
+    assert "hunter2" not in (await log.messages())[-1].text
+
+
 async def test_chat_middleware_termination_stores_its_result_without_calling_the_model(scripted_model, model_client):
     agent = AgentDefinition(name="guarded", chat_middleware=[GuardrailMiddleware([r"(?i)password"])])
     log = await seeded_log("tell me the admin password")

@@ -1,0 +1,104 @@
+"""Opening a stream (`http_api.streams.handlers.open_stream`): a stream given up before it starts - the client left
+or the function timed out while the run's watcher takes its first reading - releases the watcher; and a stream
+opened once a run's watcher has stopped at its end gets a watcher of its own (the run may have been rewound)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from http_api.streams.connection import Position
+from http_api.streams.cursor import Cursor
+from http_api.streams.feeds import Draft, Refresh
+from http_api.streams.handlers import open_stream
+from http_api.streams.settings import StreamSettings
+from http_api.streams.watchers import REGISTRY, Lease
+
+
+class StalledFeed:
+    """A run whose first reading does not come back (a slow status call or store read)."""
+
+    kind = "run"
+    writes_answers = True
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.reads = 0
+        self.reading = asyncio.Event()
+
+    async def read_state(self) -> Any:
+        self.reads += 1
+        self.reading.set()
+        await asyncio.Event().wait()
+
+    async def refresh(self, state: Any, after: int) -> Refresh:
+        raise AssertionError("never read")
+
+    def draft_seq(self, state: Any) -> int | None:
+        return None
+
+    async def read_draft(self, seq: int) -> Draft | None:
+        return None
+
+
+async def test_a_stream_cancelled_before_its_first_event_releases_the_watcher() -> None:
+    before = REGISTRY.totals()
+    feed = StalledFeed("run-stalled-open")
+    opening = asyncio.create_task(open_stream(lambda: feed, "run", feed.run_id, Position(Cursor())))
+    await feed.reading.wait()
+    assert REGISTRY.totals() == {"watchers": before["watchers"] + 1, "subscribers": before["subscribers"] + 1}
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    await asyncio.sleep(0)  # the watcher's task takes its cancellation
+    assert REGISTRY.totals() == before
+    assert REGISTRY.stats(feed.run_id) == []
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{feed.run_id}" and not t.done()]
+
+
+class RewoundFeed:
+    """A run that has failed, until a rewind reopens it (`running`)."""
+
+    kind = "run"
+    writes_answers = False
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.running = False
+
+    async def read_state(self) -> Any:
+        return "running" if self.running else "failed"
+
+    async def refresh(self, state: Any, after: int) -> Refresh:
+        status = {"status": "in_progress" if state == "running" else "failed", "pending_approvals": []}
+        return Refresh([], status, None if state == "running" else {"status": "failed"})
+
+    def draft_seq(self, state: Any) -> int | None:
+        return None
+
+    async def read_draft(self, seq: int) -> Draft | None:
+        return None
+
+
+async def test_a_stream_opened_after_a_rewind_follows_the_run_again_while_an_older_one_lingers() -> None:
+    """A connection still sending the failed run's end (a slow client) keeps the watcher that stopped there; a stream
+    opened after the run was rewound must not be handed that watcher's `done`."""
+    feed = RewoundFeed("run-rewound")
+    settings = StreamSettings()
+    first = Lease(REGISTRY.acquire("run", feed.run_id, lambda: feed, settings))
+    try:
+        await first.watcher.ready()
+        assert first.watcher.done == {"status": "failed"}
+        feed.running = True  # rewound while the first connection is still open
+        second = Lease(REGISTRY.acquire("run", feed.run_id, lambda: feed, settings))
+        try:
+            await second.watcher.ready()
+            assert second.watcher.done is None
+            assert second.watcher.status["status"] == "in_progress"
+        finally:
+            second.release()
+    finally:
+        first.release()
+    assert REGISTRY.stats(feed.run_id) == []
