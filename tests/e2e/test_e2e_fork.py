@@ -4,6 +4,7 @@ stores."""
 from __future__ import annotations
 
 from e2e_harness import InProcessApp
+from e2e_settings import watches_the_app_in_process
 
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
 
@@ -119,6 +120,7 @@ def test_a_fork_runs_with_the_runs_own_instructions(app: InProcessApp, model: Sc
     assert "Be terse." in system[0]
 
 
+@watches_the_app_in_process  # (makes the app's store fail: the app must run in this process)
 def test_a_fork_whose_copy_fails_does_not_burn_its_idempotency_key(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
