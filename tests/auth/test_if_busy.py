@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from auth_people import ALICE, AUTH_DIR, app_env, easyauth_headers
@@ -103,14 +104,18 @@ def test_interrupt_cancels_the_active_run_then_starts(app_in, model) -> None:
         app.settle()
         urgent = _start(app.http, alice, "second", if_busy="interrupt")
         assert urgent["status"] == "queued"
-        for _ in range(20):
-            app.advance(10)
-            views = [app.http.get(f"/api/runs/{r['run_id']}", headers=alice) for r in (first, urgent)]
-            if all(v.json()["status"] in FINAL for v in views):
-                break
-        assert [v.json()["status"] for v in views] == ["cancelled", "completed"]
-        assert views[1].json()["output"]["text"] == "Two."
+        assert_interrupted(app, alice, first, urgent)
 
+
+def assert_interrupted(app: Any, headers: dict[str, str], first: dict[str, Any], urgent: dict[str, Any]) -> None:
+    """The interrupted run ends cancelled and the urgent one, queued behind it, then runs to its answer."""
+    for _ in range(20):
+        app.advance(10)
+        views = [app.http.get(f"/api/runs/{r['run_id']}", headers=headers) for r in (first, urgent)]
+        if all(v.json()["status"] in FINAL for v in views):
+            break
+    assert [v.json()["status"] for v in views] == ["cancelled", "completed"]
+    assert views[1].json()["output"]["text"] == "Two."
 
 @pytest.mark.slow
 def test_queued_runs_survive_a_host_kill_and_keep_their_order(model, tmp_path: Path) -> None:
@@ -182,10 +187,4 @@ def test_a_repeated_interrupt_whose_cancel_failed_interrupts_again(app_in, model
             gateway.send_cancel = send_cancel
         assert retry.status_code == 202, retry.text
         urgent = retry.json()
-        for _ in range(20):
-            app.advance(10)
-            views = [app.http.get(f"/api/runs/{r['run_id']}", headers=alice) for r in (first, urgent)]
-            if all(v.json()["status"] in FINAL for v in views):
-                break
-        assert [v.json()["status"] for v in views] == ["cancelled", "completed"]
-        assert views[1].json()["output"]["text"] == "Two."
+        assert_interrupted(app, alice, first, urgent)

@@ -54,6 +54,13 @@ def failed_run(app: InProcessApp, model: ScriptedModelServer) -> dict:
     return started
 
 
+def assert_session_free(app: InProcessApp, session_id: str, text: str = "Next.") -> None:
+    """The session is free again: the conversation goes on in it."""
+    follow_up = app.start(input=text, session_id=session_id)
+    app.settle()
+    assert app.view(follow_up["run_id"])["status"] == "completed"
+
+
 def tool_attempts(marker_dir: Path) -> int:
     started = marker_dir / "slow_step.started"
     return len(started.read_text().splitlines()) if started.exists() else 0
@@ -87,10 +94,7 @@ def test_a_rewound_run_goes_on_from_the_failed_model_call_and_runs_nothing_twice
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert [r["from_step"] for r in done["rewinds"]] == ["call_model"]  # the run shows its rewinds
 
-    # The session is free again: the conversation goes on in it.
-    follow_up = app.start(input="And invoice 8.", session_id=started["session_id"])
-    app.settle()
-    assert app.view(follow_up["run_id"])["status"] == "completed"
+    assert_session_free(app, started["session_id"], "And invoice 8.")
 
 
 def test_only_a_failed_run_that_is_its_sessions_latest_can_be_rewound(
@@ -166,9 +170,7 @@ def test_a_rewind_racing_a_cancel_ends_cancelled_and_frees_the_session(
     view = app.view(started["run_id"])
     assert view["status"] == "cancelled", view
     assert tool_attempts(marker_dir) == 1
-    follow_up = app.start(input="Next.", session_id=started["session_id"])
-    app.settle()
-    assert app.view(follow_up["run_id"])["status"] == "completed"
+    assert_session_free(app, started["session_id"])
     # A cancelled run is not failed: no rewind.
     assert app.http.post(f"/api/runs/{started['run_id']}/rewind").json()["code"] == "run_not_failed"
 
@@ -236,9 +238,7 @@ def test_a_run_left_open_by_an_interrupted_rewind_can_be_cancelled(
     assert cancelled.status_code == 202, cancelled.text
     assert app.view(run_id)["status"] == "cancelled"
     assert app.http.post(f"/api/runs/{run_id}/rewind").json()["code"] == "run_not_failed"
-    follow_up = app.start(input="Next.", session_id=started["session_id"])  # the session is free again
-    app.settle()
-    assert app.view(follow_up["run_id"])["status"] == "completed"
+    assert_session_free(app, started["session_id"])
     assert model.log.total == calls_before + 2  # the follow-up's call and answer, nothing of the cancelled run
 
 
@@ -262,9 +262,7 @@ def test_a_cancel_between_a_rewinds_reopen_and_start_ends_the_run_cancelled(
     assert view["status"] == "cancelled", view
     assert model.log.total == calls_before  # the continuation read the cancel before asking the model
     assert tool_attempts(marker_dir) == 1
-    follow_up = app.start(input="Next.", session_id=started["session_id"])
-    app.settle()
-    assert app.view(follow_up["run_id"])["status"] == "completed"
+    assert_session_free(app, started["session_id"])
 
 
 def test_a_session_deleted_between_a_rewinds_reopen_and_start_leaves_no_continuation(
