@@ -30,9 +30,15 @@ BUDGET_LIMITS = ("max_total_tokens", "max_model_calls", "max_cost")
 class RunBudget(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_total_tokens: int | None = Field(default=None, ge=1, description="input + output tokens of all model calls")
-    max_model_calls: int | None = Field(default=None, ge=1, description="model calls of the run")
-    max_cost: float | None = Field(default=None, gt=0, description="cost at MODEL_PRICES (unpriced calls count 0)")
+    # Strict: a limit is a number, never `true` (1) or "5" as pydantic's lax mode would take them (a request's typo
+    # would then set a budget no one meant). A float limit still takes an integer (`"max_cost": 2`).
+    max_total_tokens: int | None = Field(
+        default=None, ge=1, strict=True, description="input + output tokens of all model calls"
+    )
+    max_model_calls: int | None = Field(default=None, ge=1, strict=True, description="model calls of the run")
+    max_cost: float | None = Field(
+        default=None, gt=0, strict=True, description="cost at MODEL_PRICES (unpriced calls count 0)"
+    )
 
     @property
     def unlimited(self) -> bool:

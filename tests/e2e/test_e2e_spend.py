@@ -116,6 +116,10 @@ def test_a_request_cannot_raise_the_agents_limit(
         ({"max_model_calls": 0}, "body.budget.max_model_calls"),
         ({"max_cost": -1}, "body.budget.max_cost"),
         ({"max_tokens": 10}, "body.budget.max_tokens"),
+        ({"max_model_calls": True}, "body.budget.max_model_calls"),  # not 1
+        ({"max_total_tokens": "500"}, "body.budget.max_total_tokens"),  # a number, not text
+        ({"max_cost": "0.5"}, "body.budget.max_cost"),
+        ({"max_cost": False}, "body.budget.max_cost"),
         ("lots", "body.budget"),
     ],
 )
