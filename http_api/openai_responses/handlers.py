@@ -308,7 +308,13 @@ async def cancel_response(req: func.HttpRequest, client: df.DurableOrchestration
     ref, run = await _response_run(services, req.route_params["response_id"])
     gateway = DurableGateway(client)
     if not (run.finished and run.status == "cancelled"):  # cancelling a cancelled response again is a no-op
-        await request_cancel(services, client, run)
+        try:
+            await request_cancel(services, client, run)
+        except ApiProblem as refused:  # it ended since it was read: a no-op too if another cancel ended it
+            current = await services.store.get_run(run.run_id)
+            if refused.code != "run_finished" or current is None or current.status != "cancelled":
+                raise
+            run = current
     # The response the client holds shows the cancel (a turn that ended with approval requests, too).
     return _response(await wait_for_turn(services, gateway, run, ref, CANCEL_WAIT_SECONDS, until_run_ends=True))
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, until_completed, wait_for_file
 from e2e_settings import watches_the_app_in_process
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response
@@ -708,6 +708,30 @@ def test_tools_that_are_not_the_agents_are_refused(app: InProcessApp, model: Scr
         error = http.json()["error"]
         assert error["param"] == param and says in error["message"], (tool, error)
     assert model.log.total == 0
+
+
+@watches_the_app_in_process
+def test_a_cancel_that_another_cancel_beat_is_a_no_op(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clients cancel a response at once: the other's cancel ends the run after this one read it running, so this
+    one's event is refused (the orchestration is over). Cancelling a cancelled response is a no-op: this client gets
+    the cancelled response too, not a 409."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Hello again."))
+    first = client.responses.create(model="helper", input="Email Bob", background=True)
+    app.settle()
+    gateway = app.app_module("http_api.durable_gateway").DurableGateway
+    send_cancel = gateway.send_cancel
+
+    async def another_cancel_first(self: Any, instance_id: str, reason: str | None) -> None:
+        await send_cancel(self, instance_id, reason)  # the other client's, delivered first
+        await until_completed(self, instance_id)
+        await send_cancel(self, instance_id, reason)  # this one's: refused, the run has ended
+
+    monkeypatch.setattr(gateway, "send_cancel", another_cancel_first)
+    cancelled = client.responses.cancel(first.id)
+    monkeypatch.undo()
+    assert (cancelled.id, cancelled.status) == (first.id, "cancelled")
 
 
 def test_cancel_while_waiting_for_an_answer(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
