@@ -294,13 +294,17 @@ async def cancel_run(req: func.HttpRequest, client: df.DurableOrchestrationClien
 async def request_cancel(services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord) -> None:
     """Ask a running run to stop (409 once it has finished); the run ends `cancelled` at its next step."""
     if run.finished:
-        raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
+        raise _run_finished(run)
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
         finished, _ = await cancel_workflow(services, WorkflowGateway(client), run)
     else:
         finished = await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
     if finished is not None:  # it finished while the cancel was being sent
-        raise ApiProblem(409, "run_finished", "The run has already finished", f"The run is {finished.status}.")
+        raise _run_finished(finished)
+
+
+def _run_finished(run: RunRecord) -> ApiProblem:
+    return ApiProblem(409, "run_finished", "The run has already finished", f"The run is {run.status}.")
 
 
 async def _wait_for_view(

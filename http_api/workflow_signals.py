@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from http_api import idempotency
 from http_api.caller import current_principal
 from http_api.problems import ApiProblem
-from session_store import SessionStore, SignalRecord
+from session_store import EffectRecord, SessionStore, SignalRecord
 
 KIND = "signal_idempotency"
 ENTRY_PREFIX = "signal-key."
@@ -72,13 +72,18 @@ async def accepted_before(
     if key is None:
         return None
     entry = _entry(key)
-    marks = {e.key: e for e in await store.list_effects(session_id, kind=KIND)}
+    marks = await _ledger(store, session_id)
     claim = marks.get(entry)
     if claim is None or claim.payload.get("fingerprint") != _fingerprint(name, payload):
         return None
     if (done := marks.get(f"{entry}.done")) is not None:
         return QueuedSignal.model_validate(done.payload)
     return await _in_queue(store, session_id, name, str(claim.payload.get("signal_id")))
+
+
+async def _ledger(store: SessionStore, session_id: str) -> dict[str, EffectRecord]:
+    """The workflow's signal-key entries (claims and their `.done` / `.failed` marks) by ledger key."""
+    return {e.key: e for e in await store.list_effects(session_id, kind=KIND)}
 
 
 def _fingerprint(name: str, payload: Any) -> str:
@@ -96,7 +101,7 @@ async def _appended(store: SessionStore, session_id: str, entry: str, name: str,
     deadline = loop.time() + REPLAY_WAIT_SECONDS
     delay = 0.01
     while True:
-        marks = {e.key: e for e in await store.list_effects(session_id, kind=KIND)}
+        marks = await _ledger(store, session_id)
         done = marks.get(f"{entry}.done")
         if done is not None:
             return QueuedSignal.model_validate(done.payload)
