@@ -184,7 +184,9 @@ async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, rea
         # A run that finished since it was read has an orchestration that refuses events (the SDK raises on the
         # host's 410): the cancel came too late, which is the caller's 409, not a server error.
         current = await store.get_run(run.run_id)
-        if current is not None and current.finished:
+        if current is None:  # deleted meanwhile (with its session): nothing is left to cancel or to close
+            return None
+        if current.finished:
             return current
         # A run whose start request has stored its record but not yet started its orchestration (the host's 404):
         # the flag is the cancel, read by the run's first step (`take_turn`, `call_model`) or, for a workflow, rung
@@ -197,7 +199,5 @@ async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, rea
         # Open, but its orchestration has ended: a rewind reopened it and its continuation never started (the host
         # died in between, or the rewind is still on its way to start it). Nothing would ever close it nor free
         # its session, so the cancel closes it; a continuation started after this reads the flag and ends at once.
-        await close_abandoned_run(
-            store, current or run, "cancelled", {"code": "cancelled", "message": reason}
-        )
+        await close_abandoned_run(store, current, "cancelled", {"code": "cancelled", "message": reason})
     return None
