@@ -107,6 +107,20 @@ def test_a_receiver_down_for_six_hours_gets_everything_in_order_after(
         assert head["status"] == "delivered" and len(head["attempts"]) == len(tried) + 1
 
 
+def delivery_of(app: InProcessApp, run_id: str) -> str:
+    """The instance id of the run's one delivery orchestration."""
+    [key] = {d["subscription"] for d in deliveries(app, run_id)}
+    return f"notify-{key}-{run_id}"
+
+
+def waiting_for_approval(app: InProcessApp) -> tuple[str, str, str]:
+    """A run started and settled at its one approval: (run id, approval id, its delivery orchestration's id)."""
+    view = app.start_until_approval()
+    run_id, [approval_id] = view["run_id"], pending_ids(view)
+    app.settle()
+    return run_id, approval_id, delivery_of(app, run_id)
+
+
 def idle_checks(status: Any) -> list[bool]:
     """The `final` flag of each idle check a delivery orchestration made (from its history)."""
     results = [e.get("Result") for e in status.to_json()["historyEvents"]
@@ -125,11 +139,8 @@ def test_the_run_s_end_is_delivered_though_its_delivery_looked_between_the_end_a
     run in five; here the interleaving is forced: the look in between, then the status check just before the end."""
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
     with app_with(**webhook_settings(receiver)) as app:
-        view = app.start_until_approval()
-        run_id, [approval_id] = view["run_id"], pending_ids(view)
-        app.settle()
-        [key] = {d["subscription"] for d in deliveries(app, run_id)}
-        delivery, engine = f"notify-{key}-{run_id}", app.host.engine
+        run_id, approval_id, delivery = waiting_for_approval(app)
+        engine = app.host.engine
         outbox = app.app_module("notifications.outbox")
         record_events, get_status = outbox.record_events, DurableOrchestrationClient.get_status
         stale = [False]
@@ -171,11 +182,7 @@ def test_a_wake_up_refused_because_the_delivery_just_ended_starts_it_again(
     started again at once (it reads the store), rather than the step failing and waiting for its retry."""
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
     with app_with(**webhook_settings(receiver)) as app:
-        view = app.start_until_approval()
-        run_id, [approval_id] = view["run_id"], pending_ids(view)
-        app.settle()
-        [key] = {d["subscription"] for d in deliveries(app, run_id)}
-        delivery = f"notify-{key}-{run_id}"
+        run_id, approval_id, delivery = waiting_for_approval(app)
         app.host.run(app.host.engine.terminate(delivery, "ended"))
         app.host.wait_for_status(delivery)
         get_status = DurableOrchestrationClient.get_status
@@ -435,8 +442,7 @@ def test_a_delivery_step_that_keeps_failing_is_given_up_after_days_and_can_be_re
         started = app.host.clock.now()
         run_id = app.start()["run_id"]
         app.settle()
-        [key] = {d["subscription"] for d in deliveries(app, run_id)}
-        delivery = f"notify-{key}-{run_id}"
+        delivery = delivery_of(app, run_id)
         while app.host.clock.now() - started < timedelta(days=3) - timedelta(hours=1):
             app.advance(3600)
         [entry] = deliveries(app, run_id)
