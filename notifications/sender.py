@@ -4,6 +4,7 @@ POST of a Slack interaction's update to its `response_url`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -46,8 +47,26 @@ async def send(
         if not secrets:
             return SendResult(outcome="gone", error="WEBHOOK_SECRET is not set")
         headers |= signed_headers(secrets, event.id, datetime.now(UTC), body)
+    public_only = subscription.from_run and not allow_private
+    return await _attempt(url, body, headers, attempt=attempt, public_only=public_only,
+                          gone=lambda status: status == 410)
+
+
+async def post_slack_response(url: str, message: dict[str, Any], *, attempt: int) -> SendResult:
+    """One POST to a Slack interaction's `response_url` (Slack's own URL, from a verified request). Slack answers 404
+    once it expired (after 30 minutes) or was used up, so only a network error, 429 and 5xx are worth another try."""
+    headers = {"content-type": "application/json", "user-agent": USER_AGENT}
+    return await _attempt(url, json.dumps(message), headers, attempt=attempt, public_only=False,
+                          gone=lambda status: status != 429 and status < 500)
+
+
+async def _attempt(
+    url: str, body: str, headers: dict[str, str], *, attempt: int, public_only: bool, gone: Callable[[int], bool]
+) -> SendResult:
+    """One POST, as an outcome: delivered (2xx), gone (a refused destination, or a status `gone` says no retry can
+    fix) or retry (a network error or any other status, after `next_delay`)."""
     try:
-        status, retry_after = await _post(url, body, headers, public_only=subscription.from_run and not allow_private)
+        status, retry_after = await _post(url, body, headers, public_only=public_only)
     except DestinationError as error:
         return SendResult(outcome="gone", error=str(error))
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
@@ -56,26 +75,11 @@ async def send(
         return SendResult(outcome="retry", error=type(error).__name__, retry_in_seconds=next_delay(attempt))
     if 200 <= status < 300:
         return SendResult(outcome="delivered", status=status)
-    if status == 410:
-        return SendResult(outcome="gone", status=status, error="the receiver answered 410 Gone")
+    if gone(status):
+        error = "the receiver answered 410 Gone" if status == 410 else f"HTTP {status}"
+        return SendResult(outcome="gone", status=status, error=error)
     return SendResult(outcome="retry", status=status, error=f"HTTP {status}",
                       retry_in_seconds=next_delay(attempt, retry_after))
-
-
-async def post_slack_response(url: str, message: dict[str, Any], *, attempt: int) -> SendResult:
-    """One POST to a Slack interaction's `response_url` (Slack's own URL, from a verified request). Slack answers 404
-    once it expired (after 30 minutes) or was used up, so only a network error, 429 and 5xx are worth another try."""
-    headers = {"content-type": "application/json", "user-agent": USER_AGENT}
-    try:
-        status, retry_after = await _post(url, json.dumps(message), headers, public_only=False)
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
-        return SendResult(outcome="retry", error=type(error).__name__, retry_in_seconds=next_delay(attempt))
-    if 200 <= status < 300:
-        return SendResult(outcome="delivered", status=status)
-    if status == 429 or status >= 500:
-        return SendResult(outcome="retry", status=status, error=f"HTTP {status}",
-                          retry_in_seconds=next_delay(attempt, retry_after))
-    return SendResult(outcome="gone", status=status, error=f"HTTP {status}")
 
 
 async def _post(url: str, body: str, headers: dict[str, str], *, public_only: bool) -> tuple[int, str | None]:
