@@ -84,13 +84,8 @@ class StepContext:
     def closing_run_log(self, first_seq: int, slots: int, *, record: RunRecord | None = None) -> SnapshotLog:
         """`run_log` for the run's last step, read once (`SnapshotLog`); with the run's `record` as just read, through
         the conversation cache (every step before it has completed)."""
-        first, _ = run_seq_range(self.run.ordinal)
-        log = SnapshotLog(
-            self.store, self.run.session_id, self.run.run_id, first_seq=first_seq, slots=slots, after_seq=first - 1
-        )
-        if record is not None:
-            log.use_cache(CacheUse(self.services.conversations, run_etag=record.etag, whole=True))
-        return log
+        cached = CacheUse(self.services.conversations, run_etag=record.etag, whole=True) if record is not None else None
+        return self._run_log(SnapshotLog, first_seq, slots, cached)
 
     def open_run_log(
         self, first_seq: int, slots: int = 1, *, call_id: str | None = None, cached: CacheUse | None = None

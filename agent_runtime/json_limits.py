@@ -30,7 +30,8 @@ MAX_NUMBER_CHARS = 64
 # A surrogate escape in the text (`\ud800`-`\udfff`; a pair is one character once parsed), or a surrogate itself:
 # only then is the parsed value searched for one left alone.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+# In bytes, also a surrogate encoded as UTF-8 (`\xed\xa0`-`\xed\xbf`: `json.loads` decodes bytes with "surrogatepass").
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -77,8 +78,8 @@ def loads(text: str | bytes | bytearray) -> Any:
 def _may_hold_surrogates(text: str | bytes | bytearray) -> bool:
     if isinstance(text, str):
         return _SURROGATE_ESCAPE.search(text) is not None or _SURROGATE.search(text) is not None
-    # `json.loads` decodes bytes with "surrogatepass": encoded surrogates (b"\xed\xa0\x80") come through too.
-    return not text.isascii() or _SURROGATE_ESCAPE_BYTES.search(text) is not None
+    # A NUL byte: UTF-16 or UTF-32 (JSON as UTF-8 has none), whose surrogates the pattern does not see.
+    return b"\x00" in text or _SURROGATE_ESCAPE_BYTES.search(text) is not None
 
 
 def _check_text(value: Any) -> None:

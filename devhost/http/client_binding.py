@@ -6,7 +6,7 @@ Built like the extension's `BindingHelper.DurableOrchestrationClientToString` + 
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,16 +61,10 @@ class ClientBinding(BaseModel):
         return self.model_dump_json(by_alias=True)
 
 
-# System.Net.WebUtility.UrlEncode: ASCII letters, digits and -_.!*() stay, a space becomes '+', every other UTF-8 byte
-# %XX in upper case (unlike urllib's quote: '~' is escaped, '!*()' are not, a space is not %20).
-_URL_ENCODE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!*()")
-
-
 def webutility_url_encode(text: str) -> str:
-    return "".join(
-        chr(byte) if byte in _URL_ENCODE_SAFE else "+" if byte == 0x20 else f"%{byte:02X}"
-        for byte in text.encode("utf-8")
-    )
+    """System.Net.WebUtility.UrlEncode: ASCII letters, digits and -_.!*() stay, a space becomes '+', every other UTF-8
+    byte %XX in upper case (`quote_plus` but for '~', which it keeps)."""
+    return quote_plus(text, safe="!*()").replace("~", "%7E")
 
 
 def webhook_base_url(origin: str) -> str:

@@ -164,6 +164,17 @@ def _assert_the_next_run_works(app: InProcessApp, model: ScriptedModelServer, se
     assert unanswered_tool_calls(model.log.last.messages) == []
 
 
+def _assert_the_closed_run_stands(
+    app: InProcessApp, model: ScriptedModelServer, run_id: str, session_id: str, closed: list[dict[str, Any]]
+) -> None:
+    """Once the abandoned step went on: the closed run is exactly as the close left it, its orchestration completed,
+    and the session's next run works."""
+    app.settle()
+    assert app.session_messages(session_id) == closed
+    assert app.history(run_id)["runtimeStatus"] == "Completed"
+    _assert_the_next_run_works(app, model, session_id)
+
+
 def test_an_abandoned_decision_step_writes_nothing_into_the_closed_run(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
@@ -185,14 +196,10 @@ def test_an_abandoned_decision_step_writes_nothing_into_the_closed_run(
             ["function_approval_request"],
             ["function_result"],
         ]
-    app.settle()  # the abandoned step goes on now
-
-    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left it
+    _assert_the_closed_run_stands(app, model, run_id, session_id, closed)  # the abandoned step goes on first
     assert app.view(run_id)["status"] == "cancelled"
     assert [a["status"] for a in app.approvals(run_id)] == ["approved"]  # the decision stands in the audit trail
     assert app.effects(session_id) == []  # the approved email was never sent
-    assert app.history(run_id)["runtimeStatus"] == "Completed"
-    _assert_the_next_run_works(app, model, session_id)
 
 
 def test_an_abandoned_expiry_step_writes_nothing_into_the_closed_run(
@@ -219,15 +226,11 @@ def test_an_abandoned_expiry_step_writes_nothing_into_the_closed_run(
             ["function_result"],
             ["function_result"],
         ]
-    app.settle()  # the abandoned step goes on now
-
-    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left them
+    _assert_the_closed_run_stands(app, model, run_id, session_id, closed)  # the abandoned step goes on first
     records = {a["approval_id"]: a for a in app.approvals(run_id)}
     assert {a: r["status"] for a, r in records.items()} == {first: "expired", second: "expired"}
     assert records[second]["reason"] == "The run ended (cancelled)."  # the close expired it, not the late step
     assert app.effects(session_id) == []
-    assert app.history(run_id)["runtimeStatus"] == "Completed"
-    _assert_the_next_run_works(app, model, session_id)
 
 
 @watches_the_app_in_process
@@ -255,11 +258,7 @@ def test_an_abandoned_request_step_writes_nothing_into_the_closed_run(
     closed = _cancel_past_the_grace_period(app, run_id)
     assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
     release.set()  # the abandoned step goes on now
-    app.settle()
-
-    assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left it
+    _assert_the_closed_run_stands(app, model, run_id, session_id, closed)
     assert app.approvals(run_id) == []  # nothing to decide in a closed run: no approval stored
     inbox = app.http.get("/api/approvals", params={"status": "pending"})
     assert inbox.status_code == 200 and inbox.json()["approvals"] == [], inbox.text
-    assert app.history(run_id)["runtimeStatus"] == "Completed"
-    _assert_the_next_run_works(app, model, session_id)
