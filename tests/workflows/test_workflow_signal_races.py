@@ -121,3 +121,26 @@ def test_a_signal_while_a_rewind_starts_its_continuation_is_accepted_and_taken(h
     settle(host)
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["fact"] == "in the gap", done
+
+
+def test_two_signals_before_the_orchestration_started_are_both_queued_in_order(host, monkeypatch) -> None:
+    """Two signals of one name before the orchestration started are two signals (indexes 1 and 2, not one stored
+    over the other); the workflow's signal step takes the first."""
+    at = (host.engine.now() + timedelta(hours=1)).isoformat()
+
+    def signal(fact: str):
+        return lambda run_id: (f"/api/workflows/runs/{run_id}/signals/data_ready", {"payload": {"fact": fact}})
+
+    first, second = signal("first"), signal("second")
+    run_id, answers = start_posting_first(host, monkeypatch, "signal_flow", {"at": at}, first, second)
+    assert [(a.status_code, a.json()["index"], a.json()["status"]) for a in answers] == [
+        (202, 1, "accepted"),
+        (202, 2, "accepted"),
+    ], [a.text for a in answers]
+    assert answers[0].json()["signal_id"] != answers[1].json()["signal_id"]
+    settle(host)
+    host.advance(3600)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["fact"] == "first"
+    [taken] = [step for step in done["steps"] if step["step"] == "data"]
+    assert (taken["output"]["index"], taken["output"]["signal_id"]) == (1, answers[0].json()["signal_id"])
