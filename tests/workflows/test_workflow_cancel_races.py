@@ -127,3 +127,17 @@ def test_a_cancel_before_the_orchestration_started_ends_the_workflow_at_once(hos
     settle(host)  # the clock stays: the delay is not over
     assert view(host, run_id)["status"] == "cancelled"
     assert host.get_status(run_id)["runtimeStatus"] in TERMINAL
+
+
+def test_two_cancels_before_the_orchestration_started_end_the_workflow_once(host, monkeypatch) -> None:
+    """A client that sends the cancel again (a lost answer) while the orchestration is still not started gets the
+    same answer, and the workflow still ends cancelled once, as soon as it starts."""
+    at = (host.engine.now() + timedelta(hours=1)).isoformat()
+    cancel = lambda run_id: (f"/api/workflows/runs/{run_id}/cancel", None)  # noqa: E731
+    run_id, answers = start_posting_first(host, monkeypatch, "signal_flow", {"at": at}, cancel, cancel)
+
+    expected = {"run_id": run_id, "status": "cancelling", "cancelled_child_runs": []}
+    assert [(a.status_code, a.json()) for a in answers] == [(202, expected)] * 2, [a.text for a in answers]
+    settle(host)  # the clock stays: the delay is not over
+    assert view(host, run_id)["status"] == "cancelled"
+    assert host.get_status(run_id)["runtimeStatus"] in TERMINAL
