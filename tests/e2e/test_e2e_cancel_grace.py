@@ -251,10 +251,12 @@ def test_an_abandoned_request_step_writes_nothing_into_the_closed_run(
     monkeypatch.setattr(approvals, "record_approval_requests_step", hung)
     started = app.start(input="Email Bob")
     run_id, session_id = started["run_id"], started["session_id"]
-    assert held.wait(PROGRESS_TIMEOUT_S)
-    closed = _cancel_past_the_grace_period(app, run_id)
-    assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
-    release.set()  # the abandoned step goes on now
+    try:
+        assert held.wait(PROGRESS_TIMEOUT_S)
+        closed = _cancel_past_the_grace_period(app, run_id)
+        assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
+    finally:
+        release.set()  # the abandoned step goes on now (also when an assertion above failed: no step spins forever)
     app.settle()
 
     assert app.session_messages(session_id) == closed  # the closed run is exactly as the close left it
