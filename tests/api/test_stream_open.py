@@ -58,6 +58,29 @@ async def test_a_stream_cancelled_before_its_first_event_releases_the_watcher() 
     assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{feed.run_id}" and not t.done()]
 
 
+async def test_two_streams_cancelled_together_before_their_first_event_release_their_shared_watcher() -> None:
+    """Two clients following one run leave together while its watcher takes its first reading: one watcher (one
+    reading) served both, and it goes with the last of them."""
+    before = REGISTRY.totals()
+    feed = StalledFeed("run-stalled-open-twice")
+    openings = [
+        asyncio.create_task(open_stream(lambda: feed, "run", feed.run_id, Position(Cursor()))) for _ in range(2)
+    ]
+    await feed.reading.wait()
+    await asyncio.sleep(0)  # the second opening subscribes too
+    assert REGISTRY.totals() == {"watchers": before["watchers"] + 1, "subscribers": before["subscribers"] + 2}
+    assert feed.reads == 1
+    for opening in openings:
+        opening.cancel()
+    for opening in openings:
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+    await asyncio.sleep(0)  # the watcher's task takes its cancellation
+    assert REGISTRY.totals() == before
+    assert REGISTRY.stats(feed.run_id) == []
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{feed.run_id}" and not t.done()]
+
+
 class RewoundFeed:
     """A run that has failed, until a rewind reopens it (`running`)."""
 

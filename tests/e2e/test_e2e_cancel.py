@@ -190,8 +190,9 @@ def test_a_cancel_that_the_run_outlives_by_finishing_is_a_409(
 
 
 @watches_the_app_in_process
+@pytest.mark.parametrize("cancels", [1, 2], ids=["once", "twice"])
 def test_a_cancel_before_the_orchestration_started_is_accepted_and_cancels_the_run(
-    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, cancels: int
 ) -> None:
     """The cancel comes when the run's record exists but its orchestration does not yet (the start request is
     between the two; the host answers the cancel event with a 404). The cancel stored is the cancel: it is accepted
@@ -203,15 +204,17 @@ def test_a_cancel_before_the_orchestration_started_is_accepted_and_cancels_the_r
 
     async def cancel_first(self: Any, run_input: Any) -> None:
         async with httpx.AsyncClient(base_url=app.host.base_url, trust_env=False) as client:
-            answers.append(await client.post(f"/api/runs/{run_input.run.run_id}/cancel"))
+            for _ in range(cancels):
+                answers.append(await client.post(f"/api/runs/{run_input.run.run_id}/cancel"))
         await start_run(self, run_input)
 
     monkeypatch.setattr(gateway, "start_run", cancel_first)
     started = app.start(input="A question")
     monkeypatch.undo()
 
-    [answer] = answers
-    assert (answer.status_code, answer.json()["status"]) == (202, "cancelling"), answer.text
+    assert len(answers) == cancels
+    for answer in answers:  # a cancel sent again (a lost answer) before the start is the same cancel
+        assert (answer.status_code, answer.json()["status"]) == (202, "cancelling"), answer.text
     app.settle()
     assert app.view(started["run_id"])["status"] == "cancelled"
     assert model.log.requests == []

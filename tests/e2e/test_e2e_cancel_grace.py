@@ -254,10 +254,12 @@ def test_an_abandoned_request_step_writes_nothing_into_the_closed_run(
     monkeypatch.setattr(approvals, "record_approval_requests_step", hung)
     started = app.start(input="Email Bob")
     run_id, session_id = started["run_id"], started["session_id"]
-    assert held.wait(PROGRESS_TIMEOUT_S)
-    closed = _cancel_past_the_grace_period(app, run_id)
-    assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
-    release.set()  # the abandoned step goes on now
+    try:
+        assert held.wait(PROGRESS_TIMEOUT_S)
+        closed = _cancel_past_the_grace_period(app, run_id)
+        assert [contents_of(m) for m in closed] == [["text"], ["function_call"], ["function_result"]]
+    finally:
+        release.set()  # the abandoned step goes on now (also when an assertion above failed: no step spins forever)
     _assert_the_closed_run_stands(app, model, run_id, session_id, closed)
     assert app.approvals(run_id) == []  # nothing to decide in a closed run: no approval stored
     inbox = app.http.get("/api/approvals", params={"status": "pending"})

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
-from e2e_harness import InProcessApp, pending_ids, until_completed
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_completed
 from e2e_settings import watches_the_app_in_process
 from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
@@ -149,11 +149,19 @@ def test_the_run_s_end_is_delivered_though_its_delivery_looked_between_the_end_a
             if any(e.final for e in events):  # the run has ended; its end's event is about to be recorded
                 looks = len(idle_checks(await engine.get_status(delivery, show_history=True, show_history_output=True)))
                 await engine.raise_event(delivery, "notify", "{}")
-                while len(checks := idle_checks(
-                        await engine.get_status(delivery, show_history=True, show_history_output=True))) == looks:
+                for _ in range(int(PROGRESS_TIMEOUT_S / 0.02)):  # bounded: a bug fails the test, not hangs it
+                    checks = idle_checks(await engine.get_status(delivery, show_history=True, show_history_output=True))
+                    if len(checks) != looks:
+                        break
                     await asyncio.sleep(0.02)  # the orchestration runs on this loop: look again
-                while checks[-1] and (await engine.get_status(delivery)).to_json()["runtimeStatus"] != "Completed":
+                else:
+                    raise AssertionError(f"delivery {delivery} did not look again")
+                for _ in range(int(PROGRESS_TIMEOUT_S / 0.02)):
+                    if not checks[-1] or (await engine.get_status(delivery)).to_json()["runtimeStatus"] == "Completed":
+                        break
                     await asyncio.sleep(0.02)  # it decided to end: let it end, before the status check below
+                else:
+                    raise AssertionError(f"delivery {delivery} did not complete")
                 stale[0] = True
             return await record_events(store, session_id, events, **kwargs)
 

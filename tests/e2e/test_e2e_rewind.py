@@ -54,6 +54,13 @@ def failed_run(app: InProcessApp, model: ScriptedModelServer) -> dict:
     return started
 
 
+def failed_run_to_recover(app: InProcessApp, model: ScriptedModelServer) -> tuple[dict, int]:
+    """A failed run whose model endpoint is back, and the model calls made so far."""
+    started = failed_run(app, model)
+    model.set_script(RECOVERED)
+    return started, model.log.total
+
+
 def assert_session_free(app: InProcessApp, session_id: str, text: str = "Next.") -> None:
     """The session is free again: the conversation goes on in it."""
     follow_up = app.start(input=text, session_id=session_id)
@@ -119,9 +126,7 @@ def test_two_rewinds_at_once_start_one_continuation(
     rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
 ) -> None:
     app = rewind_app
-    started = failed_run(app, model)
-    model.set_script(RECOVERED)
-    calls_before = model.log.total
+    started, calls_before = failed_run_to_recover(app, model)
 
     async def both() -> list[int]:
         import httpx
@@ -246,10 +251,8 @@ def test_a_cancel_between_a_rewinds_reopen_and_start_ends_the_run_cancelled(
     rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
 ) -> None:
     app = rewind_app
-    started = failed_run(app, model)
+    started, calls_before = failed_run_to_recover(app, model)
     run_id = started["run_id"]
-    model.set_script(RECOVERED)
-    calls_before = model.log.total
     with ThreadPoolExecutor(1) as pool, paused(app, "reopen_run") as pause:
         rewound = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
         pause.wait_reached()  # the run is open again; its continuation is not started yet
@@ -272,10 +275,8 @@ def test_a_session_deleted_between_a_rewinds_reopen_and_start_leaves_no_continua
     started a continuation for a run that no longer exists: it asked the model, ran on with no session and kept a
     Durable history nothing would purge."""
     app = rewind_app
-    started = failed_run(app, model)
+    started, calls_before = failed_run_to_recover(app, model)
     run_id = started["run_id"]
-    model.set_script(RECOVERED)
-    calls_before = model.log.total
     with ThreadPoolExecutor(1) as pool, paused(app, "reopen_run") as pause:
         rewound = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
         pause.wait_reached()

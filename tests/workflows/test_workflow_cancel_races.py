@@ -12,9 +12,8 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-import httpx
 import pytest
-from workflow_helpers import child_run, decide, settle, start, view
+from workflow_helpers import child_run, decide, settle, start, start_posting_first, view
 
 from session_store import RunRecord, SessionStore
 
@@ -118,22 +117,27 @@ def test_a_cancel_before_the_orchestration_started_ends_the_workflow_at_once(hos
     """The cancel comes when the workflow's record exists but its orchestration does not yet (the host answers its
     event with a 404): the cancel is accepted on the stored flag, and the workflow, whose first step is a delay
     that never reads the flag, ends cancelled as soon as it starts rather than when its delay is over."""
-    gateway = sys.modules["http_api.workflow_gateway"].WorkflowGateway  # as the host loaded the app
-    start_orchestration = gateway.start
-    answers: list[httpx.Response] = []
-
-    async def cancel_first(self: Any, workflow_input: Any) -> None:
-        async with httpx.AsyncClient(base_url=host.base_url, trust_env=False) as client:
-            answers.append(await client.post(f"/api/workflows/runs/{workflow_input.ref.run_id}/cancel"))
-        await start_orchestration(self, workflow_input)
-
-    monkeypatch.setattr(gateway, "start", cancel_first)
-    run_id = start(host, "signal_flow", {"at": (host.engine.now() + timedelta(hours=1)).isoformat()})["run_id"]
-    monkeypatch.undo()
+    at = (host.engine.now() + timedelta(hours=1)).isoformat()
+    cancel = lambda run_id: (f"/api/workflows/runs/{run_id}/cancel", None)  # noqa: E731
+    run_id, answers = start_posting_first(host, monkeypatch, "signal_flow", {"at": at}, cancel)
 
     [answer] = answers
     assert answer.status_code == 202, answer.text
     assert answer.json() == {"run_id": run_id, "status": "cancelling", "cancelled_child_runs": []}
+    settle(host)  # the clock stays: the delay is not over
+    assert view(host, run_id)["status"] == "cancelled"
+    assert host.get_status(run_id)["runtimeStatus"] in TERMINAL
+
+
+def test_two_cancels_before_the_orchestration_started_end_the_workflow_once(host, monkeypatch) -> None:
+    """A client that sends the cancel again (a lost answer) while the orchestration is still not started gets the
+    same answer, and the workflow still ends cancelled once, as soon as it starts."""
+    at = (host.engine.now() + timedelta(hours=1)).isoformat()
+    cancel = lambda run_id: (f"/api/workflows/runs/{run_id}/cancel", None)  # noqa: E731
+    run_id, answers = start_posting_first(host, monkeypatch, "signal_flow", {"at": at}, cancel, cancel)
+
+    expected = {"run_id": run_id, "status": "cancelling", "cancelled_child_runs": []}
+    assert [(a.status_code, a.json()) for a in answers] == [(202, expected)] * 2, [a.text for a in answers]
     settle(host)  # the clock stays: the delay is not over
     assert view(host, run_id)["status"] == "cancelled"
     assert host.get_status(run_id)["runtimeStatus"] in TERMINAL

@@ -10,26 +10,15 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from workflow_helpers import settle, start, view
+from workflow_helpers import settle, start, start_posting_first, view
 
 
 def test_a_signal_before_the_orchestration_started_is_accepted_and_taken(host, monkeypatch) -> None:
     """The signal is stored (the workflow's store probe finds it when it reaches its signal step), so the caller is
     told 202, not 500: a 500 would make it send the signal again, and the copy would feed the next step of that name."""
-    gateway = sys.modules["http_api.workflow_gateway"].WorkflowGateway  # as the host loaded the app
-    start_orchestration = gateway.start
-    answers: list[httpx.Response] = []
-
-    async def signal_first(self: Any, workflow_input: Any) -> None:
-        run_id = workflow_input.ref.run_id
-        async with httpx.AsyncClient(base_url=host.base_url, trust_env=False) as client:
-            url = f"/api/workflows/runs/{run_id}/signals/data_ready"
-            answers.append(await client.post(url, json={"payload": {"fact": "first"}}))
-        await start_orchestration(self, workflow_input)
-
-    monkeypatch.setattr(gateway, "start", signal_first)
-    run_id = start(host, "signal_flow", {"at": (host.engine.now() + timedelta(hours=1)).isoformat()})["run_id"]
-    monkeypatch.undo()
+    at = (host.engine.now() + timedelta(hours=1)).isoformat()
+    signal = lambda run_id: (f"/api/workflows/runs/{run_id}/signals/data_ready", {"payload": {"fact": "first"}})  # noqa: E731
+    run_id, answers = start_posting_first(host, monkeypatch, "signal_flow", {"at": at}, signal)
 
     [answer] = answers
     assert answer.status_code == 202, answer.text
@@ -132,3 +121,26 @@ def test_a_signal_while_a_rewind_starts_its_continuation_is_accepted_and_taken(h
     settle(host)
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["fact"] == "in the gap", done
+
+
+def test_two_signals_before_the_orchestration_started_are_both_queued_in_order(host, monkeypatch) -> None:
+    """Two signals of one name before the orchestration started are two signals (indexes 1 and 2, not one stored
+    over the other); the workflow's signal step takes the first."""
+    at = (host.engine.now() + timedelta(hours=1)).isoformat()
+
+    def signal(fact: str):
+        return lambda run_id: (f"/api/workflows/runs/{run_id}/signals/data_ready", {"payload": {"fact": fact}})
+
+    first, second = signal("first"), signal("second")
+    run_id, answers = start_posting_first(host, monkeypatch, "signal_flow", {"at": at}, first, second)
+    assert [(a.status_code, a.json()["index"], a.json()["status"]) for a in answers] == [
+        (202, 1, "accepted"),
+        (202, 2, "accepted"),
+    ], [a.text for a in answers]
+    assert answers[0].json()["signal_id"] != answers[1].json()["signal_id"]
+    settle(host)
+    host.advance(3600)
+    done = view(host, run_id)
+    assert done["status"] == "completed" and done["output"]["fact"] == "first"
+    [taken] = [step for step in done["steps"] if step["step"] == "data"]
+    assert (taken["output"]["index"], taken["output"]["signal_id"]) == (1, answers[0].json()["signal_id"])

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
+
+import httpx
 
 from devhost.testing import InProcessHost
 
@@ -64,3 +68,28 @@ def child_run(host: Any, run_id: str, session_id: str) -> dict[str, Any]:
     session = host.client.get(f"/api/sessions/{session_id}")
     assert session.status_code == 200, session.text
     return next(run for run in session.json()["runs"] if run["run_id"] == run_id)
+
+
+def start_posting_first(
+    host: Any, monkeypatch: Any, name: str, workflow_input: dict[str, Any], *posts: Callable[[str], tuple[str, Any]]
+) -> tuple[str, list[httpx.Response]]:
+    """Start a workflow, sending each post (its path and JSON body for the run id), through the API, from inside the
+    start request's launch: the workflow's record exists but its orchestration does not yet. Returns the run id and
+    the posts' answers, in order."""
+    gateway = sys.modules["http_api.workflow_gateway"].WorkflowGateway  # as the host loaded the app
+    start_orchestration = gateway.start
+    answers: list[httpx.Response] = []
+
+    async def post_first(self: Any, launched: Any) -> None:
+        async with httpx.AsyncClient(base_url=host.base_url, trust_env=False) as client:
+            for post in posts:
+                path, body = post(launched.ref.run_id)
+                answers.append(await client.post(path, json=body))
+        await start_orchestration(self, launched)
+
+    monkeypatch.setattr(gateway, "start", post_first)
+    try:
+        run_id = start(host, name, workflow_input)["run_id"]
+    finally:
+        monkeypatch.undo()
+    return run_id, answers
