@@ -43,6 +43,14 @@ class StalledFeed:
         return None
 
 
+async def _assert_released(before: dict[str, int], run_id: str) -> None:
+    """Nothing of the run's streams is left: counts as before, no stats, no watcher task."""
+    await asyncio.sleep(0)  # the watcher's task takes its cancellation
+    assert REGISTRY.totals() == before
+    assert REGISTRY.stats(run_id) == []
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{run_id}" and not t.done()]
+
+
 async def test_a_stream_cancelled_before_its_first_event_releases_the_watcher() -> None:
     before = REGISTRY.totals()
     feed = StalledFeed("run-stalled-open")
@@ -52,10 +60,7 @@ async def test_a_stream_cancelled_before_its_first_event_releases_the_watcher() 
     opening.cancel()
     with pytest.raises(asyncio.CancelledError):
         await opening
-    await asyncio.sleep(0)  # the watcher's task takes its cancellation
-    assert REGISTRY.totals() == before
-    assert REGISTRY.stats(feed.run_id) == []
-    assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{feed.run_id}" and not t.done()]
+    await _assert_released(before, feed.run_id)
 
 
 async def test_two_streams_cancelled_together_before_their_first_event_release_their_shared_watcher() -> None:
@@ -75,10 +80,7 @@ async def test_two_streams_cancelled_together_before_their_first_event_release_t
     for opening in openings:
         with pytest.raises(asyncio.CancelledError):
             await opening
-    await asyncio.sleep(0)  # the watcher's task takes its cancellation
-    assert REGISTRY.totals() == before
-    assert REGISTRY.stats(feed.run_id) == []
-    assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{feed.run_id}" and not t.done()]
+    await _assert_released(before, feed.run_id)
 
 
 class RewoundFeed:
