@@ -1,6 +1,10 @@
 // App Service Authentication (optional: app.bicep deploys this module when enableAppServiceAuth). Validates Entra ID
-// bearer tokens issued for `clientId`; the approver's name then comes from X-MS-CLIENT-PRINCIPAL-NAME. No client
-// secret: tokens are validated here, never issued. /api/health stays anonymous.
+// bearer tokens issued for `clientId` and sign-in sessions, and strips any X-MS-CLIENT-PRINCIPAL* header a client
+// sends; the caller then comes from X-MS-CLIENT-PRINCIPAL. No client secret: tokens are validated here, never issued.
+// Unauthenticated requests reach the app, which answers 401 on every route that needs a caller (AUTH_MODE=easyauth)
+// and serves its public routes: health, the OpenAPI document, the page (which sends people to /.auth/login itself),
+// signed decision links, and Slack's signed button clicks. Requiring authentication here refused all of those: the
+// page and the decision links answered 401 before they could send anyone to sign in, and Slack's clicks never arrived.
 param functionAppName string
 param clientId string
 
@@ -21,9 +25,8 @@ resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   properties: {
     platform: { enabled: true }
     globalValidation: {
-      requireAuthentication: true
-      unauthenticatedClientAction: 'Return401'
-      excludedPaths: [ '/api/health' ]
+      requireAuthentication: false
+      unauthenticatedClientAction: 'AllowAnonymous'
     }
     identityProviders: {
       azureActiveDirectory: {

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import re
 
 from auth_people import ALICE, BOB, easyauth_headers
 
+from http_api.routes import ROUTES
 from scripted_model import Reply, Script
 
 PROBLEM_JSON = "application/problem+json"
@@ -43,6 +45,31 @@ def test_easyauth_takes_the_principal_from_the_platform_headers(app_in, model) -
                        "X-MS-CLIENT-PRINCIPAL-ID": "oid-from-header"}
         assert _whoami(app, only_header) == (202, "oid-from-header")
         app.http.get("/api/health").raise_for_status()  # public: no principal needed
+
+
+def _error_code(response) -> str | None:
+    """The stable code of an error answer: problem+json's `code`, or `error.code` on the OpenAI-compatible routes."""
+    if response.headers["content-type"].startswith(PROBLEM_JSON):
+        return response.json()["code"]
+    if response.headers["content-type"].startswith("application/json"):
+        body = response.json()
+        return body["error"].get("code") if isinstance(body, dict) and isinstance(body.get("error"), dict) else None
+    return None
+
+
+def test_easyauth_refuses_every_route_that_needs_a_caller_and_serves_the_public_ones(app_in, model) -> None:
+    """What lets the deployment leave unauthenticated requests to the app (`infra/modules/appauth.bicep` allows them,
+    so that the page, signed decision links and Slack's clicks arrive): without a principal, every route of the table
+    that is not public answers 401 `unauthenticated`; no public one does."""
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("easyauth") as (app, _):
+        routes = [route for route in ROUTES if "*" not in route.path]  # (the catch-all answers unknown paths)
+        assert sum(route.public for route in routes) >= 6 and sum(not route.public for route in routes) >= 30
+        for route in routes:
+            path = re.sub(r"{[^}]*}", "x", route.api_path)
+            response = app.http.request(route.method.upper(), path, json={"input": "x"})
+            refused = response.status_code == 401 and _error_code(response) == "unauthenticated"
+            assert refused != route.public, (route.name, response.status_code, response.text[:200])
 
 
 def test_jwt_validates_bearer_tokens_from_the_issuer(app_in, issuer, model) -> None:

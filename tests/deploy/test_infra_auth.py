@@ -45,3 +45,16 @@ def test_the_anonymous_opt_in_is_a_parameter_reaching_the_app_setting() -> None:
     assert re.search(r"^param allowAnonymous bool = false$", _text("main.bicep"), re.M)
     assert re.search(r"^\s*allowAnonymous: allowAnonymous$", _text("main.bicep"), re.M)
     assert f"{{ name: '{ALLOW_ANONYMOUS_SETTING}', value: string(allowAnonymous) }}" in _text("app.bicep")
+
+
+def test_app_service_authentication_lets_unauthenticated_requests_reach_the_app() -> None:
+    """The platform validates tokens and sign-ins and strips forged principal headers; the app refuses every route
+    that needs a caller (`tests/auth/test_auth_identity.py` sweeps the route table). Requiring authentication at the
+    platform refused the app's public routes too: the page and signed decision links answered 401 before they could
+    send anyone to sign in, and Slack's signed button clicks never arrived."""
+    auth = _text("modules/appauth.bicep")
+    validation = re.search(r"globalValidation:\s*\{(?P<body>[^}]*)\}", auth)
+    assert validation is not None
+    assert re.search(r"requireAuthentication:\s*false", validation.group("body"))
+    assert re.search(r"unauthenticatedClientAction:\s*'AllowAnonymous'", validation.group("body"))
+    assert "excludedPaths" not in validation.group("body")  # nothing to exclude: the app decides per route
