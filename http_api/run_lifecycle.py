@@ -29,7 +29,7 @@ from agent_runtime.agents import AgentDefinition
 from http_api import idempotency
 from http_api.caller import current_principal
 from http_api.durable_gateway import OrchestrationState
-from http_api.idempotency import StartClaim
+from http_api.idempotency import Claim
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem, not_found
 from http_api.refusals import read_refusal
@@ -87,7 +87,7 @@ class RunStart:
 
     store: SessionStore
     run_id: str
-    claim: StartClaim | None = None
+    claim: Claim | None = None
     replay: RunRecord | None = None
 
     async def release(self) -> None:
