@@ -1,10 +1,10 @@
 """The one redaction of secrets in text that leaves the process: error bodies, span attributes and events, log records
 and metric attributes all pass through `redact`.
 
-It removes the secrets the process knows (`remember_secret`: model API keys when a client is built) wherever they
-appear, and text that is a credential by its shape (`sk-...` keys, JWTs, whatever follows `Bearer `). A model
-endpoint or proxy that echoes the `Authorization` header in its error puts the key into exception messages and stack
-traces; nothing carrying them leaves without passing here.
+It removes the secrets the process knows (`remember_secret`: model API keys when a client is built, the credentials
+among an MCP server's settings when it is contacted) wherever they appear, and text that is a credential by its shape
+(`sk-...` keys, JWTs, whatever follows `Bearer `). A model endpoint or proxy that echoes the `Authorization` header in
+its error puts the key into exception messages and stack traces; nothing carrying them leaves without passing here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 MASK = "***"
 MIN_SECRET_CHARS = 6
@@ -38,6 +39,29 @@ def remember_secret(value: str | None) -> None:
             _known.add(value)
 
 
+# Names (of headers, environment variables, URL query parameters) whose values are credentials: parts of the name
+# as written (`X-Api-Key`, `GITHUB_TOKEN`, `ClientSecret`), or whole words of it (`sig` of a SAS URL, `code` of an
+# Azure Functions key).
+_SECRET_NAME_PARTS = ("auth", "key", "token", "secret", "passw", "credential", "cookie", "signature", "private")
+_SECRET_NAME_WORDS = frozenset({"sig", "sas", "pat", "pwd", "pass", "code", "connectionstring"})
+
+
+def names_a_secret(name: str) -> bool:
+    """Whether a value under this name is a credential (`Authorization`, `X-Api-Key`, `OPENAI_API_KEY`, `sig`)."""
+    lowered = name.lower()
+    words = set(re.split(r"[^a-z0-9]+", lowered))
+    return any(part in lowered for part in _SECRET_NAME_PARTS) or bool(words & _SECRET_NAME_WORDS)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: its userinfo (`user:password@`) and the values of query parameters whose names
+    are a credential's (`?code=`, `?sig=`, `?access_token=`); not its host nor its path."""
+    parts = urlsplit(url)
+    found = [parts.username or "", parts.password or ""]  # `https://<token>@host` has a token for a user name
+    found += [value for name, value in parse_qsl(parts.query) if names_a_secret(name)]
+    return [secret for secret in found if secret]
+
+
 def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False) -> str:
     """`text` without the known secrets, `secrets` and credential-shaped text (and long opaque tokens when asked)."""
     for secret in sorted({*_known, *(s for s in secrets if s and len(s) >= 4)}, key=len, reverse=True):
@@ -60,4 +84,4 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     return {key: redact_value(value) for key, value in (attributes or {}).items()}
 
 
-__all__ = ["MASK", "redact", "redact_attributes", "redact_value", "remember_secret"]
+__all__ = ["MASK", "names_a_secret", "redact", "redact_attributes", "redact_value", "remember_secret", "url_secrets"]

@@ -106,11 +106,6 @@ async def append_input_step(log: ConversationLog, run_id: str, messages: Sequenc
 # --------------------------------------------------------------------------------------------------- model
 
 
-def _holds_back_output(middleware: Sequence[object]) -> bool:
-    """Whether chat middleware judges or rewrites the whole answer (an output guardrail): then nothing streams."""
-    return any(getattr(layer, "holds_back_output", False) for layer in middleware)
-
-
 async def call_model_step(
     agent: AgentDefinition,
     client: ModelClient,
@@ -130,7 +125,8 @@ async def call_model_step(
     `overrides`: this run's extra instructions and output format (see `overrides.py`).
     With `prices` the turn's usage carries its cost (when the model has a price).
     """
-    if on_update is not None and _holds_back_output(agent.chat_middleware):
+    middleware = MiddlewarePipeline[ChatContext](agent.chat_middleware)
+    if on_update is not None and middleware.holds_back_output:
         on_update = on_stream_end = None  # no draft: the answer is only shown once the middleware has judged it
     # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
     own_prefix = model_message_prefix(run_id, command.iteration)
@@ -165,7 +161,7 @@ async def call_model_step(
 
         ctx.result = assemble_response(updates)
 
-    await MiddlewarePipeline(agent.chat_middleware).execute(context, call_model)
+    await middleware.execute(context, call_model)
     response = context.result
     if response is None:
         if context.terminated:

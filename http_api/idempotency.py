@@ -8,6 +8,9 @@ with that run, as a poll would. A start that fails before its run exists marks i
 be retried; after 24 h the next use opens a new generation. A start that died before its run existed without marking
 its generation (its process ended, or the store failed the mark too) leaves a generation with no run: once it is
 `ABANDONED_AFTER` old, the next use marks it failed itself, so the key is not stuck "busy" for the rest of the 24 h.
+
+The same claim serves workflow signals (`workflow_signals.py`): a `Ledger` says where a key's generations live and
+how long they answer, and the caller says how to tell that a claim's result exists (`ResultCheck`).
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import azure.functions as func
 
 from http_api.identity import Principal
 from http_api.problems import ApiProblem
 from http_api.reserved_ids import IDEMPOTENCY_PARTITION_PREFIX
-from session_store import EffectRecord, SessionStore
+from session_store import EffectRecord, RunRecord, SessionStore
 
 HEADER = "Idempotency-Key"
 KIND = "idempotency"
@@ -35,15 +39,60 @@ REPLAY_WAIT_SECONDS = 15.0
 # timeout by much: a generation this old without its run belongs to a start that died in between.
 ABANDONED_AFTER = timedelta(minutes=5)
 
+ResultT = TypeVar("ResultT")
+
 
 @dataclass(frozen=True)
-class StartClaim:
-    """`first`: this request starts `run_id`; otherwise it answers with `run_id`, which another request started."""
+class Ledger:
+    """Where one key's claims live and what they are for: entries of the store's effect ledger in `partition`, of
+    `kind`, keyed `prefix` + a generation number (marked given up by that + `.failed`, answered by that + `.done`).
+    A generation answers for its key for `window` (None: as long as the ledger lives); `making` ("starting its run")
+    and `reused` (the detail of a reuse with another body) word the problems."""
 
-    run_id: str
+    partition: str
+    result_field: str = "run_id"
+    kind: str = KIND
+    prefix: str = ""
+    window: timedelta | None = WINDOW
+    making: str = "starting its run"
+    reused: str = "This key started a run with a different body in the last 24 hours; use a new key for a new request."
+
+    def generation_of(self, entry: EffectRecord) -> str | None:
+        rest = entry.key.removeprefix(self.prefix)
+        return rest if entry.key.startswith(self.prefix) and rest.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A request's claim of its key: its generation's `entry`. `first`: this request makes the result `result_id`;
+    otherwise it answers with `result_id`, which another request with the same key and body made (or is making)."""
+
+    ledger: Ledger
+    entry: EffectRecord
     first: bool
-    partition: str = ""
-    generation: str = ""
+
+    @property
+    def partition(self) -> str:
+        return self.ledger.partition
+
+    @property
+    def generation(self) -> str:
+        return self.entry.key.removeprefix(self.ledger.prefix)
+
+    @property
+    def result_id(self) -> str:
+        return str(self.entry.payload.get(self.ledger.result_field))
+
+    def mark(self, suffix: str) -> str:
+        """The ledger key of this generation's `.failed` or `.done` mark."""
+        return f"{self.entry.key}.{suffix}"
+
+
+# A key's ledger entries (its generations and their marks) by ledger key.
+Marks = dict[str, EffectRecord]
+
+# Is the claimed result there (the run created, the signal queued)? Asked of a claim old enough to be abandoned.
+ResultCheck = Callable[[Claim], Awaitable[bool]]
 
 
 def key_of(req: func.HttpRequest) -> str | None:
@@ -65,83 +114,136 @@ def fingerprint(route: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _partition(caller: Principal, key: str) -> str:
-    return IDEMPOTENCY_PARTITION_PREFIX + hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48]
-
-
-def _reused(key: str) -> ApiProblem:
-    return ApiProblem(
-        422, "idempotency_key_reused", "Idempotency-Key reused with another request",
-        "This key started a run with a different body in the last 24 hours; use a new key for a new request.",
-        field="header.Idempotency-Key",
-    )
+def run_ledger(caller: Principal, key: str) -> Ledger:
+    """The ledger of a key of run starts: a partition of its own per (principal, key)."""
+    return Ledger(IDEMPOTENCY_PARTITION_PREFIX + hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48])
 
 
 async def claim(
     store: SessionStore, caller: Principal, key: str, request_fingerprint: str, new_run_id: str
-) -> StartClaim:
-    partition = _partition(caller, key)
+) -> Claim:
+    """Claim a key of run starts for `new_run_id` (or learn which run it started)."""
+    return await claim_in(store, run_ledger(caller, key), request_fingerprint, new_run_id, _run_exists(store))
+
+
+def _run_exists(store: SessionStore) -> ResultCheck:
+    async def exists(claim: Claim) -> bool:
+        return await store.get_run(claim.result_id) is not None
+
+    return exists
+
+
+async def claim_in(
+    store: SessionStore, ledger: Ledger, request_fingerprint: str, new_result_id: str, result_exists: ResultCheck
+) -> Claim:
+    """Claim the key of `ledger` for `new_result_id`: of concurrent requests exactly one creates the generation (the
+    store's conditional create). A generation given up (`.failed`), past its window, or abandoned (its request died
+    before making its result: no `.done` and `result_exists` says no, once `ABANDONED_AFTER` old) is followed by a
+    new one; another is replayed (the same body) or refused (another body: 422)."""
     for _ in range(5):  # each round either decides or sees a newer generation written by a concurrent request
-        entries = await store.list_effects(partition, kind=KIND)
-        generations = [e for e in entries if "." not in e.key]
-        latest = max(generations, key=lambda e: int(e.key), default=None)
-        failed = {e.key.split(".", 1)[0] for e in entries if e.key.endswith(".failed")}
-        now = datetime.now(UTC)
-        if latest is not None and latest.key not in failed and latest.created_at and now - latest.created_at < WINDOW:
-            if await _abandoned(store, latest, now):
-                await store.record_effect(partition, f"{latest.key}.failed", KIND, {"run_id": latest.payload["run_id"]})
+        latest, marks = await _read(store, ledger)
+        if latest is not None and _in_force(latest, marks):
+            if latest.mark("done") not in marks and await _abandoned(latest, result_exists):
+                await store.record_effect(ledger.partition, latest.mark("failed"), ledger.kind,
+                                          {ledger.result_field: latest.result_id})
                 continue
-            return _replay(latest, partition, key, request_fingerprint)
-        generation = str(int(latest.key) + 1 if latest is not None else 0)
+            return _replay(latest, request_fingerprint)
+        generation = str(int(latest.generation) + 1 if latest is not None else 0)
         record, created = await store.record_effect(
-            partition, generation, KIND, {"fingerprint": request_fingerprint, "run_id": new_run_id}
+            ledger.partition, ledger.prefix + generation, ledger.kind,
+            {"fingerprint": request_fingerprint, ledger.result_field: new_result_id},
         )
+        claimed = Claim(ledger, record, first=created)
         if created:
-            return StartClaim(run_id=new_run_id, first=True, partition=partition, generation=generation)
-        if record.key not in failed:
-            return _replay(record, partition, key, request_fingerprint)
-    raise _busy("Concurrent requests keep changing this key's ledger.")
+            return claimed
+        if claimed.mark("failed") not in marks:
+            return _replay(claimed, request_fingerprint)
+    raise _busy(ledger, "Concurrent requests keep changing this key's ledger.")
 
 
-async def _abandoned(store: SessionStore, entry: EffectRecord, now: datetime) -> bool:
-    """A generation whose start died before creating its run (checked only once it is old enough to tell)."""
-    if entry.created_at is None or now - entry.created_at < ABANDONED_AFTER:
+async def _read(store: SessionStore, ledger: Ledger) -> tuple[Claim | None, Marks]:
+    """The key's latest generation, whatever its state, and all its ledger's entries by key."""
+    entries = await store.list_effects(ledger.partition, kind=ledger.kind)
+    generations = [e for e in entries if ledger.generation_of(e) is not None]
+    latest = max(generations, key=lambda e: int(ledger.generation_of(e) or 0), default=None)
+    return (Claim(ledger, latest, first=False) if latest is not None else None), {e.key: e for e in entries}
+
+
+def _in_force(claim: Claim, marks: Marks) -> bool:
+    """Not given up, nor past its window: the generation answers for its key."""
+    if claim.mark("failed") in marks:
         return False
-    return await store.get_run(str(entry.payload["run_id"])) is None
+    created_at, window = claim.entry.created_at, claim.ledger.window
+    return window is None or (created_at is not None and datetime.now(UTC) - created_at < window)
 
 
-def _busy(detail: str) -> ApiProblem:
+async def _abandoned(claim: Claim, result_exists: ResultCheck) -> bool:
+    """A generation whose request died before making its result (checked only once it is old enough to tell)."""
+    created_at = claim.entry.created_at
+    if created_at is None or datetime.now(UTC) - created_at < ABANDONED_AFTER:
+        return False
+    return not await result_exists(claim)
+
+
+async def latest_claim(store: SessionStore, ledger: Ledger) -> tuple[Claim, Marks] | None:
+    """The key's generation in force, if any (read only: none is created or given up), and its ledger's entries."""
+    latest, marks = await _read(store, ledger)
+    return (latest, marks) if latest is not None and _in_force(latest, marks) else None
+
+
+def _busy(ledger: Ledger, detail: str) -> ApiProblem:
     return ApiProblem(
-        409, "idempotency_key_busy", "The first request with this key is still starting its run",
+        409, "idempotency_key_busy", f"The first request with this key is still {ledger.making}",
         f"{detail} Retry in a moment.", headers={"Retry-After": "1"},
     )
 
 
-def _replay(entry: EffectRecord, partition: str, key: str, request_fingerprint: str) -> StartClaim:
-    if entry.payload.get("fingerprint") != request_fingerprint:
-        raise _reused(key)
-    return StartClaim(run_id=str(entry.payload["run_id"]), first=False, partition=partition, generation=entry.key)
+def _replay(claim: Claim, request_fingerprint: str) -> Claim:
+    if claim.entry.payload.get("fingerprint") != request_fingerprint:
+        raise ApiProblem(
+            422, "idempotency_key_reused", "Idempotency-Key reused with another request", claim.ledger.reused,
+            field="header.Idempotency-Key",
+        )
+    return claim
 
 
-async def release(store: SessionStore, start: StartClaim) -> None:
-    """The first request failed before its run existed: mark the generation failed so the key can be used again."""
-    if start.first:
-        await store.record_effect(start.partition, f"{start.generation}.failed", KIND, {"run_id": start.run_id})
+async def release(store: SessionStore, claim: Claim) -> None:
+    """The first request failed before making its result: mark the generation failed so the key can be used again."""
+    if claim.first:
+        await store.record_effect(claim.partition, claim.mark("failed"), claim.ledger.kind,
+                                  {claim.ledger.result_field: claim.result_id})
 
 
-async def started_run(store: SessionStore, start: StartClaim) -> Any:
-    """The run a replayed request answers with, once the first request has created it (it may still be doing so)."""
+async def settle(store: SessionStore, claim: Claim, payload: dict[str, Any]) -> None:
+    """The first request made its result: note `payload` (what a replay answers with) as the generation's `.done`."""
+    await store.record_effect(claim.partition, claim.mark("done"), claim.ledger.kind, payload)
+
+
+async def made_result(
+    store: SessionStore, claim: Claim, find: Callable[[Marks], Awaitable[ResultT | None]],
+    wait_seconds: float = REPLAY_WAIT_SECONDS,
+) -> ResultT:
+    """The result a replayed request answers with, once the first request has made it (it may still be doing so):
+    what `find` finds, given the ledger's entries by key each time it looks."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + REPLAY_WAIT_SECONDS
+    deadline = loop.time() + wait_seconds
     delay = 0.01
     while True:
-        run = await store.get_run(start.run_id)
-        if run is not None:
-            return run
-        marks = await store.list_effects(start.partition, kind=KIND)
-        if any(e.key == f"{start.generation}.failed" for e in marks):
-            raise _busy("The first request with this key failed before its run began.")
+        _, marks = await _read(store, claim.ledger)
+        if (found := await find(marks)) is not None:
+            return found
+        if claim.mark("failed") in marks:
+            raise _busy(claim.ledger, "The first request with this key failed before it was done.")
         if loop.time() > deadline:
-            raise _busy("The first request with this key has not created its run yet.")
-        await asyncio.sleep(delay)  # the first request writes the run within milliseconds; there is no event to await
+            raise _busy(claim.ledger, "The first request with this key is not done yet.")
+        await asyncio.sleep(delay)  # the first request is done within milliseconds; there is no event to await
         delay = min(delay * 2, 0.25)
+
+
+async def started_run(store: SessionStore, claim: Claim) -> RunRecord:
+    """The run a replayed start answers with, once the first request has created it."""
+
+    async def find(_marks: Marks) -> RunRecord | None:
+        return await store.get_run(claim.result_id)
+
+    return await made_result(store, claim, find)

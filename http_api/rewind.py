@@ -31,10 +31,11 @@ from agent_runs.contracts import ResumePoint
 from agent_runs.services import RunServices
 from http_api.adapter import http_endpoint, json_response
 from http_api.caller import current_principal
-from http_api.durable_gateway import STILL_RUNNING, DurableGateway, OrchestrationState
+from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.models import RunLinks
 from http_api.problems import ApiProblem, not_found
 from http_api.purge import discard_instance
+from http_api.refusals import read_refusal
 from http_api.request_context import base_url
 from http_api.run_views import links
 from http_api.runs import is_workflow_run, run_or_404
@@ -233,6 +234,5 @@ async def _launch(
     try:
         await start()
     except Exception:
-        current = await state()
-        if current is None or current.runtime_status not in STILL_RUNNING:
+        if not (await read_refusal(state)).running:
             raise

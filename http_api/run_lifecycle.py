@@ -28,10 +28,11 @@ from agent_runs.starting import SessionAgentMismatchError, SessionNotOwnedError,
 from agent_runtime.agents import AgentDefinition
 from http_api import idempotency
 from http_api.caller import current_principal
-from http_api.durable_gateway import STILL_RUNNING, OrchestrationState
-from http_api.idempotency import StartClaim
+from http_api.durable_gateway import OrchestrationState
+from http_api.idempotency import Claim
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem, not_found
+from http_api.refusals import read_refusal
 from http_api.request_context import verify_token
 from session_store import RunRecord, SessionStore
 
@@ -86,7 +87,7 @@ class RunStart:
 
     store: SessionStore
     run_id: str
-    claim: StartClaim | None = None
+    claim: Claim | None = None
     replay: RunRecord | None = None
 
     async def release(self) -> None:
@@ -183,21 +184,20 @@ async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, rea
     except Exception:
         # A run that finished since it was read has an orchestration that refuses events (the SDK raises on the
         # host's 410): the cancel came too late, which is the caller's 409, not a server error.
-        current = await store.get_run(run.run_id)
-        if current is None:  # deleted meanwhile (with its session): nothing is left to cancel or to close
+        refusal = await read_refusal(lambda: gateway.state(run.run_id), lambda: store.get_run(run.run_id))
+        if refusal.run is None:  # deleted meanwhile (with its session): nothing is left to cancel or to close
             return None
-        if current.finished:
-            return current
+        if refusal.finished is not None:
+            return refusal.finished
         # A run whose start request has stored its record but not yet started its orchestration (the host's 404):
         # the flag is the cancel, read by the run's first step (`take_turn`, `call_model`) or, for a workflow, rung
         # by its start request (`workflows.start_workflow`).
-        state = await gateway.state(run.run_id)
-        if state is None:
+        if refusal.state is None:
             return None
-        if state.runtime_status in STILL_RUNNING:
+        if refusal.running:
             raise
         # Open, but its orchestration has ended: a rewind reopened it and its continuation never started (the host
         # died in between, or the rewind is still on its way to start it). Nothing would ever close it nor free
         # its session, so the cancel closes it; a continuation started after this reads the flag and ends at once.
-        await close_abandoned_run(store, current, "cancelled", {"code": "cancelled", "message": reason})
+        await close_abandoned_run(store, refusal.run, "cancelled", {"code": "cancelled", "message": reason})
     return None

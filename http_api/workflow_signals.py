@@ -2,28 +2,31 @@
 
 A signal is consumed by the next `SignalStep` of its name, so a client that sends it again after a lost response (a
 timeout, a 503) would feed a second step with a copy. With an `Idempotency-Key`, the same key and body from the same
-principal queue one signal: the key's claim is an entry of the workflow's effect ledger (the store's conditional
-create, so of concurrent requests exactly one appends); its `.done` entry says which queue position it got, and a
-repeat answers with that position (and rings it again, harmlessly: each position has an event name of its own).
+principal queue one signal. The key is claimed as a run start's is (`idempotency.claim_in`), in a ledger of its own
+in the workflow's control session (so it lives as long as the workflow, and of concurrent requests exactly one
+appends); the claim's `.done` entry says which queue position it got, and a repeat answers with that position (and
+rings it again, harmlessly: each position has an event name of its own). A claim whose request died before queuing
+its signal (no `.done`, the claimed signal id not in the queue) is taken over once `ABANDONED_AFTER` old.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from http_api import idempotency
 from http_api.caller import current_principal
-from http_api.problems import ApiProblem
-from session_store import EffectRecord, SessionStore, SignalRecord
+from http_api.idempotency import Claim, Ledger, Marks
+from session_store import SessionStore, SignalRecord
 
 KIND = "signal_idempotency"
 ENTRY_PREFIX = "signal-key."
 REPLAY_WAIT_SECONDS = 5.0
+PAGE = 100
 
 
 class QueuedSignal(BaseModel):
@@ -33,9 +36,16 @@ class QueuedSignal(BaseModel):
     index: int
 
 
-def _entry(key: str) -> str:
-    """The ledger key of (caller, key): hashed, so no caller-chosen text becomes a store id."""
-    return ENTRY_PREFIX + hashlib.sha256(f"{current_principal().id}\n{key}".encode()).hexdigest()[:48]
+def _ledger(session_id: str, key: str) -> Ledger:
+    """The ledger of (caller, key) in the workflow's control session: hashed, so no caller-chosen text becomes a
+    store id; a kind of its own, so reading it reads no other key's entries."""
+    digest = hashlib.sha256(f"{current_principal().id}\n{key}".encode()).hexdigest()[:48]
+    return Ledger(
+        session_id, result_field="signal_id", kind=f"{KIND}.{digest}", prefix=f"{ENTRY_PREFIX}{digest}.",
+        window=None, making="queuing its signal",
+        reused="This key sent a signal with a different name or payload to this workflow; use a new key for a new "
+        "signal.",
+    )
 
 
 async def append_once(
@@ -44,23 +54,19 @@ async def append_once(
     """The signal queued for this request: appended now, or (same key and body as before) the one appended then."""
     if key is None:
         return _queued(await store.append_signal(session_id, name, uuid.uuid4().hex, payload))
-    entry = _entry(key)
-    request_fingerprint = _fingerprint(name, payload)
-    signal_id = uuid.uuid4().hex
-    claim, created = await store.record_effect(
-        session_id, entry, KIND, {"fingerprint": request_fingerprint, "signal_id": signal_id}
+    scan = _QueueScan(store, name)  # one scan: a look at the queue while claiming is not read again after
+    claim = await idempotency.claim_in(
+        store, _ledger(session_id, key), _fingerprint(name, payload), uuid.uuid4().hex, scan.holds
     )
-    if claim.payload.get("fingerprint") != request_fingerprint:
-        raise _reused()
-    if not created:
-        return await _appended(store, session_id, entry, name, str(claim.payload.get("signal_id")))
+    if not claim.first:
+        return await idempotency.made_result(store, claim, lambda marks: scan.found(claim, marks), REPLAY_WAIT_SECONDS)
     try:
-        signal = await store.append_signal(session_id, name, signal_id, payload)
+        signal = await store.append_signal(session_id, name, claim.result_id, payload)
     except Exception:
-        await store.record_effect(session_id, f"{entry}.failed", KIND, {})
+        await idempotency.release(store, claim)
         raise
     queued = _queued(signal)
-    await store.record_effect(session_id, f"{entry}.done", KIND, queued.model_dump(mode="json"))
+    await idempotency.settle(store, claim, queued.model_dump(mode="json"))
     return queued
 
 
@@ -71,19 +77,13 @@ async def accepted_before(
     first request was (202, its index), not that the workflow refuses signals, which would say it was never taken."""
     if key is None:
         return None
-    entry = _entry(key)
-    marks = await _ledger(store, session_id)
-    claim = marks.get(entry)
-    if claim is None or claim.payload.get("fingerprint") != _fingerprint(name, payload):
+    found = await idempotency.latest_claim(store, _ledger(session_id, key))
+    if found is None:
         return None
-    if (done := marks.get(f"{entry}.done")) is not None:
-        return QueuedSignal.model_validate(done.payload)
-    return await _in_queue(store, session_id, name, str(claim.payload.get("signal_id")))
-
-
-async def _ledger(store: SessionStore, session_id: str) -> dict[str, EffectRecord]:
-    """The workflow's signal-key entries (claims and their `.done` / `.failed` marks) by ledger key."""
-    return {e.key: e for e in await store.list_effects(session_id, kind=KIND)}
+    claim, marks = found
+    if claim.entry.payload.get("fingerprint") != _fingerprint(name, payload):
+        return None
+    return await _QueueScan(store, name).found(claim, marks)
 
 
 def _fingerprint(name: str, payload: Any) -> str:
@@ -94,47 +94,32 @@ def _queued(signal: SignalRecord) -> QueuedSignal:
     return QueuedSignal(signal_id=signal.signal_id, index=signal.index)
 
 
-async def _appended(store: SessionStore, session_id: str, entry: str, name: str, signal_id: str) -> QueuedSignal:
-    """The signal the key's first request queued, once it has (it may still be doing so; or it died between the
-    append and its `.done` entry: then the queue holds the claimed `signal_id`)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + REPLAY_WAIT_SECONDS
-    delay = 0.01
-    while True:
-        marks = await _ledger(store, session_id)
-        done = marks.get(f"{entry}.done")
-        if done is not None:
+@dataclass
+class _QueueScan:
+    """Finds a claim's signal: its `.done` entry, else the claimed signal id in the queue of `name`. The store reads
+    signals by index only (not by id), but the queue is append-only with indexes handed out in order: each look at it
+    for the same claim reads only what was appended since the last one."""
+
+    store: SessionStore
+    name: str
+    signal_id: str = ""
+    next_index: int = 1
+    hit: QueuedSignal | None = None
+
+    async def found(self, claim: Claim, marks: Marks) -> QueuedSignal | None:
+        if (done := marks.get(claim.mark("done"))) is not None:
             return QueuedSignal.model_validate(done.payload)
-        if f"{entry}.failed" in marks:
-            raise _busy("The first request with this key failed before queuing its signal; use a new key.")
-        if (found := await _in_queue(store, session_id, name, signal_id)) is not None:
-            return found
-        if loop.time() > deadline:
-            raise _busy("The first request with this key has not queued its signal yet.")
-        await asyncio.sleep(delay)  # the first request appends within milliseconds; there is no event to await
-        delay = min(delay * 2, 0.25)
+        return await self.in_queue(claim)
 
+    async def holds(self, claim: Claim) -> bool:
+        return await self.in_queue(claim) is not None
 
-async def _in_queue(store: SessionStore, session_id: str, name: str, signal_id: str) -> QueuedSignal | None:
-    index = 1
-    while page := await store.list_signals(session_id, name, from_index=index, limit=100):
-        for signal in page:
-            if signal.signal_id == signal_id:
-                return _queued(signal)
-        index = page[-1].index + 1
-    return None
-
-
-def _reused() -> ApiProblem:
-    return ApiProblem(
-        422, "idempotency_key_reused", "Idempotency-Key reused with another request",
-        "This key sent a signal with a different name or payload to this workflow; use a new key for a new signal.",
-        field="header.Idempotency-Key",
-    )
-
-
-def _busy(detail: str) -> ApiProblem:
-    return ApiProblem(
-        409, "idempotency_key_busy", "The first request with this key is still queuing its signal",
-        f"{detail} Retry in a moment.", headers={"Retry-After": "1"},
-    )
+    async def in_queue(self, claim: Claim) -> QueuedSignal | None:
+        if claim.result_id != self.signal_id:  # another claim (a generation taken over meanwhile): look from the start
+            self.signal_id, self.next_index, self.hit = claim.result_id, 1, None
+        while self.hit is None and (page := await self.store.list_signals(
+            claim.partition, self.name, from_index=self.next_index, limit=PAGE
+        )):
+            self.next_index = page[-1].index + 1
+            self.hit = next((_queued(s) for s in page if s.signal_id == claim.result_id), None)
+        return self.hit

@@ -17,10 +17,10 @@ from http_api import idempotency
 from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
-from http_api.durable_gateway import STILL_RUNNING
 from http_api.identity import Principal
 from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
+from http_api.refusals import read_refusal
 from http_api.request_context import base_url
 from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
 from http_api.workflow_doorbells import ring_again
@@ -289,11 +289,10 @@ async def _ring_signal(services: RunServices, gateway: WorkflowGateway, run_id: 
     try:
         await gateway.send_signal(run_id, name, index)
     except Exception:
-        current = await services.store.get_run(run_id)
-        if current is not None and current.finished:  # it finished meanwhile: nobody will take the signal
-            raise _finished(current) from None
-        state = await gateway.state(run_id)
-        if state is not None and state.runtime_status in STILL_RUNNING:
+        refusal = await read_refusal(lambda: gateway.state(run_id), lambda: services.store.get_run(run_id))
+        if refusal.finished is not None:  # it finished meanwhile: nobody will take the signal
+            raise _finished(refusal.finished) from None
+        if refusal.running:
             raise
         log.info("workflow %s is not running yet: signal %s:%d waits in the store", run_id, name, index)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator
-from datetime import timedelta
 from typing import Any
 
 import azure.durable_functions as df
@@ -21,6 +20,7 @@ from agent_runs.services import RunServices
 from durable_steps import activity
 from notifications.backoff import next_delay
 from notifications.contracts import SlackResponseInput
+from notifications.orchestrator import wait
 from notifications.sender import SendResult, post_slack_response
 from session_store import SessionStore
 
@@ -50,7 +50,7 @@ async def respond_later(
 @activity()
 async def send_slack_response(step: SlackResponseInput) -> SendResult:
     store = RunServices.current().store
-    found = next((r for r in await store.list_effects(step.session_id, kind=KIND) if r.key == step.key), None)
+    found = await store.get_effect(step.session_id, step.key)
     if found is None:  # the session was deleted meanwhile
         return SendResult(outcome="gone", error="the update is no longer stored")
     stored = StoredResponse.model_validate(found.payload)
@@ -62,13 +62,13 @@ async def send_slack_response(step: SlackResponseInput) -> SendResult:
 
 def slack_response(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
     step = SlackResponseInput.model_validate(context.get_input())
-    for attempt in range(MAX_ATTEMPTS):
+    attempt = 0
+    while True:  # until delivered, refused for good, or MAX_ATTEMPTS tried
         try:
             result = yield from send_slack_response.run(context, step.model_copy(update={"attempt": attempt}))
         except Exception:  # the step itself failed (the store down, a bug): tried again like a failed POST
             result = SendResult(outcome="retry")
         if result.outcome != "retry" or attempt + 1 == MAX_ATTEMPTS:
             return {"outcome": result.outcome}
-        delay = result.retry_in_seconds or next_delay(attempt)
-        yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
-    return {}
+        yield wait(context, result.retry_in_seconds or next_delay(attempt))
+        attempt += 1

@@ -667,6 +667,11 @@ class CosmosSessionStore:
         items.sort(key=lambda i: (i.get("createdEpoch", 0), i["id"]))
         return [from_item(EffectRecord, i) for i in items]
 
+    @_on_portal
+    async def get_effect(self, session_id: str, key: str) -> EffectRecord | None:
+        item = await self._db.read("effects", key, session_id)
+        return from_item(EffectRecord, item) if item is not None and item.get("type") == "effect" else None
+
     # -- signals (items of the effects container, type "signal", id "signal:<name>:<index>") --------------------
 
     _SIGNALS = "FROM c WHERE c.sessionId = @s AND c.type = @t AND c.name = @n"

@@ -235,6 +235,10 @@ class SessionStore(Protocol):
 
     async def list_effects(self, session_id: str, *, kind: str | None = None) -> list[EffectRecord]: ...
 
+    async def get_effect(self, session_id: str, key: str) -> EffectRecord | None:
+        """The ledger entry of `key` (a point read), None if there is none."""
+        ...
+
     # Signals (per-name queues of a workflow run's control session)
     async def append_signal(
         self, session_id: str, name: str, signal_id: str, payload: Any

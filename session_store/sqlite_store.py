@@ -713,6 +713,16 @@ class SqliteSessionStore:
 
         return await self._run(op)
 
+    async def get_effect(self, session_id: str, key: str) -> EffectRecord | None:
+        def op() -> EffectRecord | None:
+            row = self._conn.execute(
+                f"SELECT doc FROM effects WHERE session_id = ? AND key = ? AND {LIVE}",
+                (session_id, key, self._now().timestamp()),
+            ).fetchone()
+            return EffectRecord.model_validate_json(row[0]) if row is not None else None
+
+        return await self._run(op)
+
     # -- signals ------------------------------------------------------------------------------------------
 
     async def append_signal(self, session_id: str, name: str, signal_id: str, payload: Any) -> SignalRecord:

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..named_settings import named_setting
-from ..redaction import remember_secret
+from ..redaction import names_a_secret, remember_secret, url_secrets
 from ..tools import ApprovalPolicy
 
 SETTING_NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$"
@@ -103,15 +103,24 @@ class McpServer(BaseModel):
 
     # ------------------------------------------------------------------------------------------------ connecting
 
+    # A value read from a setting is remembered as a secret (masked in logs, spans and error bodies, as model keys
+    # are) when it is one: a header or variable whose name is a credential's, a URL's userinfo and query tokens (the
+    # HTTP client logs every request's URL). Not the rest: every remembered value is masked wherever it appears, and
+    # each one slows `redact`.
+
     def resolved_url(self, settings: Mapping[str, str] | None = None) -> str:
         if self.url:
             return self.url
-        return _setting(settings, str(self.url_setting), f"the URL of MCP server {self.name!r}")
+        url = _setting(settings, str(self.url_setting), f"the URL of MCP server {self.name!r}")
+        _remember(url_secrets(url))
+        return url
 
     async def resolved_headers(self, settings: Mapping[str, str] | None = None) -> dict[str, str]:
         headers = dict(self.headers)
         for header, setting in self.header_settings.items():
-            headers[header] = _setting(settings, setting, f"header {header!r} of MCP server {self.name!r}")
+            value = _setting(settings, setting, f"header {header!r} of MCP server {self.name!r}")
+            _remember([value] if names_a_secret(header) else [])
+            headers[header] = value
         if self.credential_scope:
             headers["Authorization"] = f"Bearer {await bearer_token(self.credential_scope, self.credential)}"
         return headers
@@ -119,17 +128,21 @@ class McpServer(BaseModel):
     def resolved_env(self, settings: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
         for variable, setting in self.env_settings.items():
-            env[variable] = _setting(settings, setting, f"variable {variable!r} of MCP server {self.name!r}")
+            value = _setting(settings, setting, f"variable {variable!r} of MCP server {self.name!r}")
+            _remember([value] if names_a_secret(variable) else url_secrets(value))
+            env[variable] = value
         return env
+
+
+def _remember(secrets: list[str]) -> None:
+    for secret in secrets:
+        remember_secret(secret)
 
 
 def _setting(settings: Mapping[str, str] | None, name: str, what: str) -> str:
     value = named_setting(name) if settings is None else settings.get(name)
     if not value:
         raise McpConfigurationError(f"app setting {name!r} ({what}) is not set")
-    # A URL (its query may hold a token: the HTTP client logs every request's URL), a header or an environment
-    # value from a setting is a secret: masked in logs, spans and error bodies, as model keys are.
-    remember_secret(value)
     return value
 
 

@@ -3,7 +3,7 @@
 from .audit import AuditLogMiddleware, AuditSink, log_sink
 from .contexts import AgentRunContext, ChatContext, FunctionInvocationContext
 from .guardrails import GuardrailMiddleware
-from .pipeline import CallNext, Middleware, MiddlewareLike, MiddlewarePipeline, MiddlewareTermination
+from .pipeline import CallNext, ChatMiddleware, Middleware, MiddlewareLike, MiddlewarePipeline, MiddlewareTermination
 from .retry import RetryMiddleware
 from .truncation import HistoryTruncationMiddleware, estimate_tokens, truncate_history
 from .usage import UsageAccountingMiddleware, UsageBudgetExceeded, UsageLedger
@@ -14,6 +14,7 @@ __all__ = [
     "AuditSink",
     "CallNext",
     "ChatContext",
+    "ChatMiddleware",
     "FunctionInvocationContext",
     "GuardrailMiddleware",
     "HistoryTruncationMiddleware",

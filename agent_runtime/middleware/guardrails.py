@@ -14,14 +14,14 @@ from typing import Literal
 
 from ..messages import ChatResponse, Message, TextContent
 from .contexts import ChatContext
-from .pipeline import CallNext, MiddlewareTermination
+from .pipeline import CallNext, ChatMiddleware, MiddlewareTermination
 
 
 def _latest_user_text(messages: list[Message]) -> str:
     return next((m.text for m in reversed(messages) if m.role == "user"), "")
 
 
-class GuardrailMiddleware:
+class GuardrailMiddleware(ChatMiddleware):
     def __init__(
         self,
         patterns: Sequence[str | re.Pattern[str]],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 ContextT = TypeVar("ContextT")
@@ -39,15 +40,37 @@ class Middleware(Protocol[ContextT]):
     async def process(self, context: ContextT, call_next: CallNext) -> None: ...
 
 
+class ChatMiddleware:
+    """A base for chat middleware that declares its optional flags with their defaults. Subclassing it is optional:
+    any object with `process`, or an async function, serves too, and a flag it does not declare has its default."""
+
+    holds_back_output: bool = False
+    """The layer judges or rewrites the whole answer (an output guardrail): the model's answer then does not stream,
+    so no token of it reaches a client before the layer has seen it."""
+
+    async def process(self, context: Any, call_next: CallNext) -> None:
+        await call_next()
+
+
 MiddlewareLike = Middleware[Any] | Callable[[Any, CallNext], Awaitable[None]]
 
 
-def _process_of(middleware: MiddlewareLike) -> Callable[[Any, CallNext], Awaitable[None]]:
+@dataclass(frozen=True)
+class _Layer:
+    """A middleware as the pipeline runs it: its `process`, and its flags (defaults for one that declares none)."""
+
+    process: Callable[[Any, CallNext], Awaitable[None]]
+    holds_back_output: bool = ChatMiddleware.holds_back_output
+
+
+def _layer_of(middleware: MiddlewareLike) -> _Layer:
     process = getattr(middleware, "process", None)
     if process is not None and inspect.iscoroutinefunction(process):
-        return process
+        # Middleware is duck-typed (`Middleware`; `ChatMiddleware` is optional): its flags are read here, where it
+        # becomes a layer, as its `process` is; a flag it does not declare has the default.
+        return _Layer(process, bool(getattr(middleware, "holds_back_output", ChatMiddleware.holds_back_output)))
     if inspect.iscoroutinefunction(middleware):
-        return middleware  # type: ignore[return-value]
+        return _Layer(middleware)  # type: ignore[arg-type]
     raise TypeError(
         f"{middleware!r} is not a middleware: expected `async process(context, call_next)` or an async function"
     )
@@ -57,7 +80,12 @@ class MiddlewarePipeline(Generic[ContextT]):
     """Threads the layers together; `execute(context, final)` makes the innermost `call_next` run `final`."""
 
     def __init__(self, middleware: Sequence[MiddlewareLike] = ()) -> None:
-        self._layers = [_process_of(m) for m in middleware]
+        self._layers = [_layer_of(m) for m in middleware]
+
+    @property
+    def holds_back_output(self) -> bool:
+        """Whether a layer judges or rewrites the whole answer (`ChatMiddleware.holds_back_output`)."""
+        return any(layer.holds_back_output for layer in self._layers)
 
     def __len__(self) -> int:
         return len(self._layers)
@@ -71,7 +99,7 @@ class MiddlewarePipeline(Generic[ContextT]):
             async def call_next(_context: Any = None) -> None:
                 await run(index + 1)
 
-            await self._layers[index](context, call_next)
+            await self._layers[index].process(context, call_next)
 
         try:
             await run(0)

@@ -1,13 +1,18 @@
 """`idempotency.claim` over the real SQLite store: a key whose first request died between claiming it and creating
-its run (process ended, or the store failed the release too) must not stay "busy" for the rest of its 24 hours."""
+its run (process ended, or the store failed the release too) must not stay "busy" for the rest of its 24 hours; nor
+a workflow signal's key whose request died before queuing its signal (`workflow_signals`)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from http_api import idempotency
+from http_api import idempotency, workflow_signals
+from http_api.caller import acting_as
 from http_api.identity import Principal
 from http_api.problems import ApiProblem
 from session_store import RunRecord, SqliteSessionStore
@@ -26,14 +31,14 @@ async def test_a_claim_whose_start_died_before_its_run_is_taken_over_once_stale(
     dead = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-dead")
     assert dead.first  # ... and its request died here: no run, no release
     retry = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-retry")
-    assert retry.first and retry.run_id == "r-retry" and retry.generation == "1"
+    assert retry.first and retry.result_id == "r-retry" and retry.generation == "1"
     marks = {e.key for e in await store.list_effects(retry.partition, kind=idempotency.KIND)}
     assert "0.failed" in marks
     # The retry's own generation, once it created its run, is what the key answers with.
     await store.create_session("s1", "helper")
     await store.begin_run(RunRecord(run_id="r-retry", session_id="s1", agent="helper"))
     again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-third")
-    assert not again.first and again.run_id == "r-retry"
+    assert not again.first and again.result_id == "r-retry"
     await store.close()
 
 
@@ -43,7 +48,7 @@ async def test_a_stale_claim_whose_run_exists_is_replayed() -> None:
     await store.create_session("s1", "helper")
     await store.begin_run(RunRecord(run_id="r1", session_id="s1", agent="helper"))
     again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r2")
-    assert first.first and not again.first and again.run_id == "r1"
+    assert first.first and not again.first and again.result_id == "r1"
     assert (await idempotency.started_run(store, again)).run_id == "r1"
     await store.close()
 
@@ -53,7 +58,51 @@ async def test_a_young_claim_without_its_run_is_left_to_its_request() -> None:
     store = store_behind(0)
     first = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r1")
     again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r2")
-    assert first.first and not again.first and again.run_id == "r1"
+    assert first.first and not again.first and again.result_id == "r1"
     with pytest.raises(ApiProblem):
         await idempotency.claim(store, ALICE, "k", idempotency.fingerprint("agents/helper", {"input": "x"}), "r3")
+    await store.close()
+
+
+async def signal_dying_in(store: SqliteSessionStore, method: str, where: Callable[[str], bool]) -> None:
+    """A signal request (key "k") whose process ends inside `store.<method>`, at the call whose first argument after
+    the session `where` picks: nothing after that point runs (no release of its claim either)."""
+    real = getattr(store, method)
+
+    async def dying(session_id: str, first: str, *args: Any) -> Any:
+        if where(first):
+            raise asyncio.CancelledError
+        return await real(session_id, first, *args)
+
+    setattr(store, method, dying)
+    try:
+        with acting_as(ALICE), pytest.raises(asyncio.CancelledError):
+            await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+    finally:
+        setattr(store, method, real)
+
+
+async def test_a_signal_claim_whose_request_died_before_queuing_is_taken_over_once_stale() -> None:
+    """A signal request that died between claiming its key and queuing its signal: the retry, once the claim is
+    `ABANDONED_AFTER` old, queues the signal (once), instead of answering 409 busy for as long as the workflow lives."""
+    store = store_behind(10)
+    await store.create_session("wf-control", "workflow:flow")
+    await signal_dying_in(store, "append_signal", lambda name: True)
+    with acting_as(ALICE):
+        retry = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+        again = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+    assert retry == again and retry.index == 1
+    assert [s.signal_id for s in await store.list_signals("wf-control", "go")] == [retry.signal_id]
+    await store.close()
+
+
+async def test_a_stale_signal_claim_whose_signal_is_queued_is_replayed() -> None:
+    """Died after queuing, before noting where (no `.done`): an old claim is not taken over, its signal answers."""
+    store = store_behind(10)
+    await store.create_session("wf-control", "workflow:flow")
+    await signal_dying_in(store, "record_effect", lambda key: key.endswith(".done"))
+    with acting_as(ALICE):
+        retry = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+    queue = await store.list_signals("wf-control", "go")
+    assert [(s.signal_id, s.index) for s in queue] == [(retry.signal_id, retry.index)]
     await store.close()

@@ -120,8 +120,15 @@ async def test_an_output_guardrail_lets_no_token_out_before_it_judged_the_answer
     agent = AgentDefinition(
         name="guarded", chat_middleware=[GuardrailMiddleware([r"hunter2"], action=action, apply_to=("output",))]
     )
+    log, updates = await streamed_turn(scripted_model, model_client, agent, "The admin password is hunter2, keep it.")
+    assert "hunter2" not in "".join(u.text for u in updates)
+    assert "hunter2" not in (await log.messages())[-1].text
+
+
+async def streamed_turn(scripted_model, model_client, agent, answer: str):
+    """A model call asked to stream (`on_update`): the log, and the updates handed over while it ran."""
     log = await seeded_log()
-    scripted_model.set_script(Script.of("The admin password is hunter2, keep it safe."))
+    scripted_model.set_script(Script.of(answer))
     updates = []
 
     async def on_update(update):
@@ -130,8 +137,28 @@ async def test_an_output_guardrail_lets_no_token_out_before_it_judged_the_answer
     await call_model_step(
         agent, model_client, log, RUN, CallModel(iteration=1, tool_choice="auto"), on_update=on_update
     )
-    assert "hunter2" not in "".join(u.text for u in updates)
-    assert "hunter2" not in (await log.messages())[-1].text
+    return log, updates
+
+
+class _JudgesTheWholeAnswer:
+    """Chat middleware of an agent package that declares the flag without `ChatMiddleware` as its base (documented)."""
+
+    holds_back_output = True
+
+    async def process(self, context, call_next):
+        await call_next()
+
+
+async def _passes_through(context, call_next):
+    await call_next()
+
+
+@pytest.mark.parametrize(("layer", "streams"), [(_JudgesTheWholeAnswer(), False), (_passes_through, True)])
+async def test_chat_middleware_holds_back_output_only_when_it_says_so(scripted_model, model_client, layer, streams):
+    agent = AgentDefinition(name="judged", chat_middleware=[layer])
+    log, updates = await streamed_turn(scripted_model, model_client, agent, "Hello there, friend.")
+    assert bool(updates) is streams
+    assert (await log.messages())[-1].text == "Hello there, friend."
 
 
 async def test_chat_middleware_termination_stores_its_result_without_calling_the_model(scripted_model, model_client):

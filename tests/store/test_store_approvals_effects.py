@@ -117,6 +117,16 @@ async def test_an_effect_is_recorded_once_per_key_even_under_concurrency(store: 
     assert len(await store.list_effects(session_id)) == 2
 
 
+async def test_an_effect_is_read_by_its_key(store: SessionStore) -> None:
+    """A point read of one entry: its own, in its own session only; None for a key never recorded."""
+    session_id, other = await new_session(store), await new_session(store)
+    recorded, _ = await store.record_effect(session_id, "run-1:call-1", "email", {"to": "bob@example.com"})
+    await store.record_effect(session_id, "run-1:call-2", "email", {"to": "eve@example.com"})
+    assert await store.get_effect(session_id, "run-1:call-1") == recorded
+    assert await store.get_effect(session_id, "run-1:call-3") is None
+    assert await store.get_effect(other, "run-1:call-1") is None
+
+
 async def test_oversized_writes_of_every_kind_are_rejected_before_anything_changes(store: SessionStore) -> None:
     from session_store import MAX_RECORD_BYTES, ItemTooLargeError
 

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from agent_runtime.mcp.config import McpServer
 from agent_runtime.redaction import redact, remember_secret
 from telemetry.redaction import RedactingSpanExporter, RedactingSpanProcessor, install_log_redaction
 
@@ -90,3 +91,28 @@ def test_a_redacted_record_keeps_its_arguments_for_formatters_that_read_them(cap
     assert formatter.format(clean) == '127.0.0.1:2 - "POST /api/runs HTTP/1.1" 202 Accepted'
     assert clean.args == ("127.0.0.1:2", "POST", "/api/runs", "1.1", 202)
     assert in_template.getMessage() == "template *** arg" and in_template.args is None
+
+
+async def test_mcp_settings_remember_their_credentials_only() -> None:
+    """Only the MCP settings that are credentials are masked: a harmless value (a module path, a URL's host and path,
+    a tenant header) stays readable in logs, and every remembered value would slow each `redact`."""
+    settings = {
+        "MCP_URL": "https://mcp.example.com/tools/search-index?code=fnkey-Qq7-remembered&format=verbose",
+        "MCP_KEY": "apikey-Zz9-remembered",
+        "MCP_TENANT": "tenant-contoso-prod",
+        "GH_TOKEN": "ghtoken-Ww4-remembered",
+        "MODULE_PATH": "/srv/mcp-servers/python",
+    }
+    http = McpServer(name="remote", url_setting="MCP_URL",
+                     header_settings={"X-Api-Key": "MCP_KEY", "X-Tenant": "MCP_TENANT"})
+    stdio = McpServer(name="local", command="python",
+                      env_settings={"GITHUB_TOKEN": "GH_TOKEN", "PYTHONPATH": "MODULE_PATH"})
+    http.resolved_url(settings)
+    await http.resolved_headers(settings)
+    stdio.resolved_env(settings)
+    line = redact(" ".join(settings.values()))
+    for secret in ("fnkey-Qq7-remembered", "apikey-Zz9-remembered", "ghtoken-Ww4-remembered"):
+        assert secret not in line
+    for harmless in ("https://mcp.example.com/tools/search-index?code=", "format=verbose", "tenant-contoso-prod",
+                     "/srv/mcp-servers/python"):
+        assert harmless in line
