@@ -139,22 +139,26 @@ def test_unpriced_models_show_tokens_without_cost(model_server: ScriptedModelSer
     assert view["usage"]["total_tokens"] > 0
 
 
+@pytest.mark.parametrize(("broken", "answered"), [(1, ["Looking up a.", "Now b."]), (2, ["Looking up a."])])
 def test_a_stream_that_broke_after_its_usage_counts_against_the_budget(
-    app: InProcessApp, model: ScriptedModelServer
+    app: InProcessApp, model: ScriptedModelServer, broken: int, answered: list[str]
 ) -> None:
-    """The first streamed answer reports its usage (110 tokens, billed) and then breaks: the activity's durable retry
-    asks again, and the run counts both attempts, once each. With 330 tokens allowed it stops after two answers
-    (220, then 330), where ignoring the broken attempt would have let a third one through."""
+    """Streamed answers report their usage (110 tokens each, billed) and then break: the activity's durable retry asks
+    again, and the run counts every attempt, once each. With 330 tokens allowed, one broken attempt leaves room for
+    two answers (220, then 330) and two broken ones for one (330), where ignoring them would have let three through."""
     model.set_script(FIVE_CALLS)
-    model.fail_next(Fault.billed(usage={"prompt_tokens": 100, "completion_tokens": 10}))
+    model.fail_next(Fault.billed(usage={"prompt_tokens": 100, "completion_tokens": 10}), times=broken)
     started = app.start(agent="helper", input="Look up a, b, c and d", budget={"max_total_tokens": 330})
     app.settle()
-    app.advance(DURABLE_RETRY_S)  # the activity's durable retry fires
+    for _ in range(broken):
+        app.advance(DURABLE_RETRY_S)  # the activity's durable retry fires
     app.settle()
     view = app.view(started["run_id"])
 
-    assert (view["status"], view["finish_reason"], view["output"]["text"]) == ("completed", "budget_exceeded", "Now b.")
-    assert [r.stream for r in model.log.requests] == [True, True, True]  # the broken stream, then two answers
+    assert (view["status"], view["finish_reason"]) == ("completed", "budget_exceeded")
+    assert view["output"]["text"] == answered[-1]
+    assert len(model.log.requests) == broken + len(answered)
+    assert all(r.stream for r in model.log.requests)
     assert view["usage"]["total_tokens"] == 330
     assert view["usage"]["cost"] == pytest.approx(0.36)
     session = app.http.get(f"/api/sessions/{view['session_id']}").json()
