@@ -1,6 +1,10 @@
 """`call_model`: one model call of a run (chat middleware, retries honouring Retry-After, the answer stored; while
 it streams, the text so far is stored as a draft that pollers see as `partial_output`). An answer that ends the run's
-loop also closes the run (`agent_runs.finishing.close_if_final`)."""
+loop also closes the run (`agent_runs.finishing.close_if_final`).
+
+An attempt that fails after the provider reported its usage (billed, see `agent_runtime.spend`) and is left to the
+durable retry keeps that usage on the run record; the attempt that answers adds it to its turn, so the run's budget
+sees it. Only a failing attempt writes it: a call that succeeds costs the store nothing more."""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
+from agent_runs.failed_attempts import keep_failed_attempt, with_failed_attempts
 from agent_runs.finishing import close_if_final, closed_before
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runs.store_log import RunClosedError
 from agent_runtime.conversation import model_message_id
 from agent_runtime.loop_types import ModelTurn
+from agent_runtime.messages import Usage
 from agent_runtime.models.errors import ModelError
 from agent_runtime.steps import ChatMiddlewareEnded, call_model_step
 from durable_steps import activity
@@ -55,6 +61,11 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
             agent=agent.name,
             capture_content=ctx.services.telemetry_settings.capture_message_content,
         )
+        request_model = agent.model or client.default_model
+
+        def billed(usage: Usage) -> None:
+            record_cost(agent=agent.name, request_model=request_model, usage=usage)
+
         try:
             with run_step(step.run.trace, step.run.run_id):  # the `chat` span is a child of the run's span
                 result = await call_model_step(
@@ -67,10 +78,14 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
                     on_stream_end=drafts.finish if drafts else None,
                     prices=ctx.services.model_prices,
                     overrides=overrides_of(record),
+                    on_billed=billed,
                 )
-            record_cost(agent=agent.name, request_model=agent.model or client.default_model, usage=result.usage)
+            result = with_failed_attempts(result, record, step.command.iteration)
         except ModelError as error:
+            if error.usage is not None:
+                billed(error.usage)
             if error.retryable:
+                await keep_failed_attempt(ctx, record, step.command.iteration, error.usage)
                 raise  # the activity's durable retry waits on a timer, holding no worker
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
         except ChatMiddlewareEnded as ended:  # the same middleware would decide the same again: no retry

@@ -32,12 +32,14 @@ class _Model(BaseModel):
 
 class Usage(_Model):
     """Token counts of one model call (or a sum of several: `a + b`). `cost`: what the calls cost at the configured
-    model prices (`agent_runtime.spend.ModelPrices`), None when no call was priced."""
+    model prices (`agent_runtime.spend.ModelPrices`), None when no call was priced. `estimated`: True when some of
+    the tokens are an estimate, because the provider reported no usage for a call (`agent_runtime.spend`)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     cost: float | None = None
+    estimated: bool | None = None  # None, not False: a reported count's JSON stays as it always was
 
     def __add__(self, other: Usage | None) -> Usage:
         if other is None:
@@ -48,6 +50,7 @@ class Usage(_Model):
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             cost=cost,
+            estimated=True if self.estimated or other.estimated else None,
         )
 
 

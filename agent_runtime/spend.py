@@ -10,6 +10,12 @@ end: the token and cost limits can be overshot by that one call, never by a seco
 An agent sets its budget (`AgentDefinition(budget=RunBudget(...))`); a request may only tighten it
 (`RunBudget.tightened_by`): asking for more than the agent allows is refused (`BudgetAboveAgentLimitError`).
 
+What is counted: every model call attempt the provider reported usage for, the failed ones too (an answer that
+broke after its usage arrived, an answer stored by an activity attempt that then failed: the provider billed them).
+An attempt that failed before the provider reported usage cannot be counted. An answer without any `usage` (some
+OpenAI-compatible servers omit it) is estimated at `CHARS_PER_TOKEN` characters a token of what was sent and
+received, and the run's usage says `estimated: true`.
+
 Prices come from the `MODEL_PRICES` setting: JSON `{"<model>": {"input": <per 1M tokens>, "output": <per 1M>}}`, in
 whatever currency the operator uses. A call whose model has no price is not priced (its cost stays unknown, so a
 `max_cost` limit does not count it).
@@ -25,6 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from .messages import Usage
 
 BUDGET_LIMITS = ("max_total_tokens", "max_model_calls", "max_cost")
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON with OpenAI's tokenizers
+
+
+def estimated_usage(prompt_chars: int, completion_chars: int) -> Usage:
+    """The usage of a call whose provider reported none, from the characters it was sent and answered (rounded up:
+    a budget is better overshot on paper than in the bill)."""
+    prompt, completion = -(-prompt_chars // CHARS_PER_TOKEN), -(-completion_chars // CHARS_PER_TOKEN)
+    return Usage(input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion, estimated=True)
 
 
 class RunBudget(BaseModel):
@@ -123,4 +137,12 @@ class ModelPrices:
         return (usage.input_tokens * price.input + usage.output_tokens * price.output) / 1_000_000
 
 
-__all__ = ["BUDGET_LIMITS", "BudgetAboveAgentLimitError", "ModelPrice", "ModelPrices", "RunBudget"]
+__all__ = [
+    "BUDGET_LIMITS",
+    "CHARS_PER_TOKEN",
+    "BudgetAboveAgentLimitError",
+    "ModelPrice",
+    "ModelPrices",
+    "RunBudget",
+    "estimated_usage",
+]

@@ -47,10 +47,12 @@ from .messages import (
     FunctionCallContent,
     FunctionResultContent,
     Message,
+    Usage,
     copy_json,
     unanswered_function_calls,
 )
 from .middleware import ChatContext, FunctionInvocationContext, MiddlewarePipeline
+from .models.errors import ModelError
 from .models.types import ChatRequest, ModelClient
 from .overrides import RunOverrides
 from .spend import ModelPrices
@@ -117,13 +119,17 @@ async def call_model_step(
     on_stream_end: Callable[[], Awaitable[None]] | None = None,
     overrides: RunOverrides | None = None,
     prices: ModelPrices | None = None,
+    on_billed: Callable[[Usage], None] | None = None,
 ) -> ModelTurn:
     """One model call through the agent's chat middleware; stores the answer and summarises it for the loop.
 
     With `on_update` the call streams and every update is handed over as it arrives (the stored answer is the same);
     `on_stream_end` is awaited once the stream has ended, however it ended, before anything is stored.
     `overrides`: this run's extra instructions and output format (see `overrides.py`).
-    With `prices` the turn's usage carries its cost (when the model has a price).
+    With `prices` the turn's usage carries its cost (when the model has a price); a `ModelError` raised carries the
+    priced usage of the failed attempt(s) the provider reported. `on_billed` is told what this call was billed, once.
+    A redelivered step's turn also counts the answer of the earlier attempt it replaces (billed too): the stored
+    answer's usage is everything this iteration's attempts were billed, bar those that raised.
     """
     middleware = MiddlewarePipeline[ChatContext](agent.chat_middleware)
     if on_update is not None and middleware.holds_back_output:
@@ -161,7 +167,18 @@ async def call_model_step(
 
         ctx.result = assemble_response(updates)
 
-    await middleware.execute(context, call_model)
+    def priced(usage: Usage, answered_by: str | None = None) -> Usage:
+        if not prices:
+            return usage
+        models = (context.options.model, default_model(client), answered_by)
+        return usage.model_copy(update={"cost": prices.cost_of(usage, *models)})
+
+    try:
+        await middleware.execute(context, call_model)
+    except ModelError as error:
+        if error.usage is not None:
+            error.usage = priced(error.usage)
+        raise
     response = context.result
     if response is None:
         if context.terminated:
@@ -169,11 +186,12 @@ async def call_model_step(
                 MIDDLEWARE_TERMINATED, context.termination_message or "chat middleware terminated the model call"
             )
         raise ChatMiddlewareEnded(CHAT_MIDDLEWARE_NO_RESULT, "chat middleware ended the call without a result")
-    usage = response.usage
-    if prices and usage is not None:
-        usage = usage.model_copy(
-            update={"cost": prices.cost_of(usage, context.options.model, default_model(client), response.model_id)}
-        )
+    usage = None if response.usage is None else priced(response.usage, response.model_id)
+    if usage is not None and on_billed is not None:
+        on_billed(usage)
+    replaced = _replaced_answer_usage(conversation, own_prefix)
+    if replaced is not None:
+        usage = replaced + usage
     calls: list[FunctionCallContent] = []
     seen = {call.call_id for m in history for call in m.function_calls}
     last = len(response.messages) - 1
@@ -198,6 +216,13 @@ async def call_model_step(
         terminated=context.terminated,
         model=response.model_id or context.options.model or default_model(client),
     )
+
+
+def _replaced_answer_usage(conversation: Sequence[Message], own_prefix: str) -> Usage | None:
+    """What the earlier attempts of a redelivered step stored as their answer's usage: each stores the sum of its
+    own and those it replaced, so the largest is all of them (a stale, longer answer's last message is older)."""
+    stored = [m.usage for m in conversation if m.usage is not None and (m.message_id or "").startswith(own_prefix)]
+    return max(stored, key=lambda usage: usage.total_tokens, default=None)
 
 
 def default_model(client: object) -> str | None:

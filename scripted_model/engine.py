@@ -16,7 +16,7 @@ from typing import Protocol
 from .conversation import ChatCompletionRequest, Conversation
 from .schema_sample import sample_for_schema
 from .script import Fault, Reply, Script, ScriptPlayer
-from .wire import Answer, estimate_usage, next_id
+from .wire import Answer, estimate_usage, next_id, scripted_usage
 
 FALLBACK_TEXT = "OK."
 
@@ -82,11 +82,7 @@ def resolve_answer(reply: Reply, request: ChatCompletionRequest) -> Answer:
     if text is None and not tool_calls:
         schema = request.json_schema
         text = FALLBACK_TEXT if schema is None else _json_text(sample_for_schema(schema))
-    usage = estimate_usage(request, text, tool_calls)
-    if reply.usage:
-        usage.update(reply.usage)
-        if "total_tokens" not in reply.usage:
-            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    usage = scripted_usage(estimate_usage(request, text, tool_calls), reply.usage)
     finish_reason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
     return Answer(text=text, tool_calls=tool_calls, finish_reason=finish_reason, usage=usage)
 

@@ -52,15 +52,20 @@ class Fault(_Model):
       set (seconds; sent as `retry-after` and `retry-after-ms`).
     - `malformed`: a 200 whose body (or, when streaming, a chunk) is not valid JSON.
     - `disconnect`: the connection is dropped (when streaming: after the first chunk).
+    - `billed`: an answer is made and its usage reported (`usage`, else estimated), then the call fails anyway: not
+      streaming, a 200 whose completion has the usage but no choices; streaming, the whole answer (with its usage
+      chunk when asked for) followed by an error event.
     """
 
-    kind: Literal["http_error", "malformed", "disconnect"] = "http_error"
+    kind: Literal["http_error", "malformed", "disconnect", "billed"] = "http_error"
     status: int = 500
     retry_after: float | None = None
     message: str | None = None
     code: str | None = None
     echo_header: str | None = None
     """Add this request header's value to the error message (as some proxies do with `Authorization`)."""
+    usage: dict[str, int] | None = None
+    """`billed`: the usage reported before the failure."""
 
     @classmethod
     def rate_limited(cls, retry_after: float | None = 1.0) -> Fault:
@@ -81,6 +86,10 @@ class Fault(_Model):
     @classmethod
     def disconnect(cls) -> Fault:
         return cls(kind="disconnect", status=0)
+
+    @classmethod
+    def billed(cls, usage: dict[str, int] | None = None) -> Fault:
+        return cls(kind="billed", status=200, usage=usage, code="server_error")
 
 
 class Reply(_Model):

@@ -12,6 +12,7 @@ the caller's running loop (`await start_async()` / `await stop_async()`); or as 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import socket
@@ -26,7 +27,7 @@ from .conversation import ChatCompletionRequest
 from .engine import Responder, ScriptEngine, ScriptExhausted
 from .request_log import RequestLog
 from .script import Fault, Script
-from .wire import Answer, completion_body, error_body, next_id, stream_chunks
+from .wire import Answer, completion_body, error_body, estimate_usage, next_id, scripted_usage, stream_chunks
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class ScriptedModelServer:
         self._pause_after: int | None = None
         # (time.monotonic(), chunk) of every streamed chunk as it is written, when `chunk_times` is a list
         self.chunk_times: list[tuple[float, dict[str, Any]]] | None = None
+        self.report_usage = True
+        """False: answers carry no usage, even when a stream asks for it (as some OpenAI-compatible servers do)."""
 
     # ------------------------------------------------------------------ control (any thread)
 
@@ -115,6 +118,7 @@ class ScriptedModelServer:
         self.engine.set_responder(responder)
         self.release_answers()
         self.log.clear()
+        self.report_usage = True
 
     @property
     def latency_ms(self) -> float:
@@ -294,6 +298,8 @@ class ScriptedModelServer:
         self, request: web.Request, answer: Answer, parsed: ChatCompletionRequest
     ) -> web.StreamResponse:
         completion_id = next_id("chatcmpl")
+        if not self.report_usage:
+            answer = dataclasses.replace(answer, usage=None)
         if not parsed.stream:
             return web.json_response(completion_body(answer, completion_id=completion_id, model=parsed.model))
         chunks = stream_chunks(
@@ -334,6 +340,8 @@ class ScriptedModelServer:
                 message += f" (you sent {fault.echo_header}: {request.headers.get(fault.echo_header, '')})"
             body = error_body(message, type_=_error_type(fault.status), code=fault.code)
             return web.json_response(body, status=fault.status, headers=headers)
+        if fault.kind == "billed":
+            return await self._serve_billed_failure(request, fault, parsed)
         if fault.kind == "malformed":
             if not parsed.stream:
                 return web.Response(status=200, text=_TRUNCATED_JSON, content_type="application/json")
@@ -347,6 +355,25 @@ class ScriptedModelServer:
             await response.write(b": scripted disconnect\n\n")
         if request.transport is not None:
             request.transport.abort()
+        return response
+
+
+    async def _serve_billed_failure(
+        self, request: web.Request, fault: Fault, parsed: ChatCompletionRequest
+    ) -> web.StreamResponse:
+        text = "an answer that never arrives whole"
+        usage = scripted_usage(estimate_usage(parsed, text, []), fault.usage)
+        answer = Answer(text=text, tool_calls=[], finish_reason="stop", usage=usage)
+        completion_id = next_id("chatcmpl")
+        if not parsed.stream:
+            return web.json_response({**completion_body(answer, completion_id=completion_id, model=parsed.model),
+                                      "choices": []})
+        response = await self._open_stream(request)
+        chunks = stream_chunks(answer, completion_id=completion_id, model=parsed.model,
+                               include_usage=parsed.include_usage)
+        error = error_body(fault.message or "scripted fault: the stream broke", type_="server_error", code=fault.code)
+        await response.write(b"".join(_sse(c) for c in chunks) + _sse(error))
+        await response.write_eof()
         return response
 
 

@@ -28,7 +28,7 @@ class Answer:
     text: str | None
     tool_calls: list[tuple[str, str, str]]  # (id, name, arguments JSON)
     finish_reason: str
-    usage: dict[str, int]
+    usage: dict[str, int] | None  # None: not reported (as some OpenAI-compatible servers do)
 
 
 def estimate_tokens(text: str) -> int:
@@ -39,6 +39,14 @@ def estimate_usage(request: ChatCompletionRequest, text: str | None, tool_calls:
     prompt = sum(estimate_tokens(content_text(m.get("content"))) + 4 for m in request.messages)
     completion = estimate_tokens(text or "") + sum(estimate_tokens(name + args) for _, name, args in tool_calls)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def scripted_usage(estimate: dict, scripted: dict[str, int] | None) -> dict:
+    """The estimate with the script's counts in their place (the total follows them unless the script sets it)."""
+    usage = {**estimate, **(scripted or {})}
+    if scripted and "total_tokens" not in scripted:
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return usage
 
 
 def completion_body(answer: Answer, *, completion_id: str, model: str) -> dict[str, Any]:
@@ -85,6 +93,7 @@ def stream_chunks(answer: Answer, *, completion_id: str, model: str, include_usa
             chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}) for piece in _pieces(arguments)
         ]
     chunks.append(chunk({}, answer.finish_reason))
+    include_usage = include_usage and answer.usage is not None
     if include_usage:
         usage_chunk = chunk({})
         usage_chunk["choices"] = []

@@ -76,6 +76,11 @@ class RunRecord(_Record):
     output: JsonObject | None = None
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
+    failed_call_usage: JsonObject = Field(
+        default_factory=dict,
+        description="by model call iteration: what the provider reported for attempts that failed (billed all the "
+        "same); the attempt that answers counts it. Written only when such an attempt fails",
+    )
     metadata: JsonObject = Field(default_factory=dict)
     overrides: JsonObject = Field(
         default_factory=dict, description="per-run changes to the agent (extra instructions, output format)"
@@ -98,7 +103,10 @@ class RunRecord(_Record):
 
 # Fields ``update_run`` may change; identity, ordering and store-managed fields are not among them.
 RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
-    {"status", "instance_id", "input_seq", "cancel_requested_at", "output", "error", "usage", "metadata"}
+    {
+        "status", "instance_id", "input_seq", "cancel_requested_at", "output", "error", "usage", "failed_call_usage",
+        "metadata",
+    }
 )
 
 

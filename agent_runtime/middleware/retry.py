@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..models.errors import ModelError
-from ..models.retry import RetryPolicy, call_with_retry
+from ..models.retry import FailedAttemptUsage, RetryPolicy, call_with_retry
 from .pipeline import CallNext
 
 
@@ -31,9 +31,18 @@ class RetryMiddleware:
         self._sleep = sleep  # injectable: tests pass a recording fake instead of waiting
 
     async def process(self, context: Any, call_next: CallNext) -> None:
+        failed = FailedAttemptUsage()  # a retried attempt's reported usage was billed: the answer counts it
+
         def record(attempt: int, error: ModelError, delay: float) -> None:
+            failed.count(attempt, error, delay)
             context.metadata.setdefault("retries", []).append(
                 {"attempt": attempt, "delay": delay, "status": error.status, "code": error.code}
             )
 
-        await call_with_retry(call_next, self.policy, sleep=self._sleep, on_retry=record)
+        try:
+            await call_with_retry(call_next, self.policy, sleep=self._sleep, on_retry=record)
+        except ModelError as error:
+            failed.onto(error)
+            raise
+        if failed.usage is not None and context.result is not None:
+            context.result = context.result.model_copy(update={"usage": failed.usage + context.result.usage})

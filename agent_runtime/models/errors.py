@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent_runtime import redaction
+from agent_runtime.messages import Usage
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
@@ -53,8 +54,12 @@ class ModelError(Exception):
         retry_after: float | None = None,
         provider: str | None = None,
         request_id: str | None = None,
+        usage: Usage | None = None,
     ) -> None:
         super().__init__(message)
+        # What the provider reported (and so billed) for the failed attempt(s), when it reported anything: a run
+        # counts it against its budget although the call failed.
+        self.usage = usage
         self.message = message
         self.status = status
         self.code = code
@@ -65,7 +70,7 @@ class ModelError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions cross process/thread boundaries by pickling; keep every field.
-        return (_rebuild, (self.info().model_dump(),))
+        return (_rebuild, (self.info().model_dump(), self.usage))
 
     def __repr__(self) -> str:
         return f"ModelError({self.message!r}, status={self.status}, code={self.code!r}, retryable={self.retryable})"
@@ -87,8 +92,10 @@ class ModelError(Exception):
         return cls(data.pop("message"), **data)
 
 
-def _rebuild(data: dict[str, Any]) -> ModelError:
-    return ModelError.from_info(data)
+def _rebuild(data: dict[str, Any], usage: Usage | None = None) -> ModelError:
+    error = ModelError.from_info(data)
+    error.usage = usage
+    return error
 
 
 def is_retryable_status(status: int) -> bool:

@@ -8,6 +8,7 @@ activity retry). Two stacked retry loops would multiply attempts and hide waits 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,14 +16,22 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from .. import redaction
-from ..messages import ChatResponse, ChatResponseUpdate
+from ..messages import ChatResponse, ChatResponseUpdate, FunctionCallContent, TextContent, Usage
+from ..spend import estimated_usage
 from .errors import ModelError, classify_error
-from .openai_wire import MaxTokensParameter, StreamTranslator, from_openai_completion, to_openai_arguments
+from .openai_wire import (
+    MaxTokensParameter,
+    StreamTranslator,
+    from_openai_completion,
+    to_openai_arguments,
+    to_usage,
+)
 from .types import ChatRequest
 
 AZURE_OPENAI_SCOPE = "https://cognitiveservices.azure.com/.default"
 DEFAULT_TIMEOUT_S = 120.0
 TokenProvider = Callable[[], "str | Awaitable[str]"]
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class OpenAIChatClient:
@@ -152,9 +161,15 @@ class OpenAIChatClient:
         kwargs = self._arguments(request)
         try:
             completion = await self._post_chat_completions(kwargs, stream=False)
-            return from_openai_completion(completion)
         except (openai.OpenAIError, ValueError) as exc:
             raise self._error(exc) from exc
+        try:
+            response = from_openai_completion(completion)
+        except ValueError as exc:  # an answer we cannot use (no choices), billed all the same
+            raise self._error(exc, usage=to_usage(completion.usage)) from exc
+        if response.usage is None:
+            response.usage = _estimated(kwargs, response.messages[0].contents)
+        return response
 
     async def get_streaming_response(self, request: ChatRequest) -> AsyncIterator[ChatResponseUpdate]:
         kwargs = self._arguments(request)
@@ -165,15 +180,22 @@ class OpenAIChatClient:
             stream = await self._post_chat_completions(kwargs, stream=True)
         except (openai.OpenAIError, ValueError) as exc:
             raise self._error(exc) from exc
+        reported: Usage | None = None
+        contents: list[Any] = []
         try:
             async for data in stream:
                 update = translator.translate(data)
                 if update is not None:
+                    if update.usage is not None:
+                        reported = update.usage + reported
+                    contents.extend(update.contents)
                     yield update
         except (openai.OpenAIError, ValueError) as exc:
-            raise self._error(exc) from exc
+            raise self._error(exc, usage=reported) from exc  # broken after the usage came: billed, so counted
         finally:
             await stream.close()
+        if reported is None:  # the server sent none (or was not asked to): the answer's usage is estimated
+            yield ChatResponseUpdate(usage=_estimated(kwargs, contents))
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -207,8 +229,23 @@ class OpenAIChatClient:
             stream_cls=openai.AsyncStream[object],
         )
 
-    def _error(self, exc: BaseException) -> ModelError:
-        return classify_error(exc, provider=self.provider, secrets=self._secrets)
+    def _error(self, exc: BaseException, *, usage: Usage | None = None) -> ModelError:
+        error = classify_error(exc, provider=self.provider, secrets=self._secrets)
+        error.usage = usage
+        return error
+
+
+def _estimated(arguments: dict[str, Any], answer: list[Any]) -> Usage:
+    """The usage of a call answered without any: from the messages and tools sent, and the text and tool calls got
+    back (the JSON around them counts too, as the provider's own framing tokens would)."""
+    sent = len(_JSON.encode(arguments.get("messages") or [])) + len(_JSON.encode(arguments.get("tools") or []))
+    got = 0
+    for content in answer:
+        if isinstance(content, TextContent):
+            got += len(content.text)
+        elif isinstance(content, FunctionCallContent):
+            got += len(content.name) + len(content.arguments_json())
+    return estimated_usage(sent, got)
 
 
 def entra_token_provider(credential: Any) -> TokenProvider:

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..messages import Usage
 from .errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,23 @@ class RetryPolicy(BaseModel):
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+class FailedAttemptUsage:
+    """The usage the provider reported for attempts a retry replaced (`ModelError.usage`: billed, though the call
+    failed), so the answer (or the error the retries end with) accounts for them. `count` is an `OnRetry`."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+
+    def count(self, attempt: int, error: ModelError, delay: float) -> None:
+        if error.usage is not None:
+            self.usage = error.usage + self.usage
+
+    def onto(self, error: ModelError) -> None:
+        """The error the retries end with reports every failed attempt's usage."""
+        if self.usage is not None:
+            error.usage = self.usage + error.usage
 
 
 async def call_with_retry(

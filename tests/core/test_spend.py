@@ -8,14 +8,19 @@ import pytest
 from pydantic import ValidationError
 
 from agent_runtime.agents import AgentDefinition
+from agent_runtime.conversation import InMemoryConversationLog
 from agent_runtime.loop import REASON_BUDGET_EXCEEDED, AgentLoop
 from agent_runtime.loop_types import CallModel, Finish, LoopConfig, ModelTurn, ToolCallRef, ToolOutcome, ToolResults
-from agent_runtime.messages import Usage
+from agent_runtime.messages import Message, Usage
+from agent_runtime.middleware.retry import RetryMiddleware
+from agent_runtime.models.retry import RetryPolicy
+from agent_runtime.models.retrying import RetryingModelClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.settings import ModelSettings
 from agent_runtime.spend import BudgetAboveAgentLimitError, ModelPrice, ModelPrices, RunBudget
+from agent_runtime.steps import append_input_step, call_model_step
 from agent_runtime.tools import tool
-from scripted_model import Reply, Script
+from scripted_model import Fault, Reply, Script
 from scripted_model.script import ScriptedToolCall
 
 PRICES = ModelPrices({"scripted-model": ModelPrice(input=1000, output=2000)})  # per 1M: 100 in + 10 out = 0.12
@@ -183,3 +188,78 @@ async def test_a_run_under_its_budget_completes_normally(scripted_model, model_c
 async def test_the_runner_refuses_a_budget_above_the_agents(model_client) -> None:
     with pytest.raises(BudgetAboveAgentLimitError):
         AgentRunner(agent(budget=RunBudget(max_model_calls=2)), model_client, budget=RunBudget(max_model_calls=3))
+
+
+# --------------------------------------------------------------------------------------------------- what counts
+
+
+async def no_wait(seconds: float) -> None:
+    """The retry policy's sleep: the test does not wait out backoff delays."""
+
+
+async def test_a_retried_call_counts_the_usage_of_the_attempt_it_replaced(scripted_model, model_client) -> None:
+    """The provider answered (and billed 110 tokens) but the answer was unusable; the retry's 110 tokens are not
+    the call's only ones: the run reaches its 300-token budget after two calls, not three."""
+    scripted_model.set_script(FOUR_CALLS)
+    scripted_model.fail_next(Fault.billed(usage={"prompt_tokens": 100, "completion_tokens": 10}))
+    client = RetryingModelClient(model_client, RetryPolicy(max_attempts=3), sleep=no_wait)
+    runner = AgentRunner(agent(budget=RunBudget(max_total_tokens=300)), client, prices=PRICES)
+    result = await runner.run("Look up a, b and c")
+
+    assert (result.status, result.reason, result.text) == ("completed", "budget_exceeded", "Now b.")
+    assert [r.status for r in scripted_model.log.requests] == [200, 200, 200]  # the billed failure, then two calls
+    assert result.usage.total_tokens == 330
+    assert result.usage.cost == pytest.approx(0.36)
+    assert result.usage.estimated is None
+
+
+async def test_the_retry_middleware_counts_the_attempts_it_replaced(scripted_model, model_client) -> None:
+    scripted_model.set_script(FOUR_CALLS)
+    scripted_model.fail_next(Fault.billed(usage={"prompt_tokens": 100, "completion_tokens": 10}), times=2)
+    retrying = agent(budget=RunBudget(max_total_tokens=300), chat_middleware=[RetryMiddleware(sleep=no_wait)])
+    result = await AgentRunner(retrying, model_client).run("Look up a, b and c")
+
+    assert (result.reason, result.text, result.usage.total_tokens) == ("budget_exceeded", "Looking up a.", 330)
+    assert len(scripted_model.log.requests) == 3
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_answer_without_usage_is_estimated_and_says_so(scripted_model, model_client, streamed) -> None:
+    """A server that reports no usage (asked for it or not) does not make a token budget free: each answer is
+    estimated from the characters sent and received, and the run's usage is marked `estimated`."""
+    scripted_model.set_script(FOUR_CALLS)
+    scripted_model.report_usage = False
+    updates: list = []
+
+    async def on_update(update) -> None:
+        updates.append(update)
+
+    runner = AgentRunner(
+        agent(budget=RunBudget(max_total_tokens=60)), model_client, on_update=on_update if streamed else None
+    )
+    result = await runner.run("Look up a, b and c")
+
+    assert result.usage.estimated is True
+    assert result.reason == "budget_exceeded"
+    assert 0 < len(scripted_model.log.requests) < 4
+    first = scripted_model.log.requests[0].body
+    assert first.get("stream_options") == ({"include_usage": True} if streamed else None)  # usage was asked for
+    per_call = result.usage.total_tokens / len(scripted_model.log.requests)
+    assert 20 <= per_call <= 200  # ~ a quarter of the JSON sent (instructions, input, the tool) and answered
+
+
+async def test_a_redelivered_model_step_counts_the_answer_it_replaces_once(scripted_model, model_client) -> None:
+    """A model step run again after its answer was stored (its activity failed later) asks the model again: both
+    answers were billed. The stored answer carries what its iteration was billed, so a third run adds exactly one
+    more answer, never the first twice."""
+    scripted_model.set_script(Script.of(*(step("a", "Looking up a.") for _ in range(3))))
+    log = InMemoryConversationLog()
+    frugal = agent()
+    await append_input_step(log, "run-1", [Message.user("Look up a")])
+    command = CallModel(iteration=0, tool_choice="auto")
+    turns = [await call_model_step(frugal, model_client, log, "run-1", command, prices=PRICES) for _ in range(3)]
+
+    assert [t.usage.total_tokens for t in turns] == [110, 220, 330]
+    assert turns[-1].usage.cost == pytest.approx(0.36)
+    answers = [m for m in await log.read() if m.role == "assistant"]
+    assert len(answers) == 1 and answers[0].usage.total_tokens == 330

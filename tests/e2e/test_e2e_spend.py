@@ -13,10 +13,12 @@ import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import app_settings, reads_the_in_process_sink, running_app
 
-from scripted_model import Reply, Script, ScriptedModelServer
+from durable_steps.activity import DEFAULT_RETRY
+from scripted_model import Fault, Reply, Script, ScriptedModelServer
 from scripted_model.script import ScriptedToolCall
 from telemetry.testing import telemetry_sink
 
+DURABLE_RETRY_S = DEFAULT_RETRY.first_retry_interval_in_milliseconds / 1000
 PRICES = json.dumps({"scripted-model": {"input": 1000, "output": 2000}})  # per 1M: 100 in + 10 out = 0.12
 
 
@@ -135,6 +137,44 @@ def test_unpriced_models_show_tokens_without_cost(model_server: ScriptedModelSer
         view = run(app, "helper", budget={"max_cost": 0.01})  # nothing priced: the cost limit never triggers
     assert (view["finish_reason"], view["usage"]["cost"]) == ("stop", None)
     assert view["usage"]["total_tokens"] > 0
+
+
+@pytest.mark.parametrize(("broken", "answered"), [(1, ["Looking up a.", "Now b."]), (2, ["Looking up a."])])
+def test_a_stream_that_broke_after_its_usage_counts_against_the_budget(
+    app: InProcessApp, model: ScriptedModelServer, broken: int, answered: list[str]
+) -> None:
+    """Streamed answers report their usage (110 tokens each, billed) and then break: the activity's durable retry asks
+    again, and the run counts every attempt, once each. With 330 tokens allowed, one broken attempt leaves room for
+    two answers (220, then 330) and two broken ones for one (330), where ignoring them would have let three through."""
+    model.set_script(FIVE_CALLS)
+    model.fail_next(Fault.billed(usage={"prompt_tokens": 100, "completion_tokens": 10}), times=broken)
+    started = app.start(agent="helper", input="Look up a, b, c and d", budget={"max_total_tokens": 330})
+    app.settle()
+    for _ in range(broken):
+        app.advance(DURABLE_RETRY_S)  # the activity's durable retry fires
+    app.settle()
+    view = app.view(started["run_id"])
+
+    assert (view["status"], view["finish_reason"]) == ("completed", "budget_exceeded")
+    assert view["output"]["text"] == answered[-1]
+    assert len(model.log.requests) == broken + len(answered)
+    assert all(r.stream for r in model.log.requests)
+    assert view["usage"]["total_tokens"] == 330
+    assert view["usage"]["cost"] == pytest.approx(0.36)
+    session = app.http.get(f"/api/sessions/{view['session_id']}").json()
+    assert session["runs"][0]["usage"] == view["usage"]
+
+
+def test_a_durable_run_estimates_answers_without_usage(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A server that reports no usage leaves a token budget in force: the answers are estimated, and the run's
+    usage says so."""
+    model.set_script(FIVE_CALLS)
+    model.report_usage = False
+    view = run(app, "helper", budget={"max_total_tokens": 100})
+
+    assert (view["status"], view["finish_reason"]) == ("completed", "budget_exceeded")
+    assert len(model.log.requests) < 5
+    assert view["usage"]["estimated"] is True and view["usage"]["total_tokens"] >= 100
 
 
 @reads_the_in_process_sink
