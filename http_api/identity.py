@@ -321,9 +321,10 @@ class Authenticator:
         return NO_AUTH_PRINCIPAL
 
     def health(self, deployment: DeploymentSettings) -> dict[str, Any]:
-        """What `GET /api/health` says about identities: the mode, a warning for `none` on Azure, and whether the page
-        may offer its principal picker (`local_principal_picker`: Easy Auth mode where no App Service front can
-        exist, i.e. devhost or `func start`; the page never guesses it from a failed `/.auth/me`)."""
+        """What `GET /api/health` says about identities: the mode, a warning for `none` on Azure or for `jwt` that
+        accepts any client (`AUTH_ACCEPT_ANY_CLIENT=true`), and whether the page may offer its principal picker
+        (`local_principal_picker`: Easy Auth mode where no App Service front can exist, i.e. devhost or `func start`;
+        the page never guesses it from a failed `/.auth/me`)."""
         on_azure = deployment.on_azure
         report: dict[str, Any] = {
             "mode": self.settings.mode,

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 import uuid
 
@@ -20,6 +21,7 @@ import jwt
 from auth_people import ALICE
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from e2e_settings import watches_the_app_in_process
 from local_issuer import APP_ROLE, CLIENT, SCOPE, TENANT, LocalIssuer
 
 from scripted_model import Reply, Script
@@ -237,6 +239,19 @@ def test_claims_of_the_wrong_type_or_size_are_403_never_500(app_in, issuer, mode
         _refused(app, jwt.encode(null_scp, issuer.key, algorithm="RS256", headers={"kid": issuer.kid}),
                  "insufficient_scope", label="scp null")
         assert _status(app, issuer.token(ALICE.id, roles=[APP_ROLE, "Payments.Approver"])) == 200
+
+
+@watches_the_app_in_process  # reads the app's log records in this process
+def test_a_refusal_is_logged_at_info_with_the_reason_and_nothing_of_the_token(app_in, issuer, model, caplog) -> None:
+    model.set_script(Script(default=Reply(text="Hi.")))
+    with app_in("jwt") as (app, _), caplog.at_level(logging.INFO, logger="http_api.identity"):
+        token = issuer.app_token(DAEMON, roles=["Other.Role"], name=HOSTILE)
+        _refused(app, token, "insufficient_scope")
+    refusals = [r for r in caplog.records if r.name == "http_api.identity" and "not allowed" in r.getMessage()]
+    assert refusals and {r.levelno for r in refusals} == {logging.INFO}
+    assert "AUTH_REQUIRED_APP_ROLES" in refusals[0].getMessage() and DAEMON in refusals[0].getMessage()
+    for record in caplog.records:
+        assert token.split(".")[1] not in record.getMessage() and HOSTILE not in record.getMessage()
 
 
 def test_accepting_any_client_is_an_opt_out_that_says_so(app_in, issuer, model) -> None:
