@@ -11,7 +11,8 @@ only make sense on a laptop, instead of falling back to them silently:
 Who may call is checked too (the app refuses to start, naming the settings):
 
 - an `AUTH_MODE` that is not one of `none`, `easyauth`, `jwt` (anywhere: a typo must not become a 500 on every route),
-  or `jwt` without `AUTH_ISSUER` and `AUTH_AUDIENCE`;
+  or `jwt` without `AUTH_ISSUER` and `AUTH_AUDIENCE`, or `jwt` that would accept any client application of the
+  issuer (no `AUTH_REQUIRED_SCOPES` nor `AUTH_REQUIRED_APP_ROLES`) unless `AUTH_ACCEPT_ANY_CLIENT=true` says so;
 - on Azure, `AUTH_MODE=easyauth` unless App Service Authentication is on (the platform then sets
   `WEBSITE_AUTH_ENABLED=True`): without it nothing strips a hand-made `X-MS-CLIENT-PRINCIPAL` header, so anyone
   could claim any identity;
@@ -29,6 +30,7 @@ extension on the configured backend: on Azure, or under Core Tools).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
@@ -50,10 +52,36 @@ APP_DIR = Path(__file__).resolve().parent.parent
 AuthMode = Literal["none", "easyauth", "jwt"]
 AUTH_MODES: tuple[str, ...] = get_args(AuthMode)
 ALLOW_ANONYMOUS_SETTING = "ALLOW_ANONYMOUS_ON_AZURE"
+ACCEPT_ANY_CLIENT_SETTING = "AUTH_ACCEPT_ANY_CLIENT"
+JWT_ACCEPTS_ANY_CLIENT = (
+    "AUTH_MODE=jwt accepts every token the issuer makes for AUTH_AUDIENCE: on Entra ID any client application of the "
+    "tenant can get one (an app-only token carries no scope and no role)"
+)
 
 
 def normalized_auth_mode(value: str | None) -> str:
     return (value or "").strip().lower() or "none"
+
+
+def setting_values(raw: str | None) -> tuple[str, ...]:
+    """The values of a list setting, separated by spaces and/or commas (duplicates dropped, order kept)."""
+    return tuple(dict.fromkeys(value for value in re.split(r"[\s,]+", raw or "") if value))
+
+
+def assess_jwt_clients(
+    scopes: str | None, app_roles: str | None, accept_any_client: bool
+) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of `AUTH_MODE=jwt`'s client checks: requiring no scope and no app role accepts every client
+    application of the issuer, which refuses to start unless `AUTH_ACCEPT_ANY_CLIENT=true` says so (then a warning)."""
+    if setting_values(scopes) or setting_values(app_roles):
+        return [], []
+    if accept_any_client:
+        return [], [f"{JWT_ACCEPTS_ANY_CLIENT}, on purpose ({ACCEPT_ANY_CLIENT_SETTING}=true)"]
+    return [
+        f"{JWT_ACCEPTS_ANY_CLIENT}. Set AUTH_REQUIRED_SCOPES (a delegated token must carry one in `scp`) and/or "
+        f"AUTH_REQUIRED_APP_ROLES (an app-only token must carry one in `roles`), or set "
+        f"{ACCEPT_ANY_CLIENT_SETTING}=true to accept any client on purpose."
+    ], []
 
 
 class DeploymentSettings(BaseSettings):
@@ -71,6 +99,18 @@ class DeploymentSettings(BaseSettings):
     )
     auth_audience: str | None = Field(
         default=None, validation_alias="AUTH_AUDIENCE", description="`AUTH_MODE=jwt`: the audience tokens must name"
+    )
+    auth_required_scopes: str | None = Field(
+        default=None, validation_alias="AUTH_REQUIRED_SCOPES",
+        description="`AUTH_MODE=jwt`: a delegated token must carry one of these scopes (`scp`)",
+    )
+    auth_required_app_roles: str | None = Field(
+        default=None, validation_alias="AUTH_REQUIRED_APP_ROLES",
+        description="`AUTH_MODE=jwt`: an app-only token must carry one of these app roles (`roles`)",
+    )
+    auth_accept_any_client: bool = Field(
+        default=False, validation_alias=ACCEPT_ANY_CLIENT_SETTING,
+        description="`true`: start `AUTH_MODE=jwt` with no scope or app role required, on purpose",
     )
     website_auth_enabled: str | None = Field(
         default=None, validation_alias="WEBSITE_AUTH_ENABLED",
@@ -226,6 +266,10 @@ def assess_auth(auth_mode: str, deployment: DeploymentSettings) -> tuple[list[st
     if auth_mode == "jwt" and not (deployment.auth_issuer and deployment.auth_audience):
         return ["AUTH_MODE=jwt needs AUTH_ISSUER and AUTH_AUDIENCE (the issuer whose tokens to trust, and the "
                 "audience they must be issued for)."], []
+    if auth_mode == "jwt":
+        return assess_jwt_clients(
+            deployment.auth_required_scopes, deployment.auth_required_app_roles, deployment.auth_accept_any_client
+        )
     if not deployment.on_azure:
         return [], []
     if auth_mode == "easyauth" and not deployment.app_service_auth_enabled:

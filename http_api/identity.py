@@ -6,10 +6,12 @@
   `X-MS-CLIENT-PRINCIPAL` (base64 JSON: `auth_typ`, `claims` [{`typ`, `val`}], `name_typ`, `role_typ`); the platform
   strips these headers from outside requests. No principal: 401 `unauthenticated`.
 - `jwt`: the app validates `Authorization: Bearer <token>` itself (PyJWT, the issuer's signing keys from its OpenID
-  discovery document's `jwks_uri`, issuer and audience checked). Principal headers are ignored.
+  discovery document's `jwks_uri`, issuer and audience checked), then what the token may do: its scope or app role,
+  client and tenant (`token_access.py`). Principal headers are ignored.
 
 Pure of Azure Functions: `authenticate(headers)` takes the request headers and returns a `Principal` or raises an
-`ApiProblem` (401 with `WWW-Authenticate`, or 503 when the issuer cannot be reached).
+`ApiProblem` (401 with `WWW-Authenticate`, 403 `insufficient_scope` & co. for a valid token that may not call, or 503
+when the issuer cannot be reached).
 """
 
 from __future__ import annotations
@@ -27,10 +29,18 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent_runs.deployment import AuthMode, DeploymentSettings, normalized_auth_mode
+from agent_runs.deployment import (
+    ACCEPT_ANY_CLIENT_SETTING,
+    AuthMode,
+    DeploymentSettings,
+    assess_jwt_clients,
+    normalized_auth_mode,
+    setting_values,
+)
 from agent_runtime.approvers import ANONYMOUS
 from agent_runtime.settings_snapshot import current_settings
 from http_api.problems import ApiProblem
+from http_api.token_access import REFUSAL_DETAILS, AccessRefused, TokenAccess
 
 if TYPE_CHECKING:
     import jwt  # PyJWT (and `cryptography` under it): imported by the first JwtValidator, AUTH_MODE=jwt only
@@ -48,7 +58,7 @@ DISCOVERY_TIMEOUT_SECONDS = 10
 
 
 class AuthSettings(BaseSettings):
-    """`AUTH_MODE` and, for `jwt`, the issuer to trust."""
+    """`AUTH_MODE` and, for `jwt`, the issuer to trust and what its tokens must carry to call."""
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
@@ -60,6 +70,12 @@ class AuthSettings(BaseSettings):
     # How long the issuer's key set is trusted before it is fetched again: a key the issuer withdrew (rotated out,
     # or revoked after a leak) signs nothing accepted here once this has passed.
     jwks_cache_seconds: int = Field(default=3600, ge=1, le=86400, validation_alias="AUTH_JWKS_CACHE_SECONDS")
+    # Lists: values separated by spaces and/or commas.
+    required_scopes: str | None = Field(default=None, validation_alias="AUTH_REQUIRED_SCOPES")
+    required_app_roles: str | None = Field(default=None, validation_alias="AUTH_REQUIRED_APP_ROLES")
+    allowed_client_ids: str | None = Field(default=None, validation_alias="AUTH_ALLOWED_CLIENT_IDS")
+    tenant_id: str | None = Field(default=None, validation_alias="AUTH_TENANT_ID")
+    accept_any_client: bool = Field(default=False, validation_alias=ACCEPT_ANY_CLIENT_SETTING)
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -77,7 +93,21 @@ class AuthSettings(BaseSettings):
     def check(self) -> AuthSettings:
         if self.mode == "jwt" and not (self.issuer and self.audience):
             raise ValueError("AUTH_MODE=jwt needs AUTH_ISSUER and AUTH_AUDIENCE")
+        if self.mode == "jwt" and (errors := self.client_checks()[0]):
+            raise ValueError(errors[0])
         return self
+
+    def client_checks(self) -> tuple[list[str], list[str]]:
+        """(errors, warnings) of the scope and app role requirements (the start-up checks' own)."""
+        return assess_jwt_clients(self.required_scopes, self.required_app_roles, self.accept_any_client)
+
+    def access(self) -> TokenAccess:
+        return TokenAccess(
+            scopes=setting_values(self.required_scopes),
+            app_roles=setting_values(self.required_app_roles),
+            client_ids=setting_values(self.allowed_client_ids),
+            tenant_id=(self.tenant_id or "").strip() or None,
+        )
 
 
 class Principal(BaseModel):
@@ -174,6 +204,7 @@ class JwtValidator:
 
     def __init__(self, settings: AuthSettings) -> None:
         self._settings = settings.check()
+        self._access = settings.access()
         self._lock = threading.Lock()
         self._jwks: jwt.PyJWKClient | None = None
 
@@ -255,9 +286,13 @@ class JwtValidator:
         principal_id = next((str(claims[c]) for c in ID_CLAIMS if claims.get(c)), None)
         if not principal_id:
             raise _invalid_token()
+        try:
+            roles = self._access.check(claims)
+        except AccessRefused as refused:
+            log.info("bearer token of %.80r not allowed: %s", principal_id, refused)  # who and why; never the token
+            raise ApiProblem(403, refused.code, "Not allowed", REFUSAL_DETAILS[refused.code],
+                             headers={"WWW-Authenticate": self._access.challenge}) from refused
         name = next((str(claims[c]) for c in NAME_CLAIMS if claims.get(c)), None)
-        roles_claim = claims.get("roles") or []
-        roles = tuple(str(r) for r in (roles_claim if isinstance(roles_claim, list) else [roles_claim]))
         return Principal(id=principal_id, name=name, roles=roles, auth_type="jwt")
 
 
@@ -274,6 +309,9 @@ class Authenticator:
     def __init__(self, settings: AuthSettings) -> None:
         self.settings = settings
         self._jwt = JwtValidator(settings) if settings.mode == "jwt" else None
+        if self._jwt is not None:
+            for warning in settings.client_checks()[1]:
+                log.warning("%s", warning)
 
     async def authenticate(self, headers: Mapping[str, str]) -> Principal:
         if self.settings.mode == "easyauth":
@@ -283,9 +321,10 @@ class Authenticator:
         return NO_AUTH_PRINCIPAL
 
     def health(self, deployment: DeploymentSettings) -> dict[str, Any]:
-        """What `GET /api/health` says about identities: the mode, a warning for `none` on Azure, and whether the page
-        may offer its principal picker (`local_principal_picker`: Easy Auth mode where no App Service front can
-        exist, i.e. devhost or `func start`; the page never guesses it from a failed `/.auth/me`)."""
+        """What `GET /api/health` says about identities: the mode, a warning for `none` on Azure or for `jwt` that
+        accepts any client (`AUTH_ACCEPT_ANY_CLIENT=true`), and whether the page may offer its principal picker
+        (`local_principal_picker`: Easy Auth mode where no App Service front can exist, i.e. devhost or `func start`;
+        the page never guesses it from a failed `/.auth/me`)."""
         on_azure = deployment.on_azure
         report: dict[str, Any] = {
             "mode": self.settings.mode,
@@ -297,6 +336,8 @@ class Authenticator:
                 "AUTH_MODE=none on Azure: every function-key holder is the same principal and may see and decide "
                 "everything; set AUTH_MODE=easyauth or jwt to tell callers apart."
             )
+        if self.settings.mode == "jwt":
+            report["warning"] = next(iter(self.settings.client_checks()[1]), None)
         return report
 
 

@@ -1,5 +1,9 @@
 """A local OpenID token issuer on loopback for the `AUTH_MODE=jwt` tests: the discovery document, a JWKS, and RS256
-tokens signed with a `cryptography` RSA key (no cloud). Tokens from a second, unknown key test signature checks."""
+tokens signed with a `cryptography` RSA key (no cloud). Tokens from a second, unknown key test signature checks.
+
+Its tokens look like Entra ID's: a user's (delegated) token carries the API's scope in `scp`
+(`access_as_user`), a daemon's (app-only, `app_token`) has no `scp`, `oid` = `sub`, `idtyp` = `app`, and its app roles;
+both name the tenant (`tid`) and the client application (`azp`)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,10 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 AUDIENCE = "api://durable-agents-tests"
+SCOPE = "access_as_user"  # the scope the API exposes (Entra: *Expose an API*)
+APP_ROLE = "Agents.Invoke"  # the app role daemons are granted (Entra: *App roles*, member type Applications)
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+CLIENT = "0c5c7a8e-2f1a-4a6e-9b1e-4d1f6f0c9e11"  # the client application tokens are issued to (`azp`)
 
 
 def _key() -> rsa.RSAPrivateKey:
@@ -74,6 +82,8 @@ class LocalIssuer:
             "AUTH_ISSUER": self.issuer,
             "AUTH_AUDIENCE": AUDIENCE,
             "AUTH_OPENID_CONFIG_URL": f"{self.issuer}/.well-known/openid-configuration",
+            "AUTH_REQUIRED_SCOPES": SCOPE,
+            "AUTH_REQUIRED_APP_ROLES": APP_ROLE,
         }
 
     def token(
@@ -89,21 +99,29 @@ class LocalIssuer:
         algorithm: str = "RS256",
         signing_key: Any = None,
         header: dict[str, Any] | None = None,
+        claims: dict[str, Any] | None = None,
     ) -> str:
-        """A token for `oid`; by default RS256 with the issuer's key and its `kid`. `algorithm`, `signing_key` and
-        `header` (merged over `{"kid": kid}`) make the tokens an attacker would: another algorithm, another key, a
-        hostile header."""
+        """A user's token for `oid` (delegated: `scp` is the API's scope); by default RS256 with the issuer's key and
+        its `kid`. `algorithm`, `signing_key` and `header` (merged over `{"kid": kid}`) make the tokens an attacker
+        would: another algorithm, another key, a hostile header; `claims` are merged over the token's own (a claim
+        set to None is left out)."""
         now = int(time.time())
-        claims: dict[str, Any] = {
-            "iss": issuer or self.issuer, "aud": audience, "oid": oid, "sub": f"sub-{oid}",
-            "iat": now, "nbf": now - 5, "exp": now + int(expires_in),
+        payload: dict[str, Any] = {
+            "iss": issuer or self.issuer, "aud": audience, "oid": oid, "sub": f"sub-{oid}", "scp": SCOPE,
+            "tid": TENANT, "azp": CLIENT, "ver": "2.0", "iat": now, "nbf": now - 5, "exp": now + int(expires_in),
         }
         if name:
-            claims["name"] = name
+            payload["name"] = name
         if roles:
-            claims["roles"] = roles
+            payload["roles"] = roles
+        payload = {k: v for k, v in {**payload, **(claims or {})}.items() if v is not None}
         key = signing_key if signing_key is not None else self.foreign_key if foreign else self.key
-        return jwt.encode(claims, key, algorithm=algorithm, headers={"kid": self.kid, **(header or {})})
+        return jwt.encode(payload, key, algorithm=algorithm, headers={"kid": self.kid, **(header or {})})
+
+    def app_token(self, oid: str, *, roles: list[str] | None = None, **claims: Any) -> str:
+        """A daemon's token (client credentials): app-only as Entra ID makes it - no `scp`, `sub` = `oid`, `idtyp`
+        = `app` - with the app roles granted to it (`roles`)."""
+        return self.token(oid, claims={"scp": None, "sub": oid, "idtyp": "app", "roles": roles, **claims})
 
     def headers(self, oid: str, **kwargs: Any) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(oid, **kwargs)}"}

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from auth_people import ALICE, AUTH_DIR, CAROL, app_env, easyauth_headers
+from local_issuer import AUDIENCE
 
 from devhost.cli import EXIT_LOAD_ERROR
 from devhost.testing import SubprocessHost
@@ -21,7 +22,8 @@ from scripted_model import Reply, Script, ScriptedModelServer
 REPO_ROOT = AUTH_DIR.parents[1]
 ON_AZURE = {"WEBSITE_INSTANCE_ID": "0123456789abcdef", "SESSION_STORE": "sqlite"}
 # The developer's shell may carry some of these: each test says exactly which it wants.
-UNSET = ("WEBSITE_INSTANCE_ID", "WEBSITE_AUTH_ENABLED", "ALLOW_ANONYMOUS_ON_AZURE", "AUTH_MODE")
+UNSET = ("WEBSITE_INSTANCE_ID", "WEBSITE_AUTH_ENABLED", "ALLOW_ANONYMOUS_ON_AZURE", "AUTH_MODE",
+         "AUTH_REQUIRED_SCOPES", "AUTH_REQUIRED_APP_ROLES", "AUTH_ACCEPT_ANY_CLIENT")
 
 
 def _host(tmp_path: Path, model: ScriptedModelServer, **settings: str) -> SubprocessHost:
@@ -98,3 +100,22 @@ def test_on_azure_no_auth_needs_the_opt_in_setting(tmp_path, model) -> None:
 def test_locally_easyauth_offers_the_principal_picker(tmp_path, model) -> None:
     with _host(tmp_path, model, AUTH_MODE="easyauth") as host:
         assert host.client.get("/api/health").json()["auth"]["local_principal_picker"] is True
+
+
+def test_jwt_that_would_accept_any_client_of_the_issuer_needs_the_opt_out(tmp_path, model, issuer) -> None:
+    """The finding: with only issuer and audience checked, any client application of an Entra tenant (an app-only
+    token, no scope, no role) could call. Without a required scope or app role the app does not start, on a laptop
+    too; `AUTH_ACCEPT_ANY_CLIENT=true` starts it on purpose, with a warning in `/api/health`."""
+    jwt_settings = {"AUTH_MODE": "jwt", "AUTH_ISSUER": issuer.issuer, "AUTH_AUDIENCE": AUDIENCE}
+    message = _refused(_host(tmp_path, model, **jwt_settings))
+    assert "Refusing to start: AUTH_MODE=jwt accepts every token the issuer makes for AUTH_AUDIENCE" in message
+    assert "AUTH_REQUIRED_SCOPES" in message and "AUTH_REQUIRED_APP_ROLES" in message
+    assert "AUTH_ACCEPT_ANY_CLIENT=true" in message
+    message = _refused(_host(tmp_path, model, **jwt_settings, AUTH_REQUIRED_SCOPES=" , "))  # a list of nothing
+    assert "AUTH_ACCEPT_ANY_CLIENT=true" in message
+    with _host(tmp_path, model, **jwt_settings, AUTH_ACCEPT_ANY_CLIENT="true") as host:
+        health = host.client.get("/api/health").json()
+        assert "on purpose (AUTH_ACCEPT_ANY_CLIENT=true)" in health["warnings"][-1]
+        assert "AUTH_ACCEPT_ANY_CLIENT=true" in health["auth"]["warning"]
+    with _host(tmp_path, model, **jwt_settings, AUTH_REQUIRED_APP_ROLES="Agents.Invoke") as host:
+        assert host.client.get("/api/health").json()["auth"]["warning"] is None

@@ -27,7 +27,7 @@ APP_SETTINGS = (
     "WEBSITE_INSTANCE_ID", "CONTINUATION_TOKEN_SECRET", "COSMOS_ENDPOINT", "COSMOS_KEY", "SESSION_STORE",
     "MODEL_PROVIDER", "SCRIPTED_MODEL_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "AUTH_MODE",
     "WEBSITE_AUTH_ENABLED", "ALLOW_ANONYMOUS_ON_AZURE", "WEBSITE_HOSTNAME", "PUBLIC_BASE_URL",
-    "AUTH_ISSUER", "AUTH_AUDIENCE",
+    "AUTH_ISSUER", "AUTH_AUDIENCE", "AUTH_REQUIRED_SCOPES", "AUTH_REQUIRED_APP_ROLES", "AUTH_ACCEPT_ANY_CLIENT",
     "AzureFunctionsJobHost__extensions__durableTask__storageProvider__type",
 )
 
@@ -103,6 +103,9 @@ def test_auth_settings_that_let_callers_forge_identities_are_refused_by_name(env
     (error,) = report().errors
     assert error.startswith("AUTH_MODE=jwt needs AUTH_ISSUER and AUTH_AUDIENCE")
     environment(AUTH_ISSUER="https://login.microsoftonline.com/t/v2.0", AUTH_AUDIENCE="api://agents")
+    (error,) = report().errors  # any client application of the tenant could call
+    assert error.startswith("AUTH_MODE=jwt accepts every token the issuer makes for AUTH_AUDIENCE")
+    environment(AUTH_REQUIRED_SCOPES="access_as_user")
     assert report().errors == []
     environment(AUTH_MODE="EasyAuthh", WEBSITE_AUTH_ENABLED="True")
     (error,) = report().errors
