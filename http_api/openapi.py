@@ -233,7 +233,7 @@ _FAILED_RUN_TEXT = "The run failed (the body is the run, with `error`), or an un
 _STATUS_TEXT = {
     200: "Done", 204: "Deleted", 202: "Accepted: still running (poll the Location) or decision recorded",
     400: "Malformed request", 401: "Not authenticated (AUTH_MODE), or an invalid continuation token",
-    403: "Not allowed (e.g. not an approver of this approval)",
+    403: "Not allowed (e.g. not an approver of this approval; a bearer token without a required scope or app role)",
     404: "Not found", 409: "Conflict with the current state", 410: "Gone (expired)",
     413: "Body too large", 415: "Body is not JSON", 422: "Validation failed", 500: "Unexpected server error",
     503: "The store is temporarily unavailable (see Retry-After)",
