@@ -26,6 +26,7 @@ from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
 from agent_runtime.mcp.connection import MAX_ANSWER_BYTES, McpProtocolError, call_remote_tool, list_remote_tools
+from agent_runtime.mcp.discovery import discover_tools
 from agent_runtime.models import OpenAIChatClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.tools import ToolArgumentsError
@@ -187,32 +188,48 @@ HOSTILE_TEXT = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "s
     ("schema", "refused"),
     [
         ({"type": "object", "properties": {"text": {"$ref": "#/$defs/text"}}, "$defs": {"text": HOSTILE_TEXT}},
-         "$schema at #/$defs/text: a dialect is named only at the schema's root"),
+         "is refused: $schema at #/$defs/text: a dialect is named only at the schema's root"),
         ({"type": "object", "properties": {"text": {"type": "string"}, "default": HOSTILE_TEXT}},
-         "$schema at #/properties/default"),
+         "is refused: $schema at #/properties/default"),
         ({"type": "object", "properties": {"text": {"type": "string"}, "enum": {"$ref": "http://127.0.0.1:9/s"}}},
-         "$ref 'http://127.0.0.1:9/s' at #/properties/enum points outside the schema"),
+         "is refused: $ref 'http://127.0.0.1:9/s' at #/properties/enum points outside the schema"),
+        ({"type": "object", "properties": {"text": {"type": "banana"}}},
+         "is invalid: not a valid JSON schema: 'banana' is not valid under any of the given schemas"),
+        ({"type": "object", "properties": {"text": {"type": "string", "description": "x" * 70_000}}},
+         "is refused: the schema is too large"),
     ],
-    ids=["dialect-in-defs", "dialect-in-a-property-named-default", "remote-ref-in-a-property-named-enum"],
+    ids=["dialect-in-defs", "dialect-in-a-property-named-default", "remote-ref-in-a-property-named-enum",
+         "invalid", "too-large"],
 )
-async def test_a_schema_escaping_the_bounded_check_is_refused_at_discovery(
+async def test_a_tool_whose_schema_is_invalid_or_refused_is_left_out_and_the_others_stay(
     mcp_server: McpServerProcess,
     client: OpenAIChatClient,
     model: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture,
     schema: dict[str, Any],
     refused: str,
 ) -> None:
     """A subschema naming its own `$schema` made jsonschema check it with that dialect's plain validator: its pattern
     matched with `re`, unbounded (`^(a|aa)+$` on 37 characters: 3 s; 60 would take days, holding the GIL). And a
-    property named `default` or `enum` was walked as data, so what it held escaped every up-front check. The server
-    is refused at discovery, as one listing a remote `$ref` is."""
+    property named `default` or `enum` was walked as data, so what it held escaped every up-front check. Such a tool,
+    or one whose schema is invalid (it was offered: OpenAI refuses a request offering it, and its calls went
+    unchecked), is left out of the run with a warning naming server, tool and reason; the server's other tools are
+    offered and work."""
     (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
-    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
-    model.set_script(Script.of(Reply.call("echo", {"text": "a" * 20 + "b"}), "Done."))
-    failed = await AgentRunner(agent, client).run("go")
-    assert failed.status == "failed", failed
-    assert f"tool 'echo' lists an input schema this app refuses: {refused}" in (failed.reason or "")
-    assert len(model.log) == 0 and mcp_server.calls("echo") == []
+    server = http_server(mcp_server, approval="never", allowed_tools=["echo", "record"])
+    model.set_script(Script.of(Reply.call("record", {"item": "plum"}), "Done."))
+    with caplog.at_level(logging.WARNING, logger="agent_runtime.mcp.discovery"):
+        discovered = await discover_tools([server])
+        result = await AgentRunner(AgentDefinition(name="a", tools=[server]), client).run("go")
+    assert (result.status, result.text) == ("completed", "Done."), result
+    assert [t["name"] for t in result.mcp_tools] == ["record"]
+    assert model.log.requests[0].tool_names == ["record"]
+    assert tool_messages(model) == ["recorded plum"] and mcp_server.calls("echo") == []
+    [skipped] = discovered.skipped_tools
+    assert (skipped.server, skipped.tool) == ("tools", "echo") and skipped.reason.startswith(refused), skipped
+    assert len(skipped.reason) <= 500  # the server's text (an error may quote its schema) is cut
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"MCP server 'tools': tool 'echo' left out of this run: its input schema {skipped.reason}"] * 2
 
 
 @pytest.mark.parametrize(
