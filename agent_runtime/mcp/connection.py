@@ -138,9 +138,11 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
 
 
 async def list_remote_tools(server: McpServer) -> list[RemoteTool]:
-    """Every tool the server lists (all pages)."""
+    """Every tool the server lists (all pages), or `McpProtocolError` when a page past `_MAX_LIST_PAGES` is still
+    announced: a partial list would leave tools out unnoticed, so it is not used (discovery fails as for a server
+    that cannot be listed)."""
 
-    async def operation(client: Client) -> list[RemoteTool]:
+    async def operation(client: Client) -> tuple[list[RemoteTool], str | None]:
         tools: list[RemoteTool] = []
         cursor: str | None = None
         for _ in range(_MAX_LIST_PAGES):
@@ -149,9 +151,15 @@ async def list_remote_tools(server: McpServer) -> list[RemoteTool]:
             cursor = page.next_cursor
             if not cursor:
                 break
-        return tools
+        return tools, cursor
 
-    return await with_server(server, operation, "listing its tools")
+    tools, cursor = await with_server(server, operation, "listing its tools")
+    if cursor:  # not retried: the server would list as many pages again
+        raise McpProtocolError(
+            f"MCP server {server.name!r} lists its tools in more than {_MAX_LIST_PAGES} pages; a partial list is not"
+            f" used ({len(tools)} tools in the first {_MAX_LIST_PAGES} pages)"
+        )
+    return tools
 
 
 async def call_remote_tool(

@@ -26,7 +26,7 @@ from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
 from agent_runtime.mcp.connection import MAX_ANSWER_BYTES, McpProtocolError, call_remote_tool, list_remote_tools
-from agent_runtime.mcp.discovery import discover_tools
+from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
 from agent_runtime.models import OpenAIChatClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.tools import ToolArgumentsError
@@ -157,6 +157,25 @@ async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried
         assert not [r for r in caplog.records if "attempt" in r.getMessage()]
     finally:
         process.stop()
+
+
+async def test_a_listing_past_the_page_limit_fails_discovery_instead_of_dropping_tools(
+    mcp_server: McpServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client reads at most 100 pages of `tools/list`: past them the rest of the list was dropped without a word
+    and the run went on with part of the server's tools. Now such a listing is a discovery failure (the run fails
+    `tool_discovery_failed`; an optional server is skipped), asked once; 100 pages are read whole."""
+    (mcp_server.state / "page_size").write_text("1")
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 95}))  # 100 tools: 100 pages
+    server = http_server(mcp_server)
+    assert len(await list_remote_tools(server)) == 100
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 96}))  # 101 pages
+    caplog.clear()
+    with pytest.raises(McpDiscoveryError, match="in more than 100 pages; a partial list is not used"):
+        await discover_tools([server])
+    assert not [r for r in caplog.records if "attempt" in r.getMessage()]  # not asked again
+    optional = await discover_tools([server.model_copy(update={"required": False})])
+    assert (optional.skipped_servers, optional.tools) == (["tools"], [])
 
 
 async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None:
