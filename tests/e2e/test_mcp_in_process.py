@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp_process import SERVER_SCRIPT, McpServerProcess, server_calls
@@ -25,7 +26,8 @@ from agent_runtime.agents import AgentDefinition
 from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
-from agent_runtime.mcp.connection import MAX_ANSWER_BYTES, McpProtocolError, call_remote_tool, list_remote_tools
+from agent_runtime.mcp.answers import MAX_ANSWER_BYTES
+from agent_runtime.mcp.connection import McpProtocolError, call_remote_tool, list_remote_tools
 from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
 from agent_runtime.models import OpenAIChatClient
 from agent_runtime.runner import AgentRunner
@@ -157,6 +159,41 @@ async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried
         assert not [r for r in caplog.records if "attempt" in r.getMessage()]
     finally:
         process.stop()
+
+
+# Not an MCP server: 64 MiB on stdout without a line end (the SDK buffered a line until it ended), then it waits.
+ENDLESS_LINE = (
+    "import sys, time\nfor _ in range(64):\n    sys.stdout.write('x' * 1048576)\n    sys.stdout.flush()\ntime.sleep(60)"
+)
+
+
+@pytest.mark.parametrize("writer", ["mcp-server", "endless-line"])
+async def test_a_stdio_server_answer_past_the_bound_is_refused_at_once_and_not_retried(
+    tmp_path: Path, writer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stdio server's output was read without a limit (the SDK buffers each line whole, then parses it on the loop):
+    a 6 MB listing was taken, and a server writing one endless line grew the client's memory until the timeout, then
+    was started again. Its output is now counted against `MAX_ANSWER_BYTES` per operation as HTTP answers are: past
+    it the connection ends with a protocol error at once, not retried; answers within it work."""
+    state = tmp_path / "stdio"
+    state.mkdir()
+    args = [str(SERVER_SCRIPT), "stdio"] if writer == "mcp-server" else ["-c", ENDLESS_LINE]
+    server = McpServer(name="local", command=sys.executable, args=args, env={"MCP_TEST_STATE": str(state)},
+                       attempts=3, retry_delay_seconds=0, timeout_seconds=60)
+    too_large = f"MCP server 'local' refused listing its tools: the server's answers are larger than {MAX_ANSWER_BYTES}"
+    if writer == "mcp-server":
+        (state / "copies.json").write_text(json.dumps({"echo": 1_000}))  # a listing of ~0.3 MB
+        assert len(await list_remote_tools(server)) == 1_005
+        (state / "copies.json").write_text(json.dumps({"echo": 20_000}))  # ~6 MB on one line
+    caplog.clear()
+    with pytest.raises(McpProtocolError, match=too_large), anyio.fail_after(20):  # at once, not at the timeout
+        await list_remote_tools(server)
+    if writer == "mcp-server":
+        (state / "copies.json").write_text(json.dumps({"echo": 1_000}))
+        with pytest.raises(McpProtocolError, match="refused calling tool 'echo': the server's answers are larger"):
+            await call_remote_tool(server, "echo", {"text": "x" * MAX_ANSWER_BYTES}, "key-1")
+        assert len(server_calls(state, "echo")) == 1  # called once: not retried
+    assert not [r for r in caplog.records if "attempt" in r.getMessage()]
 
 
 async def test_a_listing_past_the_page_limit_fails_discovery_instead_of_dropping_tools(
