@@ -5,9 +5,8 @@ A connection per operation keeps activities independent (any worker, any retry, 
 restarts) at the price of a handshake per call. A call that is retried carries the same idempotency key in its
 `_meta`, so a server that deduplicates by it applies the effect once even when the first answer was lost.
 
-What a server answers over HTTP is bounded (`MAX_ANSWER_BYTES` per operation, all pages of a listing together, counted
-as decoded, so a compressed answer cannot expand past it): the SDK reads an answer, a JSON body or an SSE event, whole
-into memory and then parses it on the event loop; a 6 MB listing passed it either way.
+What a server answers is bounded (`answers.MAX_ANSWER_BYTES` per operation, all pages of a listing together, over HTTP
+and stdio): the SDK reads an answer whole into memory and then parses it on the event loop.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from mcp_types import CallToolResult
 from mcp_types import Tool as RemoteTool
 
 from ..tools import ToolReportedError
+from .answers import AnswerBudget, McpAnswerTooLargeError
 from .config import McpConfigurationError, McpServer
 from .results import cut_text
 
@@ -34,8 +34,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 IDEMPOTENCY_META_KEY = "idempotencyKey"
 _MAX_LIST_PAGES = 100
-# Twice the largest record a session stores (`MAX_ITEM_BYTES`): a listing or a tool answer past it could not be stored.
-MAX_ANSWER_BYTES = 4 * 1024 * 1024
 # A JSON-RPC error's message is the server's text, told to the model and stored as the call's error: a few lines.
 MAX_PROTOCOL_ERROR_BYTES = 16 * 1024
 
@@ -51,49 +49,22 @@ class McpProtocolError(ToolReportedError):
 @asynccontextmanager
 async def open_client(server: McpServer) -> AsyncIterator[Client]:
     """A connected `mcp.Client` for one operation (settings and tokens are resolved now, never earlier)."""
+    budget = AnswerBudget()  # one per operation: each attempt of `with_server` opens a client of its own
     if server.command:
         params = StdioServerParameters(
             command=server.command, args=list(server.args), env=server.resolved_env() or None, cwd=server.cwd
         )
-        async with Client(params, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
-            yield client
+        with budget.for_stdio():
+            async with Client(params, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
+                yield client
         return
     url = server.resolved_url()
     headers = await server.resolved_headers()
     timeout = httpx2.Timeout(server.timeout_seconds, read=server.timeout_seconds)
-    budget = AnswerBudget()  # one per operation: each attempt of `with_server` opens a client of its own
     async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [budget]}) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
             yield client
-
-
-class McpAnswerTooLargeError(httpx2.StreamError):
-    """The server's answers passed `MAX_ANSWER_BYTES`. A `StreamError`, so the SDK answers the request with a JSON-RPC
-    error at once (an SSE stream is ended, and its request abandoned), instead of a transport failure to retry."""
-
-
-class AnswerBudget:
-    """What one operation reads of a server's answers over HTTP: at most `MAX_ANSWER_BYTES` in all (the handshake,
-    every page of a listing, a call's answer), counted as decoded. Used as the client's response hook."""
-
-    def __init__(self, limit: int = MAX_ANSWER_BYTES) -> None:
-        self.limit = limit
-        self.read = 0
-
-    async def __call__(self, response: httpx2.Response) -> None:
-        """Every way the SDK reads a body (`aread`, the SSE and text iterators) decodes through `aiter_bytes`: it is
-        wrapped to count what is decoded, not what was sent."""
-        decoded_chunks = response.aiter_bytes
-
-        async def bounded(chunk_size: int | None = None) -> AsyncIterator[bytes]:
-            async for chunk in decoded_chunks(chunk_size):
-                self.read += len(chunk)
-                if self.read > self.limit:
-                    raise McpAnswerTooLargeError(f"the server's answers are larger than {self.limit} bytes")
-                yield chunk
-
-        response.aiter_bytes = bounded  # type: ignore[method-assign]
 
 
 async def with_server(server: McpServer, operation: Callable[[Client], Awaitable[T]], what: str) -> T:
@@ -110,7 +81,9 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
         except McpConfigurationError:
             raise
         except Exception as error:
-            protocol_error = _find(error, MCPError)
+            # Over HTTP the SDK turns an answer past the budget into a JSON-RPC error; over stdio it ends the
+            # connection: a protocol error alike, not retried (the server would answer as much again).
+            protocol_error = _find(error, McpAnswerTooLargeError) or _find(error, MCPError)  # not the closed connection
             if done:  # the answer arrived; only closing the connection failed
                 logger.info("MCP server %r: closing the connection failed after %s", server.name, what)
             elif protocol_error is not None:
@@ -138,9 +111,11 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
 
 
 async def list_remote_tools(server: McpServer) -> list[RemoteTool]:
-    """Every tool the server lists (all pages)."""
+    """Every tool the server lists (all pages), or `McpProtocolError` when a page past `_MAX_LIST_PAGES` is still
+    announced: a partial list would leave tools out unnoticed, so it is not used (discovery fails as for a server
+    that cannot be listed)."""
 
-    async def operation(client: Client) -> list[RemoteTool]:
+    async def operation(client: Client) -> tuple[list[RemoteTool], str | None]:
         tools: list[RemoteTool] = []
         cursor: str | None = None
         for _ in range(_MAX_LIST_PAGES):
@@ -149,9 +124,15 @@ async def list_remote_tools(server: McpServer) -> list[RemoteTool]:
             cursor = page.next_cursor
             if not cursor:
                 break
-        return tools
+        return tools, cursor
 
-    return await with_server(server, operation, "listing its tools")
+    tools, cursor = await with_server(server, operation, "listing its tools")
+    if cursor:  # not retried: the server would list as many pages again
+        raise McpProtocolError(
+            f"MCP server {server.name!r} lists its tools in more than {_MAX_LIST_PAGES} pages; a partial list is not"
+            f" used ({len(tools)} tools in the first {_MAX_LIST_PAGES} pages)"
+        )
+    return tools
 
 
 async def call_remote_tool(

@@ -30,15 +30,25 @@ MAX_TOOLS = 128  # OpenAI's limit of tools per request
 MAX_RECORDED_BYTES = 1024 * 1024
 """The run's list as recorded (UTF-8 JSON) in its store record, one item of at most 2 MB (Cosmos): 128 tools of up
 to 64,000-character schemas would be 8 MB."""
+_MAX_REASON_CHARS = 500  # a left-out tool's name and reason as logged: the server's text (an error quotes its schema)
 
 
 class McpDiscoveryError(RuntimeError):
     """A required server could not be reached (or is misconfigured) when the run listed its tools."""
 
 
+class SkippedTool(BaseModel):
+    """A listed tool the run does not offer: its input schema is invalid or refused (`reason`)."""
+
+    server: str
+    tool: str
+    reason: str
+
+
 class DiscoveredTools(BaseModel):
     tools: list[McpToolSpec] = Field(default_factory=list)
     skipped_servers: list[str] = Field(default_factory=list, description="optional servers that could not be listed")
+    skipped_tools: list[SkippedTool] = Field(default_factory=list, description="tools left out for their schema")
 
     def names(self) -> list[str]:
         return [t.name for t in self.tools]
@@ -49,13 +59,16 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
     listed = await asyncio.gather(*(list_remote_tools(server) for server in servers), return_exceptions=True)
     found: list[tuple[McpServer, str, str, dict]] = []
     skipped: list[str] = []
+    skipped_tools: list[SkippedTool] = []
     for server, outcome in zip(servers, listed, strict=True):
         if not isinstance(outcome, BaseException):
-            try:  # all of a server's tools or none; off the loop: a large schema takes ~0.1 s to check
-                found.extend(await check_off_loop(_usable_tools, server, outcome))
+            try:  # off the loop: a large schema takes ~0.1 s to check
+                usable, left_out = await check_off_loop(_usable_tools, server, outcome)
+                found.extend(usable)
+                skipped_tools.extend(left_out)
                 continue
-            except (SchemaRefusedError, McpDiscoveryError) as refused:
-                outcome = refused  # a server listing what this app refuses is treated as one that cannot be listed
+            except McpDiscoveryError as refused:
+                outcome = refused  # more tools than a run offers: as a server that cannot be listed
         if not isinstance(outcome, Exception):
             raise outcome
         reason = str(outcome) or type(outcome).__name__
@@ -81,7 +94,7 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
         for (server, remote_name, description, schema), name in zip(found, names, strict=True)
     ]
     _check_recorded_size(tools)
-    return DiscoveredTools(tools=tools, skipped_servers=skipped)
+    return DiscoveredTools(tools=tools, skipped_servers=skipped, skipped_tools=skipped_tools)
 
 
 def _check_recorded_size(tools: Sequence[McpToolSpec]) -> None:
@@ -95,35 +108,50 @@ def _check_recorded_size(tools: Sequence[McpToolSpec]) -> None:
         )
 
 
-def _usable_tools(server: McpServer, listed: Sequence[RemoteTool]) -> list[tuple[McpServer, str, str, dict]]:
-    """The server's allowed tools with their checked schemas (`SchemaRefusedError` if one is refused). More than a
-    run can offer is refused before any schema is checked: a server may list thousands."""
+def _usable_tools(
+    server: McpServer, listed: Sequence[RemoteTool]
+) -> tuple[list[tuple[McpServer, str, str, dict]], list[SkippedTool]]:
+    """The server's allowed tools with their checked schemas, and those left out for their schema. More than a run
+    can offer is refused (`McpDiscoveryError`) before any schema is checked: a server may list thousands."""
     allowed = [remote for remote in listed if server.allows(remote.name)]
     if len(allowed) > MAX_TOOLS:
         raise McpDiscoveryError(
             f"it lists {len(allowed)} tools; models take at most {MAX_TOOLS} (narrow it with allowed_tools)"
         )
-    return [
-        (server, remote.name, remote.description or "", _usable_schema(remote.name, remote.input_schema))
-        for remote in allowed
-    ]
+    usable: list[tuple[McpServer, str, str, dict]] = []
+    left_out: list[SkippedTool] = []
+    for remote in allowed:
+        try:
+            usable.append((server, remote.name, remote.description or "", _usable_schema(remote.input_schema)))
+        except SchemaRefusedError as error:
+            # Offered, such a tool would fail every call (or OpenAI would refuse every request offering it): the run
+            # goes on with the server's other tools, and the deployment is told which tool and why.
+            reason = str(error)[:_MAX_REASON_CHARS]
+            skipped = SkippedTool(server=server.name, tool=remote.name[:_MAX_REASON_CHARS], reason=reason)
+            logger.warning(
+                "MCP server %r: tool %r left out of this run: its input schema %s",
+                skipped.server,
+                skipped.tool,
+                skipped.reason,
+            )
+            left_out.append(skipped)
+    return usable, left_out
 
 
-def _usable_schema(tool: str, schema: dict | None) -> dict:
-    """The tool's input schema, or `SchemaRefusedError` naming the tool when it would make the app fetch a document
-    (a `$ref` outside the schema), is too large or deep to check (nothing is fetched) or is not an object schema. An
-    invalid schema is kept: the tool's arguments then go unchecked, as before."""
+def _usable_schema(schema: dict | None) -> dict:
+    """The tool's input schema, or `SchemaRefusedError` saying why the tool cannot be offered: an invalid schema
+    (OpenAI refuses a request offering it), one that would make the app fetch a document (a `$ref` outside the
+    schema), too large or deep to check (nothing is fetched), or not an object schema."""
     schema = dict(schema or {})
     if schema.get("type", "object") != "object":
-        # OpenAI answers 400 to a request offering it (`parameters` must be an object schema), so every model call
-        # of every run would fail, an optional server's as much as a required one's.
-        raise SchemaRefusedError(f"tool {tool!r} lists an input schema of type {schema['type']!r}, not 'object'")
+        # OpenAI answers 400 to a request offering it (`parameters` must be an object schema).
+        raise SchemaRefusedError(f"is of type {schema['type']!r}, not 'object'")
     try:
         check_schema(schema)
-    except InvalidSchemaError:
-        pass
+    except InvalidSchemaError as error:
+        raise SchemaRefusedError(f"is invalid: {error}") from None
     except SchemaRefusedError as error:
-        raise SchemaRefusedError(f"tool {tool!r} lists an input schema this app refuses: {error}") from None
+        raise SchemaRefusedError(f"is refused: {error}") from None
     return schema
 
 

@@ -4,8 +4,8 @@ A result that is all text becomes one string (what the model reads best); anythi
 contents in their JSON form; structured content (`structuredContent`) is the result only when there is no text.
 `isError` results are the tool's own error report and reach the model as a tool error.
 
-A result is kept to `MAX_RESULT_BYTES` as stored: a server may answer up to `connection.MAX_ANSWER_BYTES` (4 MiB,
-stdio unbounded), while the session stores the result as one message of at most 2 MB (Cosmos's item limit). Past it
+A result is kept to `MAX_RESULT_BYTES` as stored: a server may answer up to `answers.MAX_ANSWER_BYTES` (4 MiB),
+while the session stores the result as one message of at most 2 MB (Cosmos's item limit). Past it
 the step could not store its result, failed and called the tool again on every retry; now what does not fit is cut
 (text) or left out (data) with a note the model reads.
 """

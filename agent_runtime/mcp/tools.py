@@ -128,7 +128,7 @@ class McpTool(Tool):
 def _validator_for(schema: dict[str, Any], name: str) -> Validator | None:
     """A JSON Schema validator for the server's input schema that never fetches (`json_schemas`); None (accept any
     object) if the schema is invalid. A schema refused for what it would make the app do (a reference outside it,
-    too large or deep) raises: discovery refuses such tools, and a call of one recorded before fails."""
+    too large or deep) raises: discovery leaves such tools out, and a call of one recorded before fails."""
     try:
         return safe_validator(schema)
     except InvalidSchemaError:

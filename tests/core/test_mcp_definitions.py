@@ -149,19 +149,17 @@ def test_a_result_is_kept_to_its_bound_however_it_is_made() -> None:
 
 
 @pytest.mark.parametrize("root_type", ["string", "array", ["object", "null"]])
-def test_a_tool_whose_arguments_are_not_an_object_is_refused_at_discovery(root_type: object) -> None:
+def test_a_tool_whose_arguments_are_not_an_object_is_left_out_at_discovery(root_type: object) -> None:
     """OpenAI answers 400 to a request offering a function whose `parameters` are not an object schema ("schema must
-    be a JSON Schema of 'type: \"object\"'"): offered, such a tool failed every model call of every run, even from an
-    optional server. The `mcp` client takes such a listing (its server SDK will not send one; others may): discovery
-    refuses it, as it refuses a remote `$ref` (an optional server is then skipped)."""
+    be a JSON Schema of 'type: \"object\"'"): offered, such a tool failed every model call of every run. The `mcp`
+    client takes such a listing (its server SDK will not send one; others may): discovery leaves the tool out."""
     from mcp_types import Tool as RemoteTool
 
-    from agent_runtime.json_schemas import SchemaRefusedError
     from agent_runtime.mcp.discovery import _usable_tools
 
     server = McpServer(name="odd", url="http://127.0.0.1:9/mcp")
-    listed = [RemoteTool(name="echo", input_schema={"type": root_type})]
-    with pytest.raises(SchemaRefusedError, match=r"tool 'echo' lists an input schema of type .*, not 'object'"):
-        _usable_tools(server, listed)
-    [(_, name, _, schema)] = _usable_tools(server, [RemoteTool(name="echo", input_schema={"properties": {}})])
-    assert (name, schema) == ("echo", {"properties": {}})  # no type: an object, as offered (`type` added)
+    odd = RemoteTool(name="echo", input_schema={"type": root_type})
+    usable, [skipped] = _usable_tools(server, [odd, RemoteTool(name="ok", input_schema={"properties": {}})])
+    assert (skipped.tool, skipped.reason) == ("echo", f"is of type {root_type!r}, not 'object'")
+    [(_, name, _, schema)] = usable
+    assert (name, schema) == ("ok", {"properties": {}})  # no type: an object, as offered (`type` added)

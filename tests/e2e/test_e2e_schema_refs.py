@@ -177,7 +177,7 @@ def list_schemas(server: McpServerProcess, schemas: dict[str, Any]) -> None:
     (server.state / "schemas.json").write_text(json.dumps(schemas))
 
 
-def test_an_mcp_tool_whose_schema_needs_a_remote_document_is_refused_at_discovery(
+def test_an_mcp_tool_whose_schema_needs_a_remote_document_is_left_out_at_discovery(
     mcp_app: InProcessApp,
     model: ScriptedModelServer,
     mcp_server: McpServerProcess,
@@ -185,19 +185,18 @@ def test_an_mcp_tool_whose_schema_needs_a_remote_document_is_refused_at_discover
     silent: SilentServer,
     local_file: str,
 ) -> None:
+    """The run goes on with the server's other tools; the tool is never offered and nothing is fetched."""
     for ref in (recording.url(), silent.url(), local_file):
         list_schemas(mcp_server, {"transfer": object_with(ref)})
-        model.set_script(Script.of("never asked"))
+        model.set_script(Script.of("Done."))
         started = mcp_app.start(agent="mcp_helper", input="pay")
         mcp_app.settle()
         view = mcp_app.view(started["run_id"])
-        assert view["status"] == "failed", view
-        message = view["error"]["message"]
-        assert view["error"]["code"] == "tool_discovery_failed", view["error"]
-        assert "'tools'" in message and "'transfer'" in message and ref in message, message
+        assert view["status"] == "completed", view
+        offered = model.log.requests[-1].tool_names
+        assert "transfer" not in offered and "record" in offered, offered
         assert FETCHED_MARKER not in json.dumps(view)
     assert recording.requests == [] and silent.accepted == 0
-    assert len(model.log) == 0
 
 
 def test_edited_arguments_are_checked_on_local_refs_without_a_fetch(
@@ -236,19 +235,20 @@ def test_a_broken_local_ref_in_an_mcp_schema_is_a_tool_error_not_a_crash(
     assert mcp_server.calls("transfer") == []
 
 
-async def test_an_optional_server_listing_a_refused_schema_is_skipped_whole(
+async def test_a_refused_schema_leaves_out_that_tool_of_a_required_or_optional_server(
     mcp_server: McpServerProcess, recording: RecordingServer
 ) -> None:
-    """A required server fails discovery (above); an optional one is skipped, all of its tools, like a server that
-    cannot be listed - and the other servers' tools stay."""
+    """Only the tool is left out (named with its server and why); the server's other tools stay, whether the server
+    is required or not."""
     from agent_runtime.mcp import McpServer
-    from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
+    from agent_runtime.mcp.discovery import discover_tools
 
     list_schemas(mcp_server, {"transfer": object_with(recording.url())})
-    bad = McpServer(name="bad", url=mcp_server.url, required=False, attempts=1)
-    good = McpServer(name="good", url=mcp_server.url, allowed_tools=["echo"], attempts=1)
-    discovered = await discover_tools([bad, good])
-    assert discovered.skipped_servers == ["bad"] and discovered.names() == ["echo"]
-    with pytest.raises(McpDiscoveryError, match="'transfer'"):
-        await discover_tools([bad.model_copy(update={"required": True})])
+    tools = ["transfer", "record"]
+    for required in (True, False):
+        server = McpServer(name="bad", url=mcp_server.url, required=required, attempts=1, allowed_tools=tools)
+        discovered = await discover_tools([server])
+        assert discovered.skipped_servers == [] and discovered.names() == ["record"]
+        [skipped] = discovered.skipped_tools
+        assert (skipped.server, skipped.tool) == ("bad", "transfer") and recording.url() in skipped.reason
     assert recording.requests == []

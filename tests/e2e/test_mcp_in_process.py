@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp_process import SERVER_SCRIPT, McpServerProcess, server_calls
@@ -25,7 +26,9 @@ from agent_runtime.agents import AgentDefinition
 from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
-from agent_runtime.mcp.connection import MAX_ANSWER_BYTES, McpProtocolError, call_remote_tool, list_remote_tools
+from agent_runtime.mcp.answers import MAX_ANSWER_BYTES
+from agent_runtime.mcp.connection import McpProtocolError, call_remote_tool, list_remote_tools
+from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
 from agent_runtime.models import OpenAIChatClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.tools import ToolArgumentsError
@@ -158,6 +161,60 @@ async def test_a_server_answer_past_the_bound_is_refused_at_once_and_not_retried
         process.stop()
 
 
+# Not an MCP server: 64 MiB on stdout without a line end (the SDK buffered a line until it ended), then it waits.
+ENDLESS_LINE = (
+    "import sys, time\nfor _ in range(64):\n    sys.stdout.write('x' * 1048576)\n    sys.stdout.flush()\ntime.sleep(60)"
+)
+
+
+@pytest.mark.parametrize("writer", ["mcp-server", "endless-line"])
+async def test_a_stdio_server_answer_past_the_bound_is_refused_at_once_and_not_retried(
+    tmp_path: Path, writer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stdio server's output was read without a limit (the SDK buffers each line whole, then parses it on the loop):
+    a 6 MB listing was taken, and a server writing one endless line grew the client's memory until the timeout, then
+    was started again. Its output is now counted against `MAX_ANSWER_BYTES` per operation as HTTP answers are: past
+    it the connection ends with a protocol error at once, not retried; answers within it work."""
+    state = tmp_path / "stdio"
+    state.mkdir()
+    args = [str(SERVER_SCRIPT), "stdio"] if writer == "mcp-server" else ["-c", ENDLESS_LINE]
+    server = McpServer(name="local", command=sys.executable, args=args, env={"MCP_TEST_STATE": str(state)},
+                       attempts=3, retry_delay_seconds=0, timeout_seconds=60)
+    too_large = f"MCP server 'local' refused listing its tools: the server's answers are larger than {MAX_ANSWER_BYTES}"
+    if writer == "mcp-server":
+        (state / "copies.json").write_text(json.dumps({"echo": 1_000}))  # a listing of ~0.3 MB
+        assert len(await list_remote_tools(server)) == 1_005
+        (state / "copies.json").write_text(json.dumps({"echo": 20_000}))  # ~6 MB on one line
+    caplog.clear()
+    with pytest.raises(McpProtocolError, match=too_large), anyio.fail_after(20):  # at once, not at the timeout
+        await list_remote_tools(server)
+    if writer == "mcp-server":
+        (state / "copies.json").write_text(json.dumps({"echo": 1_000}))
+        with pytest.raises(McpProtocolError, match="refused calling tool 'echo': the server's answers are larger"):
+            await call_remote_tool(server, "echo", {"text": "x" * MAX_ANSWER_BYTES}, "key-1")
+        assert len(server_calls(state, "echo")) == 1  # called once: not retried
+    assert not [r for r in caplog.records if "attempt" in r.getMessage()]
+
+
+async def test_a_listing_past_the_page_limit_fails_discovery_instead_of_dropping_tools(
+    mcp_server: McpServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client reads at most 100 pages of `tools/list`: past them the rest of the list was dropped without a word
+    and the run went on with part of the server's tools. Now such a listing is a discovery failure (the run fails
+    `tool_discovery_failed`; an optional server is skipped), asked once; 100 pages are read whole."""
+    (mcp_server.state / "page_size").write_text("1")
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 95}))  # 100 tools: 100 pages
+    server = http_server(mcp_server)
+    assert len(await list_remote_tools(server)) == 100
+    (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 96}))  # 101 pages
+    caplog.clear()
+    with pytest.raises(McpDiscoveryError, match="in more than 100 pages; a partial list is not used"):
+        await discover_tools([server])
+    assert not [r for r in caplog.records if "attempt" in r.getMessage()]  # not asked again
+    optional = await discover_tools([server.model_copy(update={"required": False})])
+    assert (optional.skipped_servers, optional.tools) == (["tools"], [])
+
+
 async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None:
     """A server may compress its answers (the client accepts gzip): a listing a few hundred KB on the wire that
     expands past `MAX_ANSWER_BYTES` is refused, as the same listing sent plain is."""
@@ -187,32 +244,48 @@ HOSTILE_TEXT = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "s
     ("schema", "refused"),
     [
         ({"type": "object", "properties": {"text": {"$ref": "#/$defs/text"}}, "$defs": {"text": HOSTILE_TEXT}},
-         "$schema at #/$defs/text: a dialect is named only at the schema's root"),
+         "is refused: $schema at #/$defs/text: a dialect is named only at the schema's root"),
         ({"type": "object", "properties": {"text": {"type": "string"}, "default": HOSTILE_TEXT}},
-         "$schema at #/properties/default"),
+         "is refused: $schema at #/properties/default"),
         ({"type": "object", "properties": {"text": {"type": "string"}, "enum": {"$ref": "http://127.0.0.1:9/s"}}},
-         "$ref 'http://127.0.0.1:9/s' at #/properties/enum points outside the schema"),
+         "is refused: $ref 'http://127.0.0.1:9/s' at #/properties/enum points outside the schema"),
+        ({"type": "object", "properties": {"text": {"type": "banana"}}},
+         "is invalid: not a valid JSON schema: 'banana' is not valid under any of the given schemas"),
+        ({"type": "object", "properties": {"text": {"type": "string", "description": "x" * 70_000}}},
+         "is refused: the schema is too large"),
     ],
-    ids=["dialect-in-defs", "dialect-in-a-property-named-default", "remote-ref-in-a-property-named-enum"],
+    ids=["dialect-in-defs", "dialect-in-a-property-named-default", "remote-ref-in-a-property-named-enum",
+         "invalid", "too-large"],
 )
-async def test_a_schema_escaping_the_bounded_check_is_refused_at_discovery(
+async def test_a_tool_whose_schema_is_invalid_or_refused_is_left_out_and_the_others_stay(
     mcp_server: McpServerProcess,
     client: OpenAIChatClient,
     model: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture,
     schema: dict[str, Any],
     refused: str,
 ) -> None:
     """A subschema naming its own `$schema` made jsonschema check it with that dialect's plain validator: its pattern
     matched with `re`, unbounded (`^(a|aa)+$` on 37 characters: 3 s; 60 would take days, holding the GIL). And a
-    property named `default` or `enum` was walked as data, so what it held escaped every up-front check. The server
-    is refused at discovery, as one listing a remote `$ref` is."""
+    property named `default` or `enum` was walked as data, so what it held escaped every up-front check. Such a tool,
+    or one whose schema is invalid (it was offered: OpenAI refuses a request offering it, and its calls went
+    unchecked), is left out of the run with a warning naming server, tool and reason; the server's other tools are
+    offered and work."""
     (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
-    agent = AgentDefinition(name="a", tools=[http_server(mcp_server, approval="never", allowed_tools=["echo"])])
-    model.set_script(Script.of(Reply.call("echo", {"text": "a" * 20 + "b"}), "Done."))
-    failed = await AgentRunner(agent, client).run("go")
-    assert failed.status == "failed", failed
-    assert f"tool 'echo' lists an input schema this app refuses: {refused}" in (failed.reason or "")
-    assert len(model.log) == 0 and mcp_server.calls("echo") == []
+    server = http_server(mcp_server, approval="never", allowed_tools=["echo", "record"])
+    model.set_script(Script.of(Reply.call("record", {"item": "plum"}), "Done."))
+    with caplog.at_level(logging.WARNING, logger="agent_runtime.mcp.discovery"):
+        discovered = await discover_tools([server])
+        result = await AgentRunner(AgentDefinition(name="a", tools=[server]), client).run("go")
+    assert (result.status, result.text) == ("completed", "Done."), result
+    assert [t["name"] for t in result.mcp_tools] == ["record"]
+    assert model.log.requests[0].tool_names == ["record"]
+    assert tool_messages(model) == ["recorded plum"] and mcp_server.calls("echo") == []
+    [skipped] = discovered.skipped_tools
+    assert (skipped.server, skipped.tool) == ("tools", "echo") and skipped.reason.startswith(refused), skipped
+    assert len(skipped.reason) <= 500  # the server's text (an error may quote its schema) is cut
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"MCP server 'tools': tool 'echo' left out of this run: its input schema {skipped.reason}"] * 2
 
 
 @pytest.mark.parametrize(
