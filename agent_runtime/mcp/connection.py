@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from mcp_types import Tool as RemoteTool
@@ -28,6 +29,7 @@ from ..tools import ToolReportedError
 from .answers import AnswerBudget, McpAnswerTooLargeError
 from .config import McpConfigurationError, McpServer
 from .results import cut_text
+from .server_stderr import server_stderr
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +56,9 @@ async def open_client(server: McpServer) -> AsyncIterator[Client]:
         params = StdioServerParameters(
             command=server.command, args=list(server.args), env=server.resolved_env() or None, cwd=server.cwd
         )
-        with budget.for_stdio():
-            async with Client(params, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
+        with budget.for_stdio(), server_stderr(server.name) as errlog:  # its stderr: bounded, masked, logged
+            transport = stdio_client(params, errlog=errlog)
+            async with Client(transport, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
                 yield client
         return
     url = server.resolved_url()

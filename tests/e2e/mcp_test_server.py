@@ -25,6 +25,7 @@ import argparse
 import base64
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -194,6 +195,13 @@ def main() -> None:
         parser.error("--state (or MCP_TEST_STATE) is required")
     server = build(Path(args.state))
     if args.transport == "stdio":
+        # A server that talks on its stderr: prints its environment's token, then floods (MCP_TEST_STDERR_CHARS).
+        if os.environ.get("MCP_TEST_TOKEN"):
+            print(f"starting with MCP_TEST_TOKEN={os.environ['MCP_TEST_TOKEN']}", file=sys.stderr, flush=True)
+        flood = int(os.environ.get("MCP_TEST_STDERR_CHARS", "0"))
+        for start in range(0, flood, 100):
+            print("noise " + "n" * min(94, flood - start), file=sys.stderr)
+        sys.stderr.flush()
         server.run("stdio")
         return
     import uvicorn

@@ -29,6 +29,7 @@ from agent_runtime.mcp import McpServer
 from agent_runtime.mcp.answers import MAX_ANSWER_BYTES
 from agent_runtime.mcp.connection import McpProtocolError, call_remote_tool, list_remote_tools
 from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
+from agent_runtime.mcp.server_stderr import MAX_LINE_CHARS, MAX_LOGGED_CHARS
 from agent_runtime.models import OpenAIChatClient
 from agent_runtime.runner import AgentRunner
 from agent_runtime.tools import ToolArgumentsError
@@ -450,3 +451,29 @@ async def test_secrets_read_from_settings_are_masked_in_what_is_logged(
     formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
     assert "HTTP Request: POST" in formatted  # the client did log the requests
     assert "url-secret-4711" not in formatted and "header-secret-4711" not in formatted, formatted
+
+
+async def test_a_stdio_servers_stderr_is_logged_masked_and_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A stdio server's stderr was the host's own: a server printing its environment put the token the app gave it
+    into the Functions host's logs, and a flood went there unbounded. Its lines are now logged through the redaction,
+    at most `MAX_LOGGED_CHARS` an operation (then one line says how much was dropped), and the server still works."""
+    state = tmp_path / "stdio"
+    state.mkdir()
+    monkeypatch.setenv("MCP_TOKEN_4711", "stdio-secret-4711")
+    server = McpServer(
+        name="local", command=sys.executable, args=[str(SERVER_SCRIPT), "stdio"],
+        env={"MCP_TEST_STATE": str(state), "MCP_TEST_STDERR_CHARS": str(MAX_LOGGED_CHARS * 3)},
+        env_settings={"MCP_TEST_TOKEN": "MCP_TOKEN_4711"},
+    )
+    with caplog.at_level(logging.INFO, logger="agent_runtime.mcp.server_stderr"):
+        assert len(await list_remote_tools(server)) == 5
+        with anyio.fail_after(10):  # the reader logs as the server's output arrives, on a thread of its own
+            while not any("characters of its stderr not logged" in r.getMessage() for r in caplog.records):
+                await anyio.sleep(0.05)
+    lines = [r.getMessage() for r in caplog.records if r.name == "agent_runtime.mcp.server_stderr"]
+    assert lines[0] == "MCP server 'local' stderr: starting with MCP_TEST_TOKEN=***"
+    logged = sum(len(line.split("stderr: ", 1)[1]) for line in lines if "stderr: noise" in line)
+    assert MAX_LOGGED_CHARS <= logged < MAX_LOGGED_CHARS + 2 * MAX_LINE_CHARS
+    assert "stdio-secret-4711" not in capfd.readouterr().err  # nothing went to the host's stderr as it was
