@@ -334,11 +334,14 @@ def test_the_orchestrator_reads_no_setting_on_replay(host, monkeypatch) -> None:
 
     run_id = start(host, "eternal_monitor", {})["run_id"]
     settle(host)
-    monkeypatch.setenv("WORKFLOWS_PACKAGE", "none")
-    monkeypatch.setattr(registry, "_imported", {})  # no definition cached from before: loaded again on replay
-    for _ in range(30):  # continues as new on the way
-        host.advance(3600)
-    status = host.get_status(run_id)
-    assert status["runtimeStatus"] == "Running", status
-    assert status["customStatus"]["iteration"] == 31 and status["customStatus"]["generation"] >= 1
-    assert registry.load_workflows([]).names() == []  # what an env read would have found
+    # Undone before the host stops: the host restores the environment it found, and an undo after that would put
+    # back the host's own WORKFLOWS_PACKAGE for every later test (child-process hosts then failed to start).
+    with monkeypatch.context() as patch:
+        patch.setenv("WORKFLOWS_PACKAGE", "none")
+        patch.setattr(registry, "_imported", {})  # no definition cached from before: loaded again on replay
+        for _ in range(30):  # continues as new on the way
+            host.advance(3600)
+        status = host.get_status(run_id)
+        assert status["runtimeStatus"] == "Running", status
+        assert status["customStatus"]["iteration"] == 31 and status["customStatus"]["generation"] >= 1
+        assert registry.load_workflows([]).names() == []  # what an env read would have found
