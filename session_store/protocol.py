@@ -26,7 +26,8 @@ Runs
     tools discovered for a run once: the first list wins and is returned to every later caller. ``list_owner_runs``
     pages one owner's runs newest first (optionally by status and agent). ``reopen_run`` makes a failed run, the
     latest of its session, its session's active run again with ``rewind`` appended to its ``rewinds``
-    (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen.
+    (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen (or, when a new run took the
+    session meanwhile, fails the run again and raises).
 Approvals
     ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
     from the id alone (or, like ``get_run``, with the ``session_id`` the caller knows); ``decide_approval`` is

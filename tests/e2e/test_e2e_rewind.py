@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from e2e_settings import watches_the_app_in_process
 from fixture_agents.store_pause import pause_dir
+from killed_store import KilledAfterOneWrite
 from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -362,3 +364,49 @@ def test_a_poll_that_read_the_failed_run_just_before_its_rewind_does_not_end_the
     app.settle()
     done = app.poll(run_id, view["continuation_token"]).json()
     assert done["status"] == "completed" and done["output"]["text"] == "Invoice 7 is filed."
+
+
+def rewind_killed_between_its_writes(app: InProcessApp, store_backend: str, run_id: str) -> None:
+    """On Cosmos the reopen is two writes (two containers: no transaction spans them); the host dies between them."""
+    if store_backend != "cosmos":
+        pytest.skip("one SQLite transaction: nothing is half written")
+    KilledAfterOneWrite.arm(app.services().current().store)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 500
+
+
+@watches_the_app_in_process
+def test_a_rewind_killed_between_its_writes_leaves_the_session_free_for_a_new_run(
+    rewind_app: InProcessApp, model: ScriptedModelServer, store_backend: str
+) -> None:
+    """The session was claimed first: a host killed before the run was written left the session held by the failed
+    run, which nothing released - every new run in the session failed (500), a queued one waited forever."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    rewind_killed_between_its_writes(app, store_backend, run_id)
+
+    assert_session_free(app, started["session_id"])
+    again = app.http.post(f"/api/runs/{run_id}/rewind")  # too late: the conversation went on without it
+    assert again.status_code == 409 and again.json()["code"] == "run_not_latest", again.text
+    view = app.view(run_id)
+    assert view["status"] == "failed" and view["rewinds"] == [], view
+    assert view["error"]["code"] == "model_call_failed"
+
+
+@watches_the_app_in_process
+def test_a_rewind_killed_between_its_writes_goes_on_when_sent_again(
+    rewind_app: InProcessApp, model: ScriptedModelServer, store_backend: str, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started, calls_before = failed_run_to_recover(app, model)
+    run_id = started["run_id"]
+    rewind_killed_between_its_writes(app, store_backend, run_id)
+
+    again = app.http.post(f"/api/runs/{run_id}/rewind")
+    assert again.status_code == 202, again.text
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "completed" and len(view["rewinds"]) == 1, view
+    assert model.log.total == calls_before + 1 and tool_attempts(marker_dir) == 1
+    assert_session_free(app, started["session_id"])
