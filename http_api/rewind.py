@@ -211,13 +211,18 @@ async def _reopen(
         iteration=resume.iteration,
         error_code=str((run.error or {}).get("code") or "failed"),  # the code only: messages may hold internals
     )
-    return record, await _claim(services, run, record.model_dump(mode="json")), resume
+    # Only the run as read after `resume`: another rewind may have reopened it since, and its continuation failed
+    # again - further on, where `resume` (of the failure before) would go back to.
+    reopened = await _claim(services, run, record.model_dump(mode="json"), after_rewinds=len(run.rewinds))
+    return record, reopened, resume
 
 
-async def _claim(services: RunServices, run: RunRecord, rewind: dict[str, Any]) -> RunRecord:
+async def _claim(
+    services: RunServices, run: RunRecord, rewind: dict[str, Any], after_rewinds: int | None = None
+) -> RunRecord:
     """The run reopened by `rewind` and holding its session (the same `rewind` again completes an interrupted one)."""
     try:
-        return await services.store.reopen_run(run.run_id, rewind)
+        return await services.store.reopen_run(run.run_id, rewind, after_rewinds=after_rewinds)
     except RunNotReopenableError as refused:
         if refused.reason == "not_latest":
             raise _not_latest(run) from refused

@@ -477,14 +477,14 @@ class CosmosSessionStore:
         raise ConflictError(f"run {run_id!r} kept changing; record_run_tools gave up")
 
     @_on_portal
-    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
+    async def reopen_run(self, run_id: str, rewind: JsonObject, *, after_rewinds: int | None = None) -> RunRecord:
         # Two containers, so two writes: the run first (its ETag lets exactly one of concurrent rewinds open it), then
         # the session's claim. A host killed in between leaves the run open and the session free (a new run may
         # begin); the same rewind sent again claims the session or, when a new run took it, fails the run again
         # (rules.reopen). Claiming first left the session held by a failed run that nothing would release.
         for _ in range(MAX_ETAG_ROUNDS):
             run, session = await self._run_and_session(run_id)
-            reopened = rules.reopen(session, run, rewind, self._clock())
+            reopened = rules.reopen(session, run, rewind, self._clock(), after_rewinds)
             opened = run
             if reopened.run is not None:
                 ensure_fits("run", run_id, reopened.run)

@@ -178,12 +178,15 @@ class Reopen:
     refused: StoreError | None = None
 
 
-def reopen(session: SessionRecord, run: RunRecord, rewind: JsonObject, now: datetime) -> Reopen:
+def reopen(
+    session: SessionRecord, run: RunRecord, rewind: JsonObject, now: datetime, after_rewinds: int | None = None
+) -> Reopen:
     """A failed run made its session's active run again (a rewind goes on with it): only the session's latest run,
     and only while nothing else holds or waits for the session. A store that cannot write both at once opens the run
     first, then claims the session: repeating it with the same ``rewind_id`` (a retry after a crash in between)
     claims the session, or, when a new run took it meanwhile, fails the run again. Another rewind of a run that is
-    already open again loses."""
+    already open again loses, and so does one whose caller read fewer rewinds than ``after_rewinds`` finds (another
+    rewind came first and failed again: the loser's resume point is of the failure before)."""
     rewind_id = rewind.get("rewind_id")
     if not run.finished and run.rewinds and run.rewinds[-1].get("rewind_id") == rewind_id:
         if session.active_run_id == run.run_id:
@@ -194,6 +197,8 @@ def reopen(session: SessionRecord, run: RunRecord, rewind: JsonObject, now: date
         return Reopen(session=_held_by(session, run, now), run=None)
     if run.status != "failed":
         raise RunNotReopenableError(run.run_id, "not_failed", f"it is {run.status}, not failed")
+    if after_rewinds is not None and len(run.rewinds) != after_rewinds:
+        raise RunNotReopenableError(run.run_id, "not_failed", "another rewind of it came first")
     refused = _reopen_refusal(session, run)
     if refused is not None:
         raise refused

@@ -492,12 +492,12 @@ class SqliteSessionStore:
 
         return await self._point(op)
 
-    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
+    async def reopen_run(self, run_id: str, rewind: JsonObject, *, after_rewinds: int | None = None) -> RunRecord:
         def op() -> RunRecord | StoreError:
             now = self._now()
             with self._tx() as conn:
                 run, session = self._run_and_session(conn, run_id, now)
-                reopened = rules.reopen(session, run, rewind, now)
+                reopened = rules.reopen(session, run, rewind, now, after_rewinds)
                 if reopened.session is not None:
                     self._put_session(conn, reopened.session, now)
                 if reopened.run is not None:

@@ -8,6 +8,7 @@ conversation has each result once, and the run's continuation token still works.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -410,3 +411,61 @@ def test_a_rewind_killed_between_its_writes_goes_on_when_sent_again(
     assert view["status"] == "completed" and len(view["rewinds"]) == 1, view
     assert model.log.total == calls_before + 1 and tool_attempts(marker_dir) == 1
     assert_session_free(app, started["session_id"])
+
+
+FAILING_AGAIN_AFTER_ANOTHER_TOOL = Script(rules=[  # the first rewind gets one step further, then fails again
+    Rule(match=Match(last_tool_result="invoice-8"), reply=Reply.fail(Fault(status=500, message="model down"))),
+    Rule(match=Match(last_tool_name="slow_step"), reply=Reply.call("slow_step", {"label": "invoice-8"})),
+])
+
+
+@watches_the_app_in_process
+def test_a_rewind_that_lost_the_race_does_not_reopen_a_later_failure_from_its_stale_step(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """Two rewinds at once: the loser read the run and its resume point, then was held before its reopen while the
+    winner's continuation got a step further and failed again. The loser then reopened the run - a failure it had
+    not seen - and went on from the step of the first failure (its record and its resume point from there)."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    store = app.services().current().store
+    reopen = store.reopen_run
+    held, go_on = threading.Event(), threading.Event()
+
+    async def first_one_held(run: str, rewind: dict, **options: object) -> object:
+        if not held.is_set():
+            held.set()
+            await asyncio.to_thread(go_on.wait, 60)
+        return await reopen(run, rewind, **options)
+
+    store.reopen_run = first_one_held
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            loser = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+            assert held.wait(30)  # it read the run failed and the failed orchestration's resume point
+            model.set_script(FAILING_AGAIN_AFTER_ANOTHER_TOOL)
+            assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+            app.settle()
+            for _ in range(3):
+                app.advance(60)
+            failed_again = app.view(run_id)
+            assert failed_again["status"] == "failed" and tool_attempts(marker_dir) == 2, failed_again
+            model.set_script(RECOVERED)
+            go_on.set()
+            answer = loser.result()
+    finally:
+        store.reopen_run = reopen
+    assert answer.status_code == 409 and answer.json()["code"] == "run_not_failed", answer.text
+    app.settle()
+    assert app.view(run_id)["status"] == "failed"
+
+    third = app.http.post(f"/api/runs/{run_id}/rewind")  # a rewind of the failure as it is now
+    assert third.status_code == 202, third.text
+    assert (third.json()["rewind"]["from_step"], third.json()["rewind"]["iteration"]) == ("call_model", 3)
+    app.settle()
+    done = app.view(run_id)
+    assert done["status"] == "completed" and len(done["rewinds"]) == 2, done
+    roles = [m["role"] for m in app.session_messages(started["session_id"])]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert tool_attempts(marker_dir) == 2

@@ -143,3 +143,16 @@ async def test_a_run_begun_between_the_reopens_writes_keeps_the_session_and_the_
     assert (await store.get_session(session_id)).active_run_id == begun[0]
     failed = await store.get_run(run_id)  # as it was: its rewind never went on
     assert failed.status == "failed" and failed.rewinds == [] and failed.error["message"] == "down"
+
+
+async def test_a_rewind_that_read_the_run_before_another_rewind_loses_even_once_it_failed_again(
+    store: SessionStore,
+) -> None:
+    run_id = await failed_run(store)
+    await store.reopen_run(run_id, rewind("first"), after_rewinds=0)
+    await store.finish_run(run_id, "failed", error={"code": "model_call_failed", "message": "down again"})
+    with pytest.raises(RunNotReopenableError) as stale:  # it read the run with no rewind: its step is the one before
+        await store.reopen_run(run_id, rewind("stale"), after_rewinds=0)
+    assert stale.value.reason == "not_failed"
+    again = await store.reopen_run(run_id, rewind("second"), after_rewinds=1)
+    assert [r["rewind_id"] for r in again.rewinds] == ["first", "second"]
