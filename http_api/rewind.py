@@ -11,8 +11,10 @@ A workflow run rewinds the same way (`POST /api/workflows/runs/{run_id}/rewind`)
 new attempt with keys of its own (new child runs, a new gate), and the steps before it keep their results.
 
 Races: the store's reopen is conditional, so of two rewinds sent at once exactly one reopens the run and starts its
-continuation (the other gets 409). A host that dies between the reopen and the start leaves the run open with a
-finished orchestration: a rewind sent again sees that and starts the continuation (`_interrupted`).
+continuation (the other gets 409). A host that dies between the reopen and the start (or, on Cosmos, between the
+reopen's two writes: the run, then its session's claim) leaves the run open with a finished orchestration: a rewind
+sent again sees that, completes the claim and starts the continuation (`_interrupted`); if a new run took the session
+meanwhile, the run is failed again and the rewind gets 409 `run_not_latest`.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ async def _rewind(
     run = current
     if resume is not None and _interrupted(run):
         record = RewindRecord.model_validate(run.rewinds[-1])
+        run = await _claim(services, run, run.rewinds[-1])  # the session's claim may be what the host did not write
     else:
         record, run, resume = await _reopen(services, run, resume)
     await resume.start()
@@ -208,15 +211,24 @@ async def _reopen(
         iteration=resume.iteration,
         error_code=str((run.error or {}).get("code") or "failed"),  # the code only: messages may hold internals
     )
+    # Only the run as read after `resume`: another rewind may have reopened it since, and its continuation failed
+    # again - further on, where `resume` (of the failure before) would go back to.
+    reopened = await _claim(services, run, record.model_dump(mode="json"), after_rewinds=len(run.rewinds))
+    return record, reopened, resume
+
+
+async def _claim(
+    services: RunServices, run: RunRecord, rewind: dict[str, Any], after_rewinds: int | None = None
+) -> RunRecord:
+    """The run reopened by `rewind` and holding its session (the same `rewind` again completes an interrupted one)."""
     try:
-        reopened = await services.store.reopen_run(run.run_id, record.model_dump(mode="json"))
+        return await services.store.reopen_run(run.run_id, rewind, after_rewinds=after_rewinds)
     except RunNotReopenableError as refused:
         if refused.reason == "not_latest":
             raise _not_latest(run) from refused
         raise _another_rewind_first() from refused
     except SessionBusyError as busy:
         raise _not_latest(run) from busy
-    return record, reopened, resume
 
 
 def _not_latest(run: RunRecord) -> ApiProblem:

@@ -477,20 +477,27 @@ class CosmosSessionStore:
         raise ConflictError(f"run {run_id!r} kept changing; record_run_tools gave up")
 
     @_on_portal
-    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
-        # The session first (the claim), then the run: a crash in between leaves the session held by this run,
-        # which the rule accepts on the next try; the run's ETag lets exactly one of concurrent rewinds open it.
+    async def reopen_run(self, run_id: str, rewind: JsonObject, *, after_rewinds: int | None = None) -> RunRecord:
+        # Two containers, so two writes: the run first (its ETag lets exactly one of concurrent rewinds open it), then
+        # the session's claim. A host killed in between leaves the run open and the session free (a new run may
+        # begin); the same rewind sent again claims the session or, when a new run took it, fails the run again
+        # (rules.reopen). Claiming first left the session held by a failed run that nothing would release.
         for _ in range(MAX_ETAG_ROUNDS):
             run, session = await self._run_and_session(run_id)
-            reopened = rules.reopen(session, run, rewind, self._clock())
-            if reopened.session is not None and await self._replace("sessions", reopened.session, session.etag) is None:
-                continue
-            if reopened.run is None:
-                return run
-            ensure_fits("run", run_id, reopened.run)
-            saved = await self._save_run(reopened.run, run.etag)
-            if saved is not None:
-                return saved
+            reopened = rules.reopen(session, run, rewind, self._clock(), after_rewinds)
+            opened = run
+            if reopened.run is not None:
+                ensure_fits("run", run_id, reopened.run)
+                saved = await self._save_run(reopened.run, run.etag)
+                if saved is None:
+                    continue
+                if reopened.refused is not None:
+                    raise reopened.refused
+                opened = saved
+            if reopened.session is None or await self._replace("sessions", reopened.session, session.etag) is not None:
+                return opened
+            if opened is not run:  # the session changed since it was read: the run as it was, then decide again
+                await self._replace("runs", run, opened.etag)
         raise ConflictError(f"run {run_id!r} kept changing; reopen_run gave up")
 
     @_on_portal

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import AlreadyDecidedError, ConflictError, RunNotReopenableError, SessionBusyError, SessionMovedOnError
+from .errors import (
+    AlreadyDecidedError,
+    ConflictError,
+    RunNotReopenableError,
+    SessionBusyError,
+    SessionMovedOnError,
+    StoreError,
+)
 from .records import (
     RUN_UPDATABLE_FIELDS,
     TERMINAL_RUN_STATUSES,
@@ -162,36 +169,67 @@ def finish(
 
 @dataclass(frozen=True)
 class Reopen:
-    """What ``reopen_run`` must write (``None``: unchanged; both ``None`` for a retried reopen)."""
+    """What ``reopen_run`` must write (``None``: unchanged; both ``None`` for a retried reopen). With ``refused``, the
+    run opened by an interrupted reopen cannot hold its session any more: ``run`` is it failed again, to write before
+    raising ``refused``."""
 
     session: SessionRecord | None
     run: RunRecord | None
+    refused: StoreError | None = None
 
 
-def reopen(session: SessionRecord, run: RunRecord, rewind: JsonObject, now: datetime) -> Reopen:
+def reopen(
+    session: SessionRecord, run: RunRecord, rewind: JsonObject, now: datetime, after_rewinds: int | None = None
+) -> Reopen:
     """A failed run made its session's active run again (a rewind goes on with it): only the session's latest run,
-    and only while nothing else holds or waits for the session. Repeating it with the same ``rewind_id`` (a retry
-    after a crash between the two writes) completes it; another rewind of a run that is already open again loses."""
+    and only while nothing else holds or waits for the session. A store that cannot write both at once opens the run
+    first, then claims the session: repeating it with the same ``rewind_id`` (a retry after a crash in between)
+    claims the session, or, when a new run took it meanwhile, fails the run again. Another rewind of a run that is
+    already open again loses, and so does one whose caller read fewer rewinds than ``after_rewinds`` finds (another
+    rewind came first and failed again: the loser's resume point is of the failure before)."""
     rewind_id = rewind.get("rewind_id")
     if not run.finished and run.rewinds and run.rewinds[-1].get("rewind_id") == rewind_id:
-        claimed = None if session.active_run_id == run.run_id else session.model_copy(
-            update={"active_run_id": run.run_id, "updated_at": now}
-        )
-        return Reopen(session=claimed, run=None)
+        if session.active_run_id == run.run_id:
+            return Reopen(session=None, run=None)
+        refused = _reopen_refusal(session, run)
+        if refused is not None:
+            return Reopen(session=None, run=_failed_again(run, now), refused=refused)
+        return Reopen(session=_held_by(session, run, now), run=None)
     if run.status != "failed":
         raise RunNotReopenableError(run.run_id, "not_failed", f"it is {run.status}, not failed")
-    if run.ordinal != session.run_count or session.queued_run_ids:
-        raise RunNotReopenableError(run.run_id, "not_latest", "later runs of its session came after it")
-    if session.active_run_id not in (None, run.run_id):
-        raise SessionBusyError(session.session_id, session.active_run_id)
+    if after_rewinds is not None and len(run.rewinds) != after_rewinds:
+        raise RunNotReopenableError(run.run_id, "not_failed", "another rewind of it came first")
+    refused = _reopen_refusal(session, run)
+    if refused is not None:
+        raise refused
     # A cancel requested before the failure (or one that came too late, told 409) does not outlive it: the rewind is
     # the newer request, and every step of the reopened run would otherwise read the old flag and cancel it.
     opened = apply_run_changes(
         run, {"status": "in_progress", "output": None, "error": None, "cancel_requested_at": None}, now
     )
     opened = opened.model_copy(update={"rewinds": [*run.rewinds, rewind]})
-    claimed = session.model_copy(update={"active_run_id": run.run_id, "updated_at": now})
-    return Reopen(session=claimed, run=opened)
+    return Reopen(session=_held_by(session, run, now), run=opened)
+
+
+def _held_by(session: SessionRecord, run: RunRecord, now: datetime) -> SessionRecord:
+    return session.model_copy(update={"active_run_id": run.run_id, "updated_at": now})
+
+
+def _reopen_refusal(session: SessionRecord, run: RunRecord) -> StoreError | None:
+    if run.ordinal != session.run_count or session.queued_run_ids:
+        return RunNotReopenableError(run.run_id, "not_latest", "later runs of its session came after it")
+    if session.active_run_id not in (None, run.run_id):
+        return SessionBusyError(session.session_id, session.active_run_id)
+    return None
+
+
+def _failed_again(run: RunRecord, now: datetime) -> RunRecord:
+    """A run whose rewind opened it but never went on (its session moved on first): failed as before, without that
+    rewind. Its error's message is gone with the reopen; the code of the failure is kept in the rewind."""
+    code = str(run.rewinds[-1].get("error_code") or "failed")
+    error = {"code": code, "message": "The run failed; a rewind of it was interrupted before it went on."}
+    failed = apply_run_changes(run, {"status": "failed", "error": error}, now)
+    return failed.model_copy(update={"rewinds": run.rewinds[:-1]})
 
 
 def escalate(

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from . import cursor, rules
 from .clock import Clock, system_clock
-from .errors import ConflictError, NotFoundError
+from .errors import ConflictError, NotFoundError, StoreError
 from .limits import ensure_fits
 from .records import (
     ApprovalRecord,
@@ -492,20 +492,23 @@ class SqliteSessionStore:
 
         return await self._point(op)
 
-    async def reopen_run(self, run_id: str, rewind: JsonObject) -> RunRecord:
-        def op() -> RunRecord:
+    async def reopen_run(self, run_id: str, rewind: JsonObject, *, after_rewinds: int | None = None) -> RunRecord:
+        def op() -> RunRecord | StoreError:
             now = self._now()
             with self._tx() as conn:
                 run, session = self._run_and_session(conn, run_id, now)
-                reopened = rules.reopen(session, run, rewind, now)
+                reopened = rules.reopen(session, run, rewind, now, after_rewinds)
                 if reopened.session is not None:
                     self._put_session(conn, reopened.session, now)
                 if reopened.run is not None:
                     ensure_fits("run", run_id, reopened.run)
                     run = self._put_run(conn, reopened.run, now)
-                return run
+                return reopened.refused or run  # the run failed again is committed before the refusal is raised
 
-        return await self._point(op)
+        reopened = await self._point(op)
+        if isinstance(reopened, StoreError):
+            raise reopened
+        return reopened
 
     async def list_runs(self, session_id: str) -> list[RunRecord]:
         sql = f"SELECT doc FROM runs WHERE session_id = ? AND {LIVE} ORDER BY ordinal"

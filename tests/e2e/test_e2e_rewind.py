@@ -8,6 +8,7 @@ conversation has each result once, and the run's continuation token still works.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
+from e2e_settings import watches_the_app_in_process
 from fixture_agents.store_pause import pause_dir
+from killed_store import KilledAfterOneWrite
 from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -362,3 +365,107 @@ def test_a_poll_that_read_the_failed_run_just_before_its_rewind_does_not_end_the
     app.settle()
     done = app.poll(run_id, view["continuation_token"]).json()
     assert done["status"] == "completed" and done["output"]["text"] == "Invoice 7 is filed."
+
+
+def rewind_killed_between_its_writes(app: InProcessApp, store_backend: str, run_id: str) -> None:
+    """On Cosmos the reopen is two writes (two containers: no transaction spans them); the host dies between them."""
+    if store_backend != "cosmos":
+        pytest.skip("one SQLite transaction: nothing is half written")
+    KilledAfterOneWrite.arm(app.services().current().store)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 500
+
+
+@watches_the_app_in_process
+def test_a_rewind_killed_between_its_writes_leaves_the_session_free_for_a_new_run(
+    rewind_app: InProcessApp, model: ScriptedModelServer, store_backend: str
+) -> None:
+    """The session was claimed first: a host killed before the run was written left the session held by the failed
+    run, which nothing released - every new run in the session failed (500), a queued one waited forever."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    model.set_script(RECOVERED)
+    rewind_killed_between_its_writes(app, store_backend, run_id)
+
+    assert_session_free(app, started["session_id"])
+    again = app.http.post(f"/api/runs/{run_id}/rewind")  # too late: the conversation went on without it
+    assert again.status_code == 409 and again.json()["code"] == "run_not_latest", again.text
+    view = app.view(run_id)
+    assert view["status"] == "failed" and view["rewinds"] == [], view
+    assert view["error"]["code"] == "model_call_failed"
+
+
+@watches_the_app_in_process
+def test_a_rewind_killed_between_its_writes_goes_on_when_sent_again(
+    rewind_app: InProcessApp, model: ScriptedModelServer, store_backend: str, marker_dir: Path
+) -> None:
+    app = rewind_app
+    started, calls_before = failed_run_to_recover(app, model)
+    run_id = started["run_id"]
+    rewind_killed_between_its_writes(app, store_backend, run_id)
+
+    again = app.http.post(f"/api/runs/{run_id}/rewind")
+    assert again.status_code == 202, again.text
+    app.settle()
+    view = app.view(run_id)
+    assert view["status"] == "completed" and len(view["rewinds"]) == 1, view
+    assert model.log.total == calls_before + 1 and tool_attempts(marker_dir) == 1
+    assert_session_free(app, started["session_id"])
+
+
+FAILING_AGAIN_AFTER_ANOTHER_TOOL = Script(rules=[  # the first rewind gets one step further, then fails again
+    Rule(match=Match(last_tool_result="invoice-8"), reply=Reply.fail(Fault(status=500, message="model down"))),
+    Rule(match=Match(last_tool_name="slow_step"), reply=Reply.call("slow_step", {"label": "invoice-8"})),
+])
+
+
+@watches_the_app_in_process
+def test_a_rewind_that_lost_the_race_does_not_reopen_a_later_failure_from_its_stale_step(
+    rewind_app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """Two rewinds at once: the loser read the run and its resume point, then was held before its reopen while the
+    winner's continuation got a step further and failed again. The loser then reopened the run - a failure it had
+    not seen - and went on from the step of the first failure (its record and its resume point from there)."""
+    app = rewind_app
+    started = failed_run(app, model)
+    run_id = started["run_id"]
+    store = app.services().current().store
+    reopen = store.reopen_run
+    held, go_on = threading.Event(), threading.Event()
+
+    async def first_one_held(run: str, rewind: dict, **options: object) -> object:
+        if not held.is_set():
+            held.set()
+            await asyncio.to_thread(go_on.wait, 60)
+        return await reopen(run, rewind, **options)
+
+    store.reopen_run = first_one_held
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            loser = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
+            assert held.wait(30)  # it read the run failed and the failed orchestration's resume point
+            model.set_script(FAILING_AGAIN_AFTER_ANOTHER_TOOL)
+            assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+            app.settle()
+            for _ in range(3):
+                app.advance(60)
+            failed_again = app.view(run_id)
+            assert failed_again["status"] == "failed" and tool_attempts(marker_dir) == 2, failed_again
+            model.set_script(RECOVERED)
+            go_on.set()
+            answer = loser.result()
+    finally:
+        store.reopen_run = reopen
+    assert answer.status_code == 409 and answer.json()["code"] == "run_not_failed", answer.text
+    app.settle()
+    assert app.view(run_id)["status"] == "failed"
+
+    third = app.http.post(f"/api/runs/{run_id}/rewind")  # a rewind of the failure as it is now
+    assert third.status_code == 202, third.text
+    assert (third.json()["rewind"]["from_step"], third.json()["rewind"]["iteration"]) == ("call_model", 3)
+    app.settle()
+    done = app.view(run_id)
+    assert done["status"] == "completed" and len(done["rewinds"]) == 2, done
+    roles = [m["role"] for m in app.session_messages(started["session_id"])]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert tool_attempts(marker_dir) == 2
