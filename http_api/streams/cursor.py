@@ -67,7 +67,7 @@ class Cursor:
 
 def fingerprint(payload: Any) -> str:
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2s(canonical.encode("utf-8"), digest_size=4).hexdigest()
+    return hashlib.blake2s(canonical.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
 def text_fingerprint(text: str) -> str:

@@ -166,3 +166,17 @@ def test_cursors_round_trip() -> None:
     for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-"),
                    Cursor(3, 18, 120, "-", "0a1b2c3d")):
         assert Cursor.parse(cursor.encode()) == cursor
+
+
+def test_a_lone_surrogate_in_the_answer_is_sent_as_a_replacement_character() -> None:
+    # A model may stream a lone UTF-16 surrogate (a JSON `\ud800` escape with no pair): no UTF-8 text, so the event
+    # carries U+FFFD as JSON encoders of UTF-8 do, and the stream goes on (resuming too: the cursor counts it once).
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hi \ud800"), confirmed_draft_seq=5)
+    received = [parse(c) for c in Position(Cursor()).pending(watcher)]
+    watcher.draft = Draft(5, "m", "Hi \ud800 there \udc00\ud83d\ude00")
+    received += [parse(c) for c in Position(Cursor.parse(received[-1][1])).pending(watcher)]
+    assert client_text(received) == "Hi \ufffd there \ufffd\U0001f600"
+    watcher.set_status({"status": "completed", "note": "\udfff"})
+    watcher.draft, watcher.done = None, {"output": {"text": "Hi \ud800"}}
+    assert [parse(c)[2] for c in Position(Cursor.parse(received[-1][1])).pending(watcher)] == [
+        {"status": "completed", "note": "\ufffd"}, {"output": {"text": "Hi \ufffd"}}]
