@@ -180,3 +180,19 @@ def test_a_lone_surrogate_in_the_answer_is_sent_as_a_replacement_character() -> 
     watcher.draft, watcher.done = None, {"output": {"text": "Hi \ud800"}}
     assert [parse(c)[2] for c in Position(Cursor.parse(received[-1][1])).pending(watcher)] == [
         {"status": "completed", "note": "\ufffd"}, {"output": {"text": "Hi \ufffd"}}]
+
+
+def test_a_client_back_after_done_has_had_everything_unless_the_run_went_on() -> None:
+    watcher, steps = FakeWatcher(), timeline()
+    events = run_client(watcher, Position(Cursor()), steps, 0, len(steps))
+    assert events[-1][0] == "done" and events[-2][0] == "status"
+    assert Position(Cursor.parse(events[-1][1])).delivered(watcher)  # type: ignore[arg-type]
+    before_done = Position(Cursor.parse(events[-2][1]))  # the final status's id: `done` is still to come
+    assert not before_done.delivered(watcher)  # type: ignore[arg-type]
+    assert [e for e, _, _ in map(parse, before_done.pending(watcher))] == ["done"]  # type: ignore[arg-type]
+    # The run reopened (a rewind) and wrote more: `done`'s id resumes it like any other.
+    watcher.updates.append({"seq": 19, "message": "more"})
+    watcher.done = None
+    resumed = Position(Cursor.parse(events[-1][1]))
+    assert not resumed.delivered(watcher)  # type: ignore[arg-type]
+    assert [d for _, _, d in map(parse, resumed.pending(watcher))] == [{"seq": 19, "message": "more"}]

@@ -95,12 +95,17 @@ def test_a_finished_run_replays_from_the_beginning_and_ends(stream_app: InProces
     done = of(events, "done")[0]
     assert done["output"] == {"text": "The answer.", "finish_reason": "stop"} and done["continuation_token"] is None
     assert all(e.id for e in events)
-    # From the cursor of the last update: only the status and done again; from `done`'s cursor: only `done`.
+    # From the cursor of the last update: only the status and done again; from the final status's: only `done`.
     last_update = [e for e in events if e.event == "update"][-1]
     with sse(stream_app, started["run_id"], headers={"Last-Event-ID": last_update.id}) as source:
         assert [e.event for e in source.iter_sse()] == ["status", "done"]
-    with sse(stream_app, started["run_id"], params={"after": events[-1].id}) as source:
+    with sse(stream_app, started["run_id"], params={"after": events[-2].id}) as source:
         assert [e.event for e in source.iter_sse()] == ["done"]
+    # A client back after `done` (an `EventSource` reconnects by itself) has had everything: 204 No Content, which
+    # tells an `EventSource` to stop reconnecting; by `Last-Event-ID` as by `after`.
+    for options in ({"headers": {"Last-Event-ID": events[-1].id}}, {"params": {"after": events[-1].id}}):
+        again = stream_app.http.get(f"/api/runs/{started['run_id']}/stream", **options)
+        assert (again.status_code, again.content) == (204, b""), options
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])

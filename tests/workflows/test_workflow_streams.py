@@ -64,5 +64,8 @@ def test_a_workflow_stream_shows_steps_child_runs_and_the_gate(host: InProcessHo
     with connect_sse(host.client, "GET", f"/api/workflows/runs/{run_id}/stream") as source:
         replay = list(source.iter_sse())
     assert [e.json() for e in replay if e.event == "update"] == steps and replay[-1].event == "done"
+    # Back after `done` (an `EventSource` reconnects by itself): 204 No Content, which stops its reconnecting.
+    again = host.client.get(f"/api/workflows/runs/{run_id}/stream", headers={"Last-Event-ID": replay[-1].id})
+    assert again.status_code == 204
     refused = host.client.get(f"/api/runs/{run_id}/stream")
     assert refused.status_code == 404 and refused.json()["code"] == "run_is_a_workflow"
