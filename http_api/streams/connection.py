@@ -62,7 +62,7 @@ class Position:
         if draft is not None and draft.seq > self.cursor.seq:
             data = self._delta(draft)
             if data is not None:
-                self.cursor = self.cursor.with_draft(draft.seq, draft.text)
+                self.cursor = self.cursor.with_draft(draft)
                 yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
             self.finished = True
@@ -71,7 +71,7 @@ class Position:
 
     def _delta(self, draft: Draft) -> dict[str, Any] | None:
         """The `delta` that brings this client's text of `draft` up to date, if it is behind."""
-        sent = self.cursor.sent_of(draft.seq, draft.text)
+        sent = self.cursor.sent_of(draft)
         if sent is None:  # a retried model call started its answer over: the text so far replaces what was sent
             return {"message_id": draft.message_id, "text": draft.text, "replace": True}
         if len(draft.text) > sent:

@@ -17,7 +17,10 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .feeds import Draft
 
 _NUMBER = r"(0|[1-9][0-9]{0,15})"
 _PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.([0-9a-f]{{8}}|-)(?:\.([0-9a-f]{{8}}))?(\.done)?$")
@@ -49,19 +52,19 @@ class Cursor:
             return Cursor(seq, 0, 0, self.status)  # (and no draft text fingerprint)
         return replace(self, seq=seq)
 
-    def sent_of(self, draft_seq: int, text: str) -> int | None:
-        """How many characters of `text`, the draft at `draft_seq`, this client has; None when what it has is not
-        the start of `text` (a retried model call started over): the client's text must be replaced."""
-        if draft_seq != self.draft_seq:
+    def sent_of(self, draft: Draft) -> int | None:
+        """How many characters of `draft` this client has; None when what it has is not the start of the draft's text
+        (a retried model call started over): the client's text must be replaced."""
+        if draft.seq != self.draft_seq:
             return 0
-        if self.draft > len(text):
+        if self.draft > len(draft.text):
             return None
-        if self.draft_fp != "-" and text_fingerprint(text[:self.draft]) != self.draft_fp:
+        if self.draft_fp != "-" and draft.fingerprint(self.draft) != self.draft_fp:
             return None
         return self.draft
 
-    def with_draft(self, draft_seq: int, text: str) -> Cursor:
-        return replace(self, draft_seq=draft_seq, draft=len(text), draft_fp=text_fingerprint(text))
+    def with_draft(self, draft: Draft) -> Cursor:
+        return replace(self, draft_seq=draft.seq, draft=len(draft.text), draft_fp=draft.fingerprint(len(draft.text)))
 
     def with_status(self, fingerprint: str) -> Cursor:
         return replace(self, status=fingerprint)
@@ -73,4 +76,13 @@ def fingerprint(payload: Any) -> str:
 
 
 def text_fingerprint(text: str) -> str:
-    return hashlib.blake2s(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return text_hasher(text).hexdigest()
+
+
+def text_hasher(text: str) -> Any:
+    """The hash of `text` that `text_fingerprint` digests, to extend with what follows (`update(text_bytes(more))`)."""
+    return hashlib.blake2s(text_bytes(text), digest_size=4)
+
+
+def text_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate a model streamed is text to fingerprint too

@@ -4,6 +4,8 @@ gives the same updates and the same answer text as one uninterrupted client, not
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,3 +198,64 @@ def test_a_client_back_after_done_has_had_everything_unless_the_run_went_on() ->
     resumed = Position(Cursor.parse(events[-1][1]))
     assert not resumed.delivered(watcher)  # type: ignore[arg-type]
     assert [d for _, _, d in map(parse, resumed.pending(watcher))] == [{"seq": 19, "message": "more"}]
+
+
+class CountingHashlib:
+    """`hashlib` for `http_api.streams.cursor`, counting the bytes its fingerprints hash."""
+
+    def __init__(self) -> None:
+        self.hashed = 0
+
+    def blake2s(self, data: bytes = b"", **options: Any) -> Any:
+        counter = self
+
+        class Counted:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def update(self, more: bytes) -> None:
+                counter.hashed += len(more)
+                self.inner.update(more)
+
+            def copy(self) -> Counted:
+                return Counted(self.inner.copy())
+
+            def hexdigest(self) -> str:
+                return self.inner.hexdigest()
+
+        self.hashed += len(data)
+        return Counted(hashlib.blake2s(data, **options))
+
+
+def test_a_long_answer_is_fingerprinted_once_for_all_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every token of a live answer goes to every client with the cursor's text fingerprint: the run's watcher hashes
+    each character once (not the whole text twice per token per client, quadratic in the answer), and the clients
+    receive exactly what they received when each fingerprinted the text itself."""
+    from agent_runs.live_drafts import LiveDraft
+    from http_api.streams import cursor as cursor_module
+    from http_api.streams.settings import StreamSettings
+    from http_api.streams.watchers import RunWatcher
+
+    tokens = [f"word{i} " for i in range(300)]
+    answer = "".join(tokens)
+    counting = CountingHashlib()
+
+    def stream(make_draft: Any) -> list[list[tuple[str, str, Any]]]:
+        async def main() -> list[list[tuple[str, str, Any]]]:
+            watcher = RunWatcher(("run", "r"), None, StreamSettings(), lambda w: None)  # type: ignore[arg-type]
+            watcher.confirmed_draft_seq = 5
+            clients = [Position(Cursor()) for _ in range(3)]
+            received: list[list[tuple[str, str, Any]]] = [[] for _ in clients]
+            for count in range(1, len(tokens) + 1):  # the tokens as the model call publishes them
+                watcher.draft = make_draft(watcher, "".join(tokens[:count]))
+                for position, events in zip(clients, received, strict=True):
+                    events += [parse(c) for c in position.pending(watcher)]  # type: ignore[arg-type]
+            return received
+
+        return asyncio.run(main())
+
+    reference = stream(lambda watcher, text: Draft(5, "m", text))  # each client fingerprints the text itself
+    monkeypatch.setattr(cursor_module, "hashlib", counting)
+    shared = stream(lambda watcher, text: watcher._on_live_draft(LiveDraft("r", 5, "m", text)) or watcher.draft)
+    assert shared == reference and client_text(shared[0]) == answer
+    assert counting.hashed <= 2 * len(answer)
