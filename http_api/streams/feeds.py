@@ -162,6 +162,7 @@ class WorkflowFeed:
         self.run_id = record.run_id
         self.gateway = WorkflowGateway(client)
         self.children = DurableGateway(client)
+        self._finished_children: dict[str, str] = {}  # a finished child's status, read no more
 
     async def read_state(self) -> Any:
         state = await self.gateway.state(self.run_id)
@@ -172,6 +173,14 @@ class WorkflowFeed:
         return state, children
 
     async def _child_status(self, run_id: str) -> str:
+        status = self._finished_children.get(run_id)
+        if status is None:
+            status = await self._read_child_status(run_id)
+            if status in FINAL_STATUSES:
+                self._finished_children[run_id] = status
+        return status
+
+    async def _read_child_status(self, run_id: str) -> str:
         child = await self.children.state(run_id)
         if child is not None and child.progress is not None:
             return child.progress.status
