@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import azure.durable_functions as df
-from azurefunctions.extensions.http.fastapi import StreamingResponse
+from azurefunctions.extensions.http.fastapi import Response
 
 from agent_runs.services import RunServices
 from http_api.models import FINAL_STATUSES
@@ -70,6 +70,9 @@ class ResponsePosition:
     def finished(self) -> bool:
         return self._ended or self.events.finished
 
+    def delivered(self, watcher: RunWatcher) -> bool:
+        return False  # resumed by `starting_after` (the events have no ids), which an `EventSource` never sends
+
     def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
         snapshot = watcher.snapshot
         response = build_response(snapshot, self.ref, background=self.background) if snapshot is not None else None
@@ -101,6 +104,6 @@ async def open_response_stream(
     *,
     starting_after: int | None = None,
     background: bool | None = None,
-) -> StreamingResponse:
+) -> Response:
     position = ResponsePosition(ref, starting_after, background)
     return await open_stream(lambda: ResponseFeed(services, client, run), ResponseFeed.kind, run.run_id, position)

@@ -8,7 +8,7 @@ Order within a batch: new updates (seq order), then the status if it changed, th
 written (only for a draft above the last update delivered: the update at a draft's seq covers it, so a resumed
 client never gets text twice; and only once every update below the draft is out, so text never runs ahead of the
 tool results and decisions it follows), then `done` once every update is out. Each event's `id:` is the cursor
-after it.
+after it; a client back with `done`'s id has had everything (`delivered`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any, Protocol
 
 from . import sse
@@ -31,13 +32,21 @@ class StreamPosition(Protocol):
         """The client has everything: the stream ends."""
         ...
 
+    def delivered(self, watcher: RunWatcher) -> bool:
+        """The client had everything before it connected (`done` included): the route answers 204 No Content."""
+        ...
+
     def pending(self, watcher: RunWatcher) -> Iterator[bytes]: ...
 
 
 class Position:
     def __init__(self, cursor: Cursor) -> None:
-        self.cursor = cursor
+        self._resumed_after_done = cursor.done
+        self.cursor = replace(cursor, done=False)  # a run reopened since (a rewind) goes on from there
         self.finished = False
+
+    def delivered(self, watcher: RunWatcher) -> bool:
+        return self._resumed_after_done and watcher.done is not None and self.cursor.seq >= watcher.last_seq
 
     def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
         """Everything the watcher has that this client has not been sent, advancing the cursor as it goes."""
@@ -53,16 +62,16 @@ class Position:
         if draft is not None and draft.seq > self.cursor.seq:
             data = self._delta(draft)
             if data is not None:
-                self.cursor = self.cursor.with_draft(draft.seq, draft.text)
+                self.cursor = self.cursor.with_draft(draft)
                 yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
             self.finished = True
-            yield sse.event("done", watcher.done, self.cursor.encode())
+            yield sse.event("done", watcher.done, replace(self.cursor, done=True).encode())
 
 
     def _delta(self, draft: Draft) -> dict[str, Any] | None:
         """The `delta` that brings this client's text of `draft` up to date, if it is behind."""
-        sent = self.cursor.sent_of(draft.seq, draft.text)
+        sent = self.cursor.sent_of(draft)
         if sent is None:  # a retried model call started its answer over: the text so far replaces what was sent
             return {"message_id": draft.message_id, "text": draft.text, "replace": True}
         if len(draft.text) > sent:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import azure.durable_functions as df
@@ -25,6 +25,8 @@ from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflow_models import FINAL_WORKFLOW_STATUSES
 from http_api.workflow_views import ENTRIES_PER_RESPONSE, build_workflow_view
 from session_store import RunRecord
+
+from .cursor import text_bytes, text_fingerprint, text_hasher
 
 log = logging.getLogger(__name__)
 # How often a stream of a run waiting for decisions looks for stalled ones, at most (a query of the run's approvals).
@@ -44,6 +46,30 @@ class Draft:
     seq: int
     message_id: str
     text: str
+    # Fingerprints of the text's starts by length (`cursor.text_fingerprint`), which every client of the run compares
+    # its cursor with: the watcher computes them once for all, the draft's growth sharing one table (`grown`).
+    known: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
+    hasher: Any = field(default=None, compare=False, repr=False)  # the hash of `text` so far, to extend
+
+    def fingerprint(self, length: int) -> str:
+        """The fingerprint of the first `length` characters."""
+        known = self.known.get(length)
+        if known is None:  # a client resumed at a length this watcher never had (another process's draft)
+            known = self.known[length] = text_fingerprint(self.text[:length])
+        return known
+
+    def grown(self, previous: Draft | None) -> Draft:
+        """This draft with its text's fingerprint; when it extends `previous` (the same answer, more tokens), hashed
+        from where `previous` ended, so each character is hashed once however long the answer and however many
+        clients follow it. A text that is not an extension (a retried model call started over) starts anew."""
+        if (previous is not None and previous.hasher is not None and previous.seq == self.seq
+                and self.text.startswith(previous.text)):
+            hasher, known = previous.hasher.copy(), previous.known
+            hasher.update(text_bytes(self.text[len(previous.text):]))
+        else:
+            hasher, known = text_hasher(self.text), {}
+        known[len(self.text)] = hasher.hexdigest()
+        return Draft(self.seq, self.message_id, self.text, known, hasher)
 
 
 class Feed(Protocol):
@@ -136,6 +162,7 @@ class WorkflowFeed:
         self.run_id = record.run_id
         self.gateway = WorkflowGateway(client)
         self.children = DurableGateway(client)
+        self._finished_children: dict[str, str] = {}  # a finished child's status, read no more
 
     async def read_state(self) -> Any:
         state = await self.gateway.state(self.run_id)
@@ -146,6 +173,14 @@ class WorkflowFeed:
         return state, children
 
     async def _child_status(self, run_id: str) -> str:
+        status = self._finished_children.get(run_id)
+        if status is None:
+            status = await self._read_child_status(run_id)
+            if status in FINAL_STATUSES:
+                self._finished_children[run_id] = status
+        return status
+
+    async def _read_child_status(self, run_id: str) -> str:
         child = await self.children.state(run_id)
         if child is not None and child.progress is not None:
             return child.progress.status

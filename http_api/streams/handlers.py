@@ -45,7 +45,7 @@ async def stream_workflow_run(req: Request, client: df.DurableOrchestrationClien
 
 
 @http_endpoint
-async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> StreamingResponse:
+async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> Response:
     services = RunServices.current()
     run = await run_or_404(services.store, req.route_params["run_id"])
     if is_workflow_run(run):
@@ -59,7 +59,7 @@ async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
 
 
 @http_endpoint
-async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> StreamingResponse:
+async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> Response:
     services = RunServices.current()
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
     position = Position(start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id))
@@ -67,10 +67,10 @@ async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrat
                              record.run_id, position)
 
 
-async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str,
-                      position: StreamPosition) -> StreamingResponse:
+async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str, position: StreamPosition) -> Response:
     """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
-    its failure raised before anything is sent), `position` deciding what the client is sent."""
+    its failure raised before anything is sent), `position` deciding what the client is sent. A client that has had
+    everything (back after `done`) gets 204 No Content: an `EventSource` stops reconnecting at a 204."""
     settings = current_settings(StreamSettings)
     lease = Lease(REGISTRY.acquire(kind, run_id, make_feed, settings))
     try:
@@ -82,6 +82,9 @@ async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str,
         # subscription never released keeps the watcher polling the run for as long as it runs.
         lease.release()
         raise
+    if position.delivered(lease.watcher):
+        lease.release()
+        return Response(status_code=204, headers=sse.HEADERS)
     events = stream_events(lease, position, settings.ping_seconds, settings.max_seconds)
     weakref.finalize(events, lease.release)  # a response never sent (client gone first) still lets the watcher go
     return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)

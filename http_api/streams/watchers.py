@@ -119,7 +119,7 @@ class RunWatcher:
         if draft.seq <= self.last_seq or self.done is not None:
             return  # already covered by a delivered update
         self._live_seq = draft.seq
-        self.draft = Draft(draft.seq, draft.message_id, draft.text)
+        self.draft = Draft(draft.seq, draft.message_id, draft.text).grown(self.draft)
         if draft.seq == self.confirmed_draft_seq:
             self._notify()
         else:
@@ -197,7 +197,7 @@ class RunWatcher:
             return
         current = self.draft
         if current is None or current.seq != seq or stored.text != current.text:
-            self.draft = stored
+            self.draft = stored.grown(current)
             self._notify()
 
 

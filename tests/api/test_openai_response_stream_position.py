@@ -84,3 +84,13 @@ def test_a_turn_the_look_does_not_have_yet_waits_for_the_next_look() -> None:
     watcher.snapshot = approval_run(decided=True, answered=True)
     events = parse(list(position.pending(watcher)))  # type: ignore[arg-type]
     assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+
+
+def test_a_lone_surrogate_in_the_draft_is_sent_as_a_replacement_character() -> None:
+    """A model may stream a lone UTF-16 surrogate: the delta carries U+FFFD (what UTF-8 JSON can say), the stream goes
+    on."""
+    position = ResponsePosition(ResponseRef(RUN, 2), starting_after=None, background=None)
+    watcher = FakeWatcher(approval_run(decided=True, answered=False), Draft(ANSWER_SEQ, f"{RUN}:m:20", "Se\ud800 nt"),
+                          ANSWER_SEQ)
+    events = parse(list(position.pending(watcher)))  # type: ignore[arg-type]
+    assert [e["delta"] for e in events if e["type"] == "response.output_text.delta"] == ["Se\ufffd "]

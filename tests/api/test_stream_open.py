@@ -127,3 +127,18 @@ async def test_a_stream_opened_after_a_rewind_follows_the_run_again_while_an_old
     finally:
         first.release()
     assert REGISTRY.stats(feed.run_id) == []
+
+
+def test_a_stream_ends_by_default_before_the_host_cuts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream is one HTTP invocation, cut by the host at `functionTimeout` (this app's host.json; 5 minutes on the
+    Consumption plan by default): unless told otherwise, a stream ends itself before, between events."""
+    from datetime import timedelta
+    from pathlib import Path
+
+    from devhost.http.host_config import HostConfig
+
+    monkeypatch.delenv("STREAM_MAX_SECONDS", raising=False)
+    app_timeout = HostConfig.load(Path(__file__).resolve().parents[2]).function_timeout
+    assert app_timeout is not None
+    limit = StreamSettings().max_seconds
+    assert 0 < limit < min(app_timeout, timedelta(minutes=5)).total_seconds()

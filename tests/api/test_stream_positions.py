@@ -4,6 +4,8 @@ gives the same updates and the same answer text as one uninterrupted client, not
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,3 +168,94 @@ def test_cursors_round_trip() -> None:
     for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-"),
                    Cursor(3, 18, 120, "-", "0a1b2c3d")):
         assert Cursor.parse(cursor.encode()) == cursor
+
+
+def test_a_lone_surrogate_in_the_answer_is_sent_as_a_replacement_character() -> None:
+    # A model may stream a lone UTF-16 surrogate (a JSON `\ud800` escape with no pair): no UTF-8 text, so the event
+    # carries U+FFFD as JSON encoders of UTF-8 do, and the stream goes on (resuming too: the cursor counts it once).
+    watcher = FakeWatcher(draft=Draft(5, "m", "Hi \ud800"), confirmed_draft_seq=5)
+    received = [parse(c) for c in Position(Cursor()).pending(watcher)]
+    watcher.draft = Draft(5, "m", "Hi \ud800 there \udc00\ud83d\ude00")
+    received += [parse(c) for c in Position(Cursor.parse(received[-1][1])).pending(watcher)]
+    assert client_text(received) == "Hi \ufffd there \ufffd\U0001f600"
+    watcher.set_status({"status": "completed", "note": "\udfff"})
+    watcher.draft, watcher.done = None, {"output": {"text": "Hi \ud800"}}
+    assert [parse(c)[2] for c in Position(Cursor.parse(received[-1][1])).pending(watcher)] == [
+        {"status": "completed", "note": "\ufffd"}, {"output": {"text": "Hi \ufffd"}}]
+
+
+def test_a_client_back_after_done_has_had_everything_unless_the_run_went_on() -> None:
+    watcher, steps = FakeWatcher(), timeline()
+    events = run_client(watcher, Position(Cursor()), steps, 0, len(steps))
+    assert events[-1][0] == "done" and events[-2][0] == "status"
+    assert Position(Cursor.parse(events[-1][1])).delivered(watcher)  # type: ignore[arg-type]
+    before_done = Position(Cursor.parse(events[-2][1]))  # the final status's id: `done` is still to come
+    assert not before_done.delivered(watcher)  # type: ignore[arg-type]
+    assert [e for e, _, _ in map(parse, before_done.pending(watcher))] == ["done"]  # type: ignore[arg-type]
+    # The run reopened (a rewind) and wrote more: `done`'s id resumes it like any other.
+    watcher.updates.append({"seq": 19, "message": "more"})
+    watcher.done = None
+    resumed = Position(Cursor.parse(events[-1][1]))
+    assert not resumed.delivered(watcher)  # type: ignore[arg-type]
+    assert [d for _, _, d in map(parse, resumed.pending(watcher))] == [{"seq": 19, "message": "more"}]
+
+
+class CountingHashlib:
+    """`hashlib` for `http_api.streams.cursor`, counting the bytes its fingerprints hash."""
+
+    def __init__(self) -> None:
+        self.hashed = 0
+
+    def blake2s(self, data: bytes = b"", **options: Any) -> Any:
+        counter = self
+
+        class Counted:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def update(self, more: bytes) -> None:
+                counter.hashed += len(more)
+                self.inner.update(more)
+
+            def copy(self) -> Counted:
+                return Counted(self.inner.copy())
+
+            def hexdigest(self) -> str:
+                return self.inner.hexdigest()
+
+        self.hashed += len(data)
+        return Counted(hashlib.blake2s(data, **options))
+
+
+def test_a_long_answer_is_fingerprinted_once_for_all_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every token of a live answer goes to every client with the cursor's text fingerprint: the run's watcher hashes
+    each character once (not the whole text twice per token per client, quadratic in the answer), and the clients
+    receive exactly what they received when each fingerprinted the text itself."""
+    from agent_runs.live_drafts import LiveDraft
+    from http_api.streams import cursor as cursor_module
+    from http_api.streams.settings import StreamSettings
+    from http_api.streams.watchers import RunWatcher
+
+    tokens = [f"word{i} " for i in range(300)]
+    answer = "".join(tokens)
+    counting = CountingHashlib()
+
+    def stream(make_draft: Any) -> list[list[tuple[str, str, Any]]]:
+        async def main() -> list[list[tuple[str, str, Any]]]:
+            watcher = RunWatcher(("run", "r"), None, StreamSettings(), lambda w: None)  # type: ignore[arg-type]
+            watcher.confirmed_draft_seq = 5
+            clients = [Position(Cursor()) for _ in range(3)]
+            received: list[list[tuple[str, str, Any]]] = [[] for _ in clients]
+            for count in range(1, len(tokens) + 1):  # the tokens as the model call publishes them
+                watcher.draft = make_draft(watcher, "".join(tokens[:count]))
+                for position, events in zip(clients, received, strict=True):
+                    events += [parse(c) for c in position.pending(watcher)]  # type: ignore[arg-type]
+            return received
+
+        return asyncio.run(main())
+
+    reference = stream(lambda watcher, text: Draft(5, "m", text))  # each client fingerprints the text itself
+    monkeypatch.setattr(cursor_module, "hashlib", counting)
+    shared = stream(lambda watcher, text: watcher._on_live_draft(LiveDraft("r", 5, "m", text)) or watcher.draft)
+    assert shared == reference and client_text(shared[0]) == answer
+    assert counting.hashed <= 2 * len(answer)

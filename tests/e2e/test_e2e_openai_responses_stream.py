@@ -475,3 +475,27 @@ def test_the_azure_openai_client_with_the_function_key(stream_app: InProcessApp,
         third = by_query.responses.create(model="helper", input="third", previous_response_id=streamed[-1].response.id)
         assert by_query.responses.retrieve(third.id).output_text == "Third."
         assert by_query.responses.input_items.list(third.id).data
+
+
+def test_a_lone_surrogate_in_the_answer_streams_as_a_replacement_character(
+    stream_app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """A model may stream a lone UTF-16 surrogate (a JSON `\\ud800` escape with no pair), which UTF-8 cannot carry:
+    the delta carries U+FFFD instead and the stream goes on to its terminal event. (The run itself cannot store such
+    an answer yet: it is cancelled here once the text has been streamed.)"""
+    model.set_script(Script.of("Broken \ud800 text and more words"))
+    model.hold_answers()
+    with client.responses.create(model="helper", input="hi", stream=True, background=True) as stream:
+        events = iter(stream)
+        seen = read_until(events, "response.in_progress")  # the stream is open: the answer's tokens come live
+        model.release_answers()
+        for event in events:
+            seen.append(event)
+            if event.type == "response.output_text.delta" and "\ufffd" in event.delta:
+                break
+        client.responses.cancel(seen[0].response.id)
+        stream_app.advance(60)  # the failed model call's retry timer: the cancel applies when the run wakes
+        seen += list(events)
+    check_events(seen)
+    assert deltas(seen).startswith("Broken \ufffd ")
+    assert seen[-1].type == "response.failed" and seen[-1].response.status == "cancelled"

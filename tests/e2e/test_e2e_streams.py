@@ -95,12 +95,17 @@ def test_a_finished_run_replays_from_the_beginning_and_ends(stream_app: InProces
     done = of(events, "done")[0]
     assert done["output"] == {"text": "The answer.", "finish_reason": "stop"} and done["continuation_token"] is None
     assert all(e.id for e in events)
-    # From the cursor of the last update: only the status and done again; from `done`'s cursor: only `done`.
+    # From the cursor of the last update: only the status and done again; from the final status's: only `done`.
     last_update = [e for e in events if e.event == "update"][-1]
     with sse(stream_app, started["run_id"], headers={"Last-Event-ID": last_update.id}) as source:
         assert [e.event for e in source.iter_sse()] == ["status", "done"]
-    with sse(stream_app, started["run_id"], params={"after": events[-1].id}) as source:
+    with sse(stream_app, started["run_id"], params={"after": events[-2].id}) as source:
         assert [e.event for e in source.iter_sse()] == ["done"]
+    # A client back after `done` (an `EventSource` reconnects by itself) has had everything: 204 No Content, which
+    # tells an `EventSource` to stop reconnecting; by `Last-Event-ID` as by `after`.
+    for options in ({"headers": {"Last-Event-ID": events[-1].id}}, {"params": {"after": events[-1].id}}):
+        again = stream_app.http.get(f"/api/runs/{started['run_id']}/stream", **options)
+        assert (again.status_code, again.content) == (204, b""), options
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
@@ -329,3 +334,25 @@ def test_a_client_that_leaves_releases_the_watcher(stream_app: InProcessApp, mod
             time.sleep(0.01)
     finally:
         model.release_answers()  # a failure above must not leave the run held for the host's stop
+
+
+def test_a_lone_surrogate_in_a_streamed_answer_goes_out_as_a_replacement_character(
+    stream_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A model may stream a lone UTF-16 surrogate (a JSON `\\ud800` escape with no pair), which UTF-8 cannot carry:
+    the delta carries U+FFFD instead, as UTF-8 JSON encoders write it, and the stream goes on to `done`. (The run
+    itself cannot store such an answer yet: it is cancelled here once the text has been streamed.)"""
+    model.set_script(Script.of("Sixteen chars ok" + "then \ud800 and the rest"))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    with sse(stream_app, run_id) as source:
+        events = source.iter_sse()
+        read_until(events, lambda e: e.event == "status")  # connected: the run's tokens come to this stream live
+        model.release_answers()
+        deltas = read_until(events, lambda e: e.event == "delta" and "\ufffd" in delta_text([e]))
+        assert stream_app.cancel(run_id).status_code == 202
+        stream_app.advance(60)  # the failed model call's retry timer: the cancel applies when the run wakes
+        rest = read_until(events, is_done)
+    assert delta_text(deltas) == "Sixteen chars okthen \ufffd and the rest"[:len(delta_text(deltas))]
+    assert of(rest, "done")[0]["status"] == "cancelled"

@@ -64,5 +64,44 @@ def test_a_workflow_stream_shows_steps_child_runs_and_the_gate(host: InProcessHo
     with connect_sse(host.client, "GET", f"/api/workflows/runs/{run_id}/stream") as source:
         replay = list(source.iter_sse())
     assert [e.json() for e in replay if e.event == "update"] == steps and replay[-1].event == "done"
+    # Back after `done` (an `EventSource` reconnects by itself): 204 No Content, which stops its reconnecting.
+    again = host.client.get(f"/api/workflows/runs/{run_id}/stream", headers={"Last-Event-ID": replay[-1].id})
+    assert again.status_code == 204
     refused = host.client.get(f"/api/runs/{run_id}/stream")
     assert refused.status_code == 404 and refused.json()["code"] == "run_is_a_workflow"
+
+
+def test_a_workflow_stream_reads_a_finished_child_run_no_more() -> None:
+    """The watcher reads each child run's status on every look (child runs move on without the workflow's status
+    changing); a finished child's status is final, so it is read once, and only running children are read again."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from http_api.streams.feeds import WorkflowFeed
+
+    statuses = {"child-a": "completed", "child-b": "in_progress"}
+    reads: list[str] = []
+
+    async def child_state(run_id: str) -> SimpleNamespace:
+        reads.append(run_id)
+        return SimpleNamespace(progress=SimpleNamespace(status=statuses[run_id]))
+
+    async def workflow_state(run_id: str) -> SimpleNamespace:
+        return SimpleNamespace(progress=SimpleNamespace(child_runs=["child-a", "child-b"]))
+
+    async def main() -> list[tuple[tuple[str, str], ...]]:
+        feed = WorkflowFeed(SimpleNamespace(), None, SimpleNamespace(run_id="wf"), "")  # type: ignore[arg-type]
+        feed.gateway = SimpleNamespace(state=workflow_state)  # type: ignore[assignment]
+        feed.children = SimpleNamespace(state=child_state)  # type: ignore[assignment]
+        looks = []
+        for _ in range(3):
+            looks.append((await feed.read_state())[1])
+        statuses["child-b"] = "failed"
+        looks.append((await feed.read_state())[1])
+        looks.append((await feed.read_state())[1])
+        return looks
+
+    looks = asyncio.run(main())
+    assert looks[:3] == [(("child-a", "completed"), ("child-b", "in_progress"))] * 3
+    assert looks[3:] == [(("child-a", "completed"), ("child-b", "failed"))] * 2
+    assert reads == ["child-a", "child-b", "child-b", "child-b", "child-b"]
