@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from agent_runs.live_drafts import LiveDraft, listening, publish
 from agent_runtime.conversation import ConversationLog, model_message_id
 from agent_runtime.messages import ChatResponseUpdate, Message, TextContent
+from agent_runtime.unicode_text import well_formed
 
 
 class DraftWriter:
@@ -104,7 +105,7 @@ class DraftWriter:
     async def _write(self) -> None:
         draft = Message(
             role="assistant",
-            contents=[TextContent(text=self._text)],
+            contents=[TextContent(text=well_formed(self._text))],  # a lone surrogate streamed could not be stored
             message_id=self._message_id,
             author_name=self._author_name,
         )

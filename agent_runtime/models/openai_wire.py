@@ -28,6 +28,7 @@ from ..messages import (
     TextContent,
     Usage,
 )
+from ..unicode_text import well_formed
 from .types import ChatOptions, ChatRequest, NamedToolChoice, ResponseFormat, ToolSpec
 
 MaxTokensParameter = Literal["max_tokens", "max_completion_tokens"]
@@ -180,13 +181,17 @@ def from_openai_completion(completion: ChatCompletion) -> ChatResponse:
     contents: list[Any] = []
     text = wire.content if wire.content is not None else wire.refusal
     if text:
-        contents.append(TextContent(text=text))
+        contents.append(TextContent(text=well_formed(text)))
     for call in wire.tool_calls or []:
         function = getattr(call, "function", None)
         if function is None:  # custom (non-function) tools are not used by this runtime
             continue
         contents.append(
-            FunctionCallContent(call_id=call.id, name=function.name, arguments=parse_arguments(function.arguments))
+            FunctionCallContent(
+                call_id=call.id,
+                name=well_formed(function.name),
+                arguments=parse_arguments(well_formed(function.arguments) if function.arguments else None),
+            )
         )
     return ChatResponse(
         messages=[Message(role="assistant", contents=contents)],
@@ -264,13 +269,19 @@ def _usage_of(usage: dict[str, Any] | None) -> Usage | None:
 
 
 def assemble_response(updates: Iterable[ChatResponseUpdate]) -> ChatResponse:
-    """The `ChatResponse` a stream amounts to, with tool-call arguments parsed like a non-streamed response's."""
+    """The `ChatResponse` a stream amounts to, with tool-call arguments parsed like a non-streamed response's, and its
+    text well-formed (a lone surrogate the model streamed could not be stored: `unicode_text`)."""
     response = ChatResponse.from_updates(updates)
     for message in response.messages:
-        message.contents = [
-            c.model_copy(update={"arguments": parse_arguments(c.arguments)})
-            if isinstance(c, FunctionCallContent) and isinstance(c.arguments, str)
-            else c
-            for c in message.contents
-        ]
+        message.contents = [_received(c) for c in message.contents]
     return response
+
+
+def _received(content: Any) -> Any:
+    if isinstance(content, TextContent):
+        text = well_formed(content.text)
+        return content if text is content.text else content.model_copy(update={"text": text})
+    if isinstance(content, FunctionCallContent) and isinstance(content.arguments, str):
+        arguments = parse_arguments(well_formed(content.arguments))
+        return content.model_copy(update={"name": well_formed(content.name), "arguments": arguments})
+    return content

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent_runtime.unicode_text import utf8  # a lone surrogate a model streamed goes out as U+FFFD
+
 PING = b": ping\n\n"
 MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -17,11 +19,3 @@ def event(name: str, data: Any, event_id: str | None = None) -> bytes:
     return utf8(f"event: {name}\n{id_line}data: {body}\n\n")
 
 
-def utf8(text: str) -> bytes:
-    """`text` as UTF-8. A model may stream a lone UTF-16 surrogate (a JSON `\\ud800` escape with no pair), which is no
-    text: it becomes U+FFFD, as UTF-8 JSON encoders write it, instead of failing the stream (a pair split across two
-    deltas, which meet in the draft, becomes its character)."""
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace").encode()
