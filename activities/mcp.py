@@ -12,21 +12,26 @@ DISCOVERY_FAILED = "tool_discovery_failed"
 
 @activity(compact=True)
 async def discover_tools(run: RunRef) -> ToolDiscoveryResult:
-    """How many tools were recorded, or a `StepFailure` when a required server cannot be listed (after the client's
-    own retries): the run then fails with a reason naming the server."""
+    """How many tools were recorded (and left out for their schema: the run's record and view name them), or a
+    `StepFailure` when a required server cannot be listed (after the client's own retries) or every tool it allows
+    was left out: the run then fails with a reason naming the server."""
     from agent_runtime.mcp.discovery import McpDiscoveryError
     from agent_runtime.mcp.discovery import discover_tools as discover
 
     ctx = StepContext.for_run(run)
     record = await ctx.store.get_run(run.run_id)
-    if record is not None and record.discovered_tools is not None:
-        return ToolsDiscovered(tools=len(record.discovered_tools))  # a retry: the first list stands
+    if record is not None and record.discovered_tools is not None:  # a retry: the first list stands
+        return ToolsDiscovered(tools=len(record.discovered_tools), skipped_tools=len(record.skipped_tools))
     agent = ctx.agent
     try:
         discovered = await discover(agent.mcp_servers, [t.name for t in agent.tools])
     except (McpDiscoveryError, McpConfigurationError) as error:
         return StepFailure(code=DISCOVERY_FAILED, message=str(error))
     stored = await ctx.store.record_run_tools(
-        run.run_id, [spec.model_dump(mode="json") for spec in discovered.tools]
+        run.run_id, [spec.model_dump(mode="json") for spec in discovered.tools], discovered.recorded_skips()
     )
-    return ToolsDiscovered(tools=len(stored.discovered_tools or []), skipped_servers=discovered.skipped_servers)
+    return ToolsDiscovered(
+        tools=len(stored.discovered_tools or []),
+        skipped_servers=discovered.skipped_servers,
+        skipped_tools=len(stored.skipped_tools),
+    )

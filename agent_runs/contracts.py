@@ -99,10 +99,12 @@ class StepFailure(_Payload):
 
 class ToolsDiscovered(_Payload):
     """`discover_tools`: the run's MCP tools are recorded (`tools`: how many), bar optional servers that could not be
-    listed. No `kind`: histories hold it as it always was; `extra="forbid"` tells it from a `StepFailure`."""
+    listed and tools left out for their input schema (`skipped_tools`: how many; the run's record names them). No
+    `kind`: histories hold it as it always was; `extra="forbid"` tells it from a `StepFailure`."""
 
     tools: int
     skipped_servers: list[str] = Field(default_factory=list)
+    skipped_tools: int = 0
 
 
 ToolDiscoveryResult = ToolsDiscovered | StepFailure

@@ -128,6 +128,14 @@ class RunLinks(BaseModel):
     session: str
 
 
+class SkippedTool(BaseModel):
+    """An MCP tool the run does not offer: its input schema is invalid or refused (`reason`, cut to 300 characters)."""
+
+    server: str
+    tool: str
+    reason: str
+
+
 class RunView(BaseModel):
     """The body of every run response (start, poll)."""
 
@@ -150,6 +158,10 @@ class RunView(BaseModel):
     error: RunError | None = None
     rewinds: list[dict[str, Any]] = Field(
         default_factory=list, description="each rewind of the run: who, when, from which step (POST .../rewind)"
+    )
+    skipped_tools: list[SkippedTool] = Field(
+        default_factory=list,
+        description="MCP tools left out of the run when it listed them, for their input schema (the first 50)",
     )
     continuation_token: str | None = None
     links: RunLinks

@@ -24,6 +24,7 @@ from http_api.models import (
     RunStatus,
     RunUpdate,
     RunView,
+    SkippedTool,
     Usage,
 )
 from http_api.token_binding import bound_to
@@ -177,6 +178,7 @@ async def build_run_view(
         partial_output=None if run.finished else await partial_output(store, run, state),
         error=_client_error(run.error),
         rewinds=run.rewinds,
+        skipped_tools=[SkippedTool.model_validate(skipped) for skipped in run.skipped_tools],
         continuation_token=token,
         links=links(base_url, run),
     )

@@ -462,12 +462,14 @@ class CosmosSessionStore:
         raise ConflictError(f"session {run.session_id!r} kept changing; could not release run {run.run_id!r}")
 
     @_on_portal
-    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
+    async def record_run_tools(
+        self, run_id: str, tools: Sequence[JsonObject], skipped: Sequence[JsonObject] = ()
+    ) -> RunRecord:
         for _ in range(MAX_ETAG_ROUNDS):
             run = await self._get_run(run_id)
             if run is None:
                 raise NotFoundError("run", run_id)
-            updated = rules.record_tools(run, list(tools), self._clock())
+            updated = rules.record_tools(run, list(tools), self._clock(), list(skipped))
             if updated is None:
                 return run  # recorded before (a retried discovery): the first list stays
             ensure_fits("run", run_id, updated)

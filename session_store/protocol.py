@@ -23,13 +23,13 @@ Runs
     passes ``session_id`` (one read fewer on Cosmos; a run of another session is then ``None``). ``update_run``
     changes the mutable fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal
     status (the first finish wins) and releases the session if this run holds it. ``record_run_tools`` stores the
-    tools discovered for a run once: the first list wins and is returned to every later caller. ``list_owner_runs``
-    pages one owner's runs newest first (optionally by status and agent). ``reopen_run`` makes a failed run, the
-    latest of its session, its session's active run again with ``rewind`` appended to its ``rewinds``
-    (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen (or, when a new run took the
-    session meanwhile, fails the run again and raises). ``after_rewinds``: the run must have that many rewinds, as the
-    caller read it (``RunNotReopenableError`` ``not_failed`` once another rewind came first, even one that failed
-    again since: the caller's resume point is of the earlier failure).
+    tools discovered for a run once (with those left out): the first list wins and is returned to every later caller.
+    ``list_owner_runs`` pages one owner's runs newest first (optionally by status and agent). ``reopen_run`` makes a
+    failed run, the latest of its session, its session's active run again with ``rewind`` appended to its
+    ``rewinds`` (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen (or, when a new run
+    took the session meanwhile, fails the run again and raises). ``after_rewinds``: the run must have that many
+    rewinds, as the caller read it (``RunNotReopenableError`` ``not_failed`` once another rewind came first, even one
+    that failed again since: the caller's resume point is of the earlier failure).
 Approvals
     ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
     from the id alone (or, like ``get_run``, with the ``session_id`` the caller knows); ``decide_approval`` is
@@ -168,7 +168,9 @@ class SessionStore(Protocol):
 
     async def list_runs(self, session_id: str) -> list[RunRecord]: ...
 
-    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord: ...
+    async def record_run_tools(
+        self, run_id: str, tools: Sequence[JsonObject], skipped: Sequence[JsonObject] = ()
+    ) -> RunRecord: ...
 
     async def reopen_run(self, run_id: str, rewind: JsonObject, *, after_rewinds: int | None = None) -> RunRecord: ...
 

@@ -89,6 +89,11 @@ class RunRecord(_Record):
         default=None,
         description="the tools discovered for the run when it started (MCP): written once by record_run_tools",
     )
+    skipped_tools: list[JsonObject] = Field(
+        default_factory=list,
+        description="MCP tools left out of the run for their input schema (`server`, `tool`, `reason`): written with "
+        "discovered_tools",
+    )
     owner_id: str | None = Field(default=None, description="the principal that started the run")
     owner_name: str | None = None
     rewinds: list[JsonObject] = Field(

@@ -477,14 +477,16 @@ class SqliteSessionStore:
 
         return await self._point(op)
 
-    async def record_run_tools(self, run_id: str, tools: Sequence[JsonObject]) -> RunRecord:
+    async def record_run_tools(
+        self, run_id: str, tools: Sequence[JsonObject], skipped: Sequence[JsonObject] = ()
+    ) -> RunRecord:
         def op() -> RunRecord:
             now = self._now()
             with self._tx() as conn:
                 run = self._get_run(conn, run_id, now)
                 if run is None:
                     raise NotFoundError("run", run_id)
-                updated = rules.record_tools(run, list(tools), now)
+                updated = rules.record_tools(run, list(tools), now, list(skipped))
                 if updated is None:
                     return run
                 ensure_fits("run", run_id, updated)

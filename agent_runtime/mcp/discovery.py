@@ -30,7 +30,9 @@ MAX_TOOLS = 128  # OpenAI's limit of tools per request
 MAX_RECORDED_BYTES = 1024 * 1024
 """The run's list as recorded (UTF-8 JSON) in its store record, one item of at most 2 MB (Cosmos): 128 tools of up
 to 64,000-character schemas would be 8 MB."""
-_MAX_REASON_CHARS = 500  # a left-out tool's name and reason as logged: the server's text (an error quotes its schema)
+_MAX_REASON_CHARS = 300  # a left-out tool's name and reason as logged and recorded: the server's text (an error
+# quotes its schema)
+MAX_RECORDED_SKIPS = 50  # left-out tools a run records (its view shows them): each one is logged all the same
 
 
 class McpDiscoveryError(RuntimeError):
@@ -53,6 +55,10 @@ class DiscoveredTools(BaseModel):
     def names(self) -> list[str]:
         return [t.name for t in self.tools]
 
+    def recorded_skips(self) -> list[dict[str, str]]:
+        """The left-out tools as the run records them (JSON): the first `MAX_RECORDED_SKIPS`."""
+        return [skipped.model_dump(mode="json") for skipped in self.skipped_tools[:MAX_RECORDED_SKIPS]]
+
 
 async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str] = ()) -> DiscoveredTools:
     """List every server's tools (concurrently), keep the allowed ones and name them for the model."""
@@ -64,11 +70,15 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
         if not isinstance(outcome, BaseException):
             try:  # off the loop: a large schema takes ~0.1 s to check
                 usable, left_out = await check_off_loop(_usable_tools, server, outcome)
-                found.extend(usable)
-                skipped_tools.extend(left_out)
-                continue
             except McpDiscoveryError as refused:
                 outcome = refused  # more tools than a run offers: as a server that cannot be listed
+            else:
+                skipped_tools.extend(left_out)
+                if usable or not left_out:
+                    found.extend(usable)
+                    continue
+                # Every tool it allows was left out: the run would go on without the server, as if it were down.
+                outcome = McpDiscoveryError(_none_offered(left_out))
         if not isinstance(outcome, Exception):
             raise outcome
         reason = str(outcome) or type(outcome).__name__
@@ -95,6 +105,14 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
     ]
     _check_recorded_size(tools)
     return DiscoveredTools(tools=tools, skipped_servers=skipped, skipped_tools=skipped_tools)
+
+
+def _none_offered(left_out: Sequence[SkippedTool]) -> str:
+    first = left_out[0]
+    return (
+        f"none of the tools it allows can be offered: {len(left_out)} left out for their input schema (the first,"
+        f" {first.tool!r}: its input schema {first.reason})"
+    )
 
 
 def _check_recorded_size(tools: Sequence[McpToolSpec]) -> None:

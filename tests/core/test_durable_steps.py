@@ -254,6 +254,7 @@ def test_parse_validates_what_durable_hands_back() -> None:
     [
         # `discover_tools` results as histories hold them: a count, or a failure (no `kind` on the count).
         (discover_tools, {"tools": 2, "skipped_servers": ["optional"]}, ToolsDiscovered),
+        (discover_tools, {"tools": 1, "skipped_tools": 3}, ToolsDiscovered),
         (discover_tools, {"kind": "step_failure", "code": "tool_discovery_failed", "message": "down"}, StepFailure),
         (call_model, {"kind": "model_turn", "has_text": True}, ModelTurn),
         (call_model, {"kind": "step_failure", "code": "cancelled", "message": "the run was cancelled"}, StepFailure),

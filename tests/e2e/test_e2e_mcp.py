@@ -232,6 +232,71 @@ def test_a_required_server_down_at_the_start_fails_the_run(
     assert run_record(mcp_app, started["run_id"]).discovered_tools is None
 
 
+REMOTE_REF = "https://example.invalid/transfer.json"  # refused at discovery (never fetched)
+
+
+def refuse_transfer(server: McpServerProcess, ref: str = REMOTE_REF) -> None:
+    """The server lists `transfer` with an input schema the app refuses: a `$ref` to a remote document."""
+    schema = {"type": "object", "properties": {"to": {"$ref": ref}}}
+    (server.state / "schemas.json").write_text(json.dumps({"transfer": schema}))
+
+
+def test_the_run_view_names_the_tools_left_out_and_why(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    """Before, a left-out tool showed only in the host's logs; the run's view (and record) now name it, why, with
+    what the server wrote cut to 300 characters and at most 50 tools (here 60 are left out)."""
+    long_ref = f"https://example.invalid/{'x' * 400}.json"
+    refuse_transfer(mcp_server, long_ref)
+    (mcp_server.state / "copies.json").write_text(json.dumps({"transfer": 59}))  # transfer_1 ... transfer_59
+    model.set_script(Script.of("Done."))
+    started = mcp_app.start(agent="mcp_helper", input="pay")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "completed", view
+    assert model.log.requests[0].tool_names == ["echo", *(t for t in MCP_TOOLS if t != "transfer")]
+    skipped = view["skipped_tools"]
+    assert [(s["server"], s["tool"]) for s in skipped] == [
+        ("tools", name) for name in ["transfer", *(f"transfer_{i}" for i in range(1, 50))]
+    ]
+    assert all(s["reason"].startswith("is refused: ") and len(s["reason"]) == 300 for s in skipped), skipped[0]
+    assert long_ref[:100] in skipped[0]["reason"]
+    assert run_record(mcp_app, started["run_id"]).skipped_tools == skipped
+    assert API_KEY not in json.dumps(view)
+
+
+def test_a_required_server_whose_every_allowed_tool_is_left_out_fails_the_run(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    """Before, the run went on without any of the server's tools (as if it had none); now it fails as when the
+    server is down, naming the server and the tool."""
+    refuse_transfer(mcp_server)
+    model.set_script(Script.of("never asked"))
+    started = mcp_app.start(agent="mcp_transfer_only", input="pay")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "failed", view
+    message = view["error"]["message"]
+    assert view["error"]["code"] == "tool_discovery_failed", view
+    assert message.startswith("MCP server 'tools': none of the tools it allows can be offered")
+    assert "'transfer'" in message and REMOTE_REF in message, message
+    assert len(model.log) == 0 and run_record(mcp_app, started["run_id"]).discovered_tools is None
+
+
+def test_an_optional_server_whose_every_allowed_tool_is_left_out_is_skipped(
+    mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
+) -> None:
+    """The run goes on without the server (its warning: `test_e2e_schema_refs`), and its view says why."""
+    refuse_transfer(mcp_server)
+    model.set_script(Script.of("Done."))
+    started = mcp_app.start(agent="mcp_transfer_optional", input="pay")
+    mcp_app.settle()
+    view = mcp_app.view(started["run_id"])
+    assert view["status"] == "completed", view
+    assert model.log.requests[0].tool_names == ["echo"]
+    assert [(s["server"], s["tool"]) for s in view["skipped_tools"]] == [("tools", "transfer")]
+
+
 def test_stdio_server_discovery_and_calls(mcp_app: InProcessApp, model: ScriptedModelServer, tmp_path: Path) -> None:
     model.set_script(Script.of(Reply.call("echo", {"text": "hi"}), Reply.call("record", {"item": "fig"}), "Ok."))
     started = mcp_app.start(agent="mcp_stdio", input="go")

@@ -252,3 +252,24 @@ async def test_a_refused_schema_leaves_out_that_tool_of_a_required_or_optional_s
         [skipped] = discovered.skipped_tools
         assert (skipped.server, skipped.tool) == ("bad", "transfer") and recording.url() in skipped.reason
     assert recording.requests == []
+
+
+async def test_a_server_whose_every_allowed_tool_is_refused_counts_as_one_that_cannot_be_listed(
+    mcp_server: McpServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Required: discovery fails naming the server, the tool and why (the run would otherwise go on without any of
+    its tools). Optional: skipped with the warning of a skipped server; the left-out tool is still reported."""
+    from agent_runtime.mcp import McpServer
+    from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
+
+    list_schemas(mcp_server, {"transfer": object_with("https://example.invalid/t.json")})
+    server = McpServer(name="bad", url=mcp_server.url, attempts=1, allowed_tools=["transfer"])
+    with pytest.raises(McpDiscoveryError) as failed:
+        await discover_tools([server])
+    assert str(failed.value).startswith("MCP server 'bad': none of the tools it allows can be offered: 1 left out")
+    assert "'transfer': its input schema is refused" in str(failed.value), failed.value
+    with caplog.at_level("WARNING", logger="agent_runtime.mcp.discovery"):
+        optional = await discover_tools([server.model_copy(update={"required": False})])
+    assert (optional.skipped_servers, optional.tools) == (["bad"], [])
+    assert [(s.server, s.tool) for s in optional.skipped_tools] == [("bad", "transfer")]
+    assert any(r.getMessage().startswith("MCP server 'bad' skipped for this run: none of") for r in caplog.records)

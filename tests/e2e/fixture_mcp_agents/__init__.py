@@ -63,3 +63,17 @@ mcp_stdio = AgentDefinition(
         )
     ],
 )
+
+mcp_transfer_only = AgentDefinition(
+    name="mcp_transfer_only",
+    description="Test agent that allows one tool of its (required) MCP server.",
+    instructions="You are a test agent.",
+    tools=[echo, remote.model_copy(update={"allowed_tools": ["transfer"]})],
+)
+
+mcp_transfer_optional = AgentDefinition(
+    name="mcp_transfer_optional",
+    description="Test agent that allows one tool of an optional MCP server.",
+    instructions="You are a test agent.",
+    tools=[echo, remote.model_copy(update={"allowed_tools": ["transfer"], "required": False})],
+)
