@@ -809,3 +809,29 @@ def test_every_unknown_route_answers_in_the_apis_error_shape(app: InProcessApp, 
     assert app.http.get("/api/agents/helper").status_code == 200
     assert app.http.get("/api/v1/models/helper").status_code == 200
     assert app.http.get(f"/api/runs/{'0' * 32}").json()["code"] == "run_not_found"  # its own 404, not the fallback
+
+
+def test_include_on_create_and_retrieve(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """`include` is read, on create and on retrieve (`include[]` in the query, every value): values naming items a
+    response here never has change nothing; logprobs, which no agent model reports, are refused by name; an unknown
+    value is OpenAI's 400 `invalid_value`."""
+    model.set_script(Script.of("Plain answer.", "Second answer."))
+    created = client.responses.create(model="helper", input="hi")
+    again = client.responses.retrieve(created.id, include=["file_search_call.results", "reasoning.encrypted_content"])
+    assert again.model_dump(exclude={"background"}) == created.model_dump(exclude={"background"})  # GET: not stored
+    for include, param, code in [
+        (["message.output_text.logprobs"], "include[0]", "unsupported_parameter"),
+        (["file_search_call.results", "no.such.value"], "include[1]", "invalid_value"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.retrieve(created.id, include=include)  # type: ignore[arg-type]
+        assert (refused.value.body["param"], refused.value.body["code"]) == (param, code)  # type: ignore[index]
+        assert refused.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as on_stream:
+            client.responses.retrieve(created.id, include=include, stream=True)  # type: ignore[arg-type]
+        assert on_stream.value.body["param"] == param  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as on_create:
+            client.responses.create(model="helper", input="hi", include=include)  # type: ignore[arg-type]
+        assert (on_create.value.body["param"], on_create.value.body["code"]) == (param, code)  # type: ignore[index]
+    with_include = client.responses.create(model="helper", input="hi", include=["reasoning.encrypted_content"])
+    assert with_include.output_text == "Second answer."
