@@ -877,3 +877,36 @@ def test_polling_the_turns_of_an_approval(app: InProcessApp, client: OpenAI, mod
     # The same turn (its usage is the run's total so far, as every turn's).
     assert client.responses.retrieve(first.id).model_dump(exclude={"usage"}) == first.model_dump(exclude={"usage"})
     assert_official_shape(app, f"{first.id}_2")
+
+
+
+def test_stateless_function_calls_go_back_with_all_their_outputs(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """A stateless input list may repeat a model turn's tool calls as function_call + function_call_output items:
+    with every output it continues the conversation (it was refused: each output passed over the next stored
+    item); with only some of them it is OpenAI's 400 for a call without its output."""
+    both = [*Reply.call("lookup", {"key": "a"}).tool_calls, *Reply.call("lookup", {"key": "b"}).tool_calls]
+    model.set_script(Script.of(Reply(tool_calls=both), "a and b.", "Next."))
+    first = client.responses.create(model="helper", input="What are a and b?")
+    calls = [item for item in first.output if item.type == "mcp_call"]
+    made: list[Any] = [
+        {"type": "function_call", "call_id": c.id.removeprefix("mcp_"), "name": c.name, "arguments": c.arguments}
+        for c in calls
+    ]
+    outputs: list[Any] = [
+        {"type": "function_call_output", "call_id": c.id.removeprefix("mcp_"), "output": c.output} for c in calls
+    ]
+    answer = [item.model_dump(exclude_none=True) for item in first.output if item.type == "message"]
+    start: list[Any] = [{"role": "user", "content": "What are a and b?"}, *made]
+    follow_up = {"role": "user", "content": "Next?"}
+    with pytest.raises(openai.BadRequestError) as partial:
+        client.responses.create(model="helper", input=[*start, outputs[0], *answer, follow_up])
+    assert partial.value.body == {  # type: ignore[comparison-overlap]
+        "message": f"No tool output found for function call {made[1]['call_id']}.",
+        "type": "invalid_request_error",
+        "param": "input[2]",
+        "code": "tool_output_missing",
+    }
+    second = client.responses.create(model="helper", input=[*start, *outputs, *answer, follow_up])
+    assert (second.output_text, second.previous_response_id) == ("Next.", first.id)
