@@ -340,6 +340,7 @@ async def list_input_items(req: func.HttpRequest, client: df.DurableOrchestratio
     services = RunServices.current()
     ref, run = await _response_run(services, req.route_params["response_id"])
     query = parse_query(req, InputItemsQuery)
+    check_include(query_include(req.url))
     gateway = DurableGateway(client)
     snapshot = await read_snapshot(services, gateway, run, await gateway.state(run.run_id))
     if build_response(snapshot, ref) is None:

@@ -166,6 +166,7 @@ class InputItemsQuery(_Wire):
     before: str | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 20
     order: Literal["asc", "desc"] = "desc"
+    include: str | None = Field(default=None, alias="include[]")  # every value: `includes.query_include`
 
 
 class RetrieveQuery(_Wire):

@@ -828,6 +828,8 @@ def test_include_on_create_and_retrieve(app: InProcessApp, client: OpenAI, model
     created = client.responses.create(model="helper", input="hi")
     again = client.responses.retrieve(created.id, include=["file_search_call.results", "reasoning.encrypted_content"])
     assert again.model_dump(exclude={"background"}) == created.model_dump(exclude={"background"})  # GET: not stored
+    [item] = client.responses.input_items.list(created.id, include=["file_search_call.results"]).data
+    assert item.type == "message"
     for include, param, code in [
         (["message.output_text.logprobs"], "include[0]", "unsupported_parameter"),
         (["file_search_call.results", "no.such.value"], "include[1]", "invalid_value"),
@@ -836,6 +838,9 @@ def test_include_on_create_and_retrieve(app: InProcessApp, client: OpenAI, model
             client.responses.retrieve(created.id, include=include)  # type: ignore[arg-type]
         assert (refused.value.body["param"], refused.value.body["code"]) == (param, code)  # type: ignore[index]
         assert refused.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as on_items:
+            client.responses.input_items.list(created.id, include=include)  # type: ignore[arg-type]
+        assert on_items.value.body["param"] == param  # type: ignore[index]
         with pytest.raises(openai.BadRequestError) as on_stream:
             client.responses.retrieve(created.id, include=include, stream=True)  # type: ignore[arg-type]
         assert on_stream.value.body["param"] == param  # type: ignore[index]
