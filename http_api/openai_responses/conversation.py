@@ -11,6 +11,8 @@ first, as the Responses routes show them) and keeps only what is new:
   stored message after the last matched item, or it is new;
 - an `mcp_approval_response` repeats the decision stored for its request, or is new: it decides an open request, or
   the approval path refuses it (409 for a request decided otherwise, as for any decision);
+- a `function_call` repeats the stored call of its call id and goes back with its `function_call_output` (a model
+  turn's outputs complete, as OpenAI requires: one missing is its 400), before the next stored item;
 - reasoning items carry nothing that takes effect here (this server produces none) and are skipped;
 - once a new item came, no stored item may follow, and a conversation the client repeated must not have moved on
   past what it repeated (the client would be branching from an earlier point, which a durable session cannot do).
@@ -173,15 +175,17 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
             code="input_contradicts_conversation",
         )
 
-    def matched(entry: Entry, at: int) -> None:
+    def matched(entry: Entry, at: int, *, after_its_call: bool = False) -> None:
+        """`entry` repeats `stored[at]`; a function_call_output repeats the call it follows (its `mcp_call`, which
+        `at` names, may be behind: the position stays where it is, else it would pass over the next stored item)."""
         nonlocal position
         if result.new:
             first = result.new[0]
             raise contradiction(entry, f"it repeats a stored item after the new item {first.param}")
-        if at < position:
+        if at < position and not after_its_call:
             raise contradiction(entry, f"the stored item '{stored[at].id}' comes earlier in the conversation")
         result.repeated += 1
-        position = at + 1
+        position = max(position, at + 1)
 
     for entry in entries:
         if entry.kind in ("reasoning", "mcp_list_tools"):
@@ -217,7 +221,7 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
                 raise contradiction(entry, "its tool or arguments differ from the stored call's")
             if entry.kind == "function_call_output" and entry.output is not None and entry.output != call.output:
                 raise contradiction(entry, "its output differs from the stored call's")
-            matched(entry, max(at, position) if entry.kind == "function_call_output" else at)
+            matched(entry, at, after_its_call=entry.kind == "function_call_output")
             continue
         at = by_id.get(entry.id) if entry.id is not None else None
         if at is not None:
@@ -242,6 +246,7 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
         if entry.role == "assistant" and result.repeated:
             raise contradiction(entry, "an assistant message that is not the stored one continues the conversation")
         result.new.append(entry)
+    _check_outputs(entries)
     if result.new and result.repeated:
         moved_on = _find(stored, position, lambda item: is_message(item) or isinstance(item, McpCall))
         if moved_on is not None:
@@ -252,3 +257,17 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
                 "is missing); send the whole conversation, or continue it with previous_response_id",
             )
     return result
+
+
+def _check_outputs(entries: list[Entry]) -> None:
+    """Every function_call sent comes with its function_call_output, as OpenAI requires of an input list (its error,
+    word for word): a model turn's outputs go back complete, never some of them."""
+    answered = {e.call_id for e in entries if e.kind == "function_call_output"}
+    missing = next((e for e in entries if e.kind == "function_call" and e.call_id not in answered), None)
+    if missing is not None:
+        raise openai_error(
+            400,
+            f"No tool output found for function call {missing.call_id}.",
+            param=missing.param,
+            code="tool_output_missing",
+        )

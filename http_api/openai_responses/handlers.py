@@ -29,6 +29,7 @@ from http_api.models import FINAL_STATUSES, ApprovalDecisionRequest
 from http_api.openai_responses.errors import openai_endpoint, openai_error, unsupported
 from http_api.openai_responses.hosted_tools import tool_policy
 from http_api.openai_responses.ids import ResponseRef, parse_response_id
+from http_api.openai_responses.includes import check_include, query_include
 from http_api.openai_responses.mapping import batch_of, build_response, input_items, turn_count
 from http_api.openai_responses.models import (
     FINAL_RESPONSE_STATUSES,
@@ -293,6 +294,7 @@ async def get_response(
 ) -> func.HttpResponse | StreamingResponse:
     services = RunServices.current()
     query = parse_query(req, RetrieveQuery)
+    check_include(query_include(req.url))
     if query.starting_after is not None and not query.stream:
         raise openai_error(400, "'starting_after' is only valid with stream=true.", param="starting_after")
     ref, run = await _response_run(services, req.route_params["response_id"])
@@ -338,6 +340,7 @@ async def list_input_items(req: func.HttpRequest, client: df.DurableOrchestratio
     services = RunServices.current()
     ref, run = await _response_run(services, req.route_params["response_id"])
     query = parse_query(req, InputItemsQuery)
+    check_include(query_include(req.url))
     gateway = DurableGateway(client)
     snapshot = await read_snapshot(services, gateway, run, await gateway.state(run.run_id))
     if build_response(snapshot, ref) is None:

@@ -235,7 +235,7 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
     overrides = RunOverrides.from_record(run.overrides)
     placed, batch_ends = _placed_items(snapshot)
     turns = len(batch_ends) + 1
-    if ref.turn > turns:
+    if ref.turn > turns or _not_answered_yet(snapshot, ref.turn, batch_ends):
         return None
     low = batch_ends[ref.turn - 2] if ref.turn >= 2 else -math.inf
     high = batch_ends[ref.turn - 1] if ref.turn <= len(batch_ends) else math.inf
@@ -286,6 +286,15 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
         ),
         metadata={k: str(v) for k, v in run.metadata.items()},
     )
+
+
+def _not_answered_yet(snapshot: RunSnapshot, turn: int, batch_ends: list[int]) -> bool:
+    """The run waits for decisions on the batch that ended turn - 1 and none is made yet: turn `turn` starts with
+    the first (the client's `mcp_approval_response`, or an approver's decision elsewhere); before it, it is a
+    response nobody created (its id is only known ahead), not one listing the same requests again."""
+    if turn < 2 or turn != len(batch_ends) + 1 or snapshot.status != "requires_action":
+        return False
+    return all(a.status == "pending" for a in _batch_approvals(snapshot, turn - 1, batch_ends))
 
 
 def _batch_approvals(snapshot: RunSnapshot, turn: int, batch_ends: list[int]) -> list[ApprovalRecord]:

@@ -158,6 +158,7 @@ class CreateResponseRequest(_Wire):
     metadata: Annotated[dict[MetadataKey, MetadataValue], Field(max_length=16)] | None = None
     text: TextConfig | None = None
     tools: Annotated[list[dict[str, Any]], Field(max_length=64)] | None = None  # checked by `hosted_tools`
+    include: Annotated[list[str], Field(max_length=16)] | None = None  # checked by `includes`
 
 
 class InputItemsQuery(_Wire):
@@ -165,6 +166,7 @@ class InputItemsQuery(_Wire):
     before: str | None = None
     limit: Annotated[int, Field(ge=1, le=100)] = 20
     order: Literal["asc", "desc"] = "desc"
+    include: str | None = Field(default=None, alias="include[]")  # every value: `includes.query_include`
 
 
 class RetrieveQuery(_Wire):
@@ -173,7 +175,7 @@ class RetrieveQuery(_Wire):
     stream: bool = False
     starting_after: Annotated[int, Field(ge=0)] | None = None
     include_obfuscation: bool | None = None  # see StreamOptions
-    include: str | None = Field(default=None, alias="include[]")
+    include: str | None = Field(default=None, alias="include[]")  # every value: `includes.query_include`
 
 
 # ----------------------------------------------------------------------------------------------- response

@@ -20,6 +20,7 @@ from agent_runtime.overrides import RunOverrides, check_output_schema
 from agent_runtime.tool_policy import ToolPolicy
 from http_api.openai_responses.conversation import REPEAT_ONLY, Entry
 from http_api.openai_responses.errors import openai_error, unsupported
+from http_api.openai_responses.includes import check_include
 from http_api.openai_responses.models import (
     ApprovalResponseItem,
     ConversationMessageItem,
@@ -39,7 +40,6 @@ SUPPORTED = frozenset(CreateResponseRequest.model_fields)
 # Values that ask for what this server does anyway.
 HARMLESS: dict[str, tuple[Any, ...]] = {
     "truncation": ("disabled",),
-    "include": ([],),
     "parallel_tool_calls": (True,),
 }
 
@@ -130,6 +130,7 @@ def parse_create(data: dict[str, Any]) -> CreateRequest:
         raise openai_error(400, "'stream_options' is only valid with stream=true.", param="stream_options")
     if body.store is False:
         raise unsupported("store", "every response is stored (it is a durable run)")
+    check_include(body.include or [])
     if body.text is not None and body.text.format is not None:
         _check_format(body)
     request = CreateRequest(body=body)

@@ -181,7 +181,7 @@ def test_a_run_paused_for_approval_is_a_completed_turn() -> None:
     assert first is not None and first.status == "completed"
     assert [item.type for item in first.output] == ["message", "mcp_approval_request"]
     assert first.output_text == "Asking first." and first.usage is not None and first.usage.total_tokens == 5
-    assert build_response(snapshot, ResponseRef(RUN, 2)) is not None  # the next turn is there, not started
+    assert build_response(snapshot, ResponseRef(RUN, 2)) is None  # before a decision: nobody created it yet
     assert batch_of(snapshot, f"{RUN}:c1") == 1 and batch_of(snapshot, "other") is None
     assert [i.type for i in input_items(snapshot, ResponseRef(RUN))] == ["message"]
 

@@ -110,7 +110,29 @@ def test_client_side_function_items_are_refused_unless_they_repeat_a_stored_call
     field, detail = refusal({"type": "function_call_output", "call_id": "c9", "output": "x"})
     assert field == "input[0]" and "client-side function tools" in detail
     repeated = {"type": "function_call", "call_id": "call1", "name": "lookup", "arguments": '{"key": "a"}'}
-    assert new_of(USER, repeated, ANSWER, {"role": "user", "content": "more"}, stored=STORED[:3]) == [(3, "message")]
+    output = {"type": "function_call_output", "call_id": "call1", "output": '{"v": 1}'}
+    more = {"role": "user", "content": "more"}
+    assert new_of(USER, repeated, output, ANSWER, more, stored=STORED[:3]) == [(4, "message")]
+    # Without its output: OpenAI's 400 for a call without its output (word for word), naming the call.
+    field, detail = refusal(USER, repeated, ANSWER, more, stored=STORED[:3])
+    assert (field, detail) == ("input[1]", "No tool output found for function call call1.")
+
+
+def test_a_batch_of_calls_goes_back_with_its_outputs_after_the_calls_or_after_each() -> None:
+    stored = [
+        STORED[0],
+        McpCall(id="mcp_c1", server_label="helper", name="lookup", arguments='{"key": "a"}', output="1"),
+        McpCall(id="mcp_c2", server_label="helper", name="lookup", arguments='{"key": "b"}', output="2"),
+        STORED[2],
+    ]
+    calls = [{"type": "function_call", "call_id": c, "name": "lookup", "arguments": a}
+             for c, a in (("c1", '{"key": "a"}'), ("c2", '{"key": "b"}'))]
+    outs = [{"type": "function_call_output", "call_id": c, "output": o} for c, o in (("c1", "1"), ("c2", "2"))]
+    more = {"role": "user", "content": "more"}
+    assert new_of(USER, *calls, *outs, ANSWER, more, stored=stored) == [(6, "message")]
+    assert new_of(USER, calls[0], outs[0], calls[1], outs[1], ANSWER, more, stored=stored) == [(6, "message")]
+    field, detail = refusal(USER, *calls, outs[1], ANSWER, more, stored=stored)
+    assert (field, detail) == ("input[1]", "No tool output found for function call c1.")
 
 
 def test_without_a_stored_conversation_messages_are_new_and_server_items_unknown() -> None:

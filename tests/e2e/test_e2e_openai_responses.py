@@ -734,16 +734,25 @@ def test_a_cancel_that_another_cancel_beat_is_a_no_op(
     assert (cancelled.id, cancelled.status) == (first.id, "cancelled")
 
 
-def test_cancel_while_waiting_for_an_answer(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
-    """A background response waiting for its approval answer, cancelled: the response the client holds says
-    `cancelled` (cancel's answer and retrieve), no later response appears, the conversation continues from it, and
-    answering the closed request says the run is over (409 run_finished, not 410 expired)."""
-    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Hello again."))
+def waiting_for_approval(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, then: str
+) -> tuple[Response, Any]:
+    """A background response whose run waits for the approval of one email (then answers `then`), as retrieved:
+    `completed` with its `mcp_approval_request`."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), then))
     first = client.responses.create(model="helper", input="Email Bob", background=True)
     app.settle()
     waiting = client.responses.retrieve(first.id)
     [request] = waiting.output
     assert (waiting.status, request.type) == ("completed", "mcp_approval_request")
+    return waiting, request
+
+
+def test_cancel_while_waiting_for_an_answer(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """A background response waiting for its approval answer, cancelled: the response the client holds says
+    `cancelled` (cancel's answer and retrieve), no later response appears, the conversation continues from it, and
+    answering the closed request says the run is over (409 run_finished, not 410 expired)."""
+    first, request = waiting_for_approval(app, client, model, then="Hello again.")
     raw = app.http.get(f"/api/v1/responses/{first.id}").json()  # integers, as OpenAI sends them
     assert isinstance(raw["created_at"], int) and isinstance(raw["completed_at"], int)
     assert raw["completed_at"] >= raw["created_at"]
@@ -809,3 +818,100 @@ def test_every_unknown_route_answers_in_the_apis_error_shape(app: InProcessApp, 
     assert app.http.get("/api/agents/helper").status_code == 200
     assert app.http.get("/api/v1/models/helper").status_code == 200
     assert app.http.get(f"/api/runs/{'0' * 32}").json()["code"] == "run_not_found"  # its own 404, not the fallback
+
+
+def test_include_on_create_and_retrieve(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """`include` is read, on create and on retrieve (`include[]` in the query, every value): values naming items a
+    response here never has change nothing; logprobs, which no agent model reports, are refused by name; an unknown
+    value is OpenAI's 400 `invalid_value`."""
+    model.set_script(Script.of("Plain answer.", "Second answer."))
+    created = client.responses.create(model="helper", input="hi")
+    again = client.responses.retrieve(created.id, include=["file_search_call.results", "reasoning.encrypted_content"])
+    assert again.model_dump(exclude={"background"}) == created.model_dump(exclude={"background"})  # GET: not stored
+    [item] = client.responses.input_items.list(created.id, include=["file_search_call.results"]).data
+    assert item.type == "message"
+    for include, param, code in [
+        (["message.output_text.logprobs"], "include[0]", "unsupported_parameter"),
+        (["file_search_call.results", "no.such.value"], "include[1]", "invalid_value"),
+    ]:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.retrieve(created.id, include=include)  # type: ignore[arg-type]
+        assert (refused.value.body["param"], refused.value.body["code"]) == (param, code)  # type: ignore[index]
+        assert refused.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as on_items:
+            client.responses.input_items.list(created.id, include=include)  # type: ignore[arg-type]
+        assert on_items.value.body["param"] == param  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as on_stream:
+            client.responses.retrieve(created.id, include=include, stream=True)  # type: ignore[arg-type]
+        assert on_stream.value.body["param"] == param  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as on_create:
+            client.responses.create(model="helper", input="hi", include=include)  # type: ignore[arg-type]
+        assert (on_create.value.body["param"], on_create.value.body["code"]) == (param, code)  # type: ignore[index]
+    with_include = client.responses.create(model="helper", input="hi", include=["reasoning.encrypted_content"])
+    assert with_include.output_text == "Second answer."
+
+
+def test_polling_the_turns_of_an_approval(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """A client polling GET while its run waits for a decision, then while the next turn runs: the turn that asked
+    is `completed` with its `mcp_approval_request` (as the stream ends it), the next turn does not exist before a
+    decision (404, as a response nobody created yet), then is `in_progress` with the approved call, then `completed`;
+    the asking turn never changes."""
+    first, request = waiting_for_approval(app, client, model, then="Sent.")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(f"{first.id}_2")  # before a decision: no such response yet
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(f"{first.id}_2", stream=True)
+    streamed = [event.type for event in client.responses.retrieve(first.id, stream=True)]
+    assert streamed[-1] == "response.completed" and "response.output_item.added" in streamed
+
+    model.hold_answers()  # the next turn's model call stays in flight
+    try:
+        decided = app.decide(run_of(first.id), request.id, "approve")  # an approver on the run routes
+        assert decided.status_code == 202, decided.text
+        model.log.wait_for(2, timeout=PROGRESS_TIMEOUT_S)
+        running = client.responses.retrieve(f"{first.id}_2")
+        assert (running.status, running.previous_response_id, running.completed_at) == ("in_progress", first.id, None)
+        [call] = running.output
+        assert (call.type, call.approval_request_id, call.status) == ("mcp_call", request.id, "completed")
+        assert client.responses.retrieve(first.id).model_dump(exclude={"usage"}) == first.model_dump(exclude={"usage"})
+    finally:
+        model.release_answers()
+    app.settle()
+    done = client.responses.retrieve(f"{first.id}_2")
+    assert (done.status, done.output_text) == ("completed", "Sent.")
+    # The same turn (its usage is the run's total so far, as every turn's).
+    assert client.responses.retrieve(first.id).model_dump(exclude={"usage"}) == first.model_dump(exclude={"usage"})
+    assert_official_shape(app, f"{first.id}_2")
+
+
+
+def test_stateless_function_calls_go_back_with_all_their_outputs(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """A stateless input list may repeat a model turn's tool calls as function_call + function_call_output items:
+    with every output it continues the conversation (it was refused: each output passed over the next stored
+    item); with only some of them it is OpenAI's 400 for a call without its output."""
+    both = [*Reply.call("lookup", {"key": "a"}).tool_calls, *Reply.call("lookup", {"key": "b"}).tool_calls]
+    model.set_script(Script.of(Reply(tool_calls=both), "a and b.", "Next."))
+    first = client.responses.create(model="helper", input="What are a and b?")
+    calls = [item for item in first.output if item.type == "mcp_call"]
+    made: list[Any] = [
+        {"type": "function_call", "call_id": c.id.removeprefix("mcp_"), "name": c.name, "arguments": c.arguments}
+        for c in calls
+    ]
+    outputs: list[Any] = [
+        {"type": "function_call_output", "call_id": c.id.removeprefix("mcp_"), "output": c.output} for c in calls
+    ]
+    answer = [item.model_dump(exclude_none=True) for item in first.output if item.type == "message"]
+    start: list[Any] = [{"role": "user", "content": "What are a and b?"}, *made]
+    follow_up = {"role": "user", "content": "Next?"}
+    with pytest.raises(openai.BadRequestError) as partial:
+        client.responses.create(model="helper", input=[*start, outputs[0], *answer, follow_up])
+    assert partial.value.body == {  # type: ignore[comparison-overlap]
+        "message": f"No tool output found for function call {made[1]['call_id']}.",
+        "type": "invalid_request_error",
+        "param": "input[2]",
+        "code": "tool_output_missing",
+    }
+    second = client.responses.create(model="helper", input=[*start, *outputs, *answer, follow_up])
+    assert (second.output_text, second.previous_response_id) == ("Next.", first.id)
