@@ -22,26 +22,40 @@ from agent_runs.services import RunServices
 from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
+from agent_runtime.spend import RunBudget
 from http_api.adapter import http_endpoint, read_json_body
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
 from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel, checked_run_input
 from http_api.problems import ApiProblem
 from http_api.run_lifecycle import claim_start
-from http_api.runs import agent_or_404, answer_started_run, is_workflow_run, run_or_404, start_agent_run
+from http_api.runs import (
+    agent_or_404,
+    answer_started_run,
+    is_workflow_run,
+    request_budget,
+    run_or_404,
+    start_agent_run,
+)
 from session_store import MessageRecord, RunRecord, SessionStore
 
 COPY_BATCH = 50
+# A workflow's child run says so in its metadata (`activities.workflow_agents`); its fork is a run of its own.
+WORKFLOW_METADATA = frozenset({"workflow_run_id", "workflow_step"})
 
 
 ForkInput = Annotated[str, StringConstraints(min_length=1)] | Annotated[list[InputMessage], Field(min_length=1)]
 
 
 class ForkRequest(StrictModel):
-    """`POST /api/runs/{run_id}/fork`: `input` replaces the run's input (default: the same input again)."""
+    """`POST /api/runs/{run_id}/fork`: `input` replaces the run's input (default: the same input again); `budget`
+    limits the new run as a start's does (the agent's, each limit only lower)."""
 
     input: ForkInput | None = None
     wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS)] = 0
+    budget: RunBudget | None = Field(
+        default=None, description="limits for the new run; each may only be lower than the agent's (422 otherwise)"
+    )
 
     @field_validator("input")
     @classmethod
@@ -67,6 +81,7 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         raise ApiProblem(409, "run_not_started", "The run has not started",
                          "A queued run has no place in its conversation yet.", field="path.run_id")
     agent = agent_or_404(services, run.agent)
+    budget = request_budget(agent, body.budget)  # before the key is claimed: a refused budget leaves it unused
     requested = body.input_messages()
     inputs = (
         [Message(role=m.role, contents=m.content) for m in requested]
@@ -86,7 +101,8 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, session_id=session_id, inputs=inputs,
-            metadata=run.metadata, on_unclaimed=start.release, stored_input=stored_input,
+            metadata={key: value for key, value in run.metadata.items() if key not in WORKFLOW_METADATA},
+            budget=budget, on_unclaimed=start.release, stored_input=stored_input,
             # The run again as it was asked: its own instructions, output format and tool restrictions (a Responses
             # request's), which are not the agent's.
             overrides=RunOverrides.from_record(run.overrides) if run.overrides else None,

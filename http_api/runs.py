@@ -65,7 +65,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     services = RunServices.current()
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
-    budget = _run_budget(agent, body.budget)
+    budget = request_budget(agent, body.budget)
     webhook = await checked_webhook(body.webhook)
     trace = RunTrace.start(req.headers)  # the caller's W3C trace context, or a new trace rooted at the run
     gateway = DurableGateway(client)
@@ -193,7 +193,7 @@ async def start_agent_run(
     return run
 
 
-def _run_budget(agent: AgentDefinition, requested: RunBudget | None) -> RunBudget | None:
+def request_budget(agent: AgentDefinition, requested: RunBudget | None) -> RunBudget | None:
     """The agent's budget tightened by the request's: a request may lower a limit, never raise it."""
     try:
         return agent.run_budget(requested)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
 
-from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
+from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer, ScriptedToolCall
 
 ECHO = Script(rules=[Rule(match=Match(last_user="(?s).*"), reply=Reply.say("noted"))])
 
@@ -148,3 +148,43 @@ def test_a_fork_whose_copy_fails_does_not_burn_its_idempotency_key(
         del store.append_messages
     assert retry.status_code == 200, retry.text
     assert retry.json()["status"] == "completed"
+
+
+def _lookup(key: str) -> Reply:
+    return Reply(text=f"Looking up {key}.", tool_calls=[ScriptedToolCall(name="lookup", arguments={"key": key})])
+
+
+def test_a_fork_takes_a_budget_as_a_start_does(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A fork is a start: it takes `budget`, within the agent's limits (422 naming the field above them, before
+    anything is copied); without one it runs with the agent's. It took none: a fork could not be limited below the
+    agent's budget."""
+    model.set_script(Script.of(_lookup("a"), "Done."))
+    source = app.start(agent="frugal", input="look up a")
+    app.settle()
+    assert app.view(source["run_id"])["status"] == "completed"
+    sessions = len(app.snapshot().sessions)
+
+    above = app.http.post(f"/api/runs/{source['run_id']}/fork", json={"budget": {"max_model_calls": 4}})
+    assert above.status_code == 422, above.text
+    assert (above.json()["code"], above.json()["field"]) == ("budget_above_agent_limit", "body.budget.max_model_calls")
+    assert len(app.snapshot().sessions) == sessions  # nothing copied, nothing started
+
+    model.set_script(Script.of(_lookup("b"), _lookup("c"), "Done again."))
+    limited = app.http.post(
+        f"/api/runs/{source['run_id']}/fork", json={"budget": {"max_model_calls": 1}, "wait_seconds": 10}
+    ).json()
+    assert (limited["status"], limited["finish_reason"]) == ("completed", "budget_exceeded")
+    assert limited["output"]["text"] == "Looking up b."
+
+
+def test_a_fork_of_a_workflow_child_run_is_a_run_of_its_own(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A workflow's child run says so in its metadata (`workflow_run_id`, `workflow_step`); its fork, in a session of
+    the caller's, is no step of that workflow. The rest of the metadata is kept."""
+    model.set_script(ECHO)
+    metadata = {"workflow_run_id": "wf-1", "workflow_step": "draft", "ticket": "T-42"}
+    source = app.start(input="one", metadata=metadata)
+    app.settle()
+    fork = app.http.post(f"/api/runs/{source['run_id']}/fork", json={"wait_seconds": 10}).json()
+    assert fork["status"] == "completed"
+    record = app.store_call(lambda store: store.get_run(fork["run_id"]))
+    assert record.metadata == {"ticket": "T-42"}
