@@ -242,6 +242,8 @@ async def made_result(
 
 async def started_run(store: SessionStore, claim: Claim) -> RunRecord:
     """The run a replayed start answers with, once the first request has created it."""
+    if (run := await store.get_run(claim.result_id)) is not None:
+        return run  # the usual replay, its run long made: no read of the ledger (`made_result` reads it each look)
 
     async def find(_marks: Marks) -> RunRecord | None:
         return await store.get_run(claim.result_id)

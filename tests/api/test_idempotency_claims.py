@@ -53,6 +53,26 @@ async def test_a_stale_claim_whose_run_exists_is_replayed() -> None:
     await store.close()
 
 
+async def test_a_replay_whose_run_exists_answers_without_reading_the_ledger_again() -> None:
+    """The usual replay (a retry after a lost response): its run is there, so `started_run` answers from the run
+    alone; the key's ledger (a query on Cosmos) is read once, by the claim."""
+    store = store_behind(0)
+    await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r1")
+    await store.create_session("s1", "helper")
+    await store.begin_run(RunRecord(run_id="r1", session_id="s1", agent="helper"))
+    again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r2")
+    real, ledger_reads = store.list_effects, []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        ledger_reads.append(args)
+        return await real(*args, **kwargs)
+
+    store.list_effects = counted  # type: ignore[method-assign]
+    assert (await idempotency.started_run(store, again)).run_id == "r1"
+    assert ledger_reads == []
+    await store.close()
+
+
 async def test_a_young_claim_without_its_run_is_left_to_its_request() -> None:
     """A start still creating its run is not taken over: the retry waits for it (409 busy at worst), never a 2nd run."""
     store = store_behind(0)
