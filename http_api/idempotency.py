@@ -114,9 +114,14 @@ def fingerprint(route: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def key_digest(caller: Principal, key: str) -> str:
+    """(principal, key) hashed: a key is the caller's own, and no caller-chosen text becomes a store id."""
+    return hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48]
+
+
 def run_ledger(caller: Principal, key: str) -> Ledger:
     """The ledger of a key of run starts: a partition of its own per (principal, key)."""
-    return Ledger(IDEMPOTENCY_PARTITION_PREFIX + hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48])
+    return Ledger(IDEMPOTENCY_PARTITION_PREFIX + key_digest(caller, key))
 
 
 async def claim(
