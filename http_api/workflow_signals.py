@@ -60,11 +60,14 @@ async def append_once(
     if not claim.first:
         return await idempotency.made_result(store, claim, lambda marks: scan.found(claim, marks), REPLAY_WAIT_SECONDS)
     try:
-        signal = await store.append_signal(session_id, name, claim.result_id, payload)
+        queued = _queued(await store.append_signal(session_id, name, claim.result_id, payload))
     except Exception:
-        await idempotency.release(store, claim)
-        raise
-    queued = _queued(signal)
+        # A failed append may have been written all the same (a timeout after the store took it): released then, the
+        # key would let a retry queue a copy. So it is released only when the queue does not hold its signal.
+        if (found := await scan.in_queue(claim)) is None:
+            await idempotency.release(store, claim)
+            raise
+        queued = found
     await idempotency.settle(store, claim, queued.model_dump(mode="json"))
     return queued
 

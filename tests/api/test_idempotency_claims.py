@@ -126,3 +126,31 @@ async def test_a_stale_signal_claim_whose_signal_is_queued_is_replayed() -> None
     queue = await store.list_signals("wf-control", "go")
     assert [(s.signal_id, s.index) for s in queue] == [(retry.signal_id, retry.index)]
     await store.close()
+
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["written-then-lost", "refused"])
+async def test_a_signal_append_that_failed_frees_the_key_only_if_nothing_was_queued(written: bool) -> None:
+    """The store took the append but failed to say so (a timeout after the write): the request answers with the
+    signal it queued, and a retry with the key gets that same one, never a copy. An append the store refused: the
+    request fails and the retry queues the signal, once."""
+    store = store_behind(0)
+    await store.create_session("wf-control", "workflow:flow")
+    real = store.append_signal
+
+    async def failing(*args: Any) -> Any:
+        if written:
+            await real(*args)
+        raise TimeoutError("the store's answer was lost")
+
+    store.append_signal = failing  # type: ignore[method-assign]
+    with acting_as(ALICE):
+        try:
+            first = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+        except TimeoutError:
+            first = None
+        store.append_signal = real  # type: ignore[method-assign]
+        retry = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+    assert (first == retry) if written else first is None
+    assert [s.signal_id for s in await store.list_signals("wf-control", "go")] == [retry.signal_id]
+    await store.close()
