@@ -114,9 +114,14 @@ def fingerprint(route: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def key_digest(caller: Principal, key: str) -> str:
+    """(principal, key) hashed: a key is the caller's own, and no caller-chosen text becomes a store id."""
+    return hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48]
+
+
 def run_ledger(caller: Principal, key: str) -> Ledger:
     """The ledger of a key of run starts: a partition of its own per (principal, key)."""
-    return Ledger(IDEMPOTENCY_PARTITION_PREFIX + hashlib.sha256(f"{caller.id}\n{key}".encode()).hexdigest()[:48])
+    return Ledger(IDEMPOTENCY_PARTITION_PREFIX + key_digest(caller, key))
 
 
 async def claim(
@@ -242,6 +247,8 @@ async def made_result(
 
 async def started_run(store: SessionStore, claim: Claim) -> RunRecord:
     """The run a replayed start answers with, once the first request has created it."""
+    if (run := await store.get_run(claim.result_id)) is not None:
+        return run  # the usual replay, its run long made: no read of the ledger (`made_result` reads it each look)
 
     async def find(_marks: Marks) -> RunRecord | None:
         return await store.get_run(claim.result_id)

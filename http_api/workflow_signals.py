@@ -11,7 +11,6 @@ its signal (no `.done`, the claimed signal id not in the queue) is taken over on
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,7 @@ class QueuedSignal(BaseModel):
 def _ledger(session_id: str, key: str) -> Ledger:
     """The ledger of (caller, key) in the workflow's control session: hashed, so no caller-chosen text becomes a
     store id; a kind of its own, so reading it reads no other key's entries."""
-    digest = hashlib.sha256(f"{current_principal().id}\n{key}".encode()).hexdigest()[:48]
+    digest = idempotency.key_digest(current_principal(), key)
     return Ledger(
         session_id, result_field="signal_id", kind=f"{KIND}.{digest}", prefix=f"{ENTRY_PREFIX}{digest}.",
         window=None, making="queuing its signal",
@@ -61,11 +60,14 @@ async def append_once(
     if not claim.first:
         return await idempotency.made_result(store, claim, lambda marks: scan.found(claim, marks), REPLAY_WAIT_SECONDS)
     try:
-        signal = await store.append_signal(session_id, name, claim.result_id, payload)
+        queued = _queued(await store.append_signal(session_id, name, claim.result_id, payload))
     except Exception:
-        await idempotency.release(store, claim)
-        raise
-    queued = _queued(signal)
+        # A failed append may have been written all the same (a timeout after the store took it): released then, the
+        # key would let a retry queue a copy. So it is released only when the queue does not hold its signal.
+        if (found := await scan.in_queue(claim)) is None:
+            await idempotency.release(store, claim)
+            raise
+        queued = found
     await idempotency.settle(store, claim, queued.model_dump(mode="json"))
     return queued
 

@@ -53,6 +53,26 @@ async def test_a_stale_claim_whose_run_exists_is_replayed() -> None:
     await store.close()
 
 
+async def test_a_replay_whose_run_exists_answers_without_reading_the_ledger_again() -> None:
+    """The usual replay (a retry after a lost response): its run is there, so `started_run` answers from the run
+    alone; the key's ledger (a query on Cosmos) is read once, by the claim."""
+    store = store_behind(0)
+    await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r1")
+    await store.create_session("s1", "helper")
+    await store.begin_run(RunRecord(run_id="r1", session_id="s1", agent="helper"))
+    again = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r2")
+    real, ledger_reads = store.list_effects, []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        ledger_reads.append(args)
+        return await real(*args, **kwargs)
+
+    store.list_effects = counted  # type: ignore[method-assign]
+    assert (await idempotency.started_run(store, again)).run_id == "r1"
+    assert ledger_reads == []
+    await store.close()
+
+
 async def test_a_young_claim_without_its_run_is_left_to_its_request() -> None:
     """A start still creating its run is not taken over: the retry waits for it (409 busy at worst), never a 2nd run."""
     store = store_behind(0)
@@ -105,4 +125,32 @@ async def test_a_stale_signal_claim_whose_signal_is_queued_is_replayed() -> None
         retry = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
     queue = await store.list_signals("wf-control", "go")
     assert [(s.signal_id, s.index) for s in queue] == [(retry.signal_id, retry.index)]
+    await store.close()
+
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["written-then-lost", "refused"])
+async def test_a_signal_append_that_failed_frees_the_key_only_if_nothing_was_queued(written: bool) -> None:
+    """The store took the append but failed to say so (a timeout after the write): the request answers with the
+    signal it queued, and a retry with the key gets that same one, never a copy. An append the store refused: the
+    request fails and the retry queues the signal, once."""
+    store = store_behind(0)
+    await store.create_session("wf-control", "workflow:flow")
+    real = store.append_signal
+
+    async def failing(*args: Any) -> Any:
+        if written:
+            await real(*args)
+        raise TimeoutError("the store's answer was lost")
+
+    store.append_signal = failing  # type: ignore[method-assign]
+    with acting_as(ALICE):
+        try:
+            first = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+        except TimeoutError:
+            first = None
+        store.append_signal = real  # type: ignore[method-assign]
+        retry = await workflow_signals.append_once(store, "wf-control", "go", {"n": 1}, "k")
+    assert (first == retry) if written else first is None
+    assert [s.signal_id for s in await store.list_signals("wf-control", "go")] == [retry.signal_id]
     await store.close()
