@@ -116,3 +116,11 @@ async def test_mcp_settings_remember_their_credentials_only() -> None:
     for harmless in ("https://mcp.example.com/tools/search-index?code=", "format=verbose", "tenant-contoso-prod",
                      "/srv/mcp-servers/python"):
         assert harmless in line
+
+
+def test_an_mcp_variable_that_is_no_url_is_passed_on_as_it_is() -> None:
+    """An environment value is searched for URL credentials, but any text may be one: a value `urlsplit` cannot read
+    as a URL (a pattern, a bracketed list) is handed to the server unchanged, not a failure to start it."""
+    settings = {"PATTERN": "//[a-z]+", "ENDPOINT": "http://[not-an-ipv6"}
+    stdio = McpServer(name="local", command="python", env_settings={"PATTERN": "PATTERN", "ENDPOINT": "ENDPOINT"})
+    assert stdio.resolved_env(settings) == settings
