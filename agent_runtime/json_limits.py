@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any
 
+from .unicode_text import SURROGATE
+
 MAX_JSON_DEPTH = 64
 """Nesting levels of a whole JSON document (objects and arrays). pydantic parses stored records up to 200."""
 MAX_INTEGER_DIGITS = 15
@@ -32,7 +34,6 @@ MAX_NUMBER_CHARS = 64
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # In bytes, also a surrogate encoded as UTF-8 (`\xed\xa0`-`\xed\xbf`: `json.loads` decodes bytes with "surrogatepass").
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JsonLimitError(ValueError):
@@ -77,7 +78,7 @@ def loads(text: str | bytes | bytearray) -> Any:
 
 def _may_hold_surrogates(text: str | bytes | bytearray) -> bool:
     if isinstance(text, str):
-        return _SURROGATE_ESCAPE.search(text) is not None or _SURROGATE.search(text) is not None
+        return _SURROGATE_ESCAPE.search(text) is not None or SURROGATE.search(text) is not None
     # A NUL byte: UTF-16 or UTF-32 (JSON as UTF-8 has none), whose surrogates the pattern does not see.
     return b"\x00" in text or _SURROGATE_ESCAPE_BYTES.search(text) is not None
 
@@ -92,7 +93,7 @@ def _check_text(value: Any) -> None:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-        elif isinstance(node, str) and (found := _SURROGATE.search(node)) is not None:
+        elif isinstance(node, str) and (found := SURROGATE.search(node)) is not None:
             code_point = f"U+{ord(found.group()):04X}"  # named by code point: the message must be encodable itself
             raise JsonLimitError("unicode", f"a string holds a lone UTF-16 surrogate {code_point}, which is not text")
 

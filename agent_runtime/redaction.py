@@ -56,7 +56,10 @@ def names_a_secret(name: str) -> bool:
 def url_secrets(url: str) -> list[str]:
     """The credentials a URL carries: its userinfo (`user:password@`) and the values of query parameters whose names
     are a credential's (`?code=`, `?sig=`, `?access_token=`); not its host nor its path."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL (`http://[x`, an environment value `//[a-z]`): it carries no URL credentials
+        return []
     found = [parts.username or "", parts.password or ""]  # `https://<token>@host` has a token for a user name
     found += [value for name, value in parse_qsl(parts.query) if names_a_secret(name)]
     return [secret for secret in found if secret]

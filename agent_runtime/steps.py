@@ -137,7 +137,7 @@ async def call_model_step(
     # A redelivered step finds its first attempt's answer stored: that answer is replaced, not part of the prompt.
     own_prefix = model_message_prefix(run_id, command.iteration)
     conversation = await (log.messages() if agent.chat_middleware else log.read())  # middleware may change them
-    history = [m for m in conversation if not (m.message_id or "").startswith(own_prefix)]
+    history, replaced = _split_own_answer(conversation, own_prefix)
     overrides = overrides or RunOverrides()
     instructions = overrides.system_prompt(agent)
     system = [Message.system(instructions)] if instructions else []
@@ -189,7 +189,6 @@ async def call_model_step(
     usage = None if response.usage is None else priced(response.usage, response.model_id)
     if usage is not None and on_billed is not None:
         on_billed(usage)
-    replaced = _replaced_answer_usage(conversation, own_prefix)
     if replaced is not None:
         usage = replaced + usage
     calls: list[FunctionCallContent] = []
@@ -218,11 +217,18 @@ async def call_model_step(
     )
 
 
-def _replaced_answer_usage(conversation: Sequence[Message], own_prefix: str) -> Usage | None:
-    """What the earlier attempts of a redelivered step stored as their answer's usage: each stores the sum of its
-    own and those it replaced, so the largest is all of them (a stale, longer answer's last message is older)."""
-    stored = [m.usage for m in conversation if m.usage is not None and (m.message_id or "").startswith(own_prefix)]
-    return max(stored, key=lambda usage: usage.total_tokens, default=None)
+def _split_own_answer(conversation: Sequence[Message], own_prefix: str) -> tuple[list[Message], Usage | None]:
+    """The conversation without this step's own earlier answer (one pass), and what the earlier attempts of a
+    redelivered step stored as that answer's usage: each stores the sum of its own and those it replaced, so the
+    largest is all of them (a stale, longer answer's last message is older)."""
+    history: list[Message] = []
+    replaced: Usage | None = None
+    for message in conversation:
+        if not (message.message_id or "").startswith(own_prefix):
+            history.append(message)
+        elif message.usage is not None and (replaced is None or message.usage.total_tokens > replaced.total_tokens):
+            replaced = message.usage
+    return history, replaced
 
 
 def default_model(client: object) -> str | None:

@@ -119,8 +119,7 @@ class McpServer(BaseModel):
         headers = dict(self.headers)
         for header, setting in self.header_settings.items():
             value = _setting(settings, setting, f"header {header!r} of MCP server {self.name!r}")
-            _remember([value] if names_a_secret(header) else [])
-            headers[header] = value
+            headers[header] = _remembered(header, value)
         if self.credential_scope:
             headers["Authorization"] = f"Bearer {await bearer_token(self.credential_scope, self.credential)}"
         return headers
@@ -129,14 +128,19 @@ class McpServer(BaseModel):
         env = dict(self.env)
         for variable, setting in self.env_settings.items():
             value = _setting(settings, setting, f"variable {variable!r} of MCP server {self.name!r}")
-            _remember([value] if names_a_secret(variable) else url_secrets(value))
-            env[variable] = value
+            env[variable] = _remembered(variable, value)
         return env
 
 
 def _remember(secrets: list[str]) -> None:
     for secret in secrets:
         remember_secret(secret)
+
+
+def _remembered(name: str, value: str) -> str:
+    """A header's or variable's value, remembered whole when its name is a credential's, else its URL credentials."""
+    _remember([value] if names_a_secret(name) else url_secrets(value))
+    return value
 
 
 def _setting(settings: Mapping[str, str] | None, name: str, what: str) -> str:

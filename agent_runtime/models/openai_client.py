@@ -240,11 +240,14 @@ def _estimated(arguments: dict[str, Any], answer: list[Any]) -> Usage:
     back (the JSON around them counts too, as the provider's own framing tokens would)."""
     sent = len(_JSON.encode(arguments.get("messages") or [])) + len(_JSON.encode(arguments.get("tools") or []))
     got = 0
+    named: set[str] = set()
     for content in answer:
         if isinstance(content, TextContent):
             got += len(content.text)
         elif isinstance(content, FunctionCallContent):
-            got += len(content.name) + len(content.arguments_json())
+            # A streamed call comes in fragments, each carrying its name: the name is answered once.
+            got += len(content.arguments_json()) + (0 if content.call_id in named else len(content.name))
+            named.add(content.call_id)
     return estimated_usage(sent, got)
 
 

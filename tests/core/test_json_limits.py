@@ -62,6 +62,15 @@ def test_a_lone_surrogate_in_bytes_is_refused() -> None:
     assert json_limits.loads('{"input": "caf\u00e9 \U0001f600"}'.encode()) == {"input": "caf\u00e9 \U0001f600"}
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-16", "utf-32"])
+def test_a_lone_surrogate_in_a_utf16_or_utf32_body_is_refused(encoding: str) -> None:
+    """`json.loads` reads a body in UTF-16 or UTF-32 too (with "surrogatepass"), where a surrogate is no UTF-8 byte
+    sequence the search looks for: a forged body of that kind is refused all the same."""
+    with pytest.raises(JsonLimitError):
+        json_limits.loads('{"input": "\ud800"}'.encode(encoding, "surrogatepass"))
+    assert json_limits.loads('{"input": "caf\u00e9"}'.encode(encoding)) == {"input": "caf\u00e9"}
+
+
 def test_surrogate_pairs_and_escaped_backslashes_are_text() -> None:
     assert json_limits.loads('"\\ud83d\\ude00"') == "\U0001f600"
     assert json_limits.loads(b'{"a": "\\\\ud800"}') == {"a": "\\ud800"}  # a backslash, then letters

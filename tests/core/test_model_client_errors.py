@@ -10,7 +10,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from agent_runtime.messages import Message
+from agent_runtime.messages import Message, Usage
 from agent_runtime.models import (
     ChatRequest,
     ModelError,
@@ -141,6 +141,14 @@ def test_model_error_survives_pickling_and_json():
     copy = pickle.loads(pickle.dumps(error))
     assert copy.info() == error.info() and str(copy) == str(error)
     assert ModelError.from_info(error.info().model_dump(mode="json")).info() == error.info()
+
+
+def test_the_usage_a_failed_call_was_billed_survives_pickling():
+    """A worker hands the error on pickled: the usage it carries (counted against the run's budget) goes with it."""
+    billed = Usage(input_tokens=100, output_tokens=10, total_tokens=110, cost=0.12)
+    error = ModelError("the stream broke", status=500, code="server_error", retryable=True, usage=billed)
+    assert pickle.loads(pickle.dumps(error)).usage == billed
+    assert pickle.loads(pickle.dumps(ModelError("x", status=500))).usage is None
 
 
 def test_retry_after_header_forms():

@@ -263,3 +263,29 @@ async def test_a_redelivered_model_step_counts_the_answer_it_replaces_once(scrip
     assert turns[-1].usage.cost == pytest.approx(0.36)
     answers = [m for m in await log.read() if m.role == "assistant"]
     assert len(answers) == 1 and answers[0].usage.total_tokens == 330
+
+
+async def test_a_streamed_answer_without_usage_is_estimated_as_the_same_answer_unstreamed(
+    scripted_model, model_client
+) -> None:
+    """A tool call streams in many fragments, each naming the call: its name is part of the answer once, so the
+    streamed estimate is the unstreamed one (not one name per fragment)."""
+    long_call = Reply(
+        tool_calls=[ScriptedToolCall(name="lookup", arguments={"key": "k" * 2000})],
+        usage={"prompt_tokens": 100, "completion_tokens": 10},
+    )
+    scripted_model.set_script(Script.of(long_call, long_call))
+    scripted_model.report_usage = False
+    estimates = []
+    for streamed in (False, True):
+        log = InMemoryConversationLog()
+        await append_input_step(log, "run-1", [Message.user("Look up k")])
+
+        async def on_update(update) -> None:
+            pass
+
+        command = CallModel(iteration=0, tool_choice="auto")
+        answer = on_update if streamed else None
+        turn = await call_model_step(agent(), model_client, log, "run-1", command, on_update=answer)
+        estimates.append(turn.usage.output_tokens)
+    assert abs(estimates[0] - estimates[1]) <= 1  # the unstreamed arguments are re-encoded (`{"key":` not `{"key": `)

@@ -116,3 +116,21 @@ async def test_mcp_settings_remember_their_credentials_only() -> None:
     for harmless in ("https://mcp.example.com/tools/search-index?code=", "format=verbose", "tenant-contoso-prod",
                      "/srv/mcp-servers/python"):
         assert harmless in line
+
+
+def test_an_mcp_variable_that_is_no_url_is_passed_on_as_it_is() -> None:
+    """An environment value is searched for URL credentials, but any text may be one: a value `urlsplit` cannot read
+    as a URL (a pattern, a bracketed list) is handed to the server unchanged, not a failure to start it."""
+    settings = {"PATTERN": "//[a-z]+", "ENDPOINT": "http://[not-an-ipv6"}
+    stdio = McpServer(name="local", command="python", env_settings={"PATTERN": "PATTERN", "ENDPOINT": "ENDPOINT"})
+    assert stdio.resolved_env(settings) == settings
+
+
+async def test_an_mcp_header_that_is_a_url_has_its_credentials_remembered() -> None:
+    """A header whose name is no credential's may still carry a URL with one (a callback with a SAS `sig`), as an
+    environment value may: its credentials are masked, the rest of it is not."""
+    settings = {"CALLBACK": "https://hooks.example.com/cb?sv=2024&sig=sasSig-Hh3-remembered"}
+    http = McpServer(name="remote", url="https://mcp.example.com/mcp", header_settings={"X-Callback": "CALLBACK"})
+    await http.resolved_headers(settings)
+    line = redact(settings["CALLBACK"])
+    assert "sasSig-Hh3-remembered" not in line and "https://hooks.example.com/cb?sv=2024&sig=" in line
