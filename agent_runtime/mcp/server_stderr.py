@@ -61,9 +61,10 @@ class _StderrLog:
         if self._logged >= MAX_LOGGED_CHARS:
             self._dropped += len(text)
             return
+        text = redact(text)  # before the cut: a secret cut in two would not be recognised
         shown = text[:MAX_LINE_CHARS] + (" ..." if len(text) > MAX_LINE_CHARS else "")
         self._logged += len(shown)
-        logger.info("MCP server %r stderr: %s", self._server, redact(shown))
+        logger.info("MCP server %r stderr: %s", self._server, shown)
 
 
 def _read(fd: int, log: _StderrLog, done: threading.Event) -> None:

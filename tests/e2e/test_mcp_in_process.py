@@ -477,3 +477,17 @@ async def test_a_stdio_servers_stderr_is_logged_masked_and_bounded(
     logged = sum(len(line.split("stderr: ", 1)[1]) for line in lines if "stderr: noise" in line)
     assert MAX_LOGGED_CHARS <= logged < MAX_LOGGED_CHARS + 2 * MAX_LINE_CHARS
     assert "stdio-secret-4711" not in capfd.readouterr().err  # nothing went to the host's stderr as it was
+
+
+def test_a_secret_at_the_cut_of_a_long_stderr_line_is_masked_whole(caplog: pytest.LogCaptureFixture) -> None:
+    """A line is masked before it is cut: cut first, the secret's start no longer matched and reached the log."""
+    from agent_runtime.mcp.server_stderr import _StderrLog
+    from agent_runtime.redaction import remember_secret
+
+    remember_secret("stderr-cut-secret-4711")
+    log = _StderrLog("local")
+    with caplog.at_level(logging.INFO, logger="agent_runtime.mcp.server_stderr"):
+        log.feed(b"x" * (MAX_LINE_CHARS - 5) + b"stderr-cut-secret-4711 and more\n")
+        log.close()
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "stder" not in line.split("stderr: ", 1)[1] and line.endswith(" ...")  # no part of the secret
