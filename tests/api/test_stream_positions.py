@@ -166,7 +166,7 @@ def test_bad_cursors_are_refused(text: str) -> None:
 
 def test_cursors_round_trip() -> None:
     for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-"),
-                   Cursor(3, 18, 120, "-", "0a1b2c3d")):
+                   Cursor(3, 18, 120, "-", "0a1b2c3d"), Cursor(3, 0, 0, "0a1b2c3d", done="4e5f6a7b")):
         assert Cursor.parse(cursor.encode()) == cursor
 
 

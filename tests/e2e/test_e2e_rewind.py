@@ -19,6 +19,7 @@ import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
 from fixture_agents.store_pause import pause_dir
+from httpx_sse import connect_sse
 from killed_store import KilledAfterOneWrite
 from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
@@ -469,3 +470,39 @@ def test_a_rewind_that_lost_the_race_does_not_reopen_a_later_failure_from_its_st
     roles = [m["role"] for m in app.session_messages(started["session_id"])]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert tool_attempts(marker_dir) == 2
+
+
+def stream_events(app: InProcessApp, run_id: str, last_event_id: str | None = None) -> tuple[int, list]:
+    """One connection to the run's stream (resumed from `last_event_id`): its status code and events."""
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    with connect_sse(app.http, "GET", f"/api/runs/{run_id}/stream", headers=headers) as source:
+        return source.response.status_code, list(source.iter_sse()) if source.response.status_code == 200 else []
+
+
+def test_a_stream_client_back_after_done_hears_of_each_rewind(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A client back with `done`'s id gets 204 (again and again) until a rewind: then the run's new end, even when the
+    rewound run failed again without writing anything (the same updates, the same status, another `done`)."""
+    app = rewind_app
+    run_id = failed_run(app, model)["run_id"]
+    code, events = stream_events(app, run_id)
+    assert code == 200 and events[-1].event == "done"
+    first_done = events[-1].id
+    assert [stream_events(app, run_id, first_done)[0] for _ in range(2)] == [204, 204]
+
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
+    app.settle()
+    for _ in range(3):
+        app.advance(60)
+    assert app.view(run_id)["status"] == "failed"
+    code, events = stream_events(app, run_id, first_done)
+    assert code == 200 and [e.event for e in events] == ["done"], events
+    assert len(events[0].json()["rewinds"]) == 1
+    assert [stream_events(app, run_id, events[-1].id)[0] for _ in range(2)] == [204, 204]
+
+    model.set_script(RECOVERED)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    app.settle()
+    code, events = stream_events(app, run_id, first_done)
+    assert code == 200 and events[-1].event == "done" and events[-1].json()["status"] == "completed", events
