@@ -69,7 +69,6 @@ class Position:
             self.finished = True
             yield sse.event("done", watcher.done, replace(self.cursor, done=fingerprint(watcher.done)).encode())
 
-
     def _delta(self, draft: Draft) -> dict[str, Any] | None:
         """The `delta` that brings this client's text of `draft` up to date, if it is behind."""
         sent = self.cursor.sent_of(draft)
