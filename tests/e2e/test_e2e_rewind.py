@@ -47,12 +47,18 @@ def rewind_app(
         yield app
 
 
+def until_the_model_calls_give_up(app: InProcessApp) -> None:
+    """The run (or its continuation) settled, and Durable's retries of a failing model call (after 2 s, then 4 s)
+    failed too."""
+    app.settle()
+    for _ in range(3):
+        app.advance(60)
+
+
 def failed_run(app: InProcessApp, model: ScriptedModelServer) -> dict:
     model.set_script(FAILING_AFTER_THE_TOOL)
     started = app.start(input="File invoice 7.")
-    app.settle()
-    for _ in range(3):  # Durable's retries of the model call (after 2 s, then 4 s) fail too
-        app.advance(60)
+    until_the_model_calls_give_up(app)
     view = app.view(started["run_id"])
     assert view["status"] == "failed" and view["error"]["code"] == "model_call_failed", view
     return started
@@ -215,9 +221,7 @@ def test_each_end_of_a_rewound_run_is_notified(
         with app_with(MODEL_RETRY_MAX_ATTEMPTS="1", WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET) as app:
             run_id = failed_run(app, model)["run_id"]
             assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
-            app.settle()
-            for _ in range(3):
-                app.advance(60)
+            until_the_model_calls_give_up(app)
             assert app.view(run_id)["status"] == "failed"
             model.set_script(RECOVERED)
             assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
@@ -310,9 +314,7 @@ def test_a_rewind_that_read_the_run_before_the_last_rewind_failed_again_reopens_
     with ThreadPoolExecutor(1) as pool, first_read as pause:
         second = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
         pause.wait_reached()  # it read the run open, rewound once
-        app.settle()
-        for _ in range(3):  # the first rewind's continuation fails like the run did
-            app.advance(60)
+        until_the_model_calls_give_up(app)  # the first rewind's continuation fails like the run did
         model.set_script(RECOVERED)
         pause.release()
         answer = second.result()
@@ -447,9 +449,7 @@ def test_a_rewind_that_lost_the_race_does_not_reopen_a_later_failure_from_its_st
             assert held.wait(30)  # it read the run failed and the failed orchestration's resume point
             model.set_script(FAILING_AGAIN_AFTER_ANOTHER_TOOL)
             assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
-            app.settle()
-            for _ in range(3):
-                app.advance(60)
+            until_the_model_calls_give_up(app)
             failed_again = app.view(run_id)
             assert failed_again["status"] == "failed" and tool_attempts(marker_dir) == 2, failed_again
             model.set_script(RECOVERED)
@@ -492,9 +492,7 @@ def test_a_stream_client_back_after_done_hears_of_each_rewind(
     assert [stream_events(app, run_id, first_done)[0] for _ in range(2)] == [204, 204]
 
     assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
-    app.settle()
-    for _ in range(3):
-        app.advance(60)
+    until_the_model_calls_give_up(app)
     assert app.view(run_id)["status"] == "failed"
     code, events = stream_events(app, run_id, first_done)
     assert code == 200 and [e.event for e in events] == ["done"], events
