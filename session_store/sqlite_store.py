@@ -331,11 +331,11 @@ class SqliteSessionStore:
 
     async def get_message(self, session_id: str, message_id: str) -> MessageRecord | None:
         def op() -> MessageRecord | None:
-            row = self._conn.execute(
-                f"SELECT doc FROM messages WHERE session_id = ? AND message_id = ? AND {LIVE}",
-                (session_id, message_id, self._now().timestamp()),
-            ).fetchone()
-            return None if row is None else MessageRecord.model_validate_json(row[0])
+            doc = self._one(
+                self._conn, f"SELECT doc FROM messages WHERE session_id = ? AND message_id = ? AND {LIVE}",
+                session_id, message_id, self._now().timestamp(),
+            )
+            return None if doc is None else MessageRecord.model_validate_json(doc)
 
         return await self._point(op)
 
@@ -691,12 +691,9 @@ class SqliteSessionStore:
         def op() -> tuple[EffectRecord, bool]:
             now = self._now()
             with self._tx() as conn:
-                doc = self._one(
-                    conn, f"SELECT doc FROM effects WHERE session_id = ? AND key = ? AND {LIVE}",
-                    session_id, key, now.timestamp(),
-                )
-                if doc is not None:
-                    return EffectRecord.model_validate_json(doc), False
+                existing = self._get_effect(conn, session_id, key, now)
+                if existing is not None:
+                    return existing, False
                 fresh = record.model_copy(update={"created_at": now})
                 conn.execute(
                     "INSERT OR REPLACE INTO effects (session_id, key, kind, created_at, expires_at, doc)"
@@ -719,14 +716,14 @@ class SqliteSessionStore:
         return await self._run(op)
 
     async def get_effect(self, session_id: str, key: str) -> EffectRecord | None:
-        def op() -> EffectRecord | None:
-            row = self._conn.execute(
-                f"SELECT doc FROM effects WHERE session_id = ? AND key = ? AND {LIVE}",
-                (session_id, key, self._now().timestamp()),
-            ).fetchone()
-            return EffectRecord.model_validate_json(row[0]) if row is not None else None
+        return await self._point(lambda: self._get_effect(self._conn, session_id, key, self._now()))
 
-        return await self._run(op)
+    def _get_effect(self, conn: sqlite3.Connection, session_id: str, key: str, now: datetime) -> EffectRecord | None:
+        doc = self._one(
+            conn, f"SELECT doc FROM effects WHERE session_id = ? AND key = ? AND {LIVE}", session_id, key,
+            now.timestamp(),
+        )
+        return None if doc is None else EffectRecord.model_validate_json(doc)
 
     # -- signals ------------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ Order within a batch: new updates (seq order), then the status if it changed, th
 written (only for a draft above the last update delivered: the update at a draft's seq covers it, so a resumed
 client never gets text twice; and only once every update below the draft is out, so text never runs ahead of the
 tool results and decisions it follows), then `done` once every update is out. Each event's `id:` is the cursor
-after it; a client back with `done`'s id has had everything (`delivered`).
+after it; a client back with `done`'s id has had everything (`delivered`) while that is still the run's `done`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from . import sse
-from .cursor import Cursor
+from .cursor import Cursor, fingerprint
 from .feeds import Draft
 from .watchers import Lease, RunWatcher
 
@@ -41,12 +41,13 @@ class StreamPosition(Protocol):
 
 class Position:
     def __init__(self, cursor: Cursor) -> None:
-        self._resumed_after_done = cursor.done
-        self.cursor = replace(cursor, done=False)  # a run reopened since (a rewind) goes on from there
+        self._done_had = cursor.done
+        self.cursor = replace(cursor, done="-")  # a run reopened since (a rewind) goes on from there
         self.finished = False
 
     def delivered(self, watcher: RunWatcher) -> bool:
-        return self._resumed_after_done and watcher.done is not None and self.cursor.seq >= watcher.last_seq
+        return (self._done_had != "-" and watcher.done is not None and self.cursor.seq >= watcher.last_seq
+                and fingerprint(watcher.done) == self._done_had)
 
     def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
         """Everything the watcher has that this client has not been sent, advancing the cursor as it goes."""
@@ -66,8 +67,7 @@ class Position:
                 yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
             self.finished = True
-            yield sse.event("done", watcher.done, replace(self.cursor, done=True).encode())
-
+            yield sse.event("done", watcher.done, replace(self.cursor, done=fingerprint(watcher.done)).encode())
 
     def _delta(self, draft: Draft) -> dict[str, Any] | None:
         """The `delta` that brings this client's text of `draft` up to date, if it is behind."""

@@ -1,14 +1,16 @@
 """The stream cursor: what a client has received, as the `id:` of each event.
 
-`{seq}.{draft_seq}.{draft}.{status}[.{draft_fp}][.done]`: the last update delivered (`seq`, -1 for none), the seq of the
-answer being written that deltas were sent for (0 for none) and how many of its characters were sent, a fingerprint
-of the last status delivered, and (while deltas were sent) a fingerprint of the text sent. A retried model call
-starts its answer over at the same seq: only the text's fingerprint tells a client's text from the new answer's
-first characters (a length alone would append the new answer's tail to the old one's head). The draft is named by
-its seq because a draft's deltas may reach a client before updates below it (the tokens are live, the updates wait
-for the step to be committed). Opaque to clients; it only selects what of a run they are shown, so it is validated,
-not signed (access is checked by the route's lookup, as polls). `.done` marks the id of the `done` event: a client
-that reconnects with it has had everything (`204 No Content`, which tells an `EventSource` to stop reconnecting).
+`{seq}.{draft_seq}.{draft}.{status}[.{draft_fp}][.done.{done_fp}]`: the last update delivered (`seq`, -1 for none),
+the seq of the answer being written that deltas were sent for (0 for none) and how many of its characters were sent, a
+fingerprint of the last status delivered, and (while deltas were sent) a fingerprint of the text sent. A retried model
+call starts its answer over at the same seq: only the text's fingerprint tells a client's text from the new answer's
+first characters (a length alone would append the new answer's tail to the old one's head). The draft is named by its
+seq because a draft's deltas may reach a client before updates below it (the tokens are live, the updates wait for the
+step to be committed). Opaque to clients; it only selects what of a run they are shown, so it is validated, not signed
+(access is checked by the route's lookup, as polls). `.done.{done_fp}` marks the id of the `done` event, with a
+fingerprint of it: a client that reconnects with it has had everything (`204 No Content`, which tells an `EventSource`
+to stop reconnecting) unless the run ended otherwise since (a rewind that failed again writes no update and may leave
+the status as it was: only its `done` differs).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
     from .feeds import Draft
 
 _NUMBER = r"(0|[1-9][0-9]{0,15})"
-_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.([0-9a-f]{{8}}|-)(?:\.([0-9a-f]{{8}}))?(\.done)?$")
+_FP = r"([0-9a-f]{8})"
+_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.({_FP[1:-1]}|-)(?:\.{_FP})?(?:\.done\.{_FP})?$")
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,12 @@ class Cursor:
     draft: int = 0
     status: str = "-"
     draft_fp: str = "-"  # fingerprint of the draft text sent ("-": none, or a cursor from before it was recorded)
-    done: bool = False  # the client has had `done` too
+    done: str = "-"  # fingerprint of the `done` the client has had ("-": none)
 
     def encode(self) -> str:
         text_fp = f".{self.draft_fp}" if self.draft_fp != "-" else ""
-        return f"{self.seq}.{self.draft_seq}.{self.draft}.{self.status}{text_fp}{'.done' if self.done else ''}"
+        done_fp = f".done.{self.done}" if self.done != "-" else ""
+        return f"{self.seq}.{self.draft_seq}.{self.draft}.{self.status}{text_fp}{done_fp}"
 
     @classmethod
     def parse(cls, text: str) -> Cursor:
@@ -45,7 +49,7 @@ class Cursor:
         if match is None:
             raise ValueError("not a stream cursor (the id of an event of this stream)")
         return cls(int(match.group(1)), int(match.group(3)), int(match.group(4)), match.group(5),
-                   match.group(6) or "-", match.group(7) is not None)
+                   match.group(6) or "-", match.group(7) or "-")
 
     def after_update(self, seq: int) -> Cursor:
         if seq >= self.draft_seq:  # the finished answer (stored at its draft's seq) covers the deltas sent

@@ -17,5 +17,3 @@ def event(name: str, data: Any, event_id: str | None = None) -> bytes:
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     id_line = f"id: {event_id}\n" if event_id is not None else ""
     return utf8(f"event: {name}\n{id_line}data: {body}\n\n")
-
-

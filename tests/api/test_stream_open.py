@@ -142,3 +142,27 @@ def test_a_stream_ends_by_default_before_the_host_cuts_it(monkeypatch: pytest.Mo
     assert app_timeout is not None
     limit = StreamSettings().max_seconds
     assert 0 < limit < min(app_timeout, timedelta(minutes=5)).total_seconds()
+
+
+async def test_clients_back_after_done_together_get_204_and_leave_no_watcher_behind() -> None:
+    """Two clients back with `done`'s id at once (two tabs' `EventSource`s): both answered 204, the watcher that
+    served them released with the last; and a rewind since turns the same id back into a stream."""
+    before = REGISTRY.totals()
+    feed = RewoundFeed("run-done-twice")
+    first = await open_stream(lambda: feed, "run", feed.run_id, Position(Cursor()))
+    events = [chunk async for chunk in first.body_iterator]  # type: ignore[attr-defined]
+    done_id = events[-1].decode().split("\nid: ")[1].split("\n")[0]
+    await _assert_released(before, feed.run_id)
+    back = await asyncio.gather(
+        *(open_stream(lambda: feed, "run", feed.run_id, Position(Cursor.parse(done_id))) for _ in range(2))
+    )
+    assert [r.status_code for r in back] == [204, 204]
+    await _assert_released(before, feed.run_id)
+    feed.running = True  # rewound
+    resumed = await open_stream(lambda: feed, "run", feed.run_id, Position(Cursor.parse(done_id)))
+    assert resumed.status_code == 200
+    await resumed.body_iterator.aclose()  # type: ignore[attr-defined]
+    del resumed
+    for _ in range(3):  # a watcher cancelled in its wait between looks takes a few turns of the loop to end
+        await asyncio.sleep(0)
+    await _assert_released(before, feed.run_id)

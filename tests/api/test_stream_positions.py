@@ -166,7 +166,7 @@ def test_bad_cursors_are_refused(text: str) -> None:
 
 def test_cursors_round_trip() -> None:
     for cursor in (Cursor(), Cursor(1000000018, 0, 0, "0a1b2c3d"), Cursor(3, 18, 120, "-"),
-                   Cursor(3, 18, 120, "-", "0a1b2c3d")):
+                   Cursor(3, 18, 120, "-", "0a1b2c3d"), Cursor(3, 0, 0, "0a1b2c3d", done="4e5f6a7b")):
         assert Cursor.parse(cursor.encode()) == cursor
 
 
@@ -198,6 +198,17 @@ def test_a_client_back_after_done_has_had_everything_unless_the_run_went_on() ->
     resumed = Position(Cursor.parse(events[-1][1]))
     assert not resumed.delivered(watcher)  # type: ignore[arg-type]
     assert [d for _, _, d in map(parse, resumed.pending(watcher))] == [{"seq": 19, "message": "more"}]
+
+
+def test_a_client_back_after_done_hears_of_another_end_with_nothing_new_before_it() -> None:
+    """A rewind that failed again may write no update and leave the status as it was: only `done` tells."""
+    watcher, steps = FakeWatcher(), timeline()
+    done_id = run_client(watcher, Position(Cursor()), steps, 0, len(steps))[-1][1]
+    assert Position(Cursor.parse(done_id)).delivered(watcher)  # type: ignore[arg-type]
+    watcher.done = {**watcher.done, "rewinds": [{"rewind_id": "r1"}]}
+    back = Position(Cursor.parse(done_id))
+    assert not back.delivered(watcher)  # type: ignore[arg-type]
+    assert [(e, d) for e, _, d in map(parse, back.pending(watcher))] == [("done", watcher.done)]  # type: ignore[arg-type]
 
 
 class CountingHashlib:

@@ -241,6 +241,14 @@ def refuse_transfer(server: McpServerProcess, ref: str = REMOTE_REF) -> None:
     (server.state / "schemas.json").write_text(json.dumps({"transfer": schema}))
 
 
+def settled_run(app: InProcessApp, model: ScriptedModelServer, agent: str, script: Script) -> tuple[str, Any]:
+    """A run of `agent` ("pay") to its end, the model answering `script`: its id and view."""
+    model.set_script(script)
+    started = app.start(agent=agent, input="pay")
+    app.settle()
+    return started["run_id"], app.view(started["run_id"])
+
+
 def test_the_run_view_names_the_tools_left_out_and_why(
     mcp_app: InProcessApp, model: ScriptedModelServer, mcp_server: McpServerProcess
 ) -> None:
@@ -249,10 +257,7 @@ def test_the_run_view_names_the_tools_left_out_and_why(
     long_ref = f"https://example.invalid/{'x' * 400}.json"
     refuse_transfer(mcp_server, long_ref)
     (mcp_server.state / "copies.json").write_text(json.dumps({"transfer": 59}))  # transfer_1 ... transfer_59
-    model.set_script(Script.of("Done."))
-    started = mcp_app.start(agent="mcp_helper", input="pay")
-    mcp_app.settle()
-    view = mcp_app.view(started["run_id"])
+    run_id, view = settled_run(mcp_app, model, "mcp_helper", Script.of("Done."))
     assert view["status"] == "completed", view
     assert model.log.requests[0].tool_names == ["echo", *(t for t in MCP_TOOLS if t != "transfer")]
     skipped = view["skipped_tools"]
@@ -261,7 +266,7 @@ def test_the_run_view_names_the_tools_left_out_and_why(
     ]
     assert all(s["reason"].startswith("is refused: ") and len(s["reason"]) == 300 for s in skipped), skipped[0]
     assert long_ref[:100] in skipped[0]["reason"]
-    assert run_record(mcp_app, started["run_id"]).skipped_tools == skipped
+    assert run_record(mcp_app, run_id).skipped_tools == skipped
     assert API_KEY not in json.dumps(view)
 
 
@@ -271,16 +276,13 @@ def test_a_required_server_whose_every_allowed_tool_is_left_out_fails_the_run(
     """Before, the run went on without any of the server's tools (as if it had none); now it fails as when the
     server is down, naming the server and the tool."""
     refuse_transfer(mcp_server)
-    model.set_script(Script.of("never asked"))
-    started = mcp_app.start(agent="mcp_transfer_only", input="pay")
-    mcp_app.settle()
-    view = mcp_app.view(started["run_id"])
+    run_id, view = settled_run(mcp_app, model, "mcp_transfer_only", Script.of("never asked"))
     assert view["status"] == "failed", view
     message = view["error"]["message"]
     assert view["error"]["code"] == "tool_discovery_failed", view
     assert message.startswith("MCP server 'tools': none of the tools it allows can be offered")
     assert "'transfer'" in message and REMOTE_REF in message, message
-    assert len(model.log) == 0 and run_record(mcp_app, started["run_id"]).discovered_tools is None
+    assert len(model.log) == 0 and run_record(mcp_app, run_id).discovered_tools is None
 
 
 def test_an_optional_server_whose_every_allowed_tool_is_left_out_is_skipped(
@@ -288,10 +290,7 @@ def test_an_optional_server_whose_every_allowed_tool_is_left_out_is_skipped(
 ) -> None:
     """The run goes on without the server (its warning: `test_e2e_schema_refs`), and its view says why."""
     refuse_transfer(mcp_server)
-    model.set_script(Script.of("Done."))
-    started = mcp_app.start(agent="mcp_transfer_optional", input="pay")
-    mcp_app.settle()
-    view = mcp_app.view(started["run_id"])
+    _, view = settled_run(mcp_app, model, "mcp_transfer_optional", Script.of("Done."))
     assert view["status"] == "completed", view
     assert model.log.requests[0].tool_names == ["echo"]
     assert [(s["server"], s["tool"]) for s in view["skipped_tools"]] == [("tools", "transfer")]

@@ -19,6 +19,7 @@ import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
 from fixture_agents.store_pause import pause_dir
+from httpx_sse import connect_sse
 from killed_store import KilledAfterOneWrite
 from step_pause import paused
 from webhook_receiver import SECRET, WebhookReceiver
@@ -46,12 +47,18 @@ def rewind_app(
         yield app
 
 
+def until_the_model_calls_give_up(app: InProcessApp) -> None:
+    """The run (or its continuation) settled, and Durable's retries of a failing model call (after 2 s, then 4 s)
+    failed too."""
+    app.settle()
+    for _ in range(3):
+        app.advance(60)
+
+
 def failed_run(app: InProcessApp, model: ScriptedModelServer) -> dict:
     model.set_script(FAILING_AFTER_THE_TOOL)
     started = app.start(input="File invoice 7.")
-    app.settle()
-    for _ in range(3):  # Durable's retries of the model call (after 2 s, then 4 s) fail too
-        app.advance(60)
+    until_the_model_calls_give_up(app)
     view = app.view(started["run_id"])
     assert view["status"] == "failed" and view["error"]["code"] == "model_call_failed", view
     return started
@@ -214,9 +221,7 @@ def test_each_end_of_a_rewound_run_is_notified(
         with app_with(MODEL_RETRY_MAX_ATTEMPTS="1", WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET) as app:
             run_id = failed_run(app, model)["run_id"]
             assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
-            app.settle()
-            for _ in range(3):
-                app.advance(60)
+            until_the_model_calls_give_up(app)
             assert app.view(run_id)["status"] == "failed"
             model.set_script(RECOVERED)
             assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
@@ -309,9 +314,7 @@ def test_a_rewind_that_read_the_run_before_the_last_rewind_failed_again_reopens_
     with ThreadPoolExecutor(1) as pool, first_read as pause:
         second = pool.submit(app.http.post, f"/api/runs/{run_id}/rewind")
         pause.wait_reached()  # it read the run open, rewound once
-        app.settle()
-        for _ in range(3):  # the first rewind's continuation fails like the run did
-            app.advance(60)
+        until_the_model_calls_give_up(app)  # the first rewind's continuation fails like the run did
         model.set_script(RECOVERED)
         pause.release()
         answer = second.result()
@@ -446,9 +449,7 @@ def test_a_rewind_that_lost_the_race_does_not_reopen_a_later_failure_from_its_st
             assert held.wait(30)  # it read the run failed and the failed orchestration's resume point
             model.set_script(FAILING_AGAIN_AFTER_ANOTHER_TOOL)
             assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
-            app.settle()
-            for _ in range(3):
-                app.advance(60)
+            until_the_model_calls_give_up(app)
             failed_again = app.view(run_id)
             assert failed_again["status"] == "failed" and tool_attempts(marker_dir) == 2, failed_again
             model.set_script(RECOVERED)
@@ -469,3 +470,37 @@ def test_a_rewind_that_lost_the_race_does_not_reopen_a_later_failure_from_its_st
     roles = [m["role"] for m in app.session_messages(started["session_id"])]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert tool_attempts(marker_dir) == 2
+
+
+def stream_events(app: InProcessApp, run_id: str, last_event_id: str | None = None) -> tuple[int, list]:
+    """One connection to the run's stream (resumed from `last_event_id`): its status code and events."""
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    with connect_sse(app.http, "GET", f"/api/runs/{run_id}/stream", headers=headers) as source:
+        return source.response.status_code, list(source.iter_sse()) if source.response.status_code == 200 else []
+
+
+def test_a_stream_client_back_after_done_hears_of_each_rewind(
+    rewind_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A client back with `done`'s id gets 204 (again and again) until a rewind: then the run's new end, even when the
+    rewound run failed again without writing anything (the same updates, the same status, another `done`)."""
+    app = rewind_app
+    run_id = failed_run(app, model)["run_id"]
+    code, events = stream_events(app, run_id)
+    assert code == 200 and events[-1].event == "done"
+    first_done = events[-1].id
+    assert [stream_events(app, run_id, first_done)[0] for _ in range(2)] == [204, 204]
+
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
+    until_the_model_calls_give_up(app)
+    assert app.view(run_id)["status"] == "failed"
+    code, events = stream_events(app, run_id, first_done)
+    assert code == 200 and [e.event for e in events] == ["done"], events
+    assert len(events[0].json()["rewinds"]) == 1
+    assert [stream_events(app, run_id, events[-1].id)[0] for _ in range(2)] == [204, 204]
+
+    model.set_script(RECOVERED)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    app.settle()
+    code, events = stream_events(app, run_id, first_done)
+    assert code == 200 and events[-1].event == "done" and events[-1].json()["status"] == "completed", events

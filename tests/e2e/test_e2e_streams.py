@@ -243,6 +243,10 @@ def test_problems_come_before_the_stream(stream_app: InProcessApp, model: Script
         (f"/api/runs/{run_id}/stream", {"params": {"after": "nope"}}, 400, "invalid_cursor", "query.after"),
         (f"/api/runs/{run_id}/stream", {"headers": {"Last-Event-ID": "1.2"}}, 400, "invalid_cursor",
          "header.last-event-id"),
+        *[(f"/api/runs/{run_id}/stream", {"headers": {"Last-Event-ID": forged}}, 400, "invalid_cursor",
+           "header.last-event-id")  # `done`'s mark without its fingerprint, a bad one, twice, a long one
+          for forged in ("3.0.0.-.done", "3.0.0.-.done.XYZ", "3.0.0.-.done.0a1b2c3d.done.0a1b2c3d",
+                         "3.0.0.-.done." + "0" * 4_000)],
         ("/api/workflows/runs/no-such-run/stream", {}, 404, "workflow_run_not_found", "path.run_id"),
         (f"/api/workflows/runs/{run_id}/stream", {}, 404, "workflow_run_not_found", "path.run_id"),
     ]
