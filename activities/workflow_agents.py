@@ -95,6 +95,11 @@ async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
     if request.failure and not failures:
         failures.append(request.failure)
     if failures:
+        # The cancel route flags the workflow, then cancels its children: their ends can reach the workflow before
+        # its own cancel event does. Children cancelled with the workflow end it cancelled, not failed (and, as
+        # when the cancel event comes first, the unfinished step is not journaled).
+        if await ctx.cancel_requested():
+            return StepResult(step_id=request.step_id, status="cancelled", journaled=False)
         error = "; ".join(failures)
         await ctx.journal(
             request, step.kind, status="failed", error=error, run_ids=request.run_ids, started_at=started_at

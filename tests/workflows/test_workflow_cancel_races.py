@@ -113,6 +113,28 @@ def test_a_child_run_that_finished_meanwhile_is_not_listed_as_cancelled(host, mo
     assert child_run(host, mailer, mailer)["status"] == "cancelled"
 
 
+def test_children_cancelled_before_the_workflow_hears_of_it_end_it_cancelled_not_failed(host, monkeypatch) -> None:
+    """The cancel route flags the workflow, then cancels its children; when the children's ends reach the workflow
+    before its own cancel event (held back here until they did), the workflow still ends cancelled: a child that
+    ended cancelled because the workflow was cancelled is not a failed step."""
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal, _ = view(host, run_id)["active_step"]["child_runs"]
+
+    _event_held_back(monkeypatch, run_id)
+    response = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+    assert response.status_code == 202, response.text
+    assert response.json()["cancelled_child_runs"] == [mailer]
+    settle(host)  # the children ended and the workflow recorded its step: no cancel event reached it
+
+    ended = view(host, run_id)
+    assert ended["status"] == "cancelled", ended
+    assert ended["error"]["code"] == "cancelled" and ended["steps"] == []  # no failed step: it did not finish
+    assert child_run(host, mailer, mailer)["status"] == "cancelled"
+    assert child_run(host, legal, legal)["status"] == "completed"
+    assert host.get_status(run_id)["runtimeStatus"] in TERMINAL
+
+
 def test_a_cancel_before_the_orchestration_started_ends_the_workflow_at_once(host, monkeypatch) -> None:
     """The cancel comes when the workflow's record exists but its orchestration does not yet (the host answers its
     event with a 404): the cancel is accepted on the stored flag, and the workflow, whose first step is a delay
