@@ -13,7 +13,7 @@ from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
-from agent_runs.failed_attempts import keep_failed_attempt, with_failed_attempts
+from agent_runs.failed_attempts import keep_failed_attempt, new_attempt_id, with_failed_attempts
 from agent_runs.finishing import close_if_final, closed_before
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runs.store_log import RunClosedError
@@ -86,7 +86,7 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
             if error.usage is not None:
                 billed(error.usage)
             # Counted by the attempt that answers, or by the run's close if none does.
-            await keep_failed_attempt(ctx, record, step.command.iteration, error.usage)
+            await keep_failed_attempt(ctx, record, step.command.iteration, error.usage, new_attempt_id())
             if error.retryable:
                 raise  # the activity's durable retry waits on a timer, holding no worker
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))

@@ -6,15 +6,21 @@ entry is counted once, by one sum (`counting_failed_attempts`): the attempt that
 loop's budget counts every billed attempt once; a run that ends with the call unanswered (failed, cancelled) adds it
 to the usage it is closed with. The entry is never cleared: the turn that read it is handed to the loop once, later
 iterations read their own entry, and a rewound run goes on from the loop's state before the failed call.
+
+An entry is the usage's JSON plus the ids of the attempts in it (`attempts`; entries written before had none): an
+attempt adds itself by etag, reading the record again when it changed meanwhile, and stops once it finds its id, so a
+write that went through unacknowledged is not added twice.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from agent_runtime.loop_types import ModelTurn
 from agent_runtime.messages import Usage
+from session_store import ConflictError
 from session_store.records import RunRecord
 
 from .context import StepContext
@@ -22,6 +28,13 @@ from .context import StepContext
 logger = logging.getLogger(__name__)
 
 _ATTEMPTS = "attempts"
+KEEP_ROUNDS = 5  # writes of one attempt's usage, each after the record changed meanwhile
+KEPT_ATTEMPT_IDS = 16  # an attempt checks for its own id right after its write: the latest ids are enough
+
+
+def new_attempt_id() -> str:
+    """An id for one execution of `call_model` (each one calls the model again: a billed attempt of its own)."""
+    return uuid.uuid4().hex[:16]
 
 
 def _entry(record: RunRecord | None, iteration: int) -> tuple[Usage | None, list[str]]:
@@ -44,13 +57,30 @@ def with_failed_attempts(turn: ModelTurn, record: RunRecord | None, iteration: i
     return turn if usage is turn.usage else turn.model_copy(update={"usage": usage})
 
 
-async def keep_failed_attempt(ctx: StepContext, record: RunRecord | None, iteration: int, usage: Usage | None) -> None:
-    """Add a failed attempt's reported usage to its iteration's entry (nothing to do when none was reported)."""
+async def keep_failed_attempt(
+    ctx: StepContext, record: RunRecord | None, iteration: int, usage: Usage | None, attempt: str
+) -> None:
+    """Add a failed attempt's reported usage to its iteration's entry (nothing to do when none was reported).
+    `record`: the run as last read; `attempt`: the attempt's id (`new_attempt_id`)."""
     if usage is None or record is None:
         return
-    total = usage + _entry(record, iteration)[0]
-    kept = {**record.failed_call_usage, str(iteration): total.model_dump(mode="json", exclude_none=True)}
-    try:
-        await ctx.store.update_run(record.run_id, current=record, failed_call_usage=kept)
-    except Exception:  # the model error goes on all the same; only this count is lost
-        logger.warning("could not keep the usage of a failed model call of run %s", record.run_id, exc_info=True)
+    for _ in range(KEEP_ROUNDS):
+        kept, attempts = _entry(record, iteration)
+        if attempt in attempts:  # an earlier write of this attempt went through
+            return
+        entry = {
+            **(usage + kept).model_dump(mode="json", exclude_none=True),
+            _ATTEMPTS: [*attempts, attempt][-KEPT_ATTEMPT_IDS:],
+        }
+        changes = {**record.failed_call_usage, str(iteration): entry}
+        try:
+            await ctx.store.update_run(record.run_id, if_match=record.etag, current=record, failed_call_usage=changes)
+            return
+        except ConflictError:  # changed since it was read (maybe by another attempt): add to what it holds now
+            record = await ctx.record()
+            if record is None:
+                return
+        except Exception:  # the model error goes on all the same; only this count is lost
+            logger.warning("could not keep the usage of a failed model call of run %s", record.run_id, exc_info=True)
+            return
+    logger.warning("could not keep the usage of a failed model call of run %s: it kept changing", record.run_id)

@@ -3,7 +3,8 @@
 Every scripted attempt here reports 100 input and 10 output tokens (110, cost 0.12 at `PRICES`) before it breaks
 (`Fault.billed`: the stream ends in an error after its usage chunk) or answers. A run that fails with a model error
 shows what its failed call's attempts were billed, as a run whose call later answers counts them; a rewind of it counts
-them once.
+them once. `keep_failed_attempt` adds an attempt's usage to the run record by etag: a record that changed meanwhile is
+read again and added to, and an attempt whose write went through is not added twice.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from e2e_harness import InProcessApp
+from e2e_settings import watches_the_app_in_process
 
 from durable_steps.activity import DEFAULT_RETRY
 from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
@@ -114,3 +116,75 @@ def test_a_run_cancelled_while_its_model_call_waits_for_a_retry_shows_its_failed
     assert view["status"] == "cancelled", view
     assert len(model.log.requests) == 1
     assert_usage(app, view, 1)
+
+
+def changed_meanwhile(app: InProcessApp, change: Callable[..., Any]) -> Callable[[], None]:
+    """Patch the app's store so that its first write of a failed attempt's usage runs through `change(update_run,
+    run_id, changes)` (the real method, then what the write does instead); returns the undo."""
+    store = app.services().current().store
+    update_run = store.update_run
+    changed: list[str] = []
+
+    async def patched(run_id: str, **changes: Any) -> Any:
+        if "failed_call_usage" in changes and not changed:
+            changed.append(run_id)
+            return await change(update_run, run_id, changes)
+        return await update_run(run_id, **changes)
+
+    store.update_run = patched
+
+    def undo() -> None:
+        store.update_run = update_run
+        assert changed, "no failed attempt's usage was written"
+
+    return undo
+
+
+def fails_once_then_answers(app: InProcessApp, model: ScriptedModelServer, undo: Callable[[], None]) -> dict:
+    """A run whose model call is billed and breaks once, then answers after Durable's retry."""
+    model.set_script(Script.of(ANSWER))
+    model.fail_next(Fault.billed(usage=BILLED))
+    try:
+        started = app.start(agent="helper", input="Hello.")
+        app.settle()
+        app.advance(DURABLE_RETRY_S)
+        app.settle()
+    finally:
+        undo()
+    view = app.view(started["run_id"])
+    assert (view["status"], view["output"]["text"]) == ("completed", "Done."), view
+    assert len(model.log.requests) == 2
+    return view
+
+
+@watches_the_app_in_process
+def test_a_failed_attempt_kept_while_the_run_record_changed_is_not_lost(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """Between the attempt's read of the run and its write, another attempt of the same call (an activity delivered
+    twice) kept its own 110 tokens: the write is refused by etag, and the attempt adds its usage to what the record
+    holds now. Written over the record as it was read, the other attempt's tokens were lost."""
+
+    async def other_attempt_first(update_run: Callable[..., Any], run_id: str, changes: dict) -> Any:
+        await update_run(run_id, failed_call_usage={"1": {"input_tokens": 100, "output_tokens": 10,
+                                                          "total_tokens": 110, "cost": 0.12}})
+        return await update_run(run_id, **changes)
+
+    view = fails_once_then_answers(app, model, changed_meanwhile(app, other_attempt_first))
+    assert_usage(app, view, 3)  # the other attempt, this one, the answer
+
+
+@watches_the_app_in_process
+def test_a_failed_attempt_whose_write_went_through_unacknowledged_counts_once(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The write of the attempt's usage went through but the store answered with a conflict (a resent request the
+    etag refused): read again, the record has this attempt already, and it is not added a second time."""
+    conflict = app.app_module("session_store").ConflictError
+
+    async def written_then_refused(update_run: Callable[..., Any], run_id: str, changes: dict) -> Any:
+        await update_run(run_id, **changes)
+        raise conflict(f"run {run_id!r} changed since it was read (etag mismatch)")
+
+    view = fails_once_then_answers(app, model, changed_meanwhile(app, written_then_refused))
+    assert_usage(app, view, 2)
