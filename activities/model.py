@@ -2,9 +2,10 @@
 it streams, the text so far is stored as a draft that pollers see as `partial_output`). An answer that ends the run's
 loop also closes the run (`agent_runs.finishing.close_if_final`).
 
-An attempt that fails after the provider reported its usage (billed, see `agent_runtime.spend`) and is left to the
-durable retry keeps that usage on the run record; the attempt that answers adds it to its turn, so the run's budget
-sees it. Only a failing attempt writes it: a call that succeeds costs the store nothing more."""
+An attempt that fails after the provider reported its usage (billed, see `agent_runtime.spend`) keeps that usage on
+the run record; the attempt that answers adds it to its turn, so the run's budget sees it, and a run that fails with
+the call unanswered is closed with it (`agent_runs.failed_attempts`). Only a failing attempt writes it: a call that
+succeeds costs the store nothing more."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from agent_runs.budget import PAYLOAD_BUDGET_BYTES, payload_size
 from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
-from agent_runs.failed_attempts import keep_failed_attempt, with_failed_attempts
+from agent_runs.failed_attempts import keep_failed_attempt, new_attempt_id, with_failed_attempts
 from agent_runs.finishing import close_if_final, closed_before
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runs.store_log import RunClosedError
@@ -84,8 +85,9 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
         except ModelError as error:
             if error.usage is not None:
                 billed(error.usage)
+            # Counted by the attempt that answers, or by the run's close if none does.
+            await keep_failed_attempt(ctx, record, step.command.iteration, error.usage, new_attempt_id())
             if error.retryable:
-                await keep_failed_attempt(ctx, record, step.command.iteration, error.usage)
                 raise  # the activity's durable retry waits on a timer, holding no worker
             result = StepFailure(code=error.code or f"model_http_{error.status}", message=str(error))
         except ChatMiddlewareEnded as ended:  # the same middleware would decide the same again: no retry

@@ -15,6 +15,7 @@ from agent_runs.closing import expire_pending_approvals
 from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ClosedModelTurn, FinishInput, FinishResult, ModelCallInput
 from agent_runs.driver import FINISH_SPARE_SLOTS
+from agent_runs.failed_attempts import counting_failed_attempts
 from agent_runs.run_middleware import after_phase
 from agent_runtime.check_threads import check_off_loop
 from agent_runtime.loop import AgentLoop
@@ -41,6 +42,9 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
     run as just read (its output format, and the ETag to finish it). Returns the final status and reason (they may
     differ from the loop's)."""
     finish = step.finish
+    # The loop's usage, and when it ended waiting for a model call's answer, what the call's failed attempts were
+    # billed: the turn that never came would have counted them.
+    usage = counting_failed_attempts(step.usage, record, finish.unanswered_call)
     slots = len(finish.unresolved) + 1 + FINISH_SPARE_SLOTS  # as reserved by the driver
     # One read of the run's messages (or none: the conversation cache) serves both uses below.
     log = ctx.closing_run_log(step.first_seq, slots, record=record)
@@ -54,7 +58,7 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
     else:
         overrides = overrides_of(record)
         build = functools.partial(
-            build_run_result, ctx.agent, step.run.run_id, finish.status, finish.reason, step.usage, added,
+            build_run_result, ctx.agent, step.run.run_id, finish.status, finish.reason, usage, added,
             overrides=overrides,
         )
         # A client's schema checking the answer is bounded work but not small: off the event loop. Without a format
@@ -78,7 +82,7 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
     if status == "completed":
         output = {**(output or {}), "finish_reason": finish.reason}  # e.g. "stop", "budget_exceeded"
     stored = await ctx.store.finish_run(
-        step.run.run_id, status, output=output, error=error, usage=step.usage.model_dump(mode="json"), current=record
+        step.run.run_id, status, output=output, error=error, usage=usage.model_dump(mode="json"), current=record
     )
     ctx.services.conversations.forget(step.run.session_id, step.run.run_id)  # the run is over
     if (stored.status, stored.error) != (status, error):
@@ -94,7 +98,7 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
         agent=step.run.agent,
         status=status,
         reason=reason,
-        usage=step.usage,
+        usage=usage,
     )
     return FinishResult(status=status, reason=reason[:1000])  # type: ignore[arg-type]
 

@@ -107,10 +107,12 @@ class AgentLoop:
         phase = self.state.phase
         if phase == "finished":
             raise LoopError("the loop has finished; it accepts no more events")
+        # Ended while a model call was in flight: its failed attempts may have been billed (`Finish.unanswered_call`).
+        unanswered = self.state.iteration if phase == "awaiting_model" else None
         if isinstance(event, Cancel):
-            return self._finish("cancelled", event.reason or REASON_CANCELLED)
+            return self._finish("cancelled", event.reason or REASON_CANCELLED, unanswered)
         if isinstance(event, Fail):
-            return self._finish("failed", event.reason)
+            return self._finish("failed", event.reason, unanswered)
         if phase == "awaiting_model" and isinstance(event, ModelTurn):
             return self._on_model_turn(event)
         if phase == "awaiting_tools" and isinstance(event, ToolResults):
@@ -221,13 +223,15 @@ class AgentLoop:
             state.tools_disabled_reason = REASON_MAX_ITERATIONS
         return self._call_model()
 
-    def _finish(self, status: RunStatus, reason: str) -> Finish:
+    def _finish(self, status: RunStatus, reason: str, unanswered_call: int | None = None) -> Finish:
         state = self.state
         # Calls of the current batch have no stored result yet (awaiting approval/tools, or refused above).
         unresolved: list[ToolCallRef] = [item.ref for item in state.batch]
         state.batch = []
         state.phase = "finished"
-        state.finish = Finish(status=status, reason=reason, unresolved=unresolved, usage=state.usage)
+        state.finish = Finish(
+            status=status, reason=reason, unresolved=unresolved, usage=state.usage, unanswered_call=unanswered_call
+        )
         return state.finish
 
 

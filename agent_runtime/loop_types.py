@@ -181,6 +181,11 @@ class Finish(_Model):
     reason: str
     unresolved: list[ToolCallRef] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    unanswered_call: int | None = Field(
+        default=None,
+        description="the iteration of the model call in flight when the run failed or was cancelled: `usage` has "
+        "no answer of it, though its failed attempts may have been billed",
+    )
 
 
 LoopCommand = Annotated[CallModel | RunTools | RequestApproval | AwaitApproval | Finish, Field(discriminator="kind")]

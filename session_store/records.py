@@ -79,7 +79,8 @@ class RunRecord(_Record):
     failed_call_usage: JsonObject = Field(
         default_factory=dict,
         description="by model call iteration: what the provider reported for attempts that failed (billed all the "
-        "same); the attempt that answers counts it. Written only when such an attempt fails",
+        "same; the usage's fields, and `attempts`: the ids of the attempts in it); the attempt that answers counts "
+        "it, or the run's close when none does. Written only when such an attempt fails",
     )
     metadata: JsonObject = Field(default_factory=dict)
     overrides: JsonObject = Field(
