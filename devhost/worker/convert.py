@@ -42,7 +42,8 @@ def http_binding(request: HttpRequestData) -> Any:
 def proxied_http_binding(request: HttpRequestData, capabilities: Mapping[str, str]) -> Any:
     """HTTP v2: the request itself goes to the worker's web server, so the message carries at most its route values
     (azure-functions-host GrpcMessageConversionExtensions.cs, ToRpcHttp lines 108-126 at 89dc438): no method, URL,
-    headers, query or body; the function reads those from the proxied request."""
+    headers, query or body; the function reads those from the proxied request, whose path and query the host's proxy
+    forwards as sent (Server/DefaultHttpProxyService.cs line 90: YARP's forwarder with its default transform)."""
     params = request.params if capabilities.get(REQUIRES_ROUTE_PARAMETERS) else {}
     return rpc.TypedData(http=rpc.RpcHttp(params=params))
 
