@@ -35,10 +35,24 @@ async def to_func_request(request: Request) -> func.HttpRequest:
         method=request.method,
         url=public_url(request),
         headers=_headers(request),
-        params=dict(request.query_params),
+        params=host_query(request.query_params.multi_items()),
         route_params={k: str(v) for k, v in request.path_params.items()},
         body=await request.body(),
     )
+
+
+def host_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The query as Azure's Functions host passes it to a non-v2 worker (`RpcHttp.query`, built from ASP.NET's
+    `HttpRequest.Query`: azure-functions-host GrpcMessageConversionExtensions.cs, ToRpcHttp): each name once, its
+    non-empty values comma-joined (`StringValues.ToString()`), a name without one left out. So a parameter sent twice
+    reads as "v1,v2", exactly like `?name=v1,v2` (the two cannot be told apart here: a list is read from `req.url`,
+    as `include[]` is), never as one of its values; `dict(query_params)` would silently keep the last one. (The host
+    also groups names that differ only in case; the app's names are lower-case, so that is left out.)"""
+    values: dict[str, list[str]] = {}
+    for name, value in pairs:
+        if value:
+            values.setdefault(name, []).append(value)
+    return {name: ",".join(given) for name, given in values.items()}
 
 
 def _headers(request: Request) -> dict[str, str]:

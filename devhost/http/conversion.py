@@ -9,6 +9,7 @@ base64), so the same path serves functions run in the host process and in worker
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import azure.functions as func
@@ -24,7 +25,8 @@ class ResultEncodingError(TypeError):
 
 
 class HttpRequestData(BaseModel):
-    """One request as the worker receives it: repeated headers comma-joined (lower-case names), first query value."""
+    """One request as the worker receives it: repeated headers comma-joined (lower-case names), the query as
+    `host_query` makes it."""
 
     model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
 
@@ -41,9 +43,7 @@ class HttpRequestData(BaseModel):
         for name, value in request.headers.items():
             key = name.lower()
             headers[key] = f"{headers[key]},{value}" if key in headers else value
-        query: dict[str, str] = {}
-        for name, value in request.query.items():
-            query.setdefault(name, value)
+        query = host_query(request.query.items())
         return cls(method=request.method, url=str(request.url), headers=headers, query=query, params=route_params,
                    body=body)
 
@@ -62,6 +62,34 @@ class HttpRequestData(BaseModel):
             },
         )
         return HttpRequestConverter.decode(datum, trigger_metadata=None)
+
+
+def host_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """`RpcHttp.query` as the Functions host fills it from ASP.NET's `HttpRequest.Query` (the decoded pairs in order).
+
+    azure-functions-host `src/WebJobs.Script.Grpc/MessageExtensions/GrpcMessageConversionExtensions.cs` (ToRpcHttp,
+    lines 139-152 at 89dc438) adds one entry per name, `pair.Value.ToString()`, and skips it when that is empty (the
+    Python worker does not announce `UseNullableValueDictionaryForHttp`). `StringValues.ToString()` (dotnet/runtime
+    Microsoft.Extensions.Primitives `StringValues.GetJoinedStringValueFromArray`) joins the values with "," and skips
+    empty ones. ASP.NET groups names ignoring case (aspnetcore `QueryFeature.KvpAccumulator`, OrdinalIgnoreCase), and
+    a repeated name takes the spelling of its second occurrence (the accumulator re-sets it under that key, and its
+    `AdaptiveCapacityDictionary` replaces the key). So `?a=1&a=&a=2` is `{"a": "1,2"}`, as `?a=1,2` would be; `?a=`
+    leaves `a` out."""
+    values: dict[str, list[str]] = {}
+    spelling: dict[str, str] = {}
+    for name, value in pairs:
+        key = _ordinal_upper(name)
+        seen = values.setdefault(key, [])
+        if len(seen) < 2:
+            spelling[key] = name
+        seen.append(value)
+    joined = {spelling[key]: ",".join(value for value in seen if value) for key, seen in values.items()}
+    return {name: value for name, value in joined.items() if value}
+
+
+def _ordinal_upper(name: str) -> str:
+    """The key .NET's OrdinalIgnoreCase compares by: each character's simple upper case (never 'ß' -> 'SS')."""
+    return "".join(upper if len(upper := char.upper()) == 1 else char for char in name)
 
 
 class HttpResponseData(BaseModel):

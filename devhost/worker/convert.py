@@ -9,6 +9,7 @@ The durable client binding: its JSON as a string. Failures: the worker's `"{Type
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from http.cookies import SimpleCookie
 from typing import Any
 
@@ -28,11 +29,23 @@ class WorkerInvocationError(Exception):
         self.stack_trace = stack_trace
 
 
+REQUIRES_ROUTE_PARAMETERS = "RequiresRouteParameters"
+
+
 def http_binding(request: HttpRequestData) -> Any:
     return rpc.TypedData(http=rpc.RpcHttp(
         method=request.method, url=request.url, headers=request.headers, query=request.query,
         params=request.params, body=rpc.TypedData(bytes=request.body),
     ))
+
+
+def proxied_http_binding(request: HttpRequestData, capabilities: Mapping[str, str]) -> Any:
+    """HTTP v2: the request itself goes to the worker's web server, so the message carries at most its route values
+    (azure-functions-host GrpcMessageConversionExtensions.cs, ToRpcHttp lines 108-126 at 89dc438): no method, URL,
+    headers, query or body; the function reads those from the proxied request, whose path and query the host's proxy
+    forwards as sent (Server/DefaultHttpProxyService.cs line 90: YARP's forwarder with its default transform)."""
+    params = request.params if capabilities.get(REQUIRES_ROUTE_PARAMETERS) else {}
+    return rpc.TypedData(http=rpc.RpcHttp(params=params))
 
 
 def string_binding(text: str) -> Any:

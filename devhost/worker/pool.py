@@ -348,9 +348,12 @@ class RuntimeWorkerPool:
             return activity_failure_text(function.name, f"{type(exc).__name__}: {exc}", "")
         return convert.activity_outcome(function.name, response)
 
-    def _http_bindings(self, spec: HttpTriggerSpec, request: HttpRequestData,
-                       client_binding_json: str | None) -> dict[str, Any]:
-        bindings = {spec.request_param: convert.http_binding(request)}
+    def _http_bindings(self, spec: HttpTriggerSpec, request: HttpRequestData, client_binding_json: str | None,
+                       proxied_to: WorkerChannel | None = None) -> dict[str, Any]:
+        """`proxied_to`: the HTTP v2 worker whose web server gets the request itself."""
+        http = (convert.http_binding(request) if proxied_to is None
+                else convert.proxied_http_binding(request, proxied_to.capabilities))
+        bindings = {spec.request_param: http}
         if spec.durable_client is not None and client_binding_json is not None:
             bindings[spec.durable_client.name] = convert.string_binding(client_binding_json)
         return bindings
@@ -376,7 +379,7 @@ class RuntimeWorkerPool:
         if not uri:
             raise FunctionFailedError(f"the worker process {channel.pid} runs no HTTP server for HTTP v2 functions")
         invocation_id, content = self._invocation(spec.function_name,
-                                                  self._http_bindings(spec, request, client_binding_json))
+                                                  self._http_bindings(spec, request, client_binding_json, channel))
         invocation = asyncio.wrap_future(channel.request(**content))
         headers = [(k, v) for k, v in connection.headers.items() if k.lower() not in _NOT_FORWARDED]
         headers.append((INVOCATION_ID_HEADER, invocation_id))

@@ -42,6 +42,7 @@ def check_include(values: Iterable[str], param: str = "include") -> None:
 
 
 def query_include(url: str) -> list[str]:
-    """Every `include[]` value of the request's query, read from its URL: the query the worker receives holds one
-    value per name (the first, or the values comma-joined), and a list needs all of them."""
+    """Every `include[]` value of the request's query, read from its URL: `req.params` holds one string per name (the
+    values comma-joined, as Azure's host passes them: `http_api.fastapi_bridge.host_query`), which cannot tell two
+    values from one with a comma in it; the URL keeps each value as sent."""
     return [value for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True) if name == QUERY_NAME]

@@ -20,6 +20,14 @@ def test_a_fastapi_request_becomes_the_func_request_handlers_expect() -> None:
     assert converted.headers["x-custom"] == "v" and converted.get_json() == {"a": 1}
 
 
+def test_a_repeated_query_name_reads_as_azures_host_passes_it() -> None:
+    """Every non-empty value comma-joined, a name without one left out (not `dict(query_params)`'s last value)."""
+    query = b"include[]=a&include[]=b&limit=1&limit=&limit=2&after=&x=%2C"
+    converted = asyncio.run(to_func_request(fastapi_request("/api/x", query=query)))
+    assert converted.params == {"include[]": "a,b", "limit": "1,2", "x": ","}
+    assert converted.url.endswith("/api/x?" + query.decode())  # the URL keeps every value as sent
+
+
 def test_a_repeated_header_keeps_its_first_value_as_the_request_mapping_does() -> None:
     request = fastapi_request("/api/x", headers={"X-One": "1"})
     request.scope["headers"] += [(b"x-one", b"2"), (b"accept", b"text/plain"), (b"accept", b"application/json")]

@@ -97,6 +97,11 @@ START_ERRORS = [
         {"decision": "approve"},
     ),
     BadRequest("unknown session", "GET", "/api/sessions/nope", 404, "session_not_found", "path.session_id"),
+    # A single-valued query parameter sent twice reaches the handlers as Azure's Functions host passes it, "v1,v2" (as
+    # `?limit=1,2` would): refused naming it, never read as one of the two.
+    BadRequest("a limit sent twice", "GET", "/api/sessions?limit=1&limit=2", 422, "validation_failed", "query.limit"),
+    BadRequest("a status sent twice", "GET", "/api/runs?status=running&status=failed", 422, "validation_failed",
+               "query.status"),
 ]
 
 

@@ -851,6 +851,32 @@ def test_include_on_create_and_retrieve(app: InProcessApp, client: OpenAI, model
     assert with_include.output_text == "Second answer."
 
 
+def test_every_value_of_a_repeated_query_name_counts(app: InProcessApp, client: OpenAI,
+                                                    model: ScriptedModelServer) -> None:
+    """The query as OpenAI clients send lists (`include[]=a&include[]=b`), over plain HTTP: every `include[]` value is
+    read, each exactly as sent (a comma inside one is part of it), and a single-valued parameter sent twice is not
+    silently read as one of its values but refused by name (Azure's Functions host passes it as "v1,v2")."""
+    model.set_script(Script.of("Plain answer."))
+    created = client.responses.create(model="helper", input="hi")
+    base = f"/api/v1/responses/{created.id}"
+    both = app.http.get(f"{base}?include[]=file_search_call.results&include[]=reasoning.encrypted_content")
+    assert both.status_code == 200 and both.json()["id"] == created.id
+    for query, param, code in [
+        ("include[]=file_search_call.results&include[]=message.output_text.logprobs", "include[1]",
+         "unsupported_parameter"),
+        ("include[]=message.output_text.logprobs&include[]=file_search_call.results", "include[0]",
+         "unsupported_parameter"),
+        ("include[]=file_search_call.results%2Creasoning.encrypted_content", "include[0]", "invalid_value"),
+    ]:
+        for path in (base, f"{base}/input_items"):
+            refused = app.http.get(f"{path}?{query}")
+            assert refused.status_code == 400, refused.text
+            assert (refused.json()["error"]["param"], refused.json()["error"]["code"]) == (param, code), query
+    items = app.http.get(f"{base}/input_items?limit=1&limit=50")
+    assert items.status_code == 400 and items.json()["error"]["param"] == "limit", items.text
+    assert app.http.get(f"{base}/input_items?limit=1").json()["data"][0]["type"] == "message"
+
+
 def test_polling_the_turns_of_an_approval(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
     """A client polling GET while its run waits for a decision, then while the next turn runs: the turn that asked
     is `completed` with its `mcp_approval_request` (as the stream ends it), the next turn does not exist before a

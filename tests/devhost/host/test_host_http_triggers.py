@@ -31,10 +31,28 @@ def test_request_fields_reach_the_function(devhost_client: httpx.Client) -> None
     seen = response.json()
     assert seen["method"] == "POST"
     assert seen["url"].endswith("/api/echo/a/b%20c?q=1&q=2&x=y")
-    assert seen["params"] == {"q": "1", "x": "y"}
+    assert seen["params"] == {"q": "1,2", "x": "y"}
     assert seen["route_params"] == {"rest": "a/b c"}
     assert seen["headers"] == {"x-custom": "v"}
     assert seen["body"] == "payload"
+
+
+# What the Functions host puts in `RpcHttp.query` (see `devhost.http.conversion.host_query` for the sources): every
+# value of a repeated name comma-joined, empty values skipped, a name without a value left out, names grouped
+# ignoring case (spelt as at their second occurrence).
+REPEATED_QUERY = (
+    "include[]=a&include[]=b&x=1&x=&x=2,3&empty=&flag&Limit=1&limit=2&LIMIT=3&one=%2C+&ss=1&SS=2&%C3%9F=3",
+    {"include[]": "a,b", "x": "1,2,3", "limit": "1,2,3", "one": ", ", "SS": "1,2", "ß": "3"},
+)
+
+
+def test_repeated_query_names_reach_the_function_as_the_functions_host_sends_them(
+    devhost_client: httpx.Client,
+) -> None:
+    query, params = REPEATED_QUERY
+    seen = devhost_client.get(f"/api/echo/q?{query}").json()
+    assert seen["params"] == params
+    assert seen["url"].endswith(f"/api/echo/q?{query}")  # the URL keeps every value as sent
 
 
 def test_an_escaped_slash_stays_escaped_in_the_route_value(devhost_client: httpx.Client) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_host_http_triggers import REPEATED_QUERY
 from test_worker_indexing import REFUSED
 
 from devhost.app_loader import AppLoadError
@@ -63,6 +64,12 @@ def test_http_requests_and_responses_go_through_the_worker(http_basic: InProcess
     assert client.post("/api/binary", content=bytes(range(256))).content == bytes(reversed(range(256)))
     seen = client.get("/api/context").json()
     assert seen["function"] == "with_context" and seen["invocation"]
+
+
+def test_repeated_query_names_reach_the_worker_as_the_functions_host_sends_them(http_basic: InProcessHost) -> None:
+    """The query map of the worker protocol's `RpcHttp` holds one string per name: the worker's `req.params`."""
+    query, params = REPEATED_QUERY
+    assert http_basic.client.get(f"/api/echo/q?{query}").json()["params"] == params
 
 
 @pytest.mark.parametrize("path", ["/api/boom", "/api/aboom", "/api/exit", "/api/dict", "/api/none",
