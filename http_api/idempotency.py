@@ -5,9 +5,11 @@ no caller-chosen text becomes a partition key; the partition's prefix is reserve
 can name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's
 conditional create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer
 with that run, as a poll would. A start that fails before its run exists marks its generation failed, so the key can
-be retried; after 24 h the next use opens a new generation. A start that died before its run existed without marking
-its generation (its process ended, or the store failed the mark too) leaves a generation with no run: once it is
-`ABANDONED_AFTER` old, the next use marks it failed itself, so the key is not stuck "busy" for the rest of the 24 h.
+be retried - only once a read shows its run absent: a failed write of the run may have landed all the same, and a
+released key would then start a second run (`run_lifecycle.create_and_start`); after 24 h the next use opens a new
+generation. A start that died before its run existed without marking its generation (its process ended, or the store
+failed the mark too) leaves a generation with no run: once it is `ABANDONED_AFTER` old, the next use marks it failed
+itself, so the key is not stuck "busy" for the rest of the 24 h.
 
 The same claim serves workflow signals (`workflow_signals.py`): a `Ledger` says where a key's generations live and
 how long they answer, and the caller says how to tell that a claim's result exists (`ResultCheck`).

@@ -2,7 +2,7 @@
 
 - starting: the caller's session (`open_run_session`), the `Idempotency-Key` (`claim_start`), the run record and its
   orchestration (`create_and_start`: a run whose orchestration could not be started is abandoned, so it does not
-  hold its session);
+  hold its session; one whose record was written by a create that failed all the same is started);
 - answering a start or a poll: the cursor of a continuation token (`poll_cursor`) and the long-poll wait
   (`wait_for_view`: until the run finishes, needs a person, or - for a poll - has something new);
 - cancelling: the flag in the store, then the cancel event (`cancel`).
@@ -91,7 +91,9 @@ class RunStart:
     replay: RunRecord | None = None
 
     async def release(self) -> None:
-        """This request failed before its run existed: the key may start a run again."""
+        """This request failed and provably wrote no run (`create_and_start` read that its run is absent): the key
+        may start a run again. A request that cannot tell keeps the claim: a retry answers with the run if it
+        exists, and the claim is taken over once abandoned (`idempotency.claim_in`) if it does not."""
         if self.claim is not None:
             await idempotency.release(self.store, self.claim)
 
@@ -111,19 +113,26 @@ async def claim_start(req: func.HttpRequest, store: SessionStore, route: str, bo
 
 async def create_and_start(
     store: SessionStore,
+    run_id: str,
     create: Callable[[], Awaitable[RunRecord]],
     launch: Callable[[RunRecord], Awaitable[None]],
     *,
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
 ) -> RunRecord:
-    """`create` the run's record (claiming its session), then `launch` its orchestration. A failure before the record
-    exists runs `on_unclaimed` (nothing was started); a failure after it abandons the run."""
+    """`create` the record of run `run_id` (claiming its session), then `launch` its orchestration. A failure after
+    the record exists abandons the run. A failed `create` may have been written all the same (an error after the
+    store took the write, or its answer lost): a read tells. Written, the run is launched as if `create` had
+    answered; provably not written, `on_unclaimed` runs (nothing was started) and the error stands; a failed read
+    leaves both alone, so no retry with the same `Idempotency-Key` starts a second run."""
     try:
         run = await create()
     except Exception:
-        if on_unclaimed is not None:
-            await on_unclaimed()
-        raise
+        run = await store.get_run(run_id)  # only on a failure: a start that succeeds pays no read
+        if run is None:
+            if on_unclaimed is not None:
+                await on_unclaimed()
+            raise
+        log.warning("run %s was stored though creating it failed: starting it", run_id, exc_info=True)
     try:
         await launch(run)
     except Exception:

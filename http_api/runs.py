@@ -143,8 +143,9 @@ async def start_agent_run(
     store = services.store
     caller = current_principal()
 
+    new_run_id = run_id or uuid.uuid4().hex
+
     async def create() -> RunRecord:
-        new_run_id = run_id or uuid.uuid4().hex
         # A new session is named after the run that creates it (both ids are fresh): a store finds such a run
         # without an index item (`begin_run(new_session=...)`).
         session = session_id or new_run_id
@@ -187,7 +188,7 @@ async def start_agent_run(
         notify = await prepare_notifications(store, run, webhook)
         await gateway.start_run(run_input.model_copy(update={"queued": queued, "notify": notify}))
 
-    run = await create_and_start(store, create, launch, on_unclaimed=on_unclaimed)
+    run = await create_and_start(store, new_run_id, create, launch, on_unclaimed=on_unclaimed)
     if run.ordinal == 0 and if_busy == "interrupt":
         await _interrupt_active(store, gateway, run.session_id)
     return run

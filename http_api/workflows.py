@@ -114,7 +114,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         await gateway.start(WorkflowInput(ref=ref))
         await _ring_an_early_cancel(services, gateway, run_id)
 
-    record = start.replay or await create_and_start(services.store, create, launch, on_unclaimed=start.release)
+    record = start.replay or await create_and_start(services.store, run_id, create, launch, on_unclaimed=start.release)
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
 
