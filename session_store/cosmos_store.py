@@ -700,16 +700,14 @@ class CosmosSessionStore:
         workflow would consume twice. The index is claimed by creating the signal's item with the deterministic id
         `signal:<name>:<index>`: of two concurrent appends that picked the same index exactly one is created; the
         other moves its reservation to the following index (ETag-conditioned) and tries there."""
+        signal = SignalRecord(session_id=session_id, name=name, index=1, signal_id=signal_id, payload=payload)
+        ensure_fits("signal", signal_id, signal)  # before anything is written: a signal too large reserves nothing
         reservation = await self._reserve_signal(
             session_id, name, signal_id, 1 + await self._last_signal_index(session_id, name)
         )
         for _ in range(MAX_SIGNAL_ATTEMPTS):
             index = int(reservation["index"])
-            record = SignalRecord(
-                session_id=session_id, name=name, index=index, signal_id=signal_id, payload=payload,
-                created_at=self._clock(),
-            )
-            ensure_fits("signal", signal_id, record)
+            record = signal.model_copy(update={"index": index, "created_at": self._clock()})
             item = record.model_dump(mode="json")
             item.update(id=f"{SIGNAL_TYPE}:{name}:{index}", sessionId=session_id, type=SIGNAL_TYPE,
                         createdEpoch=record.created_at.timestamp() if record.created_at else 0)
