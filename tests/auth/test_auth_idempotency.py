@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import uuid
 
 import httpx
+import pytest
 from auth_people import ALICE, BOB
+from e2e_settings import watches_the_app_in_process
+from lost_writes import run_writes_lost
 
 from scripted_model import Reply, Script
 
@@ -74,6 +78,28 @@ def test_workflow_starts_are_idempotent_too(app_in, model) -> None:
         assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
         app.settle()
         assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1
+
+
+@watches_the_app_in_process  # wraps the app's own store
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_a_workflow_start_whose_run_was_written_before_it_failed_makes_one_run(app_in, model, store) -> None:
+    """Its write of the run landed, then failed (`lost_writes`): the run written is started, and a retry with the key
+    answers with it, as for an agent run (`tests/e2e/test_e2e_idempotency.py`)."""
+    with app_in("easyauth", store=store) as (app, callers):
+        headers = {**callers.headers(ALICE), "Idempotency-Key": f"publish-{uuid.uuid4().hex}"}
+        body = {"input": {"title": "T"}}
+        before = {r.run_id for r in app.store_call(lambda s: s.list_owner_runs(ALICE.id)).items}
+        with run_writes_lost(app) as written:
+            first = app.http.post("/api/workflows/publish_flow/runs", json=body, headers=headers)
+        app.settle()
+        again = app.http.post("/api/workflows/publish_flow/runs", json=body, headers=headers)
+        assert len(written) == 1, first.text
+        assert again.json().get("run_id") == written[0], again.text
+        assert {r.run_id for r in app.store_call(lambda s: s.list_owner_runs(ALICE.id)).items} - before == {
+            written[0]
+        }
+        assert (first.status_code, first.json()["run_id"]) == (202, written[0]), first.text
+        assert again.json()["status"] == "requires_action"  # its orchestration runs: at its approval gate
 
 
 def test_another_caller_cannot_reach_a_key_ledger_through_a_session_id(app_in, model) -> None:

@@ -12,13 +12,10 @@ import httpx
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
+from lost_writes import run_writes_lost
 
 from agent_runtime.approvers import ANONYMOUS
 from scripted_model import Script, ScriptedModelServer
-
-
-class AnswerLost(ConnectionError):
-    """What the store's client raised after the store took the write."""
 
 
 def owner_runs(app: InProcessApp) -> set[str]:
@@ -26,30 +23,11 @@ def owner_runs(app: InProcessApp) -> set[str]:
 
 
 def start_with_a_lost_write(
-    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any], headers: dict[str, str], *,
-    read_fails: bool = False,
+    app: InProcessApp, body: dict[str, Any], headers: dict[str, str], *, read_fails: bool = False
 ) -> tuple[httpx.Response, str]:
-    """A start whose write of its run lands and then raises (and, `read_fails`, whose reads of runs fail after it):
-    its answer, and the id of the run it wrote."""
-    store = app.services().current().store
-    begin_run, get_run = store.begin_run, store.get_run
-    written: list[str] = []
-
-    async def written_then_lost(*args: Any, **kwargs: Any) -> Any:
-        run = await begin_run(*args, **kwargs)
-        written.append(run.run_id)
-        raise AnswerLost("the store took the run; its answer was lost")
-
-    async def unreadable_after_the_write(*args: Any, **kwargs: Any) -> Any:
-        if written:
-            raise AnswerLost("the store is unreachable")
-        return await get_run(*args, **kwargs)
-
-    monkeypatch.setattr(store, "begin_run", written_then_lost)
-    if read_fails:
-        monkeypatch.setattr(store, "get_run", unreadable_after_the_write)
-    first = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
-    monkeypatch.undo()
+    """A start whose write of its run lands and then raises (`lost_writes`): its answer, and the run it wrote."""
+    with run_writes_lost(app, read_fails=read_fails) as written:
+        first = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
     assert len(written) == 1, first.text
     return first, written[0]
 
@@ -63,12 +41,12 @@ def keyed_start(named_session: bool) -> tuple[dict[str, Any], dict[str, str]]:
 @watches_the_app_in_process  # wraps the app's own store
 @pytest.mark.parametrize("named_session", [False, True], ids=["new-session", "named-session"])
 def test_a_start_whose_run_was_written_before_it_failed_makes_one_run(
-    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, named_session: bool
+    app: InProcessApp, model: ScriptedModelServer, named_session: bool
 ) -> None:
     model.set_script(Script.of("Hello there."))
     body, headers = keyed_start(named_session)
     runs_before = owner_runs(app)
-    first, run_id = start_with_a_lost_write(app, monkeypatch, body, headers)
+    first, run_id = start_with_a_lost_write(app, body, headers)
     app.settle()
     again = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
 
@@ -81,13 +59,13 @@ def test_a_start_whose_run_was_written_before_it_failed_makes_one_run(
 
 @watches_the_app_in_process  # wraps the app's own store
 def test_a_start_that_cannot_tell_whether_its_run_was_written_keeps_its_key(
-    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+    app: InProcessApp, model: ScriptedModelServer
 ) -> None:
     """Its error stands, and the key stays with the run id it claimed: a retry answers with the run written."""
     model.set_script(Script.of("Hello there."))
     body, headers = keyed_start(named_session=True)
     runs_before = owner_runs(app)
-    first, run_id = start_with_a_lost_write(app, monkeypatch, body, headers, read_fails=True)
+    first, run_id = start_with_a_lost_write(app, body, headers, read_fails=True)
     assert first.status_code >= 500, first.text
     again = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
     assert again.json().get("run_id") == run_id, again.text
