@@ -51,13 +51,17 @@ class PolledView(Protocol):
 ViewT = TypeVar("ViewT", bound=PolledView)
 
 
-class CancelSender(Protocol):
-    """A gateway that raises an orchestration's cancel event and reads its state, None if there is no such
-    orchestration (`DurableGateway`, `WorkflowGateway`)."""
-
-    async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
+class StateReader(Protocol):
+    """A gateway that reads an orchestration's state, None if there is no such orchestration (`DurableGateway`,
+    `WorkflowGateway`)."""
 
     async def state(self, instance_id: str, /) -> OrchestrationState[Any] | None: ...
+
+
+class CancelSender(StateReader, Protocol):
+    """A gateway that also raises an orchestration's cancel event."""
+
+    async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
 
 
 # ----------------------------------------------------------------------------------------------------- starting
@@ -89,6 +93,19 @@ class RunStart:
     run_id: str
     claim: Claim | None = None
     replay: RunRecord | None = None
+
+    async def unstarted(self, gateway: StateReader) -> RunRecord | None:
+        """The replayed run, when this request is to start it: its record was written but its orchestration never
+        started (the first request died in between, or failed unable to tell whether the record was written), that
+        request is surely over (`idempotency.outlived`), and this request takes the start over (exactly one does).
+        Then it starts the run as the first request would have (`create_and_start` with that record). A replay
+        pays the read of the orchestration's state only when its run is unfinished and its claim that old."""
+        run, claim = self.replay, self.claim
+        if run is None or claim is None or run.finished or not idempotency.outlived(claim):
+            return None
+        if await gateway.state(run.run_id) is not None:
+            return None
+        return run if await idempotency.take_over(self.store, claim) else None
 
     async def release(self) -> None:
         """This request failed and provably wrote no run (`create_and_start` read that its run is absent): the key

@@ -6,11 +6,12 @@ was written. On both stores, over real HTTP."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from e2e_harness import InProcessApp
+from e2e_harness import InProcessApp, post_concurrently
 from e2e_settings import watches_the_app_in_process
 from lost_writes import run_writes_lost
 
@@ -70,3 +71,30 @@ def test_a_start_that_cannot_tell_whether_its_run_was_written_keeps_its_key(
     again = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
     assert again.json().get("run_id") == run_id, again.text
     assert owner_runs(app) - runs_before == {run_id}
+
+
+@watches_the_app_in_process  # wraps the app's own store, and ages its key's claim
+def test_a_retry_starts_the_run_its_first_request_wrote_but_never_started(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request failed unable to tell whether its run was written (it was): its run has no orchestration.
+    Once that request is surely over, a retry starts the run as the first request would have; of retries arriving
+    together exactly one does, and the others answer with the run."""
+    model.set_script(Script.of("Hello there."))
+    body, headers = keyed_start(named_session=True)
+    first, run_id = start_with_a_lost_write(app, body, headers, read_fails=True)
+    assert first.status_code >= 500, first.text
+    early = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
+    assert (early.status_code, early.json()["run_id"], early.json()["status"]) == (202, run_id, "queued"), early.text
+    app.settle()
+    assert model.log.requests == []  # the first request may still be on its way to start it: nobody else does
+
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    retries = post_concurrently(app.host.base_url, 5, "/api/agents/helper/runs", body, headers)
+    assert {(r.status_code, r.json()["run_id"]) for r in retries} == {(202, run_id)}, [r.text for r in retries]
+    app.settle()
+    final = app.view(run_id)
+    assert final["status"] == "completed", final
+    assert final["output"]["text"] == "Hello there."
+    assert len(model.log.requests) == 1
+    assert [m["role"] for m in app.session_messages(body["session_id"])] == ["user", "assistant"]  # input once
