@@ -5,9 +5,13 @@ no caller-chosen text becomes a partition key; the partition's prefix is reserve
 can name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's
 conditional create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer
 with that run, as a poll would. A start that fails before its run exists marks its generation failed, so the key can
-be retried; after 24 h the next use opens a new generation. A start that died before its run existed without marking
-its generation (its process ended, or the store failed the mark too) leaves a generation with no run: once it is
-`ABANDONED_AFTER` old, the next use marks it failed itself, so the key is not stuck "busy" for the rest of the 24 h.
+be retried - only once a read shows its run absent: a failed write of the run may have landed all the same, and a
+released key would then start a second run (`run_lifecycle.create_and_start`); after 24 h the next use opens a new
+generation. A start that died before its run existed without marking its generation (its process ended, or the store
+failed the mark too) leaves a generation with no run: once it is `ABANDONED_AFTER` old, the next use marks it failed
+itself, so the key is not stuck "busy" for the rest of the 24 h. One that died after writing its run, before starting
+its orchestration, leaves a run that never starts: once as old, the next use starts it (`take_over`,
+`run_lifecycle.RunStart.unstarted`).
 
 The same claim serves workflow signals (`workflow_signals.py`): a `Ledger` says where a key's generations live and
 how long they answer, and the caller says how to tell that a claim's result exists (`ResultCheck`).
@@ -184,10 +188,21 @@ def _in_force(claim: Claim, marks: Marks) -> bool:
 
 async def _abandoned(claim: Claim, result_exists: ResultCheck) -> bool:
     """A generation whose request died before making its result (checked only once it is old enough to tell)."""
+    return outlived(claim) and not await result_exists(claim)
+
+
+def outlived(claim: Claim) -> bool:
+    """The claim is old enough that the request that made it is over, whatever became of it (`ABANDONED_AFTER`)."""
     created_at = claim.entry.created_at
-    if created_at is None or datetime.now(UTC) - created_at < ABANDONED_AFTER:
-        return False
-    return not await result_exists(claim)
+    return created_at is not None and datetime.now(UTC) - created_at >= ABANDONED_AFTER
+
+
+async def take_over(store: SessionStore, claim: Claim) -> bool:
+    """Whether this request takes over the unfinished work of an outlived claim's request: of concurrent requests
+    exactly one does (the store's conditional create of the claim's `.taken_over` mark), and only ever one."""
+    _, created = await store.record_effect(claim.partition, claim.mark("taken_over"), claim.ledger.kind,
+                                           {claim.ledger.result_field: claim.result_id})
+    return created
 
 
 async def latest_claim(store: SessionStore, ledger: Ledger) -> tuple[Claim, Marks] | None:

@@ -2,7 +2,7 @@
 
 - starting: the caller's session (`open_run_session`), the `Idempotency-Key` (`claim_start`), the run record and its
   orchestration (`create_and_start`: a run whose orchestration could not be started is abandoned, so it does not
-  hold its session);
+  hold its session; one whose record was written by a create that failed all the same is started);
 - answering a start or a poll: the cursor of a continuation token (`poll_cursor`) and the long-poll wait
   (`wait_for_view`: until the run finishes, needs a person, or - for a poll - has something new);
 - cancelling: the flag in the store, then the cancel event (`cancel`).
@@ -51,13 +51,17 @@ class PolledView(Protocol):
 ViewT = TypeVar("ViewT", bound=PolledView)
 
 
-class CancelSender(Protocol):
-    """A gateway that raises an orchestration's cancel event and reads its state, None if there is no such
-    orchestration (`DurableGateway`, `WorkflowGateway`)."""
-
-    async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
+class StateReader(Protocol):
+    """A gateway that reads an orchestration's state, None if there is no such orchestration (`DurableGateway`,
+    `WorkflowGateway`)."""
 
     async def state(self, instance_id: str, /) -> OrchestrationState[Any] | None: ...
+
+
+class CancelSender(StateReader, Protocol):
+    """A gateway that also raises an orchestration's cancel event."""
+
+    async def send_cancel(self, instance_id: str, reason: str, /) -> object: ...
 
 
 # ----------------------------------------------------------------------------------------------------- starting
@@ -90,8 +94,23 @@ class RunStart:
     claim: Claim | None = None
     replay: RunRecord | None = None
 
+    async def unstarted(self, gateway: StateReader) -> RunRecord | None:
+        """The replayed run, when this request is to start it: its record was written but its orchestration never
+        started (the first request died in between, or failed unable to tell whether the record was written), that
+        request is surely over (`idempotency.outlived`), and this request takes the start over (exactly one does).
+        Then it starts the run as the first request would have (`create_and_start` with that record). A replay
+        pays the read of the orchestration's state only when its run is unfinished and its claim that old."""
+        run, claim = self.replay, self.claim
+        if run is None or claim is None or run.finished or not idempotency.outlived(claim):
+            return None
+        if await gateway.state(run.run_id) is not None:
+            return None
+        return run if await idempotency.take_over(self.store, claim) else None
+
     async def release(self) -> None:
-        """This request failed before its run existed: the key may start a run again."""
+        """This request failed and provably wrote no run (`create_and_start` read that its run is absent): the key
+        may start a run again. A request that cannot tell keeps the claim: a retry answers with the run if it
+        exists, and the claim is taken over once abandoned (`idempotency.claim_in`) if it does not."""
         if self.claim is not None:
             await idempotency.release(self.store, self.claim)
 
@@ -111,19 +130,26 @@ async def claim_start(req: func.HttpRequest, store: SessionStore, route: str, bo
 
 async def create_and_start(
     store: SessionStore,
+    run_id: str,
     create: Callable[[], Awaitable[RunRecord]],
     launch: Callable[[RunRecord], Awaitable[None]],
     *,
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
 ) -> RunRecord:
-    """`create` the run's record (claiming its session), then `launch` its orchestration. A failure before the record
-    exists runs `on_unclaimed` (nothing was started); a failure after it abandons the run."""
+    """`create` the record of run `run_id` (claiming its session), then `launch` its orchestration. A failure after
+    the record exists abandons the run. A failed `create` may have been written all the same (an error after the
+    store took the write, or its answer lost): a read tells. Written, the run is launched as if `create` had
+    answered; provably not written, `on_unclaimed` runs (nothing was started) and the error stands; a failed read
+    leaves both alone, so no retry with the same `Idempotency-Key` starts a second run."""
     try:
         run = await create()
     except Exception:
-        if on_unclaimed is not None:
-            await on_unclaimed()
-        raise
+        run = await store.get_run(run_id)  # only on a failure: a start that succeeds pays no read
+        if run is None:
+            if on_unclaimed is not None:
+                await on_unclaimed()
+            raise
+        log.warning("run %s was stored though creating it failed: starting it", run_id, exc_info=True)
     try:
         await launch(run)
     except Exception:

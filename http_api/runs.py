@@ -71,13 +71,16 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     gateway = DurableGateway(client)
     start = await claim_start(req, services.store, f"agents/{agent.name}", body)
     stored_input: list[MessageRecord] = []
-    if start.replay is not None and body.if_busy == "interrupt":
-        await _interrupt_again(services.store, gateway, start.replay)
-    run = start.replay or await start_agent_run(
+    unstarted = await start.unstarted(gateway)
+    replay = None if unstarted else start.replay
+    if replay is not None and body.if_busy == "interrupt":
+        await _interrupt_again(services.store, gateway, replay)
+    run = replay or await start_agent_run(
         services,
         gateway,
         agent,
         run_id=start.run_id,
+        written=unstarted,
         session_id=body.session_id,
         inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
         metadata=body.metadata,
@@ -90,7 +93,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         stored_input=stored_input,
     )
     return await answer_started_run(
-        services, gateway, run, req, body.wait_seconds, stored_input=None if start.replay else stored_input
+        services, gateway, run, req, body.wait_seconds, stored_input=None if replay else stored_input
     )
 
 
@@ -134,17 +137,22 @@ async def start_agent_run(
     webhook: str | None = None,
     stored_input: list[MessageRecord] | None = None,
     after_run_count: int | None = None,
+    written: RunRecord | None = None,
 ) -> RunRecord:
     """Start a run of the caller's: claim (or queue in) the session - a new one without `session_id` - store the
     input, start the orchestration. Every HTTP surface that starts agent runs goes through here, so they follow the
     same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started). `stored_input`
     receives the input messages as stored (the start's answer shows them without reading them back).
-    `after_run_count`: the run must follow the session's run of that ordinal (`SessionMovedOnError` otherwise)."""
+    `after_run_count`: the run must follow the session's run of that ordinal (`SessionMovedOnError` otherwise).
+    `written`: the run's record, written by an earlier request that never started it (`RunStart.unstarted`)."""
     store = services.store
     caller = current_principal()
 
+    new_run_id = written.run_id if written is not None else run_id or uuid.uuid4().hex
+
     async def create() -> RunRecord:
-        new_run_id = run_id or uuid.uuid4().hex
+        if written is not None:
+            return written
         # A new session is named after the run that creates it (both ids are fresh): a store finds such a run
         # without an index item (`begin_run(new_session=...)`).
         session = session_id or new_run_id
@@ -187,7 +195,7 @@ async def start_agent_run(
         notify = await prepare_notifications(store, run, webhook)
         await gateway.start_run(run_input.model_copy(update={"queued": queued, "notify": notify}))
 
-    run = await create_and_start(store, create, launch, on_unclaimed=on_unclaimed)
+    run = await create_and_start(store, new_run_id, create, launch, on_unclaimed=on_unclaimed)
     if run.ordinal == 0 and if_busy == "interrupt":
         await _interrupt_active(store, gateway, run.session_id)
     return run

@@ -98,9 +98,13 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     webhook = await checked_webhook(body.webhook)
     gateway = WorkflowGateway(client)
     start = await claim_start(req, services.store, f"workflows/{definition.name}", body)
-    run_id = start.run_id
+    unstarted = await start.unstarted(gateway)  # written by an earlier request that never started it
+    replay = None if unstarted else start.replay
+    run_id = unstarted.run_id if unstarted else start.run_id
 
     async def create() -> RunRecord:
+        if unstarted is not None:
+            return unstarted
         return await _begin_workflow_run(services, definition, body, workflow_input, run_id, current_principal())
 
     async def launch(record: RunRecord) -> None:
@@ -114,7 +118,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         await gateway.start(WorkflowInput(ref=ref))
         await _ring_an_early_cancel(services, gateway, run_id)
 
-    record = start.replay or await create_and_start(services.store, create, launch, on_unclaimed=start.release)
+    record = replay or await create_and_start(services.store, run_id, create, launch, on_unclaimed=start.release)
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
 

@@ -44,6 +44,7 @@ from .settings import StoreSettings
 
 T = TypeVar("T")
 SIGNAL_TYPE = "signal"
+SIGNAL_KEY_TYPE = "signal-key"  # a signal's reservation: the index its signal id takes (`append_signal`)
 MAX_SIGNAL_ATTEMPTS = 1000
 # ETag retry bound for read-modify-write loops; each retry means another writer won a round, so this is generous.
 MAX_ETAG_ROUNDS = 50
@@ -693,15 +694,20 @@ class CosmosSessionStore:
 
     @_on_portal
     async def append_signal(self, session_id: str, name: str, signal_id: str, payload: Any) -> SignalRecord:
-        """The next index is claimed by creating the item with a deterministic id: of two concurrent appends that
-        picked the same index exactly one is created (the other gets 409 and takes the following index)."""
-        index = 1 + await self._last_signal_index(session_id, name)
+        """Once per `signal_id`. Its reservation (an item with the deterministic id `signal-key:<name>:<signal_id>`)
+        names the index it takes and is written first: an append repeated after a lost answer, or the SDK's retry of
+        a create that landed (a 409 on its own item), finds the signal there instead of appending a copy, which a
+        workflow would consume twice. The index is claimed by creating the signal's item with the deterministic id
+        `signal:<name>:<index>`: of two concurrent appends that picked the same index exactly one is created; the
+        other moves its reservation to the following index (ETag-conditioned) and tries there."""
+        signal = SignalRecord(session_id=session_id, name=name, index=1, signal_id=signal_id, payload=payload)
+        ensure_fits("signal", signal_id, signal)  # before anything is written: a signal too large reserves nothing
+        reservation = await self._reserve_signal(
+            session_id, name, signal_id, 1 + await self._last_signal_index(session_id, name)
+        )
         for _ in range(MAX_SIGNAL_ATTEMPTS):
-            record = SignalRecord(
-                session_id=session_id, name=name, index=index, signal_id=signal_id, payload=payload,
-                created_at=self._clock(),
-            )
-            ensure_fits("signal", signal_id, record)
+            index = int(reservation["index"])
+            record = signal.model_copy(update={"index": index, "created_at": self._clock()})
             item = record.model_dump(mode="json")
             item.update(id=f"{SIGNAL_TYPE}:{name}:{index}", sessionId=session_id, type=SIGNAL_TYPE,
                         createdEpoch=record.created_at.timestamp() if record.created_at else 0)
@@ -709,8 +715,38 @@ class CosmosSessionStore:
                 item["ttl"] = self._ttl
             if await self._db.create("effects", item) is not None:
                 return record
-            index += 1
+            taken = await self._db.read("effects", item["id"], session_id)
+            if taken is not None and taken.get("signal_id") == signal_id:
+                return from_item(SignalRecord, taken)  # appended already (an earlier try, or the SDK's own retry)
+            reservation = await self._move_reservation(reservation, index + 1)
         raise ConflictError(f"signal {name!r} of session {session_id!r}: too many concurrent appends")
+
+    async def _reserve_signal(self, session_id: str, name: str, signal_id: str, index: int) -> dict[str, Any]:
+        """The signal's reservation: created for `index`, or the one an earlier append of it made (its index)."""
+        item: dict[str, Any] = {
+            "id": f"{SIGNAL_KEY_TYPE}:{name}:{signal_id}", "sessionId": session_id, "type": SIGNAL_KEY_TYPE,
+            "name": name, "signal_id": signal_id, "index": index,
+        }
+        if self._ttl is not None:
+            item["ttl"] = self._ttl
+        for _ in range(MAX_ETAG_ROUNDS):
+            if (created := await self._db.create("effects", item)) is not None:
+                return created
+            if (existing := await self._db.read("effects", item["id"], session_id)) is not None:
+                return existing
+            # It expired (or its session was deleted) between the create and the read: create it again.
+        raise ConflictError(f"signal {signal_id!r} of session {session_id!r}: its reservation keeps vanishing")
+
+    async def _move_reservation(self, reservation: dict[str, Any], index: int) -> dict[str, Any]:
+        """The reservation moved to `index` (another signal took its index), or, when a concurrent append of the same
+        signal moved it first (its ETag changed), the reservation as that append left it."""
+        moved = {k: v for k, v in reservation.items() if not k.startswith("_")} | {"index": index}
+        if (replaced := await self._db.replace("effects", moved, reservation["_etag"])) is not None:
+            return replaced
+        current = await self._db.read("effects", reservation["id"], reservation["sessionId"])
+        if current is None:
+            raise ConflictError(f"signal {reservation['signal_id']!r}: its reservation vanished while appending it")
+        return current
 
     @_on_portal
     async def list_signals(

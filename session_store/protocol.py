@@ -45,6 +45,8 @@ Effects
 Signals
     ``append_signal`` appends a signal to the queue of its ``(session, name)`` with the next ``index`` (1, 2, ...),
     allocated atomically: concurrent appends of one name get distinct, gapless indexes in the order they committed.
+    Once per ``signal_id``: appending a ``signal_id`` that queue holds (a retry after a lost answer) returns that
+    signal as stored and appends nothing.
     ``list_signals`` returns a name's signals from ``from_index`` on, in index order.
 Retention
     With a TTL every item expires that many seconds after its last write and is invisible from then on.

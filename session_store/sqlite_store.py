@@ -41,6 +41,7 @@ SWEEP_INTERVAL_SECONDS = 60.0
 # A larger batch of messages or approvals is written on the worker thread; a list that reads more goes there too.
 INLINE_BATCH_BYTES = 256 * 1024
 OWNER_OF_DOC = "json_extract(doc, '$.owner_id')"
+SIGNAL_ID_OF_DOC = "json_extract(doc, '$.signal_id')"
 # Epoch seconds of the record's ISO creation time (julianday parses the fractions and the zone correctly).
 CREATED_OF_DOC = "((julianday(json_extract(doc, '$.created_at')) - 2440587.5) * 86400.0)"
 R = TypeVar("R", ApprovalRecord, RunRecord)
@@ -733,7 +734,13 @@ class SqliteSessionStore:
 
         def op() -> SignalRecord:
             now = self._now()
-            with self._tx() as conn:  # BEGIN IMMEDIATE: the read of the last index and the insert are one step
+            with self._tx() as conn:  # BEGIN IMMEDIATE: the reads and the insert are one step
+                appended = conn.execute(  # once per signal id: a repeated append returns the signal as stored
+                    f"SELECT doc FROM signals WHERE session_id = ? AND name = ? AND {SIGNAL_ID_OF_DOC} = ? AND {LIVE}",
+                    (session_id, name, signal_id, now.timestamp()),
+                ).fetchone()
+                if appended is not None:
+                    return SignalRecord.model_validate_json(appended[0])
                 # Expired rows count too: an index is never handed out twice.
                 last = conn.execute(
                     "SELECT MAX(idx) FROM signals WHERE session_id = ? AND name = ?", (session_id, name)

@@ -154,3 +154,17 @@ async def test_a_signal_append_that_failed_frees_the_key_only_if_nothing_was_que
     assert (first == retry) if written else first is None
     assert [s.signal_id for s in await store.list_signals("wf-control", "go")] == [retry.signal_id]
     await store.close()
+
+
+async def test_an_outlived_claim_is_taken_over_by_exactly_one_request() -> None:
+    """A run written by a start that never started it is started by one retry only (`RunStart.unstarted`)."""
+    young, old = store_behind(0), store_behind(10)
+    fresh = await idempotency.claim(young, ALICE, "k", FINGERPRINT, "r1")
+    assert not idempotency.outlived(fresh)  # its request may still be starting the run
+    claimed = await idempotency.claim(old, ALICE, "k", FINGERPRINT, "r1")
+    assert idempotency.outlived(claimed)
+    taken = await asyncio.gather(*(idempotency.take_over(old, claimed) for _ in range(10)))
+    assert sorted(taken) == [False] * 9 + [True]
+    assert not await idempotency.take_over(old, claimed)  # and only ever one
+    await young.close()
+    await old.close()

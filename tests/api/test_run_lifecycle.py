@@ -1,5 +1,6 @@
 """`run_lifecycle.create_and_start` over the real SQLite store: what happens to the run, its session and the start's
-claim when creating the run fails, when starting its orchestration fails, and when the store fails too."""
+claim when creating the run fails (and when it failed after its write landed), when starting its orchestration
+fails, and when the store fails too."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ async def test_a_run_that_cannot_be_created_frees_the_claim_and_starts_nothing()
         unclaimed.append(True)
 
     with pytest.raises(SessionBusyError):
-        await create_and_start(store, lambda: store.begin_run(record("second")), launch, on_unclaimed=release)
+        await create_and_start(store, "second", lambda: store.begin_run(record("second")), launch, on_unclaimed=release)
     assert unclaimed == [True] and launched == []
     assert await store.get_run("second") is None
     await store.close()
@@ -52,7 +53,7 @@ async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its
         unclaimed.append(True)
 
     with pytest.raises(OrchestrationDown):
-        await create_and_start(store, lambda: store.begin_run(record("r1")), launch, on_unclaimed=release)
+        await create_and_start(store, "r1", lambda: store.begin_run(record("r1")), launch, on_unclaimed=release)
     abandoned = await store.get_run("r1")
     assert abandoned is not None and abandoned.status == "failed"
     assert abandoned.error == {"code": "start_failed", "message": "could not start"}
@@ -71,5 +72,52 @@ async def test_when_the_store_fails_too_the_start_fails_with_its_own_error(caplo
         raise OrchestrationDown("the task hub is unreachable")
 
     with pytest.raises(OrchestrationDown):
-        await create_and_start(store, lambda: store.begin_run(record("r1")), launch)
+        await create_and_start(store, "r1", lambda: store.begin_run(record("r1")), launch)
     assert "could not mark run r1 as failed after its start failed" in caplog.text  # the next start reconciles it
+
+
+class AnswerLost(RuntimeError):
+    """What the store's client raised after the store took the write (a timeout, a dropped connection)."""
+
+
+async def test_a_run_written_by_a_create_that_failed_is_launched_and_keeps_the_claim() -> None:
+    store = await store_with_session()
+    unclaimed, launched = [], []
+
+    async def create() -> RunRecord:
+        await store.begin_run(record("r1"))
+        raise AnswerLost("the write landed, its answer did not")
+
+    async def launch(run: RunRecord) -> None:
+        launched.append(run.run_id)
+
+    async def release() -> None:
+        unclaimed.append(True)
+
+    run = await create_and_start(store, "r1", create, launch, on_unclaimed=release)
+    assert run.run_id == "r1" and launched == ["r1"]
+    assert unclaimed == []  # released, the key would let a retry start a second run
+    session = await store.get_session("s1")
+    assert session is not None and session.active_run_id == "r1"
+    await store.close()
+
+
+async def test_a_failed_create_that_cannot_be_checked_keeps_the_claim() -> None:
+    store = await store_with_session()
+    unclaimed = []
+
+    async def create() -> RunRecord:
+        await store.begin_run(record("r1"))
+        await store.close()  # the store goes away: whether the run was written cannot be read
+        raise AnswerLost("the write landed, its answer did not")
+
+    async def launch(run: RunRecord) -> None:
+        raise AssertionError("nothing is launched when the run cannot be read")
+
+    async def release() -> None:
+        unclaimed.append(True)
+
+    with pytest.raises(RuntimeError) as raised:  # the read's own error (the store is closed), after the create's
+        await create_and_start(store, "r1", create, launch, on_unclaimed=release)
+    assert isinstance(raised.value.__context__, AnswerLost)
+    assert unclaimed == []  # whether a run exists is unknown: the claim stays (taken over only once abandoned)

@@ -3,18 +3,17 @@ concurrently the request arrives; another body with the key is refused; another 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
+import uuid
+from datetime import timedelta
 
-import httpx
+import pytest
 from auth_people import ALICE, BOB
+from e2e_harness import post_concurrently
+from e2e_settings import watches_the_app_in_process
+from lost_writes import run_writes_lost
 
 from scripted_model import Reply, Script
-
-
-async def _concurrently(base_url: str, count: int, path: str, body: dict, headers: dict) -> list[httpx.Response]:
-    async with httpx.AsyncClient(base_url=base_url, timeout=120, trust_env=False) as client:
-        return await asyncio.gather(*(client.post(path, json=body, headers=headers) for _ in range(count)))
 
 
 def test_twenty_concurrent_starts_with_one_key_make_one_run(app_in, model) -> None:
@@ -22,7 +21,7 @@ def test_twenty_concurrent_starts_with_one_key_make_one_run(app_in, model) -> No
     with app_in("easyauth") as (app, callers):
         headers = {**callers.headers(ALICE), "Idempotency-Key": "order-42"}
         body = {"input": "hello"}
-        responses = asyncio.run(_concurrently(app.host.base_url, 20, "/api/agents/payer/runs", body, headers))
+        responses = post_concurrently(app.host.base_url, 20, "/api/agents/payer/runs", body, headers)
         assert all(r.status_code in (200, 202) for r in responses), [r.text for r in responses]
         assert len({r.json()["run_id"] for r in responses}) == 1
         assert len({r.json()["session_id"] for r in responses}) == 1
@@ -66,14 +65,54 @@ def test_workflow_starts_are_idempotent_too(app_in, model) -> None:
     with app_in("easyauth") as (app, callers):
         headers = {**callers.headers(ALICE), "Idempotency-Key": "publish-1"}
         body = {"input": {"title": "T"}}
-        responses = asyncio.run(_concurrently(app.host.base_url, 20, "/api/workflows/publish_flow/runs", body,
-                                              headers))
+        responses = post_concurrently(app.host.base_url, 20, "/api/workflows/publish_flow/runs", body, headers)
         assert all(r.status_code == 202 for r in responses), [r.text for r in responses]
         assert len({r.json()["run_id"] for r in responses}) == 1
         other = app.http.post("/api/workflows/publish_flow/runs", json={"input": {"title": "U"}}, headers=headers)
         assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
         app.settle()
         assert len(app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items) == 1
+
+
+@watches_the_app_in_process  # wraps the app's own store
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_a_workflow_start_whose_run_was_written_before_it_failed_makes_one_run(app_in, model, store) -> None:
+    """Its write of the run landed, then failed (`lost_writes`): the run written is started, and a retry with the key
+    answers with it, as for an agent run (`tests/e2e/test_e2e_idempotency.py`)."""
+    with app_in("easyauth", store=store) as (app, callers):
+        headers = {**callers.headers(ALICE), "Idempotency-Key": f"publish-{uuid.uuid4().hex}"}
+        body = {"input": {"title": "T"}}
+        before = {r.run_id for r in app.store_call(lambda s: s.list_owner_runs(ALICE.id)).items}
+        with run_writes_lost(app) as written:
+            first = app.http.post("/api/workflows/publish_flow/runs", json=body, headers=headers)
+        app.settle()
+        again = app.http.post("/api/workflows/publish_flow/runs", json=body, headers=headers)
+        assert len(written) == 1, first.text
+        assert again.json().get("run_id") == written[0], again.text
+        assert {r.run_id for r in app.store_call(lambda s: s.list_owner_runs(ALICE.id)).items} - before == {
+            written[0]
+        }
+        assert (first.status_code, first.json()["run_id"]) == (202, written[0]), first.text
+        assert again.json()["status"] == "requires_action"  # its orchestration runs: at its approval gate
+
+
+@watches_the_app_in_process  # wraps the app's own store, and ages its key's claim
+def test_a_retry_starts_the_workflow_run_its_first_request_wrote_but_never_started(app_in, model, monkeypatch) -> None:
+    """The first request failed unable to tell whether its run was written (it was, without its orchestration): once
+    that request is surely over, a retry with the key starts that run (`tests/e2e/test_e2e_idempotency.py`)."""
+    with app_in("easyauth") as (app, callers):
+        headers = {**callers.headers(ALICE), "Idempotency-Key": "publish-1"}
+        body = {"input": {"title": "T"}}
+        with run_writes_lost(app, read_fails=True) as written:
+            first = app.http.post("/api/workflows/publish_flow/runs", json=body, headers=headers)
+        assert first.status_code >= 500 and len(written) == 1, first.text
+        monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+        again = app.http.post("/api/workflows/publish_flow/runs", json=body, headers=headers)
+        assert (again.status_code, again.json()["run_id"]) == (202, written[0]), again.text
+        app.settle()
+        view = app.http.get(f"/api/workflows/runs/{written[0]}", headers=callers.headers(ALICE)).json()
+        assert view["status"] == "requires_action", view  # its orchestration runs: at its approval gate
+        assert len(app.store_call(lambda s: s.list_owner_runs(ALICE.id)).items) == 1
 
 
 def test_another_caller_cannot_reach_a_key_ledger_through_a_session_id(app_in, model) -> None:

@@ -250,3 +250,13 @@ def unanswered_tool_calls(chat_messages: list[dict[str, Any]]) -> list[str]:
 def parallel_calls(tool: str, *arguments: dict[str, Any]) -> Reply:
     """One model answer calling `tool` once per arguments object (a batch of parallel calls)."""
     return Reply(tool_calls=[ScriptedToolCall(name=tool, arguments=args) for args in arguments])
+
+
+def post_concurrently(base_url: str, count: int, path: str, body: dict, headers: dict) -> list[httpx.Response]:
+    """`count` copies of one POST, all in flight at once."""
+
+    async def post_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=base_url, timeout=120, trust_env=False) as client:
+            return await asyncio.gather(*(client.post(path, json=body, headers=headers) for _ in range(count)))
+
+    return asyncio.run(post_all())
