@@ -14,6 +14,7 @@ import pytest
 from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_completed
 from e2e_settings import watches_the_app_in_process
+from event_outage import events_refused
 from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -472,22 +473,6 @@ def test_a_delivery_step_that_keeps_failing_is_given_up_after_days_and_can_be_re
         assert done.verified and done.headers["webhook-id"] == entry["event_id"]
 
 
-def store_down_for_events(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """The store fails every write of a notification event while the returned flag is up (unreachable for the
-    recording activity, and for all its retries)."""
-    store = app.services().current().store
-    record_effect = store.record_effect
-    down = [True]
-
-    async def unreachable_for_events(session_id: str, key: str, kind: str, payload: dict) -> Any:
-        if down[0] and kind == "notify_event":
-            raise ConnectionError("the store is unreachable")
-        return await record_effect(session_id, key, kind, payload)
-
-    monkeypatch.setattr(store, "record_effect", unreachable_for_events)
-    return down
-
-
 def once_each_in_order(receiver: WebhookReceiver) -> list[str]:
     """The types the receiver got, after checking each was signed and each webhook-id came once."""
     got = receiver.accepted()
@@ -496,24 +481,22 @@ def once_each_in_order(receiver: WebhookReceiver) -> list[str]:
     return [d.payload["type"] for d in got]
 
 
-@watches_the_app_in_process
 def test_a_run_s_end_whose_recording_fails_for_good_is_recorded_and_delivered_once_the_store_is_back(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
-    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+    receiver: WebhookReceiver,
 ) -> None:
     """Recording the run's end failed after the activity's retries: the failure was ignored, and `run.completed` was
     never recorded, so never sent (nothing is recorded after a run's end to catch it up). It is recorded again on a
     durable timer until the store takes it, then delivered, once."""
     model.set_script(Script.of("Hello."))
     with app_with(**webhook_settings(receiver)) as app:
-        down = store_down_for_events(app, monkeypatch)
-        run_id = app.start()["run_id"]
-        for _ in range(6):  # an hour of the store refusing: every retry of the recording fails
-            app.advance(600)
-        assert app.view(run_id)["status"] == "completed"  # the run's end is not held up by its notification
-        assert receiver.deliveries == []
+        with events_refused(app.host):
+            run_id = app.start()["run_id"]
+            for _ in range(6):  # an hour of the store refusing: every retry of the recording fails
+                app.advance(600)
+            assert app.view(run_id)["status"] == "completed"  # the run's end is not held up by its notification
+            assert receiver.deliveries == []
 
-        down[0] = False
         app.advance(3600)  # the recording's backoff is capped at an hour
         assert once_each_in_order(receiver) == ["run.completed"]
         assert receiver.accepted()[0].payload["data"]["run_id"] == run_id
@@ -524,10 +507,9 @@ def test_a_run_s_end_whose_recording_fails_for_good_is_recorded_and_delivered_on
         assert len(receiver.deliveries) == 1
 
 
-@watches_the_app_in_process
 def test_events_whose_recording_fails_for_good_mid_run_come_in_order_before_its_end(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
-    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+    receiver: WebhookReceiver,
 ) -> None:
     """The store refused the events of the decision and of the run's end (every retry of both recordings failed):
     `approval.decided` was lost and the run's delivery orchestration waited for its end's event for good. Each
@@ -537,13 +519,12 @@ def test_events_whose_recording_fails_for_good_mid_run_come_in_order_before_its_
     with app_with(**webhook_settings(receiver)) as app:
         run_id, approval_id, delivery = waiting_for_approval(app)
         assert receiver.types() == ["approval.requested"]
-        down = store_down_for_events(app, monkeypatch)
-        assert app.decide(run_id, approval_id, "approve").status_code == 202
-        for _ in range(6):
-            app.advance(600)
-        assert receiver.types() == ["approval.requested"]
+        with events_refused(app.host):
+            assert app.decide(run_id, approval_id, "approve").status_code == 202
+            for _ in range(6):
+                app.advance(600)
+            assert receiver.types() == ["approval.requested"]
 
-        down[0] = False
         for _ in range(2):
             app.advance(3600)
         assert app.view(run_id)["status"] == "completed"
