@@ -41,8 +41,9 @@ def notify(
     step = NotifyInput(run_id=run_id, session_id=session_id, agent=agent, what=what, seq=seq)
     failures = 0
     while True:
+        task = notify_run.call(context, step)  # outside the try: only the activity's failure is retried
         try:
-            yield notify_run.call(context, step)
+            yield task
             return
         except Exception as error:  # failed after its retries: wait durably, then record again (idempotent)
             delay = next_delay(failures)
