@@ -33,7 +33,7 @@ from agent_runs.contracts import ResumePoint
 from agent_runs.services import RunServices
 from http_api.adapter import http_endpoint, json_response
 from http_api.caller import current_principal
-from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.durable_gateway import STILL_RUNNING, DurableGateway, OrchestrationState
 from http_api.models import RunLinks
 from http_api.problems import ApiProblem, not_found
 from http_api.purge import discard_instance
@@ -86,7 +86,8 @@ async def rewind_run(req: func.HttpRequest, client: df.DurableOrchestrationClien
             f"Rewind it at /api/workflows/runs/{run.run_id}/rewind.", field="path.run_id",
         )
     gateway = DurableGateway(client)
-    return await _rewind(req, client, services, run, _agent_resume(gateway, await gateway.state(run.run_id)))
+    state = await gateway.state(run.run_id)
+    return await _rewind(req, client, services, run, _agent_resume(gateway, state), ending=_ending(state))
 
 
 @http_endpoint
@@ -96,7 +97,8 @@ async def rewind_workflow_run(req: func.HttpRequest, client: df.DurableOrchestra
     if not is_workflow_run(run):
         raise not_found("workflow_run_not_found", "Workflow run", run.run_id, field="path.run_id")
     gateway = WorkflowGateway(client)
-    return await _rewind(req, client, services, run, _workflow_resume(gateway, await gateway.state(run.run_id)))
+    state = await gateway.state(run.run_id)
+    return await _rewind(req, client, services, run, _workflow_resume(gateway, state), ending=_ending(state))
 
 
 async def _rewind(
@@ -105,6 +107,8 @@ async def _rewind(
     services: RunServices,
     run: RunRecord,
     resume: ResumeFrom | None,
+    *,
+    ending: bool,
 ) -> func.HttpResponse:
     # Read again, after the orchestration's state (`resume`): a record read before it may be of a rewind whose
     # continuation has failed since, which would pass for an interrupted rewind of that newer failure. A rewind more
@@ -118,7 +122,7 @@ async def _rewind(
         record = RewindRecord.model_validate(run.rewinds[-1])
         run = await _claim(services, run, run.rewinds[-1])  # the session's claim may be what the host did not write
     else:
-        record, run, resume = await _reopen(services, run, resume)
+        record, run, resume = await _reopen(services, run, resume, ending=ending)
     await resume.start()
     await _unless_deleted(client, services, run)
     run_links = links(base_url(req), run)
@@ -139,6 +143,12 @@ async def _unless_deleted(client: df.DurableOrchestrationClient, services: RunSe
         return
     await discard_instance(client, run.run_id)
     raise not_found("run_not_found", "Run", run.run_id, field="path.run_id")
+
+
+def _ending(state: OrchestrationState[Any] | None) -> bool:
+    """The failed run's orchestration has not completed: it still records the run's end (its notifications), and
+    says where it can go on from only once it completes."""
+    return state is not None and state.runtime_status in STILL_RUNNING
 
 
 def _agent_resume(gateway: DurableGateway, state: OrchestrationState[Any] | None) -> ResumeFrom | None:
@@ -187,12 +197,18 @@ def _interrupted(run: RunRecord) -> bool:
 
 
 async def _reopen(
-    services: RunServices, run: RunRecord, resume: ResumeFrom | None
+    services: RunServices, run: RunRecord, resume: ResumeFrom | None, *, ending: bool
 ) -> tuple[RewindRecord, RunRecord, ResumeFrom]:
     if run.status != "failed":
         raise ApiProblem(
             409, "run_not_failed", "Only a failed run can be rewound",
             f"The run is {run.status}.", field="path.run_id",
+        )
+    if resume is None and ending:
+        raise ApiProblem(
+            409, "run_still_ending", "The run is still ending",
+            "It failed, but its orchestration has not completed yet (it records the run's end: notifications wait "
+            "for the store). Try again shortly.", field="path.run_id",
         )
     if resume is None:
         raise ApiProblem(

@@ -1,7 +1,7 @@
 """The notification activities: `notify_run` records a run's new events (before anything is sent) and starts or wakes
 one delivery orchestration per subscription; `deliver_next` sends the oldest undelivered event of one subscription
-once. Neither fails a run: the run's orchestrator ignores a failed `notify_run`, and delivery has its own
-orchestration."""
+once. Neither fails a run: the run's orchestrator records a failed `notify_run` again on a durable timer until it
+holds (`hooks`: never given up, or its events were lost), and delivery has its own orchestration."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@
 `paused(app, "put_approvals")` arms the pause: the next matching call completes, then waits until the block ends (or
 `release()`), so the step is exactly in flight while the test acts. `equal` / `absent` narrow which calls match (by
 the names of the store method's parameters). Only the timing changes: the store and its data are the app's own.
+`failing(app.host, "record_effect", equal={"kind": ...})` makes the matching calls raise instead (the store
+unreachable for them), until the block ends.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from e2e_harness import wait_for_file
-from fixture_agents.store_pause import MARKER_DIR_SETTING, PAUSABLE, pause_dir
+from fixture_agents.store_pause import FAILING, MARKER_DIR_SETTING, PAUSABLE, pause_dir
 
 
 class _Host(Protocol):
@@ -45,18 +47,38 @@ class StepPause:
 @contextmanager
 def paused(app: _App, method: str, *, equal: dict[str, Any] | None = None,
            absent: tuple[str, ...] = ()) -> Iterator[StepPause]:
-    assert method in PAUSABLE, f"{method} is not one of the pausable store methods {PAUSABLE}"
-    folder = pause_dir(Path(app.host.env[MARKER_DIR_SETTING]))
-    folder.mkdir(exist_ok=True)
+    folder = _folder(app.host, method)
     for leftover in (f"{method}.reached", f"{method}.released"):
         (folder / leftover).unlink(missing_ok=True)
-    armed = folder / f"{method}.json"
-    written = folder / f"{method}.json.tmp"
-    written.write_text(json.dumps({"equal": equal or {}, "absent": list(absent)}))
-    written.replace(armed)  # atomic: the app never reads half a spec
+    armed = _arm(folder / f"{method}.json", equal, absent)
     pause = StepPause(folder, method)
     try:
         yield pause
     finally:
         pause.release()
         armed.unlink(missing_ok=True)
+
+
+@contextmanager
+def failing(host: _Host, method: str, *, equal: dict[str, Any] | None = None,
+            absent: tuple[str, ...] = ()) -> Iterator[None]:
+    """The matching calls of the store method raise (the store unreachable for them) until the block ends."""
+    armed = _arm(_folder(host, method) / f"{method}{FAILING}.json", equal, absent)
+    try:
+        yield
+    finally:
+        armed.unlink(missing_ok=True)
+
+
+def _folder(host: _Host, method: str) -> Path:
+    assert method in PAUSABLE, f"{method} is not one of the pausable store methods {PAUSABLE}"
+    folder = pause_dir(Path(host.env[MARKER_DIR_SETTING]))
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _arm(armed: Path, equal: dict[str, Any] | None, absent: tuple[str, ...]) -> Path:
+    written = armed.with_name(armed.name + ".tmp")
+    written.write_text(json.dumps({"equal": equal or {}, "absent": list(absent)}))
+    written.replace(armed)  # atomic: the app never reads half a spec
+    return armed

@@ -14,6 +14,7 @@ import pytest
 from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_completed
 from e2e_settings import watches_the_app_in_process
+from event_outage import events_refused
 from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -470,3 +471,63 @@ def test_a_delivery_step_that_keeps_failing_is_given_up_after_days_and_can_be_re
         app.settle()
         [done] = receiver.accepted()
         assert done.verified and done.headers["webhook-id"] == entry["event_id"]
+
+
+def once_each_in_order(receiver: WebhookReceiver) -> list[str]:
+    """The types the receiver got, after checking each was signed and each webhook-id came once."""
+    got = receiver.accepted()
+    assert all(d.verified for d in got)
+    assert len({d.headers["webhook-id"] for d in got}) == len(got), [d.payload["type"] for d in got]
+    return [d.payload["type"] for d in got]
+
+
+def test_a_run_s_end_whose_recording_fails_for_good_is_recorded_and_delivered_once_the_store_is_back(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """Recording the run's end failed after the activity's retries: the failure was ignored, and `run.completed` was
+    never recorded, so never sent (nothing is recorded after a run's end to catch it up). It is recorded again on a
+    durable timer until the store takes it, then delivered, once."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start()["run_id"]
+            for _ in range(6):  # an hour of the store refusing: every retry of the recording fails
+                app.advance(600)
+            assert app.view(run_id)["status"] == "completed"  # the run's end is not held up by its notification
+            assert receiver.deliveries == []
+
+        app.advance(3600)  # the recording's backoff is capped at an hour
+        assert once_each_in_order(receiver) == ["run.completed"]
+        assert receiver.accepted()[0].payload["data"]["run_id"] == run_id
+        assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.completed", "delivered")]
+        assert app.history(delivery_of(app, run_id))["runtimeStatus"] == "Completed"
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+        app.advance(3600)
+        assert len(receiver.deliveries) == 1
+
+
+def test_events_whose_recording_fails_for_good_mid_run_come_in_order_before_its_end(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The store refused the events of the decision and of the run's end (every retry of both recordings failed):
+    `approval.decided` was lost and the run's delivery orchestration waited for its end's event for good. Each
+    recording is tried again until it holds, before the run goes on: the receiver gets every event, in the run's
+    order, once."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        run_id, approval_id, delivery = waiting_for_approval(app)
+        assert receiver.types() == ["approval.requested"]
+        with events_refused(app.host):
+            assert app.decide(run_id, approval_id, "approve").status_code == 202
+            for _ in range(6):
+                app.advance(600)
+            assert receiver.types() == ["approval.requested"]
+
+        for _ in range(2):
+            app.advance(3600)
+        assert app.view(run_id)["status"] == "completed"
+        assert once_each_in_order(receiver) == ["approval.requested", "approval.decided", "run.completed"]
+        assert [d["type"] for d in deliveries(app, run_id)] == receiver.types()
+        assert app.history(delivery)["runtimeStatus"] == "Completed"

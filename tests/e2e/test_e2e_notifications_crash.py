@@ -1,6 +1,7 @@
 """A host killed (SIGKILL) after an approval was recorded and before its notification reached the receiver: after the
 restart the event is delivered (it was in the store's outbox before any attempt), then the rest of the run's, in
-order, each verified by the receiver with `standardwebhooks`."""
+order, each verified by the receiver with `standardwebhooks`. And one killed while a run waits to record its end's
+event again (the store refused it): after the restart it is recorded and delivered, once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
+from event_outage import events_refused
 from webhook_receiver import SECRET, WebhookReceiver
 
 from devhost.testing import SubprocessHost
@@ -36,14 +38,19 @@ def receiver() -> Iterator[WebhookReceiver]:
     started.stop()
 
 
+def notifying_host(tmp_path: Path, model: ScriptedModelServer, receiver: WebhookReceiver) -> SubprocessHost:
+    """The app in a child devhost on file state (a virtual clock), sending its events to the receiver."""
+    env = app_settings(model.base_url, SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"), PYTHONPATH=str(E2E_DIR),
+                       E2E_MARKER_DIR=str(tmp_path), WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET)
+    return SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env, clock="virtual")
+
+
 def test_killed_between_an_approval_and_its_delivery(
     tmp_path: Path, model: ScriptedModelServer, receiver: WebhookReceiver
 ) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
     receiver.status = 503  # the first attempt fails: the event is pending when the host dies
-    env = app_settings(model.base_url, SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"), PYTHONPATH=str(E2E_DIR),
-                       E2E_MARKER_DIR=str(tmp_path), WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET)
-    host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env, clock="virtual")
+    host = notifying_host(tmp_path, model, receiver)
     host.start()
     try:
         api = AppClient(host.client)
@@ -65,5 +72,36 @@ def test_killed_between_an_approval_and_its_delivery(
                    f"not everything delivered: {receiver.types()}")
         assert all(d.verified for d in receiver.accepted())
         assert receiver.accepted()[0].headers["webhook-id"] == receiver.deliveries[0].headers["webhook-id"]
+    finally:
+        host.close()
+
+
+def test_killed_while_the_run_s_end_waits_to_be_recorded_again(
+    tmp_path: Path, model: ScriptedModelServer, receiver: WebhookReceiver
+) -> None:
+    """The store refused the run's end event through every retry of its recording (the run itself ended), and the
+    host died while the run waited on its durable timer to record it again: after the restart, once the store takes
+    it, `run.completed` is recorded and delivered, once. (Before, the refused event was given up: never sent.)"""
+    model.set_script(Script.of("Hello."))
+    host = notifying_host(tmp_path, model, receiver)
+    host.start()
+    try:
+        api = AppClient(host.client)
+        with events_refused(host):
+            run_id = api.start(input="Hi")["run_id"]
+            assert api.wait_for(run_id, FINAL)["status"] == "completed"
+            for _ in range(6):  # an hour of refusals
+                host.advance(600)
+            assert receiver.deliveries == []
+            host.kill()
+        host.start()
+        for _ in range(3):  # the restarted virtual clock starts at the real time again: past the retry's timer
+            host.advance(3600)
+        eventually(lambda: receiver.types() == ["run.completed"], f"run.completed not delivered: {receiver.types()}")
+        host.wait_until_idle()
+        host.advance(3600)
+        [done] = receiver.deliveries
+        assert done.verified and done.payload["data"]["run_id"] == run_id
+        assert host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
     finally:
         host.close()

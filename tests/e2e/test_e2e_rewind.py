@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
+from event_outage import events_refused
 from fixture_agents.store_pause import pause_dir
 from httpx_sse import connect_sse
 from killed_store import KilledAfterOneWrite
@@ -210,28 +211,54 @@ def test_a_cancel_the_run_outlived_does_not_cancel_its_rewind(
     assert tool_attempts(marker_dir) == 1
 
 
+@pytest.fixture
+def notifying_rewind_app(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], marker_dir: Path
+) -> Iterator[tuple[InProcessApp, WebhookReceiver]]:
+    """`rewind_app`, sending the runs' events to a receiver."""
+    (marker_dir / "slow_step.release").touch()
+    with WebhookReceiver() as receiver, app_with(MODEL_RETRY_MAX_ATTEMPTS="1", WEBHOOK_URLS=receiver.url,
+                                                 WEBHOOK_SECRET=SECRET) as app:
+        yield app, receiver
+
+
 def test_each_end_of_a_rewound_run_is_notified(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer, marker_dir: Path
+    notifying_rewind_app: tuple[InProcessApp, WebhookReceiver], model: ScriptedModelServer
 ) -> None:
     """A run that fails, is rewound and fails again tells its webhook twice (the second failure is news: someone
     may be paged for it), each under a `webhook-id` of its own; then its completion after the next rewind."""
-    (marker_dir / "slow_step.release").touch()
-    receiver = WebhookReceiver().start()
-    try:
-        with app_with(MODEL_RETRY_MAX_ATTEMPTS="1", WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET) as app:
-            run_id = failed_run(app, model)["run_id"]
-            assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
-            until_the_model_calls_give_up(app)
-            assert app.view(run_id)["status"] == "failed"
-            model.set_script(RECOVERED)
-            assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
-            app.settle()
-            assert app.view(run_id)["status"] == "completed"
-    finally:
-        receiver.stop()
+    app, receiver = notifying_rewind_app
+    run_id = failed_run(app, model)["run_id"]
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202  # the model is still down
+    until_the_model_calls_give_up(app)
+    assert app.view(run_id)["status"] == "failed"
+    model.set_script(RECOVERED)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    app.settle()
+    assert app.view(run_id)["status"] == "completed"
     got = receiver.accepted()
     assert [d.payload["type"] for d in got] == ["run.failed", "run.failed", "run.completed"]
     assert all(d.verified for d in got) and len({d.headers["webhook-id"] for d in got}) == 3
+
+
+def test_a_failed_run_is_rewound_once_its_refused_end_is_recorded(
+    notifying_rewind_app: tuple[InProcessApp, WebhookReceiver], model: ScriptedModelServer
+) -> None:
+    """The store refused the run's `run.failed` event, so its orchestration records it again on a durable timer and
+    has not completed: a rewind answered 409 `run_not_rewindable` (fork it instead), though only the wait stood in
+    the way. It now answers 409 `run_still_ending`; once the event is recorded the rewind goes on."""
+    app, receiver = notifying_rewind_app
+    with events_refused(app.host):
+        run_id = failed_run(app, model)["run_id"]
+        refused = app.http.post(f"/api/runs/{run_id}/rewind")
+        assert refused.status_code == 409, refused.text
+        assert (refused.json()["code"], refused.json()["field"]) == ("run_still_ending", "path.run_id")
+    app.advance(3600)
+    model.set_script(RECOVERED)
+    assert app.http.post(f"/api/runs/{run_id}/rewind").status_code == 202
+    app.settle()
+    assert app.view(run_id)["status"] == "completed"
+    assert [d.payload["type"] for d in receiver.accepted()] == ["run.failed", "run.completed"]
 
 
 def test_a_run_left_open_by_an_interrupted_rewind_can_be_cancelled(

@@ -87,6 +87,12 @@ class WebhookReceiver:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
+    def __enter__(self) -> WebhookReceiver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         self.release()
         if self._server is not None:

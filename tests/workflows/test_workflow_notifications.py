@@ -16,6 +16,8 @@ from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the receiver the e2e tests use
+from event_outage import events_refused
+from fixture_agents import store_pause
 from webhook_receiver import SECRET, WebhookReceiver
 
 
@@ -27,12 +29,13 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 
 @pytest.fixture
-def notifying_host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
+def notifying_host(model: ScriptedModelServer, tmp_path: Path) -> Iterator[InProcessHost]:
     if str(FIXTURES_DIR) not in sys.path:
         sys.path.insert(0, str(FIXTURES_DIR))
     env = {"SCRIPTED_MODEL_URL": str(model.base_url), "SESSION_STORE_PATH": ":memory:",
            "WORKFLOWS_PACKAGE": TEST_WORKFLOWS_PACKAGE, "CONTINUATION_TOKEN_SECRET": "workflow-tests-secret",
-           "MODEL_RETRY_MAX_ATTEMPTS": "1", "WEBHOOK_SECRET": SECRET, "WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
+           "MODEL_RETRY_MAX_ATTEMPTS": "1", "WEBHOOK_SECRET": SECRET, "WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+           "E2E_MARKER_DIR": str(tmp_path)}
     app = InProcessHost(REPO_ROOT, clock="virtual", env=env)
     app.start()
     try:
@@ -61,3 +64,28 @@ def test_a_workflow_with_its_own_webhook(notifying_host: InProcessHost, receiver
     assert all(d.verified for d in got)
     assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.completed"]
     assert {d.payload["data"]["run_id"] for d in got} == {run_id}  # the child runs' events are not the workflow's
+
+
+def test_a_workflow_s_events_whose_recording_fails_for_good_are_recorded_once_the_store_is_back(
+    notifying_host: InProcessHost, receiver: WebhookReceiver
+) -> None:
+    """The store refused the events of the gate's decision and of the workflow's end, through every retry of their
+    recordings: both were dropped, and `workflow.completed` never reached the receiver. Each is recorded again on a
+    durable timer until the store takes it: every event, in order, once."""
+    host = notifying_host
+    run_id = start(host, "review_pipeline", {"topic": "durable agents"}, webhook=receiver.url)["run_id"]
+    settle(host)
+    [opened] = receiver.accepted()
+    store_pause.install()  # on the store classes as this host imported them (the workflows' app loads no test agents)
+    with events_refused(host):
+        decide(host, run_id, opened.payload["data"]["approval_id"])
+        for _ in range(6):  # an hour of the store refusing them
+            host.advance(600)
+        assert len(receiver.accepted()) == 1
+
+    for _ in range(2):
+        host.advance(3600)  # the recording's backoff is capped at an hour
+    got = receiver.accepted()
+    assert all(d.verified for d in got)
+    assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.completed"]
+    assert len({d.headers["webhook-id"] for d in got}) == 3

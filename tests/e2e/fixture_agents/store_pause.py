@@ -4,8 +4,10 @@ The app imports this package (`AGENTS_PACKAGE=fixture_agents`) in every process 
 own (devhost in-process) or the worker processes of Azure's worker library (real-worker mode). Importing it wraps
 the store methods in `PAUSABLE` on both store classes. A wrapped call looks for `<E2E_MARKER_DIR>/pause/<method>.json`,
 written by the test; when it is there and the call's arguments match it, the call completes, then writes
-`<method>.reached` and waits for `<method>.released`. Without the file the call goes straight through, so the
-tests that pause nothing see the store unchanged. Files, not events: the two sides may be different processes.
+`<method>.reached` and waits for `<method>.released`. A `<method>.fail.json` instead makes a matching call raise
+before it reaches the store (the store unreachable for it), for as long as the file is there. Without the files the
+call goes straight through, so the tests that pause nothing see the store unchanged. Files, not events: the two
+sides may be different processes.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from typing import Any
 MARKER_DIR_SETTING = "E2E_MARKER_DIR"
 PAUSE_DIR = "pause"
 PAUSABLE = (
-    "put_approvals", "list_approvals", "decide_approval", "escalate_approval", "finish_run", "reopen_run", "get_run"
+    "put_approvals", "list_approvals", "decide_approval", "escalate_approval", "finish_run", "reopen_run", "get_run",
+    "record_effect",
 )
+FAILING = ".fail"
 HOLD_LIMIT_S = 120.0  # a test that never releases fails by its own timeout; the step then goes on
 _WRAPPED = "__e2e_store_pause__"
 
@@ -33,13 +37,13 @@ def pause_dir(marker_dir: Path) -> Path:
     return marker_dir / PAUSE_DIR
 
 
-def _armed(method: str) -> tuple[Path, dict[str, Any]] | None:
+def _armed(method: str, mode: str = "") -> tuple[Path, dict[str, Any]] | None:
     marker_dir = os.environ.get(MARKER_DIR_SETTING)
     if not marker_dir:
         return None
     folder = pause_dir(Path(marker_dir))
     try:
-        spec = json.loads((folder / f"{method}.json").read_text())
+        spec = json.loads((folder / f"{method}{mode}.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):  # not armed, or being written: a call then goes through
         return None
     return folder, spec
@@ -66,6 +70,9 @@ def _pausable(method: str, original: Callable[..., Awaitable[Any]]) -> Callable[
 
     @functools.wraps(original)
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        failing = _armed(method, FAILING)
+        if failing is not None and _matches(failing[1], signature.bind(self, *args, **kwargs).arguments):
+            raise ConnectionError(f"the store is unreachable (for {method}: a test says so)")
         result = await original(self, *args, **kwargs)
         armed = _armed(method)
         if armed is not None:
