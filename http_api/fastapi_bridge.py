@@ -48,17 +48,28 @@ def host_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     reads as "v1,v2", exactly like `?name=v1,v2` (the two cannot be told apart here: a list is read from `req.url`,
     as `include[]` is), never as one of its values; `dict(query_params)` would silently keep the last one. (The host
     also groups names that differ only in case; the app's names are lower-case, so that is left out.)"""
+    return {name: value for name, value in _joined(pairs).items() if value}
+
+
+def host_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The headers as Azure's Functions host passes them to a non-v2 worker (`RpcHttp.headers`, from ASP.NET's
+    `HttpRequest.Headers`, same place: `Headers.Add(pair.Key.ToLowerInvariant(), pair.Value.ToString())`): each
+    lower-case name once, the non-empty values of a repeated header comma-joined, an empty header kept as "". So a
+    header sent twice reads as "v1,v2", like `Name: v1,v2` once, never as one of its values (`dict(headers)` keeps
+    the first): a handler that must not guess between two values refuses a comma (`identity`, `idempotency`)."""
+    return _joined((name.lower(), value) for name, value in pairs)
+
+
+def _joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Each name once, with its non-empty values joined with "," (.NET's `StringValues.ToString()`)."""
     values: dict[str, list[str]] = {}
     for name, value in pairs:
-        if value:
-            values.setdefault(name, []).append(value)
-    return {name: ",".join(given) for name, given in values.items()}
+        values.setdefault(name, []).append(value)
+    return {name: ",".join(value for value in given if value) for name, given in values.items()}
 
 
 def _headers(request: Request) -> dict[str, str]:
-    """`dict(request.headers)` without its scan of the header list per name (ASGI servers hand names over
-    lower-cased, as `Headers` looks them up)."""
-    return _first_values((name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw)
+    return host_headers((name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers.raw)
 
 
 def _first_values(headers: Iterable[tuple[str, str]]) -> dict[str, str]:

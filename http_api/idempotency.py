@@ -103,10 +103,13 @@ def key_of(req: func.HttpRequest) -> str | None:
     key = req.headers.get(HEADER)
     if key is None:
         return None
-    if not key.strip() or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+    # A comma is refused: two Idempotency-Key headers reach the function comma-joined ("k1,k2", as the Functions host
+    # passes a repeated header), and a retry sending only one of them would then be another key.
+    if not key.strip() or len(key) > MAX_KEY_LENGTH or not key.isprintable() or "," in key:
         raise ApiProblem(
             422, "invalid_idempotency_key", "Invalid Idempotency-Key",
-            f"An Idempotency-Key is 1-{MAX_KEY_LENGTH} printable characters.", field="header.Idempotency-Key",
+            f"Send one Idempotency-Key of 1-{MAX_KEY_LENGTH} printable characters, without a comma.",
+            field="header.Idempotency-Key",
         )
     return key
 

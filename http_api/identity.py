@@ -53,6 +53,8 @@ NAME_CLAIMS = ("name", "preferred_username", "upn", "email")
 ROLE_CLAIMS = ("roles", "http://schemas.microsoft.com/ws/2008/06/identity/claims/role")
 # The asymmetric algorithms a signing key may have (its own one is then the only one accepted for it).
 JWT_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"})
+# The Easy Auth headers naming who calls (`-NAME` is only shown, and a display name may hold a comma).
+PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id")
 INVALID_TOKEN_DETAIL = "The bearer token is not valid."
 DISCOVERY_TIMEOUT_SECONDS = 10
 
@@ -137,11 +139,20 @@ def channel_principal(principal_id: str, roles: Sequence[str]) -> Principal:
     return Principal(id=principal_id, name=principal_id, roles=tuple(roles), auth_type=mode)
 
 
-def unauthenticated(detail: str, *, scheme: str, error: str | None = None) -> ApiProblem:
+def unauthenticated(detail: str, *, scheme: str, error: str | None = None, field: str | None = None) -> ApiProblem:
     challenge = scheme if error is None else f'{scheme} error="{error}"'
     return ApiProblem(
-        401, "unauthenticated", "Authentication required", detail, headers={"WWW-Authenticate": challenge}
+        401, "unauthenticated", "Authentication required", detail, field=field,
+        headers={"WWW-Authenticate": challenge},
     )
+
+
+def sent_more_than_once(value: str | None) -> bool:
+    """Whether a header whose one value never holds a comma (a bearer token, base64, an object id) came more than
+    once: the Functions host hands the worker a repeated header's values comma-joined (`RpcHttp.headers`, and
+    `fastapi_bridge.host_headers` likewise), so two credentials read as "a,b". That is refused, never read as
+    either one: which of two identities a front end or a client meant is not ours to guess."""
+    return value is not None and "," in value
 
 
 # ------------------------------------------------------------------------------------------------ Easy Auth
@@ -160,6 +171,10 @@ class _ClientPrincipal(BaseModel):
 
 
 def easyauth_principal(headers: Mapping[str, str]) -> Principal:
+    for header in PRINCIPAL_HEADERS:
+        if sent_more_than_once(headers.get(header)):
+            raise unauthenticated("App Service Authentication sent more than one principal.", scheme="EasyAuth",
+                                  field=f"header.{header}")
     encoded = headers.get("x-ms-client-principal")
     if not encoded:
         raise unauthenticated("Sign in: App Service Authentication sent no principal.", scheme="EasyAuth")
@@ -270,6 +285,9 @@ class JwtValidator:
 
     def principal(self, headers: Mapping[str, str]) -> Principal:
         authorization = headers.get("authorization") or ""
+        if sent_more_than_once(authorization):
+            raise unauthenticated("Send one Authorization: Bearer <token> header.", scheme="Bearer",
+                                  error="invalid_request", field="header.Authorization")
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthenticated("Send Authorization: Bearer <token>.", scheme="Bearer")

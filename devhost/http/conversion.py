@@ -25,8 +25,7 @@ class ResultEncodingError(TypeError):
 
 
 class HttpRequestData(BaseModel):
-    """One request as the worker receives it: repeated headers comma-joined (lower-case names), the query as
-    `host_query` makes it."""
+    """One request as the worker receives it: the headers as `host_headers`, the query as `host_query` makes them."""
 
     model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
 
@@ -39,13 +38,8 @@ class HttpRequestData(BaseModel):
 
     @classmethod
     def from_web_request(cls, request: web.Request, body: bytes, route_params: dict[str, str]) -> HttpRequestData:
-        headers: dict[str, str] = {}
-        for name, value in request.headers.items():
-            key = name.lower()
-            headers[key] = f"{headers[key]},{value}" if key in headers else value
-        query = host_query(request.query.items())
-        return cls(method=request.method, url=str(request.url), headers=headers, query=query, params=route_params,
-                   body=body)
+        return cls(method=request.method, url=str(request.url), headers=host_headers(request.headers.items()),
+                   query=host_query(request.query.items()), params=route_params, body=body)
 
     def to_func_request(self) -> func.HttpRequest:
         """The `func.HttpRequest` the Python worker builds from the host's message."""
@@ -62,6 +56,28 @@ class HttpRequestData(BaseModel):
             },
         )
         return HttpRequestConverter.decode(datum, trigger_metadata=None)
+
+
+def host_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """`RpcHttp.headers` as the Functions host fills it from ASP.NET's `HttpRequest.Headers` (the pairs as received).
+
+    azure-functions-host `src/WebJobs.Script.Grpc/MessageExtensions/GrpcMessageConversionExtensions.cs` (ToRpcHttp,
+    lines 155-170 at 89dc438): `http.Headers.Add(pair.Key.ToLowerInvariant(), pair.Value.ToString())` for every
+    header, an empty one too (the Python worker announces neither `IgnoreEmptyValuedRpcHttpHeaders` nor
+    `UseNullableValueDictionaryForHttp`). Kestrel keeps a repeated header as one `IHeaderDictionary` entry (names
+    compared ignoring case) whose `StringValues` holds each value (`StringValues.Concat`), so its `ToString()` joins
+    them with "," and skips empty ones, as for the query. `X-A: 1` twice reads as "1,1", like `X-A: 1,1` once; the
+    worker's `HttpRequestHeaders` then looks names up ignoring case."""
+    values: dict[str, list[str]] = {}
+    for name, value in pairs:
+        values.setdefault(name.lower(), []).append(value)
+    return {name: string_values_text(given) for name, given in values.items()}
+
+
+def string_values_text(values: Iterable[str]) -> str:
+    """.NET's `StringValues.ToString()` of several values (dotnet/runtime Microsoft.Extensions.Primitives
+    `StringValues.GetJoinedStringValueFromArray`): the non-empty ones joined with ",", no space."""
+    return ",".join(value for value in values if value)
 
 
 def host_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -83,7 +99,7 @@ def host_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
         if len(seen) < 2:
             spelling[key] = name
         seen.append(value)
-    joined = {spelling[key]: ",".join(value for value in seen if value) for key, seen in values.items()}
+    joined = {spelling[key]: string_values_text(seen) for key, seen in values.items()}
     return {name: value for name, value in joined.items() if value}
 
 

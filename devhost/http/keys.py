@@ -71,7 +71,13 @@ class FunctionKeys(BaseModel):
 
 
 def presented_key(request: web.Request) -> str | None:
-    return request.headers.get(KEY_HEADER) or request.query.get(KEY_QUERY)
+    """The key as the host reads it (azure-functions-host `src/WebJobs.Script.WebHost/Security/Authentication/Keys/
+    AuthenticationLevelHandler.cs`, GetAuthorizationKeyInfoAsync, lines 89-97 at 89dc438): the header when it is
+    there at all, else the query parameter, the first value of either (`values.First()`, not the comma-joined
+    `ToString()` a function sees). An empty header is no key, and the query is then not read."""
+    if KEY_HEADER in request.headers:
+        return request.headers.get(KEY_HEADER) or None
+    return request.query.get(KEY_QUERY) or None
 
 
 def auth_level(bindings: list[dict[str, Any]]) -> str:

@@ -98,3 +98,25 @@ def test_a_retry_starts_the_run_its_first_request_wrote_but_never_started(
     assert final["output"]["text"] == "Hello there."
     assert len(model.log.requests) == 1
     assert [m["role"] for m in app.session_messages(body["session_id"])] == ["user", "assistant"]  # input once
+
+
+def test_two_idempotency_keys_are_refused_and_start_nothing(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """Sent twice, the key arrives comma-joined (as the Functions host passes a repeated header): read as "k1,k2" it
+    would be a key of its own, which a retry sending only "k1" would not find. So a comma is refused: 422."""
+    model.set_script(Script.of("Hello."))
+    body, headers = keyed_start(named_session=False)
+    key = headers["Idempotency-Key"]
+    before = owner_runs(app)
+    for keys in ([key, f"{key}-2"], [key, key], [f"{key},{key}-2"]):
+        response = app.http.post("/api/agents/helper/runs", json=body,
+                                 headers=[("Idempotency-Key", value) for value in keys])
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert (response.json()["code"], response.json()["field"]) == ("invalid_idempotency_key",
+                                                                       "header.Idempotency-Key")
+    assert owner_runs(app) == before
+    # The key alone still starts its run, once.
+    once = [app.http.post("/api/agents/helper/runs", json=body, headers=headers) for _ in range(2)]
+    assert [r.status_code in (200, 202) for r in once] == [True, True], [r.text for r in once]
+    assert once[0].json()["run_id"] == once[1].json()["run_id"]
+    assert len(owner_runs(app) - before) == 1

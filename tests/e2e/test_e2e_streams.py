@@ -247,6 +247,9 @@ def test_problems_come_before_the_stream(stream_app: InProcessApp, model: Script
            "header.last-event-id")  # `done`'s mark without its fingerprint, a bad one, twice, a long one
           for forged in ("3.0.0.-.done", "3.0.0.-.done.XYZ", "3.0.0.-.done.0a1b2c3d.done.0a1b2c3d",
                          "3.0.0.-.done." + "0" * 4_000)],
+        # Sent twice, it arrives comma-joined (as the Functions host passes a repeated header): neither cursor.
+        (f"/api/runs/{run_id}/stream", {"headers": [("Last-Event-ID", "3.0.0.-"), ("Last-Event-ID", "3.0.0.-")]},
+         400, "invalid_cursor", "header.last-event-id"),
         ("/api/workflows/runs/no-such-run/stream", {}, 404, "workflow_run_not_found", "path.run_id"),
         (f"/api/workflows/runs/{run_id}/stream", {}, 404, "workflow_run_not_found", "path.run_id"),
     ]

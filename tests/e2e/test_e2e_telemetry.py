@@ -99,6 +99,20 @@ def test_the_run_continues_the_callers_trace(app: InProcessApp, model: ScriptedM
 
 
 
+def test_two_traceparent_headers_continue_neither_trace(app: InProcessApp, model: ScriptedModelServer, sink) -> None:
+    """Sent twice, `traceparent` arrives comma-joined (as the Functions host passes a repeated header), which is no
+    traceparent: the run starts a trace of its own rather than picking one of the callers' (W3C Trace Context)."""
+    model.set_script(FIVE_STEPS)
+    other = "0af7651916cd43dd8448eb211c80319c"
+    response = app.http.post("/api/agents/helper/runs", json={"input": "Look up a and b"}, headers=[
+        ("traceparent", f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"), ("traceparent", f"00-{other}-{CLIENT_SPAN}-01")])
+    assert response.status_code == 202, response.text
+    app.settle()
+    traces = {f"{s.context.trace_id:032x}" for s in sink.spans()}
+    assert len(traces) == 1 and traces.isdisjoint({CLIENT_TRACE, other})
+    assert next(s for s in sink.spans() if s.name == "invoke_agent helper").parent is None
+
+
 WITH_APPROVAL = Script.of(
     Reply.call("lookup", {"key": "a"}),
     Reply.call("send_email", {"to": "bob@example.com", "subject": "Hi", "body": "Hello"}),

@@ -27,6 +27,15 @@ def test_without_a_caller_the_run_starts_a_new_trace() -> None:
     assert first.trace_id != second.trace_id and len(first.trace_id) == 32
 
 
+def test_headers_sent_twice_as_the_functions_host_joins_them() -> None:
+    """Two `traceparent`s, comma-joined, are no traceparent: a new trace. Two `tracestate`s joined are one list."""
+    twice = f"00-{TRACE}-00f067aa0ba902b7-01,00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+    joined = RunTrace.start({"traceparent": twice})
+    assert joined.parent_span_id is None and joined.trace_id != TRACE
+    both = RunTrace.start({"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01", "tracestate": "a=1,b=2"})
+    assert both.tracestate == "a=1,b=2"
+
+
 def test_an_oversized_tracestate_is_dropped_not_refused() -> None:
     trace = RunTrace.start({"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01", "tracestate": ",".join(
         f"v{i}={'x' * 200}" for i in range(20)

@@ -55,6 +55,21 @@ def test_repeated_query_names_reach_the_function_as_the_functions_host_sends_the
     assert seen["url"].endswith(f"/api/echo/q?{query}")  # the URL keeps every value as sent
 
 
+# What the Functions host puts in `RpcHttp.headers` (see `devhost.http.conversion.host_headers` for the sources):
+# names lower-cased and grouped ignoring case, the values of a repeated one comma-joined without a space and with
+# empty ones skipped, an empty header kept as "".
+REPEATED_HEADERS = (
+    [("X-Twice", "a"), ("x-twice", "b, c"), ("X-Gap", "1"), ("X-Gap", ""), ("X-Gap", "2"), ("X-Empty", ""),
+     ("X-Empties", ""), ("X-Empties", ""), ("X-One", "v")],
+    {"x-twice": "a,b, c", "x-gap": "1,2", "x-empty": "", "x-empties": "", "x-one": "v"},
+)
+
+
+def test_repeated_headers_reach_the_function_as_the_functions_host_sends_them(devhost_client: httpx.Client) -> None:
+    sent, seen = REPEATED_HEADERS
+    assert devhost_client.get("/api/echo/h", headers=sent).json()["headers"] == seen
+
+
 def test_an_escaped_slash_stays_escaped_in_the_route_value(devhost_client: httpx.Client) -> None:
     """Kestrel decodes the path except %2F, so the Functions host routes 'a%2Fb' as one segment and hands the worker
     the route value 'a%2Fb'; devhost gave 'a/b'."""

@@ -307,6 +307,13 @@ def test_with_a_keys_file_auth_levels_are_enforced_as_on_azure(tmp_path: Path) -
         assert client.get("/api/secured", params={"code": "master-secret"}).status_code == 200
         assert client.get("/api/admin-only", params={"code": "host-secret"}).status_code == 401
         assert client.get("/api/admin-only", headers={"x-functions-key": "master-secret"}).text == "admin level"
+        # The host reads the first value of a repeated key header, and the header wins when it is there at all.
+        two = [("x-functions-key", "secured-secret"), ("x-functions-key", "nope")]
+        assert client.get("/api/secured", headers=two).status_code == 200
+        assert client.get("/api/secured", headers=two[::-1]).status_code == 401
+        assert client.get("/api/secured", params=[("code", "host-secret"), ("code", "nope")]).status_code == 200
+        assert client.get("/api/secured", headers={"x-functions-key": ""}, params={"code": "host-secret"}
+                          ).status_code == 401
 
 
 def test_an_unusable_keys_file_stops_the_host_with_its_name(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_host_http_triggers import REPEATED_QUERY
+from test_host_http_triggers import REPEATED_HEADERS, REPEATED_QUERY
 from test_worker_indexing import REFUSED
 
 from devhost.app_loader import AppLoadError
@@ -70,6 +70,12 @@ def test_repeated_query_names_reach_the_worker_as_the_functions_host_sends_them(
     """The query map of the worker protocol's `RpcHttp` holds one string per name: the worker's `req.params`."""
     query, params = REPEATED_QUERY
     assert http_basic.client.get(f"/api/echo/q?{query}").json()["params"] == params
+
+
+def test_repeated_headers_reach_the_worker_as_the_functions_host_sends_them(http_basic: InProcessHost) -> None:
+    """The header map of `RpcHttp` holds one string per lower-case name: the worker's `req.headers`."""
+    sent, seen = REPEATED_HEADERS
+    assert http_basic.client.get("/api/echo/h", headers=sent).json()["headers"] == seen
 
 
 @pytest.mark.parametrize("path", ["/api/boom", "/api/aboom", "/api/exit", "/api/dict", "/api/none",
