@@ -253,7 +253,8 @@ async def _begin_run(
             return await store.begin_run(record, after_run_count=after_run_count)
         except SessionBusyError as busy:
             active = await store.get_run(busy.active_run_id) if busy.active_run_id else None
-            if active is not None and not (await reconcile(store, active, await gateway.state(active.run_id))).finished:
+            # No record: a start whose run is still being written (or never was, until the store closes it for that).
+            if active is None or not (await reconcile(store, active, await gateway.state(active.run_id))).finished:
                 raise ApiProblem(
                     409,
                     "session_busy",

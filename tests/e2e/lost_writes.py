@@ -38,3 +38,22 @@ def run_writes_lost(app: InProcessApp, *, read_fails: bool = False) -> Iterator[
         if read_fails:
             patch.setattr(store, "get_run", unreadable_after_the_write)
         yield written
+
+
+@contextmanager
+def run_items_refused(app: InProcessApp) -> Iterator[list[str]]:
+    """Cosmos only: meanwhile the store's `runs` container refuses to create items (a 503, nothing written), so a
+    `begin_run` whose claim of the session landed (its own write, in the `sessions` container) fails at its run's
+    write. Yields the ids of the runs refused."""
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    runs = app.services().current().store._db._c["runs"]
+    refused: list[str] = []
+
+    async def unavailable(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        refused.append(str(body["id"]))
+        raise CosmosHttpResponseError(status_code=503, message="Service Unavailable (injected)")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "create_item", unavailable)
+        yield refused
