@@ -349,14 +349,14 @@ class CosmosSessionStore:
             session = await self._get_session(record.session_id)
             if session is None:
                 raise NotFoundError("session", record.session_id)
-            if await self._released_unwritten_holder(session, record.run_id):
+            if await self._released_ended_holder(session, record.run_id):
                 continue
             claim = rules.claim_session(session, record, self._clock(), queue, after_run_count)
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
             # The session's claim and the run are two writes (two containers: no transaction spans them). A start
             # stopped between them leaves the session held by a run without a record, which a later claim closes and
-            # releases (`_released_unwritten_holder`); its create-if-absent is what this create races.
+            # releases (`_released_ended_holder`); its create-if-absent is what this create races.
             created = await self._create_run(claim.run)
             if created is None:  # a concurrent retry of this very run created it, or its start was closed meanwhile
                 continue
@@ -370,14 +370,16 @@ class CosmosSessionStore:
             await self._db.upsert("lookup", lookup_item("run", run.run_id, run.session_id, self._ttl))
         return await self._db.create("runs", to_item(run, self._ttl))
 
-    async def _released_unwritten_holder(self, session: SessionRecord, claimant: str) -> bool:
-        """Whether the session was held by a run whose start never wrote it and was just released (decide again).
+    async def _released_ended_holder(self, session: SessionRecord, claimant: str) -> bool:
+        """Whether the session was held by a run that has ended, or whose start never wrote it, and was just released
+        (decide again). Each store write is one operation, so a process stopped between two leaves such a holder:
+        a start between its claim and its run's write, a `finish_run` between the run's write and the release.
 
-        Such a holder (its record absent `rules.UNWRITTEN_HOLDER_AFTER` after the session last changed) is closed by
-        creating its record as a failed start (`rules.unwritten_start`) - create-if-absent, so either that or the
-        start's own late write lands, never both - then released under the session's ETag, handing the session on
-        like any finished run. Costs nothing while the holder is young, one point read when it is older (a session
-        really busy); a free session, the success path, never gets here."""
+        The holder's record is read once `rules.UNWRITTEN_HOLDER_AFTER` passed since the session last changed (never
+        while it is younger: a start's run write may be on its way). Absent, it is created as a failed start
+        (`rules.unwritten_start`) - create-if-absent, so either that or the start's own late write lands, never both.
+        Finished, the holder is released under the session's ETag, handing the session on as `finish_run` would.
+        A free session, the success path, never gets here."""
         holder, now = session.active_run_id, self._clock()
         if holder is None or holder == claimant or not rules.unwritten_holder_may_be_closed(session, now):
             return False
@@ -386,8 +388,8 @@ class CosmosSessionStore:
             item = await self._create_run(rules.unwritten_start(session, holder, now)) or await self._db.read(
                 "runs", holder, session.session_id
             )
-        if item is None or not rules.is_unwritten_start(from_item(RunRecord, item)):
-            return False  # written after all: the holder is a real run
+        if item is None or not from_item(RunRecord, item).finished:
+            return False  # a run that holds its session
         released = rules.release_session(session, holder, now)
         if released is not None:  # a lost ETag race only means another writer changed the session: decide again
             await self._replace("sessions", released, session.etag)
@@ -425,8 +427,8 @@ class CosmosSessionStore:
         # brings the count up to it (rules.take_turn), so no later run can get the same position.
         for _ in range(MAX_ETAG_ROUNDS):
             run, session = await self._run_and_session(run_id)
-            if session.active_run_id != run_id and await self._released_unwritten_holder(session, run_id):
-                continue  # handed a queued run that was never written (finish_run cannot tell it from a slow one)
+            if session.active_run_id != run_id and await self._released_ended_holder(session, run_id):
+                continue  # e.g. handed a queued run that was never written (finish_run cannot tell it from a slow one)
             turn = rules.take_turn(session, run, self._clock())
             if turn.run is not None:
                 saved = await self._save_run(turn.run, run.etag)

@@ -12,9 +12,10 @@ from datetime import timedelta
 import pytest
 from e2e_harness import InProcessApp, post_concurrently
 from e2e_settings import watches_the_app_in_process
-from lost_writes import run_items_refused
+from lost_writes import cosmos_writes_refused, run_items_refused
 
 from scripted_model import Script, ScriptedModelServer
+from session_store import RunRecord, StoreUnavailableError
 
 pytestmark = pytest.mark.parametrize("store_backend", [pytest.param("cosmos", marks=pytest.mark.cosmos)])
 
@@ -126,3 +127,28 @@ def test_a_run_queued_behind_a_queued_run_never_written_gets_its_turn(
     assert app.view(third.json()["run_id"])["output"]["text"] == "Third."
     held = session(app, session_id)
     assert (held.active_run_id, held.queued_run_ids) == (None, [])  # type: ignore[attr-defined]
+
+
+@watches_the_app_in_process  # wraps the app's store's sessions container, and moves its clock
+def test_a_session_still_held_by_a_run_whose_finish_did_not_release_it_is_freed(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`finish_run` wrote the finished run, then failed releasing the session (its second write). Before, every
+    start in the session failed with a 500 and it stayed held."""
+    model.set_script(Script.of("Free again."))
+    session_id = uuid.uuid4().hex
+    app.store_call(lambda store: store.create_session(session_id, "helper"))
+    ended = app.store_call(lambda store: store.begin_run(RunRecord(run_id=uuid.uuid4().hex, session_id=session_id,
+                                                                   agent="helper")))
+    store = app.services().current().store
+    with cosmos_writes_refused(store, "sessions", "replace_item"), pytest.raises(StoreUnavailableError):
+        app.store_call(lambda store: store.finish_run(ended.run_id, "completed", output={"text": "done"}))
+
+    early = app.http.post(RUNS, json={"input": "Hello?", "session_id": session_id})
+    assert (early.status_code, early.json()["code"]) == (409, "session_busy"), early.text
+    after_the_grace(app, monkeypatch)
+    nxt = app.http.post(RUNS, json={"input": "Hello?", "session_id": session_id})
+    assert nxt.status_code == 202, nxt.text
+    app.settle()
+    assert app.view(nxt.json()["run_id"])["output"]["text"] == "Free again."
+    assert app.store_call(lambda store: store.get_run(ended.run_id)).status == "completed"
