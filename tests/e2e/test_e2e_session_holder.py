@@ -2,7 +2,8 @@
 two writes in two containers, so a start can die or fail between them).
 
 Before, the claim landed, the run's write failed, and the session named a run that did not exist: every later start
-in it was refused (`session_busy`) or queued behind that run for good, and a run queued behind it waited forever."""
+in it failed (500) or queued behind that run for good, and a run queued behind it waited forever. Likewise a session
+whose run's finish was written but not its release."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from e2e_settings import watches_the_app_in_process
 from lost_writes import cosmos_writes_refused, run_items_refused
 
 from scripted_model import Script, ScriptedModelServer
-from session_store import RunRecord, StoreUnavailableError
+from session_store import RunRecord, SessionRecord, StoreUnavailableError
 
 pytestmark = pytest.mark.parametrize("store_backend", [pytest.param("cosmos", marks=pytest.mark.cosmos)])
 
@@ -37,8 +38,10 @@ def held_by_a_lost_start(app: InProcessApp, model: ScriptedModelServer, *answers
     return session_id, start_refused(app, session_id)
 
 
-def session(app: InProcessApp, session_id: str) -> object:
-    return app.store_call(lambda store: store.get_session(session_id))
+def session(app: InProcessApp, session_id: str) -> SessionRecord:
+    found = app.store_call(lambda store: store.get_session(session_id))
+    assert found is not None
+    return found
 
 
 def after_the_grace(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,7 +86,7 @@ def test_a_run_queued_behind_a_run_never_written_gets_its_turn(
     app.advance(10)  # the queued run asks for its turn on a timer
     assert app.view(queued.json()["run_id"])["output"]["text"] == "Hello again."
     held = session(app, session_id)
-    assert (held.active_run_id, held.queued_run_ids) == (None, [])  # type: ignore[attr-defined]
+    assert (held.active_run_id, held.queued_run_ids) == (None, [])
 
 
 @watches_the_app_in_process  # wraps the app's store's runs container, and moves its clock
@@ -98,7 +101,7 @@ def test_of_starts_racing_for_a_session_held_by_a_run_never_written_exactly_one_
     assert codes == [202, 409, 409, 409, 409], [a.text for a in answers]
     assert {a.json()["code"] for a in answers if a.status_code == 409} == {"session_busy"}
     winner = next(a.json()["run_id"] for a in answers if a.status_code == 202)
-    assert session(app, session_id).active_run_id == winner  # type: ignore[attr-defined]
+    assert session(app, session_id).active_run_id == winner
     app.settle()
     assert app.view(winner)["output"]["text"] == "Only one."
     assert len(model.log.requests) == 1
@@ -126,7 +129,7 @@ def test_a_run_queued_behind_a_queued_run_never_written_gets_its_turn(
     assert app.view(first["run_id"])["output"]["text"] == "First."
     assert app.view(third.json()["run_id"])["output"]["text"] == "Third."
     held = session(app, session_id)
-    assert (held.active_run_id, held.queued_run_ids) == (None, [])  # type: ignore[attr-defined]
+    assert (held.active_run_id, held.queued_run_ids) == (None, [])
 
 
 @watches_the_app_in_process  # wraps the app's store's sessions container, and moves its clock
