@@ -35,6 +35,7 @@ from http_api.problems import ApiProblem, not_found
 from http_api.refusals import read_refusal
 from http_api.request_context import verify_token
 from session_store import RunRecord, SessionStore
+from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,8 @@ async def create_and_start(
     the record exists abandons the run. A failed `create` may have been written all the same (an error after the
     store took the write, or its answer lost): a read tells. Written, the run is launched as if `create` had
     answered; provably not written, `on_unclaimed` runs (nothing was started) and the error stands; a failed read
-    leaves both alone, so no retry with the same `Idempotency-Key` starts a second run."""
+    leaves both alone, so no retry with the same `Idempotency-Key` starts a second run. A run the store closed in
+    place of an unwritten start (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
     try:
         run = await create()
     except Exception:
@@ -149,7 +151,18 @@ async def create_and_start(
             if on_unclaimed is not None:
                 await on_unclaimed()
             raise
-        log.warning("run %s was stored though creating it failed: starting it", run_id, exc_info=True)
+        if not is_unwritten_start(run):
+            log.warning("run %s was stored though creating it failed: starting it", run_id, exc_info=True)
+    if is_unwritten_start(run):
+        # Its claim of the session was taken for a dead start's and closed before its run was written (the store's
+        # `begin_run`): nothing was started, and the session went on without it.
+        if on_unclaimed is not None:
+            await on_unclaimed()
+        raise ApiProblem(
+            409, "session_busy", "The session has an active run",
+            "This start took too long to store its run, and the session went on without it; start again.",
+            field="body.session_id",
+        )
     try:
         await launch(run)
     except Exception:

@@ -253,16 +253,24 @@ async def _begin_run(
             return await store.begin_run(record, after_run_count=after_run_count)
         except SessionBusyError as busy:
             active = await store.get_run(busy.active_run_id) if busy.active_run_id else None
-            if active is not None and not (await reconcile(store, active, await gateway.state(active.run_id))).finished:
-                raise ApiProblem(
-                    409,
-                    "session_busy",
-                    "The session has an active run",
-                    f"Run '{busy.active_run_id}' is still active in this session; wait for it or cancel it.",
-                    field="body.session_id",
-                    active_run_id=busy.active_run_id,
-                ) from busy
-    return await store.begin_run(record, after_run_count=after_run_count)
+            # No record: a start whose run is still being written (or never was, until the store closes it for that).
+            if active is None or not (await reconcile(store, active, await gateway.state(active.run_id))).finished:
+                raise _session_busy(busy) from busy
+    try:
+        return await store.begin_run(record, after_run_count=after_run_count)
+    except SessionBusyError as busy:  # held by a run that has finished but not released it yet (the store will)
+        raise _session_busy(busy) from busy
+
+
+def _session_busy(busy: SessionBusyError) -> ApiProblem:
+    return ApiProblem(
+        409,
+        "session_busy",
+        "The session has an active run",
+        f"Run '{busy.active_run_id}' is still active in this session; wait for it or cancel it.",
+        field="body.session_id",
+        active_run_id=busy.active_run_id,
+    )
 
 
 @http_endpoint

@@ -349,17 +349,51 @@ class CosmosSessionStore:
             session = await self._get_session(record.session_id)
             if session is None:
                 raise NotFoundError("session", record.session_id)
+            if await self._released_ended_holder(session, record.run_id):
+                continue
             claim = rules.claim_session(session, record, self._clock(), queue, after_run_count)
             if claim.session is not None and await self._replace("sessions", claim.session, session.etag) is None:
                 continue  # another writer changed the session first: decide again on the fresh version
-            # Lookup first: a run item is never visible without the index that resolves its id.
-            if self._needs_lookup(record):
-                await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
-            created = await self._db.create("runs", to_item(claim.run, self._ttl))
-            if created is None:  # a concurrent retry of this very run created it
+            # The session's claim and the run are two writes (two containers: no transaction spans them). A start
+            # stopped between them leaves the session held by a run without a record, which a later claim closes and
+            # releases (`_released_ended_holder`); its create-if-absent is what this create races.
+            created = await self._create_run(claim.run)
+            if created is None:  # a concurrent retry of this very run created it, or its start was closed meanwhile
                 continue
             return from_item(RunRecord, created)
         raise ConflictError(f"session {record.session_id!r} kept changing; begin_run gave up")
+
+    async def _create_run(self, run: RunRecord) -> dict[str, Any] | None:
+        """Create the run's item if absent (``None``: it exists). Lookup first: a run item is never visible without
+        the index that resolves its id."""
+        if self._needs_lookup(run):
+            await self._db.upsert("lookup", lookup_item("run", run.run_id, run.session_id, self._ttl))
+        return await self._db.create("runs", to_item(run, self._ttl))
+
+    async def _released_ended_holder(self, session: SessionRecord, claimant: str) -> bool:
+        """Whether the session was held by a run that has ended, or whose start never wrote it, and was just released
+        (decide again). Each store write is one operation, so a process stopped between two leaves such a holder:
+        a start between its claim and its run's write, a `finish_run` between the run's write and the release.
+
+        The holder's record is read once `rules.UNWRITTEN_HOLDER_AFTER` passed since the session last changed (never
+        while it is younger: a start's run write may be on its way). Absent, it is created as a failed start
+        (`rules.unwritten_start`) - create-if-absent, so either that or the start's own late write lands, never both.
+        Finished, the holder is released under the session's ETag, handing the session on as `finish_run` would.
+        A free session, the success path, never gets here."""
+        holder, now = session.active_run_id, self._clock()
+        if holder is None or holder == claimant or not rules.unwritten_holder_may_be_closed(session, now):
+            return False
+        item = await self._db.read("runs", holder, session.session_id)
+        if item is None:
+            item = await self._create_run(rules.unwritten_start(session, holder, now)) or await self._db.read(
+                "runs", holder, session.session_id
+            )
+        if item is None or not from_item(RunRecord, item).finished:
+            return False  # a run that holds its session
+        released = rules.release_session(session, holder, now)
+        if released is not None:  # a lost ETag race only means another writer changed the session: decide again
+            await self._replace("sessions", released, session.etag)
+        return True
 
     async def _begin_in_new_session(self, record: RunRecord, session: SessionRecord) -> RunRecord | None:
         """Three writes (the session created already held by the run, the lookup item, the run) instead of the
@@ -372,10 +406,7 @@ class CosmosSessionStore:
             if existing is not None and existing.active_run_id == record.run_id:
                 return None
             raise ConflictError(f"session {record.session_id!r} exists already")
-        # Lookup first: a run item is never visible without the index that resolves its id.
-        if self._needs_lookup(record):
-            await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
-        created = await self._db.create("runs", to_item(claim.run, self._ttl))
+        created = await self._create_run(claim.run)
         if created is None:  # a concurrent retry of this very call created it
             return None
         return from_item(RunRecord, created)
@@ -396,6 +427,8 @@ class CosmosSessionStore:
         # brings the count up to it (rules.take_turn), so no later run can get the same position.
         for _ in range(MAX_ETAG_ROUNDS):
             run, session = await self._run_and_session(run_id)
+            if session.active_run_id != run_id and await self._released_ended_holder(session, run_id):
+                continue  # e.g. handed a queued run that was never written (finish_run cannot tell it from a slow one)
             turn = rules.take_turn(session, run, self._clock())
             if turn.run is not None:
                 saved = await self._save_run(turn.run, run.etag)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import (
@@ -100,6 +100,36 @@ def release_session(session: SessionRecord, run_id: str, now: datetime) -> Sessi
         queue = [queued for queued in session.queued_run_ids if queued != run_id]
         return session.model_copy(update={"queued_run_ids": queue, "updated_at": now})
     return None
+
+
+# A store that claims the session and writes the run in two operations (Cosmos) can be stopped between them. A holder
+# (active run) whose record does not exist this long after the session's last change is taken for such a start: it
+# is closed in its place (`unwritten_start`) and released. Younger, it is taken for a start whose run write is still
+# on its way (a few milliseconds, or the client's retries), so concurrent starts keep being told that one is busy.
+UNWRITTEN_HOLDER_AFTER = timedelta(seconds=60)
+START_INTERRUPTED = "start_interrupted"
+
+
+def unwritten_holder_may_be_closed(session: SessionRecord, now: datetime) -> bool:
+    """Whether the session's holder, found without a record, is old enough to be closed (`UNWRITTEN_HOLDER_AFTER`)."""
+    return session.updated_at is None or now - session.updated_at >= UNWRITTEN_HOLDER_AFTER
+
+
+def unwritten_start(session: SessionRecord, run_id: str, now: datetime) -> RunRecord:
+    """The record written in place of a run whose start claimed (or queued in) the session but never wrote the run:
+    failed, so that it releases the session, and created if absent, so that of it and the run's own late write exactly
+    one lands (the start whose write comes second finds it and is told so, not started)."""
+    return RunRecord(
+        run_id=run_id, session_id=session.session_id, agent=session.agent, status="failed", created_at=now,
+        updated_at=now, owner_id=session.owner_id, owner_name=session.owner_name,
+        error={"code": START_INTERRUPTED,
+               "message": "The run's start was interrupted before the run was stored; nothing of it ran."},
+    )
+
+
+def is_unwritten_start(run: RunRecord) -> bool:
+    """A record written by `unwritten_start` (no run was ever stored under its id by its own start)."""
+    return run.status == "failed" and run.ordinal == 0 and (run.error or {}).get("code") == START_INTERRUPTED
 
 
 @dataclass(frozen=True)

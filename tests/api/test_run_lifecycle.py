@@ -4,10 +4,14 @@ fails, and when the store fails too."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from http_api.problems import ApiProblem
 from http_api.run_lifecycle import create_and_start
 from session_store import RunRecord, SessionBusyError, SqliteSessionStore
+from session_store.rules import unwritten_start
 
 
 class OrchestrationDown(RuntimeError):
@@ -121,3 +125,28 @@ async def test_a_failed_create_that_cannot_be_checked_keeps_the_claim() -> None:
         await create_and_start(store, "r1", create, launch, on_unclaimed=release)
     assert isinstance(raised.value.__context__, AnswerLost)
     assert unclaimed == []  # whether a run exists is unknown: the claim stays (taken over only once abandoned)
+
+
+async def test_a_start_whose_run_the_store_closed_in_its_place_is_not_launched() -> None:
+    """`begin_run` returned the run closed as an unwritten start (Cosmos: its claim looked dead and was taken over
+    before its own write came): nothing is launched, the key is given up, and the caller is told the session is busy."""
+    store = await store_with_session()
+    session = await store.get_session("s1")
+    assert session is not None
+    closed = unwritten_start(session, "late", datetime.now(UTC))
+    unclaimed, launched = [], []
+
+    async def create() -> RunRecord:
+        return closed
+
+    async def launch(run: RunRecord) -> None:
+        launched.append(run.run_id)
+
+    async def release() -> None:
+        unclaimed.append(True)
+
+    with pytest.raises(ApiProblem) as refused:
+        await create_and_start(store, "late", create, launch, on_unclaimed=release)
+    assert (refused.value.status, refused.value.code) == (409, "session_busy")
+    assert launched == [] and unclaimed == [True]
+    await store.close()

@@ -38,3 +38,29 @@ def run_writes_lost(app: InProcessApp, *, read_fails: bool = False) -> Iterator[
         if read_fails:
             patch.setattr(store, "get_run", unreadable_after_the_write)
         yield written
+
+
+@contextmanager
+def cosmos_writes_refused(store: Any, container: str, method: str = "create_item") -> Iterator[list[str]]:
+    """Meanwhile a `CosmosSessionStore`'s `container` refuses `method` (a 503 from the real SDK's container, nothing
+    written). Yields the ids of the items refused."""
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+
+    proxy = store._db._c[container]
+    refused: list[str] = []
+
+    async def unavailable(first: Any, *args: Any, **kwargs: Any) -> Any:
+        refused.append(str(first if isinstance(first, str) else first["id"]))  # an item's id, or the item
+        raise CosmosHttpResponseError(status_code=503, message="Service Unavailable (injected)")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(proxy, method, unavailable)
+        yield refused
+
+
+@contextmanager
+def run_items_refused(app: InProcessApp) -> Iterator[list[str]]:
+    """Cosmos only: meanwhile the app's store cannot create run items, so a `begin_run` whose claim of the session
+    landed (its own write, in the `sessions` container) fails at its run's write. Yields the ids of the runs refused."""
+    with cosmos_writes_refused(app.services().current().store, "runs") as refused:
+        yield refused
