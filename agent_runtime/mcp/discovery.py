@@ -19,10 +19,10 @@ from pydantic import BaseModel, Field
 
 from ..check_threads import check_off_loop
 from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
-from ..redaction import url_secrets
+from ..redaction import redact, url_secrets
 from .config import McpConfigurationError, McpServer
 from .connection import McpProtocolError, McpUnavailableError, list_remote_tools
-from .skips import SkipCode, SkippedServer, skipped_server
+from .skips import MAX_SKIP_MESSAGE_CHARS, SkipCode, SkippedServer
 from .tools import MAX_DESCRIPTION_CHARS, McpToolSpec
 
 logger = logging.getLogger(__name__)
@@ -94,12 +94,13 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
                 outcome = McpDiscoveryError(_none_offered(left_out), "no_usable_tools")
         if not isinstance(outcome, Exception):
             raise outcome
-        reason = str(outcome) or type(outcome).__name__
+        # Redacted: the run's error or record shows it, and a server's protocol error quotes what it wrote.
+        reason = redact(str(outcome) or type(outcome).__name__, _url_secrets(server))
         code = _skip_code(outcome)
         if server.required:
             raise McpDiscoveryError(f"MCP server {server.name!r} ({code}): {reason}", code) from outcome
         logger.warning("MCP server %r skipped for this run (%s): %s", server.name, code, reason)
-        skipped.append(skipped_server(server.name, code, reason, _url_secrets(server)))
+        skipped.append(SkippedServer(server=server.name, code=code, message=reason[:MAX_SKIP_MESSAGE_CHARS]))
     taken_names = list(taken_names)
     if len(found) + len(taken_names) > MAX_TOOLS:
         raise McpDiscoveryError(
@@ -131,7 +132,8 @@ def _skip_code(error: Exception) -> SkipCode:
 
 
 def _url_secrets(server: McpServer) -> list[str]:
-    """The credentials in the server's URL (masked in what the run records of it), if its setting is readable."""
+    """The credentials in the server's URL (masked in what the run shows of it; a URL from a setting is remembered as
+    well when read, one in the definition is not), if its setting is readable."""
     try:
         return [] if server.command else url_secrets(server.resolved_url())
     except McpConfigurationError:

@@ -1,8 +1,8 @@
 """What a run records of the optional MCP servers its discovery left out: which server, a stable code, a short message.
 
 Kept apart from the SDK (no `mcp` import) so the run's view reads it without loading the client. The message is
-the error as logged, redacted (known secrets, credential-shaped text and the URL credentials of the server) and cut:
-a server's protocol error quotes whatever the server wrote.
+the error as logged, redacted by discovery (known secrets, credential-shaped text and the URL credentials of the
+server: a server's protocol error quotes whatever the server wrote) and cut.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
-
-from ..redaction import redact
 
 SkipCode = Literal[
     "unreachable", "timeout", "invalid_answer", "too_many_pages", "too_many_tools", "no_usable_tools", "misconfigured"
@@ -31,7 +29,3 @@ class SkippedServer(BaseModel):
     code: SkipCode
     message: str = Field(description="why, as logged: redacted, cut to 300 characters")
 
-
-def skipped_server(server: str, code: SkipCode, reason: str, secrets: list[str]) -> SkippedServer:
-    """The record of a left-out server, its message redacted (with `secrets`, the server URL's credentials)."""
-    return SkippedServer(server=server, code=code, message=redact(reason, secrets)[:MAX_SKIP_MESSAGE_CHARS])

@@ -164,19 +164,23 @@ def test_an_optional_server_that_cannot_be_listed_is_named_in_the_run_view_with_
     assert URL_SECRET not in shown and API_KEY not in shown
 
 
+@pytest.mark.parametrize("kind", ["timeout", "invalid_answer"])
 def test_a_required_server_that_cannot_be_listed_fails_the_run_naming_it_and_why(
     app_with: Callable[..., AbstractContextManager[InProcessApp]],
     model: ScriptedModelServer,
     mcp_server: McpServerProcess,
     tmp_path: Path,
+    kind: str,
 ) -> None:
-    with app_with_extra(app_with, mcp_server, tmp_path, "timeout") as app:
+    with app_with_extra(app_with, mcp_server, tmp_path, kind) as app:
         model.set_script(Script.of("never asked"))
         view = settled_view(app, "mcp_extra_required")
 
     assert view["status"] == "failed", view
     assert view["error"]["code"] == "tool_discovery_failed"
-    assert view["error"]["message"].startswith("MCP server 'extra' (timeout): "), view["error"]
+    assert view["error"]["message"].startswith(f"MCP server 'extra' ({kind}): "), view["error"]
+    if kind == "invalid_answer":  # what the server wrote is told, its URL's secret masked (before: shown)
+        assert "input_value=b'/mcp?code=*** is not JSON'" in view["error"]["message"], view["error"]
     assert view["skipped_servers"] == [] and len(model.log) == 0
     assert URL_SECRET not in json.dumps(view)
 
