@@ -14,9 +14,8 @@ DISCOVERY_FAILED = "tool_discovery_failed"
 @activity(compact=True)
 async def discover_tools(run: RunRef) -> ToolDiscoveryResult:
     """How many tools were recorded (and which optional servers and how many tools were left out: the run's record
-    and view name them and say why), or a
-    `StepFailure` when a required server cannot be listed (after the client's own retries) or every tool it allows
-    was left out: the run then fails with a reason naming the server."""
+    and view name them and say why), or a `StepFailure` when a required server cannot be listed (after the client's
+    own retries) or every tool it allows was left out: the run then fails with a reason naming the server and why."""
     from agent_runtime.mcp.discovery import McpDiscoveryError
     from agent_runtime.mcp.discovery import discover_tools as discover
 
