@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from agent_runtime.mcp.skips import SkippedServer
 from agent_runtime.messages import Usage
 from agent_runtime.spend import RunBudget
 from http_api.reserved_ids import refuse_reserved
@@ -162,6 +163,10 @@ class RunView(BaseModel):
     skipped_tools: list[SkippedTool] = Field(
         default_factory=list,
         description="MCP tools left out of the run when it listed them, for their input schema (the first 50)",
+    )
+    skipped_servers: list[SkippedServer] = Field(
+        default_factory=list,
+        description="optional MCP servers left out of the run: they could not be listed (`code` says why)",
     )
     continuation_token: str | None = None
     links: RunLinks

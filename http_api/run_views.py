@@ -24,6 +24,7 @@ from http_api.models import (
     RunStatus,
     RunUpdate,
     RunView,
+    SkippedServer,
     SkippedTool,
     Usage,
 )
@@ -179,6 +180,7 @@ async def build_run_view(
         error=_client_error(run.error),
         rewinds=run.rewinds,
         skipped_tools=[SkippedTool.model_validate(skipped) for skipped in run.skipped_tools],
+        skipped_servers=[SkippedServer.model_validate(skipped) for skipped in run.skipped_servers],
         continuation_token=token,
         links=links(base_url, run),
     )

@@ -497,13 +497,17 @@ class CosmosSessionStore:
 
     @_on_portal
     async def record_run_tools(
-        self, run_id: str, tools: Sequence[JsonObject], skipped: Sequence[JsonObject] = ()
+        self,
+        run_id: str,
+        tools: Sequence[JsonObject],
+        skipped: Sequence[JsonObject] = (),
+        skipped_servers: Sequence[JsonObject] = (),
     ) -> RunRecord:
         for _ in range(MAX_ETAG_ROUNDS):
             run = await self._get_run(run_id)
             if run is None:
                 raise NotFoundError("run", run_id)
-            updated = rules.record_tools(run, list(tools), self._clock(), list(skipped))
+            updated = rules.record_tools(run, list(tools), self._clock(), list(skipped), list(skipped_servers))
             if updated is None:
                 return run  # recorded before (a retried discovery): the first list stays
             ensure_fits("run", run_id, updated)

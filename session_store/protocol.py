@@ -171,7 +171,11 @@ class SessionStore(Protocol):
     async def list_runs(self, session_id: str) -> list[RunRecord]: ...
 
     async def record_run_tools(
-        self, run_id: str, tools: Sequence[JsonObject], skipped: Sequence[JsonObject] = ()
+        self,
+        run_id: str,
+        tools: Sequence[JsonObject],
+        skipped: Sequence[JsonObject] = (),
+        skipped_servers: Sequence[JsonObject] = (),
     ) -> RunRecord: ...
 
     async def reopen_run(self, run_id: str, rewind: JsonObject, *, after_rewinds: int | None = None) -> RunRecord: ...

@@ -95,6 +95,11 @@ class RunRecord(_Record):
         description="MCP tools left out of the run for their input schema (`server`, `tool`, `reason`): written with "
         "discovered_tools",
     )
+    skipped_servers: list[JsonObject] = Field(
+        default_factory=list,
+        description="optional MCP servers left out of the run, they could not be listed (`server`, `code`, "
+        "`message`): written with discovered_tools",
+    )
     owner_id: str | None = Field(default=None, description="the principal that started the run")
     owner_name: str | None = None
     rewinds: list[JsonObject] = Field(

@@ -169,15 +169,24 @@ def apply_run_changes(run: RunRecord, changes: dict[str, Any], now: datetime) ->
 
 
 def record_tools(
-    run: RunRecord, tools: list[JsonObject], now: datetime, skipped: list[JsonObject] | None = None
+    run: RunRecord,
+    tools: list[JsonObject],
+    now: datetime,
+    skipped: list[JsonObject] | None = None,
+    skipped_servers: list[JsonObject] | None = None,
 ) -> RunRecord | None:
-    """The run with its discovered tools (and those left out, ``skipped``), or ``None`` if it has them already (the
-    first list wins: a retried discovery that saw a different list must not change what the run's earlier steps
-    used)."""
+    """The run with its discovered tools (and the tools and servers left out, ``skipped``, ``skipped_servers``), or
+    ``None`` if it has them already (the first list wins: a retried discovery that saw a different list must not
+    change what the run's earlier steps used)."""
     if run.discovered_tools is not None:
         return None
     data = run.model_dump()
-    data.update(discovered_tools=list(tools), skipped_tools=list(skipped or []), updated_at=now)
+    data.update(
+        discovered_tools=list(tools),
+        skipped_tools=list(skipped or []),
+        skipped_servers=list(skipped_servers or []),
+        updated_at=now,
+    )
     return RunRecord.model_validate(data)
 
 

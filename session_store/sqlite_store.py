@@ -479,7 +479,11 @@ class SqliteSessionStore:
         return await self._point(op)
 
     async def record_run_tools(
-        self, run_id: str, tools: Sequence[JsonObject], skipped: Sequence[JsonObject] = ()
+        self,
+        run_id: str,
+        tools: Sequence[JsonObject],
+        skipped: Sequence[JsonObject] = (),
+        skipped_servers: Sequence[JsonObject] = (),
     ) -> RunRecord:
         def op() -> RunRecord:
             now = self._now()
@@ -487,7 +491,7 @@ class SqliteSessionStore:
                 run = self._get_run(conn, run_id, now)
                 if run is None:
                     raise NotFoundError("run", run_id)
-                updated = rules.record_tools(run, list(tools), now, list(skipped))
+                updated = rules.record_tools(run, list(tools), now, list(skipped), list(skipped_servers))
                 if updated is None:
                     return run
                 ensure_fits("run", run_id, updated)

@@ -30,6 +30,7 @@ from .answers import AnswerBudget, McpAnswerTooLargeError
 from .config import McpConfigurationError, McpServer
 from .results import cut_text
 from .server_stderr import server_stderr
+from .skips import SkipCode
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +42,21 @@ MAX_PROTOCOL_ERROR_BYTES = 16 * 1024
 
 
 class McpUnavailableError(ToolReportedError):
-    """The server could not be reached (or did not answer in time) on any attempt."""
+    """The server could not be reached (or did not answer in time) on any attempt; `code` says which (the last
+    attempt's failure), as discovery records a skipped server (`skips.SkipCode`)."""
+
+    def __init__(self, message: str, code: SkipCode = "unreachable") -> None:
+        super().__init__(message)
+        self.code: SkipCode = code
 
 
 class McpProtocolError(ToolReportedError):
-    """The server answered with a protocol error (unknown tool, invalid parameters...)."""
+    """The server answered with a protocol error (unknown tool, invalid parameters...), or an answer past what the
+    client reads (`code`: `invalid_answer`, `too_many_pages`)."""
+
+    def __init__(self, message: str, code: SkipCode = "invalid_answer") -> None:
+        super().__init__(message)
+        self.code: SkipCode = code
 
 
 @asynccontextmanager
@@ -109,7 +120,8 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
             delay *= 2
     raise McpUnavailableError(
         f"MCP server {server.name!r} is unavailable: {what} failed {server.attempts} times"
-        f" ({_describe(last) if last else 'no answer'})."
+        f" ({_describe(last) if last else 'no answer'}).",
+        "timeout" if last is not None and _timed_out(last) else "unreachable",
     )
 
 
@@ -133,7 +145,8 @@ async def list_remote_tools(server: McpServer) -> list[RemoteTool]:
     if cursor:  # not retried: the server would list as many pages again
         raise McpProtocolError(
             f"MCP server {server.name!r} lists its tools in more than {_MAX_LIST_PAGES} pages; a partial list is not"
-            f" used ({len(tools)} tools in the first {_MAX_LIST_PAGES} pages)"
+            f" used ({len(tools)} tools in the first {_MAX_LIST_PAGES} pages)",
+            "too_many_pages",
         )
     return tools
 
@@ -171,10 +184,15 @@ def _find(error: BaseException, kind: type[BaseException]) -> Any:
     return _find(cause, kind) if cause is not None and cause is not error else None
 
 
+def _timed_out(error: BaseException) -> bool:
+    """Whether the attempt failed for want of an answer in time (our deadline, or the HTTP client's)."""
+    return _find(error, TimeoutError) is not None or _find(error, httpx2.TimeoutException) is not None
+
+
 def _describe(error: BaseException) -> str:
     """The innermost error's type and message, without URLs or headers (they may carry secrets)."""
+    if _timed_out(error):
+        return "timed out"
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    if isinstance(error, TimeoutError):
-        return "timed out"
     return type(error).__name__

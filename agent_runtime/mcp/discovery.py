@@ -19,8 +19,10 @@ from pydantic import BaseModel, Field
 
 from ..check_threads import check_off_loop
 from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
-from .config import McpServer
-from .connection import list_remote_tools
+from ..redaction import redact, url_secrets
+from .config import McpConfigurationError, McpServer
+from .connection import McpProtocolError, McpUnavailableError, list_remote_tools
+from .skips import MAX_SKIP_MESSAGE_CHARS, SkipCode, SkippedServer
 from .tools import MAX_DESCRIPTION_CHARS, McpToolSpec
 
 logger = logging.getLogger(__name__)
@@ -36,7 +38,12 @@ MAX_RECORDED_SKIPS = 50  # left-out tools a run records (its view shows them): e
 
 
 class McpDiscoveryError(RuntimeError):
-    """A required server could not be reached (or is misconfigured) when the run listed its tools."""
+    """A required server could not be reached (or is misconfigured) when the run listed its tools; `code` says why
+    when one server is at fault (`skips.SkipCode`)."""
+
+    def __init__(self, message: str, code: SkipCode | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class SkippedTool(BaseModel):
@@ -49,7 +56,9 @@ class SkippedTool(BaseModel):
 
 class DiscoveredTools(BaseModel):
     tools: list[McpToolSpec] = Field(default_factory=list)
-    skipped_servers: list[str] = Field(default_factory=list, description="optional servers that could not be listed")
+    skipped_servers: list[SkippedServer] = Field(
+        default_factory=list, description="optional servers that could not be listed, and why"
+    )
     skipped_tools: list[SkippedTool] = Field(default_factory=list, description="tools left out for their schema")
 
     def names(self) -> list[str]:
@@ -59,12 +68,16 @@ class DiscoveredTools(BaseModel):
         """The left-out tools as the run records them (JSON): the first `MAX_RECORDED_SKIPS`."""
         return [skipped.model_dump(mode="json") for skipped in self.skipped_tools[:MAX_RECORDED_SKIPS]]
 
+    def recorded_server_skips(self) -> list[dict[str, str]]:
+        """The left-out servers as the run records them (JSON): one per server of the agent at most."""
+        return [skipped.model_dump(mode="json") for skipped in self.skipped_servers]
+
 
 async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str] = ()) -> DiscoveredTools:
     """List every server's tools (concurrently), keep the allowed ones and name them for the model."""
     listed = await asyncio.gather(*(list_remote_tools(server) for server in servers), return_exceptions=True)
     found: list[tuple[McpServer, str, str, dict]] = []
-    skipped: list[str] = []
+    skipped: list[SkippedServer] = []
     skipped_tools: list[SkippedTool] = []
     for server, outcome in zip(servers, listed, strict=True):
         if not isinstance(outcome, BaseException):
@@ -78,14 +91,16 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
                     found.extend(usable)
                     continue
                 # Every tool it allows was left out: the run would go on without the server, as if it were down.
-                outcome = McpDiscoveryError(_none_offered(left_out))
+                outcome = McpDiscoveryError(_none_offered(left_out), "no_usable_tools")
         if not isinstance(outcome, Exception):
             raise outcome
-        reason = str(outcome) or type(outcome).__name__
+        # Redacted: the run's error or record shows it, and a server's protocol error quotes what it wrote.
+        reason = redact(str(outcome) or type(outcome).__name__, _url_secrets(server))
+        code = _skip_code(outcome)
         if server.required:
-            raise McpDiscoveryError(f"MCP server {server.name!r}: {reason}") from outcome
-        logger.warning("MCP server %r skipped for this run: %s", server.name, reason)
-        skipped.append(server.name)
+            raise McpDiscoveryError(f"MCP server {server.name!r} ({code}): {reason}", code) from outcome
+        logger.warning("MCP server %r skipped for this run (%s): %s", server.name, code, reason)
+        skipped.append(SkippedServer(server=server.name, code=code, message=reason[:MAX_SKIP_MESSAGE_CHARS]))
     taken_names = list(taken_names)
     if len(found) + len(taken_names) > MAX_TOOLS:
         raise McpDiscoveryError(
@@ -105,6 +120,24 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
     ]
     _check_recorded_size(tools)
     return DiscoveredTools(tools=tools, skipped_servers=skipped, skipped_tools=skipped_tools)
+
+
+def _skip_code(error: Exception) -> SkipCode:
+    """Why a server could not be listed, as a stable code: the MCP errors carry theirs."""
+    if isinstance(error, McpConfigurationError):
+        return "misconfigured"
+    if isinstance(error, McpDiscoveryError | McpUnavailableError | McpProtocolError) and error.code is not None:
+        return error.code
+    return "invalid_answer"  # nothing else is raised for a listing the client could not use
+
+
+def _url_secrets(server: McpServer) -> list[str]:
+    """The credentials in the server's URL (masked in what the run shows of it; a URL from a setting is remembered as
+    well when read, one in the definition is not), if its setting is readable."""
+    try:
+        return [] if server.command else url_secrets(server.resolved_url())
+    except McpConfigurationError:
+        return []
 
 
 def _none_offered(left_out: Sequence[SkippedTool]) -> str:
@@ -134,7 +167,8 @@ def _usable_tools(
     allowed = [remote for remote in listed if server.allows(remote.name)]
     if len(allowed) > MAX_TOOLS:
         raise McpDiscoveryError(
-            f"it lists {len(allowed)} tools; models take at most {MAX_TOOLS} (narrow it with allowed_tools)"
+            f"it lists {len(allowed)} tools; models take at most {MAX_TOOLS} (narrow it with allowed_tools)",
+            "too_many_tools",
         )
     usable: list[tuple[McpServer, str, str, dict]] = []
     left_out: list[SkippedTool] = []

@@ -280,7 +280,7 @@ def test_a_required_server_whose_every_allowed_tool_is_left_out_fails_the_run(
     assert view["status"] == "failed", view
     message = view["error"]["message"]
     assert view["error"]["code"] == "tool_discovery_failed", view
-    assert message.startswith("MCP server 'tools': none of the tools it allows can be offered")
+    assert message.startswith("MCP server 'tools' (no_usable_tools): none of the tools it allows can be offered")
     assert "'transfer'" in message and REMOTE_REF in message, message
     assert len(model.log) == 0 and run_record(mcp_app, run_id).discovered_tools is None
 
@@ -294,6 +294,7 @@ def test_an_optional_server_whose_every_allowed_tool_is_left_out_is_skipped(
     assert view["status"] == "completed", view
     assert model.log.requests[0].tool_names == ["echo"]
     assert [(s["server"], s["tool"]) for s in view["skipped_tools"]] == [("tools", "transfer")]
+    assert [(s["server"], s["code"]) for s in view["skipped_servers"]] == [("tools", "no_usable_tools")]
 
 
 def test_stdio_server_discovery_and_calls(mcp_app: InProcessApp, model: ScriptedModelServer, tmp_path: Path) -> None:

@@ -266,10 +266,14 @@ async def test_a_server_whose_every_allowed_tool_is_refused_counts_as_one_that_c
     server = McpServer(name="bad", url=mcp_server.url, attempts=1, allowed_tools=["transfer"])
     with pytest.raises(McpDiscoveryError) as failed:
         await discover_tools([server])
-    assert str(failed.value).startswith("MCP server 'bad': none of the tools it allows can be offered: 1 left out")
+    assert str(failed.value).startswith(
+        "MCP server 'bad' (no_usable_tools): none of the tools it allows can be offered: 1 left out"
+    )
     assert "'transfer': its input schema is refused" in str(failed.value), failed.value
     with caplog.at_level("WARNING", logger="agent_runtime.mcp.discovery"):
         optional = await discover_tools([server.model_copy(update={"required": False})])
-    assert (optional.skipped_servers, optional.tools) == (["bad"], [])
+    assert [(s.server, s.code) for s in optional.skipped_servers] == [("bad", "no_usable_tools")]
+    assert optional.tools == []
     assert [(s.server, s.tool) for s in optional.skipped_tools] == [("bad", "transfer")]
-    assert any(r.getMessage().startswith("MCP server 'bad' skipped for this run: none of") for r in caplog.records)
+    skipped_warning = "MCP server 'bad' skipped for this run (no_usable_tools): none of"
+    assert any(r.getMessage().startswith(skipped_warning) for r in caplog.records)

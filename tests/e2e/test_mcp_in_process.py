@@ -114,7 +114,7 @@ async def test_a_server_listing_more_tools_than_a_run_offers_is_refused_before_a
     (mcp_server.state / "copies.json").write_text(json.dumps({"echo": 300}))  # 305 tools
     failed = await AgentRunner(AgentDefinition(name="a", tools=[http_server(mcp_server)]), client).run("go")
     assert failed.status == "failed", failed
-    assert "MCP server 'tools': it lists 305 tools; models take at most 128" in (failed.reason or "")
+    assert "MCP server 'tools' (too_many_tools): it lists 305 tools; models take at most 128" in (failed.reason or "")
     assert seen == [] and len(model.log) == 0
 
     # An optional server listing too many is skipped; the run goes on with another server's tools.
@@ -213,7 +213,8 @@ async def test_a_listing_past_the_page_limit_fails_discovery_instead_of_dropping
         await discover_tools([server])
     assert not [r for r in caplog.records if "attempt" in r.getMessage()]  # not asked again
     optional = await discover_tools([server.model_copy(update={"required": False})])
-    assert (optional.skipped_servers, optional.tools) == (["tools"], [])
+    assert [(s.server, s.code) for s in optional.skipped_servers] == [("tools", "too_many_pages")]
+    assert optional.tools == []
 
 
 async def test_a_compressed_answer_is_bounded_as_decoded(tmp_path: Path) -> None:

@@ -29,6 +29,18 @@ async def test_recorded_tools_are_read_back_with_the_run(store: SessionStore) ->
     assert [r.discovered_tools for r in await store.list_runs(session_id)] == [TOOLS]
 
 
+async def test_the_servers_and_tools_left_out_are_recorded_in_the_same_write(store: SessionStore) -> None:
+    """One write records the list and what discovery left out; the first one wins for all three."""
+    started = await store.begin_run(run(await new_session(store)))
+    assert started.skipped_servers == [] and started.skipped_tools == []  # a run recorded before reads as none
+    servers = [{"server": "search", "code": "timeout", "message": "MCP server 'search' is unavailable: ..."}]
+    tools = [{"server": "files", "tool": "move", "reason": "is refused: ..."}]
+    recorded = await store.record_run_tools(started.run_id, TOOLS, tools, servers)
+    again = await store.record_run_tools(started.run_id, TOOLS, [], [])
+    for read in (recorded, again, await store.get_run(started.run_id)):
+        assert (read.skipped_servers, read.skipped_tools) == (servers, tools)
+
+
 async def test_the_first_list_wins_and_later_calls_get_it(store: SessionStore) -> None:
     started = await store.begin_run(run(await new_session(store)))
     first = await store.record_run_tools(started.run_id, TOOLS)

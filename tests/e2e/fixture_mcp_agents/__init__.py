@@ -77,3 +77,29 @@ mcp_transfer_optional = AgentDefinition(
     instructions="You are a test agent.",
     tools=[echo, remote.model_copy(update={"allowed_tools": ["transfer"], "required": False})],
 )
+
+# A second server next to `tools`, at the URL of `E2E_MCP_EXTRA_URL` (unreachable, hanging, answering garbage, ...):
+# one attempt of a second, so a server that never answers is given up quickly.
+extra = McpServer(
+    name="extra",
+    url_setting="E2E_MCP_EXTRA_URL",
+    approval="never",
+    timeout_seconds=1,
+    attempts=1,
+    retry_delay_seconds=0,
+    required=False,
+)
+
+mcp_with_extra = AgentDefinition(
+    name="mcp_with_extra",
+    description="Test agent with its MCP server and an optional second one.",
+    instructions="You are a test agent.",
+    tools=[echo, remote, extra],
+)
+
+mcp_extra_required = AgentDefinition(
+    name="mcp_extra_required",
+    description="Test agent with its MCP server and a required second one.",
+    instructions="You are a test agent.",
+    tools=[echo, remote, extra.model_copy(update={"required": True})],
+)
