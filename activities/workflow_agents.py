@@ -52,19 +52,21 @@ async def workflow_start_agents(request: StepRequest) -> StartedRuns:
             return StartedRuns(error=f"prompt of '{child.id}': {error}")
         run_id = child_run_id(request.ref.run_id, request.key, child.id if parallel else None)
         session_id = request.ref.session_id if child.session == "workflow" and request.ref.session_id else run_id
-        started.runs.append(
-            await prepare_child_run(
-                ctx.services,
-                run_id=run_id,
-                session_id=session_id,
-                agent_name=child.agent,
-                prompt=prompt,
-                metadata={"workflow_run_id": request.ref.run_id, "workflow_step": child.id},
-                trace=child_run_trace(request.ref.trace, request.ref.run_id, request.key),
-                owner_id=owner_id,
-                owner_name=owner_name,
-            )
+        run_input = await prepare_child_run(
+            ctx.services,
+            run_id=run_id,
+            session_id=session_id,
+            agent_name=child.agent,
+            prompt=prompt,
+            metadata={"workflow_run_id": request.ref.run_id, "workflow_step": child.id},
+            trace=child_run_trace(request.ref.trace, request.ref.run_id, request.key),
+            owner_id=owner_id,
+            owner_name=owner_name,
         )
+        if run_input is None:
+            started.closed.append(run_id)  # the siblings created still run: each holds its session until it ends
+        else:
+            started.runs.append(run_input)
     return started
 
 

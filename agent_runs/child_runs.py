@@ -1,7 +1,9 @@
 """Start a run on behalf of another orchestration (a workflow step): the same records an API-started run has.
 
 Idempotent for a given `run_id` (Durable may run the calling activity twice): the session is opened if absent,
-`begin_run` returns the stored run, and the input message has a deterministic id.
+`begin_run` returns the stored run, and the input message has a deterministic id. A retry may find the run closed by
+the store in place of its start (an attempt that claimed the session and died before writing the run, 60 s gone:
+`rules.is_unwritten_start`): like an API start (`run_lifecycle.create_and_start`), it is never started.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from agent_runs.services import RunServices
 from agent_runs.starting import new_run_record, open_session, run_input_for, write_input
 from agent_runtime.messages import Message
 from notifications.starting import prepare_notifications
+from session_store.rules import is_unwritten_start
 from telemetry.trace_context import RunTrace
 
 
@@ -27,14 +30,17 @@ async def prepare_child_run(
     trace: RunTrace | None = None,
     owner_id: str | None = None,
     owner_name: str | None = None,
-) -> RunInput:
+) -> RunInput | None:
     """Create the run in the store (owned by whoever owns the workflow) and return the `agent_run` orchestration
-    input to start it with."""
+    input to start it with; None when the store closed the run in place of an earlier attempt's start (failed,
+    `start_interrupted`): nothing is written to it nor started, and its record says why the step failed."""
     agent = services.agents.get(agent_name)
     store = services.store
     await open_session(store, session_id, agent, owner_id=owner_id, owner_name=owner_name)
     record = new_run_record(run_id, session_id, agent, metadata, owner_id=owner_id, owner_name=owner_name)
     run = await store.begin_run(record)
+    if is_unwritten_start(run):
+        return None
     input_count = len(await write_input(store, run, [Message(role="user", contents=prompt)]))
     if trace is not None and run.created_at is not None:
         trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity

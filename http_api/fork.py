@@ -4,7 +4,8 @@ run's input, and a run there with a new input or the run's own. The original ses
 The copied messages keep their order and ids and take the positions before any run of the new session (seq 0, 1,
 ...), so the new session's runs number from 1 as in any session. The new session records where it came from
 (`forked_from`) and belongs to the caller, who must own the run. With an `Idempotency-Key`, the same request again
-answers with the run it started.
+answers with the run it started; one whose run was written but never started (its request died in between) starts
+it once that request is surely over, as a start's retry does (`RunStart.unstarted`), in the session already copied.
 """
 
 from __future__ import annotations
@@ -90,17 +91,21 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
     )
     gateway = DurableGateway(client)
     start = await claim_start(req, store, f"runs/{run.run_id}/fork", body)
-    forked = start.replay
+    unstarted = await start.unstarted(gateway)  # written by an earlier request that never started it
+    forked = None if unstarted else start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
-        try:
-            session_id = await _copy_conversation(store, run)
-        except Exception:
-            await start.release()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
-            raise
+        if unstarted is not None:
+            session_id = unstarted.session_id  # the conversation was copied before the run was written: not again
+        else:
+            try:
+                session_id = await _copy_conversation(store, run)
+            except Exception:
+                await start.release()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
+                raise
         stored_input = []
         forked = await start_agent_run(
-            services, gateway, agent, run_id=start.run_id, session_id=session_id, inputs=inputs,
+            services, gateway, agent, run_id=start.run_id, written=unstarted, session_id=session_id, inputs=inputs,
             metadata={key: value for key, value in run.metadata.items() if key not in WORKFLOW_METADATA},
             budget=budget, on_unclaimed=start.release, stored_input=stored_input,
             # The run again as it was asked: its own instructions, output format and tool restrictions (a Responses

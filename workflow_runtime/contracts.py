@@ -145,8 +145,15 @@ class StartedRuns(_Payload):
     """The child runs a step created in the store, ready to start as `agent_run` sub-orchestrations."""
 
     runs: list[RunInput] = Field(default_factory=list)
+    # Child runs the store closed in place of their start (`start_interrupted`, `agent_runs.child_runs`): never
+    # started, recorded with the others, so the step fails with their error.
+    closed: list[str] = Field(default_factory=list)
     error: str | None = None
     cancelled: bool = False
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [run.run.run_id for run in self.runs] + self.closed
 
 
 class AgentRunsRecord(StepRequest):

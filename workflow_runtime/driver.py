@@ -409,9 +409,13 @@ class WorkflowDriver:
             return None
         if started.error:
             return StepResult(step_id=command.step_id, status="failed", error=started.error, journaled=False)
-        run_ids = [run.run.run_id for run in started.runs]
+        run_ids = started.run_ids
         self._child_runs = run_ids
-        ended = _expect((yield RunChildRuns(runs=started.runs)), ChildRunsEnded, Cancelled)
+        ended = (
+            _expect((yield RunChildRuns(runs=started.runs)), ChildRunsEnded, Cancelled)
+            if started.runs
+            else ChildRunsEnded()  # all closed by the store: nothing to run, their records say why the step fails
+        )
         if isinstance(ended, Cancelled):
             self._wait("cancelling", None)
             yield from self._call(workflow_flag_children_cancelled, ChildRunIds(run_ids=run_ids))

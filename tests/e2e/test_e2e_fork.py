@@ -3,8 +3,13 @@ stores."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
+
+import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
+from lost_writes import run_writes_lost
 
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer, ScriptedToolCall
 
@@ -148,6 +153,37 @@ def test_a_fork_whose_copy_fails_does_not_burn_its_idempotency_key(
         del store.append_messages
     assert retry.status_code == 200, retry.text
     assert retry.json()["status"] == "completed"
+
+
+@watches_the_app_in_process  # wraps the app's own store, and ages its key's claim
+def test_a_fork_retry_starts_the_run_its_first_request_wrote_but_never_started(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request copied the conversation, wrote its run and failed unable to tell whether it had (the run
+    has no orchestration). A retry with its key answered with that run forever, never started; once the first request
+    is surely over, a retry starts it in the session already copied (the conversation copied once, the input once)."""
+    session_id, (_, second, _) = conversation(app, model)
+    headers = {"Idempotency-Key": f"fork-{uuid.uuid4().hex}"}
+    body = {"input": "two, again"}
+    with run_writes_lost(app, read_fails=True) as written:
+        first = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert first.status_code >= 500 and len(written) == 1, first.text
+    [run_id] = written
+    early = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert early.json()["run_id"] == run_id, early.text
+    app.settle()
+    calls = model.log.total  # the first request may still be on its way to start it: nobody else does
+
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    retry = app.http.post(f"/api/runs/{second}/fork", json={**body, "wait_seconds": 10}, headers=headers)
+    assert retry.status_code == 200, retry.text
+    assert (retry.json()["run_id"], retry.json()["status"]) == (run_id, "completed"), retry.text
+    assert model.log.total == calls + 1
+    sessions = app.snapshot().sessions
+    forks = [sid for sid, s in sessions.items() if (s["session"]["forked_from"] or {}).get("run_id") == second]
+    assert forks == [retry.json()["session_id"]]  # one copy
+    assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
+    assert session_id != retry.json()["session_id"]
 
 
 def _lookup(key: str) -> Reply:
