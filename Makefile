@@ -100,8 +100,8 @@ test-openai-agents: install-test
 
 # Python 3.13 (azure-functions 2.x there): devhost's own mode on its host tests and the store contract, then the
 # real-worker mode (Azure's worker library, azure-functions-runtime: the default wherever it is installed) on the
-# refused apps, the sample apps and the whole end-to-end suite (SQLite store; the Cosmos variants run in the main
-# suite, where the store code is the same).
+# refused apps, the sample apps, the whole end-to-end suite and the identity tests (SQLite store; the Cosmos variants
+# run in the main suite, where the store code is the same).
 test-py313: install-test $(LOCK_CONSTRAINTS)
 	@[ -n "$(PYTHON313)" ] || { echo "Python 3.13 not found: set PYTHON313=/path/to/python3.13"; exit 1; }
 	@[ -x $(PY313_VENV)/bin/python ] || $(PYTHON313) -m venv $(PY313_VENV)
@@ -110,7 +110,7 @@ test-py313: install-test $(LOCK_CONSTRAINTS)
 	DEVHOST_WORKER=inprocess $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/devhost/host \
 		--ignore=tests/devhost/host/test_real_worker.py tests/devhost/protocol tests/store
 	DEVHOST_WORKER=runtime E2E_STORES=sqlite $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q \
-		tests/devhost/host/test_real_worker.py tests/devhost/engine/test_sample_apps.py tests/e2e
+		tests/devhost/host/test_real_worker.py tests/devhost/engine/test_sample_apps.py tests/e2e tests/auth
 
 # Offline checks of infra/ (the Bicep compiler is not available here): checkov, in an environment of its own.
 check-infra:

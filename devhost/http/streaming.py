@@ -32,7 +32,7 @@ import inspect
 import os
 import sys
 import typing
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -145,11 +145,27 @@ def check_function(name: str, fn: Callable[..., Any], request_param: str) -> boo
 
 # ----------------------------------------------------------------------------------------------- requests
 
+# The Functions host forwards an HTTP v2 request to the worker's web server with YARP's default transforms
+# (azure-functions-host `DefaultHttpProxyService`, `ScriptInvocationRequestTransformer` -> `HttpTransformer.Default`,
+# action `Set`): the worker sees where the request came in (X-Forwarded-For/-Proto/-Host) as the host saw it, the
+# client's own values of these headers replaced, and no X-Forwarded-Prefix (the host has no path base).
+FORWARDED_HEADERS = ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-prefix")
+
+
+def proxied_headers(headers: Iterable[tuple[str, str]], url: str, client_ip: str | None) -> list[tuple[str, str]]:
+    """`headers` of the request the host received at `url` from `client_ip`, as its proxy hands them to the worker."""
+    parts = urlsplit(url)
+    kept = [(name, value) for name, value in headers if name.lower() not in FORWARDED_HEADERS]
+    own = [("x-forwarded-for", client_ip)] if client_ip else []
+    return [*kept, *own, ("x-forwarded-proto", parts.scheme), ("x-forwarded-host", parts.netloc)]
+
+
 
 def asgi_scope(data: HttpRequestData, route_values: dict[str, str], client: tuple[str, int] | None) -> Message:
     """The scope uvicorn would give FastAPI for this request (spec 2.3: disconnects arrive through `receive`)."""
     parts = urlsplit(data.url)
-    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in data.headers.items()]
+    pairs = proxied_headers(data.headers.items(), data.url, client[0] if client else None)
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in pairs]
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return {
         "type": "http",
@@ -298,6 +314,7 @@ __all__ = [
     "check_function",
     "client_gone",
     "make_request",
+    "proxied_headers",
     "render_buffered",
     "send_live",
     "streaming_failure",

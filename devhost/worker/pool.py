@@ -39,7 +39,7 @@ from multidict import CIMultiDict
 from devhost.app_loader import AppLoadError, FunctionIndex, FunctionInfo, apply_local_settings, describe_function
 from devhost.execution import FunctionFailedError
 from devhost.http.conversion import HttpRequestData, HttpResponseData
-from devhost.http.streaming import client_gone
+from devhost.http.streaming import client_gone, proxied_headers
 from devhost.http.trigger import HttpTriggerSpec
 from devhost.invoke import ActivityOutcome, activity_failure_text
 from devhost.protocol.actions import OrchestratorOutput
@@ -381,7 +381,8 @@ class RuntimeWorkerPool:
         invocation_id, content = self._invocation(spec.function_name,
                                                   self._http_bindings(spec, request, client_binding_json, channel))
         invocation = asyncio.wrap_future(channel.request(**content))
-        headers = [(k, v) for k, v in connection.headers.items() if k.lower() not in _NOT_FORWARDED]
+        headers = proxied_headers(((k, v) for k, v in connection.headers.items() if k.lower() not in _NOT_FORWARDED),
+                                  request.url, connection.remote)
         headers.append((INVOCATION_ID_HEADER, invocation_id))
         proxied = _ProxiedResponse()
         exchange = asyncio.ensure_future(

@@ -18,13 +18,13 @@ import pytest
 
 AUTH_DIR = Path(__file__).resolve().parent
 E2E_DIR = AUTH_DIR.parent / "e2e"
-for path in (str(AUTH_DIR), str(E2E_DIR)):
+for path in (str(AUTH_DIR), str(E2E_DIR)):  # the helpers imported below (the agents: `agents_on_path`)
     if path not in sys.path:
         sys.path.insert(0, path)
 
 from auth_people import ALICE, AUTH_DIR, Callers, app_env, callers_for, easyauth_headers  # noqa: E402, F401
 from e2e_harness import InProcessApp  # noqa: E402
-from e2e_settings import running_app  # noqa: E402
+from e2e_settings import importable, running_app  # noqa: E402
 from local_issuer import LocalIssuer  # noqa: E402
 
 from scripted_model import ScriptedModelServer  # noqa: E402
@@ -33,6 +33,13 @@ from scripted_model import ScriptedModelServer  # noqa: E402
 def pytest_configure(config: pytest.Config) -> None:
     # The local Cosmos server's certificate is self-signed; the SDK skips verification for 127.0.0.1 only.
     config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def agents_on_path() -> Iterator[None]:
+    """`auth_agents` and `auth_workflows` import wherever the app runs (this process, child hosts, Azure's worker)."""
+    with importable(AUTH_DIR):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,6 @@ import jwt
 from auth_people import ALICE
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from e2e_settings import watches_the_app_in_process
 from local_issuer import APP_ROLE, CLIENT, SCOPE, TENANT, LocalIssuer
 
 from scripted_model import Reply, Script
@@ -241,7 +240,6 @@ def test_claims_of_the_wrong_type_or_size_are_403_never_500(app_in, issuer, mode
         assert _status(app, issuer.token(ALICE.id, roles=[APP_ROLE, "Payments.Approver"])) == 200
 
 
-@watches_the_app_in_process  # reads the app's log records in this process
 def test_a_refusal_is_logged_at_info_with_the_reason_and_nothing_of_the_token(app_in, issuer, model, caplog) -> None:
     model.set_script(Script(default=Reply(text="Hi.")))
     with app_in("jwt") as (app, _), caplog.at_level(logging.INFO, logger="http_api.identity"):

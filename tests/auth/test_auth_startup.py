@@ -29,7 +29,6 @@ UNSET = ("WEBSITE_INSTANCE_ID", "WEBSITE_AUTH_ENABLED", "ALLOW_ANONYMOUS_ON_AZUR
 def _host(tmp_path: Path, model: ScriptedModelServer, **settings: str) -> SubprocessHost:
     env = app_env(model.base_url, **settings)
     env["SESSION_STORE_PATH"] = str(tmp_path / "sessions.sqlite3")
-    env["PYTHONPATH"] = str(AUTH_DIR)  # the test agents (auth_agents, auth_workflows)
     return SubprocessHost(REPO_ROOT, state_path=tmp_path / "engine.sqlite3", env=env, clock="virtual")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from auth_people import ALICE, AUTH_DIR, app_env, easyauth_headers
 from e2e_harness import PROGRESS_TIMEOUT_S, AppClient
+from e2e_settings import watches_the_app_in_process
 
 from devhost.testing import SubprocessHost
 from scripted_model import Reply, Script
@@ -120,8 +121,7 @@ def assert_interrupted(app: Any, headers: dict[str, str], first: dict[str, Any],
 @pytest.mark.slow
 def test_queued_runs_survive_a_host_kill_and_keep_their_order(model, tmp_path: Path) -> None:
     model.set_script(script())
-    env = app_env(model.base_url, AUTH_MODE="easyauth", SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"),
-                  PYTHONPATH=str(AUTH_DIR))
+    env = app_env(model.base_url, AUTH_MODE="easyauth", SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"))
     # The real clock: queued runs poll every few seconds; auto-skip would also skip the approval deadline.
     host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
     alice = easyauth_headers(ALICE)
@@ -157,6 +157,7 @@ def test_queued_runs_survive_a_host_kill_and_keep_their_order(model, tmp_path: P
         host.close()
 
 
+@watches_the_app_in_process  # makes the app's own gateway fail once, in this process
 def test_a_repeated_interrupt_whose_cancel_failed_interrupts_again(app_in, model) -> None:
     """The first `interrupt` request queued its run, then raising the cancel event failed (500): the client's retry
     with the same `Idempotency-Key` answered with the queued run and never cancelled the active one, so the new run

@@ -9,7 +9,6 @@ Cosmos cases carry the ``cosmos`` marker (``-m "not cosmos"`` skips them too).
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from e2e_harness import InProcessApp
-from e2e_settings import E2E_DIR, app_settings, running_app
+from e2e_settings import E2E_DIR, app_settings, importable, running_app
 
 from scripted_model import ScriptedModelServer
 
@@ -31,20 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def fixture_agents_on_path() -> Iterator[None]:
-    """`fixture_agents` must import in this process (in-process hosts) and in child hosts and real-worker processes
-    (PYTHONPATH)."""
-    added = str(E2E_DIR) not in sys.path
-    if added:
-        sys.path.insert(0, str(E2E_DIR))
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), saved) if p)
-    yield
-    if saved is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = saved
-    if added:
-        sys.path.remove(str(E2E_DIR))
+    """`fixture_agents` (and the other agent packages here) import wherever the app runs."""
+    with importable(E2E_DIR):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,26 @@ from devhost.host import use_real_worker
 E2E_DIR = Path(__file__).resolve().parent
 REPO_ROOT = E2E_DIR.parent.parent
 TOKEN_SECRET = "e2e-continuation-secret"
+
+
+@contextmanager
+def importable(*folders: Path) -> Iterator[None]:
+    """The test packages in `folders` (the fixture agents a test app serves by `AGENTS_PACKAGE`) import in this
+    process (in-process hosts) and in child hosts and real-worker processes (PYTHONPATH, which they inherit)."""
+    paths = [str(folder) for folder in folders]
+    added = [path for path in paths if path not in sys.path]
+    sys.path[:0] = added
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (*paths, saved) if p)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        for path in added:
+            sys.path.remove(path)
 
 
 def app_settings(model_url: str, **extra: str) -> dict[str, str]:

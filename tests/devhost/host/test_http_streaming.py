@@ -63,6 +63,19 @@ def test_the_function_gets_a_real_fastapi_request(host: InProcessHost) -> None:
     assert seen["url"].split("/api/", 1)[1] == "echo/x/y z?q=1"  # Starlette builds it from the decoded path
 
 
+def assert_forwarded_as_the_host_proxies(host: InProcessHost) -> None:
+    """The function reads where the request came in from X-Forwarded-* set by the host (as the Functions host's proxy
+    does on Azure); values the client sent for them are replaced, never passed on."""
+    forged = {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9",
+              "X-Forwarded-Prefix": "/evil"}
+    seen = host.client.post("/api/echo/x", content=b"", headers=forged).json()["forwarded"]
+    assert seen == {"for": "127.0.0.1", "proto": "http", "host": host.base_url.split("://", 1)[1], "prefix": None}
+
+
+def test_the_function_sees_the_forwarded_headers_the_host_sets(host: InProcessHost) -> None:
+    assert_forwarded_as_the_host_proxies(host)
+
+
 def test_optional_route_values_absent(host: InProcessHost) -> None:
     assert host.client.put("/api/echo/only", content=b"").json()["path_params"] == {"a": "only"}
 

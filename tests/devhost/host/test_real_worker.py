@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from test_host_http_triggers import REPEATED_HEADERS, REPEATED_QUERY
+from test_http_streaming import assert_forwarded_as_the_host_proxies
 from test_worker_indexing import REFUSED
 
 from devhost.app_loader import AppLoadError
@@ -138,6 +139,12 @@ def test_streaming_functions_stream_through_the_worker() -> None:
         assert plain.status_code == 200 and plain.json()["path_params"] == {"a": "x"}
         assert plain.json()["pid"] != os.getpid()
         assert host.client.get("/api/fails").status_code == 500
+
+
+def test_the_worker_sees_the_forwarded_headers_the_host_sets() -> None:
+    """The worker's web server is reached at its own address: the app learns the client's URL only from these."""
+    with real("http_streaming", clock="real") as host:
+        assert_forwarded_as_the_host_proxies(host)
 
 
 def after_first_tick(response: httpx.Response) -> Iterator[str]:

@@ -63,6 +63,7 @@ async def echo(req: Request) -> dict:
         "header": req.headers.get("x-custom"),
         "body": (await req.body()).decode(),
         "url": str(req.url),
+        "forwarded": {name: req.headers.get(f"x-forwarded-{name}") for name in ("for", "proto", "host", "prefix")},
         "pid": os.getpid(),
     }
 
