@@ -64,3 +64,28 @@ def test_the_agent_rewind_route_points_workflow_runs_to_their_own(host) -> None:
     wrong = host.client.post(f"/api/runs/{run_id}/rewind")
     assert wrong.status_code == 409 and wrong.json()["code"] == "run_is_a_workflow"
     assert host.client.post("/api/workflows/runs/nosuch/rewind").status_code == 404
+
+
+def test_a_failed_child_run_rewound_on_its_own_leaves_its_failed_workflow_failed(host, model) -> None:
+    """The workflow recorded the step's outcome when its child runs ended: a child rewound directly afterwards goes on
+    as its own run, the workflow stays failed, and the workflow's own rewind runs the step as a new child run."""
+    refusing = standard_script().model_copy(
+        update={"rules": [Rule(match=Match(system="You are a writer"), reply=Reply(fault=Fault.bad_request()))]}
+    )
+    model.set_script(refusing)
+    run_id = start(host, "failing_flow", {})["run_id"]
+    settle(host)
+    child = f"{run_id}.write"
+    assert view(host, run_id)["error"]["step"] == "write"
+
+    model.set_script(standard_script())
+    assert host.client.post(f"/api/runs/{child}/rewind").status_code == 202
+    settle(host)
+    assert host.client.get(f"/api/runs/{child}").json()["status"] == "completed"
+    still = view(host, run_id)
+    assert still["status"] == "failed" and still["error"]["step"] == "write"
+
+    assert host.client.post(f"/api/workflows/runs/{run_id}/rewind").status_code == 202
+    settle(host)
+    assert view(host, run_id)["error"]["step"] == "add_up"  # `write` passed, as the new attempt `write.r1`
+    assert host.client.get(f"/api/runs/{run_id}.write.r1").json()["status"] == "completed"
