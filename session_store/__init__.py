@@ -21,6 +21,7 @@ from .factory import open_store
 from .limits import MAX_ITEM_BYTES, MAX_RECORD_BYTES
 from .protocol import SessionStore
 from .records import (
+    REOPENABLE_RUN_STATUS,
     TERMINAL_RUN_STATUSES,
     ApprovalRecord,
     ApprovalStatus,
@@ -38,6 +39,7 @@ from .sqlite_store import SqliteSessionStore
 __all__ = [
     "MAX_ITEM_BYTES",
     "MAX_RECORD_BYTES",
+    "REOPENABLE_RUN_STATUS",
     "TERMINAL_RUN_STATUSES",
     "AlreadyDecidedError",
     "ApprovalRecord",

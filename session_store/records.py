@@ -19,6 +19,8 @@ JsonObject = dict[str, Any]
 QueuePosition = Literal["back", "front"]
 RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "failed", "cancelled"]
 TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+# The one terminal status a request changes again: a rewind reopens a failed run (`rules.reopen`), nothing else.
+REOPENABLE_RUN_STATUS = "failed"
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
 DecidedApprovalStatus = Literal["approved", "rejected", "expired"]
 

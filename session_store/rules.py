@@ -21,6 +21,7 @@ from .errors import (
     StoreError,
 )
 from .records import (
+    REOPENABLE_RUN_STATUS,
     RUN_UPDATABLE_FIELDS,
     TERMINAL_RUN_STATUSES,
     ApprovalRecord,
@@ -237,7 +238,7 @@ def reopen(
         if refused is not None:
             return Reopen(session=None, run=_failed_again(run, now), refused=refused)
         return Reopen(session=_held_by(session, run, now), run=None)
-    if run.status != "failed":
+    if run.status != REOPENABLE_RUN_STATUS:
         raise RunNotReopenableError(run.run_id, "not_failed", f"it is {run.status}, not failed")
     if after_rewinds is not None and len(run.rewinds) != after_rewinds:
         raise RunNotReopenableError(run.run_id, "not_failed", "another rewind of it came first")

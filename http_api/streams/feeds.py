@@ -24,13 +24,15 @@ from http_api.run_views import UPDATES_PER_RESPONSE, build_run_view
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflow_models import FINAL_WORKFLOW_STATUSES
 from http_api.workflow_views import ENTRIES_PER_RESPONSE, build_workflow_view
-from session_store import RunRecord
+from session_store import REOPENABLE_RUN_STATUS, RunRecord
 
 from .cursor import text_bytes, text_fingerprint, text_hasher
 
 log = logging.getLogger(__name__)
 # How often a stream of a run waiting for decisions looks for stalled ones, at most (a query of the run's approvals).
 REDELIVERY_CHECK_SECONDS = 1.0
+# The final statuses no request changes again (a rewind reopens a failed run).
+SETTLED_STATUSES = FINAL_STATUSES - {REOPENABLE_RUN_STATUS}
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class WorkflowFeed:
         self.run_id = record.run_id
         self.gateway = WorkflowGateway(client)
         self.children = DurableGateway(client)
-        self._finished_children: dict[str, str] = {}  # a finished child's status, read no more
+        self._settled_children: dict[str, str] = {}  # a child's status no request can change, read no more
 
     async def read_state(self) -> Any:
         state = await self.gateway.state(self.run_id)
@@ -173,11 +175,15 @@ class WorkflowFeed:
         return state, children
 
     async def _child_status(self, run_id: str) -> str:
-        status = self._finished_children.get(run_id)
+        """Read on every look until settled for good: `completed` or `cancelled` (a rewind reopens only a `failed`
+        run, `session_store.rules.reopen`). A failed child is read again: it can be rewound on its own and go on while
+        the workflow waits for its other branches. So a look reads at most the active step's child runs (as while they
+        all run), and the cache never holds a status that can still change."""
+        status = self._settled_children.get(run_id)
         if status is None:
             status = await self._read_child_status(run_id)
-            if status in FINAL_STATUSES:
-                self._finished_children[run_id] = status
+            if status in SETTLED_STATUSES:
+                self._settled_children[run_id] = status
         return status
 
     async def _read_child_status(self, run_id: str) -> str:

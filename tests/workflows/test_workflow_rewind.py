@@ -1,9 +1,12 @@
 """Rewind a failed workflow run: its failed step runs again as a new attempt (new child runs, new keys); the steps
-before it keep their results; the same run goes on to the end."""
+before it keep their results; the same run goes on to the end. A child run rewound on its own counts for its step
+only if it has completed again when the step records its child runs."""
 
 from __future__ import annotations
 
-from workflow_helpers import model_prompts, settle, start, step_ids, view
+import time
+
+from workflow_helpers import PROGRESS_TIMEOUT_S, model_prompts, settle, start, step_ids, view
 from workflow_scripts import standard_script
 
 from scripted_model import Fault, Match, Reply, Rule
@@ -64,3 +67,60 @@ def test_the_agent_rewind_route_points_workflow_runs_to_their_own(host) -> None:
     wrong = host.client.post(f"/api/runs/{run_id}/rewind")
     assert wrong.status_code == 409 and wrong.json()["code"] == "run_is_a_workflow"
     assert host.client.post("/api/workflows/runs/nosuch/rewind").status_code == 404
+
+
+def test_a_failed_child_run_rewound_on_its_own_leaves_its_failed_workflow_failed(host, model) -> None:
+    """The workflow recorded the step's outcome when its child runs ended: a child rewound directly afterwards goes on
+    as its own run, the workflow stays failed, and the workflow's own rewind runs the step as a new child run."""
+    refusing = standard_script().model_copy(
+        update={"rules": [Rule(match=Match(system="You are a writer"), reply=Reply(fault=Fault.bad_request()))]}
+    )
+    model.set_script(refusing)
+    run_id = start(host, "failing_flow", {})["run_id"]
+    settle(host)
+    child = f"{run_id}.write"
+    assert view(host, run_id)["error"]["step"] == "write"
+
+    model.set_script(standard_script())
+    assert host.client.post(f"/api/runs/{child}/rewind").status_code == 202
+    settle(host)
+    assert host.client.get(f"/api/runs/{child}").json()["status"] == "completed"
+    still = view(host, run_id)
+    assert still["status"] == "failed" and still["error"]["step"] == "write"
+
+    assert host.client.post(f"/api/workflows/runs/{run_id}/rewind").status_code == 202
+    settle(host)
+    assert view(host, run_id)["error"]["step"] == "add_up"  # `write` passed, as the new attempt `write.r1`
+    assert host.client.get(f"/api/runs/{run_id}.write.r1").json()["status"] == "completed"
+
+
+def until_finished(host, run_id: str) -> dict:
+    """The workflow's view once it has finished, by long polls (the view answers at once when it has)."""
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while (seen := view(host, run_id, wait_seconds=5))["status"] not in ("completed", "failed", "cancelled"):
+        assert time.monotonic() < deadline, seen
+    return seen
+
+
+def test_a_child_run_still_running_again_when_its_step_records_fails_the_step(host, model) -> None:
+    """The step records its child runs once all have ended: a failed branch rewound on its own that is still at its
+    model call then (held) fails the step as `in_progress`; finishing later does not bring the workflow back."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal, _ = view(host, run_id)["active_step"]["child_runs"]
+
+    model.set_script(standard)
+    model.hold_answers()
+    assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202  # reopened: in_progress in the store
+    assert host.client.post(f"/api/runs/{mailer}/cancel").status_code == 202  # the last other branch ends
+    failed = until_finished(host, run_id)  # no settle: the rewound run's model call is held, never idle
+    assert failed["status"] == "failed", failed
+    assert f"agent run '{legal}' (legal_expert) ended in_progress" in failed["error"]["message"]
+
+    model.release_answers()
+    settle(host)
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "completed"
+    assert view(host, run_id)["status"] == "failed"

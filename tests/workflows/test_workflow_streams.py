@@ -5,14 +5,27 @@ decision until `done`. The model is held (`hold_answers`) so the child run is ce
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import pytest
 from httpx_sse import ServerSentEvent, connect_sse
-from workflow_helpers import PROGRESS_TIMEOUT_S, decide, start, view
+from workflow_helpers import PROGRESS_TIMEOUT_S, child_run, decide, settle, start, view
+from workflow_scripts import agent_rule, standard_script
 
 from devhost.testing import InProcessHost
+from scripted_model import Fault, Reply
 from scripted_model.server import ScriptedModelServer
+
+E2E_DIR = str(Path(__file__).resolve().parents[1] / "e2e")
+if E2E_DIR not in sys.path:
+    sys.path.insert(0, E2E_DIR)
+from e2e_settings import watches_the_app_in_process  # noqa: E402
 
 
 def read_until(events: Iterator[ServerSentEvent], wanted) -> list[ServerSentEvent]:
@@ -71,37 +84,75 @@ def test_a_workflow_stream_shows_steps_child_runs_and_the_gate(host: InProcessHo
     assert refused.status_code == 404 and refused.json()["code"] == "run_is_a_workflow"
 
 
-def test_a_workflow_stream_reads_a_finished_child_run_no_more() -> None:
-    """The watcher reads each child run's status on every look (child runs move on without the workflow's status
-    changing); a finished child's status is final, so it is read once, and only running children are read again."""
-    import asyncio
-    from types import SimpleNamespace
+@pytest.fixture
+def short_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streams end (without `done`) after 20 s: a stream that never shows what the test waits for ends the test."""
+    monkeypatch.setenv("STREAM_MAX_SECONDS", "20")
 
-    from http_api.streams.feeds import WorkflowFeed
 
-    statuses = {"child-a": "completed", "child-b": "in_progress"}
-    reads: list[str] = []
+def child_is(run_id: str, status: str):
+    return lambda e: e.event == "status" and {"run_id": run_id, "status": status} in e.json()["child_runs"]
 
-    async def child_state(run_id: str) -> SimpleNamespace:
-        reads.append(run_id)
-        return SimpleNamespace(progress=SimpleNamespace(status=statuses[run_id]))
 
-    async def workflow_state(run_id: str) -> SimpleNamespace:
-        return SimpleNamespace(progress=SimpleNamespace(child_runs=["child-a", "child-b"]))
+def test_a_failed_child_run_rewound_directly_shows_running_again_in_the_workflow_stream(
+    short_streams: None, host: InProcessHost, model: ScriptedModelServer
+) -> None:
+    """A branch of a parallel step fails while another waits for a person; the failed child run is rewound on its
+    own (`POST /api/runs/{child}/rewind`) while the workflow's stream is open: the stream shows it going on and
+    completing, not `failed` for good. The workflow, which records its children's outcomes once every branch has
+    ended, then sees the rewound child completed and goes on."""
+    standard = standard_script()
+    refusing = [agent_rule("law and compliance", Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal, finance = view(host, run_id)["active_step"]["child_runs"]
+    assert child_run(host, legal, legal)["status"] == "failed"
+    with connect_sse(host.client, "GET", f"/api/workflows/runs/{run_id}/stream", timeout=PROGRESS_TIMEOUT_S) as source:
+        events = source.iter_sse()
+        failed = read_until(events, child_is(legal, "failed"))[-1].json()
+        assert failed["status"] == "in_progress" and failed["active_step"]["id"] == "fan"
+        assert {"run_id": finance, "status": "completed"} in failed["child_runs"]
+        assert {"run_id": mailer, "status": "requires_action"} in failed["child_runs"]
 
-    async def main() -> list[tuple[tuple[str, str], ...]]:
-        feed = WorkflowFeed(SimpleNamespace(), None, SimpleNamespace(run_id="wf"), "")  # type: ignore[arg-type]
-        feed.gateway = SimpleNamespace(state=workflow_state)  # type: ignore[assignment]
-        feed.children = SimpleNamespace(state=child_state)  # type: ignore[assignment]
-        looks = []
-        for _ in range(3):
-            looks.append((await feed.read_state())[1])
-        statuses["child-b"] = "failed"
-        looks.append((await feed.read_state())[1])
-        looks.append((await feed.read_state())[1])
-        return looks
+        model.set_script(standard)  # the model is back
+        rewound = host.client.post(f"/api/runs/{legal}/rewind")
+        assert rewound.status_code == 202, rewound.text
+        settle(host)
+        assert child_run(host, legal, legal)["status"] == "completed"
+        read_until(events, child_is(legal, "completed"))
 
-    looks = asyncio.run(main())
-    assert looks[:3] == [(("child-a", "completed"), ("child-b", "in_progress"))] * 3
-    assert looks[3:] == [(("child-a", "completed"), ("child-b", "failed"))] * 2
-    assert reads == ["child-a", "child-b", "child-b", "child-b", "child-b"]
+        [approval] = host.client.get(f"/api/runs/{mailer}/approvals", params={"status": "pending"}).json()["approvals"]
+        decide(host, mailer, approval["approval_id"])
+        settle(host)
+        done = read_until(events, lambda e: e.event == "done")[-1].json()
+    assert done["status"] == "completed", done["error"]
+    assert done["output"]["legal"] == "Legal: acceptable with a DPA."
+    assert view(host, run_id)["status"] == "completed"
+
+
+@watches_the_app_in_process  # counts the app's reads of its child runs' orchestrations
+def test_a_workflow_stream_reads_a_settled_child_run_once(host: InProcessHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher reads the active step's child runs on every look (they move on without the workflow's status
+    changing); one that completed is settled for good, so it is read once while a branch still waiting is read on."""
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal, finance = view(host, run_id)["active_step"]["child_runs"]
+    gateway = sys.modules["http_api.durable_gateway"].DurableGateway  # as the host loaded the app
+    read_state = gateway.state
+    reads: Counter[str] = Counter()
+    looked_again = threading.Event()
+
+    async def counted(self: Any, instance_id: str) -> Any:
+        reads[instance_id] += 1
+        if reads[mailer] >= 4:
+            looked_again.set()
+        return await read_state(self, instance_id)
+
+    monkeypatch.setattr(gateway, "state", counted)
+    with connect_sse(host.client, "GET", f"/api/workflows/runs/{run_id}/stream", timeout=PROGRESS_TIMEOUT_S) as source:
+        events = source.iter_sse()  # kept: a generator dropped would close the response
+        status = read_until(events, child_is(mailer, "requires_action"))[-1].json()
+        assert {"run_id": legal, "status": "completed"} in status["child_runs"]
+        assert looked_again.wait(PROGRESS_TIMEOUT_S)
+    assert reads[legal] == reads[finance] == 1
