@@ -61,11 +61,16 @@ def host_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 def _joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Each name once, with its non-empty values joined with "," (.NET's `StringValues.ToString()`)."""
-    values: dict[str, list[str]] = {}
+    """Each name once, with its non-empty values joined with "," (.NET's `StringValues.ToString()`). Every request
+    goes through here: a name sent once (nearly all) is stored as it is, no list or join built for it."""
+    joined: dict[str, str] = {}
     for name, value in pairs:
-        values.setdefault(name, []).append(value)
-    return {name: ",".join(value for value in given if value) for name, given in values.items()}
+        seen = joined.get(name)
+        if seen is None:
+            joined[name] = value
+        elif value:
+            joined[name] = f"{seen},{value}" if seen else value
+    return joined
 
 
 def _headers(request: Request) -> dict[str, str]:
