@@ -111,25 +111,28 @@ SERVERS: dict[str, Callable[[Path], AbstractContextManager[str | None]]] = {
 }
 
 
-@contextmanager
-def app_with_extra(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
-    mcp_server: McpServerProcess,
-    tmp_path: Path,
-    kind: str,
-) -> Iterator[InProcessApp]:
-    """The app whose `extra` server (`fixture_mcp_agents`) is of `kind`, at a URL carrying a secret."""
-    with SERVERS[kind](tmp_path) as url:
-        settings = {
-            "AGENTS_PACKAGE": "fixture_mcp_agents",
-            "WORKFLOWS_PACKAGE": "none",
-            "E2E_MCP_URL": mcp_server.url,
-            "E2E_MCP_KEY": API_KEY,
-        }
-        if url is not None:
-            settings["E2E_MCP_EXTRA_URL"] = f"{url}?code={URL_SECRET}"
-        with app_with(**settings) as app:
-            yield app
+@pytest.fixture
+def app_of_kind(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], mcp_server: McpServerProcess, tmp_path: Path
+) -> Callable[[str], AbstractContextManager[InProcessApp]]:
+    """Starts the app whose `extra` server (`fixture_mcp_agents`) is of a kind (`SERVERS`), at a URL carrying a
+    secret."""
+
+    @contextmanager
+    def start(kind: str) -> Iterator[InProcessApp]:
+        with SERVERS[kind](tmp_path) as url:
+            settings = {
+                "AGENTS_PACKAGE": "fixture_mcp_agents",
+                "WORKFLOWS_PACKAGE": "none",
+                "E2E_MCP_URL": mcp_server.url,
+                "E2E_MCP_KEY": API_KEY,
+            }
+            if url is not None:
+                settings["E2E_MCP_EXTRA_URL"] = f"{url}?code={URL_SECRET}"
+            with app_with(**settings) as app:
+                yield app
+
+    return start
 
 
 def settled_view(app: InProcessApp, agent: str) -> dict[str, Any]:
@@ -141,15 +144,14 @@ def settled_view(app: InProcessApp, agent: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", list(SERVERS))
 def test_an_optional_server_that_cannot_be_listed_is_named_in_the_run_view_with_why(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]],
     model: ScriptedModelServer,
     mcp_server: McpServerProcess,
-    tmp_path: Path,
     kind: str,
 ) -> None:
     """Before, the run went on without the server and only the host's log said so; now its view says which server
     was left out and why (a stable code, a redacted message), and the agent works with the remaining tools."""
-    with app_with_extra(app_with, mcp_server, tmp_path, kind) as app:
+    with app_of_kind(kind) as app:
         model.set_script(Script.of(Reply.call("record", {"item": "apple"}), "Done."))
         view = settled_view(app, "mcp_with_extra")
         record = app.store_call(lambda store: store.get_run(view["run_id"]))
@@ -173,13 +175,9 @@ def test_an_optional_server_that_cannot_be_listed_is_named_in_the_run_view_with_
 
 @pytest.mark.parametrize("kind", ["timeout", "invalid_answer"])
 def test_a_required_server_that_cannot_be_listed_fails_the_run_naming_it_and_why(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
-    model: ScriptedModelServer,
-    mcp_server: McpServerProcess,
-    tmp_path: Path,
-    kind: str,
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]], model: ScriptedModelServer, kind: str
 ) -> None:
-    with app_with_extra(app_with, mcp_server, tmp_path, kind) as app:
+    with app_of_kind(kind) as app:
         model.set_script(Script.of("never asked"))
         view = settled_view(app, "mcp_extra_required")
 
@@ -193,14 +191,11 @@ def test_a_required_server_that_cannot_be_listed_fails_the_run_naming_it_and_why
 
 
 def test_a_response_of_an_agent_with_a_skipped_server_keeps_the_official_shape(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
-    model: ScriptedModelServer,
-    mcp_server: McpServerProcess,
-    tmp_path: Path,
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]], model: ScriptedModelServer
 ) -> None:
     """The Responses API shows the same run: it completes with the remaining tools, its raw JSON validates strictly as
     the official `Response`, and the run's view names the skipped server."""
-    with app_with_extra(app_with, mcp_server, tmp_path, "unreachable") as app:
+    with app_of_kind("unreachable") as app:
         model.set_script(Script.of(Reply.call("record", {"item": "fig"}), "Recorded."))
         http = httpx.Client(timeout=300, trust_env=False)
         with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0) as c:
