@@ -12,6 +12,7 @@ the server and the code.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -27,6 +28,9 @@ from mcp_process import McpServerProcess, free_port
 from openai import OpenAI
 from openai.types.responses import Response
 
+from agent_runtime.mcp import McpServer
+from agent_runtime.mcp.discovery import discover_tools
+from agent_runtime.redaction import MIN_SECRET_PART_CHARS
 from scripted_model import Reply, Script, ScriptedModelServer
 
 API_KEY = "e2e-mcp-secret-4711"
@@ -42,11 +46,14 @@ def mcp_server(tmp_path: Path) -> Iterator[McpServerProcess]:
 
 
 class _Garbage(BaseHTTPRequestHandler):
-    """Answers every request 200 `application/json` with a body that is not JSON, echoing the URL's secret."""
+    """Answers every request 200 `application/json` with a body that is not JSON, echoing the URL's secret (then
+    `padding`)."""
+
+    padding = ""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = f"{self.path} is not JSON".encode()
+        body = f"{self.path} is not JSON{self.padding}".encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -73,8 +80,8 @@ def hanging() -> Iterator[str | None]:
 
 
 @contextmanager
-def garbage() -> Iterator[str | None]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+def garbage(padding: str = "") -> Iterator[str | None]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Garbage", (_Garbage,), {"padding": padding}))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -208,3 +215,18 @@ def test_a_response_of_an_agent_with_a_skipped_server_keeps_the_official_shape(
     assert raw.status_code == 200, raw.text
     Response.model_validate(raw.json())
     assert [(s["server"], s["code"]) for s in view["skipped_servers"]] == [("extra", "unreachable")]
+
+
+async def test_a_secret_at_the_cut_of_a_quoted_answer_is_masked_whole(caplog: pytest.LogCaptureFixture) -> None:
+    """The client's error quotes a long answer cut to its first and last characters: the URL's secret the server
+    echoed was cut there, no longer recognised, and its start reached the skipped server's message and the log."""
+    with garbage(padding=" " + "x" * 60) as url:
+        server = McpServer(name="extra", url=f"{url}?code={URL_SECRET}", attempts=1, timeout_seconds=5, required=False)
+        with caplog.at_level(logging.WARNING, logger="agent_runtime.mcp.discovery"):
+            found = await discover_tools([server])
+
+    [skipped] = found.skipped_servers
+    assert skipped.code == "invalid_answer" and "input_value=b'/mcp?code=***...xxx" in skipped.message, skipped
+    [logged] = [r.getMessage() for r in caplog.records if r.name == "agent_runtime.mcp.discovery"]
+    for shown in (skipped.message, logged):
+        assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in shown
