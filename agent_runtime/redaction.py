@@ -74,6 +74,25 @@ def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False)
     return _LONG_TOKEN.sub(MASK, text) if long_tokens else text
 
 
+_CUT = "..."  # how pydantic's errors cut a long input they quote (`input_value=b'<start>...<end>'`)
+MIN_SECRET_PART_CHARS = 4
+
+
+def redact_quoted(text: str, secrets: Iterable[str] = ()) -> str:
+    """`redact` for text quoting what a peer wrote, cut by a library before it reached us (a pydantic error quotes the
+    first and last characters of an answer): the start or end of a known secret or of `secrets` next to the cut is
+    masked too, or it would show part of the secret. Error paths only: it tries every cut point of every secret."""
+    text = redact(text, secrets)
+    if _CUT not in text:
+        return text
+    with _known_lock:
+        known = list(_known)
+    for secret in {*known, *(s for s in secrets if s and len(s) >= 4)}:
+        for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1):
+            text = text.replace(secret[:size] + _CUT, MASK + _CUT).replace(_CUT + secret[-size:], _CUT + MASK)
+    return text
+
+
 def redact_value(value: Any) -> Any:
     """An attribute value with its text redacted (strings, and sequences of them); other values as they are."""
     if isinstance(value, str):
@@ -87,4 +106,13 @@ def redact_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     return {key: redact_value(value) for key, value in (attributes or {}).items()}
 
 
-__all__ = ["MASK", "names_a_secret", "redact", "redact_attributes", "redact_value", "remember_secret", "url_secrets"]
+__all__ = [
+    "MASK",
+    "names_a_secret",
+    "redact",
+    "redact_attributes",
+    "redact_quoted",
+    "redact_value",
+    "remember_secret",
+    "url_secrets",
+]

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from ..check_threads import check_off_loop
 from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
-from ..redaction import redact, url_secrets
+from ..redaction import redact_quoted, url_secrets
 from .config import McpConfigurationError, McpServer
 from .connection import McpProtocolError, McpUnavailableError, list_remote_tools
 from .skips import MAX_SKIP_MESSAGE_CHARS, SkipCode, SkippedServer
@@ -94,8 +94,8 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
                 outcome = McpDiscoveryError(_none_offered(left_out), "no_usable_tools")
         if not isinstance(outcome, Exception):
             raise outcome
-        # Redacted: the run's error or record shows it, and a server's protocol error quotes what it wrote.
-        reason = redact(str(outcome) or type(outcome).__name__, _url_secrets(server))
+        # Redacted: the run's error or record shows it, and a server's protocol error quotes what it wrote (cut).
+        reason = redact_quoted(str(outcome) or type(outcome).__name__, _url_secrets(server))
         code = _skip_code(outcome)
         if server.required:
             raise McpDiscoveryError(f"MCP server {server.name!r} ({code}): {reason}", code) from outcome

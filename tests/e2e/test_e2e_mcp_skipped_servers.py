@@ -12,6 +12,7 @@ the server and the code.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -27,6 +28,9 @@ from mcp_process import McpServerProcess, free_port
 from openai import OpenAI
 from openai.types.responses import Response
 
+from agent_runtime.mcp import McpServer
+from agent_runtime.mcp.discovery import discover_tools
+from agent_runtime.redaction import MIN_SECRET_PART_CHARS
 from scripted_model import Reply, Script, ScriptedModelServer
 
 API_KEY = "e2e-mcp-secret-4711"
@@ -42,11 +46,14 @@ def mcp_server(tmp_path: Path) -> Iterator[McpServerProcess]:
 
 
 class _Garbage(BaseHTTPRequestHandler):
-    """Answers every request 200 `application/json` with a body that is not JSON, echoing the URL's secret."""
+    """Answers every request 200 `application/json` with a body that is not JSON, echoing the URL's secret (then
+    `padding`)."""
+
+    padding = ""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = f"{self.path} is not JSON".encode()
+        body = f"{self.path} is not JSON{self.padding}".encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -73,8 +80,8 @@ def hanging() -> Iterator[str | None]:
 
 
 @contextmanager
-def garbage() -> Iterator[str | None]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+def garbage(padding: str = "") -> Iterator[str | None]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Garbage", (_Garbage,), {"padding": padding}))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -111,25 +118,28 @@ SERVERS: dict[str, Callable[[Path], AbstractContextManager[str | None]]] = {
 }
 
 
-@contextmanager
-def app_with_extra(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
-    mcp_server: McpServerProcess,
-    tmp_path: Path,
-    kind: str,
-) -> Iterator[InProcessApp]:
-    """The app whose `extra` server (`fixture_mcp_agents`) is of `kind`, at a URL carrying a secret."""
-    with SERVERS[kind](tmp_path) as url:
-        settings = {
-            "AGENTS_PACKAGE": "fixture_mcp_agents",
-            "WORKFLOWS_PACKAGE": "none",
-            "E2E_MCP_URL": mcp_server.url,
-            "E2E_MCP_KEY": API_KEY,
-        }
-        if url is not None:
-            settings["E2E_MCP_EXTRA_URL"] = f"{url}?code={URL_SECRET}"
-        with app_with(**settings) as app:
-            yield app
+@pytest.fixture
+def app_of_kind(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], mcp_server: McpServerProcess, tmp_path: Path
+) -> Callable[[str], AbstractContextManager[InProcessApp]]:
+    """Starts the app whose `extra` server (`fixture_mcp_agents`) is of a kind (`SERVERS`), at a URL carrying a
+    secret."""
+
+    @contextmanager
+    def start(kind: str) -> Iterator[InProcessApp]:
+        with SERVERS[kind](tmp_path) as url:
+            settings = {
+                "AGENTS_PACKAGE": "fixture_mcp_agents",
+                "WORKFLOWS_PACKAGE": "none",
+                "E2E_MCP_URL": mcp_server.url,
+                "E2E_MCP_KEY": API_KEY,
+            }
+            if url is not None:
+                settings["E2E_MCP_EXTRA_URL"] = f"{url}?code={URL_SECRET}"
+            with app_with(**settings) as app:
+                yield app
+
+    return start
 
 
 def settled_view(app: InProcessApp, agent: str) -> dict[str, Any]:
@@ -141,15 +151,14 @@ def settled_view(app: InProcessApp, agent: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", list(SERVERS))
 def test_an_optional_server_that_cannot_be_listed_is_named_in_the_run_view_with_why(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]],
     model: ScriptedModelServer,
     mcp_server: McpServerProcess,
-    tmp_path: Path,
     kind: str,
 ) -> None:
     """Before, the run went on without the server and only the host's log said so; now its view says which server
     was left out and why (a stable code, a redacted message), and the agent works with the remaining tools."""
-    with app_with_extra(app_with, mcp_server, tmp_path, kind) as app:
+    with app_of_kind(kind) as app:
         model.set_script(Script.of(Reply.call("record", {"item": "apple"}), "Done."))
         view = settled_view(app, "mcp_with_extra")
         record = app.store_call(lambda store: store.get_run(view["run_id"]))
@@ -173,13 +182,9 @@ def test_an_optional_server_that_cannot_be_listed_is_named_in_the_run_view_with_
 
 @pytest.mark.parametrize("kind", ["timeout", "invalid_answer"])
 def test_a_required_server_that_cannot_be_listed_fails_the_run_naming_it_and_why(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
-    model: ScriptedModelServer,
-    mcp_server: McpServerProcess,
-    tmp_path: Path,
-    kind: str,
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]], model: ScriptedModelServer, kind: str
 ) -> None:
-    with app_with_extra(app_with, mcp_server, tmp_path, kind) as app:
+    with app_of_kind(kind) as app:
         model.set_script(Script.of("never asked"))
         view = settled_view(app, "mcp_extra_required")
 
@@ -193,14 +198,11 @@ def test_a_required_server_that_cannot_be_listed_fails_the_run_naming_it_and_why
 
 
 def test_a_response_of_an_agent_with_a_skipped_server_keeps_the_official_shape(
-    app_with: Callable[..., AbstractContextManager[InProcessApp]],
-    model: ScriptedModelServer,
-    mcp_server: McpServerProcess,
-    tmp_path: Path,
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]], model: ScriptedModelServer
 ) -> None:
     """The Responses API shows the same run: it completes with the remaining tools, its raw JSON validates strictly as
     the official `Response`, and the run's view names the skipped server."""
-    with app_with_extra(app_with, mcp_server, tmp_path, "unreachable") as app:
+    with app_of_kind("unreachable") as app:
         model.set_script(Script.of(Reply.call("record", {"item": "fig"}), "Recorded."))
         http = httpx.Client(timeout=300, trust_env=False)
         with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0) as c:
@@ -213,3 +215,18 @@ def test_a_response_of_an_agent_with_a_skipped_server_keeps_the_official_shape(
     assert raw.status_code == 200, raw.text
     Response.model_validate(raw.json())
     assert [(s["server"], s["code"]) for s in view["skipped_servers"]] == [("extra", "unreachable")]
+
+
+async def test_a_secret_at_the_cut_of_a_quoted_answer_is_masked_whole(caplog: pytest.LogCaptureFixture) -> None:
+    """The client's error quotes a long answer cut to its first and last characters: the URL's secret the server
+    echoed was cut there, no longer recognised, and its start reached the skipped server's message and the log."""
+    with garbage(padding=" " + "x" * 60) as url:
+        server = McpServer(name="extra", url=f"{url}?code={URL_SECRET}", attempts=1, timeout_seconds=5, required=False)
+        with caplog.at_level(logging.WARNING, logger="agent_runtime.mcp.discovery"):
+            found = await discover_tools([server])
+
+    [skipped] = found.skipped_servers
+    assert skipped.code == "invalid_answer" and "input_value=b'/mcp?code=***...xxx" in skipped.message, skipped
+    [logged] = [r.getMessage() for r in caplog.records if r.name == "agent_runtime.mcp.discovery"]
+    for shown in (skipped.message, logged):
+        assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in shown
