@@ -78,17 +78,19 @@ mcp_transfer_optional = AgentDefinition(
     tools=[echo, remote.model_copy(update={"allowed_tools": ["transfer"], "required": False})],
 )
 
-# A second server next to `tools`, at the URL of `E2E_MCP_EXTRA_URL` (unreachable, hanging, answering garbage, ...):
-# one attempt of a second, so a server that never answers is given up quickly.
+# A second server next to `tools`, at the URL of `E2E_MCP_EXTRA_URL` (unreachable, answering garbage, 120 pages, ...):
+# one attempt, with time enough for a long listing on a loaded machine (the deadline covers all its pages).
 extra = McpServer(
     name="extra",
     url_setting="E2E_MCP_EXTRA_URL",
     approval="never",
-    timeout_seconds=1,
+    timeout_seconds=60,
     attempts=1,
     retry_delay_seconds=0,
     required=False,
 )
+# The same for a server that never answers: given up after a second (real time: the MCP client's own deadline).
+hasty_extra = extra.model_copy(update={"timeout_seconds": 1})
 
 mcp_with_extra = AgentDefinition(
     name="mcp_with_extra",
@@ -102,4 +104,18 @@ mcp_extra_required = AgentDefinition(
     description="Test agent with its MCP server and a required second one.",
     instructions="You are a test agent.",
     tools=[echo, remote, extra.model_copy(update={"required": True})],
+)
+
+mcp_with_hasty_extra = AgentDefinition(
+    name="mcp_with_hasty_extra",
+    description="Test agent with its MCP server and an optional second one given a second.",
+    instructions="You are a test agent.",
+    tools=[echo, remote, hasty_extra],
+)
+
+mcp_hasty_extra_required = AgentDefinition(
+    name="mcp_hasty_extra_required",
+    description="Test agent with its MCP server and a required second one given a second.",
+    instructions="You are a test agent.",
+    tools=[echo, remote, hasty_extra.model_copy(update={"required": True})],
 )
