@@ -52,6 +52,18 @@ def after_the_grace(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store, "_clock", lambda: real() + grace)
 
 
+def queued_run_gets_its_turn(
+    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, session_id: str, run_id: str, answer: str
+) -> None:
+    """Past the grace, the run queued in `session_id` (behind a run never written) runs to `answer` and the session
+    ends free."""
+    after_the_grace(app, monkeypatch)
+    app.advance(10)  # the queued run asks for its turn on a timer
+    assert app.view(run_id)["output"]["text"] == answer
+    held = session(app, session_id)
+    assert (held.active_run_id, held.queued_run_ids) == (None, [])
+
+
 @watches_the_app_in_process  # wraps the app's store's runs container, and moves its clock
 def test_a_start_whose_run_was_never_written_leaves_the_session_free(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -82,11 +94,7 @@ def test_a_run_queued_behind_a_run_never_written_gets_its_turn(
     assert (queued.status_code, queued.json()["status"]) == (202, "queued"), queued.text
     app.settle()
 
-    after_the_grace(app, monkeypatch)
-    app.advance(10)  # the queued run asks for its turn on a timer
-    assert app.view(queued.json()["run_id"])["output"]["text"] == "Hello again."
-    held = session(app, session_id)
-    assert (held.active_run_id, held.queued_run_ids) == (None, [])
+    queued_run_gets_its_turn(app, monkeypatch, session_id, queued.json()["run_id"], "Hello again.")
 
 
 @watches_the_app_in_process  # wraps the app's store's runs container, and moves its clock
@@ -124,12 +132,8 @@ def test_a_run_queued_behind_a_queued_run_never_written_gets_its_turn(
 
     model.release_answers()
     app.settle()  # the first run finished and handed the session to the run never written
-    after_the_grace(app, monkeypatch)
-    app.advance(10)  # the queued run asks for its turn on a timer
     assert app.view(first["run_id"])["output"]["text"] == "First."
-    assert app.view(third.json()["run_id"])["output"]["text"] == "Third."
-    held = session(app, session_id)
-    assert (held.active_run_id, held.queued_run_ids) == (None, [])
+    queued_run_gets_its_turn(app, monkeypatch, session_id, third.json()["run_id"], "Third.")
 
 
 @watches_the_app_in_process  # wraps the app's store's sessions container, and moves its clock

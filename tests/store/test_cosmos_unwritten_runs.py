@@ -5,6 +5,7 @@ next to the run that took it over (exactly one holder)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -63,6 +64,40 @@ async def test_a_start_whose_run_write_lands_after_its_claim_was_closed_is_not_s
     assert (session.active_run_id, session.queued_run_ids) == (other.run_id, [])
     assert {r.run_id: r.status for r in await store.list_runs(session_id)} == {
         slow.run_id: "failed", other.run_id: "in_progress"
+    }
+
+
+async def test_of_starts_racing_to_take_over_a_slow_start_exactly_one_holds_and_the_late_write_is_not_started(
+    store: CosmosSessionStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several starts take the slow start's claim for dead at once, then its own write lands: one of them holds the
+    session (the others are told it is busy, not handed a second claim), and the slow start is closed, not started."""
+    session_id = await new_session(store)
+    slow = run(session_id, "slow-start")
+    racers = [run(session_id, f"racer-{n}") for n in range(4)]
+    runs = store._db._c["runs"]
+    create_item = runs.create_item
+    raced: list[Any] = []
+    delayed: list[str] = []
+
+    async def slow_write(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if body["id"] == slow.run_id and not delayed:  # the racers' own create of its closed record goes through
+            delayed.append(body["id"])
+            clock.advance(GRACE_S + 1)
+            raced.extend(await asyncio.gather(*(store.begin_run(r) for r in racers), return_exceptions=True))
+        return await create_item(body, *args, **kwargs)
+
+    monkeypatch.setattr(runs, "create_item", slow_write)
+    late = await store.begin_run(slow)
+
+    assert is_unwritten_start(late) and late.finished, late
+    winners = [r for r in raced if not isinstance(r, BaseException)]
+    assert [r.status for r in winners] == ["in_progress"], raced
+    assert all(isinstance(r, SessionBusyError) for r in raced if isinstance(r, BaseException)), raced
+    session = await store.get_session(session_id)
+    assert (session.active_run_id, session.queued_run_ids) == (winners[0].run_id, [])
+    assert {r.run_id: r.status for r in await store.list_runs(session_id)} == {
+        slow.run_id: "failed", winners[0].run_id: "in_progress"
     }
 
 
