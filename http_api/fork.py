@@ -90,13 +90,12 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         else await _original_input(store, run)
     )
     gateway = DurableGateway(client)
-    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body)
-    unstarted = await start.unstarted(gateway)  # written by an earlier request that never started it
-    forked = None if unstarted else start.replay
+    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway)
+    forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
-        if unstarted is not None:
-            session_id = unstarted.session_id  # the conversation was copied before the run was written: not again
+        if start.written is not None:  # written by an earlier request that never started it
+            session_id = start.written.session_id  # the conversation was copied before the run was written: not again
         else:
             try:
                 session_id = await _copy_conversation(store, run)
@@ -105,7 +104,7 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
                 raise
         stored_input = []
         forked = await start_agent_run(
-            services, gateway, agent, run_id=start.run_id, written=unstarted, session_id=session_id, inputs=inputs,
+            services, gateway, agent, run_id=start.run_id, written=start.written, session_id=session_id, inputs=inputs,
             metadata={key: value for key, value in run.metadata.items() if key not in WORKFLOW_METADATA},
             budget=budget, on_unclaimed=start.release, stored_input=stored_input,
             # The run again as it was asked: its own instructions, output format and tool restrictions (a Responses

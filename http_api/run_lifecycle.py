@@ -94,6 +94,9 @@ class RunStart:
     run_id: str
     claim: Claim | None = None
     replay: RunRecord | None = None
+    written: RunRecord | None = None
+    """The run (`run_id`) an earlier request with this key wrote but never started, which this request starts
+    (`unstarted`): as the first request would have, with this record instead of a new one. Then `replay` is None."""
 
     async def unstarted(self, gateway: StateReader) -> RunRecord | None:
         """The replayed run, when this request is to start it: its record was written but its orchestration never
@@ -116,8 +119,11 @@ class RunStart:
             await idempotency.release(self.store, self.claim)
 
 
-async def claim_start(req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel) -> RunStart:
-    """Claim the request's `Idempotency-Key` for a new run id (`route` and `body` say what "the same request" is)."""
+async def claim_start(
+    req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel, gateway: StateReader
+) -> RunStart:
+    """Claim the request's `Idempotency-Key` for a new run id (`route` and `body` say what "the same request" is);
+    a replay of a run written but never started is this request's to start (`RunStart.written`)."""
     run_id = uuid.uuid4().hex
     key = idempotency.key_of(req)
     if key is None:
@@ -126,7 +132,9 @@ async def claim_start(req: func.HttpRequest, store: SessionStore, route: str, bo
     claim = await idempotency.claim(store, current_principal(), key, request_fingerprint, run_id)
     if claim.first:
         return RunStart(store, run_id, claim)
-    return RunStart(store, run_id, claim, replay=await idempotency.started_run(store, claim))
+    start = RunStart(store, run_id, claim, replay=await idempotency.started_run(store, claim))
+    written = await start.unstarted(gateway)
+    return start if written is None else RunStart(store, written.run_id, claim, written=written)
 
 
 async def create_and_start(

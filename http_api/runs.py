@@ -69,10 +69,9 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     webhook = await checked_webhook(body.webhook)
     trace = RunTrace.start(req.headers)  # the caller's W3C trace context, or a new trace rooted at the run
     gateway = DurableGateway(client)
-    start = await claim_start(req, services.store, f"agents/{agent.name}", body)
+    start = await claim_start(req, services.store, f"agents/{agent.name}", body, gateway)
     stored_input: list[MessageRecord] = []
-    unstarted = await start.unstarted(gateway)
-    replay = None if unstarted else start.replay
+    replay = start.replay
     if replay is not None and body.if_busy == "interrupt":
         await _interrupt_again(services.store, gateway, replay)
     run = replay or await start_agent_run(
@@ -80,7 +79,7 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
         gateway,
         agent,
         run_id=start.run_id,
-        written=unstarted,
+        written=start.written,
         session_id=body.session_id,
         inputs=[Message(role=m.role, contents=m.content) for m in body.input_messages()],
         metadata=body.metadata,

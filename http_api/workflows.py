@@ -97,14 +97,12 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         raise validation_problem(error, prefix="body.input") from error
     webhook = await checked_webhook(body.webhook)
     gateway = WorkflowGateway(client)
-    start = await claim_start(req, services.store, f"workflows/{definition.name}", body)
-    unstarted = await start.unstarted(gateway)  # written by an earlier request that never started it
-    replay = None if unstarted else start.replay
-    run_id = unstarted.run_id if unstarted else start.run_id
+    start = await claim_start(req, services.store, f"workflows/{definition.name}", body, gateway)
+    replay, run_id = start.replay, start.run_id
 
     async def create() -> RunRecord:
-        if unstarted is not None:
-            return unstarted
+        if start.written is not None:  # written by an earlier request that never started it
+            return start.written
         return await _begin_workflow_run(services, definition, body, workflow_input, run_id, current_principal())
 
     async def launch(record: RunRecord) -> None:
