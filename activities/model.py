@@ -52,6 +52,7 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
                 step.command.iteration,
                 author_name=agent.name,
                 interval_seconds=settings.partial_output_interval_seconds,
+                max_interval_seconds=settings.partial_output_max_interval_seconds,
                 seq=step.first_seq,
             )
             if settings.stream_partial_output

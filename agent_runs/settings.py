@@ -9,7 +9,8 @@
 | `AGENTS_PACKAGE` | the package whose modules define the served agents | `served_agents` |
 | `WORKFLOWS_PACKAGE` | served workflows (`none`: none) | `served_workflows` (with the shipped agents) |
 | `STREAM_PARTIAL_OUTPUT` | stream model answers and show the text so far to pollers (`partial_output`) | `true` |
-| `PARTIAL_OUTPUT_INTERVAL_SECONDS` | at most one draft write per this interval while a model answer streams | `0.5` |
+| `PARTIAL_OUTPUT_INTERVAL_SECONDS` | the first draft write's interval while a model answer streams | `0.5` |
+| `PARTIAL_OUTPUT_MAX_INTERVAL_SECONDS` | the interval grows 1.5x a write up to this (a write: ~6-7 RU) | `2.0` |
 
 Model settings: `agent_runtime.settings`; store settings: `session_store.settings`.
 """
@@ -51,6 +52,9 @@ class RunSettings(PackageSettings):
     stream_partial_output: bool = Field(default=True, validation_alias="STREAM_PARTIAL_OUTPUT")
     partial_output_interval_seconds: float = Field(
         default=0.5, ge=0, validation_alias="PARTIAL_OUTPUT_INTERVAL_SECONDS"
+    )
+    partial_output_max_interval_seconds: float = Field(
+        default=2.0, ge=0, validation_alias="PARTIAL_OUTPUT_MAX_INTERVAL_SECONDS"
     )
     cancel_grace_seconds: float = Field(default=30, ge=0, validation_alias="CANCEL_GRACE_SECONDS")
     """How long a cancelled run waits for its step in flight before abandoning it."""

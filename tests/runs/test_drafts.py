@@ -135,3 +135,38 @@ async def test_a_trailing_write_under_way_when_the_stream_ends_completes_before_
     stored = await stored_text(log)
     await settle()
     assert stored == ["first"] and await stored_text(log) == ["first"]  # no write after the end
+
+
+async def _writes_of_a_streamed_answer(seconds: float, **intervals: float) -> list[float]:
+    """The times (seconds into the answer) of the draft writes of an answer streaming a token every 1/64 s (a binary
+    fraction, so that the clock lands exactly on every interval's end)."""
+    clock = FakeClock()
+    start = clock.t
+    written: list[float] = []
+
+    class TimedLog(InMemoryConversationLog):
+        async def append(self, message):  # type: ignore[no-untyped-def]
+            written.append(clock.t - start)
+            await super().append(message)
+
+    never = HeldSleep()  # trailing writes never come due: every write here is made by a token arriving late enough
+    draft = DraftWriter(TimedLog(), "run-1", 1, author_name=None, clock=clock, sleep=never, **intervals)
+    for _ in range(int(seconds * 64)):
+        clock.t += 1 / 64
+        await draft.on_update(update("tok "))
+    await draft.finish()
+    return written
+
+
+async def test_a_long_answer_is_drafted_less_often_as_it_goes_on() -> None:
+    """Each draft write stores the whole text so far (~6-7 RU on Cosmos): a 20 s answer at a constant 0.5 s cost ~40
+    writes. The interval grows 1.5x a write up to the maximum: the first text still shows after 0.5 s."""
+    written = await _writes_of_a_streamed_answer(20, interval_seconds=0.5, max_interval_seconds=2.0)
+    assert written == [0.5, 1.25, 2.375, 4.0625, *(6.0625 + 2 * n for n in range(7))]  # then every 2 s: 11 writes
+    constant = await _writes_of_a_streamed_answer(20, interval_seconds=0.5)  # no maximum given: the interval stays
+    assert constant == [0.5 * n for n in range(1, 41)]
+
+
+async def test_a_maximum_below_the_first_interval_keeps_the_interval_constant() -> None:
+    written = await _writes_of_a_streamed_answer(6, interval_seconds=1.0, max_interval_seconds=0.5)
+    assert written == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
