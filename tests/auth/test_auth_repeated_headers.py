@@ -36,6 +36,13 @@ def test_two_authorization_headers_authenticate_as_neither(app_in, model) -> Non
         started = app.http.post("/api/agents/payer/runs", json={"input": "hi"},
                                 headers=[("Authorization", alice), ("Authorization", bob)])
         _refused(started, 400, "credential_repeated", "header.Authorization")
+        # The OpenAI-compatible routes say the same in OpenAI's error shape.
+        created = app.http.post("/api/v1/responses", json={"model": "payer", "input": "hi"},
+                                headers=[("Authorization", alice), ("Authorization", bob)])
+        assert created.status_code == 400 and created.headers["WWW-Authenticate"] == 'Bearer error="invalid_request"'
+        assert created.json()["error"] == {"message": "Send one Authorization: Bearer <token> header.",
+                                           "type": "invalid_request_error", "param": "header.Authorization",
+                                           "code": "credential_repeated"}
         assert app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items == []
         assert app.store_call(lambda store: store.list_owner_runs(BOB.id)).items == []
 
