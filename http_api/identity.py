@@ -10,8 +10,8 @@
   client and tenant (`token_access.py`). Principal headers are ignored.
 
 Pure of Azure Functions: `authenticate(headers)` takes the request headers and returns a `Principal` or raises an
-`ApiProblem` (401 with `WWW-Authenticate`, 403 `insufficient_scope` & co. for a valid token that may not call, or 503
-when the issuer cannot be reached).
+`ApiProblem` (401 with `WWW-Authenticate`, 400 `credential_repeated` for a credential header sent more than once,
+403 `insufficient_scope` & co. for a valid token that may not call, or 503 when the issuer cannot be reached).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ JWT_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"
 # The Easy Auth headers naming who calls (`-NAME` is only shown, and a display name may hold a comma).
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id")
 INVALID_TOKEN_DETAIL = "The bearer token is not valid."
+REPEATED_BEARER_CHALLENGE = 'Bearer error="invalid_request"'  # RFC 6750 section 3.1, with a 400
 DISCOVERY_TIMEOUT_SECONDS = 10
 
 
@@ -147,12 +148,16 @@ def unauthenticated(detail: str, *, scheme: str, error: str | None = None, field
     )
 
 
-def sent_more_than_once(value: str | None) -> bool:
-    """Whether a header whose one value never holds a comma (a bearer token, base64, an object id) came more than
-    once: the Functions host hands the worker a repeated header's values comma-joined (`RpcHttp.headers`, and
-    `fastapi_bridge.host_headers` likewise), so two credentials read as "a,b". That is refused, never read as
-    either one: which of two identities a front end or a client meant is not ours to guess."""
-    return value is not None and "," in value
+def check_sent_once(headers: Mapping[str, str], header: str, *, field: str, detail: str, challenge: str) -> None:
+    """Refuses a credential header whose one value never holds a comma (a bearer token, base64, an object id) that
+    came more than once: the Functions host hands the worker a repeated header's values comma-joined
+    (`RpcHttp.headers`, and `fastapi_bridge.host_headers` likewise), so two credentials read as "a,b". That is
+    refused, never read as either one: which of two identities a front end or a client meant is not ours to guess.
+    A malformed request, not a missing or bad credential: 400, as RFC 6750 section 3.1 pairs `invalid_request`
+    with (a 401 would tell a client to sign in again, which sends the same two headers)."""
+    if "," in (headers.get(header) or ""):
+        raise ApiProblem(400, "credential_repeated", "Credential sent more than once", detail, field=field,
+                         headers={"WWW-Authenticate": challenge})
 
 
 # ------------------------------------------------------------------------------------------------ Easy Auth
@@ -172,9 +177,8 @@ class _ClientPrincipal(BaseModel):
 
 def easyauth_principal(headers: Mapping[str, str]) -> Principal:
     for header in PRINCIPAL_HEADERS:
-        if sent_more_than_once(headers.get(header)):
-            raise unauthenticated("App Service Authentication sent more than one principal.", scheme="EasyAuth",
-                                  field=f"header.{header}")
+        check_sent_once(headers, header, field=f"header.{header}", challenge="EasyAuth",
+                        detail="App Service Authentication sent more than one principal.")
     encoded = headers.get("x-ms-client-principal")
     if not encoded:
         raise unauthenticated("Sign in: App Service Authentication sent no principal.", scheme="EasyAuth")
@@ -284,10 +288,9 @@ class JwtValidator:
             raise InvalidToken(type(error).__name__) from error
 
     def principal(self, headers: Mapping[str, str]) -> Principal:
+        check_sent_once(headers, "authorization", field="header.Authorization", challenge=REPEATED_BEARER_CHALLENGE,
+                        detail="Send one Authorization: Bearer <token> header.")
         authorization = headers.get("authorization") or ""
-        if sent_more_than_once(authorization):
-            raise unauthenticated("Send one Authorization: Bearer <token> header.", scheme="Bearer",
-                                  error="invalid_request", field="header.Authorization")
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthenticated("Send Authorization: Bearer <token>.", scheme="Bearer")

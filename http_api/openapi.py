@@ -186,8 +186,9 @@ def _operation(route: Route) -> dict[str, Any]:
             response.setdefault("content", {})["application/json"] = {"schema": _ref(model)}
         elif route.text is not None and status < 300:
             response["content"] = {route.text: {"schema": {"type": "string"}}}
-    # Any route but the public ones answers 401 when AUTH_MODE requires a caller and the request names none.
-    for status in sorted({*route.problems, *_ALWAYS_PROBLEMS, *(() if route.public else (401,))}):
+    # Any route but the public ones answers 401 when AUTH_MODE requires a caller and the request names none, and 400
+    # when it names one twice (`identity.check_sent_once`).
+    for status in sorted({*route.problems, *_ALWAYS_PROBLEMS, *(() if route.public else (400, 401))}):
         # A status that also has a body of its own (a failed run's 500) keeps it, next to the problem.
         response = responses.setdefault(str(status), {"description": _STATUS_TEXT.get(status, "Problem")})
         response.setdefault("content", {})[PROBLEM_CONTENT_TYPE] = {"schema": _ref(Problem)}

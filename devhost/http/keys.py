@@ -23,6 +23,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .host_config import HostConfigError
+from .query import QueryArgs
 
 KEY_HEADER = "x-functions-key"
 KEY_QUERY = "code"
@@ -74,10 +75,13 @@ def presented_key(request: web.Request) -> str | None:
     """The key as the host reads it (azure-functions-host `src/WebJobs.Script.WebHost/Security/Authentication/Keys/
     AuthenticationLevelHandler.cs`, GetAuthorizationKeyInfoAsync, lines 89-97 at 89dc438): the header when it is
     there at all, else the query parameter, the first value of either (`values.First()`, not the comma-joined
-    `ToString()` a function sees). An empty header is no key, and the query is then not read."""
+    `ToString()` a function sees). An empty header is no key, and the query is then not read. The parameter's name
+    is matched in any case (`?Code=`, `?CODE=`): `request.Query` is ASP.NET Core's query collection, whose names
+    compare with `StringComparer.OrdinalIgnoreCase` (dotnet/aspnetcore `src/Http/Http/src/Features/QueryFeature.cs`,
+    `KvpAccumulator`), values of names differing in case joined in URL order."""
     if KEY_HEADER in request.headers:
         return request.headers.get(KEY_HEADER) or None
-    return request.query.get(KEY_QUERY) or None
+    return QueryArgs(request.query).first(KEY_QUERY) or None
 
 
 def auth_level(bindings: list[dict[str, Any]]) -> str:

@@ -37,6 +37,11 @@ class QueryArgs:
         values = self._values.get(name.lower())
         return ",".join(values) if values else None
 
+    def first(self, name: str) -> str | None:
+        """The first value of `name` in any case, in URL order (ASP.NET Core's `StringValues.First()`)."""
+        values = self._values.get(name.lower())
+        return values[0] if values else None
+
     def get_bool(self, name: str) -> bool | None:
         value = (self.get(name) or "").strip().lower()
         return {"true": True, "false": False}.get(value)

@@ -10,7 +10,10 @@ step to be committed). Opaque to clients; it only selects what of a run they are
 (access is checked by the route's lookup, as polls). `.done.{done_fp}` marks the id of the `done` event, with a
 fingerprint of it: a client that reconnects with it has had everything (`204 No Content`, which tells an `EventSource`
 to stop reconnecting) unless the run ended otherwise since (a rewind that failed again writes no update and may leave
-the status as it was: only its `done` differs).
+the status as it was: only its `done` differs). The fingerprint is of the run's own end (`done_fingerprint`), not of
+the links in it, which are built from the request's host: a client back through another host name has had it too.
+A plain `.done` is the id of `done` as sent before it carried a fingerprint (a client reconnecting across the deploy
+that added it): it is answered as it was then, 204 once the run is finished, whichever way it ended.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ if TYPE_CHECKING:
 
 _NUMBER = r"(0|[1-9][0-9]{0,15})"
 _FP = r"([0-9a-f]{8})"
-_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.({_FP[1:-1]}|-)(?:\.{_FP})?(?:\.done\.{_FP})?$")
+_PATTERN = re.compile(rf"^(-1|{_NUMBER})\.{_NUMBER}\.{_NUMBER}\.({_FP[1:-1]}|-)(?:\.{_FP})?(\.done(?:\.{_FP})?)?$")
+# `Cursor.done` of a plain `.done`: the client had a `done`, which one is not known (an id from before fingerprints).
+ANY_DONE = "*"
 
 
 @dataclass(frozen=True)
@@ -36,11 +41,11 @@ class Cursor:
     draft: int = 0
     status: str = "-"
     draft_fp: str = "-"  # fingerprint of the draft text sent ("-": none, or a cursor from before it was recorded)
-    done: str = "-"  # fingerprint of the `done` the client has had ("-": none)
+    done: str = "-"  # fingerprint of the `done` the client has had ("-": none; `ANY_DONE`: one, not known which)
 
     def encode(self) -> str:
         text_fp = f".{self.draft_fp}" if self.draft_fp != "-" else ""
-        done_fp = f".done.{self.done}" if self.done != "-" else ""
+        done_fp = {"-": "", ANY_DONE: ".done"}.get(self.done, f".done.{self.done}")
         return f"{self.seq}.{self.draft_seq}.{self.draft}.{self.status}{text_fp}{done_fp}"
 
     @classmethod
@@ -48,8 +53,9 @@ class Cursor:
         match = _PATTERN.fullmatch(text.strip())
         if match is None:
             raise ValueError("not a stream cursor (the id of an event of this stream)")
+        done = match.group(8) or (ANY_DONE if match.group(7) else "-")
         return cls(int(match.group(1)), int(match.group(3)), int(match.group(4)), match.group(5),
-                   match.group(6) or "-", match.group(7) or "-")
+                   match.group(6) or "-", done)
 
     def after_update(self, seq: int) -> Cursor:
         if seq >= self.draft_seq:  # the finished answer (stored at its draft's seq) covers the deltas sent
@@ -77,6 +83,13 @@ class Cursor:
 def fingerprint(payload: Any) -> str:
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2s(canonical.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+
+
+def done_fingerprint(done: dict[str, Any]) -> str:
+    """The fingerprint of a `done` event as the run's own end: its `links` are left out, as they are built from the
+    request's host (`run_views.links`, `workflow_views.links`) and the same end reached through another host name is
+    the same end."""
+    return fingerprint({name: value for name, value in done.items() if name != "links"})
 
 
 def text_fingerprint(text: str) -> str:

@@ -1,6 +1,7 @@
 """Headers sent more than once, over real HTTP through devhost: the app's handlers read a repeated header as Azure's
 Functions host passes it (each name once, the values comma-joined; `http_api.fastapi_bridge.host_headers`), and a
-credential sent twice is refused as such (401 problem+json), never taken as one of its values. (`Idempotency-Key`
+credential sent twice is refused as such (400 problem+json `credential_repeated`, RFC 6750 section 3.1's status for
+`invalid_request`: a malformed request, not one to sign in again), never taken as one of its values. (`Idempotency-Key`
 twice: `tests/e2e/test_e2e_idempotency.py`; `Last-Event-ID`: `test_e2e_streams.py`; `traceparent`:
 `test_e2e_telemetry.py`.)"""
 
@@ -29,12 +30,19 @@ def test_two_authorization_headers_authenticate_as_neither(app_in, model) -> Non
         assert app.http.get("/api/runs", headers={"Authorization": alice}).status_code == 200
         for twice in ([alice, bob], [alice, alice], [alice, "Basic Ym9iOng="]):
             response = app.http.get("/api/runs", headers=[("Authorization", value) for value in twice])
-            _refused(response, 401, "unauthenticated", "header.Authorization")
+            _refused(response, 400, "credential_repeated", "header.Authorization")
             assert response.headers["WWW-Authenticate"] == 'Bearer error="invalid_request"'
             assert not any(value.split()[-1] in response.text for value in twice)  # nothing of a token echoed
         started = app.http.post("/api/agents/payer/runs", json={"input": "hi"},
                                 headers=[("Authorization", alice), ("Authorization", bob)])
-        _refused(started, 401, "unauthenticated", "header.Authorization")
+        _refused(started, 400, "credential_repeated", "header.Authorization")
+        # The OpenAI-compatible routes say the same in OpenAI's error shape.
+        created = app.http.post("/api/v1/responses", json={"model": "payer", "input": "hi"},
+                                headers=[("Authorization", alice), ("Authorization", bob)])
+        assert created.status_code == 400 and created.headers["WWW-Authenticate"] == 'Bearer error="invalid_request"'
+        assert created.json()["error"] == {"message": "Send one Authorization: Bearer <token> header.",
+                                           "type": "invalid_request_error", "param": "header.Authorization",
+                                           "code": "credential_repeated"}
         assert app.store_call(lambda store: store.list_owner_runs(ALICE.id)).items == []
         assert app.store_call(lambda store: store.list_owner_runs(BOB.id)).items == []
 
@@ -55,7 +63,7 @@ def test_two_easyauth_principals_are_refused_never_one_picked(app_in, model) -> 
         for header, headers in cases.items():
             for method, path in (("GET", "/api/runs"), ("POST", "/api/agents/payer/runs")):
                 response = app.http.request(method, path, headers=headers, json={"input": "hi"})
-                _refused(response, 401, "unauthenticated", f"header.{header.strip()}")
+                _refused(response, 400, "credential_repeated", f"header.{header.strip()}")
                 assert response.headers["WWW-Authenticate"] == "EasyAuth"
         for person in (ALICE, BOB):
             assert app.store_call(lambda store, p=person: store.list_owner_runs(p.id)).items == []

@@ -101,11 +101,52 @@ def test_a_finished_run_replays_from_the_beginning_and_ends(stream_app: InProces
         assert [e.event for e in source.iter_sse()] == ["status", "done"]
     with sse(stream_app, started["run_id"], params={"after": events[-2].id}) as source:
         assert [e.event for e in source.iter_sse()] == ["done"]
-    # A client back after `done` (an `EventSource` reconnects by itself) has had everything: 204 No Content, which
-    # tells an `EventSource` to stop reconnecting; by `Last-Event-ID` as by `after`.
-    for options in ({"headers": {"Last-Event-ID": events[-1].id}}, {"params": {"after": events[-1].id}}):
-        again = stream_app.http.get(f"/api/runs/{started['run_id']}/stream", **options)
+    assert_had_everything(stream_app, started["run_id"], events[-1].id)
+
+
+def assert_had_everything(app: InProcessApp, run_id: str, done_id: str, headers: dict[str, str] | None = None) -> None:
+    """A client back after `done` (an `EventSource` reconnects by itself) has had everything: 204 No Content, which
+    tells an `EventSource` to stop reconnecting; by `Last-Event-ID` as by `after`."""
+    for options in ({"headers": {**(headers or {}), "Last-Event-ID": done_id}},
+                    {"headers": headers or {}, "params": {"after": done_id}}):
+        again = app.http.get(f"/api/runs/{run_id}/stream", **options)
         assert (again.status_code, again.content) == (204, b""), options
+
+
+def finished_run(app: InProcessApp, model: ScriptedModelServer) -> tuple[str, list[ServerSentEvent]]:
+    """A completed run and its whole stream."""
+    model.set_script(Script.of("The answer."))
+    run_id = app.start(input="hi", wait_seconds=30)["run_id"]
+    with sse(app, run_id) as source:
+        return run_id, list(source.iter_sse())
+
+
+def test_done_is_had_whatever_host_name_the_client_comes_back_through(stream_app: InProcessApp, model) -> None:
+    # `done`'s links are built from the request's host; whether a client has had `done` is not: back through another
+    # host name (a custom domain and the default one, a proxy) with done's id, it is told 204, not sent `done` again.
+    run_id, first = finished_run(stream_app, model)
+    other_host = {"Host": "agents.example.com"}
+    with sse(stream_app, run_id, headers=other_host) as source:
+        through_other = list(source.iter_sse())
+    done, done_elsewhere = of(first, "done")[0], of(through_other, "done")[0]
+    assert done_elsewhere["links"]["self"] == f"http://agents.example.com/api/runs/{run_id}" != done["links"]["self"]
+    assert through_other[-1].id == first[-1].id  # the same end: the same id, whichever host sent it
+    assert_had_everything(stream_app, run_id, first[-1].id, other_host)
+    assert_had_everything(stream_app, run_id, through_other[-1].id)
+
+
+def test_a_done_id_from_before_its_fingerprint_is_answered_as_it_was(stream_app: InProcessApp, model) -> None:
+    # `done`'s id once ended in a plain `.done` (no fingerprint): an `EventSource` reconnecting with one across the
+    # deploy that added the fingerprint is told 204 as it was then, never 400, which it would retry for ever.
+    run_id, events = finished_run(stream_app, model)
+    old_done_id = events[-1].id.rsplit(".", 1)[0]
+    assert old_done_id.endswith(".done") and old_done_id.split(".")[:4] == events[-1].id.split(".")[:4]
+    assert_had_everything(stream_app, run_id, old_done_id)
+    # One sent before the last update (the run went on after it, so not everything was had) resumes from its cursor.
+    first_update = next(e for e in events if e.event == "update")
+    with sse(stream_app, run_id, headers={"Last-Event-ID": f"{first_update.id}.done"}) as source:
+        resumed = list(source.iter_sse())
+    assert of(resumed, "update") == of(events, "update")[1:] and resumed[-1].event == "done"
 
 
 @pytest.mark.parametrize("store_backend", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
@@ -244,8 +285,8 @@ def test_problems_come_before_the_stream(stream_app: InProcessApp, model: Script
         (f"/api/runs/{run_id}/stream", {"headers": {"Last-Event-ID": "1.2"}}, 400, "invalid_cursor",
          "header.last-event-id"),
         *[(f"/api/runs/{run_id}/stream", {"headers": {"Last-Event-ID": forged}}, 400, "invalid_cursor",
-           "header.last-event-id")  # `done`'s mark without its fingerprint, a bad one, twice, a long one
-          for forged in ("3.0.0.-.done", "3.0.0.-.done.XYZ", "3.0.0.-.done.0a1b2c3d.done.0a1b2c3d",
+           "header.last-event-id")  # `done`'s mark with a bad fingerprint, an empty one, twice, a long one
+          for forged in ("3.0.0.-.done.XYZ", "3.0.0.-.done.", "3.0.0.-.done.0a1b2c3d.done.0a1b2c3d",
                          "3.0.0.-.done." + "0" * 4_000)],
         # Sent twice, it arrives comma-joined (as the Functions host passes a repeated header): neither cursor.
         (f"/api/runs/{run_id}/stream", {"headers": [("Last-Event-ID", "3.0.0.-"), ("Last-Event-ID", "3.0.0.-")]},

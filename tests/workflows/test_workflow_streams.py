@@ -80,6 +80,9 @@ def test_a_workflow_stream_shows_steps_child_runs_and_the_gate(host: InProcessHo
     # Back after `done` (an `EventSource` reconnects by itself): 204 No Content, which stops its reconnecting.
     again = host.client.get(f"/api/workflows/runs/{run_id}/stream", headers={"Last-Event-ID": replay[-1].id})
     assert again.status_code == 204
+    # Through another host name too: `done`'s links name the host, whether it was had does not.
+    elsewhere = {"Last-Event-ID": replay[-1].id, "Host": "agents.example.com"}
+    assert host.client.get(f"/api/workflows/runs/{run_id}/stream", headers=elsewhere).status_code == 204
     refused = host.client.get(f"/api/runs/{run_id}/stream")
     assert refused.status_code == 404 and refused.json()["code"] == "run_is_a_workflow"
 

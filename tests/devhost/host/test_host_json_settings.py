@@ -316,6 +316,20 @@ def test_with_a_keys_file_auth_levels_are_enforced_as_on_azure(tmp_path: Path) -
                           ).status_code == 401
 
 
+def test_the_key_query_parameter_is_named_in_any_case_as_on_azure(tmp_path: Path) -> None:
+    # The host's `request.Query` compares names ignoring case: `?Code=` is the key, and names differing only in case
+    # are one parameter, its first value in URL order the one read.
+    with InProcessHost(app_with(tmp_path, {}), function_keys=keys_file(tmp_path, KEYS)) as host:
+        client = host.client
+        for name in ("Code", "CODE", "cOdE"):
+            assert client.get("/api/secured", params={name: "host-secret"}).status_code == 200, name
+            assert client.get("/api/secured", params={name: "nope"}).status_code == 401, name
+        assert client.get("/api/secured", params=[("CODE", "host-secret"), ("code", "nope")]).status_code == 200
+        assert client.get("/api/secured", params=[("CODE", "nope"), ("code", "host-secret")]).status_code == 401
+        assert client.get("/api/secured", params=[("Code", ""), ("code", "host-secret")]).status_code == 401
+        assert client.post(WEBHOOK + "hello", params={"Code": "durable-secret"}).status_code == 202
+
+
 def test_an_unusable_keys_file_stops_the_host_with_its_name(tmp_path: Path) -> None:
     with pytest.raises(HostConfigError, match=r"keys\.json: cannot use this function keys file"):
         InProcessHost(app_with(tmp_path, {}), function_keys=keys_file(tmp_path, {"hostKeys": {}})).start()
