@@ -531,3 +531,35 @@ def test_events_whose_recording_fails_for_good_mid_run_come_in_order_before_its_
         assert once_each_in_order(receiver) == ["approval.requested", "approval.decided", "run.completed"]
         assert [d["type"] for d in deliveries(app, run_id)] == receiver.types()
         assert app.history(delivery)["runtimeStatus"] == "Completed"
+
+
+def refused_for_an_hour(app: InProcessApp) -> None:
+    """Every retry of the recording activity fails: the run then waits on its durable timer to record again."""
+    for _ in range(6):
+        app.advance(600)
+
+
+def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The store refused the approval's events: the run waited on the recording's timer, and until the store took
+    them it did not act on a cancel (it stayed `in_progress` for as long as the store was down). The wait races the
+    cancel now: the run ends `cancelled` at once; its end is recorded and delivered once the store is back, the
+    given-up approval's events never (the cancel closed the approval)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start(input="Email Bob")["run_id"]
+            refused_for_an_hour(app)
+            assert app.view(run_id)["status"] != "cancelled"
+            assert app.cancel(run_id).status_code == 202
+            app.settle()  # no timer fires
+            assert app.view(run_id)["status"] == "cancelled"
+            assert receiver.deliveries == []
+
+        for _ in range(2):
+            app.advance(3600)  # the run's end: recorded on its own timer, once the store takes it
+        assert once_each_in_order(receiver) == ["run.cancelled"]
+        assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
