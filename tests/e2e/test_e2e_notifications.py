@@ -18,7 +18,7 @@ from event_outage import events_refused
 from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
 
-from scripted_model import Reply, Script, ScriptedModelServer
+from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
 
 ROTATED_SECRET = "whsec_" + "dGhlLW5ldy1zZWNyZXQtYWZ0ZXItdGhlLXJvdGF0aW9uMTI="
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob,\nsee you at 10.\nAlice"}
@@ -563,3 +563,37 @@ def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
         assert once_each_in_order(receiver) == ["run.cancelled"]
         assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
         assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+def test_several_runs_waiting_to_record_each_record_every_event_once_in_order(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """Three runs wait on their recordings' timers at once (the store refuses their approvals' events), and each is
+    decided meanwhile: once the store is back, each run records its events once, in its own order (the request
+    before its decision before its end), and ends."""
+    model.set_script(Script(rules=[Rule(match=Match(after_tool_results=True), reply=Reply.say("Sent."))],
+                            default=Reply.call("send_email", EMAIL_BOB)))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_ids = [app.start(input=f"Email Bob, {n}")["run_id"] for n in range(3)]
+            refused_for_an_hour(app)
+            for run_id in run_ids:
+                [approval] = app.approvals(run_id)
+                assert app.decide(run_id, approval["approval_id"], "approve").status_code == 202
+            refused_for_an_hour(app)
+            assert receiver.deliveries == [] and all(app.history(r)["runtimeStatus"] == "Running" for r in run_ids)
+
+        for _ in range(2):
+            app.advance(3600)  # the recordings' backoff is capped at an hour
+        once_each_in_order(receiver)
+        for run_id in run_ids:
+            assert app.view(run_id)["status"] == "completed"
+            got = [d.payload["type"] for d in receiver.accepted() if d.payload["data"]["run_id"] == run_id]
+            assert got == ["approval.requested", "approval.decided", "run.completed"], (run_id, got)
+            assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [
+                (kind, "delivered") for kind in got]
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+            assert app.history(delivery_of(app, run_id))["runtimeStatus"] == "Completed"
+        app.advance(3600)
+        assert len(receiver.deliveries) == 9
