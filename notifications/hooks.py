@@ -9,7 +9,8 @@ and nothing the run does later can be recorded before it: the run goes on (or en
 call is given up. `bounded` (runs started since: the flag is in their input, so histories from before replay as they
 were recorded, retrying forever) gives a call up:
 - after the deliveries' own `backoff.STEP_GIVE_UP_AFTER` of failing (the orchestration's clock), with a warning
-  (`RECORDING_GIVEN_UP`, the run id): its events are never sent, and the run goes on;
+  (`RECORDING_GIVEN_UP`, the run id) and a note in the run's delivery log (`given_up`, if the store takes it): its
+  events are never sent, and the run goes on (or ends);
 - when the run is cancelled while it waits (`cancels`: the run's own cancel event, raced with the timer as every
   other wait of the run): the run then ends cancelled through its normal cancel path, which records its final event
   (that call again until the store takes it, or given up as above). The given-up call's approval events are not
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator
+from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import azure.durable_functions as df
 
-from notifications.activities import notify_run
+from notifications.activities import note_recording_given_up, notify_run
 from notifications.backoff import gives_up, next_delay
-from notifications.contracts import NotifyInput
+from notifications.contracts import NotifyInput, RecordingGivenUp
 from orchestrators.external_events import ExternalEvents
 
 RECORDING_GIVEN_UP = "notification_recording_given_up"
@@ -65,6 +67,8 @@ def notify(
         failing_since = failing_since or now
         if bounded and gives_up(failing_since, now):
             _given_up(context, run_id, what, f"failing since {failing_since.isoformat()}")
+            with suppress(Exception):  # for the run's clients to see, if the store takes it now (else the warning)
+                yield note_recording_given_up.call(context, RecordingGivenUp(step=step, failing_since=failing_since))
             return
         if bounded and cancels is not None and cancels.received():  # arrived before this wait, on an older waiter
             _given_up(context, run_id, what, "the run was cancelled")

@@ -565,6 +565,36 @@ def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
         assert app.history(run_id)["runtimeStatus"] == "Completed"
 
 
+@watches_the_app_in_process
+def test_a_recording_that_fails_for_days_is_given_up_visibly_and_the_run_ends(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store refused the run's end event for good: its recording was tried again on a durable timer forever, and
+    the run's orchestration never ended. It is given up after the deliveries' own three days (as a delivery step
+    that keeps failing is): the orchestration ends, with a warning naming the run and a stable code, and the run's
+    delivery log says which recording was given up."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver)) as app:
+        started = app.host.clock.now()
+        with events_refused(app.host):
+            run_id = app.start()["run_id"]
+            while app.host.clock.now() - started < timedelta(days=3) - timedelta(hours=1):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Running"  # still trying to record its end
+            assert not [r for r in caplog.records if "notification_recording_given_up" in r.getMessage()]
+            for _ in range(8):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+        assert app.view(run_id)["status"] == "completed"
+        [warned] = [r.getMessage() for r in caplog.records if "notification_recording_given_up" in r.getMessage()]
+        assert run_id in warned and "finished" in warned
+        log = app.http.get(f"/api/runs/{run_id}/deliveries").json()
+        assert log["deliveries"] == [] and [g["what"] for g in log["given_up"]] == ["finished"], log
+        app.advance(3600)
+        assert receiver.deliveries == []
+
+
 def test_several_runs_waiting_to_record_each_record_every_event_once_in_order(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
     receiver: WebhookReceiver,
