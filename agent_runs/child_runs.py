@@ -45,4 +45,4 @@ async def prepare_child_run(
     if trace is not None and run.created_at is not None:
         trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity
     run_input = run_input_for(run, agent, services.run_settings, input_count=input_count, trace=trace)
-    return run_input.model_copy(update={"notify": await prepare_notifications(store, run, None)})
+    return run_input.model_copy(update=await prepare_notifications(store, run, None))

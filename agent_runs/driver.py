@@ -340,6 +340,10 @@ class RunDriver:
         return self._input.notify
 
     @property
+    def notify_gives_up(self) -> bool:
+        return self._input.notify_gives_up
+
+    @property
     def notify_seq(self) -> int | None:
         """The seq of the run's next position: deterministic and never smaller than before, across continue-as-new
         and rewinds (positions go on after everything written), so it orders the run's notifications."""

@@ -1,7 +1,8 @@
 """The notification activities: `notify_run` records a run's new events (before anything is sent) and starts or wakes
 one delivery orchestration per subscription; `deliver_next` sends the oldest undelivered event of one subscription
 once. Neither fails a run: the run's orchestrator records a failed `notify_run` again on a durable timer until it
-holds (`hooks`: never given up, or its events were lost), and delivery has its own orchestration."""
+holds (`hooks`: given up only after days, or when the run is cancelled meanwhile), and delivery has its own
+orchestration."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from notifications.contracts import (
     DeliveryStep,
     NotifyInput,
     NotifyResult,
+    RecordingGivenUp,
     delivery_instance_id,
 )
 from notifications.events import OPENING_TYPES, NotificationEvent, approval_event, approval_transitions, run_event
@@ -134,6 +136,15 @@ async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -
         elif step.what == "finished":  # a subscription that does not want the run's final event (Slack's)
             await wake_if_running(client, subscription.key, step.run_id)
     return NotifyResult(recorded=recorded, subscriptions=len(subs))
+
+
+@activity()
+async def note_recording_given_up(given_up: RecordingGivenUp) -> None:
+    """Keep in the run's notification log that a recording was given up (`hooks`), for its clients to see: written
+    only if the store takes it (the store may be what failed)."""
+    step = given_up.step
+    await outbox.note_given_up(RunServices.current().store, step.session_id, step.run_id, step.seq,
+                               outbox.GivenUp(what=step.what, failing_since=given_up.failing_since))
 
 
 STEP_FAILED = ("the delivery step itself kept failing for days (not the receiver: the store unreachable, or a bug); "

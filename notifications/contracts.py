@@ -29,6 +29,13 @@ class NotifyInput(_Payload):
     events this call records after those of every earlier call, whatever the clocks of the hosts that record them."""
 
 
+class RecordingGivenUp(_Payload):
+    """A run's `notify_run` call that kept failing for `backoff.STEP_GIVE_UP_AFTER` and was given up (`hooks`)."""
+
+    step: NotifyInput
+    failing_since: datetime
+
+
 class NotifyResult(_Payload):
     recorded: int = 0
     subscriptions: int = 0

@@ -1,26 +1,37 @@
 """The run orchestrators' one call after a transition: `yield from notify(context, ...)`. Only runs that started
 with notifications configured make it (their input says so), so other runs' histories are unchanged.
 
-Recording never fails a run, and is never given up: the events are recorded only here (the delivery orchestration
-sends what is recorded), so a call given up would lose them for good, the run's final event most of all (nothing is
-recorded after it: its receivers never heard the run ended). A `notify_run` that fails after its activity retries
-(the store down, a bug) is tried again on a durable timer (the deliveries' capped backoff: 10 s doubling to an hour),
-so it survives a host kill, until it is recorded; only then does the run go on (or end). Each call records at the
+Recording never fails a run: the events are recorded only here (the delivery orchestration sends what is recorded),
+so a `notify_run` that fails after its activity retries (the store down, a bug) is tried again on a durable timer
+(the deliveries' capped backoff: 10 s doubling to an hour), which survives a host kill. Each call records at the
 run's own position (`seq`), insert-once by event id, so a retried call records each event once, in the run's order,
-and nothing the run does later can be recorded before it."""
+and nothing the run does later can be recorded before it: the run goes on (or ends) only once it holds, or once the
+call is given up. `bounded` (runs started since: the flag is in their input, so histories from before replay as they
+were recorded, retrying forever) gives a call up:
+- after the deliveries' own `backoff.STEP_GIVE_UP_AFTER` of failing (the orchestration's clock), with a warning
+  (`RECORDING_GIVEN_UP`, the run id) and a note in the run's delivery log (`given_up`, if the store takes it): its
+  events are never sent, and the run goes on (or ends);
+- when the run is cancelled while it waits (`cancels`: the run's own cancel event, raced with the timer as every
+  other wait of the run): the run then ends cancelled through its normal cancel path, which records its final event
+  (that call again until the store takes it, or given up as above). The given-up call's approval events are not
+  sent: they are about approvals the cancel has closed."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Generator
-from datetime import timedelta
+from contextlib import suppress
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import azure.durable_functions as df
 
-from notifications.activities import notify_run
-from notifications.backoff import next_delay
-from notifications.contracts import NotifyInput
+from notifications.activities import note_recording_given_up, notify_run
+from notifications.backoff import gives_up, next_delay
+from notifications.contracts import NotifyInput, RecordingGivenUp
+from orchestrators.external_events import ExternalEvents
+
+RECORDING_GIVEN_UP = "notification_recording_given_up"
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +45,50 @@ def notify(
     agent: str,
     what: Literal["approvals", "finished"],
     seq: int | None = None,
+    bounded: bool = False,
+    cancels: ExternalEvents | None = None,
 ) -> Generator[Any, Any, None]:
-    """`seq`: the run's position (deterministic, never smaller than at an earlier call): the order of its events."""
+    """`seq`: the run's position (deterministic, never smaller than at an earlier call): the order of its events.
+    `bounded`: give the call up (see the module); `cancels`: the run's cancel events, raced with each wait (only
+    with `bounded`; a cancel is left for the run to take)."""
     if not enabled:
         return
     step = NotifyInput(run_id=run_id, session_id=session_id, agent=agent, what=what, seq=seq)
     failures = 0
+    failing_since: datetime | None = None
     while True:
         task = notify_run.call(context, step)  # outside the try: only the activity's failure is retried
         try:
             yield task
             return
         except Exception as error:  # failed after its retries: wait durably, then record again (idempotent)
-            delay = next_delay(failures)
-            failures += 1
-            if not context.is_replaying:
-                log.warning("recording the %s events of run %s failed (%s); again in %.0f s", what, run_id,
-                            type(error).__name__, delay)
-            yield context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
+            failed = type(error).__name__
+        now = context.current_utc_datetime
+        failing_since = failing_since or now
+        if bounded and gives_up(failing_since, now):
+            _given_up(context, run_id, what, f"failing since {failing_since.isoformat()}")
+            with suppress(Exception):  # for the run's clients to see, if the store takes it now (else the warning)
+                yield note_recording_given_up.call(context, RecordingGivenUp(step=step, failing_since=failing_since))
+            return
+        if bounded and cancels is not None and cancels.received():  # arrived before this wait, on an older waiter
+            _given_up(context, run_id, what, "the run was cancelled")
+            return
+        delay = next_delay(failures)
+        failures += 1
+        if not context.is_replaying:
+            log.warning("recording the %s events of run %s failed (%s); again in %.0f s", what, run_id, failed, delay)
+        timer = context.create_timer(now + timedelta(seconds=delay))
+        if not bounded or cancels is None:
+            yield timer
+            continue
+        cancel = cancels.waiter()
+        if (yield context.task_any([timer, cancel])) is cancel:
+            timer.cancel()  # an uncancelled timer would keep the instance running until it fires
+            _given_up(context, run_id, what, "the run was cancelled")
+            return
+
+
+def _given_up(context: df.DurableOrchestrationContext, run_id: str, what: str, why: str) -> None:
+    if not context.is_replaying:
+        log.warning("%s: the %s events of run %s are not recorded (%s)", RECORDING_GIVEN_UP, what, run_id, why,
+                    extra={"code": RECORDING_GIVEN_UP, "run_id": run_id})

@@ -19,6 +19,7 @@ ATTEMPT = "notify_attempt"
 DONE = "notify_done"
 STOP = "notify_stop"
 RUN_WEBHOOK = "notify_run_webhook"
+GIVEN_UP = "notify_given_up"
 
 
 class OutboxEntry(BaseModel):
@@ -115,6 +116,24 @@ async def stop(store: SessionStore, session_id: str, subscription: str, run_id: 
 async def stopped(store: SessionStore, session_id: str, subscription: str, run_id: str) -> bool:
     key = f"notify-stop:{subscription}:{run_id}"
     return any(r.key == key for r in await store.list_effects(session_id, kind=STOP))
+
+
+class GivenUp(BaseModel):
+    """A recording of the run's events given up after days of failing: what it was to record (`approvals`: their
+    requests, decisions, expiries; `finished`: the run's end), never sent."""
+
+    what: str
+    failing_since: datetime
+
+
+async def note_given_up(store: SessionStore, session_id: str, run_id: str, seq: int | None, given_up: GivenUp) -> None:
+    key = f"notify-given-up:{run_id}:{given_up.what}:{seq}"
+    await store.record_effect(session_id, key, GIVEN_UP, {"run_id": run_id, **given_up.model_dump(mode="json")})
+
+
+async def given_up(store: SessionStore, session_id: str, run_id: str) -> list[GivenUp]:
+    return [GivenUp.model_validate(r.payload) for r in await store.list_effects(session_id, kind=GIVEN_UP)
+            if r.payload.get("run_id") == run_id]
 
 
 async def save_run_webhook(store: SessionStore, session_id: str, run_id: str, url: str) -> None:

@@ -8,8 +8,14 @@ from notifications.settings import NotificationSettings
 from session_store import RunRecord, SessionStore
 
 
-async def prepare_notifications(store: SessionStore, run: RunRecord, webhook: str | None) -> bool:
-    """True when the run has somewhere to send its events (the orchestrator then records them)."""
+async def prepare_notifications(store: SessionStore, run: RunRecord, webhook: str | None) -> dict[str, bool]:
+    """The input flags of a run (`RunInput`, `WorkflowRef`): `notify` when it has somewhere to send its events (the
+    orchestrator then records them), with `notify_gives_up` (`notifications.hooks`: every run starting now)."""
+    notify = await _notifies(store, run, webhook)
+    return {"notify": notify, "notify_gives_up": notify}
+
+
+async def _notifies(store: SessionStore, run: RunRecord, webhook: str | None) -> bool:
     settings = current_settings(NotificationSettings)
     if webhook is not None:
         await outbox.save_run_webhook(store, run.session_id, run.run_id, webhook)

@@ -144,11 +144,16 @@ def _with_resume_point(outcome: RunOutcome, driver: RunDriver) -> RunOutcome:
     return outcome.model_copy(update={"resume": resume})
 
 
-def _notify(context: df.DurableOrchestrationContext, driver: RunDriver, what: Literal["approvals", "finished"]) -> Any:
-    """Record the transition's events and wake their deliveries (only runs started with notifications configured)."""
+def _notify(
+    context: df.DurableOrchestrationContext, driver: RunDriver, what: Literal["approvals", "finished"],
+    cancels: ExternalEvents | None = None,
+) -> Any:
+    """Record the transition's events and wake their deliveries (only runs started with notifications configured).
+    `cancels`: while the run still runs, a failing recording's waits race cancel, as its other waits do (the cancel
+    is left for the run to take)."""
     run = driver.run
     return notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent, what=what,
-                  seq=driver.notify_seq)
+                  seq=driver.notify_seq, bounded=driver.notify_gives_up, cancels=cancels)
 
 
 def _next(
@@ -316,7 +321,7 @@ def _wait_for_approvals(
         if done is not None:
             return done
         driver.on_approvals_recorded()
-        yield from _notify(context, driver, "approvals")
+        yield from _notify(context, driver, "approvals", cancels)
     expires_at = driver.approvals_expire_at
     if expires_at is None:  # pragma: no cover - approval_requests sets it before any wait, also across replays
         return driver.on_failure(f"{APPROVAL_STEP_FAILED}: no approval deadline")
@@ -369,7 +374,7 @@ def _apply_decisions(
         result = apply_decisions.result(task)
         command = driver.on_decisions(result) or command
         if result.decided:
-            yield from _notify(context, driver, "approvals")
+            yield from _notify(context, driver, "approvals", cancels)
         if not result.more or not driver.pending_approvals:
             return command if command is not None or result.decided else result
 
@@ -393,7 +398,7 @@ def _deadline_step(
     driver.on_deadline_step(
         escalate_approvals.result(task).escalated if escalation is not None else expire_approvals.result(task).expired
     )
-    yield from _notify(context, driver, "approvals")
+    yield from _notify(context, driver, "approvals", cancels)
     command: LoopCommand | None = None
     while decided := driver.decided_during_deadline:
         applied = yield from _apply_decisions(context, driver, cancels, decided)

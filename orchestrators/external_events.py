@@ -41,6 +41,10 @@ class ExternalEvents:
         self._waiters.append(waiter)
         return waiter
 
+    def received(self) -> bool:
+        """Whether an event arrived that was not taken yet (it is left for `take`)."""
+        return any(waiter.is_completed and index not in self._handled for index, waiter in enumerate(self._waiters))
+
     def take(self) -> dict[str, Any] | None:
         """The payload of the oldest received event not handled yet (now handled), or None."""
         for index, waiter in enumerate(self._waiters):

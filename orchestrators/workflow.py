@@ -18,6 +18,7 @@ import azure.durable_functions as df
 
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from notifications.hooks import notify
+from orchestrators.external_events import ExternalEvents
 from orchestrators.failures import reported
 from orchestrators.workflow_waits import WorkflowWaits
 from workflow_runtime.contracts import WorkflowInput, WorkflowRef
@@ -66,12 +67,14 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
 
 
 def _notify(
-    context: df.DurableOrchestrationContext, ref: WorkflowRef, what: Literal["approvals", "finished"], seq: int
+    context: df.DurableOrchestrationContext, ref: WorkflowRef, what: Literal["approvals", "finished"], seq: int,
+    cancels: ExternalEvents | None = None,
 ) -> Any:
     """Record the workflow's events (a gate opened, decided or expired; its end) and wake their deliveries; `seq`:
-    the workflow's position, their order."""
+    the workflow's position, their order. `cancels`: while the workflow runs, a failing recording's waits race
+    cancel, as its other waits do (the cancel is left for the driver to take)."""
     return notify(context, ref.notify, run_id=ref.run_id, session_id=ref.control_session, agent=ref.workflow,
-                  what=what, seq=seq)
+                  what=what, seq=seq, bounded=ref.notify_gives_up, cancels=cancels)
 
 
 def _carry_out(
@@ -84,7 +87,7 @@ def _carry_out(
         waits.publish()
         completed = ActivityCompleted(output=request.activity.parse((yield task)))
         if request.activity.name in NOTIFYING_ACTIVITIES:
-            yield from _notify(context, request.input.ref, "approvals", notify_seq)
+            yield from _notify(context, request.input.ref, "approvals", notify_seq, waits.cancels())
         return completed
     if isinstance(request, TakeCancel):
         return waits.take_cancel()

@@ -148,8 +148,12 @@ class WorkflowWaits:
     def _ring(self, name: str) -> RingOnce:
         return self._rings.setdefault(name, RingOnce(self._context, name))
 
+    def cancels(self) -> ExternalEvents:
+        """The workflow's cancel events (for a wait of its own to race; what it receives is taken here)."""
+        return self._events_named(CANCEL_EVENT)
+
     def _cancel_waiter(self) -> TaskBase:
-        return self._events_named(CANCEL_EVENT).waiter()
+        return self.cancels().waiter()
 
     def _cancel_received(self) -> bool:
-        return self._events_named(CANCEL_EVENT).take() is not None
+        return self.cancels().take() is not None

@@ -64,6 +64,9 @@ class WorkflowRef(_Payload):
     # Written only when set: inputs of histories in flight (and golden ones) keep their exact bytes.
     notify: bool = Field(default=False, exclude_if=lambda notify: not notify)
     """Notifications were configured when the workflow started: it records its gates and its end (`notifications`)."""
+    notify_gives_up: bool = Field(default=False, exclude_if=lambda gives_up: not gives_up)
+    """Set with `notify` by runs started since a recording could be given up (`notifications.hooks`): a failing one is
+    given up after days, or when the run is cancelled while it waits; histories from before retry for good."""
 
     @property
     def control_session(self) -> str:

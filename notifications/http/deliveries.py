@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import azure.durable_functions as df
 import azure.functions as func
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent_runs.services import RunServices
 from http_api.adapter import http_endpoint, json_response
@@ -34,6 +34,11 @@ class DeliveryView(BaseModel):
 class DeliveryLogBody(BaseModel):
     run_id: str
     deliveries: list[DeliveryView]
+    given_up: list[outbox.GivenUp] = Field(
+        default_factory=list,
+        description="recordings of the run's events given up after days of failing (the store unreachable): those "
+        "events were never recorded, so never sent",
+    )
 
 
 class RedeliveryAccepted(BaseModel):
@@ -61,7 +66,8 @@ async def list_deliveries(req: func.HttpRequest) -> func.HttpResponse:
                 timestamp=entry.event.timestamp, redelivery=outbox.is_redelivery(entry.entry),
                 status=_status(entry.entry in done, mine, stopped), attempts=mine,
             ))
-    return json_response(DeliveryLogBody(run_id=run.run_id, deliveries=views))
+    given_up = await outbox.given_up(store, run.session_id, run.run_id)
+    return json_response(DeliveryLogBody(run_id=run.run_id, deliveries=views, given_up=given_up))
 
 
 def _status(done: bool, attempts: list[outbox.Attempt], stopped: bool) -> Any:

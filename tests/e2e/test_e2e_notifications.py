@@ -18,7 +18,7 @@ from event_outage import events_refused
 from standardwebhooks import Webhook
 from webhook_receiver import SECRET, WebhookReceiver
 
-from scripted_model import Reply, Script, ScriptedModelServer
+from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
 
 ROTATED_SECRET = "whsec_" + "dGhlLW5ldy1zZWNyZXQtYWZ0ZXItdGhlLXJvdGF0aW9uMTI="
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob,\nsee you at 10.\nAlice"}
@@ -531,3 +531,99 @@ def test_events_whose_recording_fails_for_good_mid_run_come_in_order_before_its_
         assert once_each_in_order(receiver) == ["approval.requested", "approval.decided", "run.completed"]
         assert [d["type"] for d in deliveries(app, run_id)] == receiver.types()
         assert app.history(delivery)["runtimeStatus"] == "Completed"
+
+
+def refused_for_an_hour(app: InProcessApp) -> None:
+    """Every retry of the recording activity fails: the run then waits on its durable timer to record again."""
+    for _ in range(6):
+        app.advance(600)
+
+
+def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The store refused the approval's events: the run waited on the recording's timer, and until the store took
+    them it did not act on a cancel (it stayed `in_progress` for as long as the store was down). The wait races the
+    cancel now: the run ends `cancelled` at once; its end is recorded and delivered once the store is back, the
+    given-up approval's events never (the cancel closed the approval)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start(input="Email Bob")["run_id"]
+            refused_for_an_hour(app)
+            assert app.view(run_id)["status"] != "cancelled"
+            assert app.cancel(run_id).status_code == 202
+            app.settle()  # no timer fires
+            assert app.view(run_id)["status"] == "cancelled"
+            assert receiver.deliveries == []
+
+        for _ in range(2):
+            app.advance(3600)  # the run's end: recorded on its own timer, once the store takes it
+        assert once_each_in_order(receiver) == ["run.cancelled"]
+        assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+@watches_the_app_in_process
+def test_a_recording_that_fails_for_days_is_given_up_visibly_and_the_run_ends(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store refused the run's end event for good: its recording was tried again on a durable timer forever, and
+    the run's orchestration never ended. It is given up after the deliveries' own three days (as a delivery step
+    that keeps failing is): the orchestration ends, with a warning naming the run and a stable code, and the run's
+    delivery log says which recording was given up."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver)) as app:
+        started = app.host.clock.now()
+        with events_refused(app.host):
+            run_id = app.start()["run_id"]
+            while app.host.clock.now() - started < timedelta(days=3) - timedelta(hours=1):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Running"  # still trying to record its end
+            assert not [r for r in caplog.records if "notification_recording_given_up" in r.getMessage()]
+            for _ in range(8):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+        assert app.view(run_id)["status"] == "completed"
+        [warned] = [r.getMessage() for r in caplog.records if "notification_recording_given_up" in r.getMessage()]
+        assert run_id in warned and "finished" in warned
+        log = app.http.get(f"/api/runs/{run_id}/deliveries").json()
+        assert log["deliveries"] == [] and [g["what"] for g in log["given_up"]] == ["finished"], log
+        app.advance(3600)
+        assert receiver.deliveries == []
+
+
+def test_several_runs_waiting_to_record_each_record_every_event_once_in_order(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """Three runs wait on their recordings' timers at once (the store refuses their approvals' events), and each is
+    decided meanwhile: once the store is back, each run records its events once, in its own order (the request
+    before its decision before its end), and ends."""
+    model.set_script(Script(rules=[Rule(match=Match(after_tool_results=True), reply=Reply.say("Sent."))],
+                            default=Reply.call("send_email", EMAIL_BOB)))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_ids = [app.start(input=f"Email Bob, {n}")["run_id"] for n in range(3)]
+            refused_for_an_hour(app)
+            for run_id in run_ids:
+                [approval] = app.approvals(run_id)
+                assert app.decide(run_id, approval["approval_id"], "approve").status_code == 202
+            refused_for_an_hour(app)
+            assert receiver.deliveries == [] and all(app.history(r)["runtimeStatus"] == "Running" for r in run_ids)
+
+        for _ in range(2):
+            app.advance(3600)  # the recordings' backoff is capped at an hour
+        once_each_in_order(receiver)
+        for run_id in run_ids:
+            assert app.view(run_id)["status"] == "completed"
+            got = [d.payload["type"] for d in receiver.accepted() if d.payload["data"]["run_id"] == run_id]
+            assert got == ["approval.requested", "approval.decided", "run.completed"], (run_id, got)
+            assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [
+                (kind, "delivered") for kind in got]
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+            assert app.history(delivery_of(app, run_id))["runtimeStatus"] == "Completed"
+        app.advance(3600)
+        assert len(receiver.deliveries) == 9

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workflow_helpers import decide, settle, start
+from workflow_helpers import decide, settle, start, view
 from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, stop_host
 
 from devhost.testing import InProcessHost
@@ -89,3 +89,28 @@ def test_a_workflow_s_events_whose_recording_fails_for_good_are_recorded_once_th
     assert all(d.verified for d in got)
     assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.completed"]
     assert len({d.headers["webhook-id"] for d in got}) == 3
+
+
+def test_a_workflow_waiting_to_record_its_gate_s_events_is_cancelled_promptly(
+    notifying_host: InProcessHost, receiver: WebhookReceiver
+) -> None:
+    """The store refused the opened gate's events: the workflow waited on the recording's timer and did not act on
+    a cancel until the store took them. The wait races the cancel now: the workflow ends `cancelled` at once, and its
+    end is recorded and delivered once the store is back (the given-up gate's event never: the cancel closed it)."""
+    host = notifying_host
+    store_pause.install()
+    with events_refused(host):
+        run_id = start(host, "review_pipeline", {"topic": "durable agents"}, webhook=receiver.url)["run_id"]
+        for _ in range(6):  # an hour of the store refusing them
+            host.advance(600)
+        assert view(host, run_id)["status"] != "cancelled"
+        assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
+        settle(host)  # no timer fires
+        assert view(host, run_id)["status"] == "cancelled"
+        assert receiver.deliveries == []
+
+    for _ in range(2):
+        host.advance(3600)
+    got = receiver.accepted()
+    assert [(d.payload["type"], d.payload["data"]["status"]) for d in got] == [("workflow.failed", "cancelled")]
+    assert got[0].verified and host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
