@@ -276,3 +276,24 @@ async def test_a_secret_at_the_cut_of_a_quoted_answer_is_masked_whole(caplog: py
     for shown in (skipped.message, logged):
         assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in shown
 
+
+async def test_the_mcp_sdks_log_masks_a_secret_at_the_cut_of_the_answer_it_quotes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The `mcp` SDK logs the client's error for an answer it cannot parse with its traceback, which quotes the answer
+    cut to its first and last characters: the app's log redaction masked known secrets whole only, and the start of
+    the URL's secret the server echoed (`code=e2e-url-secr...`) reached the host's log. The SDK's records are masked
+    as quoted text."""
+    from telemetry.log_redaction import install_log_redaction
+
+    install_log_redaction()
+    with garbage(padding=" " + "x" * 60) as url:
+        monkeypatch.setenv("E2E_MCP_CUT_URL", f"{url}?code={URL_SECRET}")  # a setting: the secret is remembered
+        server = McpServer(name="extra", url_setting="E2E_MCP_CUT_URL", attempts=1, timeout_seconds=5, required=False)
+        with caplog.at_level(logging.ERROR, logger="mcp"):
+            await discover_tools([server])
+
+    records = [r for r in caplog.records if r.name.startswith("mcp.")]
+    formatted = "\n".join(logging.Formatter().format(record) for record in records)
+    assert "Error parsing JSON response" in formatted and "input_value=b'/mcp?code=***...xxx" in formatted, formatted
+    assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in formatted, formatted
