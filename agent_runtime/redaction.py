@@ -87,9 +87,19 @@ def redact_quoted(text: str, secrets: Iterable[str] = ()) -> str:
         return text
     with _known_lock:
         known = list(_known)
-    for secret in {*known, *(s for s in secrets if s and len(s) >= 4)}:
-        for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1):
-            text = text.replace(secret[:size] + _CUT, MASK + _CUT).replace(_CUT + secret[-size:], _CUT + MASK)
+    # The longest parts first, of all secrets together: one secret's part may end another's (`url-secr` of
+    # `e2e-url-secr...`); masked first, it left the rest of the longer one (`e2e-***...`).
+    parts = sorted(
+        (
+            (secret[:size], secret[-size:])
+            for secret in {*known, *(s for s in secrets if s and len(s) >= 4)}
+            for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1)
+        ),
+        key=lambda part: len(part[0]),
+        reverse=True,
+    )
+    for start, end in parts:
+        text = text.replace(start + _CUT, MASK + _CUT).replace(_CUT + end, _CUT + MASK)
     return text
 
 

@@ -1,16 +1,24 @@
 """Log records are redacted when they are created (`install_log_redaction`, see `telemetry.redaction`).
 
 Apart from the span classes so that start-up, which always installs it, does not import the OpenTelemetry SDK's
-trace module (only a process exporting spans needs it)."""
+trace module (only a process exporting spans needs it).
+
+Records of the `mcp` SDK's loggers quote what a server answered, cut by a library (a pydantic error in its
+traceback: `input_value=b'...code=e2e-url-secr...xxx'`): they are masked as quoted text (`redact_quoted`, a secret's
+start or end at the cut as well) and their message has its control characters escaped (`peer_text`). Every other
+record takes plain `redact`: this runs for every record, and `redact_quoted` tries every cut of every secret."""
 
 from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent_runtime.redaction import redact
+from agent_runtime.peer_text import peer_text
+from agent_runtime.redaction import redact, redact_quoted
+
+Mask = Callable[[str], str]
 
 _installed = False
 
@@ -25,50 +33,57 @@ def install_log_redaction() -> None:
 
     def redacted_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
+        quoting = _quotes_peers(record.name)
         try:
-            _redact_message(record)
+            _redact_message(record, peer_text if quoting else redact)
         except Exception:  # a bad format string: keep the record as logging would report it
             return record
+        mask = redact_quoted if quoting else redact  # a traceback keeps its lines
         if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+            record.exc_text = mask("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
             record.exc_info = None  # handlers that format the exception themselves would see the raw text
         if record.stack_info:
-            record.stack_info = redact(record.stack_info)
+            record.stack_info = mask(record.stack_info)
         return record
 
     logging.setLogRecordFactory(redacted_record)
 
 
-def _redact_message(record: logging.LogRecord) -> None:
+def _quotes_peers(logger_name: str) -> bool:
+    """Whether the record is one of the `mcp` SDK's (its loggers are `mcp.client.streamable_http`...)."""
+    return logger_name.startswith("mcp") and (len(logger_name) == 3 or logger_name[3] == ".")
+
+
+def _redact_message(record: logging.LogRecord, mask: Mask) -> None:
     """Mask secrets in the record's message. The arguments stay arguments where masking them one by one is enough:
     formatters that read `record.args` (uvicorn's access log unpacks its five) keep working."""
     message = record.getMessage()
-    clean = redact(message)
+    clean = mask(message)
     if clean == message:
         return
-    safe_args = _redacted_args(record.args)
+    safe_args = _redacted_args(record.args, mask)
     if safe_args is not None:
         try:
             redone = str(record.msg) % safe_args
         except (TypeError, ValueError, KeyError):
             redone = None
-        if redone is not None and redact(redone) == redone:
+        if redone is not None and mask(redone) == redone:
             record.args = safe_args
             return
     record.msg, record.args = clean, None  # the secret was in the template, or in how an argument formats
 
 
-def _redacted_args(args: Any) -> tuple[Any, ...] | Mapping[str, Any] | None:
+def _redacted_args(args: Any, mask: Mask) -> tuple[Any, ...] | Mapping[str, Any] | None:
     if isinstance(args, tuple) and args:
-        return tuple(_redacted_arg(a) for a in args)
+        return tuple(_redacted_arg(a, mask) for a in args)
     if isinstance(args, Mapping) and args:
-        return {key: _redacted_arg(value) for key, value in args.items()}
+        return {key: _redacted_arg(value, mask) for key, value in args.items()}
     return None
 
 
-def _redacted_arg(value: Any) -> Any:
+def _redacted_arg(value: Any, mask: Mask) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     text = str(value)
-    clean = redact(text)
+    clean = mask(text)
     return value if clean == text else clean  # a masked object becomes its masked text

@@ -115,6 +115,14 @@ class McpServer(BaseModel):
         _remember(url_secrets(url))
         return url
 
+    def url_credentials(self) -> list[str]:
+        """The credentials in the server's URL, masked in what the app shows of the server's text (a URL from a setting
+        is remembered as well when read, one in the definition is not); none when its setting is not readable."""
+        try:
+            return [] if self.command else url_secrets(self.resolved_url())
+        except McpConfigurationError:
+            return []
+
     async def resolved_headers(self, settings: Mapping[str, str] | None = None) -> dict[str, str]:
         headers = dict(self.headers)
         for header, setting in self.header_settings.items():

@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from mcp_types import Tool as RemoteTool
 
+from ..peer_text import peer_text
 from ..tools import ToolReportedError
 from .answers import AnswerBudget, McpAnswerTooLargeError
 from .config import McpConfigurationError, McpServer
@@ -101,7 +102,8 @@ async def with_server(server: McpServer, operation: Callable[[Client], Awaitable
             if done:  # the answer arrived; only closing the connection failed
                 logger.info("MCP server %r: closing the connection failed after %s", server.name, what)
             elif protocol_error is not None:
-                told = cut_text(str(protocol_error), MAX_PROTOCOL_ERROR_BYTES)
+                # The server's text: masked and escaped before the cut (a secret cut in two is no longer recognised).
+                told = cut_text(peer_text(str(protocol_error), server.url_credentials()), MAX_PROTOCOL_ERROR_BYTES)
                 raise McpProtocolError(f"MCP server {server.name!r} refused {what}: {told}") from error
             else:
                 last = error

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from ..check_threads import check_off_loop
 from ..json_schemas import InvalidSchemaError, SchemaRefusedError, check_schema
-from ..redaction import redact_quoted, url_secrets
+from ..peer_text import peer_text
 from .config import McpConfigurationError, McpServer
 from .connection import McpProtocolError, McpUnavailableError, list_remote_tools
 from .skips import MAX_SKIP_MESSAGE_CHARS, SkipCode, SkippedServer
@@ -94,8 +94,8 @@ async def discover_tools(servers: Sequence[McpServer], taken_names: Iterable[str
                 outcome = McpDiscoveryError(_none_offered(left_out), "no_usable_tools")
         if not isinstance(outcome, Exception):
             raise outcome
-        # Redacted: the run's error or record shows it, and a server's protocol error quotes what it wrote (cut).
-        reason = redact_quoted(str(outcome) or type(outcome).__name__, _url_secrets(server))
+        # The run's error or record shows it, and the log: a server's protocol error quotes what it wrote (cut).
+        reason = peer_text(str(outcome) or type(outcome).__name__, server.url_credentials())
         code = _skip_code(outcome)
         if server.required:
             raise McpDiscoveryError(f"MCP server {server.name!r} ({code}): {reason}", code) from outcome
@@ -131,20 +131,11 @@ def _skip_code(error: Exception) -> SkipCode:
     return "invalid_answer"  # nothing else is raised for a listing the client could not use
 
 
-def _url_secrets(server: McpServer) -> list[str]:
-    """The credentials in the server's URL (masked in what the run shows of it; a URL from a setting is remembered as
-    well when read, one in the definition is not), if its setting is readable."""
-    try:
-        return [] if server.command else url_secrets(server.resolved_url())
-    except McpConfigurationError:
-        return []
-
-
 def _none_offered(left_out: Sequence[SkippedTool]) -> str:
     first = left_out[0]
     return (
         f"none of the tools it allows can be offered: {len(left_out)} left out for their input schema (the first,"
-        f" {first.tool!r}: its input schema {first.reason})"
+        f" '{first.tool}': its input schema {first.reason})"
     )
 
 
@@ -178,10 +169,11 @@ def _usable_tools(
         except SchemaRefusedError as error:
             # Offered, such a tool would fail every call (or OpenAI would refuse every request offering it): the run
             # goes on with the server's other tools, and the deployment is told which tool and why.
-            reason = str(error)[:_MAX_REASON_CHARS]
-            skipped = SkippedTool(server=server.name, tool=remote.name[:_MAX_REASON_CHARS], reason=reason)
+            # The tool's name and the reason (which quotes the schema) are the server's text.
+            reason = peer_text(str(error))[:_MAX_REASON_CHARS]
+            skipped = SkippedTool(server=server.name, tool=peer_text(remote.name)[:_MAX_REASON_CHARS], reason=reason)
             logger.warning(
-                "MCP server %r: tool %r left out of this run: its input schema %s",
+                "MCP server %r: tool '%s' left out of this run: its input schema %s",
                 skipped.server,
                 skipped.tool,
                 skipped.reason,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from ..redaction import redact
+from ..peer_text import peer_text
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class _StderrLog:
         if self._logged >= MAX_LOGGED_CHARS:
             self._dropped += len(text)
             return
-        text = redact(text)  # before the cut: a secret cut in two would not be recognised
+        text = peer_text(text)  # before the cut: a secret cut in two would not be recognised
         shown = text[:MAX_LINE_CHARS] + (" ..." if len(text) > MAX_LINE_CHARS else "")
         self._logged += len(shown)
         logger.info("MCP server %r stderr: %s", self._server, shown)

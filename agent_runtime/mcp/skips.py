@@ -2,7 +2,8 @@
 
 Kept apart from the SDK (no `mcp` import) so the run's view reads it without loading the client. The message is
 the error as logged, redacted by discovery (known secrets, credential-shaped text and the URL credentials of the
-server: a server's protocol error quotes whatever the server wrote) and cut.
+server: a server's protocol error quotes whatever the server wrote), its control characters escaped (`peer_text`), and
+cut.
 """
 
 from __future__ import annotations
@@ -27,5 +28,5 @@ class SkippedServer(BaseModel):
 
     server: str
     code: SkipCode
-    message: str = Field(description="why, as logged: redacted, cut to 300 characters")
+    message: str = Field(description="why, as logged: redacted, control characters escaped, cut to 300 characters")
 

@@ -16,7 +16,10 @@ Everything it does is recorded under the state directory, so tests (in another p
 - `schemas.json` (a file the test writes): `{tool: input schema}` that `tools/list` shows instead of the generated ones;
 - `output_schemas.json` (a file the test writes): `{tool: output schema}` that `tools/list` shows instead;
 - `copies.json` (a file the test writes): `{tool: n}`: `tools/list` also shows n copies of the tool (`tool_1`...);
-- `page_size` (a file the test writes, a number): `tools/list` answers in pages of that many tools (`nextCursor`).
+- `page_size` (a file the test writes, a number): `tools/list` answers in pages of that many tools (`nextCursor`);
+- `renamed.json` (a file the test writes): `{tool: name}`: `tools/list` shows the tool under that name;
+- `errors.json` (a file the test writes): `{method: message}`: `tools/list` or `tools/call` answers a JSON-RPC error
+  with that message (and as its `data`) - a misbehaving server's text (line breaks, terminal escapes, a secret).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    CallToolRequestParams,
     EmbeddedResource,
     ImageContent,
     ListToolsResult,
@@ -59,9 +63,20 @@ class TestServer(MCPServer):
     """`tools/list` shows what `tools.json` names (all tools stay callable, like a server mid-deployment), in pages
     when `page_size` says so."""
 
+    def _refuse_if_asked(self, method: str) -> None:
+        errors_file = self.state / "errors.json"
+        message = json.loads(errors_file.read_text()).get(method) if errors_file.exists() else None
+        if message is not None:
+            raise MCPError(code=-32603, message=message, data={"detail": message})
+
+    async def _handle_call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> Any:
+        self._refuse_if_asked("tools/call")
+        return await super()._handle_call_tool(ctx, params)
+
     async def _handle_list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
+        self._refuse_if_asked("tools/list")
         tools = await self.list_tools()
         size_file = self.state / "page_size"
         if not size_file.exists():
@@ -92,7 +107,9 @@ class TestServer(MCPServer):
         ]
         copies_file = self.state / "copies.json"  # {"tool": n}: n more copies listed, named tool_1..tool_n
         copies = json.loads(copies_file.read_text()) if copies_file.exists() else {}
-        return shown + [
+        renamed_file = self.state / "renamed.json"  # {"tool": "shown name"}
+        renamed = json.loads(renamed_file.read_text()) if renamed_file.exists() else {}
+        return [tool.model_copy(update={"name": renamed.get(tool.name, tool.name)}) for tool in shown] + [
             tool.model_copy(update={"name": f"{tool.name}_{index}"})
             for tool in shown
             for index in range(1, copies.get(tool.name, 0) + 1)

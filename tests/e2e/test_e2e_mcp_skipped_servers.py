@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -109,6 +110,23 @@ def unset() -> Iterator[str | None]:
     yield None  # the app setting naming its URL is missing
 
 
+# A misbehaving server's error message: a line break and a new record, terminal escapes, a C1 line break.
+FORGED = "no\r\n2026-11-29 12:00:00 ERROR forged record\x1b[31m\x85end"
+ESCAPED = "no\\r\\n2026-11-29 12:00:00 ERROR forged record\\x1b[31m\\x85end"
+
+
+@contextmanager
+def forging(tmp_path: Path) -> Iterator[str | None]:
+    """A real MCP server whose `tools/list` answers a JSON-RPC error with `FORGED` as its message."""
+    server = McpServerProcess(tmp_path / "mcp-forging")
+    (server.state / "errors.json").write_text(json.dumps({"tools/list": FORGED}))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 SERVERS: dict[str, Callable[[Path], AbstractContextManager[str | None]]] = {
     "misconfigured": lambda _: unset(),
     "unreachable": lambda _: unreachable(),
@@ -127,7 +145,7 @@ def app_of_kind(
 
     @contextmanager
     def start(kind: str) -> Iterator[InProcessApp]:
-        with SERVERS[kind](tmp_path) as url:
+        with (SERVERS | {"forging": forging})[kind](tmp_path) as url:
             settings = {
                 "AGENTS_PACKAGE": "fixture_mcp_agents",
                 "WORKFLOWS_PACKAGE": "none",
@@ -224,6 +242,26 @@ def test_a_response_of_an_agent_with_a_skipped_server_keeps_the_official_shape(
     assert [(s["server"], s["code"]) for s in view["skipped_servers"]] == [("extra", "unreachable")]
 
 
+def test_a_servers_error_message_is_shown_escaped_in_the_run_view(
+    app_of_kind: Callable[[str], AbstractContextManager[InProcessApp]], model: ScriptedModelServer
+) -> None:
+    """A server's JSON-RPC error message was stored in the run's record and shown by its view as the server wrote it,
+    line breaks and terminal escapes included (and logged so: forged log lines). It is stored and shown escaped."""
+    with app_of_kind("forging") as app:
+        model.set_script(Script.of("Done."))
+        skipping = settled_view(app, agent_for("forging"))
+        failing = settled_view(app, agent_for("forging", required=True))
+        record = app.store_call(lambda store: store.get_run(skipping["run_id"]))
+
+    assert skipping["status"] == "completed", skipping
+    [skipped] = skipping["skipped_servers"]
+    assert (skipped["code"], record.skipped_servers) == ("invalid_answer", [skipped]), skipped
+    assert failing["status"] == "failed" and failing["error"]["code"] == "tool_discovery_failed", failing
+    for message in (skipped["message"], failing["error"]["message"]):
+        assert f"refused listing its tools: {ESCAPED}" in message, message
+        assert not re.search(r"[\x00-\x1f\x7f-\x9f]", message), message
+
+
 async def test_a_secret_at_the_cut_of_a_quoted_answer_is_masked_whole(caplog: pytest.LogCaptureFixture) -> None:
     """The client's error quotes a long answer cut to its first and last characters: the URL's secret the server
     echoed was cut there, no longer recognised, and its start reached the skipped server's message and the log."""
@@ -237,3 +275,25 @@ async def test_a_secret_at_the_cut_of_a_quoted_answer_is_masked_whole(caplog: py
     [logged] = [r.getMessage() for r in caplog.records if r.name == "agent_runtime.mcp.discovery"]
     for shown in (skipped.message, logged):
         assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in shown
+
+
+async def test_the_mcp_sdks_log_masks_a_secret_at_the_cut_of_the_answer_it_quotes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The `mcp` SDK logs the client's error for an answer it cannot parse with its traceback, which quotes the answer
+    cut to its first and last characters: the app's log redaction masked known secrets whole only, and the start of
+    the URL's secret the server echoed (`code=e2e-url-secr...`) reached the host's log. The SDK's records are masked
+    as quoted text."""
+    from telemetry.log_redaction import install_log_redaction
+
+    install_log_redaction()
+    with garbage(padding=" " + "x" * 60) as url:
+        monkeypatch.setenv("E2E_MCP_CUT_URL", f"{url}?code={URL_SECRET}")  # a setting: the secret is remembered
+        server = McpServer(name="extra", url_setting="E2E_MCP_CUT_URL", attempts=1, timeout_seconds=5, required=False)
+        with caplog.at_level(logging.ERROR, logger="mcp"):
+            await discover_tools([server])
+
+    records = [r for r in caplog.records if r.name.startswith("mcp.")]
+    formatted = "\n".join(logging.Formatter().format(record) for record in records)
+    assert "Error parsing JSON response" in formatted and "input_value=b'/mcp?code=***...xxx" in formatted, formatted
+    assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in formatted, formatted

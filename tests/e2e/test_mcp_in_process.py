@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -27,10 +28,16 @@ from agent_runtime.check_threads import CHECK_THREAD_PREFIX
 from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
 from agent_runtime.mcp import McpServer
 from agent_runtime.mcp.answers import MAX_ANSWER_BYTES
-from agent_runtime.mcp.connection import McpProtocolError, call_remote_tool, list_remote_tools
+from agent_runtime.mcp.connection import (
+    MAX_PROTOCOL_ERROR_BYTES,
+    McpProtocolError,
+    call_remote_tool,
+    list_remote_tools,
+)
 from agent_runtime.mcp.discovery import McpDiscoveryError, discover_tools
 from agent_runtime.mcp.server_stderr import MAX_LINE_CHARS, MAX_LOGGED_CHARS
 from agent_runtime.models import OpenAIChatClient
+from agent_runtime.redaction import MIN_SECRET_PART_CHARS
 from agent_runtime.runner import AgentRunner
 from agent_runtime.tools import ToolArgumentsError
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -492,3 +499,78 @@ def test_a_secret_at_the_cut_of_a_long_stderr_line_is_masked_whole(caplog: pytes
         log.close()
     [line] = [r.getMessage() for r in caplog.records]
     assert "stder" not in line.split("stderr: ", 1)[1] and line.endswith(" ...")  # no part of the secret
+
+
+# What a misbehaving server writes to forge a log line: a line break, a new record, terminal escapes, a C1 line break.
+FORGED = "no\r\n2026-11-29 12:00:00 ERROR forged record\x1b[2K\x1b[31m\x85\u2028end"
+ESCAPED = "no\\r\\n2026-11-29 12:00:00 ERROR forged record\\x1b[2K\\x1b[31m\\x85\\u2028end"
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+async def test_a_servers_error_text_cannot_forge_log_lines(
+    mcp_server: McpServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server's JSON-RPC error message reached the host's log, a skipped server's message, a run's error and the
+    model's tool error as it was: its line breaks forged log records, its escapes rewrote a terminal. It is now
+    quoted with its control characters escaped (`\\r\\n`, `\\x1b`) wherever the app shows it."""
+    (mcp_server.state / "errors.json").write_text(json.dumps({"tools/list": FORGED, "tools/call": FORGED}))
+    server = http_server(mcp_server, required=False, attempts=1)
+    with caplog.at_level(logging.INFO):
+        [skipped] = (await discover_tools([server])).skipped_servers
+        with pytest.raises(McpDiscoveryError) as failed:
+            await discover_tools([server.model_copy(update={"required": True})])
+        with pytest.raises(McpProtocolError) as refused:
+            await call_remote_tool(server, "echo", {"text": "hi"}, "key-1")
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("agent_runtime")]
+    assert any(ESCAPED in line for line in logged), logged  # the skipped server's warning
+    shown = [skipped.message, str(failed.value), str(refused.value), *logged]
+    assert all(ESCAPED in text for text in shown[:3]), shown
+    assert not [text for text in shown if CONTROL.search(text)], shown
+
+
+async def test_a_left_out_tools_name_and_reason_cannot_forge_log_lines(
+    mcp_server: McpServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool left out for its schema is logged and recorded with its name and the reason, both the server's text
+    (the reason quotes the schema's `$ref`): recorded as they were, with their line breaks and escapes."""
+    ref = f"https://example.invalid/{FORGED}.json"
+    schema = {"type": "object", "properties": {"x": {"$ref": ref}}}
+    (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
+    (mcp_server.state / "renamed.json").write_text(json.dumps({"echo": f"echo{FORGED}"}))
+    with caplog.at_level(logging.WARNING, logger="agent_runtime.mcp.discovery"):
+        found = await discover_tools([http_server(mcp_server, allowed_tools=[f"echo{FORGED}", "record"])])
+    [skipped] = found.skipped_tools
+    assert skipped.tool == f"echo{ESCAPED}" and ESCAPED in skipped.reason, skipped
+    [logged] = [r.getMessage() for r in caplog.records]
+    assert logged.startswith(f"MCP server 'tools': tool 'echo{ESCAPED}' left out") and not CONTROL.search(logged)
+    assert not CONTROL.search(skipped.model_dump_json())
+
+
+def test_a_stdio_servers_stderr_line_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """A line of a server's stderr is split at its line feeds; a carriage return, a terminal escape or a C1 line
+    break inside it reached the log as it was."""
+    from agent_runtime.mcp.server_stderr import _StderrLog
+
+    log = _StderrLog("local")
+    with caplog.at_level(logging.INFO, logger="agent_runtime.mcp.server_stderr"):
+        log.feed(FORGED.replace("\n", "").encode() + b"\n")
+        log.close()
+    escaped = ESCAPED.replace("\\n", "")
+    assert [r.getMessage() for r in caplog.records] == [f"MCP server 'local' stderr: {escaped}"]
+
+
+async def test_a_secret_at_the_cut_of_a_long_protocol_error_is_masked_whole(mcp_server: McpServerProcess) -> None:
+    """A server's JSON-RPC error message is kept to 16 KB: it was cut first and masked after, so a secret the server
+    echoed across the cut was no longer recognised and its start reached the model's tool error and the run's error.
+    It is masked first, then cut."""
+    secret = "e2e-cut-secret-9531"  # the server's URL carries it, as an Azure Functions key
+    message = "x" * (MAX_PROTOCOL_ERROR_BYTES - 214) + secret + " and more" * 50  # the cut falls inside the secret
+    (mcp_server.state / "errors.json").write_text(json.dumps({"tools/list": message, "tools/call": message}))
+    server = http_server(mcp_server, url=f"{mcp_server.url}?code={secret}", attempts=1)
+    with pytest.raises(McpProtocolError) as refused:
+        await call_remote_tool(server, "echo", {"text": "hi"}, "key-1")
+    with pytest.raises(McpDiscoveryError) as failed:
+        await discover_tools([server])
+    for told in (str(refused.value), str(failed.value)):
+        assert "more characters omitted" in told and "xxxx***" in told, told[-300:]
+        assert secret[:MIN_SECRET_PART_CHARS] not in told, told[-300:]

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent_runtime.mcp.config import McpServer
-from agent_runtime.redaction import redact, remember_secret
+from agent_runtime.redaction import redact, redact_quoted, remember_secret
 from telemetry.redaction import RedactingSpanExporter, RedactingSpanProcessor, install_log_redaction
 
 SECRET = "unit-key-Hh3-remembered"
@@ -134,3 +134,22 @@ async def test_an_mcp_header_that_is_a_url_has_its_credentials_remembered() -> N
     await http.resolved_headers(settings)
     line = redact(settings["CALLBACK"])
     assert "sasSig-Hh3-remembered" not in line and "https://hooks.example.com/cb?sv=2024&sig=" in line
+
+
+@pytest.mark.parametrize(
+    ("quoted", "others", "expected"),
+    [  # the start of the secret before a cut, then its end after one
+        ("b'/mcp?code=e2e-url-secr...xxx'", ["url-secr-aa", "rl-secr-bb", "l-secr-cc", "-secr-dd", "secr-ee"],
+         "b'/mcp?code=***...xxx'"),
+        ("b'xxx...-secret-8642 is not JSON'", ["aa-secret-86", "bb-secret-8", "cc-secret", "dd-secr", "ee-sec"],
+         "b'xxx...*** is not JSON'"),
+    ],
+    ids=["start", "end"],
+)
+def test_a_secret_at_a_cut_is_masked_whole_when_others_share_its_part(
+    quoted: str, others: list[str], expected: str
+) -> None:
+    """`redact_quoted` masked each secret's parts in turn, in no set order: another secret starting (or ending) with
+    the end (or start) of the part shown (`url-secr` of `code=e2e-url-secr...`) could be masked first and leave the
+    rest of it (`code=e2e-***...`). Five such secrets: it failed five times in six."""
+    assert redact_quoted(quoted, ["e2e-url-secret-8642", *others]) == expected

@@ -1,0 +1,38 @@
+"""Text a peer wrote (an MCP server's error message, tool name or stderr line), as the app quotes it in its logs,
+errors and records: `peer_text` masks its secrets, then escapes its control characters.
+
+A server's text with a line break, a carriage return or a terminal escape reached the host's log as it was: a
+misbehaving server could forge log lines (`\\n2026-01-01 ERROR ...`) or rewrite a terminal. Escaped as Python writes
+them (`\\n`, `\\x1b`), one record stays one line; backslashes are left as they are (for reading, not parsing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .redaction import redact_quoted
+
+# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators (line breaks to many readers).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters written as escapes (`\\n`, `\\r`, `\\t`, `\\x1b`, `\\u2028`)."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def peer_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """What a peer wrote, fit to log and record: secrets masked (`redact_quoted`: known ones, `secrets`, and a
+    secret's start or end at a library's cut), then control characters escaped. Masked first: an escape would split
+    a secret that holds a control character. Cut it after, if at all: a secret cut in two is no longer recognised."""
+    return escape_controls(redact_quoted(text, secrets))
+
+
+__all__ = ["escape_controls", "peer_text"]
