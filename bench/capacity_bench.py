@@ -10,8 +10,11 @@ server) and the `worker` agent against the scripted model, and the benchmark rec
   item bytes), attributed to the function that made it (the HTTP route or the activity, from the call stack);
 - request units estimated from documented per-operation costs by item size (the local server returns no charges).
 
-Scenarios: `blobs 2 size 200` (5 steps: 3 model calls, 2 tool calls) and `email` (a tool call that needs approval:
-the run waits on an external event raced with a timer, then the approval). docs/capacity.md builds on these counts.
+Scenarios: `blobs 2 size 200` (5 steps: 3 model calls, 2 tool calls), `email` (a tool call that needs approval:
+the run waits on an external event raced with a timer, then the approval), another `email` run cancelled while it
+waits for its decision (the cancel route and the run's cancel path), and a workflow run (`signalled` of
+`bench.workload.workflows`: one agent step, then a signal step, and the signal). docs/capacity.md builds on these
+counts.
 
     python -m bench.capacity_bench [--no-record] [--measured-budgets]
 
@@ -330,8 +333,9 @@ def _until_requires_action(host: InProcessHost, run_id: str) -> dict[str, Any]:
 
 
 def measure() -> dict[str, dict[str, Any]]:
-    """Each scenario's figures: a whole run ("5-step run", "approval run": `run`, `callers`, `durable`) or one
-    request ("one poll", "one decision", "finished-run poll": a summary with its `callers`)."""
+    """Each scenario's figures: a whole run ("5-step run", "approval run", "workflow run": `run`, `callers`,
+    `durable`) or one request or path ("one poll", "one decision", "finished-run poll", "one cancel", "one signal": a
+    summary with its `callers`)."""
     install_counter()
     COUNTER.active = True
     cosmos = start_local_cosmos()
@@ -467,7 +471,11 @@ def main() -> None:
         "5-step run = `blobs 2 size 200` (3 model calls, 2 tool calls); approval run = `email` (1 model call, a tool "
         "call needing approval, its decision, the tool, a final model call); one poll = a poll of the approval run "
         "waiting for its decision, caught up, with its continuation token; one decision = the decision route; "
-        "finished-run poll = a poll of the finished 5-step run without a token (all its updates). DTS actions per the "
+        "finished-run poll = a poll of the finished 5-step run without a token (all its updates); one cancel = the "
+        "cancel route on an approval run waiting for its decision, and what the run does until it ends cancelled; "
+        "workflow run = `signalled` (a `worker` step with one model call, then a wait for one `go` signal), start to "
+        "end, its child run and its signal included, its polls left out; one signal = the signal route (2 writes: "
+        "the reservation `signal-key:<name>:<id>` and the signal). DTS actions per the "
         "Durable Task Scheduler billing definition (start 1, activity 2, timer 1, external event 1). RU estimated from "
         "the documented cost by item size (point read 1 RU and write 4.95 RU at 1 KB, session consistency); queries "
         f"assumed {QUERY_BASE_RU} RU + 1 RU per item returned. The approval run's own polls (waiting for "
