@@ -202,12 +202,11 @@ def activity_calls(state_path: Path, instance_id: str) -> Counter[str]:
 def durable_actions(history: list[EventType]) -> dict[str, int]:
     kinds = Counter(history)
     actions = (
-        kinds[EventType.ExecutionStarted]  # orchestration start
+        kinds[EventType.ExecutionStarted]  # an orchestration start (a child's too: its history is in `history`)
         + kinds[EventType.TaskScheduled]  # an activity: scheduling it ...
         + kinds[EventType.TaskCompleted] + kinds[EventType.TaskFailed]  # ... and processing its result
         + kinds[EventType.TimerFired]  # a timer completing
         + kinds[EventType.EventRaised]  # an external event
-        + kinds[EventType.SubOrchestrationInstanceCreated]
         + kinds[EventType.SubOrchestrationInstanceCompleted] + kinds[EventType.SubOrchestrationInstanceFailed]
     )
     return {"history events": len(history), "episodes": kinds[EventType.OrchestratorStarted],
