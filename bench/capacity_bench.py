@@ -10,8 +10,11 @@ server) and the `worker` agent against the scripted model, and the benchmark rec
   item bytes), attributed to the function that made it (the HTTP route or the activity, from the call stack);
 - request units estimated from documented per-operation costs by item size (the local server returns no charges).
 
-Scenarios: `blobs 2 size 200` (5 steps: 3 model calls, 2 tool calls) and `email` (a tool call that needs approval:
-the run waits on an external event raced with a timer, then the approval). docs/capacity.md builds on these counts.
+Scenarios: `blobs 2 size 200` (5 steps: 3 model calls, 2 tool calls), `email` (a tool call that needs approval:
+the run waits on an external event raced with a timer, then the approval), another `email` run cancelled while it
+waits for its decision (the cancel route and the run's cancel path), and a workflow run (`signalled` of
+`bench.workload.workflows`: one agent step, then a signal step, and the signal). docs/capacity.md builds on these
+counts.
 
     python -m bench.capacity_bench [--no-record] [--measured-budgets]
 
@@ -178,29 +181,32 @@ def by_caller(operations: list[Operation]) -> dict[str, dict[str, Any]]:
     return {name: {**summarise(ops), "calls": 0} for name, ops in sorted(callers.items())}
 
 
-def raw_history(state_path: Path, instance_id: str) -> list[EventType]:
-    """The instance's history as the engine stored it (not the shaped `historyEvents` of the status API)."""
-    with sqlite3.connect(f"file:{state_path}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT event FROM history WHERE instance_id=? ORDER BY seq", (instance_id,)).fetchall()
-    return [EventType(json.loads(text)["EventType"]) for (text,) in rows]
-
-
-def activity_calls(state_path: Path, instance_id: str) -> Counter[str]:
+def _events(state_path: Path, instance_id: str) -> list[dict[str, Any]]:
+    """The instance's history as the engine stored it (not the shaped `historyEvents` of the status API), with the
+    histories of the sub-orchestrations it started (a workflow's child runs) after it."""
     with sqlite3.connect(f"file:{state_path}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT event FROM history WHERE instance_id=? ORDER BY seq", (instance_id,)).fetchall()
     events = [json.loads(text) for (text,) in rows]
-    return Counter(e["Name"] for e in events if e["EventType"] == EventType.TaskScheduled)
+    children = [e["InstanceId"] for e in events if e["EventType"] == EventType.SubOrchestrationInstanceCreated]
+    return events + [event for child in children for event in _events(state_path, child)]
+
+
+def raw_history(state_path: Path, instance_id: str) -> list[EventType]:
+    return [EventType(e["EventType"]) for e in _events(state_path, instance_id)]
+
+
+def activity_calls(state_path: Path, instance_id: str) -> Counter[str]:
+    return Counter(e["Name"] for e in _events(state_path, instance_id) if e["EventType"] == EventType.TaskScheduled)
 
 
 def durable_actions(history: list[EventType]) -> dict[str, int]:
     kinds = Counter(history)
     actions = (
-        kinds[EventType.ExecutionStarted]  # orchestration start
+        kinds[EventType.ExecutionStarted]  # an orchestration start (a child's too: its history is in `history`)
         + kinds[EventType.TaskScheduled]  # an activity: scheduling it ...
         + kinds[EventType.TaskCompleted] + kinds[EventType.TaskFailed]  # ... and processing its result
         + kinds[EventType.TimerFired]  # a timer completing
         + kinds[EventType.EventRaised]  # an external event
-        + kinds[EventType.SubOrchestrationInstanceCreated]
         + kinds[EventType.SubOrchestrationInstanceCompleted] + kinds[EventType.SubOrchestrationInstanceFailed]
     )
     return {"history events": len(history), "episodes": kinds[EventType.OrchestratorStarted],
@@ -230,24 +236,88 @@ def run_scenario(host: InProcessHost, state_path: Path, prompt: str, approve: bo
         expect(polled.status_code == 202 and not polled.json()["updates"], polled.text)
         poll_ops, rest = _split(COUNTER.take(), POLL)
         run_ops += rest
-        figures["one poll"] = {**summarise(poll_ops), "callers": by_caller(poll_ops)}
+        figures["one poll"] = _request(poll_ops)
         approval_id = view["pending_approvals"][0]["approval_id"]
         decided = host.client.post(f"/api/runs/{run_id}/approvals/{approval_id}", json={"decision": "approve"})
         expect(decided.status_code == 202, decided.text)
         decision_ops = [o for o in COUNTER.operations if o[4] == DECISION]
-        figures["one decision"] = {**summarise(decision_ops), "callers": by_caller(decision_ops)}
+        figures["one decision"] = _request(decision_ops)
     status = host.wait_for_status(run_id, timeout=60)
     expect(status["runtimeStatus"] == "Completed", status)
     run_ops += _split(COUNTER.take(), POLL)[1]
     polled = host.client.get(f"/api/runs/{run_id}")
     expect(polled.status_code == 200, polled.text)
     finished_poll = COUNTER.take()
-    history = raw_history(state_path, run_id)
+    figures["finished-run poll"] = {**summarise(finished_poll), "callers": by_caller(finished_poll)}
+    return {**_whole_run(state_path, run_id, run_ops), "figures": figures}
+
+
+def _whole_run(state_path: Path, run_id: str, run_ops: list[Operation]) -> dict[str, Any]:
+    """A run's figures: its operations, per caller with each activity's calls, and its Durable counts (its child
+    runs' included)."""
     callers = by_caller(run_ops)
     for name, count in activity_calls(state_path, run_id).items():
         callers.setdefault(f"activity {name}", {**summarise([]), "calls": 0})["calls"] = count
-    figures["finished-run poll"] = {**summarise(finished_poll), "callers": by_caller(finished_poll)}
-    return {"run": summarise(run_ops), "callers": callers, "durable": durable_actions(history), "figures": figures}
+    return {"run": summarise(run_ops), "callers": callers, "durable": durable_actions(raw_history(state_path, run_id))}
+
+
+def _request(operations: list[Operation]) -> dict[str, Any]:
+    """One request's (or one path's) figure: a summary with its `callers`."""
+    return {**summarise(operations), "callers": by_caller(operations)}
+
+
+def cancel_scenario(host: InProcessHost, state_path: Path) -> dict[str, Any]:
+    """An approval run cancelled while it waits for its decision: the cancel route and everything the run does from
+    then until it ends `cancelled` (its activities on the cancel path, with their calls)."""
+    started = host.client.post("/api/agents/worker/runs", json={"input": email_prompt("carol@example.com")})
+    expect(started.status_code in (200, 202), started.text)
+    run_id = started.json()["run_id"]
+    _until_requires_action(host, run_id)
+    before = activity_calls(state_path, run_id)
+    COUNTER.take()
+    cancelled = host.client.post(f"/api/runs/{run_id}/cancel")
+    expect(cancelled.status_code == 202, cancelled.text)
+    host.wait_for_status(run_id, timeout=60)
+    operations = _split(COUNTER.take(), POLL)[1]
+    view = host.client.get(f"/api/runs/{run_id}").json()
+    expect(view["status"] == "cancelled", view)
+    COUNTER.take()
+    figure = _request(operations)
+    for name, count in (activity_calls(state_path, run_id) - before).items():
+        figure["callers"].setdefault(f"activity {name}", {**summarise([]), "calls": 0})["calls"] = count
+    return figure
+
+
+WORKFLOWS_PACKAGE = "bench.workload.workflows"
+WORKFLOW = "signalled"  # one worker step (one model call), then one `go` signal
+WORKFLOW_POLL = "route get_workflow_run"
+SIGNAL = "route signal_workflow_run"
+
+
+def workflow_scenario(host: InProcessHost, state_path: Path) -> dict[str, Any]:
+    """A workflow run from its HTTP start to completion: its agent step's child run, then its signal step, sent the
+    `go` signal once it waits for it. Its polls (waiting for the signal step) are left out; the signal is in."""
+    COUNTER.take()
+    started = host.client.post(f"/api/workflows/{WORKFLOW}/runs", json={"input": {}})
+    expect(started.status_code == 202, started.text)
+    run_id = started.json()["run_id"]
+    for _ in range(200):
+        view = host.client.get(f"/api/workflows/runs/{run_id}", params={"wait_seconds": 1}).json()
+        if view["pending_signals"] == ["go"]:
+            break
+    else:
+        raise AssertionError("the workflow never waited for its signal")
+    run_ops = _split(COUNTER.take(), WORKFLOW_POLL)[1]
+    signalled = host.client.post(f"/api/workflows/runs/{run_id}/signals/go", json={"payload": {"ok": True}})
+    expect(signalled.status_code == 202, signalled.text)
+    signal_ops = [o for o in COUNTER.operations if o[4] == SIGNAL]
+    status = host.wait_for_status(run_id, timeout=60)
+    expect(status["runtimeStatus"] == "Completed", status)
+    run_ops += _split(COUNTER.take(), WORKFLOW_POLL)[1]
+    view = host.client.get(f"/api/workflows/runs/{run_id}").json()
+    expect(view["status"] == "completed" and view["output"]["go"] == {"ok": True}, view)
+    COUNTER.take()
+    return {**_whole_run(state_path, run_id, run_ops), "figures": {"one signal": _request(signal_ops)}}
 
 
 DECISION = "route decide_approval"
@@ -262,19 +332,23 @@ def _until_requires_action(host: InProcessHost, run_id: str) -> dict[str, Any]:
 
 
 def measure() -> dict[str, dict[str, Any]]:
-    """Each scenario's figures: a whole run ("5-step run", "approval run": `run`, `callers`, `durable`) or one
-    request ("one poll", "one decision", "finished-run poll": a summary with its `callers`)."""
+    """Each scenario's figures: a whole run ("5-step run", "approval run", "workflow run": `run`, `callers`,
+    `durable`) or one request or path ("one poll", "one decision", "finished-run poll", "one cancel", "one signal": a
+    summary with its `callers`)."""
     install_counter()
     COUNTER.active = True
     cosmos = start_local_cosmos()
     try:
         with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer(WorkloadBrain()) as model:
             state_path = Path(tmp) / "engine.sqlite3"
-            settings = {"COSMOS_ENDPOINT": cosmos.endpoint, "COSMOS_KEY": cosmos.key, "COSMOS_DATABASE": "capacity"}
+            settings = {"COSMOS_ENDPOINT": cosmos.endpoint, "COSMOS_KEY": cosmos.key, "COSMOS_DATABASE": "capacity",
+                        "WORKFLOWS_PACKAGE": WORKFLOWS_PACKAGE}
             with workload_host(model.base_url, state_path=str(state_path), env=settings) as host:
                 run_scenario(host, state_path, blobs_prompt(2, 200), approve=False)  # warm-up: containers, clients
                 steps = run_scenario(host, state_path, blobs_prompt(2, 200), approve=False)
                 approval = run_scenario(host, state_path, email_prompt("bob@example.com"), approve=True)
+                cancel = cancel_scenario(host, state_path)
+                workflow = workflow_scenario(host, state_path)
     finally:
         COUNTER.active = False
         COUNTER.take()
@@ -285,6 +359,9 @@ def measure() -> dict[str, dict[str, Any]]:
         "one poll": approval["figures"]["one poll"],
         "one decision": approval["figures"]["one decision"],
         "finished-run poll": steps["figures"]["finished-run poll"],
+        "one cancel": cancel,
+        "workflow run": workflow,
+        "one signal": workflow["figures"]["one signal"],
     }
 
 
@@ -361,7 +438,7 @@ def main() -> None:
         return
     budgets = load_budgets()
     durable_rows, cosmos_rows = [], []
-    for name in ("5-step run", "approval run"):
+    for name in ("5-step run", "approval run", "workflow run"):
         d = results[name]["durable"]
         durable_rows.append([name, d["history events"], d["episodes"], d["activities"], d["timers"], d["events"],
                              d["actions"]])
@@ -393,7 +470,11 @@ def main() -> None:
         "5-step run = `blobs 2 size 200` (3 model calls, 2 tool calls); approval run = `email` (1 model call, a tool "
         "call needing approval, its decision, the tool, a final model call); one poll = a poll of the approval run "
         "waiting for its decision, caught up, with its continuation token; one decision = the decision route; "
-        "finished-run poll = a poll of the finished 5-step run without a token (all its updates). DTS actions per the "
+        "finished-run poll = a poll of the finished 5-step run without a token (all its updates); one cancel = the "
+        "cancel route on an approval run waiting for its decision, and what the run does until it ends cancelled; "
+        "workflow run = `signalled` (a `worker` step with one model call, then a wait for one `go` signal), start to "
+        "end, its child run and its signal included, its polls left out; one signal = the signal route (2 writes: "
+        "the reservation `signal-key:<name>:<id>` and the signal). DTS actions per the "
         "Durable Task Scheduler billing definition (start 1, activity 2, timer 1, external event 1). RU estimated from "
         "the documented cost by item size (point read 1 RU and write 4.95 RU at 1 KB, session consistency); queries "
         f"assumed {QUERY_BASE_RU} RU + 1 RU per item returned. The approval run's own polls (waiting for "

@@ -2,8 +2,9 @@
 
 The capacity benchmark's counting (`bench.capacity_bench`: every Cosmos operation of the real app on devhost, against
 the local Cosmos server, attributed to the HTTP route or activity that made it) runs a 5-step run, an approval run, a
-caught-up poll, a decision and a poll of a finished run; each function's point reads, queries and writes must stay
-within `docs/capacity_budgets.json`. A change that adds a read or a write to a hot path fails here.
+caught-up poll, a decision, a poll of a finished run, a cancel of a run waiting for approval, and a workflow run with
+its signal; each function's point reads, queries and writes must stay within `docs/capacity_budgets.json`. A change
+that adds a read or a write to a hot path fails here.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def test_every_budgeted_figure_was_measured(measured: dict[str, dict[str, Any]])
     assert measured["5-step run"]["callers"]["activity call_model"]["calls"] == 3
     assert measured["5-step run"]["callers"]["activity invoke_tool"]["calls"] == 2
     assert measured["approval run"]["callers"]["activity record_approvals"]["calls"] == 1
+    assert measured["one cancel"]["callers"]["activity finish_run"]["calls"] == 1
+    workflow = measured["workflow run"]["callers"]
+    assert workflow["activity call_model"]["calls"] == 1  # the agent step's child run
+    assert workflow["activity workflow_record_signal"]["calls"] == 1
+    # A signal is two writes: its reservation (`signal-key:<name>:<id>`) and the signal.
+    assert measured["one signal"]["callers"]["route signal_workflow_run"]["detail"]["create effects"] == 2
 
 
 def test_the_budget_check_catches_an_added_read(measured: dict[str, dict[str, Any]]) -> None:
