@@ -98,7 +98,7 @@ CONTROL_ORDINAL = 1  # the workflow's run record is the first (and only) run of 
 CANCELLED_REASON = "cancelled by the client"
 # How long an agent step waits before looking again at a child run rewound on its own that is still running (then
 # the last, on): soon for a quick repair, rarely for a long one (each look is a timer and an activity in history).
-REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60))
+REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60, 120, 300))
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
