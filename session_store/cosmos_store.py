@@ -403,8 +403,7 @@ class CosmosSessionStore:
 
     async def _has_run_at(self, session_id: str, ordinal: int) -> bool:
         """Whether a run of the session holds position `ordinal` (read only to close a dead start's claim)."""
-        sql = "SELECT VALUE c.id FROM c WHERE c.sessionId = @s AND c.ordinal = @o"
-        return bool(await self._db.query("runs", sql, session_id, s=session_id, o=ordinal))
+        return any(run.ordinal == ordinal for run in await self._runs_of(session_id))
 
     async def _begin_in_new_session(self, record: RunRecord, session: SessionRecord) -> RunRecord | None:
         """Three writes (the session created already held by the run, the lookup item, the run) instead of the
@@ -553,6 +552,9 @@ class CosmosSessionStore:
 
     @_on_portal
     async def list_runs(self, session_id: str) -> list[RunRecord]:
+        return await self._runs_of(session_id)
+
+    async def _runs_of(self, session_id: str) -> list[RunRecord]:
         sql = "SELECT * FROM c WHERE c.sessionId = @s ORDER BY c.ordinal"
         return [from_item(RunRecord, i) for i in await self._db.query("runs", sql, session_id, s=session_id)]
 
