@@ -6,11 +6,16 @@ The copied messages keep their order and ids and take the positions before any r
 (`forked_from`) and belongs to the caller, who must own the run. With an `Idempotency-Key`, the same request again
 answers with the run it started; one whose run was written but never started (its request died in between) starts
 it once that request is surely over, as a start's retry does (`RunStart.unstarted`), in the session already copied.
+A fork that fails before its run is written (provably: `create_and_start` read it absent) deletes its copy before
+releasing its key, so no session without its run stays behind and a retry copies afresh; one that cannot tell keeps
+both, and its retry answers with (or starts) the run in that copy.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -29,7 +34,7 @@ from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
 from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel, checked_run_input
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import claim_start
+from http_api.run_lifecycle import RunStart, claim_start
 from http_api.runs import (
     agent_or_404,
     answer_started_run,
@@ -39,6 +44,8 @@ from http_api.runs import (
     start_agent_run,
 )
 from session_store import MessageRecord, RunRecord, SessionStore
+
+log = logging.getLogger(__name__)
 
 COPY_BATCH = 50
 # A workflow's child run says so in its metadata (`activities.workflow_agents`); its fork is a run of its own.
@@ -94,19 +101,22 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
     forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
+        given_up = start.release
         if start.written is not None:  # written by an earlier request that never started it
             session_id = start.written.session_id  # the conversation was copied before the run was written: not again
         else:
+            session_id = uuid.uuid4().hex
+            given_up = _discarding_copy(store, session_id, start)
             try:
-                session_id = await _copy_conversation(store, run)
+                await _copy_conversation(store, run, session_id)
             except Exception:
-                await start.release()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
+                await given_up()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
                 raise
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, written=start.written, session_id=session_id, inputs=inputs,
             metadata={key: value for key, value in run.metadata.items() if key not in WORKFLOW_METADATA},
-            budget=budget, on_unclaimed=start.release, stored_input=stored_input,
+            budget=budget, on_unclaimed=given_up, stored_input=stored_input,
             # The run again as it was asked: its own instructions, output format and tool restrictions (a Responses
             # request's), which are not the agent's.
             overrides=RunOverrides.from_record(run.overrides) if run.overrides else None,
@@ -128,11 +138,26 @@ async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
     return inputs
 
 
-async def _copy_conversation(store: SessionStore, run: RunRecord) -> str:
-    """A new session of the caller's holding the run's conversation before its input; returns its id."""
+def _discarding_copy(store: SessionStore, session_id: str, start: RunStart) -> Callable[[], Awaitable[None]]:
+    """What a fork does when it provably wrote no run (`create_and_start`'s `on_unclaimed`, or its copy failed):
+    its copy goes, then its key is released. A copy without a run is no fork: left, it would stay in the caller's
+    session listings, and a retry (with the key released, or without one) makes a copy of its own. Best effort: a
+    store that fails the delete leaves the copy, as a request that dies outright does."""
+
+    async def discard() -> None:
+        try:
+            await store.delete_session(session_id)
+        except Exception:
+            log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
+        await start.release()
+
+    return discard
+
+
+async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: str) -> None:
+    """A new session `session_id` of the caller's holding the run's conversation before its input."""
     caller = current_principal()
     source = await store.get_session(run.session_id)
-    session_id = uuid.uuid4().hex
     await store.create_session(
         session_id,
         run.agent,
@@ -158,7 +183,7 @@ async def _copy_conversation(store: SessionStore, run: RunRecord) -> str:
         position += len(copies)
         continuation = page.continuation
         if not continuation:
-            return session_id
+            return
 
 
 def _copy(record: MessageRecord, session_id: str, seq: int) -> MessageRecord:

@@ -378,7 +378,8 @@ class CosmosSessionStore:
         The holder's record is read once `rules.UNWRITTEN_HOLDER_AFTER` passed since the session last changed (never
         while it is younger: a start's run write may be on its way). Absent, it is created as a failed start
         (`rules.unwritten_start`) - create-if-absent, so either that or the start's own late write lands, never both.
-        Finished, the holder is released under the session's ETag, handing the session on as `finish_run` would.
+        Finished, the holder is released under the session's ETag, handing the session on as `finish_run` would;
+        a dead start's also gives back the position its claim counted (`rules.release_unwritten_start`).
         A free session, the success path, never gets here."""
         holder, now = session.active_run_id, self._clock()
         if holder is None or holder == claimant or not rules.unwritten_holder_may_be_closed(session, now):
@@ -388,12 +389,21 @@ class CosmosSessionStore:
             item = await self._create_run(rules.unwritten_start(session, holder, now)) or await self._db.read(
                 "runs", holder, session.session_id
             )
-        if item is None or not from_item(RunRecord, item).finished:
+        record = from_item(RunRecord, item) if item is not None else None
+        if record is None or not record.finished:
             return False  # a run that holds its session
-        released = rules.release_session(session, holder, now)
+        if rules.is_unwritten_start(record):
+            written = await self._has_run_at(session.session_id, session.run_count)
+            released = rules.release_unwritten_start(session, holder, now, counted_run_written=written)
+        else:
+            released = rules.release_session(session, holder, now)
         if released is not None:  # a lost ETag race only means another writer changed the session: decide again
             await self._replace("sessions", released, session.etag)
         return True
+
+    async def _has_run_at(self, session_id: str, ordinal: int) -> bool:
+        """Whether a run of the session holds position `ordinal` (read only to close a dead start's claim)."""
+        return any(run.ordinal == ordinal for run in await self._runs_of(session_id))
 
     async def _begin_in_new_session(self, record: RunRecord, session: SessionRecord) -> RunRecord | None:
         """Three writes (the session created already held by the run, the lookup item, the run) instead of the
@@ -542,6 +552,9 @@ class CosmosSessionStore:
 
     @_on_portal
     async def list_runs(self, session_id: str) -> list[RunRecord]:
+        return await self._runs_of(session_id)
+
+    async def _runs_of(self, session_id: str) -> list[RunRecord]:
         sql = "SELECT * FROM c WHERE c.sessionId = @s ORDER BY c.ordinal"
         return [from_item(RunRecord, i) for i in await self._db.query("runs", sql, session_id, s=session_id)]
 

@@ -128,6 +128,21 @@ def unwritten_start(session: SessionRecord, run_id: str, now: datetime) -> RunRe
     )
 
 
+def release_unwritten_start(
+    session: SessionRecord, holder: str, now: datetime, *, counted_run_written: bool
+) -> SessionRecord | None:
+    """`release_session` for a holder closed in place of its start (`unwritten_start`), which is no run: the
+    position its claim counted is given back, so `run_count` counts the runs that were written - as on a store that
+    writes the claim and the run in one transaction (SQLite), where such a start leaves nothing - and a caller's
+    `after_run_count` is not told the session moved on for a run that never existed. `counted_run_written`: a run
+    of the session's `run_count` exists, so the holder did not count it (it was handed the session from the queue,
+    and queued runs take their position only with their turn)."""
+    released = release_session(session, holder, now)
+    if released is None or session.active_run_id != holder or counted_run_written or session.run_count == 0:
+        return released
+    return released.model_copy(update={"run_count": session.run_count - 1})
+
+
 def is_unwritten_start(run: RunRecord) -> bool:
     """A record written by `unwritten_start` (no run was ever stored under its id by its own start)."""
     return run.status == "failed" and run.ordinal == 0 and (run.error or {}).get("code") == START_INTERRUPTED

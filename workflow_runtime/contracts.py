@@ -209,7 +209,8 @@ class StepResult(_Payload):
     """A finished step, as the driver sees it. `condition`: a branch's test or a monitor's `until`."""
 
     step_id: str
-    status: Literal["ok", "failed", "cancelled"]
+    status: Literal["ok", "failed", "cancelled", "running"]
+    """`running`: not recorded yet - a child run rewound on its own still runs (the agent step looks again)."""
     error: str | None = None
     code: str | None = None
     """Why a step failed, stable (e.g. `activity_failed`, `payload_too_large`); None: the step's own failure."""

@@ -18,6 +18,7 @@ failed, and ends the step failed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -95,6 +96,9 @@ from workflow_runtime.requests import (
 STEPS_PER_EXECUTION = 24
 CONTROL_ORDINAL = 1  # the workflow's run record is the first (and only) run of its control session
 CANCELLED_REASON = "cancelled by the client"
+# How long an agent step waits before looking again at a child run rewound on its own that is still running (then
+# the last, on): soon for a quick repair, rarely for a long one (each look is a timer and an activity in history).
+REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60, 120, 300))
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -417,16 +421,28 @@ class WorkflowDriver:
             else ChildRunsEnded()  # all closed by the store: nothing to run, their records say why the step fails
         )
         if isinstance(ended, Cancelled):
-            self._wait("cancelling", None)
-            yield from self._call(workflow_flag_children_cancelled, ChildRunIds(run_ids=run_ids))
-            _expect((yield DrainChildRuns()), ChildRunsDrained)
-            self._child_runs = []
-            return None
+            return (yield from self._cancel_children(run_ids))
         failure = f"a child run crashed: {ended.crash}" if ended.crash else None
         record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure)
         result = yield from self._call(workflow_record_agents, record)
+        for look in itertools.count():
+            if result.status != "running":
+                break
+            # A child rewound on its own (`POST /api/runs/{child}/rewind`) goes on in an orchestration this step did
+            # not start, so nothing tells it when that ends: it looks in the store again on a durable timer.
+            delay = REWOUND_CHILD_LOOKS[min(look, len(REWOUND_CHILD_LOOKS) - 1)]
+            if isinstance(_expect((yield Sleep(until=self.now + delay)), TimerFired, Cancelled), Cancelled):
+                return (yield from self._cancel_children(run_ids))
+            result = yield from self._call(workflow_record_agents, record)
         self._child_runs = []
         return result
+
+    def _cancel_children(self, run_ids: list[str]) -> Generator[Request, Event, None]:
+        """The workflow was cancelled while its step's child runs worked: flag them, and let them end."""
+        self._wait("cancelling", None)
+        yield from self._call(workflow_flag_children_cancelled, ChildRunIds(run_ids=run_ids))
+        _expect((yield DrainChildRuns()), ChildRunsDrained)
+        self._child_runs = []
 
     def _function(self, command: _StepRun) -> Flow:
         return (yield from self._call(workflow_call_function, self._request(command, StepRequest)))

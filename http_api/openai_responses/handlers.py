@@ -48,7 +48,7 @@ from http_api.problems import ApiProblem
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from notifications.http.webhook_field import checked_webhook
-from session_store import RunRecord, SessionMovedOnError
+from session_store import RunRecord, SessionMovedOnError, SessionRecord
 from telemetry.trace_context import RunTrace
 
 # Azure's load balancer ends an HTTP request after 230 s whatever the function's timeout: answer a little before.
@@ -184,7 +184,7 @@ async def _start(
                 code="previous_response_waiting" if waiting else "previous_response_in_progress",
             )
         session = await services.store.get_session(previous.session_id)
-        if ref != latest or (session is not None and session.run_count != previous.ordinal):
+        if ref != latest or (session is not None and _moved_on(session, previous.ordinal)):
             raise _not_latest(previous_id)
         session_id, after_run_count = previous.session_id, previous.ordinal
     try:
@@ -204,6 +204,13 @@ async def _start(
         # Checked above, but another request continued the same response before this one claimed the session (its
         # run may even have finished): this run would follow a response its client never saw.
         raise _not_latest(str(previous_id)) from moved_on
+
+
+def _moved_on(session: SessionRecord, ordinal: int) -> bool:
+    """Refused early: a run after the previous response's was written. A session held (counted one more) may be
+    held by a start that died before its run was written, which is no run: the claim's `after_run_count` decides,
+    once the store has closed it and given its position back (`rules.release_unwritten_start`)."""
+    return session.run_count != ordinal and not (session.active_run_id and session.run_count == ordinal + 1)
 
 
 def _not_latest(previous_id: str) -> Exception:

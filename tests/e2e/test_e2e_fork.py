@@ -153,6 +153,43 @@ def test_a_fork_whose_copy_fails_does_not_burn_its_idempotency_key(
         del store.append_messages
     assert retry.status_code == 200, retry.text
     assert retry.json()["status"] == "completed"
+    assert forks_of(app, second) == [retry.json()["session_id"]]  # the failed copy went with its failure
+
+
+def forks_of(app: InProcessApp, run_id: str) -> list[str]:
+    """The sessions in the store forked from `run_id`."""
+    sessions = app.snapshot().sessions
+    return [sid for sid, s in sessions.items() if (s["session"]["forked_from"] or {}).get("run_id") == run_id]
+
+
+@watches_the_app_in_process  # makes the app's store refuse the fork's run
+def test_a_fork_whose_run_cannot_be_written_leaves_no_copy_behind(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversation was copied, then the store refused the fork's run (provably unwritten): the client got an
+    error, and the copy stayed - a session with the conversation and no run in the caller's listings, one more with
+    each retry. Now the copy goes with the failure; a retry, with the key or without one, makes the one fork."""
+    session_id, (_, second, _) = conversation(app, model)
+    store = app.services().current().store
+
+    async def refused(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the store refused the run")
+
+    headers = {"Idempotency-Key": f"fork-{uuid.uuid4().hex}"}
+    body = {"input": "two, again", "wait_seconds": 10}
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "begin_run", refused)
+        keyed = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+        unkeyed = app.http.post(f"/api/runs/{second}/fork", json=body)
+    assert keyed.status_code >= 500 and unkeyed.status_code >= 500, (keyed.text, unkeyed.text)
+    assert forks_of(app, second) == []
+    listed = app.http.get("/api/sessions").json()["sessions"]
+    assert session_id in [s["session_id"] for s in listed] and all(s["run_count"] > 0 for s in listed), listed
+
+    retry = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
+    assert forks_of(app, second) == [retry.json()["session_id"]]
+    assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
 
 
 @watches_the_app_in_process  # wraps the app's own store, and ages its key's claim

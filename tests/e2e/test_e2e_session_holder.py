@@ -10,10 +10,12 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import httpx
 import pytest
 from e2e_harness import InProcessApp, post_concurrently
 from e2e_settings import watches_the_app_in_process
 from lost_writes import cosmos_writes_refused, run_items_refused
+from openai import OpenAI
 
 from scripted_model import Script, ScriptedModelServer
 from session_store import RunRecord, SessionRecord, StoreUnavailableError
@@ -159,3 +161,26 @@ def test_a_session_still_held_by_a_run_whose_finish_did_not_release_it_is_freed(
     app.settle()
     assert app.view(nxt.json()["run_id"])["output"]["text"] == "Free again."
     assert app.store_call(lambda store: store.get_run(ended.run_id)).status == "completed"
+
+
+@watches_the_app_in_process  # wraps the app's store's runs container, and moves its clock
+def test_a_response_chain_goes_on_after_a_start_in_its_session_that_was_never_written(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start in a Responses conversation's session claimed it and died before its run was written. Its claim
+    stayed counted in the session's `run_count`, so `previous_response_id` of the latest response was refused as
+    not the latest, for good (nothing else closes the dead claim): the conversation could not go on. Once the
+    session goes on without the dead start, the chain continues, as on SQLite, where such a start leaves nothing."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann."))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=0) as client:
+        first = client.responses.create(model="helper", input="I am Ann.")
+        session_id = app.view(first.id.removeprefix("resp_").split("_")[0])["session_id"]
+        start_refused(app, session_id)
+        after_the_grace(app, monkeypatch)
+        second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    assert second.output_text == "Your name is Ann."
+    assert [m["content"] for m in model.log.last.messages if m["role"] in ("user", "assistant")] == [
+        "I am Ann.", "Hello Ann.", "Who am I?",
+    ]
+    assert session(app, session_id).run_count == 2

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from conftest import StoreHarness
+from cosmos_faults import cosmos_writes_refused
 from store_helpers import approval, new_id, new_session, run
 
 from session_store import (
@@ -15,6 +20,7 @@ from session_store import (
     SessionRecord,
     SessionStore,
 )
+from session_store.rules import UNWRITTEN_HOLDER_AFTER, is_unwritten_start
 
 
 async def test_begin_run_claims_the_session_and_numbers_runs(store: SessionStore) -> None:
@@ -104,6 +110,50 @@ async def test_begin_run_after_a_run_count_claims_only_a_session_that_has_not_mo
     assert await store.begin_run(run(session_id, second.run_id), after_run_count=1) == await store.get_run(
         second.run_id
     )  # a retry of the run that claimed it
+
+
+@contextmanager
+def runs_unwritable(harness: StoreHarness, store: SessionStore) -> Iterator[None]:
+    """Meanwhile a start stops between its claim of the session and its run's write: on Cosmos the claim lands (its
+    own write) and the run item is refused; on SQLite, whose begin_run is one transaction, nothing lands."""
+    if harness.backend == "cosmos":
+        with cosmos_writes_refused(store, "runs"):
+            yield
+        return
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise sqlite3.OperationalError("disk I/O error (injected)")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "_put_run", refused)
+        yield
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["holding", "queued"])
+async def test_a_start_that_died_before_its_run_was_written_is_not_counted(
+    harness: StoreHarness, queued: bool
+) -> None:
+    """A start that claimed the session (or queued in it) and died before its run was written is no run: once the
+    session goes on without it, `run_count` counts the written runs only, the same on both stores. On Cosmos the
+    dead holder's position stayed counted (its claim took it): a caller waiting with `after_run_count` was told the
+    session had moved on for a run that never existed, and the next run skipped a position."""
+    store = harness.open()
+    session_id = await new_session(store)
+    first = await store.begin_run(run(session_id, new_id("first")))
+    if not queued:
+        await store.finish_run(first.run_id, "completed")
+    with runs_unwritable(harness, store), pytest.raises(Exception):  # noqa: B017 - each store fails in its own way
+        await store.begin_run(run(session_id, new_id("dead")), queue="back" if queued else None)
+    if queued:
+        await store.finish_run(first.run_id, "completed")  # the session is handed to the dead start, if it queued
+    await harness.expire(UNWRITTEN_HOLDER_AFTER.total_seconds() + 1)  # the session goes on without it (Cosmos)
+
+    following = await store.begin_run(run(session_id, new_id("next")), after_run_count=1)
+    assert following.ordinal == 2
+    session = await store.get_session(session_id)
+    assert (session.run_count, session.active_run_id) == (2, following.run_id)
+    ordinals = sorted(r.ordinal for r in await store.list_runs(session_id) if not is_unwritten_start(r))
+    assert ordinals == [1, 2]
 
 
 async def test_begin_run_again_with_the_same_id_returns_the_stored_run(store: SessionStore) -> None:

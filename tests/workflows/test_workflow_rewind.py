@@ -1,6 +1,6 @@
 """Rewind a failed workflow run: its failed step runs again as a new attempt (new child runs, new keys); the steps
-before it keep their results; the same run goes on to the end. A child run rewound on its own counts for its step
-only if it has completed again when the step records its child runs."""
+before it keep their results; the same run goes on to the end. A child run rewound on its own while its step still
+waits for other children is waited for by the step, as its other children are."""
 
 from __future__ import annotations
 
@@ -102,25 +102,49 @@ def until_finished(host, run_id: str) -> dict:
     return seen
 
 
-def test_a_child_run_still_running_again_when_its_step_records_fails_the_step(host, model) -> None:
-    """The step records its child runs once all have ended: a failed branch rewound on its own that is still at its
-    model call then (held) fails the step as `in_progress`; finishing later does not bring the workflow back."""
+def waiting_for_a_rewound_child(host, model) -> tuple[str, str, str]:
+    """A parallel step whose failed branch was rewound on its own and is at its model call (held) when the last other
+    branch (cancelled) ends; checks that the step waits for it. Returns (workflow run, that other branch, rewound)."""
     standard = standard_script()
     refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
     model.set_script(standard.model_copy(update={"rules": refusing}))
     run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
     settle(host)
-    mailer, legal, _ = view(host, run_id)["active_step"]["child_runs"]
+    children = view(host, run_id)["active_step"]["child_runs"]
+    mailer, legal, _ = children
 
     model.set_script(standard)
     model.hold_answers()
+    calls = model.log.total
     assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202  # reopened: in_progress in the store
     assert host.client.post(f"/api/runs/{mailer}/cancel").status_code == 202  # the last other branch ends
-    failed = until_finished(host, run_id)  # no settle: the rewound run's model call is held, never idle
-    assert failed["status"] == "failed", failed
-    assert f"agent run '{legal}' (legal_expert) ended in_progress" in failed["error"]["message"]
+    model.log.wait_for(calls + 1, timeout=PROGRESS_TIMEOUT_S)  # the rewound run is at its model call, held
+    waiting = view(host, run_id, wait_seconds=5)  # long enough for the step to record (it failed within it)
+    assert waiting["status"] == "in_progress" and waiting["active_step"]["child_runs"] == children, waiting
+    return run_id, mailer, legal
 
+
+def test_a_child_run_rewound_on_its_own_is_waited_for_by_its_step(host, model) -> None:
+    """A failed branch rewound on its own is still running when the last other branch ends: the step waits for it,
+    as for any of its children, and records it once it has ended. It failed the step at once (`ended in_progress`),
+    and the rewound run went on unattended, its result never used."""
+    run_id, mailer, legal = waiting_for_a_rewound_child(host, model)
     model.release_answers()
     settle(host)
     assert host.client.get(f"/api/runs/{legal}").json()["status"] == "completed"
-    assert view(host, run_id)["status"] == "failed"
+    host.advance(60)  # the step's next look
+    failed = until_finished(host, run_id)
+    assert failed["status"] == "failed", failed
+    assert f"'{mailer}'" in failed["error"]["message"] and legal not in failed["error"]["message"], failed
+
+
+def test_a_workflow_cancelled_while_its_step_waits_for_a_rewound_child_cancels_it(host, model) -> None:
+    """The rewound child is one of the step's children while the step waits for it: the workflow's cancel reaches it,
+    and the workflow ends cancelled, nothing left running."""
+    run_id, _, legal = waiting_for_a_rewound_child(host, model)
+    cancelled = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+    assert cancelled.status_code == 202 and cancelled.json()["cancelled_child_runs"] == [legal], cancelled.text
+    model.release_answers()
+    settle(host)
+    assert until_finished(host, run_id)["status"] == "cancelled"
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] in ("cancelled", "completed")
