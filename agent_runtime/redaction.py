@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 MASK = "***"
 MIN_SECRET_CHARS = 6
@@ -55,14 +55,21 @@ def names_a_secret(name: str) -> bool:
 
 def url_secrets(url: str) -> list[str]:
     """The credentials a URL carries: its userinfo (`user:password@`) and the values of query parameters whose names
-    are a credential's (`?code=`, `?sig=`, `?access_token=`); not its host nor its path."""
+    are a credential's (`?code=`, `?sig=`, `?access_token=`); not its host nor its path. Each as written and decoded:
+    a server or client echoing the URL shows it as written (`?code=a%2Bb%3D%3D`, `?code=a+b==`), which the decoded
+    value (`a+b==`, `a b==`) does not match."""
     try:
         parts = urlsplit(url)
     except ValueError:  # not a URL (`http://[x`, an environment value `//[a-z]`): it carries no URL credentials
         return []
-    found = [parts.username or "", parts.password or ""]  # `https://<token>@host` has a token for a user name
-    found += [value for name, value in parse_qsl(parts.query) if names_a_secret(name)]
-    return [secret for secret in found if secret]
+    found = []
+    for written in (parts.username or "", parts.password or ""):  # `https://<token>@host`: a token for a user name
+        found += [written, unquote(written)]
+    for pair in parts.query.split("&"):
+        name, _, written = pair.partition("=")
+        if names_a_secret(unquote_plus(name)):
+            found += [written, unquote_plus(written)]
+    return list(dict.fromkeys(secret for secret in found if secret))
 
 
 def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False) -> str:
