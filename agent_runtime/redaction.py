@@ -9,6 +9,7 @@ its error puts the key into exception messages and stack traces; nothing carryin
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -33,10 +34,23 @@ _known_lock = threading.Lock()
 
 
 def remember_secret(value: str | None) -> None:
-    """Mask `value` in everything `redact` sees from now on (in this process)."""
+    """Mask `value` in everything `redact` sees from now on (in this process), as written and as Python and JSON
+    quote it: a traceback's `b'...'` (a pydantic error's `input_value`) or a JSON body a server echoes writes a
+    backslash, a quote, a control character or a non-ASCII one escaped, where `value` itself no longer matches."""
     if value and len(value) >= MIN_SECRET_CHARS:
         with _known_lock:
-            _known.add(value)
+            _known.update(_quoted_forms(value))
+
+
+def _quoted_forms(value: str) -> set[str]:
+    """`value` and its escaped forms (the same text for most secrets: nothing more to mask)."""
+    return {
+        value,
+        repr(value)[1:-1],
+        repr(value.encode("utf-8", "surrogatepass"))[2:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
 
 
 # Names (of headers, environment variables, URL query parameters) whose values are credentials: parts of the name
