@@ -9,11 +9,12 @@ its error puts the key into exception messages and stack traces; nothing carryin
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 MASK = "***"
 MIN_SECRET_CHARS = 6
@@ -33,10 +34,23 @@ _known_lock = threading.Lock()
 
 
 def remember_secret(value: str | None) -> None:
-    """Mask `value` in everything `redact` sees from now on (in this process)."""
+    """Mask `value` in everything `redact` sees from now on (in this process), as written and as Python and JSON
+    quote it: a traceback's `b'...'` (a pydantic error's `input_value`) or a JSON body a server echoes writes a
+    backslash, a quote, a control character or a non-ASCII one escaped, where `value` itself no longer matches."""
     if value and len(value) >= MIN_SECRET_CHARS:
         with _known_lock:
-            _known.add(value)
+            _known.update(_quoted_forms(value))
+
+
+def _quoted_forms(value: str) -> set[str]:
+    """`value` and its escaped forms (the same text for most secrets: nothing more to mask)."""
+    return {
+        value,
+        repr(value)[1:-1],
+        repr(value.encode("utf-8", "surrogatepass"))[2:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
 
 
 # Names (of headers, environment variables, URL query parameters) whose values are credentials: parts of the name
@@ -55,14 +69,21 @@ def names_a_secret(name: str) -> bool:
 
 def url_secrets(url: str) -> list[str]:
     """The credentials a URL carries: its userinfo (`user:password@`) and the values of query parameters whose names
-    are a credential's (`?code=`, `?sig=`, `?access_token=`); not its host nor its path."""
+    are a credential's (`?code=`, `?sig=`, `?access_token=`); not its host nor its path. Each as written and decoded:
+    a server or client echoing the URL shows it as written (`?code=a%2Bb%3D%3D`, `?code=a+b==`), which the decoded
+    value (`a+b==`, `a b==`) does not match."""
     try:
         parts = urlsplit(url)
     except ValueError:  # not a URL (`http://[x`, an environment value `//[a-z]`): it carries no URL credentials
         return []
-    found = [parts.username or "", parts.password or ""]  # `https://<token>@host` has a token for a user name
-    found += [value for name, value in parse_qsl(parts.query) if names_a_secret(name)]
-    return [secret for secret in found if secret]
+    found = []
+    for written in (parts.username or "", parts.password or ""):  # `https://<token>@host`: a token for a user name
+        found += [written, unquote(written)]
+    for pair in parts.query.split("&"):
+        name, _, written = pair.partition("=")
+        if names_a_secret(unquote_plus(name)):
+            found += [written, unquote_plus(written)]
+    return list(dict.fromkeys(secret for secret in found if secret))
 
 
 def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False) -> str:

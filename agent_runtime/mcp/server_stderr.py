@@ -35,17 +35,24 @@ class _StderrLog:
     def __init__(self, server_name: str) -> None:
         self._server = server_name
         self._pending = b""
+        self._rest_of_line = False  # the end of a line logged by its start is still to come: drop it
         self._logged = 0
         self._dropped = 0
 
     def feed(self, data: bytes) -> None:
+        if self._rest_of_line:
+            # Logged as a line of its own, it would start mid-line: a secret across the read's end showed its end.
+            end = data.find(b"\n")
+            if end < 0:
+                return
+            data, self._rest_of_line = data[end + 1 :], False
         lines = (self._pending + data).split(b"\n")
         self._pending = lines.pop()
-        if len(self._pending) > MAX_LINE_CHARS * 4:  # a line without end: log its start, drop the rest
-            self._line(self._pending)
-            self._pending = b""
         for line in lines:
             self._line(line)
+        if len(self._pending) > MAX_LINE_CHARS * 4:  # a line without end: log its start, drop the rest
+            self._line(self._pending)
+            self._pending, self._rest_of_line = b"", True
 
     def close(self) -> None:
         if self._pending:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -210,6 +210,25 @@ def test_a_client_back_after_done_hears_of_another_end_with_nothing_new_before_i
     back = Position(Cursor.parse(done_id))
     assert not back.delivered(watcher)  # type: ignore[arg-type]
     assert [(e, d) for e, _, d in map(parse, back.pending(watcher))] == [("done", watcher.done)]  # type: ignore[arg-type]
+
+
+def test_a_plain_done_id_is_never_had_everything_before_the_run_ends() -> None:
+    """`.done` without its fingerprint (an id from before it, or forged onto any cursor) says a `done` was had, not
+    which: 204 only once the run has ended and nothing came after the cursor, else the stream goes on from it."""
+    watcher, steps = FakeWatcher(), timeline()
+    events = run_client(watcher, Position(Cursor()), steps, 0, len(steps) - 1)  # all but the end
+    for _, event_id, _ in events:
+        back = Position(Cursor.parse(f"{event_id}.done"))
+        assert not back.delivered(watcher), event_id  # type: ignore[arg-type]
+    for early in ("-1.0.0.-.done", "0.0.0.-.done"):  # from before anything: the whole stream, though it ended
+        assert not Position(Cursor.parse(early)).delivered(watcher)  # type: ignore[arg-type]
+    steps[-1](watcher)
+    assert Position(Cursor.parse(f"{events[-1][1]}.done")).delivered(watcher)  # type: ignore[arg-type]
+    assert not Position(Cursor.parse("-1.0.0.-.done")).delivered(watcher)  # type: ignore[arg-type]
+    cursor = Cursor.parse(events[1][1])
+    resumed = [parse(c) for c in Position(replace(cursor, done=ANY_DONE)).pending(watcher)]  # type: ignore[arg-type]
+    after = [u for u in watcher.updates if u["seq"] > cursor.seq]
+    assert [d for e, _, d in resumed if e == "update"] == after and resumed[-1][0] == "done", resumed
 
 
 class CountingHashlib:

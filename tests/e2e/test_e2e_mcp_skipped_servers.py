@@ -277,6 +277,28 @@ async def test_a_secret_at_the_cut_of_a_quoted_answer_is_masked_whole(caplog: py
         assert URL_SECRET[:MIN_SECRET_PART_CHARS] not in shown
 
 
+@pytest.mark.parametrize(
+    ("written", "key"),
+    [("Kz9%2Be2eQ%2Furl%2BSECRET%3D%3D", "Kz9+e2eQ/url+SECRET=="), ("Kz9+e2eQ-url+SECRET==", "Kz9 e2eQ-url SECRET==")],
+    ids=["percent-encoded", "plus"],
+)
+async def test_a_url_secret_the_server_echoes_as_written_is_masked(
+    written: str, key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key with `+`, `/` or `=` (base64) is written in the URL encoded, or its `+` read as a space: the URL's secret
+    was known only decoded, and the server echoing the URL as written showed it whole in the skipped server's
+    message, the run's record and the log."""
+    with garbage() as url:
+        server = McpServer(name="extra", url=f"{url}?code={written}", attempts=1, timeout_seconds=5, required=False)
+        with caplog.at_level(logging.WARNING, logger="agent_runtime.mcp.discovery"):
+            [skipped] = (await discover_tools([server])).skipped_servers
+
+    [logged] = [r.getMessage() for r in caplog.records if r.name == "agent_runtime.mcp.discovery"]
+    for shown in (skipped.message, logged):
+        assert "input_value=b'/mcp?code=***" in shown, shown  # (a long one is cut: masked on both sides)
+        assert "e2eQ" not in shown and key not in shown, shown
+
+
 async def test_the_mcp_sdks_log_masks_a_secret_at_the_cut_of_the_answer_it_quotes(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -501,6 +501,24 @@ def test_a_secret_at_the_cut_of_a_long_stderr_line_is_masked_whole(caplog: pytes
     assert "stder" not in line.split("stderr: ", 1)[1] and line.endswith(" ...")  # no part of the secret
 
 
+def test_the_rest_of_a_stderr_line_too_long_to_wait_for_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    """A line without end is logged by its start once it passes 4x `MAX_LINE_CHARS`: the rest of it, arriving in
+    later reads, was logged as lines of their own, the first one starting mid-line with the end of a secret across
+    the read's end (`ret-4711`); and the long line was logged before the lines that came before it."""
+    from agent_runtime.mcp.server_stderr import _StderrLog
+    from agent_runtime.redaction import remember_secret
+
+    remember_secret("stderr-split-secret-4711")
+    log = _StderrLog("local")
+    with caplog.at_level(logging.INFO, logger="agent_runtime.mcp.server_stderr"):
+        log.feed(b"first\n" + b"x" * (MAX_LINE_CHARS * 4) + b" stderr-split-sec")
+        log.feed(b"ret-4711 and more")
+        log.feed(b" still the same line\nnext\n")
+        log.close()
+    shown = [r.getMessage().split("stderr: ", 1)[1] for r in caplog.records]
+    assert shown == ["first", "x" * MAX_LINE_CHARS + " ...", "next"], [line[:40] for line in shown]
+
+
 # What a misbehaving server writes to forge a log line: a line break, a new record, terminal escapes, a C1 line break.
 FORGED = "no\r\n2026-11-29 12:00:00 ERROR forged record\x1b[2K\x1b[31m\x85\u2028end"
 ESCAPED = "no\\r\\n2026-11-29 12:00:00 ERROR forged record\\x1b[2K\\x1b[31m\\x85\\u2028end"

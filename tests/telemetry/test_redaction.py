@@ -4,6 +4,7 @@ whose cause echoes the key) reaches no exporter - neither behind `RedactingSpanE
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -71,6 +72,26 @@ def test_log_records_are_redacted_for_every_handler(caplog: pytest.LogCaptureFix
             logger.exception("failed")
     formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
     assert "EchoedKeyError" in formatted and SECRET not in formatted and SECRET not in caplog.text
+
+
+@pytest.mark.parametrize("secret", ['pass\\word"-Hh3', "line\nbreak-Hh3", "caf\u00e9-key-Hh3", "tab\tkey'-Hh3\""],
+                         ids=["backslash-quote", "control", "non-ascii", "both-quotes"])
+def test_a_secret_quoted_escaped_is_masked(secret: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A traceback quotes an answer as `b'...'` (pydantic's `input_value`) and a server may echo JSON: a secret with a
+    backslash, a quote, a control or a non-ASCII character is written escaped there, and was shown whole (and its
+    start at a cut)."""
+    remember_secret(secret)
+    install_log_redaction()
+    quoted = [repr(secret), repr(secret.encode()), json.dumps(secret), json.dumps(secret, ensure_ascii=False)]
+    logger = logging.getLogger("mcp.client.test_redaction")
+    with caplog.at_level(logging.INFO, logger="mcp.client.test_redaction"):
+        try:
+            raise EchoedKeyError(" ".join(quoted) + f" and cut b'{repr(secret.encode())[2:-3]}...'")
+        except EchoedKeyError:
+            logger.exception("failed")
+    formatted = logging.Formatter().format(caplog.records[0])
+    assert "EchoedKeyError" in formatted and formatted.count("***") == len(quoted) + 1, formatted
+    assert not any(form[1:6] in formatted for form in quoted), formatted
 
 
 def test_a_redacted_record_keeps_its_arguments_for_formatters_that_read_them(caplog: pytest.LogCaptureFixture) -> None:
