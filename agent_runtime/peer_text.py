@@ -13,8 +13,9 @@ from collections.abc import Iterable
 
 from .redaction import redact_quoted
 
-# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators (line breaks to many readers).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 and C1 control characters, DEL, the Unicode line and paragraph separators (line breaks to many readers), and the
+# bidirectional controls (marks, embeddings, overrides, isolates): a U+202E shows the rest of a log line reversed.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -170,8 +170,10 @@ def _usable_tools(
             # Offered, such a tool would fail every call (or OpenAI would refuse every request offering it): the run
             # goes on with the server's other tools, and the deployment is told which tool and why.
             # The tool's name and the reason (which quotes the schema) are the server's text.
-            reason = peer_text(str(error))[:_MAX_REASON_CHARS]
-            skipped = SkippedTool(server=server.name, tool=peer_text(remote.name)[:_MAX_REASON_CHARS], reason=reason)
+            credentials = server.url_credentials()  # not remembered secrets: a schema or name may echo the URL
+            reason = peer_text(str(error), credentials)[:_MAX_REASON_CHARS]
+            tool = peer_text(remote.name, credentials)[:_MAX_REASON_CHARS]
+            skipped = SkippedTool(server=server.name, tool=tool, reason=reason)
             logger.warning(
                 "MCP server %r: tool '%s' left out of this run: its input schema %s",
                 skipped.server,

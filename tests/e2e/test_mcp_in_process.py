@@ -520,9 +520,9 @@ def test_the_rest_of_a_stderr_line_too_long_to_wait_for_is_dropped(caplog: pytes
 
 
 # What a misbehaving server writes to forge a log line: a line break, a new record, terminal escapes, a C1 line break.
-FORGED = "no\r\n2026-11-29 12:00:00 ERROR forged record\x1b[2K\x1b[31m\x85\u2028end"
-ESCAPED = "no\\r\\n2026-11-29 12:00:00 ERROR forged record\\x1b[2K\\x1b[31m\\x85\\u2028end"
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+FORGED = "no\r\n2026-11-29 12:00:00 ERROR forged record\x1b[2K\x1b[31m\x85\u2028\u202edne"
+ESCAPED = "no\\r\\n2026-11-29 12:00:00 ERROR forged record\\x1b[2K\\x1b[31m\\x85\\u2028\\u202edne"
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202e]")
 
 
 async def test_a_servers_error_text_cannot_forge_log_lines(
@@ -562,6 +562,19 @@ async def test_a_left_out_tools_name_and_reason_cannot_forge_log_lines(
     [logged] = [r.getMessage() for r in caplog.records]
     assert logged.startswith(f"MCP server 'tools': tool 'echo{ESCAPED}' left out") and not CONTROL.search(logged)
     assert not CONTROL.search(skipped.model_dump_json())
+
+
+async def test_a_left_out_tools_name_echoing_its_servers_url_key_is_masked(mcp_server: McpServerProcess) -> None:
+    """A key written in the server's URL in the agent's definition is not remembered app-wide (only one read from a
+    setting is): a left-out tool's name and reason quoting it were recorded and logged whole."""
+    secret = "inline-url-secret-4417"
+    schema = {"type": "object", "properties": {"x": {"$ref": f"https://example.invalid/{secret}.json"}}}
+    (mcp_server.state / "schemas.json").write_text(json.dumps({"echo": schema}))
+    (mcp_server.state / "renamed.json").write_text(json.dumps({"echo": f"echo-{secret}"}))
+    server = http_server(mcp_server, url=f"{mcp_server.url}?code={secret}", allowed_tools=[f"echo-{secret}", "record"])
+    found = await discover_tools([server])
+    [skipped] = found.skipped_tools
+    assert secret not in skipped.model_dump_json() and skipped.tool.startswith("echo-"), skipped
 
 
 def test_a_stdio_servers_stderr_line_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture) -> None:
