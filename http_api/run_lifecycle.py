@@ -225,7 +225,9 @@ async def cancel(store: SessionStore, gateway: CancelSender, run: RunRecord, rea
     cancel event. Returns None once the cancel is flagged and its orchestration told (or not started yet), or the run
     as it ended when it finished after `run` was read (nothing left to cancel)."""
     if run.cancel_requested_at is None:
-        await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC))
+        # `run` was read by this request: its ETag conditions the flag's write, so a run changed since is read again
+        # (the store's next round), never overwritten - the reads of lookup and run are not paid twice.
+        await store.update_run(run.run_id, cancel_requested_at=datetime.now(UTC), current=run)
     try:
         await gateway.send_cancel(run.run_id, reason)
     except Exception:
