@@ -34,7 +34,9 @@ class WorkflowContext:
         return package_workflows(self.ref.package).get(self.ref.workflow)
 
     async def record(self) -> RunRecord:
-        record = await self.store.get_run(self.ref.run_id)
+        # A workflow's run record is always in its control session (`http_api.workflows._begin_workflow_run`):
+        # read there, without the lookup read of its session.
+        record = await self.store.get_run(self.ref.run_id, session_id=self.ref.control_session)
         if record is None:
             raise LookupError(f"workflow run {self.ref.run_id!r} is not in the store")
         return record
@@ -42,9 +44,10 @@ class WorkflowContext:
     async def cancel_requested(self) -> bool:
         return (await self.record()).cancel_requested_at is not None
 
-    async def data(self, refs: dict[str, int]) -> dict[str, Any]:
-        """`{"input": ..., "steps": {id: output}}` for reference resolution (branch outputs also by branch id)."""
-        record = await self.record()
+    async def data(self, refs: dict[str, int], record: RunRecord | None = None) -> dict[str, Any]:
+        """`{"input": ..., "steps": {id: output}}` for reference resolution (branch outputs also by branch id).
+        `record`: the run record the activity read already (its input never changes), saving a read."""
+        record = record or await self.record()
         steps: dict[str, Any] = {}
         for step_id, seq in refs.items():
             entry = await self.entry(seq)
