@@ -242,7 +242,9 @@ async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_
         if child is None or child.finished:
             continue
         try:
-            flagged = await cancel(services.store, gateway, child, "the workflow was cancelled") is None
+            flagged = await cancel(
+                services.store, gateway, child, "the workflow was cancelled", conversations=services.conversations
+            ) is None
         except Exception as error:
             log.warning("could not cancel child run %s of workflow %s: %s", child_id, run_id, error)
             continue
