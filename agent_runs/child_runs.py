@@ -42,7 +42,10 @@ async def prepare_child_run(
     run = await _begin(store, record, agent)
     if is_unwritten_start(run):
         return None
-    input_count = len(await write_input(store, run, [Message(role="user", contents=prompt)]))
+    # A session of its own holds only this run's messages, and the run has not started (its orchestration starts
+    # once this returns): its input is the whole conversation, remembered for its first model call (no query).
+    own = services.conversations if session_id == run_id else None
+    input_count = len(await write_input(store, run, [Message(role="user", contents=prompt)], new_session=own))
     if trace is not None and run.created_at is not None:
         trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity
     run_input = run_input_for(run, agent, services.run_settings, input_count=input_count, trace=trace)

@@ -1,5 +1,6 @@
 """A workflow step's child run in a session of its own (`agent_runs.child_runs.prepare_child_run`), on both stores:
-the session is created already held by the run (one write), and a step run again after its child ended, or a
+the session is created already held by the run (one write), its input remembered as the whole conversation (the
+conversation cache), and a step run again after its child ended, or a
 session of that id made by someone else, gets what it always got (the stored run; the owner check)."""
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ async def test_a_child_run_gets_its_own_session_held_by_it_and_owned_by_the_work
     assert session is not None and session.active_run_id == run_id and session.owner_id == "alice"
     assert session.agent == "assistant"
     assert [m.message_id for m in (await store.list_messages(run_id)).items] == [f"{run_id}:input:0"]
+    # Its input is the whole conversation: remembered, so the child's first model call queries no messages.
+    run = await store.get_run(run_id)
+    assert run is not None
+    remembered = services.conversations.records(run_id, run_id, run.etag, after=-1, below=None)
+    assert [m.message_id for m in remembered or []] == [f"{run_id}:input:0"]
 
 
 async def test_a_step_run_again_after_its_child_ended_gets_the_stored_run(store: SessionStore) -> None:
