@@ -163,5 +163,6 @@ async def workflow_flag_children_cancelled(children: ChildRunIds) -> NoResult:
     for run_id in children.run_ids:
         run = await services.store.get_run(run_id)
         if run is not None and not run.finished and run.cancel_requested_at is None:
-            await services.store.update_run(run_id, cancel_requested_at=now)
+            # Under the ETag of the run just read: a run changed since is read again by the store, never overwritten.
+            await services.store.update_run(run_id, cancel_requested_at=now, current=run)
     return NoResult()
