@@ -13,7 +13,15 @@ from durable_steps import activity
 from session_store import RunRecord
 from telemetry.workflow_spans import child_run_trace
 from workflow_runtime.conditions import monitor_facts
-from workflow_runtime.contracts import AgentRunsRecord, ChildRunIds, NoResult, StartedRuns, StepRequest, StepResult
+from workflow_runtime.contracts import (
+    AgentRunsRecord,
+    ChildRunIds,
+    NoResult,
+    StartedRuns,
+    StepRequest,
+    StepResult,
+    WorkflowRef,
+)
 from workflow_runtime.definition import AgentStep, MonitorStep, ParallelStep
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, render
@@ -33,25 +41,41 @@ def child_run_id(workflow_run_id: str, key: str, branch: str | None) -> str:
     return f"{workflow_run_id}.{key}" + (f".{branch}" if branch else "")
 
 
+def child_session_id(ref: WorkflowRef, child: AgentStep, run_id: str) -> str:
+    """The session child run `run_id` of step `child` runs in: the workflow's conversation, or its own."""
+    return ref.session_id if child.session == "workflow" and ref.session_id else run_id
+
+
+def child_sessions(ref: WorkflowRef, key: str, step: Any) -> dict[str, str]:
+    """Each child run of the step (by run id) with its session, as `workflow_start_agents` created them."""
+    children = child_steps(step)
+    parallel = isinstance(step, ParallelStep)
+    return {
+        (run_id := child_run_id(ref.run_id, key, child.id if parallel else None)): child_session_id(ref, child, run_id)
+        for child in children
+    }
+
+
 @activity()
 async def workflow_start_agents(request: StepRequest) -> StartedRuns:
     ctx = WorkflowContext.for_ref(request.ref)
-    if await ctx.cancel_requested():
+    # One read serves the cancel check, the input the prompts render from and the owner (input and owner never
+    # change; the flag is checked here, before any child is created, as it always was).
+    workflow_run = await ctx.record()
+    if workflow_run.cancel_requested_at is not None:
         return StartedRuns(cancelled=True)
     step = ctx.definition.step(request.step_id)
-    data = await ctx.data(request.refs)
+    data = await ctx.data(request.refs, workflow_run)
     parallel = isinstance(step, ParallelStep)
     started = StartedRuns()
-    workflow_run = await ctx.store.get_run(request.ref.run_id)
-    owner_id = workflow_run.owner_id if workflow_run is not None else None
-    owner_name = workflow_run.owner_name if workflow_run is not None else None
+    owner_id, owner_name = workflow_run.owner_id, workflow_run.owner_name
     for child in child_steps(step):
         try:
             prompt = render(child.prompt, data)
         except UnresolvedReference as error:
             return StartedRuns(error=f"prompt of '{child.id}': {error}")
         run_id = child_run_id(request.ref.run_id, request.key, child.id if parallel else None)
-        session_id = request.ref.session_id if child.session == "workflow" and request.ref.session_id else run_id
+        session_id = child_session_id(request.ref, child, run_id)
         run_input = await prepare_child_run(
             ctx.services,
             run_id=run_id,
@@ -86,11 +110,19 @@ def _run_failure(run: RunRecord | None, run_id: str) -> str | None:
     return f"agent run '{run_id}' ({run.agent}) ended {run.status}: {detail}"
 
 
+async def _child_run(ctx: WorkflowContext, run_id: str, session_id: str | None) -> RunRecord | None:
+    """A child run, read in the session it was created in (a run never leaves it) without the lookup read; one not
+    found there (a run id the step does not name: none expected) is looked up, so it is never missed."""
+    found = await ctx.store.get_run(run_id, session_id=session_id) if session_id else None
+    return found or await ctx.store.get_run(run_id)
+
+
 @activity()
 async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step(request.step_id)
-    runs = {run_id: await ctx.store.get_run(run_id) for run_id in request.run_ids}
+    sessions = child_sessions(request.ref, request.key, step)
+    runs = {run_id: await _child_run(ctx, run_id, sessions.get(run_id)) for run_id in request.run_ids}
     if request.failure is None and any(run is not None and not run.finished and run.rewinds for run in runs.values()):
         # A child that failed and was rewound on its own runs again (the workflow's children are never rewound by
         # the workflow, whose rewind makes new ones): the step waits for it, as for any of its children, rather
@@ -136,5 +168,6 @@ async def workflow_flag_children_cancelled(children: ChildRunIds) -> NoResult:
     for run_id in children.run_ids:
         run = await services.store.get_run(run_id)
         if run is not None and not run.finished and run.cancel_requested_at is None:
-            await services.store.update_run(run_id, cancel_requested_at=now)
+            # Under the ETag of the run just read: a run changed since is read again by the store, never overwritten.
+            await services.store.update_run(run_id, cancel_requested_at=now, current=run)
     return NoResult()

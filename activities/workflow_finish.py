@@ -6,6 +6,7 @@ from typing import Any
 
 from agent_runs.closing import expire_pending_approvals
 from durable_steps import activity
+from session_store import RunRecord
 from telemetry.workflow_spans import emit_workflow_span
 from workflow_runtime.contracts import FinishRequest, NoResult
 from workflow_runtime.journal import WorkflowContext
@@ -15,15 +16,20 @@ from workflow_runtime.references import UnresolvedReference, resolve
 @activity()
 async def workflow_finish(request: FinishRequest) -> NoResult:
     ctx = WorkflowContext.for_ref(request.ref)
+    # One read serves the output's input and the finish: its ETag conditions the finish's write, so a record changed
+    # since (a cancel flagged meanwhile) is read again by the store, never overwritten.
+    record = await ctx.record()
     output: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     if request.status == "completed":
-        output = await _output(ctx, request)
+        output = await _output(ctx, request, record)
     else:
         code = request.code or ("step_failed" if request.failed_step else request.status)
         error = {"code": code, "message": request.reason, "step": request.failed_step}
-    await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error)
-    await expire_pending_approvals(ctx.store, request.ref.run_id, request.status, what="workflow")
+    await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error, current=record)
+    await expire_pending_approvals(
+        ctx.store, request.ref.run_id, request.status, what="workflow", session_id=record.session_id
+    )
     emit_workflow_span(
         request.ref.trace,
         workflow=request.ref.workflow,
@@ -34,8 +40,8 @@ async def workflow_finish(request: FinishRequest) -> NoResult:
     return NoResult()
 
 
-async def _output(ctx: WorkflowContext, request: FinishRequest) -> dict[str, Any]:
-    data = await ctx.data(request.refs)
+async def _output(ctx: WorkflowContext, request: FinishRequest, record: RunRecord) -> dict[str, Any]:
+    data = await ctx.data(request.refs, record)
     declared = ctx.definition.output
     if not declared:
         return {"result": data["steps"].get(request.last_step) if request.last_step else None}

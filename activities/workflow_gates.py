@@ -25,15 +25,15 @@ def gate_approval_id(workflow_run_id: str, key: str, level: int) -> str:
 async def workflow_open_gate(request: GateRequest) -> GateOpened:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step_as(request.step_id, ApprovalStep)
+    run = await ctx.record()  # one read serves the message's input and the owner (neither ever changes)
     try:
-        message = render(step.message, await ctx.data(request.refs))
+        message = render(step.message, await ctx.data(request.refs, run))
     except UnresolvedReference as error:
         message = f"{step.message}\n\n(unresolved: {error})"
     escalated = request.level > 0
     approver = step.on_timeout.to if escalated and isinstance(step.on_timeout, Escalate) else step.approver
     approval_id = gate_approval_id(request.ref.run_id, request.key, request.level)
-    run = await ctx.store.get_run(request.ref.run_id)
-    owner_id = run.owner_id if run is not None else None
+    owner_id = run.owner_id
     approvers = [approver] if approver else list(DEFAULT_APPROVERS)  # a role ("role:<role>") or a principal id
     await ctx.store.put_approvals(
         [
@@ -51,7 +51,8 @@ async def workflow_open_gate(request: GateRequest) -> GateOpened:
             )
         ]
     )
-    await run_status.mark(ctx.store, request.ref.run_id, "requires_action")
+    # Read again, fresh (best effort against a change since), in the run's control session: no lookup read.
+    await run_status.mark(ctx.store, request.ref.run_id, "requires_action", session_id=request.ref.control_session)
     return GateOpened(approval_id=approval_id, expires_at=request.expires_at)
 
 
@@ -72,11 +73,12 @@ async def workflow_expire_gate(request: GateRecord) -> GateExpiry:
 async def workflow_record_gate(request: GateRecord) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step_as(request.step_id, ApprovalStep)
-    record = await ctx.store.get_approval(request.approval_id)
+    # A gate's approval, like the workflow's run, is in its control session (`workflow_open_gate`): no lookup read.
+    record = await ctx.store.get_approval(request.approval_id, session_id=request.ref.control_session)
     if record is None or record.status == "pending":
         raise RuntimeError(f"approval {request.approval_id!r} has no decision yet")  # retried by Durable
     escalated = request.level > 0
-    await run_status.mark_unless_pending(ctx.store, request.ref.run_id)
+    await run_status.mark_unless_pending(ctx.store, request.ref.run_id, session_id=request.ref.control_session)
     if record.status == "expired":
         action = step.on_timeout.then if isinstance(step.on_timeout, Escalate) else step.on_timeout
         if action == "fail":

@@ -313,7 +313,9 @@ async def request_cancel(services: RunServices, client: df.DurableOrchestrationC
     if is_workflow_run(run):  # the same cancel as the workflow route: the workflow and its running child runs
         finished, _ = await cancel_workflow(services, WorkflowGateway(client), run)
     else:
-        finished = await cancel(services.store, DurableGateway(client), run, "cancelled by the client")
+        finished = await cancel(
+            services.store, DurableGateway(client), run, "cancelled by the client", conversations=services.conversations
+        )
     if finished is not None:  # it finished while the cancel was being sent
         raise _run_finished(finished)
 

@@ -85,7 +85,8 @@ async def build_workflow_view(
 ) -> WorkflowRunView:
     """The view of `record` given the orchestration `state` read just before (`WorkflowGateway.state`)."""
     store = services.store
-    record = await store.get_run(record.run_id) or record  # after the state: see `http_api.run_views`
+    # After the state: see `http_api.run_views`. A run never leaves its session: read there, without the lookup.
+    record = await store.get_run(record.run_id, session_id=record.session_id) or record
     record = await reconcile_workflow(store, record, state)
     progress = None if record.finished or state is None else state.progress
     status = _status(record, progress)
@@ -108,7 +109,10 @@ async def build_workflow_view(
     ]
     new_cursor = entries[-1].seq if entries else (cursor or 0)
     final = status in FINAL_WORKFLOW_STATUSES
-    pending = [] if record.finished else await store.list_approvals(run_id=record.run_id, status="pending")
+    pending = (
+        [] if record.finished
+        else await store.list_approvals(run_id=record.run_id, session_id=record.session_id, status="pending")
+    )
     token = None
     if not final or page.continuation is not None:
         token = services.tokens.issue(TOKEN_SCOPE, record.run_id, {"seq": new_cursor, **bound_to(record.owner_id)})

@@ -37,7 +37,7 @@ from http_api.workflow_signals import QueuedSignal, accepted_before, append_once
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
-from session_store import RunRecord
+from session_store import RunRecord, SessionRecord
 from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
@@ -58,7 +58,9 @@ def _definition_or_404(services: RunServices, name: str) -> WorkflowDefinition:
 
 
 async def _workflow_run_or_404(services: RunServices, run_id: str) -> RunRecord:
-    record = await services.store.get_run(run_id)
+    # A workflow run is always in its control session (`_begin_workflow_run`): read there, without the lookup read;
+    # any other run is not found there, a 404 as before.
+    record = await services.store.get_run(run_id, session_id=control_session_id(run_id))
     if record is None or workflow_name(record) is None or not owns(current_principal(), record.owner_id):
         raise not_found("workflow_run_not_found", "Workflow run", run_id, field="path.run_id")
     return record
@@ -126,7 +128,7 @@ async def _ring_an_early_cancel(services: RunServices, gateway: WorkflowGateway,
     agent run's first model call, a workflow's first wait (a delay, signal or gate) does not read the flag. Best
     effort: the orchestration runs, so a failure here must not fail the start; a poll shows it `cancelling`."""
     try:
-        record = await services.store.get_run(run_id)
+        record = await services.store.get_run(run_id, session_id=control_session_id(run_id))
         if record is not None and record.cancel_requested_at is not None:
             await gateway.send_cancel(run_id, "cancelled by the client")
     except Exception as error:
@@ -145,10 +147,12 @@ async def _begin_workflow_run(
     session_id = await _conversation_session(services, definition, body.session_id)
     store = services.store
     control = control_session_id(run_id)
-    await store.create_session(
-        control,
-        f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
-        {"workflow_run_id": run_id},
+    # The control session is new (named after the run id made up by this request): created already held by the
+    # run, one write, instead of created and then claimed (a run read, a session read and a replace).
+    fresh = SessionRecord(
+        session_id=control,
+        agent=f"{WORKFLOW_AGENT_PREFIX}{definition.name}",
+        metadata={"workflow_run_id": run_id},
         owner_id=caller.id,
         owner_name=caller.name,
     )
@@ -166,7 +170,8 @@ async def _begin_workflow_run(
                 "input": workflow_input.model_dump(mode="json"),
                 "session_id": session_id,
             },
-        )
+        ),
+        new_session=fresh,
     )
 
 
@@ -237,7 +242,9 @@ async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_
         if child is None or child.finished:
             continue
         try:
-            flagged = await cancel(services.store, gateway, child, "the workflow was cancelled") is None
+            flagged = await cancel(
+                services.store, gateway, child, "the workflow was cancelled", conversations=services.conversations
+            ) is None
         except Exception as error:
             log.warning("could not cancel child run %s of workflow %s: %s", child_id, run_id, error)
             continue

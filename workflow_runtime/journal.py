@@ -3,6 +3,7 @@ its control session) and its signals. Used by the workflow activities; the orche
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +14,8 @@ from telemetry.workflow_spans import emit_step_span
 from workflow_runtime.contracts import JOURNAL_ROLE, StepRequest, WorkflowRef
 from workflow_runtime.definition import ParallelStep, WorkflowDefinition
 from workflow_runtime.registry import package_workflows
+
+MAX_RANGE_READ = 50  # journal positions read in one query at most (`WorkflowContext.entries`)
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,9 @@ class WorkflowContext:
         return package_workflows(self.ref.package).get(self.ref.workflow)
 
     async def record(self) -> RunRecord:
-        record = await self.store.get_run(self.ref.run_id)
+        # A workflow's run record is always in its control session (`http_api.workflows._begin_workflow_run`):
+        # read there, without the lookup read of its session.
+        record = await self.store.get_run(self.ref.run_id, session_id=self.ref.control_session)
         if record is None:
             raise LookupError(f"workflow run {self.ref.run_id!r} is not in the store")
         return record
@@ -42,12 +47,14 @@ class WorkflowContext:
     async def cancel_requested(self) -> bool:
         return (await self.record()).cancel_requested_at is not None
 
-    async def data(self, refs: dict[str, int]) -> dict[str, Any]:
-        """`{"input": ..., "steps": {id: output}}` for reference resolution (branch outputs also by branch id)."""
-        record = await self.record()
+    async def data(self, refs: dict[str, int], record: RunRecord | None = None) -> dict[str, Any]:
+        """`{"input": ..., "steps": {id: output}}` for reference resolution (branch outputs also by branch id).
+        `record`: the run record the activity read already (its input never changes), saving a read."""
+        record = record or await self.record()
+        entries = await self.entries(refs.values())
         steps: dict[str, Any] = {}
         for step_id, seq in refs.items():
-            entry = await self.entry(seq)
+            entry = entries.get(seq)
             if entry is None:
                 continue
             output = entry.get("output")
@@ -57,9 +64,26 @@ class WorkflowContext:
                 steps.update({b.id: output.get(b.id) for b in step.branches})
         return {"input": record.metadata.get("input", {}), "steps": steps}
 
-    async def entry(self, seq: int) -> dict[str, Any] | None:
-        page = await self.store.list_messages(self.ref.control_session, after_seq=seq - 1, up_to_seq=seq, limit=1)
-        return page.items[0].payload if page.items else None
+    async def entries(self, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The journal entries at `seqs` (by seq; one missing is left out). Journal seqs are handed out one after
+        the other, so when few positions lie between the first and the last wanted, one query of that range costs
+        less than one query per entry (each query has a base charge); otherwise one query each."""
+        wanted = sorted(set(seqs))
+        if not wanted:
+            return {}
+        low, high = wanted[0], wanted[-1]
+        span = high - low + 1
+        if len(wanted) > 1 and span <= min(2 * len(wanted), MAX_RANGE_READ):
+            page = await self.store.list_messages(
+                self.ref.control_session, after_seq=low - 1, up_to_seq=high, limit=span
+            )
+            return {item.seq: item.payload for item in page.items if item.seq in wanted}
+        found = {}
+        for seq in wanted:
+            page = await self.store.list_messages(self.ref.control_session, after_seq=seq - 1, up_to_seq=seq, limit=1)
+            if page.items:
+                found[seq] = page.items[0].payload
+        return found
 
     async def journal(
         self,

@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from agent_runs.conversation_cache import ConversationCache
+from agent_runtime.messages import Message
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import create_and_start
-from session_store import RunRecord, SessionBusyError, SqliteSessionStore
+from http_api.run_lifecycle import cancel, create_and_start
+from session_store import MessageRecord, RunRecord, SessionBusyError, SqliteSessionStore
 from session_store.rules import unwritten_start
 
 
@@ -149,4 +151,55 @@ async def test_a_start_whose_run_the_store_closed_in_its_place_is_not_launched()
         await create_and_start(store, "late", create, launch, on_unclaimed=release)
     assert (refused.value.status, refused.value.code) == (409, "session_busy")
     assert launched == [] and unclaimed == [True]
+    await store.close()
+
+
+class Orchestrations:
+    """The cancel's side of the Durable client: records the cancel events raised."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    async def send_cancel(self, instance_id: str, reason: str, /) -> object:
+        self.cancelled.append(instance_id)
+        return None
+
+    async def state(self, instance_id: str, /) -> None:  # pragma: no cover - only asked when an event is refused
+        return None
+
+
+def cached(cache: ConversationCache, run: RunRecord, etag: str | None) -> list[int] | None:
+    found = cache.records(run.session_id, run.run_id, etag, after=-1, below=None)
+    return None if found is None else [m.seq for m in found]
+
+
+async def test_a_cancel_flagged_under_the_etag_it_read_keeps_the_runs_cached_conversation() -> None:
+    """The flag is the only change (written under the ETag of the run the request read): the run's closing step still
+    finds its conversation in this process's cache, and reads no messages."""
+    store = await store_with_session()
+    run = await store.begin_run(record("r1"))
+    cache = ConversationCache()
+    message = MessageRecord(session_id="s1", message_id="m1", seq=1, run_id="r1", role="user",
+                            payload=Message(role="user", contents="hi").model_dump(mode="json"))
+    cache.start("s1", "r1", run.etag, [message], below=2)
+    orchestrations = Orchestrations()
+    assert await cancel(store, orchestrations, run, "cancelled by the client", conversations=cache) is None
+    flagged = await store.get_run("r1")
+    assert flagged is not None and flagged.cancel_requested_at is not None and orchestrations.cancelled == ["r1"]
+    assert cached(cache, flagged, flagged.etag) == [1]
+    await store.close()
+
+
+async def test_a_cancel_of_a_run_changed_since_it_was_read_is_flagged_and_the_cache_left_behind() -> None:
+    """A run changed after the request read it (a rewind, say) is read again and flagged all the same; its cached
+    conversation is not carried over the change (the next step notices the other ETag and reads the session)."""
+    store = await store_with_session()
+    run = await store.begin_run(record("r1"))
+    cache = ConversationCache()
+    cache.start("s1", "r1", run.etag, [], below=1)
+    await store.update_run("r1", metadata={"changed": True})  # after the cancel request read `run`
+    assert await cancel(store, Orchestrations(), run, "cancelled by the client", conversations=cache) is None
+    flagged = await store.get_run("r1")
+    assert flagged is not None and flagged.cancel_requested_at is not None and flagged.metadata == {"changed": True}
+    assert cached(cache, flagged, flagged.etag) is None
     await store.close()
