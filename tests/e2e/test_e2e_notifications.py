@@ -16,6 +16,7 @@ from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_com
 from e2e_settings import watches_the_app_in_process
 from event_outage import events_refused
 from standardwebhooks import Webhook
+from step_pause import failing
 from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
@@ -563,6 +564,55 @@ def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
         assert once_each_in_order(receiver) == ["run.cancelled"]
         assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
         assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+def test_a_cancel_that_arrives_while_the_recording_is_still_tried_ends_the_run_at_its_first_wait(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The cancel (sent twice) arrives while the approval's recording is still in its activity's retries, before
+    the recording waits on its timer: it lands on a waiter of an earlier race, not on that wait's. The run takes it
+    there (it does not wait on a timer that only a cancel it already received could end) and ends `cancelled` once,
+    while the store still refuses its events; its end is delivered once, once the store is back."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start(input="Email Bob")["run_id"]
+            app.settle()  # the recording's activity failed once: its retry waits
+            assert app.cancel(run_id).status_code == 202
+            assert app.cancel(run_id).status_code == 202
+            refused_for_an_hour(app)
+            assert app.view(run_id)["status"] == "cancelled"
+            assert app.cancel(run_id).status_code == 409
+
+        for _ in range(2):
+            app.advance(3600)
+        assert once_each_in_order(receiver) == ["run.cancelled"]
+        assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+@pytest.mark.parametrize("refused", [{"kind": "notify_event"}, None], ids=["events", "every_effect"])
+def test_a_recording_given_up_after_days_is_noted_in_the_run_s_log_if_the_store_takes_the_note(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, refused: dict[str, str] | None,
+) -> None:
+    """Through whichever worker runs the app (Azure's too: the note is an activity of its own): the run's end event
+    is refused for three days and given up; its orchestration ends. The note of it is in the run's delivery log if
+    the store takes it; when the store refuses that write too (`every_effect`), the orchestration still ends (the
+    note is best effort: the warning says it) rather than failing."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver)) as app:
+        started = app.host.clock.now()
+        with failing(app.host, "record_effect", equal=refused):
+            run_id = app.start()["run_id"]
+            while app.host.clock.now() - started < timedelta(days=3) + timedelta(hours=8):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+        assert app.view(run_id)["status"] == "completed"
+        given_up = app.http.get(f"/api/runs/{run_id}/deliveries").json()["given_up"]
+        assert [g["what"] for g in given_up] == (["finished"] if refused else [])
+        assert receiver.deliveries == []
 
 
 @watches_the_app_in_process
