@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -563,6 +563,38 @@ def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
             app.advance(3600)  # the run's end: recorded on its own timer, once the store takes it
         assert once_each_in_order(receiver) == ["run.cancelled"]
         assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+def waiting_on_a_long_timer(app: InProcessApp, run_id: str) -> None:
+    """Advance until the run's recording waits on a timer of its backoff that fires in more than a quarter of an
+    hour (not on its activity's short retry timer): the wait a cancel then wins."""
+    for _ in range(60):
+        app.advance(600)
+        *_, last = [e for e in app.history(run_id)["historyEvents"] if not e["EventType"].startswith("Orchestrator")]
+        fires_in = datetime.fromisoformat(last.get("FireAt") or "1970-01-01T00:00:00Z") - app.host.clock.now()
+        if last["EventType"] == "TimerCreated" and fires_in > timedelta(minutes=15):
+            return
+    raise AssertionError("the recording never waited on a long timer")
+
+
+def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """After hours of refusals the recording waits on a long timer (its backoff grew towards an hour); a cancel wins
+    that wait. The timer is cancelled: the run's orchestration ends as soon as its end is recorded, not when that
+    timer would have fired (an uncancelled timer keeps an instance running)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start(input="Email Bob")["run_id"]
+            waiting_on_a_long_timer(app, run_id)
+            assert app.cancel(run_id).status_code == 202
+            app.settle()  # no timer fires
+            assert app.view(run_id)["status"] == "cancelled"
+        app.advance(600)  # the run's end is recorded on its own short timer
+        assert once_each_in_order(receiver) == ["run.cancelled"]
         assert app.history(run_id)["runtimeStatus"] == "Completed"
 
 
