@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_completed
 from e2e_settings import watches_the_app_in_process
-from event_outage import events_refused
+from event_outage import events_refused, wait_on_its_backoff
 from standardwebhooks import Webhook
 from step_pause import failing
 from webhook_receiver import SECRET, WebhookReceiver
@@ -566,18 +566,6 @@ def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
         assert app.history(run_id)["runtimeStatus"] == "Completed"
 
 
-def waiting_on_a_long_timer(app: InProcessApp, run_id: str) -> None:
-    """Advance until the run's recording waits on a timer of its backoff that fires in more than a quarter of an
-    hour (not on its activity's short retry timer): the wait a cancel then wins."""
-    for _ in range(60):
-        app.advance(600)
-        *_, last = [e for e in app.history(run_id)["historyEvents"] if not e["EventType"].startswith("Orchestrator")]
-        fires_in = datetime.fromisoformat(last.get("FireAt") or "1970-01-01T00:00:00Z") - app.host.clock.now()
-        if last["EventType"] == "TimerCreated" and fires_in > timedelta(minutes=15):
-            return
-    raise AssertionError("the recording never waited on a long timer")
-
-
 def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
     receiver: WebhookReceiver,
@@ -589,7 +577,7 @@ def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
     with app_with(**webhook_settings(receiver)) as app:
         with events_refused(app.host):
             run_id = app.start(input="Email Bob")["run_id"]
-            waiting_on_a_long_timer(app, run_id)
+            wait_on_its_backoff(app.host, run_id)
             assert app.cancel(run_id).status_code == 202
             app.settle()  # no timer fires
             assert app.view(run_id)["status"] == "cancelled"
