@@ -136,6 +136,11 @@ async def given_up(store: SessionStore, session_id: str, run_id: str) -> list[Gi
             if r.payload.get("run_id") == run_id]
 
 
+async def end_given_up(store: SessionStore, session_id: str, run_id: str) -> bool:
+    """Whether the recording of the run's end's event was given up: it will never be recorded."""
+    return any(noted.what == "finished" for noted in await given_up(store, session_id, run_id))
+
+
 async def save_run_webhook(store: SessionStore, session_id: str, run_id: str, url: str) -> None:
     await store.record_effect(session_id, f"notify-webhook:{run_id}", RUN_WEBHOOK, {"url": url})
 

@@ -665,6 +665,31 @@ def test_a_recording_that_fails_for_days_is_given_up_visibly_and_the_run_ends(
         assert receiver.deliveries == []
 
 
+def test_the_run_s_delivery_ends_when_its_end_s_recording_is_given_up(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """A run's delivery orchestration sleeps once it has sent what was recorded, until the run's end's event is
+    recorded (its recording wakes it). When that recording is given up after days, nothing records the end: the
+    delivery must end with the run (it does not sleep for good on a wake-up that never comes)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        run_id, approval_id, delivery = waiting_for_approval(app)
+        assert once_each_in_order(receiver) == ["approval.requested"]
+        with events_refused(app.host):
+            assert app.decide(run_id, approval_id, "approve").status_code == 202
+            started = app.host.clock.now()
+            while app.host.clock.now() - started < timedelta(days=6, hours=8):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+        assert app.view(run_id)["status"] == "completed"
+        given_up = app.http.get(f"/api/runs/{run_id}/deliveries").json()["given_up"]
+        assert [g["what"] for g in given_up] == ["approvals", "finished"]
+        app.settle()
+        assert app.history(delivery)["runtimeStatus"] == "Completed"
+        assert once_each_in_order(receiver) == ["approval.requested"]
+
+
 def test_several_runs_waiting_to_record_each_record_every_event_once_in_order(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
     receiver: WebhookReceiver,
