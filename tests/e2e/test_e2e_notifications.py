@@ -586,6 +586,28 @@ def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
         assert app.history(run_id)["runtimeStatus"] == "Completed"
 
 
+def test_a_cancel_while_a_run_waits_to_record_its_approval_s_expiry_ends_it_cancelled(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The approval's deadline passed (the agent fails its run then) and the store refused the expiry's events; a
+    cancel wins the recording's wait, which gives those events up for it. The run must then end `cancelled`, as the
+    cancel asked: not `failed` by the deadline, after giving its events up for a cancel it did not take."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        run_id = app.start_until_approval(agent="strict", input="Email Bob")["run_id"]
+        app.settle()
+        assert once_each_in_order(receiver) == ["approval.requested"]
+        with events_refused(app.host):
+            wait_on_its_backoff(app.host, run_id)  # past the deadline: the expiry's recording waits on a long timer
+            assert app.cancel(run_id).status_code == 202
+            app.settle()  # no timer fires
+            assert app.view(run_id)["status"] == "cancelled"
+        app.advance(600)
+        assert once_each_in_order(receiver) == ["approval.requested", "run.cancelled"]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
 def test_a_cancel_that_arrives_while_the_recording_is_still_tried_ends_the_run_at_its_first_wait(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
     receiver: WebhookReceiver,
