@@ -495,7 +495,13 @@ class WorkflowDriver:
                 break
             level, timeout = 1, step.on_timeout.timeout_seconds
         record = self._request(command, GateRecord, approval_id=opened.approval_id, level=level, timed_out=expired)
-        return (yield from self._call(workflow_record_gate, record))
+        recorded = yield from self._call(workflow_record_gate, record)
+        if self.ref.notify_gives_up and isinstance(_expect((yield TakeCancel()), Cancelled, Silent), Cancelled):
+            # A cancel won the wait of the gate's failing recording (`notifications.hooks`), which gave its events
+            # up for it: taken before the outcome goes on. Only workflows whose recordings race cancel (the flag):
+            # histories from before took the outcome's course.
+            return None
+        return recorded
 
     def _sleep(self, until: datetime) -> Generator[Request, Event, bool]:
         """Wait until a time (a delay, a monitor's pause); True when cancelled meanwhile."""
