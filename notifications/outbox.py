@@ -7,7 +7,7 @@ nothing: the delivery orchestration reads what to send from here."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -122,7 +122,7 @@ class GivenUp(BaseModel):
     """A recording of the run's events given up after days of failing: what it was to record (`approvals`: their
     requests, decisions, expiries; `finished`: the run's end), never sent."""
 
-    what: str
+    what: Literal["approvals", "finished"]
     failing_since: datetime
 
 
