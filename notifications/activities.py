@@ -138,13 +138,18 @@ async def notify_run(step: NotifyInput, client: df.DurableOrchestrationClient) -
     return NotifyResult(recorded=recorded, subscriptions=len(subs))
 
 
-@activity()
-async def note_recording_given_up(given_up: RecordingGivenUp) -> None:
+@client_activity()
+async def note_recording_given_up(given_up: RecordingGivenUp, client: df.DurableOrchestrationClient) -> None:
     """Keep in the run's notification log that a recording was given up (`hooks`), for its clients to see: written
-    only if the store takes it (the store may be what failed)."""
+    only if the store takes it (the store may be what failed). The run's end given up, its deliveries are woken:
+    nothing else will, and their idle check ends them on this note (`idle`)."""
     step = given_up.step
-    await outbox.note_given_up(RunServices.current().store, step.session_id, step.run_id, step.seq,
+    store = RunServices.current().store
+    await outbox.note_given_up(store, step.session_id, step.run_id, step.seq,
                                outbox.GivenUp(what=step.what, failing_since=given_up.failing_since))
+    if step.what == "finished":
+        for subscription in await run_subscriptions(store, step.session_id, step.run_id):
+            await wake_if_running(client, subscription.key, step.run_id)
 
 
 STEP_FAILED = ("the delivery step itself kept failing for days (not the receiver: the store unreachable, or a bug); "
@@ -176,9 +181,9 @@ async def idle(
     store: SessionStore, step: DeliveryInput, subscription: Subscription, recorded: list[OutboxEntry]
 ) -> DeliveryStep:
     """Nothing to send. Final (the orchestration may end) once nothing more can come: the run has ended and its end's
-    event, if this subscription wants it, was among what was just found sent. The run is marked ended before that
-    event is recorded: ending in between would drop the wake-up that comes with it. A redelivery's ends with its
-    entry."""
+    event, if this subscription wants it, was among what was just found sent (or its recording was given up: it will
+    never be). The run is marked ended before that event is recorded: ending in between would drop the wake-up that
+    comes with it. A redelivery's ends with its entry."""
     if step.entry is not None:
         return DeliveryStep(outcome="idle", final=True)
     run = await store.get_run(step.run_id)
@@ -187,7 +192,9 @@ async def idle(
     end = run_event(run, base_url="") if run.finished else None
     if end is None or not subscription.wants(end.type):
         return DeliveryStep(outcome="idle", final=run.finished)
-    return DeliveryStep(outcome="idle", final=any(e.event.id == end.id for e in recorded))
+    if any(e.event.id == end.id for e in recorded):
+        return DeliveryStep(outcome="idle", final=True)
+    return DeliveryStep(outcome="idle", final=await outbox.end_given_up(store, step.session_id, step.run_id))
 
 
 def is_last(step: DeliveryInput, head: OutboxEntry, pending: list[OutboxEntry]) -> bool:

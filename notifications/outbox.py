@@ -7,7 +7,7 @@ nothing: the delivery orchestration reads what to send from here."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -122,7 +122,7 @@ class GivenUp(BaseModel):
     """A recording of the run's events given up after days of failing: what it was to record (`approvals`: their
     requests, decisions, expiries; `finished`: the run's end), never sent."""
 
-    what: str
+    what: Literal["approvals", "finished"]
     failing_since: datetime
 
 
@@ -134,6 +134,11 @@ async def note_given_up(store: SessionStore, session_id: str, run_id: str, seq: 
 async def given_up(store: SessionStore, session_id: str, run_id: str) -> list[GivenUp]:
     return [GivenUp.model_validate(r.payload) for r in await store.list_effects(session_id, kind=GIVEN_UP)
             if r.payload.get("run_id") == run_id]
+
+
+async def end_given_up(store: SessionStore, session_id: str, run_id: str) -> bool:
+    """Whether the recording of the run's end's event was given up: it will never be recorded."""
+    return any(noted.what == "finished" for noted in await given_up(store, session_id, run_id))
 
 
 async def save_run_webhook(store: SessionStore, session_id: str, run_id: str, url: str) -> None:

@@ -342,7 +342,7 @@ def _wait_for_approvals(
                 if isinstance(applied, Finish):
                     return applied
                 if escalation is None:
-                    return driver.on_timeout() or applied or next_command
+                    return _cancelled_meanwhile(driver, cancels) or driver.on_timeout() or applied or next_command
                 next_command = applied or next_command
                 expires_at = driver.approvals_expire_at or expires_at
                 continue  # the same approvals, now waiting for whom they were escalated to, until the new deadline
@@ -357,6 +357,14 @@ def _wait_for_approvals(
             if isinstance(applied, Finish):
                 return applied
     return next_command
+
+
+def _cancelled_meanwhile(driver: RunDriver, cancels: ExternalEvents) -> LoopCommand | None:
+    """A cancel that won the wait of the deadline's recording (`notifications.hooks`: it gave the expiry's events up
+    for it) is taken before the deadline ends the run. Only runs whose recordings race cancel: histories from before
+    took the deadline's course (their cancel, if any, came on an older waiter that nothing took)."""
+    received = cancels.take() if driver.notify_gives_up else None
+    return driver.on_cancel(CancelEvent.model_validate(received).reason) if received is not None else None
 
 
 def _apply_decisions(

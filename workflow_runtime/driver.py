@@ -507,11 +507,22 @@ class WorkflowDriver:
                 # The store decides: a decision stored before the expiry (its ring still on the way) wins.
                 pending = self._request(command, GateRecord, approval_id=opened.approval_id, level=level)
                 expired = (yield from self._call(workflow_expire_gate, pending)).status == "expired"
+                if (yield from self._cancelled_while_recorded()):
+                    return None
             if not expired or not isinstance(step.on_timeout, Escalate) or level > 0:
                 break
             level, timeout = 1, step.on_timeout.timeout_seconds
         record = self._request(command, GateRecord, approval_id=opened.approval_id, level=level, timed_out=expired)
-        return (yield from self._call(workflow_record_gate, record))
+        recorded = yield from self._call(workflow_record_gate, record)
+        return None if (yield from self._cancelled_while_recorded()) else recorded
+
+    def _cancelled_while_recorded(self) -> Generator[Request, Event, bool]:
+        """Whether a cancel won the wait of the gate's failing recording just made (`notifications.hooks`), which
+        gave its events up for it: taken before the gate's outcome goes on (an escalation, the next step, the end).
+        Only workflows whose recordings race cancel (the flag): histories from before took the outcome's course."""
+        if not self.ref.notify_gives_up:
+            return False
+        return isinstance(_expect((yield TakeCancel()), Cancelled, Silent), Cancelled)
 
     def _sleep(self, until: datetime) -> Generator[Request, Event, bool]:
         """Wait until a time (a delay, a monitor's pause); True when cancelled meanwhile."""

@@ -14,8 +14,9 @@ import pytest
 from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_completed
 from e2e_settings import watches_the_app_in_process
-from event_outage import events_refused
+from event_outage import events_refused, wait_on_its_backoff
 from standardwebhooks import Webhook
+from step_pause import failing
 from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
@@ -565,6 +566,97 @@ def test_a_run_waiting_to_record_its_approval_s_events_is_cancelled_promptly(
         assert app.history(run_id)["runtimeStatus"] == "Completed"
 
 
+def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """After hours of refusals the recording waits on a long timer (its backoff grew towards an hour); a cancel wins
+    that wait. The timer is cancelled: the run's orchestration ends as soon as its end is recorded, not when that
+    timer would have fired (an uncancelled timer keeps an instance running)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start(input="Email Bob")["run_id"]
+            wait_on_its_backoff(app.host, run_id)
+            assert app.cancel(run_id).status_code == 202
+            app.settle()  # no timer fires
+            assert app.view(run_id)["status"] == "cancelled"
+        app.advance(600)  # the run's end is recorded on its own short timer
+        assert once_each_in_order(receiver) == ["run.cancelled"]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+def test_a_cancel_while_a_run_waits_to_record_its_approval_s_expiry_ends_it_cancelled(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The approval's deadline passed (the agent fails its run then) and the store refused the expiry's events; a
+    cancel wins the recording's wait, which gives those events up for it. The run must then end `cancelled`, as the
+    cancel asked: not `failed` by the deadline, after giving its events up for a cancel it did not take."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        run_id = app.start_until_approval(agent="strict", input="Email Bob")["run_id"]
+        app.settle()
+        assert once_each_in_order(receiver) == ["approval.requested"]
+        with events_refused(app.host):
+            wait_on_its_backoff(app.host, run_id)  # past the deadline: the expiry's recording waits on a long timer
+            assert app.cancel(run_id).status_code == 202
+            app.settle()  # no timer fires
+            assert app.view(run_id)["status"] == "cancelled"
+        app.advance(600)
+        assert once_each_in_order(receiver) == ["approval.requested", "run.cancelled"]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+def test_a_cancel_that_arrives_while_the_recording_is_still_tried_ends_the_run_at_its_first_wait(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """The cancel (sent twice) arrives while the approval's recording is still in its activity's retries, before
+    the recording waits on its timer: it lands on a waiter of an earlier race, not on that wait's. The run takes it
+    there (it does not wait on a timer that only a cancel it already received could end) and ends `cancelled` once,
+    while the store still refuses its events; its end is delivered once, once the store is back."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        with events_refused(app.host):
+            run_id = app.start(input="Email Bob")["run_id"]
+            app.settle()  # the recording's activity failed once: its retry waits
+            assert app.cancel(run_id).status_code == 202
+            assert app.cancel(run_id).status_code == 202
+            refused_for_an_hour(app)
+            assert app.view(run_id)["status"] == "cancelled"
+            assert app.cancel(run_id).status_code == 409
+
+        for _ in range(2):
+            app.advance(3600)
+        assert once_each_in_order(receiver) == ["run.cancelled"]
+        assert [(d["type"], d["status"]) for d in deliveries(app, run_id)] == [("run.cancelled", "delivered")]
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
+
+
+@pytest.mark.parametrize("refused", [{"kind": "notify_event"}, None], ids=["events", "every_effect"])
+def test_a_recording_given_up_after_days_is_noted_in_the_run_s_log_if_the_store_takes_the_note(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, refused: dict[str, str] | None,
+) -> None:
+    """Through whichever worker runs the app (Azure's too: the note is an activity of its own): the run's end event
+    is refused for three days and given up; its orchestration ends. The note of it is in the run's delivery log if
+    the store takes it; when the store refuses that write too (`every_effect`), the orchestration still ends (the
+    note is best effort: the warning says it) rather than failing."""
+    model.set_script(Script.of("Hello."))
+    with app_with(**webhook_settings(receiver)) as app:
+        started = app.host.clock.now()
+        with failing(app.host, "record_effect", equal=refused):
+            run_id = app.start()["run_id"]
+            while app.host.clock.now() - started < timedelta(days=3) + timedelta(hours=8):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+        assert app.view(run_id)["status"] == "completed"
+        given_up = app.http.get(f"/api/runs/{run_id}/deliveries").json()["given_up"]
+        assert [g["what"] for g in given_up] == (["finished"] if refused else [])
+        assert receiver.deliveries == []
+
+
 @watches_the_app_in_process
 def test_a_recording_that_fails_for_days_is_given_up_visibly_and_the_run_ends(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
@@ -593,6 +685,31 @@ def test_a_recording_that_fails_for_days_is_given_up_visibly_and_the_run_ends(
         assert log["deliveries"] == [] and [g["what"] for g in log["given_up"]] == ["finished"], log
         app.advance(3600)
         assert receiver.deliveries == []
+
+
+def test_the_run_s_delivery_ends_when_its_end_s_recording_is_given_up(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver,
+) -> None:
+    """A run's delivery orchestration sleeps once it has sent what was recorded, until the run's end's event is
+    recorded (its recording wakes it). When that recording is given up after days, nothing records the end: the
+    delivery must end with the run (it does not sleep for good on a wake-up that never comes)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        run_id, approval_id, delivery = waiting_for_approval(app)
+        assert once_each_in_order(receiver) == ["approval.requested"]
+        with events_refused(app.host):
+            assert app.decide(run_id, approval_id, "approve").status_code == 202
+            started = app.host.clock.now()
+            while app.host.clock.now() - started < timedelta(days=6, hours=8):
+                app.advance(3600)
+            assert app.history(run_id)["runtimeStatus"] == "Completed"
+        assert app.view(run_id)["status"] == "completed"
+        given_up = app.http.get(f"/api/runs/{run_id}/deliveries").json()["given_up"]
+        assert [g["what"] for g in given_up] == ["approvals", "finished"]
+        app.settle()
+        assert app.history(delivery)["runtimeStatus"] == "Completed"
+        assert once_each_in_order(receiver) == ["approval.requested"]
 
 
 def test_several_runs_waiting_to_record_each_record_every_event_once_in_order(

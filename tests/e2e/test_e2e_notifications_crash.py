@@ -1,18 +1,20 @@
 """A host killed (SIGKILL) after an approval was recorded and before its notification reached the receiver: after the
 restart the event is delivered (it was in the store's outbox before any attempt), then the rest of the run's, in
 order, each verified by the receiver with `standardwebhooks`. And one killed while a run waits to record its end's
-event again (the store refused it): after the restart it is recorded and delivered, once."""
+event again (the store refused it): after the restart it is recorded and delivered, once; one killed while a run
+waits to record its approval's events again, cancelled after the restart."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
-from event_outage import events_refused
+from event_outage import events_refused, wait_on_its_backoff
 from webhook_receiver import SECRET, WebhookReceiver
 
 from devhost.testing import SubprocessHost
@@ -43,6 +45,19 @@ def notifying_host(tmp_path: Path, model: ScriptedModelServer, receiver: Webhook
     env = app_settings(model.base_url, SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"), PYTHONPATH=str(E2E_DIR),
                        E2E_MARKER_DIR=str(tmp_path), WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET)
     return SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env, clock="virtual")
+
+
+def end_delivered_once(host: SubprocessHost, receiver: WebhookReceiver, run_id: str, end: str) -> None:
+    """After a restart, with the store taking the run's events again: its end (`end`) is recorded and delivered,
+    once, and its orchestration ends."""
+    for _ in range(3):  # the restarted virtual clock starts at the real time again: past the retry's timer
+        host.advance(3600)
+    eventually(lambda: receiver.types() == [end], f"{end} not delivered: {receiver.types()}")
+    host.wait_until_idle()
+    host.advance(3600)
+    [done] = receiver.deliveries
+    assert done.verified and done.payload["data"]["run_id"] == run_id
+    assert host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
 
 
 def test_killed_between_an_approval_and_its_delivery(
@@ -95,13 +110,28 @@ def test_killed_while_the_run_s_end_waits_to_be_recorded_again(
             assert receiver.deliveries == []
             host.kill()
         host.start()
-        for _ in range(3):  # the restarted virtual clock starts at the real time again: past the retry's timer
-            host.advance(3600)
-        eventually(lambda: receiver.types() == ["run.completed"], f"run.completed not delivered: {receiver.types()}")
-        host.wait_until_idle()
-        host.advance(3600)
-        [done] = receiver.deliveries
-        assert done.verified and done.payload["data"]["run_id"] == run_id
-        assert host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
+        end_delivered_once(host, receiver, run_id, "run.completed")
     finally:
         host.close()
+
+
+def test_killed_while_a_run_waits_to_record_its_approval_s_events_then_cancelled(
+    tmp_path: Path, model: ScriptedModelServer, receiver: WebhookReceiver
+) -> None:
+    """The store refused the approval's events for hours, and the host died while the run waited on its recording's
+    long timer. After the restart the run replays that wait, raced with cancel again: a cancel ends it `cancelled`
+    at once (the store still refusing, no timer fired), and once the store is back its end is recorded and
+    delivered, once; the approval's events never (the cancel closed it)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    with closing(notifying_host(tmp_path, model, receiver)) as host:
+        api = AppClient(host.start().client)
+        with events_refused(host):
+            run_id = api.start(input="Email Bob")["run_id"]
+            wait_on_its_backoff(host, run_id)
+            host.kill()
+            host.start()
+            assert api.cancel(run_id).status_code == 202
+            host.wait_until_idle()  # no timer fires
+            assert api.view(run_id)["status"] == "cancelled"
+            assert receiver.deliveries == []
+        end_delivered_once(host, receiver, run_id, "run.cancelled")

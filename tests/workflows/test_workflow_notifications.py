@@ -16,7 +16,7 @@ from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the receiver the e2e tests use
-from event_outage import events_refused
+from event_outage import events_refused, wait_on_its_backoff
 from fixture_agents import store_pause
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -114,3 +114,36 @@ def test_a_workflow_waiting_to_record_its_gate_s_events_is_cancelled_promptly(
     got = receiver.accepted()
     assert [(d.payload["type"], d.payload["data"]["status"]) for d in got] == [("workflow.failed", "cancelled")]
     assert got[0].verified and host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
+
+
+@pytest.mark.parametrize("outcome", ["decided", "expired"])
+def test_a_cancel_while_a_workflow_waits_to_record_its_gate_s_outcome_ends_it_cancelled(
+    notifying_host: InProcessHost, receiver: WebhookReceiver, outcome: str
+) -> None:
+    """The gate (the last step) was decided, or its deadline passed (it escalates then), and the store refused the
+    outcome's events; a cancel wins the recording's wait, which gives those events up for it. The workflow takes the
+    cancel there and ends `cancelled`, as the cancel asked: not `completed` after giving its events up for a cancel
+    it did not take, and without opening an escalation gate (an approval for the editor-in-chief of a workflow
+    being cancelled)."""
+    host = notifying_host
+    run_id = start(host, "review_pipeline", {"topic": "durable agents"}, webhook=receiver.url)["run_id"]
+    settle(host)
+    [opened] = receiver.accepted()
+    store_pause.install()
+    with events_refused(host):
+        if outcome == "decided":
+            decide(host, run_id, opened.payload["data"]["approval_id"])
+        else:
+            host.advance(86400)  # the gate's deadline
+        wait_on_its_backoff(host, run_id)
+        assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
+        settle(host)  # no timer fires
+        assert view(host, run_id)["status"] == "cancelled"
+
+    host.advance(600)
+    approvals = host.client.get(f"/api/runs/{run_id}/approvals").json()["approvals"]
+    assert [a["approval_id"] for a in approvals] == [opened.payload["data"]["approval_id"]]
+    got = receiver.accepted()
+    assert [(d.payload["type"], d.payload["data"].get("status")) for d in got] == [
+        ("workflow.gate_opened", "pending"), ("workflow.failed", "cancelled")]
+    assert host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
