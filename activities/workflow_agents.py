@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from agent_runs import run_status
 from agent_runs.child_runs import prepare_child_run
 from agent_runs.client_errors import client_message
 from agent_runs.services import RunServices
@@ -167,7 +168,6 @@ async def workflow_flag_children_cancelled(children: ChildRunIds) -> NoResult:
     now = datetime.now(UTC)
     for run_id in children.run_ids:
         run = await services.store.get_run(run_id)
-        if run is not None and not run.finished and run.cancel_requested_at is None:
-            # Under the ETag of the run just read: a run changed since is read again by the store, never overwritten.
-            await services.store.update_run(run_id, cancel_requested_at=now, current=run)
+        if run is not None:
+            await run_status.flag_cancel(services.store, run, now)
     return NoResult()

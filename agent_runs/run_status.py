@@ -2,14 +2,18 @@
 
 Polls read the live status from the orchestration; lists read the store, so the approval activities keep it current.
 Best effort by design: a run that changed meanwhile (finished, cancel requested) keeps its own state, and a finished
-run's status is never touched.
+run's status is never touched. Its cancel flag (`flag_cancel`) is written the same way, under the ETag read.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
+from agent_runs.conversation_cache import ConversationCache
 from session_store import ConflictError, RunRecord, SessionStore
+
+FLAG_ROUNDS = 5  # reads of a run that keeps changing under a cancel's flag before giving up
 
 
 async def mark(
@@ -42,3 +46,28 @@ async def mark_unless_pending(
     if not pending:
         return await mark(store, run_id, "in_progress", session_id=session_id, current=current)
     return None
+
+
+async def flag_cancel(
+    store: SessionStore, run: RunRecord, now: datetime, *, conversations: ConversationCache | None = None
+) -> None:
+    """Flag `run`'s cancel (what its steps check), written under the ETag of `run` as the caller read it (no second
+    read). A run changed since is read again: flagged unless it finished or another cancel flagged it meanwhile (the
+    first request's time stays; a run that ended is not marked after the fact). A flag written under the ETag it read
+    is the only change since, so this process's cached conversation of the run stays valid
+    (`ConversationCache.run_changed`: the run's closing step then reads no messages)."""
+    current: RunRecord | None = run
+    for _ in range(FLAG_ROUNDS):
+        if current is None or current.finished or current.cancel_requested_at is not None:
+            return
+        try:
+            flagged = await store.update_run(
+                run.run_id, if_match=current.etag, current=current, cancel_requested_at=now
+            )
+        except ConflictError:
+            current = await store.get_run(run.run_id, session_id=run.session_id)
+            continue
+        if conversations is not None:
+            conversations.run_changed(run.session_id, run.run_id, current.etag, flagged.etag)
+        return
+    raise ConflictError(f"run {run.run_id!r} kept changing; its cancel was not flagged")

@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 import azure.functions as func
 from pydantic import BaseModel
 
+from agent_runs import run_status
 from agent_runs.closing import close_abandoned_run
 from agent_runs.conversation_cache import ConversationCache
 from agent_runs.services import RunServices
@@ -35,7 +36,7 @@ from http_api.polling import long_poll
 from http_api.problems import ApiProblem, not_found
 from http_api.refusals import read_refusal
 from http_api.request_context import verify_token
-from session_store import ConflictError, RunRecord, SessionStore
+from session_store import RunRecord, SessionStore
 from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ async def cancel(
     as it ended when it finished after `run` was read (nothing left to cancel). `conversations`: this process's
     conversation cache, kept valid across the flag (the run's closing step then reads no messages)."""
     if run.cancel_requested_at is None:
-        await _flag_cancel(store, run, conversations)
+        await run_status.flag_cancel(store, run, datetime.now(UTC), conversations=conversations)
     try:
         await gateway.send_cancel(run.run_id, reason)
     except Exception:
@@ -257,18 +258,3 @@ async def cancel(
         # its session, so the cancel closes it; a continuation started after this reads the flag and ends at once.
         await close_abandoned_run(store, refusal.run, "cancelled", {"code": "cancelled", "message": reason})
     return None
-
-
-async def _flag_cancel(store: SessionStore, run: RunRecord, conversations: ConversationCache | None) -> None:
-    """Write the cancel flag under the ETag of `run`, read by this request (not read again). Written so, the flag is
-    the only change since `run` (no rewind in between), so the run's cached conversation stays valid
-    (`ConversationCache.run_changed`, as an approval step's mark). A run changed since is read again and flagged, the
-    cache left to notice the change itself."""
-    now = datetime.now(UTC)
-    try:
-        flagged = await store.update_run(run.run_id, if_match=run.etag, current=run, cancel_requested_at=now)
-    except ConflictError:
-        await store.update_run(run.run_id, cancel_requested_at=now)
-        return
-    if conversations is not None:
-        conversations.run_changed(run.session_id, run.run_id, run.etag, flagged.etag)

@@ -203,3 +203,31 @@ async def test_a_cancel_of_a_run_changed_since_it_was_read_is_flagged_and_the_ca
     assert flagged is not None and flagged.cancel_requested_at is not None and flagged.metadata == {"changed": True}
     assert cached(cache, flagged, flagged.etag) is None
     await store.close()
+
+
+async def test_two_cancels_of_the_same_run_keep_the_first_requests_time() -> None:
+    """Two cancel requests read the run before either flagged it: the second's ETag-conditioned flag fails, and it
+    reads the run again. The run is flagged once, at the first request's time (the steps and the run's record show
+    when the cancel was asked); the second request does not move it."""
+    store = await store_with_session()
+    run = await store.begin_run(record("r1"))
+    orchestrations = Orchestrations()
+    assert await cancel(store, orchestrations, run, "cancelled by the client") is None
+    first = (await store.get_run("r1")).cancel_requested_at
+    assert await cancel(store, orchestrations, run, "cancelled by the client") is None  # `run` as read before
+    flagged = await store.get_run("r1")
+    assert first is not None and flagged.cancel_requested_at == first
+    assert orchestrations.cancelled == ["r1", "r1"]  # both still ring the run's cancel event
+    await store.close()
+
+
+async def test_a_cancel_of_a_run_that_finished_since_it_was_read_does_not_flag_the_finished_run() -> None:
+    """The run finished between the cancel request's read and its flag: the finished run is not marked as cancel
+    requested after the fact (its record keeps the outcome it ended with)."""
+    store = await store_with_session()
+    run = await store.begin_run(record("r1"))
+    await store.finish_run("r1", "completed", output={"text": "done"})
+    await cancel(store, Orchestrations(), run, "cancelled by the client")
+    finished = await store.get_run("r1")
+    assert (finished.status, finished.cancel_requested_at) == ("completed", None)
+    await store.close()

@@ -124,6 +124,35 @@ def test_every_route_of_another_principal_answers_404_and_changes_nothing(app_in
                 assert response.status_code in (200, 202), (url, response.text)
 
 
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_the_workflow_routes_find_only_workflow_runs_even_of_their_owner(app_in, model, store) -> None:
+    """The workflow routes read a workflow's run in its control session (`wf-<run id>`), not through the run lookup:
+    the owner's agent run, a workflow run id with the control session's prefix, or with a different case, is no
+    workflow run on either store (404 on path.run_id), and nothing is cancelled, signalled or shown."""
+    model.set_script(note_script())
+    with app_in("easyauth", store) as (app, callers):
+        ids = alices_things(app, callers)
+        alice = callers.headers(ALICE)
+        before = app.snapshot()
+        workflow = ids["workflow_run_id"]
+        methods = app.http.get("/api/openapi.json").json()["paths"]
+        paths = [path for path in methods if path.startswith("/api/workflows/runs/")]
+        assert len(paths) >= 3, paths
+        for run_id in (ids["run_id"], f"wf-{workflow}", workflow.upper()):
+            for path in paths:
+                url = path.replace("{run_id}", run_id).replace("{name}", "go")
+                for method in methods[path]:
+                    body = {"payload": {}} if method == "post" else None
+                    response = app.http.request(method.upper(), url, json=body, headers=alice)
+                    assert response.status_code == 404, (method, url, response.text)
+                    problem = response.json()
+                    assert problem["code"] in ("workflow_run_not_found", "run_not_found"), (method, url, problem)
+                    assert problem["field"] == "path.run_id", (method, url, problem)
+        app.settle()
+        assert app.snapshot() == before
+        assert app.http.get(f"/api/runs/{ids['run_id']}", headers=alice).json()["status"] == "requires_action"
+
+
 @pytest.mark.parametrize("mode", ["easyauth", "jwt"])
 def test_list_tokens_are_bound_to_their_principal(app_in, model, mode: str) -> None:
     model.set_script(Script(default=Reply(text="Hi.")))

@@ -5,6 +5,7 @@ session of that id made by someone else, gets what it always got (the stored run
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -64,3 +65,21 @@ async def test_a_session_of_that_id_made_by_someone_else_is_not_taken(store: Ses
     with pytest.raises(SessionNotOwnedError):
         await start_child(services_on(store), run_id)
     assert await store.get_run(run_id) is None
+
+
+@pytest.mark.parametrize("together", [False, True], ids=["again", "concurrently"])
+async def test_a_step_run_again_while_its_child_runs_gets_that_one_run(store: SessionStore, together: bool) -> None:
+    """The activity that starts a step's child runs again (Durable delivers an activity at least once, and two
+    deliveries may overlap) while the child it created holds its session: the same run, once, holding its session,
+    its input stored once, whichever of the two writes the session first."""
+    services, run_id = services_on(store), child_id()
+    if together:
+        started = await asyncio.gather(start_child(services, run_id), start_child(services, run_id))
+    else:
+        started = [await start_child(services, run_id), await start_child(services, run_id)]
+    assert started == [run_id, run_id]
+    runs = await store.list_runs(run_id)
+    assert [(r.run_id, r.ordinal, r.status) for r in runs] == [(run_id, 1, "in_progress")]
+    session = await store.get_session(run_id)
+    assert session is not None and (session.active_run_id, session.run_count) == (run_id, 1)
+    assert [m.message_id for m in (await store.list_messages(run_id)).items] == [f"{run_id}:input:0"]
