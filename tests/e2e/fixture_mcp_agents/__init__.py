@@ -92,30 +92,24 @@ extra = McpServer(
 # The same for a server that never answers: given up after a second (real time: the MCP client's own deadline).
 hasty_extra = extra.model_copy(update={"timeout_seconds": 1})
 
-mcp_with_extra = AgentDefinition(
-    name="mcp_with_extra",
-    description="Test agent with its MCP server and an optional second one.",
-    instructions="You are a test agent.",
-    tools=[echo, remote, extra],
-)
+def _with_second_server(name: str, server: McpServer, what: str) -> AgentDefinition:
+    return AgentDefinition(
+        name=name,
+        description=f"Test agent with its MCP server and {what}.",
+        instructions="You are a test agent.",
+        tools=[echo, remote, server],
+    )
 
-mcp_extra_required = AgentDefinition(
-    name="mcp_extra_required",
-    description="Test agent with its MCP server and a required second one.",
-    instructions="You are a test agent.",
-    tools=[echo, remote, extra.model_copy(update={"required": True})],
-)
 
-mcp_with_hasty_extra = AgentDefinition(
-    name="mcp_with_hasty_extra",
-    description="Test agent with its MCP server and an optional second one given a second.",
-    instructions="You are a test agent.",
-    tools=[echo, remote, hasty_extra],
-)
+def _required(server: McpServer) -> McpServer:
+    return server.model_copy(update={"required": True})
 
-mcp_hasty_extra_required = AgentDefinition(
-    name="mcp_hasty_extra_required",
-    description="Test agent with its MCP server and a required second one given a second.",
-    instructions="You are a test agent.",
-    tools=[echo, remote, hasty_extra.model_copy(update={"required": True})],
+
+mcp_with_extra = _with_second_server("mcp_with_extra", extra, "an optional second one")
+mcp_extra_required = _with_second_server("mcp_extra_required", _required(extra), "a required second one")
+mcp_with_hasty_extra = _with_second_server(
+    "mcp_with_hasty_extra", hasty_extra, "an optional second one given a second"
+)
+mcp_hasty_extra_required = _with_second_server(
+    "mcp_hasty_extra_required", _required(hasty_extra), "a required second one given a second"
 )
