@@ -36,7 +36,7 @@ from http_api.polling import long_poll
 from http_api.problems import ApiProblem, not_found
 from http_api.refusals import read_refusal
 from http_api.request_context import verify_token
-from session_store import RunRecord, SessionStore
+from session_store import ConflictError, RunRecord, SessionStore
 from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,13 @@ async def cancel(
     as it ended when it finished after `run` was read (nothing left to cancel). `conversations`: this process's
     conversation cache, kept valid across the flag (the run's closing step then reads no messages)."""
     if run.cancel_requested_at is None:
-        await run_status.flag_cancel(store, run, datetime.now(UTC), conversations=conversations)
+        try:
+            await run_status.flag_cancel(store, run, datetime.now(UTC), conversations=conversations)
+        except ConflictError as error:  # the run changed under every attempt: a passing state, the client retries
+            raise ApiProblem(
+                503, "run_busy", "The run is changing too fast to flag its cancel",
+                "Retry the cancel shortly: nothing was cancelled yet.", headers={"Retry-After": "1"},
+            ) from error
     try:
         await gateway.send_cancel(run.run_id, reason)
     except Exception:

@@ -231,3 +231,26 @@ async def test_a_cancel_of_a_run_that_finished_since_it_was_read_does_not_flag_t
     finished = await store.get_run("r1")
     assert (finished.status, finished.cancel_requested_at) == ("completed", None)
     await store.close()
+
+
+class EverChangingStore(SqliteSessionStore):
+    """A run that another writer changes (a real write) just before each of the cancel's conditional writes."""
+
+    async def update_run(self, run_id, **changes):  # type: ignore[no-untyped-def]
+        if changes.get("if_match") is not None:
+            await super().update_run(run_id, metadata={"step": datetime.now(UTC).isoformat()})
+        return await super().update_run(run_id, **changes)
+
+
+async def test_a_cancel_of_a_run_that_keeps_changing_answers_503_and_rings_nothing() -> None:
+    """The run changed under every one of the cancel's ETag-conditioned writes: a passing state, answered 503
+    `run_busy` with `Retry-After` (it was a 500), nothing flagged and no cancel event sent."""
+    store = EverChangingStore(":memory:")
+    await store.create_session("s1", "helper")
+    run = await store.begin_run(record("r1"))
+    orchestrations = Orchestrations()
+    with pytest.raises(ApiProblem) as refused:
+        await cancel(store, orchestrations, run, "cancelled by the client")
+    assert (refused.value.status, refused.value.code, refused.value.headers) == (503, "run_busy", {"Retry-After": "1"})
+    assert (await store.get_run("r1")).cancel_requested_at is None and orchestrations.cancelled == []
+    await store.close()
