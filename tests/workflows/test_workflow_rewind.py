@@ -148,3 +148,6 @@ def test_a_workflow_cancelled_while_its_step_waits_for_a_rewound_child_cancels_i
     settle(host)
     assert until_finished(host, run_id)["status"] == "cancelled"
     assert host.client.get(f"/api/runs/{legal}").json()["status"] in ("cancelled", "completed")
+    # The cancel reached the rewound run itself: its cancel event was queued before its held model call's answer
+    # was let go, and its run races every wait with cancel, so it took the cancel first and its answer went unused.
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "cancelled"
