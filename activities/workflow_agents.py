@@ -124,10 +124,11 @@ async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
     step = ctx.definition.step(request.step_id)
     sessions = child_sessions(request.ref, request.key, step)
     runs = {run_id: await _child_run(ctx, run_id, sessions.get(run_id)) for run_id in request.run_ids}
-    if request.failure is None and any(run is not None and not run.finished and run.rewinds for run in runs.values()):
+    if any(run is not None and not run.finished and run.rewinds for run in runs.values()):
         # A child that failed and was rewound on its own runs again (the workflow's children are never rewound by
         # the workflow, whose rewind makes new ones): the step waits for it, as for any of its children, rather
-        # than fail it as unfinished and leave it running unattended. Nothing is journaled yet.
+        # than fail it as unfinished and leave it running unattended - also when a sibling crashed (`failure`),
+        # which fails the step once it has ended. Nothing is journaled yet.
         return StepResult(step_id=request.step_id, status="running", journaled=False)
     failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items()) if f]
     created = [run.created_at for run in runs.values() if run is not None and run.created_at is not None]

@@ -403,7 +403,8 @@ class CosmosSessionStore:
 
     async def _has_run_at(self, session_id: str, ordinal: int) -> bool:
         """Whether a run of the session holds position `ordinal` (read only to close a dead start's claim)."""
-        return any(run.ordinal == ordinal for run in await self._runs_of(session_id))
+        sql = "SELECT TOP 1 c.id FROM c WHERE c.sessionId = @s AND c.ordinal = @o"
+        return bool(await self._db.query("runs", sql, session_id, s=session_id, o=ordinal))
 
     async def _begin_in_new_session(self, record: RunRecord, session: SessionRecord) -> RunRecord | None:
         """Three writes (the session created already held by the run, the lookup item, the run) instead of the

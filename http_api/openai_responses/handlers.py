@@ -201,9 +201,30 @@ async def _start(
             after_run_count=after_run_count,
         )
     except SessionMovedOnError as moved_on:
+        if session_id is not None and await _held_by_an_unwritten_start(services, session_id, after_run_count or 0):
+            raise _session_busy() from moved_on
         # Checked above, but another request continued the same response before this one claimed the session (its
         # run may even have finished): this run would follow a response its client never saw.
         raise _not_latest(str(previous_id)) from moved_on
+
+
+async def _held_by_an_unwritten_start(services: RunServices, session_id: str, ordinal: int) -> bool:
+    """Whether the session's next position is counted by a start whose run is not written (yet, or ever: the store
+    closes such a start after a grace and gives its position back): no run follows the previous response yet, so
+    the session is busy for now rather than the response superseded."""
+    session = await services.store.get_session(session_id)
+    if session is None or not session.active_run_id or session.run_count != ordinal + 1:
+        return False
+    return await services.store.get_run(session.active_run_id, session_id=session_id) is None
+
+
+def _session_busy() -> Exception:
+    return openai_error(
+        409,
+        "The conversation's session is busy with a run being started; retry in a moment.",
+        param="previous_response_id",
+        code="session_busy",
+    )
 
 
 def _moved_on(session: SessionRecord, ordinal: int) -> bool:

@@ -15,7 +15,7 @@ import pytest
 from e2e_harness import InProcessApp, post_concurrently
 from e2e_settings import watches_the_app_in_process
 from lost_writes import cosmos_writes_refused, run_items_refused
-from openai import OpenAI
+from openai import ConflictError, OpenAI
 
 from scripted_model import Script, ScriptedModelServer
 from session_store import RunRecord, SessionRecord, StoreUnavailableError
@@ -177,6 +177,11 @@ def test_a_response_chain_goes_on_after_a_start_in_its_session_that_was_never_wr
         first = client.responses.create(model="helper", input="I am Ann.")
         session_id = app.view(first.id.removeprefix("resp_").split("_")[0])["session_id"]
         start_refused(app, session_id)
+        # Before the grace the dead start may still be writing its run: the session is busy (409, which the client
+        # retries), not the response superseded (400 "not the latest", which reads as for good).
+        with pytest.raises(ConflictError) as busy:
+            client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+        assert busy.value.code == "session_busy", busy.value.body
         after_the_grace(app, monkeypatch)
         second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
     assert second.output_text == "Your name is Ann."

@@ -86,6 +86,8 @@ async def test_every_query_filters_and_sorts_only_on_indexed_paths(
         await store.last_seq(session_id)
         await store.list_sessions(agent="assistant", owner_id="alice")
         await store.list_runs(session_id)
+        # Closing a dead start asks whether one position was written (run on the store's loop, as its callers are).
+        assert await store._portal.call(store._has_run_at(session_id, started.ordinal))
         await store.list_owner_runs("alice", status="in_progress", agent="assistant")
         pending = approval(session_id, started.run_id).model_copy(update={"decider_keys": ["user:alice"]})
         await store.put_approvals([pending])

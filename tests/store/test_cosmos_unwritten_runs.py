@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from store_helpers import new_session, run
 
-from session_store import ManualClock, SessionBusyError, StoreSettings
+from session_store import ManualClock, RunRecord, SessionBusyError, StoreSettings
 from session_store.cosmos_store import CosmosSessionStore
 from session_store.rules import UNWRITTEN_HOLDER_AFTER, is_unwritten_start
 
@@ -34,6 +34,23 @@ async def store(
     )
     yield opened
     await opened.close()
+
+
+async def start_lost(store: CosmosSessionStore, session_id: str, monkeypatch: pytest.MonkeyPatch) -> RunRecord:
+    """A start in the session whose claim landed and whose run write never did (its host died in between)."""
+    lost = run(session_id, "lost-start")
+    runs = store._db._c["runs"]
+    create_item = runs.create_item
+
+    async def refused(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if body["id"] == lost.run_id and body["status"] != "failed":
+            raise ConnectionError("the host died before writing the run")
+        return await create_item(body, *args, **kwargs)
+
+    monkeypatch.setattr(runs, "create_item", refused)
+    with pytest.raises(Exception, match="host died"):
+        await store.begin_run(lost)
+    return lost
 
 
 async def test_a_start_whose_run_write_lands_after_its_claim_was_closed_is_not_started(
@@ -105,18 +122,7 @@ async def test_a_holder_without_a_record_is_busy_until_its_write_had_time_to_lan
     store: CosmosSessionStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session_id = await new_session(store)
-    lost = run(session_id, "lost-start")
-    runs = store._db._c["runs"]
-    create_item = runs.create_item
-
-    async def refused(body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if body["id"] == lost.run_id and body["status"] != "failed":
-            raise ConnectionError("the host died before writing the run")
-        return await create_item(body, *args, **kwargs)
-
-    monkeypatch.setattr(runs, "create_item", refused)
-    with pytest.raises(Exception, match="host died"):
-        await store.begin_run(lost)
+    lost = await start_lost(store, session_id, monkeypatch)
     with pytest.raises(SessionBusyError):
         await store.begin_run(run(session_id))
     clock.advance(GRACE_S)
@@ -125,3 +131,27 @@ async def test_a_holder_without_a_record_is_busy_until_its_write_had_time_to_lan
     closed = await store.get_run(lost.run_id)  # by its id alone: its lookup item was written with it
     assert closed is not None and is_unwritten_start(closed), closed
     assert (await store.get_session(session_id)).active_run_id == "next-start"
+
+
+async def test_closing_a_dead_start_reads_one_run_of_the_session_not_all(
+    store: CosmosSessionStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the dead start counted its position is one run's question: its cost does not grow with the session."""
+    session_id = await new_session(store)
+    for n in range(3):
+        await store.begin_run(run(session_id, f"done-{n}"))
+        await store.finish_run(f"done-{n}", "completed", output={"text": "done"})
+    await start_lost(store, session_id, monkeypatch)
+    query = store._db.query
+    queried: list[Any] = []
+
+    async def counting(*args: Any, **kwargs: Any) -> list[Any]:
+        items = await query(*args, **kwargs)
+        queried.extend(items)
+        return items
+
+    monkeypatch.setattr(store._db, "query", counting)
+    clock.advance(GRACE_S)
+    started = await store.begin_run(run(session_id, "next-start"))
+    assert (started.status, started.ordinal) == ("in_progress", 4)  # the dead start's position is given back
+    assert len(queried) <= 1, queried

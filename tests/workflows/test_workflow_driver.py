@@ -285,6 +285,27 @@ def test_a_crashed_child_run_is_recorded_as_the_step_failure() -> None:
     assert record.input.failure == "a child run crashed: an internal step failed (correlation id c1)"
 
 
+def test_a_step_looks_at_a_rewound_child_still_running_rarely_once_it_runs_long() -> None:
+    """Each look is a timer and an activity in the workflow's history: a child rewound on its own that runs for a day
+    (or whose own orchestration crashed) grows it by a few looks an hour, not one every few minutes."""
+    day_later = NOW + timedelta(days=1)
+    clock = [NOW]
+
+    def running_for_a_day(request: Request) -> Event | None:
+        if isinstance(request, Sleep):
+            clock[0] = request.until or clock[0]
+        elif isinstance(request, CallActivity) and request.activity is workflow_record_agents and clock[0] < day_later:
+            running = StepResult(step_id=request.input.step_id, status="running", journaled=False)
+            return ActivityCompleted(output=running)
+        return None
+
+    run = Drive(_driver(review_pipeline), running_for_a_day)
+    looks = [r for r in run.requests if isinstance(r, Sleep)]
+    assert 24 <= len(looks) <= 40, len(looks)
+    assert looks[0].until == NOW + timedelta(seconds=1)  # soon at first: a quick repair is seen at once
+    assert run.outcome.status == "completed"
+
+
 def test_a_step_whose_prompt_cannot_be_rendered_fails_without_child_runs() -> None:
     def broken(request: Request) -> Event | None:
         if isinstance(request, CallActivity) and request.activity is workflow_start_agents:

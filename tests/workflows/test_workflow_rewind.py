@@ -4,12 +4,19 @@ waits for other children is waited for by the step, as its other children are.""
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 from workflow_helpers import PROGRESS_TIMEOUT_S, model_prompts, settle, start, step_ids, view
 from workflow_scripts import standard_script
 
 from scripted_model import Fault, Match, Reply, Rule
+
+E2E_DIR = str(Path(__file__).resolve().parents[1] / "e2e")
+if E2E_DIR not in sys.path:
+    sys.path.insert(0, E2E_DIR)
+from e2e_settings import watches_the_app_in_process  # noqa: E402
 
 
 def test_a_workflow_whose_signal_never_came_is_rewound_and_then_signalled(host, model) -> None:
@@ -102,9 +109,23 @@ def until_finished(host, run_id: str) -> dict:
     return seen
 
 
-def waiting_for_a_rewound_child(host, model) -> tuple[str, str, str]:
+def crashing(monkeypatch, run_id: str) -> None:
+    """The orchestration of run `run_id` crashes at its next episode (an unhandled error in the orchestrator)."""
+    module = sys.modules["orchestrators.agent_run"]  # the host's modules: the app's orchestrator
+    events = module.ExternalEvents
+
+    def crash(context, *args):
+        if context.instance_id == run_id:
+            raise RuntimeError("the orchestrator crashed")
+        return events(context, *args)
+
+    monkeypatch.setattr(module, "ExternalEvents", crash)
+
+
+def waiting_for_a_rewound_child(host, model, crash=None) -> tuple[str, str, str]:
     """A parallel step whose failed branch was rewound on its own and is at its model call (held) when the last other
-    branch (cancelled) ends; checks that the step waits for it. Returns (workflow run, that other branch, rewound)."""
+    branch (cancelled; its orchestration crashes instead when `crash` is given a monkeypatch) ends; checks that the
+    step waits for it. Returns (workflow run, that other branch, rewound)."""
     standard = standard_script()
     refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
     model.set_script(standard.model_copy(update={"rules": refusing}))
@@ -117,6 +138,8 @@ def waiting_for_a_rewound_child(host, model) -> tuple[str, str, str]:
     model.hold_answers()
     calls = model.log.total
     assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202  # reopened: in_progress in the store
+    if crash is not None:
+        crashing(crash, mailer)
     assert host.client.post(f"/api/runs/{mailer}/cancel").status_code == 202  # the last other branch ends
     model.log.wait_for(calls + 1, timeout=PROGRESS_TIMEOUT_S)  # the rewound run is at its model call, held
     waiting = view(host, run_id, wait_seconds=5)  # long enough for the step to record (it failed within it)
@@ -138,6 +161,20 @@ def test_a_child_run_rewound_on_its_own_is_waited_for_by_its_step(host, model) -
     assert f"'{mailer}'" in failed["error"]["message"] and legal not in failed["error"]["message"], failed
 
 
+@watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
+def test_a_child_run_rewound_on_its_own_is_waited_for_when_a_sibling_crashed(host, model, monkeypatch) -> None:
+    """The last other branch's orchestration crashed (the step fails): the step still waits for the rewound branch
+    before it fails, rather than leave it running unattended (before, it failed at once, `ended in_progress`)."""
+    run_id, mailer, legal = waiting_for_a_rewound_child(host, model, crash=monkeypatch)
+    model.release_answers()
+    settle(host)
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "completed"
+    host.advance(60)  # the step's next look
+    failed = until_finished(host, run_id)
+    assert failed["status"] == "failed" and f"'{mailer}'" in failed["error"]["message"], failed
+    assert legal not in failed["error"]["message"], failed
+
+
 def test_a_workflow_cancelled_while_its_step_waits_for_a_rewound_child_cancels_it(host, model) -> None:
     """The rewound child is one of the step's children while the step waits for it: the workflow's cancel reaches it,
     and the workflow ends cancelled, nothing left running."""
@@ -148,3 +185,6 @@ def test_a_workflow_cancelled_while_its_step_waits_for_a_rewound_child_cancels_i
     settle(host)
     assert until_finished(host, run_id)["status"] == "cancelled"
     assert host.client.get(f"/api/runs/{legal}").json()["status"] in ("cancelled", "completed")
+    # The cancel reached the rewound run itself: its cancel event was queued before its held model call's answer
+    # was let go, and its run races every wait with cancel, so it took the cancel first and its answer went unused.
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "cancelled"
