@@ -46,5 +46,10 @@ async def test_a_given_up_end_does_not_end_the_delivery_of_the_rewound_run_s_nex
     assert (await idle(store, step, webhook, [])).final
 
     await store.reopen_run(run_id, rewind("r1"))
-    await store.finish_run(run_id, "completed", output={"text": "done"})
+    completed = await store.finish_run(run_id, "completed", output={"text": "done"})
     assert not (await idle(store, step, webhook, [])).final
+    second_end = run_event(completed, base_url="")
+    assert second_end is not None and second_end.id != first_end.id
+    await outbox.note_given_up(store, session_id, run_id, None, outbox.GivenUp(
+        what="finished", failing_since=SINCE + timedelta(days=5), event_id=second_end.id))
+    assert (await idle(store, step, webhook, [])).final  # that end given up too: nothing more can come
