@@ -145,8 +145,10 @@ async def note_recording_given_up(given_up: RecordingGivenUp, client: df.Durable
     nothing else will, and their idle check ends them on this note (`idle`)."""
     step = given_up.step
     store = RunServices.current().store
-    await outbox.note_given_up(store, step.session_id, step.run_id, step.seq,
-                               outbox.GivenUp(what=step.what, failing_since=given_up.failing_since))
+    run = await store.get_run(step.run_id) if step.what == "finished" else None
+    end = run_event(run, base_url="") if run is not None else None
+    await outbox.note_given_up(store, step.session_id, step.run_id, step.seq, outbox.GivenUp(
+        what=step.what, failing_since=given_up.failing_since, event_id=end.id if end is not None else None))
     if step.what == "finished":
         for subscription in await run_subscriptions(store, step.session_id, step.run_id):
             await wake_if_running(client, subscription.key, step.run_id)
@@ -194,7 +196,7 @@ async def idle(
         return DeliveryStep(outcome="idle", final=run.finished)
     if any(e.event.id == end.id for e in recorded):
         return DeliveryStep(outcome="idle", final=True)
-    return DeliveryStep(outcome="idle", final=await outbox.end_given_up(store, step.session_id, step.run_id))
+    return DeliveryStep(outcome="idle", final=await outbox.end_given_up(store, step.session_id, step.run_id, end))
 
 
 def is_last(step: DeliveryInput, head: OutboxEntry, pending: list[OutboxEntry]) -> bool:

@@ -124,10 +124,13 @@ class GivenUp(BaseModel):
 
     what: Literal["approvals", "finished"]
     failing_since: datetime
+    event_id: str | None = None
+    """`finished`: the id of the end's event (a rewound run ends again, under another id)."""
 
 
 async def note_given_up(store: SessionStore, session_id: str, run_id: str, seq: int | None, given_up: GivenUp) -> None:
-    key = f"notify-given-up:{run_id}:{given_up.what}:{seq}"
+    """Once per given-up call: `failing_since` tells calls apart where `seq` cannot (None: a run without ordinal)."""
+    key = f"notify-given-up:{run_id}:{given_up.what}:{seq}:{given_up.failing_since.isoformat()}"
     await store.record_effect(session_id, key, GIVEN_UP, {"run_id": run_id, **given_up.model_dump(mode="json")})
 
 
@@ -136,9 +139,10 @@ async def given_up(store: SessionStore, session_id: str, run_id: str) -> list[Gi
             if r.payload.get("run_id") == run_id]
 
 
-async def end_given_up(store: SessionStore, session_id: str, run_id: str) -> bool:
-    """Whether the recording of the run's end's event was given up: it will never be recorded."""
-    return any(noted.what == "finished" for noted in await given_up(store, session_id, run_id))
+async def end_given_up(store: SessionStore, session_id: str, run_id: str, end: NotificationEvent) -> bool:
+    """Whether the recording of this end's event was given up (it will never be recorded): not an end of the run
+    before a rewind."""
+    return any(noted.event_id == end.id for noted in await given_up(store, session_id, run_id))
 
 
 async def save_run_webhook(store: SessionStore, session_id: str, run_id: str, url: str) -> None:

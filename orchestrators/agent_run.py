@@ -147,13 +147,14 @@ def _with_resume_point(outcome: RunOutcome, driver: RunDriver) -> RunOutcome:
 def _notify(
     context: df.DurableOrchestrationContext, driver: RunDriver, what: Literal["approvals", "finished"],
     cancels: ExternalEvents | None = None,
-) -> Any:
+) -> Generator[Any, Any, LoopCommand | None]:
     """Record the transition's events and wake their deliveries (only runs started with notifications configured).
-    `cancels`: while the run still runs, a failing recording's waits race cancel, as its other waits do (the cancel
-    is left for the run to take)."""
+    `cancels`: while the run still runs, a failing recording's waits race cancel, as its other waits do; a cancel
+    that won is taken here (the run's next command), before any further step could end the run otherwise."""
     run = driver.run
-    return notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent, what=what,
-                  seq=driver.notify_seq, bounded=driver.notify_gives_up, cancels=cancels)
+    yield from notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent,
+                      what=what, seq=driver.notify_seq, bounded=driver.notify_gives_up, cancels=cancels)
+    return _cancelled_meanwhile(driver, cancels) if cancels is not None else None
 
 
 def _next(
@@ -321,7 +322,9 @@ def _wait_for_approvals(
         if done is not None:
             return done
         driver.on_approvals_recorded()
-        yield from _notify(context, driver, "approvals", cancels)
+        cancelled = yield from _notify(context, driver, "approvals", cancels)
+        if cancelled is not None:
+            return cancelled
     expires_at = driver.approvals_expire_at
     if expires_at is None:  # pragma: no cover - approval_requests sets it before any wait, also across replays
         return driver.on_failure(f"{APPROVAL_STEP_FAILED}: no approval deadline")
@@ -342,7 +345,7 @@ def _wait_for_approvals(
                 if isinstance(applied, Finish):
                     return applied
                 if escalation is None:
-                    return _cancelled_meanwhile(driver, cancels) or driver.on_timeout() or applied or next_command
+                    return driver.on_timeout() or applied or next_command
                 next_command = applied or next_command
                 expires_at = driver.approvals_expire_at or expires_at
                 continue  # the same approvals, now waiting for whom they were escalated to, until the new deadline
@@ -360,9 +363,10 @@ def _wait_for_approvals(
 
 
 def _cancelled_meanwhile(driver: RunDriver, cancels: ExternalEvents) -> LoopCommand | None:
-    """A cancel that won the wait of the deadline's recording (`notifications.hooks`: it gave the expiry's events up
-    for it) is taken before the deadline ends the run. Only runs whose recordings race cancel: histories from before
-    took the deadline's course (their cancel, if any, came on an older waiter that nothing took)."""
+    """A cancel that won the wait of a recording (`notifications.hooks`: it gave the events up for it) is taken
+    before the run goes on (a deadline, more decisions to apply, whatever ends the run otherwise). Only runs whose
+    recordings race cancel: histories from before took the run's course (their cancel, if any, came on an older
+    waiter that nothing took)."""
     received = cancels.take() if driver.notify_gives_up else None
     return driver.on_cancel(CancelEvent.model_validate(received).reason) if received is not None else None
 
@@ -381,8 +385,9 @@ def _apply_decisions(
             return done
         result = apply_decisions.result(task)
         command = driver.on_decisions(result) or command
-        if result.decided:
-            yield from _notify(context, driver, "approvals", cancels)
+        cancelled = (yield from _notify(context, driver, "approvals", cancels)) if result.decided else None
+        if cancelled is not None:
+            return cancelled
         if not result.more or not driver.pending_approvals:
             return command if command is not None or result.decided else result
 
@@ -406,7 +411,9 @@ def _deadline_step(
     driver.on_deadline_step(
         escalate_approvals.result(task).escalated if escalation is not None else expire_approvals.result(task).expired
     )
-    yield from _notify(context, driver, "approvals", cancels)
+    cancelled = yield from _notify(context, driver, "approvals", cancels)
+    if cancelled is not None:
+        return cancelled
     command: LoopCommand | None = None
     while decided := driver.decided_during_deadline:
         applied = yield from _apply_decisions(context, driver, cancels, decided)

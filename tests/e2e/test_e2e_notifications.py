@@ -19,7 +19,7 @@ from standardwebhooks import Webhook
 from step_pause import failing
 from webhook_receiver import SECRET, WebhookReceiver
 
-from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
+from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer, ScriptedToolCall
 
 ROTATED_SECRET = "whsec_" + "dGhlLW5ldy1zZWNyZXQtYWZ0ZXItdGhlLXJvdGF0aW9uMTI="
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob,\nsee you at 10.\nAlice"}
@@ -744,3 +744,41 @@ def test_several_runs_waiting_to_record_each_record_every_event_once_in_order(
             assert app.history(delivery_of(app, run_id))["runtimeStatus"] == "Completed"
         app.advance(3600)
         assert len(receiver.deliveries) == 9
+
+
+@watches_the_app_in_process
+def test_a_cancel_that_wins_the_recording_s_wait_between_two_calls_applying_decisions_is_taken(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two approvals decided at once, applied one call each (the payload budget); the store refuses the first
+    decision's events and a cancel wins the recording's wait. The run must take that cancel before it goes on: it
+    called `apply_decisions` once more first, and when that call failed (the store failing it too) the run ended
+    `failed`, its cancel ignored."""
+    from activities import approvals
+    from agent_runs.budget import payload_size
+    from agent_runs.contracts import DecisionsResult
+
+    monkeypatch.setattr(approvals, "DECISIONS_RESULT_BUDGET", payload_size(DecisionsResult()))  # one decision a call
+    emails = [ScriptedToolCall(name="send_email", arguments={**EMAIL_BOB, "subject": s}) for s in ("Hi", "Again")]
+    model.set_script(Script.of(Reply(tool_calls=emails), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        view = app.start_until_approval(input="Email Bob twice")
+        run_id, pending = view["run_id"], pending_ids(view)
+        assert len(pending) == 2
+        app.settle()
+        with failing(app.host, "list_approvals", absent=("status",)):  # `apply_decisions`' read (a close reads
+            # only the pending ones): both decisions are stored before the run reads either
+            for approval_id in pending:
+                assert app.decide(run_id, approval_id, "approve").status_code == 202
+            app.settle()
+        with events_refused(app.host):
+            wait_on_its_backoff(app.host, run_id)  # the first decision applied; its events' recording waits
+            with failing(app.host, "list_approvals", absent=("status",)):
+                assert app.cancel(run_id).status_code == 202
+                for _ in range(3):
+                    app.advance(600)
+        for _ in range(2):
+            app.advance(3600)
+        assert app.view(run_id)["status"] == "cancelled"
+        assert app.history(run_id)["runtimeStatus"] == "Completed"
