@@ -22,7 +22,7 @@ from typing import Any
 
 from agent_runs import live_drafts
 
-from .cursor import fingerprint
+from .cursor import done_fingerprint, fingerprint
 from .feeds import Draft, Feed
 from .settings import StreamSettings
 
@@ -52,6 +52,7 @@ class RunWatcher:
         self.status_fp = "-"
         self.draft: Draft | None = None
         self.done: dict[str, Any] | None = None
+        self.done_fp = "-"  # `done_fingerprint(done)`, once for every client (the done view holds the whole answer)
         self.snapshot: Any = None  # the feed's last reading (`Refresh.snapshot`), if it gives one
         self.stats = WatcherStats()
         self._changed = asyncio.Event()
@@ -182,7 +183,7 @@ class RunWatcher:
             self.status, self.status_fp = refresh.status, status_fp
             grew = True
         if refresh.done is not None:
-            self.done, self.draft = refresh.done, None
+            self.done, self.done_fp, self.draft = refresh.done, done_fingerprint(refresh.done), None
             grew = True
         if grew:
             self._notify()
