@@ -45,10 +45,11 @@ def remember_secret(value: str | None) -> None:
         with _known_lock:
             new = _quoted_forms(value) - _known
             if new:
-                # Ordered here, once per secret, not on every call (`redact` runs for every log record).
+                # Ordered here, once per secret, not on every call (`redact` runs for every log record); in `_known`
+                # last, as a caller's own secret in `_known` is looked for in these only.
+                _known_longest_first = _longest_first(_known | new)
+                _known_parts = _longest_parts_first(_known | new)
                 _known.update(new)
-                _known_longest_first = _longest_first(_known)
-                _known_parts = _longest_parts_first(_known)
 
 
 def _quoted_forms(value: str) -> set[str]:
