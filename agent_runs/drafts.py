@@ -46,7 +46,7 @@ class DraftWriter:
         self._run_id = run_id
         self._message_id = model_message_id(run_id, iteration, 0)
         self._author_name = author_name
-        self._interval = interval_seconds
+        self._first_interval = self._interval = interval_seconds
         # Never below the first interval: a setting of a longer first interval than the maximum keeps it constant.
         self._max_interval = max(interval_seconds, max_interval_seconds if max_interval_seconds is not None
                                  else interval_seconds)
@@ -66,8 +66,10 @@ class DraftWriter:
 
     async def on_update(self, update: ChatResponseUpdate) -> None:
         if update.response_id and update.response_id != self._response_id:
-            # A new response (chat middleware retried the call): its text replaces the previous attempt's.
-            self._text = "" if self._response_id is not None else self._text
+            # A new response (chat middleware retried the call): its text replaces the previous attempt's, shown
+            # as soon as a first text is (the interval grown over the failed attempt is not the new one's).
+            if self._response_id is not None:
+                self._text, self._interval = "", self._first_interval
             self._response_id = update.response_id
         text = update.text
         self._text += text

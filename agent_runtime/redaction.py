@@ -31,15 +31,25 @@ _LONG_TOKEN = re.compile(r"\b[A-Za-z0-9]{32,}")
 
 _known: set[str] = set()
 _known_lock = threading.Lock()
+# `_known` as `redact` and `redact_quoted` try it, rebuilt (never changed in place) as a secret is remembered.
+_known_longest_first: tuple[str, ...] = ()
+_known_parts: tuple[tuple[str, str], ...] = ()
 
 
 def remember_secret(value: str | None) -> None:
     """Mask `value` in everything `redact` sees from now on (in this process), as written and as Python and JSON
     quote it: a traceback's `b'...'` (a pydantic error's `input_value`) or a JSON body a server echoes writes a
     backslash, a quote, a control character or a non-ASCII one escaped, where `value` itself no longer matches."""
+    global _known_longest_first, _known_parts
     if value and len(value) >= MIN_SECRET_CHARS:
         with _known_lock:
-            _known.update(_quoted_forms(value))
+            new = _quoted_forms(value) - _known
+            if new:
+                # Ordered here, once per secret, not on every call (`redact` runs for every log record); in `_known`
+                # last, as a caller's own secret in `_known` is looked for in these only.
+                _known_longest_first = _longest_first(_known | new)
+                _known_parts = _longest_parts_first(_known | new)
+                _known.update(new)
 
 
 def _quoted_forms(value: str) -> set[str]:
@@ -88,7 +98,8 @@ def url_secrets(url: str) -> list[str]:
 
 def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False) -> str:
     """`text` without the known secrets, `secrets` and credential-shaped text (and long opaque tokens when asked)."""
-    for secret in sorted({*_known, *(s for s in secrets if s and len(s) >= 4)}, key=len, reverse=True):
+    extra = {s for s in secrets if s and len(s) >= 4} - _known
+    for secret in _longest_first({*_known_longest_first, *extra}) if extra else _known_longest_first:
         if secret in text:
             text = text.replace(secret, MASK)
     text = _CREDENTIAL.sub(MASK, text)
@@ -106,22 +117,28 @@ def redact_quoted(text: str, secrets: Iterable[str] = ()) -> str:
     text = redact(text, secrets)
     if _CUT not in text:
         return text
-    with _known_lock:
-        known = list(_known)
-    # The longest parts first, of all secrets together: one secret's part may end another's (`url-secr` of
-    # `e2e-url-secr...`); masked first, it left the rest of the longer one (`e2e-***...`).
-    parts = sorted(
-        (
-            (secret[:size], secret[-size:])
-            for secret in {*known, *(s for s in secrets if s and len(s) >= 4)}
-            for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1)
-        ),
-        key=lambda part: len(part[0]),
-        reverse=True,
-    )
+    extra = {s for s in secrets if s and len(s) >= 4} - _known
+    parts = _longest_parts_first({*_known, *extra}) if extra else _known_parts
     for start, end in parts:
         text = text.replace(start + _CUT, MASK + _CUT).replace(_CUT + end, _CUT + MASK)
     return text
+
+
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Longer secrets first: one may hold another, and masked first, the shorter one left the longer one's rest."""
+    return tuple(sorted(secrets, key=len, reverse=True))
+
+
+def _longest_parts_first(secrets: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """Every start and end of `secrets` that a cut may leave, the longest first, of all secrets together: one secret's
+    part may end another's (`url-secr` of `e2e-url-secr...`); masked first, it left the rest of the longer one
+    (`e2e-***...`)."""
+    parts = (
+        (secret[:size], secret[-size:])
+        for secret in secrets
+        for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1)
+    )
+    return tuple(sorted(parts, key=lambda part: len(part[0]), reverse=True))
 
 
 def redact_value(value: Any) -> Any:

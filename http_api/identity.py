@@ -56,7 +56,6 @@ JWT_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"
 # The Easy Auth headers naming who calls (`-NAME` is only shown, and a display name may hold a comma).
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id")
 INVALID_TOKEN_DETAIL = "The bearer token is not valid."
-REPEATED_BEARER_CHALLENGE = 'Bearer error="invalid_request"'  # RFC 6750 section 3.1, with a 400
 DISCOVERY_TIMEOUT_SECONDS = 10
 
 
@@ -140,15 +139,18 @@ def channel_principal(principal_id: str, roles: Sequence[str]) -> Principal:
     return Principal(id=principal_id, name=principal_id, roles=tuple(roles), auth_type=mode)
 
 
+def challenge(scheme: str, error: str | None = None) -> dict[str, str]:
+    """The `WWW-Authenticate` header of a refusal (RFC 6750 section 3: the scheme, with the error code if any)."""
+    return {"WWW-Authenticate": scheme if error is None else f'{scheme} error="{error}"'}
+
+
 def unauthenticated(detail: str, *, scheme: str, error: str | None = None, field: str | None = None) -> ApiProblem:
-    challenge = scheme if error is None else f'{scheme} error="{error}"'
-    return ApiProblem(
-        401, "unauthenticated", "Authentication required", detail, field=field,
-        headers={"WWW-Authenticate": challenge},
-    )
+    return ApiProblem(401, "unauthenticated", "Authentication required", detail, field=field,
+                      headers=challenge(scheme, error))
 
 
-def check_sent_once(headers: Mapping[str, str], header: str, *, field: str, detail: str, challenge: str) -> None:
+def check_sent_once(headers: Mapping[str, str], header: str, *, field: str, detail: str, scheme: str,
+                    error: str | None = None) -> None:
     """Refuses a credential header whose one value never holds a comma (a bearer token, base64, an object id) that
     came more than once: the Functions host hands the worker a repeated header's values comma-joined
     (`RpcHttp.headers`, and `fastapi_bridge.host_headers` likewise), so two credentials read as "a,b". That is
@@ -157,7 +159,7 @@ def check_sent_once(headers: Mapping[str, str], header: str, *, field: str, deta
     with (a 401 would tell a client to sign in again, which sends the same two headers)."""
     if "," in (headers.get(header) or ""):
         raise ApiProblem(400, "credential_repeated", "Credential sent more than once", detail, field=field,
-                         headers={"WWW-Authenticate": challenge})
+                         headers=challenge(scheme, error))
 
 
 # ------------------------------------------------------------------------------------------------ Easy Auth
@@ -177,7 +179,7 @@ class _ClientPrincipal(BaseModel):
 
 def easyauth_principal(headers: Mapping[str, str]) -> Principal:
     for header in PRINCIPAL_HEADERS:
-        check_sent_once(headers, header, field=f"header.{header}", challenge="EasyAuth",
+        check_sent_once(headers, header, field=f"header.{header}", scheme="EasyAuth",
                         detail="App Service Authentication sent more than one principal.")
     encoded = headers.get("x-ms-client-principal")
     if not encoded:
@@ -288,12 +290,13 @@ class JwtValidator:
             raise InvalidToken(type(error).__name__) from error
 
     def principal(self, headers: Mapping[str, str]) -> Principal:
-        check_sent_once(headers, "authorization", field="header.Authorization", challenge=REPEATED_BEARER_CHALLENGE,
-                        detail="Send one Authorization: Bearer <token> header.")
         authorization = headers.get("authorization") or ""
         scheme, _, token = authorization.partition(" ")
+        # The scheme first: another scheme's one credential may hold commas (`Digest a=1, b=2`), a bearer token never.
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthenticated("Send Authorization: Bearer <token>.", scheme="Bearer")
+        check_sent_once(headers, "authorization", field="header.Authorization", scheme="Bearer",
+                        error="invalid_request", detail="Send one Authorization: Bearer <token> header.")
         try:
             claims = self.validate(token.strip())
         except InvalidToken as error:

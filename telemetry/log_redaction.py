@@ -3,10 +3,12 @@
 Apart from the span classes so that start-up, which always installs it, does not import the OpenTelemetry SDK's
 trace module (only a process exporting spans needs it).
 
-Records of the `mcp` SDK's loggers quote what a server answered, cut by a library (a pydantic error in its
-traceback: `input_value=b'...code=e2e-url-secr...xxx'`): they are masked as quoted text (`redact_quoted`, a secret's
-start or end at the cut as well) and their message has its control characters escaped (`peer_text`). Every other
-record takes plain `redact`: this runs for every record, and `redact_quoted` tries every cut of every secret."""
+A traceback may quote what a peer answered, cut by a library (a pydantic error's `input_value=b'...secr...xxx'`):
+tracebacks, stack traces and the message of a record with an exception (asyncio's "Task exception was
+never retrieved" quotes the exception in the task's repr) are masked as quoted text (`redact_quoted`, a secret's
+start or end at the cut as well). The `mcp` SDK's loggers quote servers in any record: their messages are masked so
+too and have their control characters escaped (`peer_text`). Every other message takes plain `redact`: this runs for
+every record, and `redact_quoted` tries every cut of every secret (error paths only)."""
 
 from __future__ import annotations
 
@@ -33,25 +35,28 @@ def install_log_redaction() -> None:
 
     def redacted_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        quoting = _quotes_peers(record.name)
+        failed = bool(record.exc_info and record.exc_info[1] is not None)
         try:
-            _redact_message(record, peer_text if quoting else redact)
+            _redact_message(record, _message_mask(record.name, failed))
         except Exception:  # a bad format string: keep the record as logging would report it
             return record
-        mask = redact_quoted if quoting else redact  # a traceback keeps its lines
-        if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = mask("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+        if failed:  # a traceback keeps its lines
+            record.exc_text = redact_quoted("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
             record.exc_info = None  # handlers that format the exception themselves would see the raw text
         if record.stack_info:
-            record.stack_info = mask(record.stack_info)
+            record.stack_info = redact_quoted(record.stack_info)
         return record
 
     logging.setLogRecordFactory(redacted_record)
 
 
-def _quotes_peers(logger_name: str) -> bool:
-    """Whether the record is one of the `mcp` SDK's (its loggers are `mcp.client.streamable_http`...)."""
-    return logger_name.startswith("mcp") and (len(logger_name) == 3 or logger_name[3] == ".")
+def _message_mask(logger_name: str, failed: bool) -> Mask:
+    """`peer_text` for the `mcp` SDK's loggers (`mcp.client.streamable_http`...); `redact_quoted` for a record with an
+    exception, whose message may quote it (asyncio's "Task exception was never retrieved" holds the task's repr, the
+    exception's text in it); plain `redact` for every other record."""
+    if logger_name.startswith("mcp") and (len(logger_name) == 3 or logger_name[3] == "."):
+        return peer_text
+    return redact_quoted if failed else redact
 
 
 def _redact_message(record: logging.LogRecord, mask: Mask) -> None:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from . import sse
-from .cursor import ANY_DONE, Cursor, done_fingerprint
+from .cursor import ANY_DONE, Cursor
 from .feeds import Draft
 from .watchers import Lease, RunWatcher
 
@@ -47,7 +47,7 @@ class Position:
 
     def delivered(self, watcher: RunWatcher) -> bool:
         return (self._done_had != "-" and watcher.done is not None and self.cursor.seq >= watcher.last_seq
-                and self._done_had in (ANY_DONE, done_fingerprint(watcher.done)))
+                and self._done_had in (ANY_DONE, watcher.done_fp))
 
     def pending(self, watcher: RunWatcher) -> Iterator[bytes]:
         """Everything the watcher has that this client has not been sent, advancing the cursor as it goes."""
@@ -67,7 +67,7 @@ class Position:
                 yield sse.event("delta", data, self.cursor.encode())
         if watcher.done is not None and self.cursor.seq >= watcher.last_seq:
             self.finished = True
-            yield sse.event("done", watcher.done, replace(self.cursor, done=done_fingerprint(watcher.done)).encode())
+            yield sse.event("done", watcher.done, replace(self.cursor, done=watcher.done_fp).encode())
 
     def _delta(self, draft: Draft) -> dict[str, Any] | None:
         """The `delta` that brings this client's text of `draft` up to date, if it is behind."""

@@ -55,7 +55,8 @@ async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
             workflow_run=f"{base_url(req)}/api/workflows/runs/{run.run_id}/stream",
         )
     position = Position(start_cursor(req, services, run_views.TOKEN_SCOPE, run.run_id))
-    return await open_stream(lambda: RunFeed(services, client, run, base_url(req)), "run", run.run_id, position)
+    links = base_url(req)
+    return await open_stream(lambda: RunFeed(services, client, run, links), "run", run.run_id, position, links)
 
 
 @http_endpoint
@@ -63,16 +64,19 @@ async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrat
     services = RunServices.current()
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
     position = Position(start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id))
-    return await open_stream(lambda: WorkflowFeed(services, client, record, base_url(req)), "workflow",
-                             record.run_id, position)
+    links = base_url(req)
+    return await open_stream(lambda: WorkflowFeed(services, client, record, links), "workflow", record.run_id,
+                             position, links)
 
 
-async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str, position: StreamPosition) -> Response:
+async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str, position: StreamPosition,
+                      links: str = "") -> Response:
     """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
     its failure raised before anything is sent), `position` deciding what the client is sent. A client that has had
-    everything (back after `done`) gets 204 No Content: an `EventSource` stops reconnecting at a 204."""
+    everything (back after `done`) gets 204 No Content: an `EventSource` stops reconnecting at a 204. `links`: the
+    root of the links the feed builds; clients share a watcher only with the same one (locally the request's host)."""
     settings = current_settings(StreamSettings)
-    lease = Lease(REGISTRY.acquire(kind, run_id, make_feed, settings))
+    lease = Lease(REGISTRY.acquire(kind, run_id, make_feed, settings, links))
     try:
         await lease.watcher.ready()
         if lease.watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for an outage)

@@ -1,4 +1,5 @@
-"""One watcher per run per process, shared by every stream of that run.
+"""One watcher per run per process, shared by every stream of that run (locally, of that run through one host name:
+the links in its views are built from the request's host where no public URL is configured).
 
 A watcher reads the orchestration status (one status call per tick, backing off from
 `STREAM_WATCH_MIN_INTERVAL_SECONDS` to `STREAM_WATCH_MAX_INTERVAL_SECONDS` while nothing changes) and, only when it
@@ -22,7 +23,7 @@ from typing import Any
 
 from agent_runs import live_drafts
 
-from .cursor import fingerprint
+from .cursor import done_fingerprint, fingerprint
 from .feeds import Draft, Feed
 from .settings import StreamSettings
 
@@ -52,6 +53,7 @@ class RunWatcher:
         self.status_fp = "-"
         self.draft: Draft | None = None
         self.done: dict[str, Any] | None = None
+        self.done_fp = "-"  # `done_fingerprint(done)`, once for every client (the done view holds the whole answer)
         self.snapshot: Any = None  # the feed's last reading (`Refresh.snapshot`), if it gives one
         self.stats = WatcherStats()
         self._changed = asyncio.Event()
@@ -182,7 +184,7 @@ class RunWatcher:
             self.status, self.status_fp = refresh.status, status_fp
             grew = True
         if refresh.done is not None:
-            self.done, self.draft = refresh.done, None
+            self.done, self.done_fp, self.draft = refresh.done, done_fingerprint(refresh.done), None
             grew = True
         if grew:
             self._notify()
@@ -216,13 +218,16 @@ class Lease:
 
 
 class WatcherRegistry:
-    """The watchers of this process, by (kind, run id), per event loop (tests run several hosts in one process)."""
+    """The watchers of this process, by (kind, run id, links' root), per event loop (tests run several hosts in one
+    process). The links' root is the configured one on Azure (one watcher per run); locally it is the request's host,
+    and a watcher shared across host names gave every client the links of whichever started it."""
 
     def __init__(self) -> None:
-        self._watchers: dict[tuple[int, str, str], RunWatcher] = {}
+        self._watchers: dict[tuple[int, str, str, str], RunWatcher] = {}
 
-    def acquire(self, kind: str, run_id: str, make_feed: Callable[[], Feed], settings: StreamSettings) -> RunWatcher:
-        key = (id(asyncio.get_running_loop()), kind, run_id)
+    def acquire(self, kind: str, run_id: str, make_feed: Callable[[], Feed], settings: StreamSettings,
+                links: str = "") -> RunWatcher:
+        key = (id(asyncio.get_running_loop()), kind, run_id, links)
         watcher = self._watchers.get(key)
         if watcher is None or not watcher.watching:
             watcher = RunWatcher((kind, run_id), make_feed(), settings, lambda w: self._release(key, w))
@@ -230,7 +235,7 @@ class WatcherRegistry:
         watcher.subscribe()
         return watcher
 
-    def _release(self, key: tuple[int, str, str], watcher: RunWatcher) -> None:
+    def _release(self, key: tuple[int, str, str, str], watcher: RunWatcher) -> None:
         if self._watchers.get(key) is watcher:
             del self._watchers[key]
 
@@ -247,7 +252,7 @@ class WatcherRegistry:
 
     def stats(self, run_id: str) -> list[WatcherStats]:
         """What the watchers of `run_id` did (tests check that streams share one)."""
-        return [w.stats for (_, _, rid), w in self._watchers.items() if rid == run_id]
+        return [w.stats for (_, _, rid, _), w in self._watchers.items() if rid == run_id]
 
 
 REGISTRY = WatcherRegistry()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from http_api.streams.connection import Position
-from http_api.streams.cursor import ANY_DONE, Cursor, fingerprint
+from http_api.streams.cursor import ANY_DONE, Cursor, done_fingerprint, fingerprint
 from http_api.streams.feeds import Draft
 
 
@@ -37,6 +37,10 @@ class FakeWatcher:
 
     def set_status(self, status: dict[str, Any]) -> None:
         self.status, self.status_fp = status, fingerprint(status)
+
+    @property
+    def done_fp(self) -> str:
+        return "-" if self.done is None else done_fingerprint(self.done)
 
 
 def parse(chunk: bytes) -> tuple[str, str, Any]:
@@ -290,3 +294,34 @@ def test_a_long_answer_is_fingerprinted_once_for_all_clients(monkeypatch: pytest
     shared = stream(lambda watcher, text: watcher._on_live_draft(LiveDraft("r", 5, "m", text)) or watcher.draft)
     assert shared == reference and client_text(shared[0]) == answer
     assert counting.hashed <= 2 * len(answer)
+
+
+def test_the_done_view_is_fingerprinted_once_for_all_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`done` holds the whole answer and every client's `done` id carries its fingerprint: the watcher computes it
+    once when the run ends, not each client (and each client back with `done`'s id) again."""
+    from http_api.streams import cursor as cursor_module
+    from http_api.streams.feeds import Refresh
+    from http_api.streams.settings import StreamSettings
+    from http_api.streams.watchers import RunWatcher
+
+    answer = "word " * 20_000
+    done = {"status": "completed", "output": {"text": answer}, "links": {"self": "http://a/api/runs/r"}}
+
+    class EndedFeed:
+        async def refresh(self, state: Any, after: int) -> Refresh:
+            return Refresh(updates=[{"seq": 0, "message": "hi"}], status={"status": "completed"}, done=done)
+
+    async def main() -> tuple[list[tuple[str, str, Any]], list[bool]]:
+        watcher = RunWatcher(("run", "r"), EndedFeed(), StreamSettings(), lambda w: None)  # type: ignore[arg-type]
+        await watcher._refresh(None)
+        clients = [[parse(c) for c in Position(Cursor()).pending(watcher)] for _ in range(3)]
+        back = [Position(Cursor.parse(events[-1][1])).delivered(watcher) for events in clients]
+        return clients[0], back
+
+    expected = done_fingerprint(done)
+    counting = CountingHashlib()
+    monkeypatch.setattr(cursor_module, "hashlib", counting)
+    events, back = asyncio.run(main())
+    assert events[-1][0] == "done" and events[-1][2] == done and back == [True, True, True]
+    assert Cursor.parse(events[-1][1]).done == expected
+    assert counting.hashed < 2 * len(answer)  # once: not per client, nor per client back

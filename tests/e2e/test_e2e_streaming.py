@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from typing import Any
 
 import pytest
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp
+from e2e_settings import watches_the_app_in_process
 
 from scripted_model import Script, ScriptedModelServer
 
@@ -70,3 +72,35 @@ def test_streaming_can_be_switched_off(
         app.settle()
         assert app.view(started["run_id"])["output"]["text"] == "plain answer"
     assert model_server.log.last is not None and model_server.log.last.stream is False
+
+
+@watches_the_app_in_process
+def test_the_draft_interval_grows_to_the_configured_maximum(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], slow_model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`PARTIAL_OUTPUT_MAX_INTERVAL_SECONDS` reaches the model activity's draft writer: with a maximum far above the
+    first interval the writes of a streamed answer thin out 1.5x a write (a handful over its ~1-2 s, however slow the
+    machine: the count grows with the log of the time), with the maximum at the first interval they stay one per
+    interval (one every 2-3 chunks at least: a slower machine only spaces the chunks further)."""
+    answer = " ".join(f"word{i}" for i in range(240))  # ~100 chunks, 20 ms apart
+    def writes(maximum: str) -> int:
+        with app_with(PARTIAL_OUTPUT_INTERVAL_SECONDS="0.04", PARTIAL_OUTPUT_MAX_INTERVAL_SECONDS=maximum) as app:
+            writer = app.app_module("agent_runs.drafts").DraftWriter
+            write = writer._write
+            written = 0
+
+            async def counted(self: Any) -> None:
+                nonlocal written
+                written += 1
+                await write(self)
+
+            monkeypatch.setattr(writer, "_write", counted)
+            slow_model.set_script(Script.of(answer))
+            started = app.start(input="tell me a long story", wait_seconds=30)
+            monkeypatch.undo()
+            assert app.view(started["run_id"])["output"]["text"] == answer
+            return written
+
+    counts = {maximum: writes(maximum) for maximum in ("60", "0.04")}
+    assert 2 <= counts["60"] <= 14 and counts["0.04"] >= 30, counts

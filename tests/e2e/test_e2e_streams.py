@@ -257,6 +257,35 @@ def test_two_streams_on_one_run_share_one_watcher(stream_app: InProcessApp, mode
         time.sleep(0.01)
 
 
+def test_streams_through_two_host_names_at_once_each_get_their_own_links(
+    stream_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """Locally links are built from the request's host: two clients of one run through two host names at once (a
+    proxy and the direct address) each get `done` with links to their own host, whichever connected first; streams
+    through one host name still share one watcher."""
+    before = stream_app.live_streams()
+    model.set_script(Script.of("Two hosts."))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    other_host = {"Host": "agents.example.com"}
+    try:
+        with (sse(stream_app, run_id) as a, sse(stream_app, run_id) as a2,
+              sse(stream_app, run_id, headers=other_host) as b):
+            events_a, events_a2, events_b = a.iter_sse(), a2.iter_sse(), b.iter_sse()
+            for events in (events_a, events_a2, events_b):
+                next(events)
+            assert stream_app.live_streams(since=before) == {"watchers": 2, "subscribers": 3}
+            model.release_answers()
+            done_a, done_a2, done_b = (of(read_until(events, is_done), "done")[0]
+                                       for events in (events_a, events_a2, events_b))
+    finally:
+        model.release_answers()  # a failure above must not leave the run held for the host's stop
+    assert done_b["links"]["self"] == f"http://agents.example.com/api/runs/{run_id}"
+    assert done_a["links"]["self"] == done_a2["links"]["self"] != done_b["links"]["self"]
+    assert {**done_a, "links": None} == {**done_b, "links": None}
+
+
 def test_an_idle_stream_sends_pings(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of("Eventually."))
     model.hold_answers()

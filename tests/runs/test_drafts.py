@@ -170,3 +170,22 @@ async def test_a_long_answer_is_drafted_less_often_as_it_goes_on() -> None:
 async def test_a_maximum_below_the_first_interval_keeps_the_interval_constant() -> None:
     written = await _writes_of_a_streamed_answer(6, interval_seconds=1.0, max_interval_seconds=0.5)
     assert written == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+async def test_a_retried_responses_text_is_drafted_within_the_first_interval_again() -> None:
+    """The interval grown over a long first attempt is not the retry's: its text replaces the first attempt's, which a
+    poller on another instance would otherwise go on reading for up to the maximum interval."""
+    log, clock, never = InMemoryConversationLog(), FakeClock(), HeldSleep()
+    draft = DraftWriter(log, "run-1", 1, author_name=None, interval_seconds=0.5, max_interval_seconds=2.0,
+                        clock=clock, sleep=never)
+    for waited in (0.5, 0.75, 1.125, 1.6875):  # four writes: the interval is now at its maximum
+        clock.t += waited
+        await draft.on_update(update("tok ", "resp-1"))
+    assert await stored_text(log) == ["tok tok tok tok "]
+    clock.t += 0.6
+    await draft.on_update(update("second", "resp-2"))
+    assert await stored_text(log) == ["second"]
+    clock.t += 0.75
+    await draft.on_update(update(" try", "resp-2"))
+    assert await stored_text(log) == ["second try"]  # and it grows from the first interval again
+    await draft.finish()

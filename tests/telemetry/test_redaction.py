@@ -174,3 +174,37 @@ def test_a_secret_at_a_cut_is_masked_whole_when_others_share_its_part(
     the end (or start) of the part shown (`url-secr` of `code=e2e-url-secr...`) could be masked first and leave the
     rest of it (`code=e2e-***...`). Five such secrets: it failed five times in six."""
     assert redact_quoted(quoted, ["e2e-url-secret-8642", *others]) == expected
+
+
+def test_a_secret_cut_by_a_pydantic_error_in_an_unretrieved_task_is_masked(caplog: pytest.LogCaptureFixture) -> None:
+    """asyncio logs a task's exception nobody retrieved ("Task exception was never retrieved", the task's repr in the
+    message, the traceback after it): a pydantic error in it quotes a peer's answer cut (`input_value='<start>...'`),
+    and the secret's start at the cut is as much a leak there as in the `mcp` loggers' records."""
+    import asyncio
+    import gc
+
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        count: int
+
+    secret = "unit-cut-Zz8-" + "k" * 60 + "-remembered"
+    remember_secret(secret)
+    install_log_redaction()
+
+    async def parse_answer() -> None:
+        Answer.model_validate({"count": f"token={secret} and more text after it"})
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(parse_answer())
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        del task
+        gc.collect()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(main())
+    formatted = "\n".join(logging.Formatter().format(record) for record in caplog.records)
+    assert "Task exception was never retrieved" in formatted and "input_value=" in formatted and "..." in formatted
+    for part in (secret[:20], secret[-20:], "unit-cut-Zz8-kkkk", "kkkk-remembered"):
+        assert part not in formatted, formatted
