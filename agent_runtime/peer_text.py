@@ -15,13 +15,16 @@ from .redaction import redact_quoted
 
 # C0 and C1 control characters, DEL, the Unicode line and paragraph separators (line breaks to many readers), and the
 # bidirectional controls (marks, embeddings, overrides, isolates): a U+202E shows the rest of a log line reversed.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_OTHER_CONTROLS = r"\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(rf"[\x00-\x1f{_OTHER_CONTROLS}]")
+_CONTROL_BUT_LINE_FEED = re.compile(rf"[\x00-\x09\x0b-\x1f{_OTHER_CONTROLS}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def escape_controls(text: str) -> str:
-    """`text` with its control characters written as escapes (`\\n`, `\\r`, `\\t`, `\\x1b`, `\\u2028`)."""
-    return _CONTROL.sub(_escaped, text)
+def escape_controls(text: str, *, keep_line_feeds: bool = False) -> str:
+    """`text` with its control characters written as escapes (`\\n`, `\\r`, `\\t`, `\\x1b`, `\\u2028`); its line
+    feeds kept when asked (a traceback's lines: the other controls, a carriage return included, are escaped)."""
+    return (_CONTROL_BUT_LINE_FEED if keep_line_feeds else _CONTROL).sub(_escaped, text)
 
 
 def _escaped(match: re.Match[str]) -> str:

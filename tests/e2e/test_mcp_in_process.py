@@ -605,3 +605,33 @@ async def test_a_secret_at_the_cut_of_a_long_protocol_error_is_masked_whole(mcp_
     for told in (str(refused.value), str(failed.value)):
         assert "more characters omitted" in told and "xxxx***" in told, told[-300:]
         assert secret[:MIN_SECRET_PART_CHARS] not in told, told[-300:]
+
+
+async def test_a_servers_error_text_in_a_logged_traceback_cannot_forge_log_lines(
+    mcp_server: McpServerProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Code that logs a refused call with its traceback (`logger.exception` in a middleware or a tool) logged the
+    error's cause, the SDK's `MCPError` holding the server's message, masked but as it was: its line breaks forged
+    records inside the traceback, its escapes rewrote a terminal. Each exception's message in a traceback is escaped
+    to one line; the traceback keeps its own lines."""
+    from telemetry.log_redaction import install_log_redaction
+
+    install_log_redaction()
+    secret = "e2e-traceback-secret-6620"  # the server's URL in a setting carries it, as an Azure Functions key
+    monkeypatch.setenv("MCP_URL_6620", f"{mcp_server.url}?code={secret}")
+    (mcp_server.state / "errors.json").write_text(json.dumps({"tools/call": f"{FORGED} {secret}"}))
+    server = McpServer(name="tools", url_setting="MCP_URL_6620", attempts=1)
+    with caplog.at_level(logging.ERROR, logger="test.mcp.traceback"):
+        try:
+            await call_remote_tool(server, "echo", {"text": "hi"}, "key-1")
+        except McpProtocolError:
+            logging.getLogger("test.mcp.traceback").exception("the call was refused")
+    [record] = caplog.records
+    formatted = logging.Formatter().format(record)
+    lines = formatted.split("\n")
+    assert lines[0] == "the call was refused" and lines[1].endswith("Traceback (most recent call last):"), lines[:2]
+    assert "The above exception was the direct cause of the following exception:" in lines, lines
+    [told] = [line for line in lines if "mcp.shared.exceptions.MCPError: " in line]  # inside the task group's error
+    assert told.endswith(f"mcp.shared.exceptions.MCPError: {ESCAPED} ***"), formatted
+    assert not [line for line in lines if CONTROL.search(line) or line.startswith("2026-")], formatted
+    assert secret not in formatted
