@@ -29,27 +29,72 @@ _CREDENTIAL = re.compile(
 # digits), so only `redact(..., long_tokens=True)` masks them.
 _LONG_TOKEN = re.compile(r"\b[A-Za-z0-9]{32,}")
 
-_known: set[str] = set()
+
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Longer secrets first: one may hold another, and masked first, the shorter one left the longer one's rest."""
+    return tuple(sorted(secrets, key=len, reverse=True))
+
+
+def _longest_parts_first(secrets: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """Every start and end of `secrets` that a cut may leave, the longest first, of all secrets together: one secret's
+    part may end another's (`url-secr` of `e2e-url-secr...`); masked first, it left the rest of the longer one
+    (`e2e-***...`)."""
+    parts = (
+        (secret[:size], secret[-size:])
+        for secret in secrets
+        for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1)
+    )
+    return tuple(sorted(parts, key=lambda part: len(part[0]), reverse=True))
+
+
+class _Ordered:
+    """A set of secrets as `redact` and `redact_quoted` try them: longest first, and the parts a cut may leave (built
+    when first asked: only `redact_quoted` needs them). Its secrets never change; the known ones together with a
+    caller's own are kept ordered, a few sets at a time, so an error path passing the same server's credentials again
+    does not sort and cut them all again."""
+
+    def __init__(self, secrets: frozenset[str]) -> None:
+        self.secrets = secrets
+        self.longest_first = _longest_first(secrets)
+        self._parts: tuple[tuple[str, str], ...] | None = None
+        self._with: dict[frozenset[str], _Ordered] = {}
+
+    @property
+    def parts(self) -> tuple[tuple[str, str], ...]:
+        if self._parts is None:  # two threads may both build it: the same value
+            self._parts = _longest_parts_first(self.secrets)
+        return self._parts
+
+    def with_(self, secrets: Iterable[str]) -> _Ordered:
+        """These secrets and `secrets` (the ones long enough to mask), ordered."""
+        extra = frozenset(s for s in secrets if s and len(s) >= 4) - self.secrets
+        if not extra:
+            return self
+        found = self._with.get(extra)
+        if found is None:
+            if len(self._with) >= _MAX_CALLER_SETS:  # callers' sets are few (a server's URL credentials, a model key)
+                self._with.clear()
+            found = self._with[extra] = _Ordered(self.secrets | extra)
+        return found
+
+
+_MAX_CALLER_SETS = 16
 _known_lock = threading.Lock()
-# `_known` as `redact` and `redact_quoted` try it, rebuilt (never changed in place) as a secret is remembered.
-_known_longest_first: tuple[str, ...] = ()
-_known_parts: tuple[tuple[str, str], ...] = ()
+# The secrets the process knows, replaced (never changed in place) as one is remembered: `redact` reads it once a
+# call, so a secret is in the set a caller's own are checked against only with its place in the order.
+_known = _Ordered(frozenset())
 
 
 def remember_secret(value: str | None) -> None:
     """Mask `value` in everything `redact` sees from now on (in this process), as written and as Python and JSON
     quote it: a traceback's `b'...'` (a pydantic error's `input_value`) or a JSON body a server echoes writes a
     backslash, a quote, a control character or a non-ASCII one escaped, where `value` itself no longer matches."""
-    global _known_longest_first, _known_parts
+    global _known
     if value and len(value) >= MIN_SECRET_CHARS:
         with _known_lock:
-            new = _quoted_forms(value) - _known
-            if new:
-                # Ordered here, once per secret, not on every call (`redact` runs for every log record); in `_known`
-                # last, as a caller's own secret in `_known` is looked for in these only.
-                _known_longest_first = _longest_first(_known | new)
-                _known_parts = _longest_parts_first(_known | new)
-                _known.update(new)
+            new = _quoted_forms(value) - _known.secrets
+            if new:  # ordered here, once per secret, not on every call (`redact` runs for every log record)
+                _known = _Ordered(_known.secrets | new)
 
 
 def _quoted_forms(value: str) -> set[str]:
@@ -98,8 +143,11 @@ def url_secrets(url: str) -> list[str]:
 
 def redact(text: str, secrets: Iterable[str] = (), *, long_tokens: bool = False) -> str:
     """`text` without the known secrets, `secrets` and credential-shaped text (and long opaque tokens when asked)."""
-    extra = {s for s in secrets if s and len(s) >= 4} - _known
-    for secret in _longest_first({*_known_longest_first, *extra}) if extra else _known_longest_first:
+    return _redact(_known.with_(secrets), text, long_tokens)
+
+
+def _redact(ordered: _Ordered, text: str, long_tokens: bool = False) -> str:
+    for secret in ordered.longest_first:
         if secret in text:
             text = text.replace(secret, MASK)
     text = _CREDENTIAL.sub(MASK, text)
@@ -114,31 +162,13 @@ def redact_quoted(text: str, secrets: Iterable[str] = ()) -> str:
     """`redact` for text quoting what a peer wrote, cut by a library before it reached us (a pydantic error quotes the
     first and last characters of an answer): the start or end of a known secret or of `secrets` next to the cut is
     masked too, or it would show part of the secret. Error paths only: it tries every cut point of every secret."""
-    text = redact(text, secrets)
+    ordered = _known.with_(secrets)
+    text = _redact(ordered, text)
     if _CUT not in text:
         return text
-    extra = {s for s in secrets if s and len(s) >= 4} - _known
-    parts = _longest_parts_first({*_known, *extra}) if extra else _known_parts
-    for start, end in parts:
+    for start, end in ordered.parts:
         text = text.replace(start + _CUT, MASK + _CUT).replace(_CUT + end, _CUT + MASK)
     return text
-
-
-def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
-    """Longer secrets first: one may hold another, and masked first, the shorter one left the longer one's rest."""
-    return tuple(sorted(secrets, key=len, reverse=True))
-
-
-def _longest_parts_first(secrets: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """Every start and end of `secrets` that a cut may leave, the longest first, of all secrets together: one secret's
-    part may end another's (`url-secr` of `e2e-url-secr...`); masked first, it left the rest of the longer one
-    (`e2e-***...`)."""
-    parts = (
-        (secret[:size], secret[-size:])
-        for secret in secrets
-        for size in range(len(secret) - 1, MIN_SECRET_PART_CHARS - 1, -1)
-    )
-    return tuple(sorted(parts, key=lambda part: len(part[0]), reverse=True))
 
 
 def redact_value(value: Any) -> Any:

@@ -208,3 +208,26 @@ def test_a_secret_cut_by_a_pydantic_error_in_an_unretrieved_task_is_masked(caplo
     assert "Task exception was never retrieved" in formatted and "input_value=" in formatted and "..." in formatted
     for part in (secret[:20], secret[-20:], "unit-cut-Zz8-kkkk", "kkkk-remembered"):
         assert part not in formatted, formatted
+
+
+def test_a_callers_own_secrets_are_ordered_once_and_mask_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`redact_quoted` with a caller's own secrets (a server's URL credentials, passed on each of its errors) sorted
+    every cut part of every known secret and of them on every call. The set is ordered once (again only when a
+    secret is remembered) and masks as before: the longest part first, whichever secret it is of. Secrets passed as
+    an iterator were read twice, the second time empty: their parts at a cut were not masked."""
+    from agent_runtime import redaction
+
+    built: list[int] = []
+    real = redaction._longest_parts_first
+    monkeypatch.setattr(redaction, "_longest_parts_first", lambda secrets: built.append(1) or real(secrets))
+    remember_secret("unit-order-Hh3-remembered")
+    own = ["e2e-url-secret-8642", "url-secr-aa", "rl-secr-bb", "aa-secret-86", "ee-sec"]
+    quoted = "b'/mcp?code=e2e-url-secr...xxx' b'xxx...-secret-8642 is not JSON' b'unit-order-Hh3-rem...'"
+    expected = "b'/mcp?code=***...xxx' b'xxx...*** is not JSON' b'***...'"
+    assert [redact_quoted(quoted, own) for _ in range(3)] == [expected] * 3
+    assert [redact_quoted(quoted, own[::-1]), redact_quoted(quoted, own[:1])] == [expected] * 2
+    assert len(built) == 2  # `own` (in any order) and `own[:1]`: each set once
+    assert redact_quoted(quoted, iter(own)) == expected
+    remember_secret("unit-order-Zz9-remembered")
+    assert redact_quoted(quoted + " b'unit-order-Zz9-r...'", own) == expected + " b'***...'"
+    assert len(built) == 3
