@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runs import live_drafts
+from http_api.problems import ApiProblem
 
 from .cursor import done_fingerprint, fingerprint
 from .feeds import Draft, Feed
@@ -217,10 +218,16 @@ class Lease:
             self.watcher.unsubscribe()
 
 
+MAX_LINK_ROOTS_PER_RUN = 4
+"""Watchers of one run through distinct host names at once (locally: `localhost`, `127.0.0.1`, `[::1]`, a proxy's)."""
+
+
 class WatcherRegistry:
     """The watchers of this process, by (kind, run id, links' root), per event loop (tests run several hosts in one
     process). The links' root is the configured one on Azure (one watcher per run); locally it is the request's host,
-    and a watcher shared across host names gave every client the links of whichever started it."""
+    and a watcher shared across host names gave every client the links of whichever started it. A run is watched
+    through at most `MAX_LINK_ROOTS_PER_RUN` roots at once: a local client sending a new `Host` header on each request
+    started a watcher, polling the run, for each."""
 
     def __init__(self) -> None:
         self._watchers: dict[tuple[int, str, str, str], RunWatcher] = {}
@@ -230,6 +237,14 @@ class WatcherRegistry:
         key = (id(asyncio.get_running_loop()), kind, run_id, links)
         watcher = self._watchers.get(key)
         if watcher is None or not watcher.watching:
+            roots = [k for k, w in self._watchers.items() if k[:3] == key[:3] and k != key and w.watching]
+            if len(roots) >= MAX_LINK_ROOTS_PER_RUN:
+                raise ApiProblem(
+                    429, "too_many_stream_hosts", "Too many host names stream this run",
+                    f"This run is streamed through {len(roots)} other host names at once, the most there may be"
+                    f" ({MAX_LINK_ROOTS_PER_RUN}); stream it through one of them, or once one of their streams ends.",
+                    field="header.host",
+                )
             watcher = RunWatcher((kind, run_id), make_feed(), settings, lambda w: self._release(key, w))
             self._watchers[key] = watcher
         watcher.subscribe()

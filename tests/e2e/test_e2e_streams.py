@@ -9,9 +9,10 @@ acts while an answer is certainly not yet started or certainly half-written. No 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +285,39 @@ def test_streams_through_two_host_names_at_once_each_get_their_own_links(
     assert done_b["links"]["self"] == f"http://agents.example.com/api/runs/{run_id}"
     assert done_a["links"]["self"] == done_a2["links"]["self"] != done_b["links"]["self"]
     assert {**done_a, "links": None} == {**done_b, "links": None}
+
+
+def test_a_run_is_streamed_through_a_few_host_names_at_once_not_one_watcher_per_forged_host(
+    stream_app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A local client sending a new `Host` header on each request started one watcher for each, every one polling
+    the run. A run is watched through at most `MAX_LINK_ROOTS_PER_RUN` host names at once: a stream through one more
+    is a 429 problem naming the header; one through a host name already watched shares its watcher."""
+    from http_api.streams.watchers import MAX_LINK_ROOTS_PER_RUN
+
+    before = stream_app.live_streams()
+    model.set_script(Script.of("Many hosts."))
+    model.hold_answers()
+    run_id = stream_app.start(input="hi")["run_id"]
+    wait_for_model_calls(model, 1)
+    hosts = [f"forged-{n}.example.com" for n in range(MAX_LINK_ROOTS_PER_RUN + 1)]
+    try:
+        with ExitStack() as streams:
+            for host in hosts[:-1]:
+                streams.enter_context(sse(stream_app, run_id, headers={"Host": host}))
+            refused = streams.enter_context(stream_app.http.stream(
+                "GET", f"/api/runs/{run_id}/stream", headers={"Host": hosts[-1]}, timeout=PROGRESS_TIMEOUT_S))
+            assert (refused.status_code, refused.headers["content-type"]) == (429, PROBLEM_JSON)
+            problem = json.loads(refused.read())
+            again = streams.enter_context(sse(stream_app, run_id, headers={"Host": hosts[0]}))
+            assert stream_app.live_streams(since=before) == {
+                "watchers": MAX_LINK_ROOTS_PER_RUN, "subscribers": MAX_LINK_ROOTS_PER_RUN + 1}
+            model.release_answers()
+            [done] = of(read_until(again.iter_sse(), is_done), "done")
+    finally:
+        model.release_answers()
+    assert (problem["code"], problem["field"]) == ("too_many_stream_hosts", "header.host")
+    assert done["links"]["self"] == f"http://{hosts[0]}/api/runs/{run_id}"
 
 
 def test_an_idle_stream_sends_pings(stream_app: InProcessApp, model: ScriptedModelServer) -> None:
