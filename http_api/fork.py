@@ -6,9 +6,10 @@ The copied messages keep their order and ids and take the positions before any r
 (`forked_from`) and belongs to the caller, who must own the run. With an `Idempotency-Key`, the same request again
 answers with the run it started; one whose run was written but never started (its request died in between) starts
 it once that request is surely over, as a start's retry does (`RunStart.unstarted`), in the session already copied.
-A fork that fails before its run is written (provably: `create_and_start` read it absent) deletes its copy before
-releasing its key, so no session without its run stays behind and a retry copies afresh; one that cannot tell keeps
-both, and its retry answers with (or starts) the run in that copy.
+A fork that fails before its run is written (provably: `create_and_start` closed the run in its place, so no late
+write of it lands) deletes its copy before releasing its key, so no session without its run stays behind and a retry
+copies afresh; one that cannot tell keeps both, and its retry answers with (or starts) the run in that copy. A fork
+killed outright after copying leaves its copy (docs/repair.md, Limits).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
 from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel, checked_run_input
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import RunStart, claim_start
+from http_api.run_lifecycle import RunStart, abandon, claim_start
 from http_api.runs import (
     agent_or_404,
     answer_started_run,
@@ -106,12 +107,17 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
             session_id = start.written.session_id  # the conversation was copied before the run was written: not again
         else:
             session_id = uuid.uuid4().hex
-            given_up = _discarding_copy(store, session_id, start)
             try:
                 await _copy_conversation(store, run, session_id)
             except Exception:
-                await given_up()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
+                # No run was written, nor is one on its way: the key stays usable for a retry (else 409 busy for 24 h)
+                await _discarding_copy(store, session_id, start)()
                 raise
+            caller = current_principal()
+            given_up = _discarding_copy(store, session_id, start, RunRecord(
+                run_id=start.run_id, session_id=session_id, agent=run.agent, owner_id=caller.id,
+                owner_name=caller.name,
+            ))
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, written=start.written, session_id=session_id, inputs=inputs,
@@ -138,15 +144,26 @@ async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
     return inputs
 
 
-def _discarding_copy(store: SessionStore, session_id: str, start: RunStart) -> Callable[[], Awaitable[None]]:
+def _discarding_copy(
+    store: SessionStore, session_id: str, start: RunStart, planned: RunRecord | None = None
+) -> Callable[[], Awaitable[None]]:
     """What a fork does when it provably wrote no run (`create_and_start`'s `on_unclaimed`, or its copy failed):
     its copy goes, then its key is released. A copy without a run is no fork: left, it would stay in the caller's
     session listings, and a retry (with the key released, or without one) makes a copy of its own. Best effort: a
-    store that fails the delete leaves the copy, as a request that dies outright does."""
+    store that fails the delete leaves the copy, as a request that dies outright does.
+
+    `planned`: the fork's run, whose start the store closed in its place (`close_unwritten_start`) before this - a
+    record the delete takes with the copy. It is closed again after the delete, so that a write of the run still on
+    its way (slower than its error: Cosmos writes the claim and the run apart) cannot land in the deleted copy as a
+    run without its session; one that landed in between is closed as an abandoned start."""
 
     async def discard() -> None:
         try:
             await store.delete_session(session_id)
+            if planned is not None:
+                late, closed = await store.close_unwritten_start(planned)
+                if not closed and not late.finished:
+                    await abandon(store, late)
         except Exception:
             log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
         await start.release()

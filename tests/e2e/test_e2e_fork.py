@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
-from lost_writes import run_writes_lost
+from lost_writes import run_items_late, run_writes_late, run_writes_lost
 
+from agent_runtime.approvers import ANONYMOUS
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer, ScriptedToolCall
 
 ECHO = Script(rules=[Rule(match=Match(last_user="(?s).*"), reply=Reply.say("noted"))])
@@ -190,6 +191,39 @@ def test_a_fork_whose_run_cannot_be_written_leaves_no_copy_behind(
     assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
     assert forks_of(app, second) == [retry.json()["session_id"]]
     assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
+
+
+@watches_the_app_in_process  # wraps the app's own store (or its runs container)
+@pytest.mark.parametrize("late", ["begin_run", "run_item"])
+def test_a_fork_whose_run_write_lands_after_it_failed_leaves_no_run_without_its_session(
+    app: InProcessApp, model: ScriptedModelServer, late: str
+) -> None:
+    """The store's answer came before its write: the fork read its run absent, deleted its copy and released its key,
+    and then the run's write landed - in the deleted copy (Cosmos: the run item after the claim), a run in progress
+    without its session, listed among the caller's runs for good. Now the fork closes its run in the run's place
+    before and after deleting the copy: the late write lands nothing, and a retry makes the one fork."""
+    if late == "run_item" and app.store_backend != "cosmos":
+        pytest.skip("a Cosmos store writes the claim and the run apart")
+    _, (_, second, _) = conversation(app, model)
+    headers = {"Idempotency-Key": f"fork-{uuid.uuid4().hex}"}
+    body = {"input": "two, again", "wait_seconds": 10}
+    with (run_writes_late if late == "begin_run" else run_items_late)(app) as on_their_way:
+        first = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert first.status_code >= 500 and len(on_their_way) == 1, first.text
+    assert forks_of(app, second) == []
+
+    async def land() -> object:
+        try:
+            return await on_their_way[0]()
+        except Exception as error:  # the copy is gone: a late begin_run may find no session
+            return error
+
+    app.store_call(lambda _store: land())
+    retry = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
+    assert forks_of(app, second) == [retry.json()["session_id"]]
+    owned = app.store_call(lambda store: store.list_owner_runs(ANONYMOUS, limit=100)).items
+    assert [r.run_id for r in owned if not r.finished] == [], owned  # no run left open, with or without a session
 
 
 @watches_the_app_in_process  # wraps the app's own store, and ages its key's claim
