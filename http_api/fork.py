@@ -9,13 +9,13 @@ it once that request is surely over, as a start's retry does (`RunStart.unstarte
 A fork that fails before its run is written (provably: `create_and_start` closed the run in its place, so no late
 write of it lands) deletes its copy before releasing its key, so no session without its run stays behind and a retry
 copies afresh; one that cannot tell keeps both, and its retry answers with (or starts) the run in that copy. A fork
-killed outright after copying leaves its copy (docs/repair.md, Limits).
+killed outright after copying leaves its copy, named after its run: the key's retry that gives up the dead request's
+claim deletes it (`_discard_abandoned_copy`); without a key it stays (docs/repair.md).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated
@@ -45,6 +45,7 @@ from http_api.runs import (
     start_agent_run,
 )
 from session_store import MessageRecord, RunRecord, SessionStore
+from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         else await _original_input(store, run)
     )
     gateway = DurableGateway(client)
-    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway)
+    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway,
+                              on_abandoned=lambda claim: _discard_abandoned_copy(store, run, claim.result_id))
     forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
@@ -106,18 +108,16 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         if start.written is not None:  # written by an earlier request that never started it
             session_id = start.written.session_id  # the conversation was copied before the run was written: not again
         else:
-            session_id = uuid.uuid4().hex
+            # The copy is named after its run (a fresh id too): a retry with the key finds the copy of a request that
+            # died before writing its run (`_discard_abandoned_copy`), and the run needs no index item to be found.
+            session_id = start.run_id
             try:
                 await _copy_conversation(store, run, session_id)
             except Exception:
                 # No run was written, nor is one on its way: the key stays usable for a retry (else 409 busy for 24 h)
                 await _discarding_copy(store, session_id, start)()
                 raise
-            caller = current_principal()
-            given_up = _discarding_copy(store, session_id, start, RunRecord(
-                run_id=start.run_id, session_id=session_id, agent=run.agent, owner_id=caller.id,
-                owner_name=caller.name,
-            ))
+            given_up = _discarding_copy(store, session_id, start, _planned(run, start.run_id))
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, written=start.written, session_id=session_id, inputs=inputs,
@@ -158,17 +158,39 @@ def _discarding_copy(
     run without its session; one that landed in between is closed as an abandoned start."""
 
     async def discard() -> None:
-        try:
-            await store.delete_session(session_id)
-            if planned is not None:
-                late, closed = await store.close_unwritten_start(planned)
-                if not closed and not late.finished:
-                    await abandon(store, late)
-        except Exception:
-            log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
+        await _discard_copy(store, session_id, planned)
         await start.release()
 
     return discard
+
+
+async def _discard_copy(store: SessionStore, session_id: str, planned: RunRecord | None) -> None:
+    try:
+        await store.delete_session(session_id)
+        if planned is not None:
+            late, closed = await store.close_unwritten_start(planned)
+            if not closed and not late.finished:
+                await abandon(store, late)
+    except Exception:
+        log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
+
+
+def _planned(run: RunRecord, run_id: str) -> RunRecord:
+    """The fork run `run_id` of `run` as its start means to write it (in its copy, named after it), the caller's."""
+    caller = current_principal()
+    return RunRecord(run_id=run_id, session_id=run_id, agent=run.agent, owner_id=caller.id, owner_name=caller.name)
+
+
+async def _discard_abandoned_copy(store: SessionStore, run: RunRecord, run_id: str) -> None:
+    """An earlier fork request with this key died (its process ended, or it failed unable to tell whether its run was
+    written) and, 5 minutes on, its run `run_id` does not exist: its copy, if it made one (named after the run), is
+    deleted as a failed fork's is, before the key forks afresh - unless the caller has run something in it since."""
+    copy = await store.get_session(run_id)
+    if copy is None or (copy.forked_from or {}).get("run_id") != run.run_id or copy.owner_id != current_principal().id:
+        return
+    if any(not is_unwritten_start(other) for other in await store.list_runs(run_id)):
+        return
+    await _discard_copy(store, run_id, _planned(run, run_id))
 
 
 async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: str) -> None:

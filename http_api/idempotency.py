@@ -132,15 +132,23 @@ def run_ledger(caller: Principal, key: str) -> Ledger:
 
 
 async def claim(
-    store: SessionStore, caller: Principal, key: str, request_fingerprint: str, new_run_id: str
+    store: SessionStore, caller: Principal, key: str, request_fingerprint: str, new_run_id: str,
+    on_abandoned: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> Claim:
-    """Claim a key of run starts for `new_run_id` (or learn which run it started)."""
-    return await claim_in(store, run_ledger(caller, key), request_fingerprint, new_run_id, _run_exists(store))
+    """Claim a key of run starts for `new_run_id` (or learn which run it started). `on_abandoned`: what to clear up of
+    a claim given up because its request died before writing its run (what it made before, e.g. a fork's copy)."""
+    return await claim_in(
+        store, run_ledger(caller, key), request_fingerprint, new_run_id, _run_exists(store, on_abandoned)
+    )
 
 
-def _run_exists(store: SessionStore) -> ResultCheck:
+def _run_exists(store: SessionStore, on_abandoned: Callable[[Claim], Awaitable[None]] | None = None) -> ResultCheck:
     async def exists(claim: Claim) -> bool:
-        return await store.get_run(claim.result_id) is not None
+        if await store.get_run(claim.result_id) is not None:
+            return True
+        if on_abandoned is not None:
+            await on_abandoned(claim)
+        return False
 
     return exists
 

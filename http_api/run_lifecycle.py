@@ -122,16 +122,18 @@ class RunStart:
 
 
 async def claim_start(
-    req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel, gateway: StateReader
+    req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel, gateway: StateReader,
+    on_abandoned: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> RunStart:
     """Claim the request's `Idempotency-Key` for a new run id (`route` and `body` say what "the same request" is);
-    a replay of a run written but never started is this request's to start (`RunStart.written`)."""
+    a replay of a run written but never started is this request's to start (`RunStart.written`). `on_abandoned`:
+    what to clear up of an earlier request with the key that died before writing its run (`idempotency.claim`)."""
     run_id = uuid.uuid4().hex
     key = idempotency.key_of(req)
     if key is None:
         return RunStart(store, run_id)
     request_fingerprint = idempotency.fingerprint(route, body.model_dump(mode="json"))
-    claim = await idempotency.claim(store, current_principal(), key, request_fingerprint, run_id)
+    claim = await idempotency.claim(store, current_principal(), key, request_fingerprint, run_id, on_abandoned)
     if claim.first:
         return RunStart(store, run_id, claim)
     start = RunStart(store, run_id, claim, replay=await idempotency.started_run(store, claim))

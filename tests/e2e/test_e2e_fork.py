@@ -257,6 +257,36 @@ def test_a_fork_retry_starts_the_run_its_first_request_wrote_but_never_started(
     assert session_id != retry.json()["session_id"]
 
 
+@watches_the_app_in_process  # stops the app's own store mid-fork, and ages its key's claim
+def test_a_fork_killed_after_copying_leaves_no_copy_once_its_key_is_retried(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request copied the conversation and died before its run was written (what a killed process leaves:
+    the copy, the key's claim, no run, nothing cleared up). Its key's retry, once that request is surely over, forked
+    afresh and the dead request's copy stayed for good in the caller's listings, a session without its run. Now the
+    copy is named after the fork's run, and the retry that gives up the dead claim deletes it first: one fork."""
+    _, (_, second, _) = conversation(app, model)
+    store = app.services().current().store
+    headers = {"Idempotency-Key": f"fork-{uuid.uuid4().hex}"}
+    body = {"input": "two, again", "wait_seconds": 10}
+
+    async def killed(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the host died")
+
+    with monkeypatch.context() as patch:  # nothing after the copy happens: neither the run nor any clearing up
+        patch.setattr(store, "begin_run", killed)
+        patch.setattr(store, "close_unwritten_start", killed)
+        first = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert first.status_code >= 500, first.text
+    assert len(forks_of(app, second)) == 1  # the dead request's copy
+
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    retry = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
+    assert forks_of(app, second) == [retry.json()["session_id"]]
+    assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
+
+
 def _lookup(key: str) -> Reply:
     return Reply(text=f"Looking up {key}.", tool_calls=[ScriptedToolCall(name="lookup", arguments={"key": key})])
 
