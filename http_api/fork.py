@@ -6,15 +6,17 @@ The copied messages keep their order and ids and take the positions before any r
 (`forked_from`) and belongs to the caller, who must own the run. With an `Idempotency-Key`, the same request again
 answers with the run it started; one whose run was written but never started (its request died in between) starts
 it once that request is surely over, as a start's retry does (`RunStart.unstarted`), in the session already copied.
-A fork that fails before its run is written (provably: `create_and_start` read it absent) deletes its copy before
-releasing its key, so no session without its run stays behind and a retry copies afresh; one that cannot tell keeps
-both, and its retry answers with (or starts) the run in that copy.
+A fork that fails before its run is written (provably: `create_and_start` closed the run in its place, so no late
+write of it lands) deletes its copy before releasing its key, so no session without its run stays behind and a retry
+copies afresh; one that cannot tell keeps both, and its retry answers with (or starts) the run in that copy. A fork
+killed outright after copying leaves its copy, named after its run: the key's retry that gives up the dead request's
+claim deletes it (`_discard_abandoned_copy`); without a key, the caller's session listing does, 5 minutes on
+(`discard_dead_copies`).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated
@@ -29,12 +31,13 @@ from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import RunBudget
+from http_api import idempotency
 from http_api.adapter import http_endpoint, read_json_body
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
 from http_api.models import MAX_WAIT_SECONDS, InputMessage, StrictModel, checked_run_input
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import RunStart, claim_start
+from http_api.run_lifecycle import RunStart, abandon, claim_start
 from http_api.runs import (
     agent_or_404,
     answer_started_run,
@@ -43,7 +46,8 @@ from http_api.runs import (
     run_or_404,
     start_agent_run,
 )
-from session_store import MessageRecord, RunRecord, SessionStore
+from session_store import MessageRecord, RunRecord, SessionRecord, SessionStore
+from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +101,8 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         else await _original_input(store, run)
     )
     gateway = DurableGateway(client)
-    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway)
+    start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway,
+                              on_abandoned=lambda claim: _discard_abandoned_copy(store, run, claim.result_id))
     forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
@@ -105,13 +110,16 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         if start.written is not None:  # written by an earlier request that never started it
             session_id = start.written.session_id  # the conversation was copied before the run was written: not again
         else:
-            session_id = uuid.uuid4().hex
-            given_up = _discarding_copy(store, session_id, start)
+            # The copy is named after its run (a fresh id too): a retry with the key finds the copy of a request that
+            # died before writing its run (`_discard_abandoned_copy`), and the run needs no index item to be found.
+            session_id = start.run_id
             try:
                 await _copy_conversation(store, run, session_id)
             except Exception:
-                await given_up()  # no run exists yet: the key stays usable for a retry (else 409 busy for 24 h)
+                # No run was written, nor is one on its way: the key stays usable for a retry (else 409 busy for 24 h)
+                await _discarding_copy(store, session_id, start)()
                 raise
+            given_up = _discarding_copy(store, session_id, start, _planned(run, start.run_id))
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, written=start.written, session_id=session_id, inputs=inputs,
@@ -138,20 +146,53 @@ async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
     return inputs
 
 
-def _discarding_copy(store: SessionStore, session_id: str, start: RunStart) -> Callable[[], Awaitable[None]]:
+def _discarding_copy(
+    store: SessionStore, session_id: str, start: RunStart, planned: RunRecord | None = None
+) -> Callable[[], Awaitable[None]]:
     """What a fork does when it provably wrote no run (`create_and_start`'s `on_unclaimed`, or its copy failed):
     its copy goes, then its key is released. A copy without a run is no fork: left, it would stay in the caller's
     session listings, and a retry (with the key released, or without one) makes a copy of its own. Best effort: a
-    store that fails the delete leaves the copy, as a request that dies outright does."""
+    store that fails the delete leaves the copy, as a request that dies outright does.
+
+    `planned`: the fork's run, whose start the store closed in its place (`close_unwritten_start`) before this - a
+    record the delete takes with the copy. It is closed again after the delete, so that a write of the run still on
+    its way (slower than its error: Cosmos writes the claim and the run apart) cannot land in the deleted copy as a
+    run without its session; one that landed in between is closed as an abandoned start."""
 
     async def discard() -> None:
-        try:
-            await store.delete_session(session_id)
-        except Exception:
-            log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
+        await _discard_copy(store, session_id, planned)
         await start.release()
 
     return discard
+
+
+async def _discard_copy(store: SessionStore, session_id: str, planned: RunRecord | None) -> None:
+    try:
+        await store.delete_session(session_id)
+        if planned is not None:
+            late, closed = await store.close_unwritten_start(planned)
+            if not closed and not late.finished:
+                await abandon(store, late)
+    except Exception:
+        log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
+
+
+def _planned(run: RunRecord, run_id: str) -> RunRecord:
+    """The fork run `run_id` of `run` as its start means to write it (in its copy, named after it), the caller's."""
+    caller = current_principal()
+    return RunRecord(run_id=run_id, session_id=run_id, agent=run.agent, owner_id=caller.id, owner_name=caller.name)
+
+
+async def _discard_abandoned_copy(store: SessionStore, run: RunRecord, run_id: str) -> None:
+    """An earlier fork request with this key died (its process ended, or it failed unable to tell whether its run was
+    written) and, 5 minutes on, its run `run_id` does not exist: its copy, if it made one (named after the run), is
+    deleted as a failed fork's is, before the key forks afresh - unless the caller has run something in it since."""
+    copy = await store.get_session(run_id)
+    if copy is None or (copy.forked_from or {}).get("run_id") != run.run_id or copy.owner_id != current_principal().id:
+        return
+    if any(not is_unwritten_start(other) for other in await store.list_runs(run_id)):
+        return
+    await _discard_copy(store, run_id, _planned(run, run_id))
 
 
 async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: str) -> None:
@@ -188,3 +229,31 @@ async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: st
 
 def _copy(record: MessageRecord, session_id: str, seq: int) -> MessageRecord:
     return record.model_copy(update={"session_id": session_id, "seq": seq, "created_at": None})
+
+
+def is_dead_copy(session: SessionRecord, now: datetime) -> bool:
+    """A fork's copy whose fork never stored its run (its request was killed after copying, without a key to retry
+    with): forked, no run ever counted nor holding or waiting for it, and older than any fork request lives
+    (`idempotency.ABANDONED_AFTER`). A fork's run is counted within milliseconds of its copy, so no live fork's copy
+    looks like this."""
+    return (
+        session.forked_from is not None
+        and session.run_count == 0
+        and session.active_run_id is None
+        and not session.queued_run_ids
+        and session.created_at is not None
+        and now - session.created_at >= idempotency.ABANDONED_AFTER
+    )
+
+
+async def discard_dead_copies(store: SessionStore, sessions: list[SessionRecord]) -> list[SessionRecord]:
+    """`sessions` without the dead copies among them (`is_dead_copy`), which are deleted (best effort): the
+    listing that finds one is what clears it, so no session without its run stays in the caller's listings."""
+    now = datetime.now(UTC)
+    kept = []
+    for session in sessions:
+        if is_dead_copy(session, now):
+            await _discard_copy(store, session.session_id, None)
+        else:
+            kept.append(session)
+    return kept

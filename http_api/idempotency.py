@@ -1,16 +1,16 @@
 """`Idempotency-Key` on `POST .../runs`: the same key and body from the same principal within 24 h start one run.
 
-The key's ledger lives in the store's effect ledger, in a partition of its own per (principal, key) (ids hashed, so
-no caller-chosen text becomes a partition key; the partition's prefix is reserved, so no client-supplied session id
-can name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's
-conditional create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer
-with that run, as a poll would. A start that fails before its run exists marks its generation failed, so the key can
-be retried - only once a read shows its run absent: a failed write of the run may have landed all the same, and a
-released key would then start a second run (`run_lifecycle.create_and_start`); after 24 h the next use opens a new
-generation. A start that died before its run existed without marking its generation (its process ended, or the store
-failed the mark too) leaves a generation with no run: once it is `ABANDONED_AFTER` old, the next use marks it failed
-itself, so the key is not stuck "busy" for the rest of the 24 h. One that died after writing its run, before starting
-its orchestration, leaves a run that never starts: once as old, the next use starts it (`take_over`,
+The key's ledger lives in the store's effect ledger, in a partition of its own per (principal, key) (ids hashed, so no
+caller-chosen text becomes a partition key; the partition's prefix is reserved, so no client-supplied session id can
+name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's conditional
+create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer with that run,
+as a poll would. A start that fails before its run exists marks its generation failed, so the key can be retried - only
+once its run is provably absent (closed in its place: `run_lifecycle.create_and_start`): a failed write of the run may
+have landed all the same, or land later, and a released key would then start a second run; after 24 h the next use opens
+a new generation. A start that died before its run existed without marking its generation (its process ended, or the
+store failed the mark too) leaves a generation with no run: once it is `ABANDONED_AFTER` old, the next use marks it
+failed itself, so the key is not stuck "busy" for the rest of the 24 h. One that died after writing its run, before
+starting its orchestration, leaves a run that never starts: once as old, the next use starts it (`take_over`,
 `run_lifecycle.RunStart.unstarted`).
 
 The same claim serves workflow signals (`workflow_signals.py`): a `Ledger` says where a key's generations live and
@@ -132,15 +132,23 @@ def run_ledger(caller: Principal, key: str) -> Ledger:
 
 
 async def claim(
-    store: SessionStore, caller: Principal, key: str, request_fingerprint: str, new_run_id: str
+    store: SessionStore, caller: Principal, key: str, request_fingerprint: str, new_run_id: str,
+    on_abandoned: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> Claim:
-    """Claim a key of run starts for `new_run_id` (or learn which run it started)."""
-    return await claim_in(store, run_ledger(caller, key), request_fingerprint, new_run_id, _run_exists(store))
+    """Claim a key of run starts for `new_run_id` (or learn which run it started). `on_abandoned`: what to clear up of
+    a claim given up because its request died before writing its run (what it made before, e.g. a fork's copy)."""
+    return await claim_in(
+        store, run_ledger(caller, key), request_fingerprint, new_run_id, _run_exists(store, on_abandoned)
+    )
 
 
-def _run_exists(store: SessionStore) -> ResultCheck:
+def _run_exists(store: SessionStore, on_abandoned: Callable[[Claim], Awaitable[None]] | None = None) -> ResultCheck:
     async def exists(claim: Claim) -> bool:
-        return await store.get_run(claim.result_id) is not None
+        if await store.get_run(claim.result_id) is not None:
+            return True
+        if on_abandoned is not None:
+            await on_abandoned(claim)
+        return False
 
     return exists
 

@@ -36,7 +36,7 @@ from http_api.polling import long_poll
 from http_api.problems import ApiProblem, not_found
 from http_api.refusals import read_refusal
 from http_api.request_context import verify_token
-from session_store import ConflictError, RunRecord, SessionStore
+from session_store import ConflictError, RunRecord, SessionStore, StoreError, StoreUnavailableError
 from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
@@ -114,24 +114,26 @@ class RunStart:
         return run if await idempotency.take_over(self.store, claim) else None
 
     async def release(self) -> None:
-        """This request failed and provably wrote no run (`create_and_start` read that its run is absent): the key
-        may start a run again. A request that cannot tell keeps the claim: a retry answers with the run if it
-        exists, and the claim is taken over once abandoned (`idempotency.claim_in`) if it does not."""
+        """This request failed and provably wrote no run (`create_and_start` found it refused, or closed it in its
+        place): the key may start a run again. A request that cannot tell keeps the claim: a retry answers with the
+        run if it exists, and the claim is taken over once abandoned (`idempotency.claim_in`) if it does not."""
         if self.claim is not None:
             await idempotency.release(self.store, self.claim)
 
 
 async def claim_start(
-    req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel, gateway: StateReader
+    req: func.HttpRequest, store: SessionStore, route: str, body: BaseModel, gateway: StateReader,
+    on_abandoned: Callable[[Claim], Awaitable[None]] | None = None,
 ) -> RunStart:
     """Claim the request's `Idempotency-Key` for a new run id (`route` and `body` say what "the same request" is);
-    a replay of a run written but never started is this request's to start (`RunStart.written`)."""
+    a replay of a run written but never started is this request's to start (`RunStart.written`). `on_abandoned`:
+    what to clear up of an earlier request with the key that died before writing its run (`idempotency.claim`)."""
     run_id = uuid.uuid4().hex
     key = idempotency.key_of(req)
     if key is None:
         return RunStart(store, run_id)
     request_fingerprint = idempotency.fingerprint(route, body.model_dump(mode="json"))
-    claim = await idempotency.claim(store, current_principal(), key, request_fingerprint, run_id)
+    claim = await idempotency.claim(store, current_principal(), key, request_fingerprint, run_id, on_abandoned)
     if claim.first:
         return RunStart(store, run_id, claim)
     start = RunStart(store, run_id, claim, replay=await idempotency.started_run(store, claim))
@@ -141,28 +143,36 @@ async def claim_start(
 
 async def create_and_start(
     store: SessionStore,
-    run_id: str,
+    planned: RunRecord,
     create: Callable[[], Awaitable[RunRecord]],
     launch: Callable[[RunRecord], Awaitable[None]],
     *,
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
 ) -> RunRecord:
-    """`create` the record of run `run_id` (claiming its session), then `launch` its orchestration. A failure after
+    """`create` the record of run `planned` (claiming its session), then `launch` its orchestration. A failure after
     the record exists abandons the run. A failed `create` may have been written all the same (an error after the
-    store took the write, or its answer lost): a read tells. Written, the run is launched as if `create` had
-    answered; provably not written, `on_unclaimed` runs (nothing was started) and the error stands; a failed read
+    store took the write, or its answer lost), or may still land (a write slower than its error): the store closes
+    the start in the run's place unless the run is there (`close_unwritten_start`, create-if-absent, so of that
+    record and the run's own write exactly one lands). Written, the run is launched as if `create` had answered;
+    closed now, `on_unclaimed` runs (nothing was started, nor ever will be) and the error stands; a failed close
     leaves both alone, so no retry with the same `Idempotency-Key` starts a second run. A run the store closed in
-    place of an unwritten start (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
+    place of an unwritten start before (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
     try:
         run = await create()
-    except Exception:
-        run = await store.get_run(run_id)  # only on a failure: a start that succeeds pays no read
-        if run is None:
+    except Exception as error:
+        # Only on a failure (a success pays nothing more). A refusal (busy, not found, ...) wrote nothing and never
+        # will: a read tells whether the run is there all the same, as a retried create may have found it.
+        if _refused(error):
+            found, closed = await store.get_run(planned.run_id), False
+        else:
+            found, closed = await store.close_unwritten_start(planned)
+        if found is None or closed:
             if on_unclaimed is not None:
                 await on_unclaimed()
             raise
+        run = found
         if not is_unwritten_start(run):
-            log.warning("run %s was stored though creating it failed: starting it", run_id, exc_info=True)
+            log.warning("run %s was stored though creating it failed: starting it", planned.run_id, exc_info=True)
     if is_unwritten_start(run):
         # Its claim of the session was taken for a dead start's and closed before its run was written (the store's
         # `begin_run`): nothing was started, and the session went on without it.
@@ -179,6 +189,13 @@ async def create_and_start(
         await abandon(store, run)
         raise
     return run
+
+
+def _refused(error: Exception) -> bool:
+    """The start was refused (by the store's rules, or the request's own checks): none of its writes is on its way."""
+    return isinstance(error, ApiProblem | ValueError) or (
+        isinstance(error, StoreError) and not isinstance(error, StoreUnavailableError)
+    )
 
 
 async def abandon(store: SessionStore, run: RunRecord) -> None:

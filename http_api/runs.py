@@ -148,22 +148,16 @@ async def start_agent_run(
     caller = current_principal()
 
     new_run_id = written.run_id if written is not None else run_id or uuid.uuid4().hex
+    # A new session is named after the run that creates it (both ids are fresh): a store finds such a run without an
+    # index item (`begin_run(new_session=...)`).
+    session = session_id or new_run_id
+    record = written or new_run_record(
+        new_run_id, session, agent, metadata, overrides=overrides, owner_id=caller.id, owner_name=caller.name
+    )
 
     async def create() -> RunRecord:
         if written is not None:
             return written
-        # A new session is named after the run that creates it (both ids are fresh): a store finds such a run
-        # without an index item (`begin_run(new_session=...)`).
-        session = session_id or new_run_id
-        record = new_run_record(
-            new_run_id,
-            session,
-            agent,
-            metadata,
-            overrides=overrides,
-            owner_id=caller.id,
-            owner_name=caller.name,
-        )
         if session_id is None:  # a new session (an id made up here): created already held by the run, one write
             fresh = SessionRecord(session_id=session, agent=agent.name, owner_id=caller.id, owner_name=caller.name)
             return await store.begin_run(record, new_session=fresh)
@@ -194,7 +188,7 @@ async def start_agent_run(
         notify = await prepare_notifications(store, run, webhook)
         await gateway.start_run(run_input.model_copy(update={"queued": queued, **notify}))
 
-    run = await create_and_start(store, new_run_id, create, launch, on_unclaimed=on_unclaimed)
+    run = await create_and_start(store, record, create, launch, on_unclaimed=on_unclaimed)
     if run.ordinal == 0 and if_busy == "interrupt":
         await _interrupt_active(store, gateway, run.session_id)
     return run

@@ -118,7 +118,10 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         await gateway.start(WorkflowInput(ref=ref))
         await _ring_an_early_cancel(services, gateway, run_id)
 
-    record = replay or await create_and_start(services.store, run_id, create, launch, on_unclaimed=start.release)
+    caller = current_principal()
+    planned = start.written or RunRecord(run_id=run_id, session_id=control_session_id(run_id), agent=definition.name,
+                                         kind="workflow", owner_id=caller.id, owner_name=caller.name)
+    record = replay or await create_and_start(services.store, planned, create, launch, on_unclaimed=start.release)
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
 

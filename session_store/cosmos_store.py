@@ -345,7 +345,10 @@ class CosmosSessionStore:
             if existing is not None:  # a retry: make sure the lookup item exists too (an earlier try may have died)
                 if self._needs_lookup(record):
                     await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
-                return from_item(RunRecord, existing)
+                found = from_item(RunRecord, existing)
+                if rules.is_unwritten_start(found):  # closed in its place: a claim this call landed is given back
+                    await self._release_closed_start(found)
+                return found
             session = await self._get_session(record.session_id)
             if session is None:
                 raise NotFoundError("session", record.session_id)
@@ -392,14 +395,42 @@ class CosmosSessionStore:
         record = from_item(RunRecord, item) if item is not None else None
         if record is None or not record.finished:
             return False  # a run that holds its session
-        if rules.is_unwritten_start(record):
-            written = await self._has_run_at(session.session_id, session.run_count)
-            released = rules.release_unwritten_start(session, holder, now, counted_run_written=written)
-        else:
-            released = rules.release_session(session, holder, now)
-        if released is not None:  # a lost ETag race only means another writer changed the session: decide again
-            await self._replace("sessions", released, session.etag)
+        await self._release_holder(session, record, now)  # a lost ETag race only means another writer came first
         return True
+
+    async def _release_holder(self, session: SessionRecord, holder: RunRecord, now: datetime) -> bool:
+        """Release the session of its finished `holder` (active or queued) under the session's ETag; False when the
+        session changed since it was read. A dead start's claim also gives back the position it counted."""
+        if rules.is_unwritten_start(holder):
+            written = await self._has_run_at(session.session_id, session.run_count)
+            released = rules.release_unwritten_start(session, holder.run_id, now, counted_run_written=written)
+        else:
+            released = rules.release_session(session, holder.run_id, now)
+        return released is None or await self._replace("sessions", released, session.etag) is not None
+
+    @_on_portal
+    async def close_unwritten_start(self, planned: RunRecord) -> tuple[RunRecord, bool]:
+        # The claim (a session write) and the run (a run write) are two operations: a failed `begin_run` may have
+        # left the claim. The record first, so no late run write can land once the session is released.
+        item = await self._create_run(rules.closed_start(planned, self._clock()))
+        closed = item is not None
+        item = item or await self._db.read("runs", planned.run_id, planned.session_id)
+        if item is None:  # deleted with its session between the two calls: nothing of it is left
+            raise ConflictError(f"run {planned.run_id!r} was deleted while its start was being closed")
+        record = from_item(RunRecord, item)
+        if rules.is_unwritten_start(record):
+            await self._release_closed_start(record)
+        return record, closed
+
+    async def _release_closed_start(self, record: RunRecord) -> None:
+        """The session no longer held (nor queued for) by a start closed in its place (failure paths only)."""
+        for _ in range(MAX_ETAG_ROUNDS):
+            session = await self._get_session(record.session_id)
+            if session is None or record.run_id not in (session.active_run_id, *session.queued_run_ids):
+                return
+            if await self._release_holder(session, record, self._clock()):
+                return
+        raise ConflictError(f"session {record.session_id!r} kept changing; could not release run {record.run_id!r}")
 
     async def _has_run_at(self, session_id: str, ordinal: int) -> bool:
         """Whether a run of the session holds position `ordinal` (read only to close a dead start's claim)."""

@@ -149,6 +149,13 @@ class SessionStore(Protocol):
         otherwise: a run began since the caller read it), in the same conditional write as the claim."""
         ...
 
+    async def close_unwritten_start(self, planned: RunRecord) -> tuple[RunRecord, bool]:
+        """After a failed `begin_run` of `planned`: the run as stored, or, none stored under its id, a record that
+        closes it in place of its start (`rules.closed_start`, failed), created if absent; True when that record was
+        written now (provably, no run was: none of the start's writes can land any more - a late `begin_run` of it
+        finds the record and claims nothing). A claim of the session that landed without its run is released."""
+        ...
+
     async def take_turn(self, run_id: str) -> RunRecord | None: ...
 
     async def get_run(self, run_id: str, *, session_id: str | None = None) -> RunRecord | None: ...

@@ -120,9 +120,19 @@ def unwritten_start(session: SessionRecord, run_id: str, now: datetime) -> RunRe
     """The record written in place of a run whose start claimed (or queued in) the session but never wrote the run:
     failed, so that it releases the session, and created if absent, so that of it and the run's own late write exactly
     one lands (the start whose write comes second finds it and is told so, not started)."""
+    return closed_start(
+        RunRecord(run_id=run_id, session_id=session.session_id, agent=session.agent, owner_id=session.owner_id,
+                  owner_name=session.owner_name),
+        now,
+    )
+
+
+def closed_start(planned: RunRecord, now: datetime) -> RunRecord:
+    """`unwritten_start` for the run `planned` (the record a start meant to write): what `close_unwritten_start`
+    writes when the start itself, its write failed, finds no run (`run_lifecycle.create_and_start`)."""
     return RunRecord(
-        run_id=run_id, session_id=session.session_id, agent=session.agent, status="failed", created_at=now,
-        updated_at=now, owner_id=session.owner_id, owner_name=session.owner_name,
+        run_id=planned.run_id, session_id=planned.session_id, agent=planned.agent, status="failed", created_at=now,
+        updated_at=now, owner_id=planned.owner_id, owner_name=planned.owner_name,
         error={"code": START_INTERRUPTED,
                "message": "The run's start was interrupted before the run was stored; nothing of it ran."},
     )

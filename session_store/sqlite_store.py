@@ -414,6 +414,19 @@ class SqliteSessionStore:
 
         return await self._point(op)
 
+    async def close_unwritten_start(self, planned: RunRecord) -> tuple[RunRecord, bool]:
+        # `begin_run` is one transaction: no claim lands without its run, so only the record is written. A
+        # transaction of the start that commits later finds it and claims nothing.
+        def op() -> tuple[RunRecord, bool]:
+            now = self._now()
+            with self._tx() as conn:
+                existing = self._get_run(conn, planned.run_id, now)
+                if existing is not None:
+                    return existing, False
+                return self._put_run(conn, rules.closed_start(planned, now), now), True
+
+        return await self._point(op)
+
     async def take_turn(self, run_id: str) -> RunRecord | None:
         def op() -> RunRecord | None:
             now = self._now()

@@ -42,7 +42,9 @@ async def test_a_run_that_cannot_be_created_frees_the_claim_and_starts_nothing()
         unclaimed.append(True)
 
     with pytest.raises(SessionBusyError):
-        await create_and_start(store, "second", lambda: store.begin_run(record("second")), launch, on_unclaimed=release)
+        await create_and_start(
+            store, record("second"), lambda: store.begin_run(record("second")), launch, on_unclaimed=release
+        )
     assert unclaimed == [True] and launched == []
     assert await store.get_run("second") is None
     await store.close()
@@ -59,7 +61,7 @@ async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its
         unclaimed.append(True)
 
     with pytest.raises(OrchestrationDown):
-        await create_and_start(store, "r1", lambda: store.begin_run(record("r1")), launch, on_unclaimed=release)
+        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch, on_unclaimed=release)
     abandoned = await store.get_run("r1")
     assert abandoned is not None and abandoned.status == "failed"
     assert abandoned.error == {"code": "start_failed", "message": "could not start"}
@@ -78,7 +80,7 @@ async def test_when_the_store_fails_too_the_start_fails_with_its_own_error(caplo
         raise OrchestrationDown("the task hub is unreachable")
 
     with pytest.raises(OrchestrationDown):
-        await create_and_start(store, "r1", lambda: store.begin_run(record("r1")), launch)
+        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch)
     assert "could not mark run r1 as failed after its start failed" in caplog.text  # the next start reconciles it
 
 
@@ -100,11 +102,37 @@ async def test_a_run_written_by_a_create_that_failed_is_launched_and_keeps_the_c
     async def release() -> None:
         unclaimed.append(True)
 
-    run = await create_and_start(store, "r1", create, launch, on_unclaimed=release)
+    run = await create_and_start(store, record("r1"), create, launch, on_unclaimed=release)
     assert run.run_id == "r1" and launched == ["r1"]
     assert unclaimed == []  # released, the key would let a retry start a second run
     session = await store.get_session("s1")
     assert session is not None and session.active_run_id == "r1"
+    await store.close()
+
+
+async def test_a_create_whose_write_lands_after_its_failure_claims_nothing() -> None:
+    """The create failed before its write landed (slower than its error): the start is closed in the run's place, the
+    claim released, and the write landing afterwards finds that record - the session is not held by a run that
+    nobody started. A refusal (busy, above) writes no such record: nothing of it is on its way."""
+    store = await store_with_session()
+    unclaimed = []
+
+    async def create() -> RunRecord:
+        raise AnswerLost("timed out; the write is still on its way")
+
+    async def launch(run: RunRecord) -> None:
+        raise AssertionError("nothing is launched")
+
+    async def release() -> None:
+        unclaimed.append(True)
+
+    with pytest.raises(AnswerLost):
+        await create_and_start(store, record("r1"), create, launch, on_unclaimed=release)
+    assert unclaimed == [True]
+    late = await store.begin_run(record("r1"))  # the write on its way lands now
+    assert late.status == "failed" and late.ordinal == 0
+    session = await store.get_session("s1")
+    assert session is not None and (session.active_run_id, session.run_count) == (None, 0)
     await store.close()
 
 
@@ -124,7 +152,7 @@ async def test_a_failed_create_that_cannot_be_checked_keeps_the_claim() -> None:
         unclaimed.append(True)
 
     with pytest.raises(RuntimeError) as raised:  # the read's own error (the store is closed), after the create's
-        await create_and_start(store, "r1", create, launch, on_unclaimed=release)
+        await create_and_start(store, record("r1"), create, launch, on_unclaimed=release)
     assert isinstance(raised.value.__context__, AnswerLost)
     assert unclaimed == []  # whether a run exists is unknown: the claim stays (taken over only once abandoned)
 
@@ -148,7 +176,7 @@ async def test_a_start_whose_run_the_store_closed_in_its_place_is_not_launched()
         unclaimed.append(True)
 
     with pytest.raises(ApiProblem) as refused:
-        await create_and_start(store, "late", create, launch, on_unclaimed=release)
+        await create_and_start(store, record("late"), create, launch, on_unclaimed=release)
     assert (refused.value.status, refused.value.code) == (409, "session_busy")
     assert launched == [] and unclaimed == [True]
     await store.close()

@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
-from lost_writes import run_writes_lost
+from lost_writes import run_items_late, run_writes_late, run_writes_lost
 
+from agent_runtime.approvers import ANONYMOUS
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer, ScriptedToolCall
 
 ECHO = Script(rules=[Rule(match=Match(last_user="(?s).*"), reply=Reply.say("noted"))])
@@ -192,6 +193,39 @@ def test_a_fork_whose_run_cannot_be_written_leaves_no_copy_behind(
     assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
 
 
+@watches_the_app_in_process  # wraps the app's own store (or its runs container)
+@pytest.mark.parametrize("late", ["begin_run", "run_item"])
+def test_a_fork_whose_run_write_lands_after_it_failed_leaves_no_run_without_its_session(
+    app: InProcessApp, model: ScriptedModelServer, late: str
+) -> None:
+    """The store's answer came before its write: the fork read its run absent, deleted its copy and released its key,
+    and then the run's write landed - in the deleted copy (Cosmos: the run item after the claim), a run in progress
+    without its session, listed among the caller's runs for good. Now the fork closes its run in the run's place
+    before and after deleting the copy: the late write lands nothing, and a retry makes the one fork."""
+    if late == "run_item" and app.store_backend != "cosmos":
+        pytest.skip("a Cosmos store writes the claim and the run apart")
+    _, (_, second, _) = conversation(app, model)
+    headers = {"Idempotency-Key": f"fork-{uuid.uuid4().hex}"}
+    body = {"input": "two, again", "wait_seconds": 10}
+    with (run_writes_late if late == "begin_run" else run_items_late)(app) as on_their_way:
+        first = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert first.status_code >= 500 and len(on_their_way) == 1, first.text
+    assert forks_of(app, second) == []
+
+    async def land() -> object:
+        try:
+            return await on_their_way[0]()
+        except Exception as error:  # the copy is gone: a late begin_run may find no session
+            return error
+
+    app.store_call(lambda _store: land())
+    retry = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
+    assert forks_of(app, second) == [retry.json()["session_id"]]
+    owned = app.store_call(lambda store: store.list_owner_runs(ANONYMOUS, limit=100)).items
+    assert [r.run_id for r in owned if not r.finished] == [], owned  # no run left open, with or without a session
+
+
 @watches_the_app_in_process  # wraps the app's own store, and ages its key's claim
 def test_a_fork_retry_starts_the_run_its_first_request_wrote_but_never_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -221,6 +255,66 @@ def test_a_fork_retry_starts_the_run_its_first_request_wrote_but_never_started(
     assert forks == [retry.json()["session_id"]]  # one copy
     assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
     assert session_id != retry.json()["session_id"]
+
+
+@watches_the_app_in_process  # stops the app's own store mid-fork, and ages its key's claim
+def test_a_fork_killed_after_copying_leaves_no_copy_once_its_key_is_retried(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request copied the conversation and died before its run was written (what a killed process leaves:
+    the copy, the key's claim, no run, nothing cleared up). Its key's retry, once that request is surely over, forked
+    afresh and the dead request's copy stayed for good in the caller's listings, a session without its run. Now the
+    copy is named after the fork's run, and the retry that gives up the dead claim deletes it first: one fork."""
+    _, (_, second, _) = conversation(app, model)
+    store = app.services().current().store
+    headers = {"Idempotency-Key": f"fork-{uuid.uuid4().hex}"}
+    body = {"input": "two, again", "wait_seconds": 10}
+
+    async def killed(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the host died")
+
+    with monkeypatch.context() as patch:  # nothing after the copy happens: neither the run nor any clearing up
+        patch.setattr(store, "begin_run", killed)
+        patch.setattr(store, "close_unwritten_start", killed)
+        first = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert first.status_code >= 500, first.text
+    assert len(forks_of(app, second)) == 1  # the dead request's copy
+
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    retry = app.http.post(f"/api/runs/{second}/fork", json=body, headers=headers)
+    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
+    assert forks_of(app, second) == [retry.json()["session_id"]]
+    assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
+
+
+@watches_the_app_in_process  # stops the app's own store mid-fork, and ages the copy
+def test_a_fork_killed_after_copying_without_a_key_leaves_no_copy_in_the_listings(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a key nothing ever asks after the dead request's copy: it stayed in the caller's listings for good, a
+    session with the conversation and no run. Now a listing that finds such a copy, older than any fork request
+    lives, deletes it instead of listing it; a younger one (its fork may still be on its way) is listed."""
+    _, (_, second, _) = conversation(app, model)
+    store = app.services().current().store
+
+    async def killed(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the host died")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "begin_run", killed)
+        patch.setattr(store, "close_unwritten_start", killed)
+        first = app.http.post(f"/api/runs/{second}/fork", json={"input": "two, again"})
+    assert first.status_code >= 500, first.text
+    [copy] = forks_of(app, second)
+    assert copy in [s["session_id"] for s in app.http.get("/api/sessions").json()["sessions"]]
+
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    listed = app.http.get("/api/sessions").json()["sessions"]
+    assert copy not in [s["session_id"] for s in listed] and listed, listed
+    assert forks_of(app, second) == []
+    retry = app.http.post(f"/api/runs/{second}/fork", json={"input": "two, again", "wait_seconds": 10})
+    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
+    assert retry.json()["session_id"] in [s["session_id"] for s in app.http.get("/api/sessions").json()["sessions"]]
 
 
 def _lookup(key: str) -> Reply:

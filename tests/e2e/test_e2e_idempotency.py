@@ -13,7 +13,7 @@ import httpx
 import pytest
 from e2e_harness import InProcessApp, post_concurrently
 from e2e_settings import watches_the_app_in_process
-from lost_writes import run_writes_lost
+from lost_writes import run_items_late, run_writes_late, run_writes_lost
 
 from agent_runtime.approvers import ANONYMOUS
 from scripted_model import Script, ScriptedModelServer
@@ -56,6 +56,33 @@ def test_a_start_whose_run_was_written_before_it_failed_makes_one_run(
     assert (first.status_code, first.json()["run_id"]) == (202, run_id), first.text  # started as if it had answered
     assert again.json()["status"] == "completed" and again.json()["output"]["text"] == "Hello there."
     assert len(model.log.requests) == 1
+
+
+@watches_the_app_in_process  # wraps the app's own store (or its runs container)
+@pytest.mark.parametrize("late", ["begin_run", "run_item"])
+def test_a_start_whose_run_write_lands_after_it_failed_holds_no_session(
+    app: InProcessApp, model: ScriptedModelServer, late: str
+) -> None:
+    """The store's answer came before its write (a timed out request the store applied later): the start read its
+    run absent, released its key and failed, and then the write landed - a run holding the session that nobody
+    started nor would close, every later start in the session 409 `session_busy`. Now the failed start closes its
+    run in the run's place (`close_unwritten_start`): the late write finds that and claims nothing (Cosmos: the
+    claim that landed first is given back), and a retry with the key starts the one run."""
+    if late == "run_item" and app.store_backend != "cosmos":
+        pytest.skip("a Cosmos store writes the claim and the run apart")
+    model.set_script(Script.of("Hello there."))
+    body, headers = keyed_start(named_session=True)
+    with (run_writes_late if late == "begin_run" else run_items_late)(app) as on_their_way:
+        first = app.http.post("/api/agents/helper/runs", json=body, headers=headers)
+    assert first.status_code >= 500 and len(on_their_way) == 1, first.text
+    app.store_call(lambda _store: on_their_way[0]())  # the write lands now
+
+    again = app.http.post("/api/agents/helper/runs", json={**body, "wait_seconds": 10}, headers=headers)
+    assert (again.status_code, again.json()["status"]) == (200, "completed"), again.text
+    assert again.json()["output"]["text"] == "Hello there."
+    runs = app.store_call(lambda store: store.list_runs(body["session_id"]))
+    assert [(r.run_id, r.status) for r in runs if r.ordinal] == [(again.json()["run_id"], "completed")]
+    assert all(r.finished for r in runs), runs  # the first request's run: closed in its place, not holding anything
 
 
 @watches_the_app_in_process  # wraps the app's own store
