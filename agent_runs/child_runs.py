@@ -49,7 +49,7 @@ async def prepare_child_run(
     if trace is not None and run.created_at is not None:
         trace = trace.model_copy(update={"started_at": run.created_at})  # the same start on a retried activity
     run_input = run_input_for(run, agent, services.run_settings, input_count=input_count, trace=trace)
-    return run_input.model_copy(update=await prepare_notifications(store, run, None))
+    return run_input.notifying(await prepare_notifications(store, run, None))
 
 
 async def _begin(store: SessionStore, record: RunRecord, agent: AgentDefinition) -> RunRecord:

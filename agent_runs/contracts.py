@@ -26,6 +26,7 @@ from agent_runtime.loop_types import (
 )
 from agent_runtime.messages import Usage
 from agent_runtime.tool_policy import ToolPolicy
+from notifications.contracts import NotificationFlags
 from telemetry.trace_context import RunTrace
 
 ORCHESTRATOR_NAME = "agent_run"
@@ -55,7 +56,7 @@ class RunRef(_Payload):
     Written only when set, so the payloads of other runs (and histories in flight) keep their exact bytes."""
 
 
-class RunInput(_Payload):
+class RunInput(_Payload, NotificationFlags):
     """The orchestration input. A fresh run has no `loop_state`; a continued-as-new one carries the loop's state and
     the command to execute first, so the new execution picks up exactly where the old one stopped."""
 
@@ -75,12 +76,6 @@ class RunInput(_Payload):
     cancel_grace_seconds: float = Field(default=30, ge=0)
     """How long a cancel waits for the step in flight before abandoning it (the run ends `cancelled` anyway)."""
     queued: bool = Field(default=False, description="wait for the session first (if_busy=enqueue / interrupt)")
-    # Written only when set: inputs of histories in flight (and golden ones) keep their exact bytes.
-    notify: bool = Field(default=False, exclude_if=lambda notify: not notify)
-    """Notifications were configured when the run started: it calls `notify_run` after each transition."""
-    notify_gives_up: bool = Field(default=False, exclude_if=lambda gives_up: not gives_up)
-    """Set with `notify` by runs started since a recording could be given up (`notifications.hooks`): a failing one is
-    given up after days, or when the run is cancelled while it waits; histories from before retry for good."""
 
 
 class StepFailure(_Payload):

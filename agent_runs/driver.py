@@ -54,6 +54,7 @@ from agent_runtime.loop_types import (
     ToolOutcome,
     ToolResults,
 )
+from notifications.contracts import NotificationFlags
 
 ResumeStep = Literal["call_model", "invoke_tool", "discover_tools", "run_middleware_before"]
 
@@ -336,8 +337,8 @@ class RunDriver:
     # ------------------------------------------------------------------------------------------------ state
 
     @property
-    def notify(self) -> bool:
-        return self._input.notify
+    def notifications(self) -> NotificationFlags:
+        return self._input
 
     @property
     def notify_gives_up(self) -> bool:

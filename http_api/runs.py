@@ -186,7 +186,7 @@ async def start_agent_run(
             trace=trace,
         )
         notify = await prepare_notifications(store, run, webhook)
-        await gateway.start_run(run_input.model_copy(update={"queued": queued, **notify}))
+        await gateway.start_run(run_input.model_copy(update={"queued": queued}).notifying(notify))
 
     run = await create_and_start(store, record, create, launch, on_unclaimed=on_unclaimed)
     if run.ordinal == 0 and if_busy == "interrupt":

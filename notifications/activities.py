@@ -16,6 +16,7 @@ from agent_runs.services import RunServices
 from agent_runtime.settings_snapshot import current_settings
 from durable_steps import activity
 from notifications import outbox
+from notifications.backoff import MAX_DELAY_SECONDS, STEP_GIVE_UP_AFTER
 from notifications.client_activity import client_activity
 from notifications.contracts import (
     ORCHESTRATOR_NAME,
@@ -148,7 +149,8 @@ async def note_recording_given_up(given_up: RecordingGivenUp, client: df.Durable
     run = await store.get_run(step.run_id) if step.what == "finished" else None
     end = run_event(run, base_url="") if run is not None else None
     await outbox.note_given_up(store, step.session_id, step.run_id, step.seq, outbox.GivenUp(
-        what=step.what, failing_since=given_up.failing_since, event_id=end.id if end is not None else None))
+        what=step.what, failing_since=given_up.failing_since, why=given_up.why,
+        event_id=end.id if end is not None else None))
     if step.what == "finished":
         for subscription in await run_subscriptions(store, step.session_id, step.run_id):
             await wake_if_running(client, subscription.key, step.run_id)
@@ -193,10 +195,30 @@ async def idle(
         return DeliveryStep(outcome="idle", final=True)
     end = run_event(run, base_url="") if run.finished else None
     if end is None or not subscription.wants(end.type):
-        return DeliveryStep(outcome="idle", final=run.finished)
-    if any(e.event.id == end.id for e in recorded):
-        return DeliveryStep(outcome="idle", final=True)
-    return DeliveryStep(outcome="idle", final=await outbox.end_given_up(store, step.session_id, step.run_id, end))
+        return IDLE_FINAL if run.finished else IDLE_RUNNING
+    if any(e.event.id == end.id for e in recorded) or await outbox.end_given_up(store, step.session_id, step.run_id,
+                                                                                  end):
+        return IDLE_FINAL
+    return DeliveryStep(outcome="idle", end_missing=True, recheck_in_seconds=MAX_DELAY_SECONDS)
+
+
+IDLE_FINAL = DeliveryStep(outcome="idle", final=True)
+# While the run runs, its recordings wake the deliveries; a look every few days finds a run whose end's recording
+# was given up unnoted (the note refused too: nothing wakes them then). Once its end is missing, hourly.
+IDLE_RUNNING = DeliveryStep(outcome="idle", recheck_in_seconds=STEP_GIVE_UP_AFTER.total_seconds())
+
+
+@client_activity()
+async def end_unrecordable(step: DeliveryInput, client: df.DurableOrchestrationClient) -> bool:
+    """The run has ended without its end's event recorded (`DeliveryStep.end_missing`): can nothing record it any
+    more? Only the run's orchestration records it: so once that no longer runs (its recording given up, the note of
+    that refused too; or it was terminated) and, read only then, the event is still missing, the run's idle
+    deliveries may end (a rewound run's next end starts them again). Read before, it may have been recorded in
+    between, its wake-up lost with the delivery ending."""
+    if await _running(client, step.run_id):
+        return False
+    found = await _next_to_send(RunServices.current().store, step)
+    return isinstance(found, DeliveryStep) and found.end_missing
 
 
 def is_last(step: DeliveryInput, head: OutboxEntry, pending: list[OutboxEntry]) -> bool:

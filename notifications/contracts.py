@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,25 @@ STEPS_PER_EXECUTION = 50
 
 class _Payload(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class NotificationFlags(BaseModel):
+    """What a run (`RunInput`) or workflow (`WorkflowRef`) does about notifications, decided at its start
+    (`starting.prepare_notifications`), a base of both. Each flag is written only when set, so the inputs of histories
+    in flight and golden ones keep their shape (the flags, when set, now come first: JSON objects are unordered)."""
+
+    notify: bool = Field(default=False, exclude_if=lambda notify: not notify)
+    """Notifications were configured when the run started: it records its events after each transition (`hooks`)."""
+    notify_gives_up: bool = Field(default=False, exclude_if=lambda gives_up: not gives_up)
+    """Set with `notify` by runs started since a recording could be given up (`hooks`): a failing one is given up
+    after days, or when the run is cancelled while it waits; histories from before retry for good."""
+    notify_notes_cancels: bool = Field(default=False, exclude_if=lambda notes: not notes)
+    """Set with `notify_gives_up` by runs started since a recording given up for a cancel is noted in the run's
+    delivery log too (`hooks`): histories from before went on from the cancel without that note's activity."""
+
+    def notifying(self, flags: NotificationFlags) -> Self:
+        """This input with the flags a run's start decided."""
+        return self.model_copy(update=dict(flags))
 
 
 class NotifyInput(_Payload):
@@ -34,6 +53,8 @@ class RecordingGivenUp(_Payload):
 
     step: NotifyInput
     failing_since: datetime
+    why: Literal["failing", "cancelled"] = "failing"
+    """`cancelled`: the run was cancelled while the recording waited to be tried again (before: only `failing`)."""
 
 
 class NotifyResult(_Payload):
@@ -62,6 +83,11 @@ class DeliveryStep(_Payload):
     final: bool = False
     """Nothing more will come: the run's final event was delivered, or nothing is pending after the run ended."""
     retry_in_seconds: float | None = None
+    recheck_in_seconds: float | None = None
+    """Idle, not final: look again after this long unless woken (none, from older code: woken only, so histories
+    from before replay as recorded)."""
+    end_missing: bool = False
+    """Idle: the run has ended, and its end's event (wanted here) is neither recorded nor noted as given up."""
 
 
 class SlackResponseInput(_Payload):

@@ -14,7 +14,8 @@ were recorded, retrying forever) gives a call up:
 - when the run is cancelled while it waits (`cancels`: the run's own cancel event, raced with the timer as every
   other wait of the run): the run then ends cancelled through its normal cancel path, which records its final event
   (that call again until the store takes it, or given up as above). The given-up call's approval events are not
-  sent: they are about approvals the cancel has closed."""
+  sent: they are about approvals the cancel has closed. Noted too (`why: cancelled`) by runs started since
+  (`notify_notes_cancels`: histories from before went on from the cancel without that activity)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import azure.durable_functions as df
 
 from notifications.activities import note_recording_given_up, notify_run
 from notifications.backoff import gives_up, next_delay
-from notifications.contracts import NotifyInput, RecordingGivenUp
+from notifications.contracts import NotificationFlags, NotifyInput, RecordingGivenUp
 from orchestrators.external_events import ExternalEvents
 
 RECORDING_GIVEN_UP = "notification_recording_given_up"
@@ -38,21 +39,22 @@ log = logging.getLogger(__name__)
 
 def notify(
     context: df.DurableOrchestrationContext,
-    enabled: bool,
+    flags: NotificationFlags,
     *,
     run_id: str,
     session_id: str,
     agent: str,
     what: Literal["approvals", "finished"],
     seq: int | None = None,
-    bounded: bool = False,
     cancels: ExternalEvents | None = None,
 ) -> Generator[Any, Any, None]:
-    """`seq`: the run's position (deterministic, never smaller than at an earlier call): the order of its events.
-    `bounded`: give the call up (see the module); `cancels`: the run's cancel events, raced with each wait (only
-    with `bounded`; a cancel is left for the run to take)."""
-    if not enabled:
+    """`flags`: the run's input (`notify`: record at all; `notify_gives_up`: give the call up, see the module;
+    `notify_notes_cancels`: note a call given up for a cancel). `seq`: the run's position (deterministic, never
+    smaller than at an earlier call): the order of its events. `cancels`: the run's cancel events, raced with each
+    wait (only with `notify_gives_up`; a cancel is left for the run to take)."""
+    if not flags.notify:
         return
+    bounded = flags.notify_gives_up
     step = NotifyInput(run_id=run_id, session_id=session_id, agent=agent, what=what, seq=seq)
     failures = 0
     failing_since: datetime | None = None
@@ -67,11 +69,10 @@ def notify(
         failing_since = failing_since or now
         if bounded and gives_up(failing_since, now):
             _given_up(context, run_id, what, f"failing since {failing_since.isoformat()}")
-            with suppress(Exception):  # for the run's clients to see, if the store takes it now (else the warning)
-                yield note_recording_given_up.call(context, RecordingGivenUp(step=step, failing_since=failing_since))
+            yield from _note(context, RecordingGivenUp(step=step, failing_since=failing_since))
             return
         if bounded and cancels is not None and cancels.received():  # arrived before this wait, on an older waiter
-            _given_up(context, run_id, what, "the run was cancelled")
+            yield from _given_up_for_cancel(context, flags, step, failing_since)
             return
         delay = next_delay(failures)
         failures += 1
@@ -84,8 +85,23 @@ def notify(
         cancel = cancels.waiter()
         if (yield context.task_any([timer, cancel])) is cancel:
             timer.cancel()  # an uncancelled timer would keep the instance running until it fires
-            _given_up(context, run_id, what, "the run was cancelled")
+            yield from _given_up_for_cancel(context, flags, step, failing_since)
             return
+
+
+def _given_up_for_cancel(
+    context: df.DurableOrchestrationContext, flags: NotificationFlags, step: NotifyInput, failing_since: datetime
+) -> Generator[Any, Any, None]:
+    _given_up(context, step.run_id, step.what, "the run was cancelled")
+    if flags.notify_notes_cancels:  # runs started since: histories from before went on without this activity
+        yield from _note(context, RecordingGivenUp(step=step, failing_since=failing_since, why="cancelled"))
+
+
+def _note(context: df.DurableOrchestrationContext, given_up: RecordingGivenUp) -> Generator[Any, Any, None]:
+    """For the run's clients to see, if the store takes it now (else the warning; a run's end given up unnoted, its
+    idle deliveries end once the run's orchestration has: `notifications.orchestrator`)."""
+    with suppress(Exception):
+        yield note_recording_given_up.call(context, given_up)
 
 
 def _given_up(context: df.DurableOrchestrationContext, run_id: str, what: str, why: str) -> None:

@@ -119,11 +119,15 @@ async def stopped(store: SessionStore, session_id: str, subscription: str, run_i
 
 
 class GivenUp(BaseModel):
-    """A recording of the run's events given up after days of failing: what it was to record (`approvals`: their
-    requests, decisions, expiries; `finished`: the run's end), never sent."""
+    """A recording of the run's events given up after days of failing, or for the run's cancel while it waited to be
+    tried again: what it was to record (`approvals`: their requests, decisions, expiries; `finished`: the run's
+    end), never sent."""
 
     what: Literal["approvals", "finished"]
     failing_since: datetime
+    why: Literal["failing", "cancelled"] = "failing"
+    """`failing`: for days; `cancelled`: the run was cancelled while the recording waited (notes from before: the
+    former)."""
     event_id: str | None = None
     """`finished`: the id of the end's event (a rewound run ends again, under another id)."""
 

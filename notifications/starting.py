@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from agent_runtime.settings_snapshot import current_settings
 from notifications import outbox
+from notifications.contracts import NotificationFlags
 from notifications.settings import NotificationSettings
 from session_store import RunRecord, SessionStore
 
 
-async def prepare_notifications(store: SessionStore, run: RunRecord, webhook: str | None) -> dict[str, bool]:
+async def prepare_notifications(store: SessionStore, run: RunRecord, webhook: str | None) -> NotificationFlags:
     """The input flags of a run (`RunInput`, `WorkflowRef`): `notify` when it has somewhere to send its events (the
-    orchestrator then records them), with `notify_gives_up` (`notifications.hooks`: every run starting now)."""
+    orchestrator then records them), with what every run starting now does about a recording that fails
+    (`notifications.hooks`)."""
     notify = await _notifies(store, run, webhook)
-    return {"notify": notify, "notify_gives_up": notify}
+    return NotificationFlags(notify=notify, notify_gives_up=notify, notify_notes_cancels=notify)
 
 
 async def _notifies(store: SessionStore, run: RunRecord, webhook: str | None) -> bool:

@@ -152,8 +152,8 @@ def _notify(
     `cancels`: while the run still runs, a failing recording's waits race cancel, as its other waits do; a cancel
     that won is taken here (the run's next command), before any further step could end the run otherwise."""
     run = driver.run
-    yield from notify(context, driver.notify, run_id=run.run_id, session_id=run.session_id, agent=run.agent,
-                      what=what, seq=driver.notify_seq, bounded=driver.notify_gives_up, cancels=cancels)
+    yield from notify(context, driver.notifications, run_id=run.run_id, session_id=run.session_id, agent=run.agent,
+                      what=what, seq=driver.notify_seq, cancels=cancels)
     return _cancelled_meanwhile(driver, cancels) if cancels is not None else None
 
 

@@ -73,8 +73,8 @@ def _notify(
     """Record the workflow's events (a gate opened, decided or expired; its end) and wake their deliveries; `seq`:
     the workflow's position, their order. `cancels`: while the workflow runs, a failing recording's waits race
     cancel, as its other waits do (the cancel is left for the driver to take)."""
-    return notify(context, ref.notify, run_id=ref.run_id, session_id=ref.control_session, agent=ref.workflow,
-                  what=what, seq=seq, bounded=ref.notify_gives_up, cancels=cancels)
+    return notify(context, ref, run_id=ref.run_id, session_id=ref.control_session, agent=ref.workflow, what=what,
+                  seq=seq, cancels=cancels)
 
 
 def _carry_out(

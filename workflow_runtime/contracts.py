@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from agent_runs.contracts import Resumable, RunInput
+from notifications.contracts import NotificationFlags
 from session_store import ApprovalStatus
 from telemetry.trace_context import RunTrace
 
@@ -52,7 +53,7 @@ class _Payload(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class WorkflowRef(_Payload):
+class WorkflowRef(_Payload, NotificationFlags):
     run_id: str
     workflow: str
     package: str = "workflows"
@@ -61,12 +62,6 @@ class WorkflowRef(_Payload):
     """The workflow's conversation session (steps with `session="workflow"`), if the workflow has one."""
     trace: RunTrace | None = None
     """The workflow's trace: its step spans and its agent runs' spans all belong to it."""
-    # Written only when set: inputs of histories in flight (and golden ones) keep their exact bytes.
-    notify: bool = Field(default=False, exclude_if=lambda notify: not notify)
-    """Notifications were configured when the workflow started: it records its gates and its end (`notifications`)."""
-    notify_gives_up: bool = Field(default=False, exclude_if=lambda gives_up: not gives_up)
-    """Set with `notify` by runs started since a recording could be given up (`notifications.hooks`): a failing one is
-    given up after days, or when the run is cancelled while it waits; histories from before retry for good."""
 
     @property
     def control_session(self) -> str:

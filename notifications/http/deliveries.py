@@ -36,8 +36,9 @@ class DeliveryLogBody(BaseModel):
     deliveries: list[DeliveryView]
     given_up: list[outbox.GivenUp] = Field(
         default_factory=list,
-        description="recordings of the run's events given up after days of failing (the store unreachable): those "
-        "events were never recorded, so never sent",
+        description="recordings of the run's events given up after days of failing (the store unreachable), or for "
+        "the run's cancel while they waited to be tried again (`why`): those events were never recorded, so never "
+        "sent",
     )
 
 

@@ -2,8 +2,9 @@
 `fixture_agents.store_pause`, which the app installs in every process that runs it).
 
 `paused(app, "put_approvals")` arms the pause: the next matching call completes, then waits until the block ends (or
-`release()`), so the step is exactly in flight while the test acts. `equal` / `absent` narrow which calls match (by
-the names of the store method's parameters). Only the timing changes: the store and its data are the app's own.
+`release()`), so the step is exactly in flight while the test acts. `equal` / `among` (one of several values) /
+`absent` narrow which calls match (by the names of the store method's parameters). Only the timing changes: the store
+and its data are the app's own.
 `failing(app.host, "record_effect", equal={"kind": ...})` makes the matching calls raise instead (the store
 unreachable for them), until the block ends.
 """
@@ -61,9 +62,9 @@ def paused(app: _App, method: str, *, equal: dict[str, Any] | None = None,
 
 @contextmanager
 def failing(host: _Host, method: str, *, equal: dict[str, Any] | None = None,
-            absent: tuple[str, ...] = ()) -> Iterator[None]:
+            among: dict[str, list[Any]] | None = None, absent: tuple[str, ...] = ()) -> Iterator[None]:
     """The matching calls of the store method raise (the store unreachable for them) until the block ends."""
-    armed = _arm(_folder(host, method) / f"{method}{FAILING}.json", equal, absent)
+    armed = _arm(_folder(host, method) / f"{method}{FAILING}.json", equal, absent, among)
     try:
         yield
     finally:
@@ -77,8 +78,9 @@ def _folder(host: _Host, method: str) -> Path:
     return folder
 
 
-def _arm(armed: Path, equal: dict[str, Any] | None, absent: tuple[str, ...]) -> Path:
+def _arm(armed: Path, equal: dict[str, Any] | None, absent: tuple[str, ...],
+         among: dict[str, list[Any]] | None = None) -> Path:
     written = armed.with_name(armed.name + ".tmp")
-    written.write_text(json.dumps({"equal": equal or {}, "absent": list(absent)}))
+    written.write_text(json.dumps({"equal": equal or {}, "among": among or {}, "absent": list(absent)}))
     written.replace(armed)  # atomic: the app never reads half a spec
     return armed

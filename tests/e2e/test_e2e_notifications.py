@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from azure.durable_functions import DurableOrchestrationClient, OrchestrationRuntimeStatus
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, pending_ids, until_completed
-from e2e_settings import watches_the_app_in_process
+from e2e_settings import REPO_ROOT, watches_the_app_in_process
 from event_outage import events_refused, wait_on_its_backoff
 from standardwebhooks import Webhook
 from step_pause import failing
 from webhook_receiver import SECRET, WebhookReceiver
 
+from devhost.host import use_real_worker
 from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer, ScriptedToolCall
 
 ROTATED_SECRET = "whsec_" + "dGhlLW5ldy1zZWNyZXQtYWZ0ZXItdGhlLXJvdGF0aW9uMTI="
@@ -572,7 +573,8 @@ def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
 ) -> None:
     """After hours of refusals the recording waits on a long timer (its backoff grew towards an hour); a cancel wins
     that wait. The timer is cancelled: the run's orchestration ends as soon as its end is recorded, not when that
-    timer would have fired (an uncancelled timer keeps an instance running)."""
+    timer would have fired (an uncancelled timer keeps an instance running). The approval's events, given up for the
+    cancel, are noted in the run's delivery log (`why: cancelled`; before, a warning only)."""
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
     with app_with(**webhook_settings(receiver)) as app:
         with events_refused(app.host):
@@ -584,6 +586,9 @@ def test_a_cancel_that_wins_a_recording_s_wait_cancels_its_timer(
         app.advance(600)  # the run's end is recorded on its own short timer
         assert once_each_in_order(receiver) == ["run.cancelled"]
         assert app.history(run_id)["runtimeStatus"] == "Completed"
+        log = app.http.get(f"/api/runs/{run_id}/deliveries").json()
+        assert [(g["what"], g["why"]) for g in log["given_up"]] == [("approvals", "cancelled")], log
+        assert app.history(delivery_of(app, run_id))["runtimeStatus"] == "Completed"  # ended with the run, as ever
 
 
 def test_a_cancel_while_a_run_waits_to_record_its_approval_s_expiry_ends_it_cancelled(
@@ -626,6 +631,8 @@ def test_a_cancel_that_arrives_while_the_recording_is_still_tried_ends_the_run_a
             refused_for_an_hour(app)
             assert app.view(run_id)["status"] == "cancelled"
             assert app.cancel(run_id).status_code == 409
+            noted = app.http.get(f"/api/runs/{run_id}/deliveries").json()["given_up"]
+            assert [(g["what"], g["why"]) for g in noted] == [("approvals", "cancelled")]  # the note goes through
 
         for _ in range(2):
             app.advance(3600)
@@ -709,6 +716,38 @@ def test_the_run_s_delivery_ends_when_its_end_s_recording_is_given_up(
         assert [g["what"] for g in given_up] == ["approvals", "finished"]
         app.settle()
         assert app.history(delivery)["runtimeStatus"] == "Completed"
+        assert once_each_in_order(receiver) == ["approval.requested"]
+
+
+def test_the_run_s_delivery_ends_when_its_end_s_recording_is_given_up_and_the_note_of_it_refused_too(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As above, but the store refuses the notes of the given-up recordings too: nothing wakes the run's idle
+    delivery, and it slept for good. It looks again every few days while the run runs, hourly once the run has ended
+    without its end's event, and ends (with a warning, seen where the app runs in this process) once the run's
+    orchestration, the only one that could record that event, has ended. Through whichever worker runs the app: the
+    look at the run's orchestration is an activity of its own, with the Durable client."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver)) as app:
+        run_id, approval_id, delivery = waiting_for_approval(app)
+        assert once_each_in_order(receiver) == ["approval.requested"]
+        with failing(app.host, "record_effect", among={"kind": ["notify_event", "notify_given_up"]}):
+            assert app.decide(run_id, approval_id, "approve").status_code == 202
+            started = app.host.clock.now()
+            while app.history(run_id)["runtimeStatus"] != "Completed":
+                assert app.host.clock.now() - started < timedelta(days=7), "the run never ended"
+                app.advance(600)
+            assert app.history(delivery)["runtimeStatus"] == "Running"  # asleep, to look again
+            for _ in range(2):
+                app.advance(3600)
+            ended = app.history(delivery)
+            assert (ended["runtimeStatus"], ended["output"]) == ("Completed", {"outcome": "end_never_recorded"})
+        assert app.view(run_id)["status"] == "completed"
+        assert app.http.get(f"/api/runs/{run_id}/deliveries").json()["given_up"] == []
+        if not use_real_worker(REPO_ROOT, None):
+            [warned] = [r.getMessage() for r in caplog.records if "notification_end_never_recorded" in r.getMessage()]
+            assert run_id in warned
         assert once_each_in_order(receiver) == ["approval.requested"]
 
 

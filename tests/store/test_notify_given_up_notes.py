@@ -47,9 +47,26 @@ async def test_a_given_up_end_does_not_end_the_delivery_of_the_rewound_run_s_nex
 
     await store.reopen_run(run_id, rewind("r1"))
     completed = await store.finish_run(run_id, "completed", output={"text": "done"})
-    assert not (await idle(store, step, webhook, [])).final
+    waiting = await idle(store, step, webhook, [])
+    assert not waiting.final and waiting.end_missing  # looked at again hourly, ended once nothing can record it
     second_end = run_event(completed, base_url="")
     assert second_end is not None and second_end.id != first_end.id
     await outbox.note_given_up(store, session_id, run_id, None, outbox.GivenUp(
         what="finished", failing_since=SINCE + timedelta(days=5), event_id=second_end.id))
     assert (await idle(store, step, webhook, [])).final  # that end given up too: nothing more can come
+
+
+async def test_a_recording_given_up_for_the_run_s_cancel_is_noted_with_why(store: SessionStore) -> None:
+    """A cancel won a failing recording's wait: noted as such (`why`), beside a note of days of failing; a note
+    written before `why` was kept reads as the days of failing it was."""
+    session_id = await new_session(store)
+    run_id = (await store.begin_run(run(session_id))).run_id
+    await store.record_effect(session_id, f"notify-given-up:{run_id}:approvals:1:{SINCE.isoformat()}",
+                              outbox.GIVEN_UP, {"run_id": run_id, "what": "approvals",
+                                                "failing_since": SINCE.isoformat(), "event_id": None})
+    later = SINCE + timedelta(days=4)
+    await outbox.note_given_up(store, session_id, run_id, 2, outbox.GivenUp(
+        what="approvals", failing_since=later, why="cancelled"))
+    noted = sorted(await outbox.given_up(store, session_id, run_id), key=lambda n: n.failing_since)
+    assert [(n.what, n.failing_since, n.why) for n in noted] == [
+        ("approvals", SINCE, "failing"), ("approvals", later, "cancelled")]

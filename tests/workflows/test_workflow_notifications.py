@@ -114,6 +114,13 @@ def test_a_workflow_waiting_to_record_its_gate_s_events_is_cancelled_promptly(
     got = receiver.accepted()
     assert [(d.payload["type"], d.payload["data"]["status"]) for d in got] == [("workflow.failed", "cancelled")]
     assert got[0].verified and host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
+    assert given_up(host, run_id) == [("approvals", "cancelled")]  # in its delivery log, not only a warning
+
+
+def given_up(host: InProcessHost, run_id: str) -> list[tuple[str, str]]:
+    """The recordings of the run's events given up (`notifications.hooks`) and why, from its delivery log."""
+    noted = host.client.get(f"/api/runs/{run_id}/deliveries").json()["given_up"]
+    return [(g["what"], g["why"]) for g in noted]
 
 
 @pytest.mark.parametrize("outcome", ["decided", "expired"])
@@ -147,3 +154,4 @@ def test_a_cancel_while_a_workflow_waits_to_record_its_gate_s_outcome_ends_it_ca
     assert [(d.payload["type"], d.payload["data"].get("status")) for d in got] == [
         ("workflow.gate_opened", "pending"), ("workflow.failed", "cancelled")]
     assert host.wait_for_status(run_id)["runtimeStatus"] == "Completed"
+    assert given_up(host, run_id) == [("approvals", "cancelled")]

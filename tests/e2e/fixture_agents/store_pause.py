@@ -50,9 +50,11 @@ def _armed(method: str, mode: str = "") -> tuple[Path, dict[str, Any]] | None:
 
 
 def _matches(spec: dict[str, Any], arguments: dict[str, Any]) -> bool:
-    """`equal`: arguments the call passed with these values; `absent`: arguments it did not pass."""
+    """`equal`: arguments the call passed with these values; `among`: with one of these values; `absent`: arguments
+    it did not pass."""
     equal_ok = all(arguments.get(name) == value for name, value in spec.get("equal", {}).items())
-    return equal_ok and not any(name in arguments for name in spec.get("absent", []))
+    among_ok = all(arguments.get(name) in values for name, values in spec.get("among", {}).items())
+    return equal_ok and among_ok and not any(name in arguments for name in spec.get("absent", []))
 
 
 async def _hold(folder: Path, method: str) -> None:
