@@ -1,16 +1,21 @@
 """Workflow activities around child agent runs: create them (prompts rendered from the store), then record
-their outputs as the step's journal entry."""
+their outputs as the step's journal entry (closing a child whose orchestration crashed, which nothing else
+closes until someone reads its view)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+import azure.durable_functions as df
+
 from agent_runs import run_status
 from agent_runs.child_runs import prepare_child_run
 from agent_runs.client_errors import client_message
+from agent_runs.closing import close_if_crashed
 from agent_runs.services import RunServices
 from durable_steps import activity
+from notifications.client_activity import client_activity
 from session_store import RunRecord
 from telemetry.workflow_spans import child_run_trace
 from workflow_runtime.conditions import monitor_facts
@@ -118,12 +123,18 @@ async def _child_run(ctx: WorkflowContext, run_id: str, session_id: str | None) 
     return found or await ctx.store.get_run(run_id)
 
 
-@activity()
-async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
+@client_activity()
+async def workflow_record_agents(request: AgentRunsRecord, client: df.DurableOrchestrationClient) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step(request.step_id)
     sessions = child_sessions(request.ref, request.key, step)
     runs = {run_id: await _child_run(ctx, run_id, sessions.get(run_id)) for run_id in request.run_ids}
+    # A child whose orchestration crashed is closed first (a failed child, however it ended): a rewound one on every
+    # look, any one once the step's wait for its children ended with a crash.
+    runs = {
+        run_id: await _closed_if_crashed(ctx, client, run) if run and (run.rewinds or request.failure) else run
+        for run_id, run in runs.items()
+    }
     if any(run is not None and not run.finished and run.rewinds for run in runs.values()):
         # A child that failed and was rewound on its own runs again (the workflow's children are never rewound by
         # the workflow, whose rewind makes new ones): the step waits for it, as for any of its children, rather
@@ -159,6 +170,18 @@ async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
     await ctx.journal(request, step.kind, output=output, run_ids=request.run_ids, started_at=started_at)
     result.cancel_requested = await ctx.cancel_requested()
     return result
+
+
+async def _closed_if_crashed(
+    ctx: WorkflowContext, client: df.DurableOrchestrationClient, run: RunRecord | None
+) -> RunRecord | None:
+    """A child rewound on its own runs in an orchestration the step did not start, whose crash nothing reports to
+    the step: its orchestration's status says so, and the child is closed (`failed`) as its view would close it."""
+    if run is None or run.finished:
+        return run
+    status = await client.get_status(run.run_id)
+    runtime = status.runtime_status.value if status and status.runtime_status else None
+    return await close_if_crashed(ctx.store, run, runtime, status.output if status else None)
 
 
 @activity()

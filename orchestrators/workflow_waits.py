@@ -82,6 +82,14 @@ class WorkflowWaits:
         self.publish()
         if (yield self._context.task_any([batch, cancel])) is cancel:
             return Cancelled()
+        # The SDK fails `task_all` at its first failed child (a crashed orchestration), but the host replays it as
+        # C#'s WhenAll, which waits for every child: going on before the host does schedules work it replays in
+        # another order (the workflow then fails as non-deterministic). So the step waits for the other children
+        # too, or the cancel, as the host does; the same tasks, nothing new for the host to await.
+        while not cancel.is_completed and (running := [child for child in children if not child.is_completed]):
+            yield self._context.task_any([*running, cancel])
+        if cancel.is_completed:
+            return Cancelled()
         if failed(batch):  # the child run's own record says why; its orchestration's failure text is for the log
             return ChildRunsEnded(crash=report(self._context, ACTIVITY_FAILED, "a child run", batch.result))
         return ChildRunsEnded()

@@ -98,8 +98,8 @@ CONTROL_ORDINAL = 1  # the workflow's run record is the first (and only) run of 
 CANCELLED_REASON = "cancelled by the client"
 # How long an agent step waits before looking again at a child run rewound on its own that is still running (then
 # the last, on): soon for a quick repair, rarely for a long one (each look is a timer and an activity in history,
-# which the step never continues as new: hourly keeps a child that runs for days - or whose orchestration crashed
-# until its view closes it - to a few dozen looks a day).
+# which the step never continues as new: hourly keeps a child that runs for days to a few dozen looks a day). A look
+# also reads the child's orchestration status: one that crashed is closed `failed` and ends the step.
 REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60, 120, 300, 900, 1800, 3600))
 
 InputT = TypeVar("InputT", bound=BaseModel)

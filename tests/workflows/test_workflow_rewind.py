@@ -188,3 +188,51 @@ def test_a_workflow_cancelled_while_its_step_waits_for_a_rewound_child_cancels_i
     # The cancel reached the rewound run itself: its cancel event was queued before its held model call's answer
     # was let go, and its run races every wait with cancel, so it took the cancel first and its answer went unused.
     assert host.client.get(f"/api/runs/{legal}").json()["status"] == "cancelled"
+
+
+@watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
+def test_a_rewound_child_whose_orchestration_crashed_fails_its_step_at_the_next_look(host, model, monkeypatch) -> None:
+    """The rewound branch's own orchestration crashes (its record stays open): the step's look sees its orchestration
+    Failed, closes the child `failed` (as its view would) and fails the step, nobody having read the child's view
+    (before, the step held until someone cancelled the child or read its view)."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal, _ = view(host, run_id)["active_step"]["child_runs"]
+    crashing(monkeypatch, legal)  # its continuation crashes at once
+    assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202
+    assert host.client.post(f"/api/runs/{mailer}/cancel").status_code == 202  # the last other branch ends
+    settle(host)
+    host.advance(60)  # the step's next looks, if its first did not see the crash
+    failed = view(host, run_id, wait_seconds=5)
+    assert failed["status"] == "failed", failed
+    assert f"'{legal}'" in failed["error"]["message"] and "run_crashed" in failed["error"]["message"], failed
+    child = host.client.get(f"/api/runs/{legal}").json()
+    assert child["status"] == "failed" and child["error"]["code"] == "run_crashed", child
+
+
+@watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
+def test_a_child_whose_orchestration_crashed_while_its_siblings_run_fails_its_step_not_its_workflow(
+    host, model, monkeypatch
+) -> None:
+    """A branch's orchestration crashes while the others are at their model calls: the step waits for them (the
+    host's WhenAll does: going on before it did made the workflow's own orchestration fail as non-deterministic),
+    then fails with that branch's error, the crashed branch closed `failed` without anyone reading its view."""
+    model.hold_answers()
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # every branch is at its model call, held
+    mailer, legal, finance = view(host, run_id)["active_step"]["child_runs"]
+    crashing(monkeypatch, mailer)
+    poked = host.client.post(f"/runtime/webhooks/durabletask/instances/{mailer}/raiseEvent/poke", json={})
+    assert poked.status_code == 202, poked.text  # an episode of its orchestration: it crashes
+    model.release_answers()
+    settle(host)
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "fan", failed
+    message = failed["error"]["message"]
+    assert f"'{mailer}'" in message and "run_crashed" in message, failed
+    assert legal not in message and finance not in message, failed
+    assert host.get_status(run_id)["runtimeStatus"] == "Completed"  # the workflow's orchestration ended it
+    assert [host.client.get(f"/api/runs/{c}").json()["status"] for c in (legal, finance)] == ["completed"] * 2
