@@ -139,8 +139,10 @@ async def workflow_record_agents(request: AgentRunsRecord, client: df.DurableOrc
         # A child that failed and was rewound on its own runs again (the workflow's children are never rewound by
         # the workflow, whose rewind makes new ones): the step waits for it, as for any of its children, rather
         # than fail it as unfinished and leave it running unattended - also when a sibling crashed (`failure`),
-        # which fails the step once it has ended. Nothing is journaled yet.
-        return StepResult(step_id=request.step_id, status="running", journaled=False)
+        # which fails the step once it has ended. Nothing is journaled yet. The workflow's cancel flag goes with it
+        # (a step that continued as new meanwhile may have missed the cancel's event).
+        cancel_requested = await ctx.cancel_requested()
+        return StepResult(step_id=request.step_id, status="running", journaled=False, cancel_requested=cancel_requested)
     failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items()) if f]
     created = [run.created_at for run in runs.values() if run is not None and run.created_at is not None]
     started_at = min(created) if created else None  # the step's span covers its agent runs

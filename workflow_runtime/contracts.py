@@ -67,6 +67,9 @@ class WorkflowRef(_Payload):
     notify_gives_up: bool = Field(default=False, exclude_if=lambda gives_up: not gives_up)
     """Set with `notify` by runs started since a recording could be given up (`notifications.hooks`): a failing one is
     given up after days, or when the run is cancelled while it waits; histories from before retry for good."""
+    looks_continue: bool = Field(default=False, exclude_if=lambda looks_continue: not looks_continue)
+    """Set by workflows started since a step waiting for a child rewound on its own continues as new every few
+    looks (`AwaitedChildren`); histories from before look on in one execution."""
 
     @property
     def control_session(self) -> str:
@@ -78,6 +81,21 @@ class MonitorState(_Payload):
     iteration: int = 0
     deadline_at: datetime | None = None
     sleeping_until: datetime | None = None
+
+
+class AwaitedChildren(_Payload):
+    """An agent step waiting for a child run rewound on its own, carried across continue-as-new: the next execution
+    looks at its children again at once (its step, attempt key, journal seq and child runs as they were)."""
+
+    op: str
+    step_id: str
+    key: str
+    seq: int
+    iteration: int | None = None
+    run_ids: list[str]
+    failure: str | None = None
+    looks: int = 0
+    """The looks so far: the next wait's length (`REWOUND_CHILD_LOOKS`)."""
 
 
 class WorkflowState(_Payload):
@@ -96,6 +114,7 @@ class WorkflowState(_Payload):
     attempts: dict[str, int] = Field(default_factory=dict)
     """step id -> how often a rewind sent the workflow back to it: a step's next attempt gets a key (its child
     runs, gates) of its own, `<step>.r<n>`, so it never meets the records of the attempt that failed."""
+    awaiting: AwaitedChildren | None = None
 
     @model_serializer(mode="wrap")
     def _as_before_rewinds(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -103,6 +122,8 @@ class WorkflowState(_Payload):
         data = handler(self)
         if not self.attempts:
             data.pop("attempts", None)
+        if self.awaiting is None:
+            data.pop("awaiting", None)
         return data
 
 

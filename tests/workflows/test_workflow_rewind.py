@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from workflow_helpers import PROGRESS_TIMEOUT_S, model_prompts, settle, start, step_ids, view
+from workflow_helpers import PROGRESS_TIMEOUT_S, decide, model_prompts, settle, start, step_ids, view
 from workflow_scripts import standard_script
 
 from scripted_model import Fault, Match, Reply, Rule
@@ -17,6 +17,8 @@ E2E_DIR = str(Path(__file__).resolve().parents[1] / "e2e")
 if E2E_DIR not in sys.path:
     sys.path.insert(0, E2E_DIR)
 from e2e_settings import watches_the_app_in_process  # noqa: E402
+
+from workflow_runtime.driver import LOOKS_PER_EXECUTION, REWOUND_CHILD_LOOKS  # noqa: E402
 
 
 def test_a_workflow_whose_signal_never_came_is_rewound_and_then_signalled(host, model) -> None:
@@ -236,3 +238,62 @@ def test_a_child_whose_orchestration_crashed_while_its_siblings_run_fails_its_st
     assert legal not in message and finance not in message, failed
     assert host.get_status(run_id)["runtimeStatus"] == "Completed"  # the workflow's orchestration ended it
     assert [host.client.get(f"/api/runs/{c}").json()["status"] for c in (legal, finance)] == ["completed"] * 2
+
+
+def _pending_approval(host, run_id: str) -> str:
+    pending = host.client.get(f"/api/runs/{run_id}/approvals", params={"status": "pending"}).json()
+    [approval] = pending["approvals"] if isinstance(pending, dict) else pending
+    return approval["approval_id"]
+
+
+def waiting_long_for_a_rewound_child(host, model, looks: int) -> tuple[str, str]:
+    """A parallel step whose branch `carol` failed and was rewound on its own, then waits for its email's approval,
+    while the step has looked at it `looks` times (the other branch, `bob`, completed). Returns (workflow, carol)."""
+    standard = standard_script()
+    to_carol = Match(system="helpful assistant", last_user="carol")
+    carol_refused = Rule(match=to_carol, reply=Reply(fault=Fault.bad_request()))
+    model.set_script(standard.model_copy(update={"rules": [carol_refused, *standard.rules]}))
+    run_id = start(host, "parallel_mail_flow", {"topic": "the launch"})["run_id"]
+    settle(host)
+    bob, carol = view(host, run_id)["active_step"]["child_runs"]
+    assert host.client.get(f"/api/runs/{carol}").json()["status"] == "failed"
+
+    model.set_script(standard)
+    assert host.client.post(f"/api/runs/{carol}/rewind").status_code == 202
+    settle(host)  # the rewound branch waits for its email's approval
+    decide(host, bob, _pending_approval(host, bob))
+    settle(host)  # bob ended: the step now only looks at carol
+    last = REWOUND_CHILD_LOOKS[-1]
+    for delay in [*REWOUND_CHILD_LOOKS, *[last] * (looks - len(REWOUND_CHILD_LOOKS))]:  # each look in turn
+        host.advance(delay.total_seconds())
+    return run_id, carol
+
+
+def test_a_step_waiting_long_for_a_rewound_child_continues_as_new_and_goes_on_when_it_ends(host, model) -> None:
+    """The rewound branch waits for its email's approval for most of a day: the step looks at it hourly, continuing
+    as new every dozen looks (each execution's history stays short), and records the step once it was approved."""
+    run_id, carol = waiting_long_for_a_rewound_child(host, model, looks=2 * LOOKS_PER_EXECUTION)  # 14 hours
+    generation = host.get_status(run_id)["customStatus"]["generation"]
+    assert generation >= 2, generation  # continued as new while it waited
+    history = host.get_status(run_id, show_history=True)["historyEvents"]
+    assert len(history) < 120, len(history)  # this execution's looks only
+    assert view(host, run_id)["status"] == "in_progress"
+
+    decide(host, carol, _pending_approval(host, carol))
+    settle(host)
+    host.advance(3600)  # the next look
+    done = until_finished(host, run_id)
+    assert done["status"] == "completed", done
+    assert set(done["output"]) == {"bob", "carol"}
+
+
+def test_a_workflow_cancelled_after_its_waiting_step_continued_as_new_cancels_the_rewound_child(host, model) -> None:
+    """The step carried its children across continue-as-new: the workflow's cancel still reaches the rewound child,
+    and the workflow ends cancelled, nothing left running."""
+    run_id, carol = waiting_long_for_a_rewound_child(host, model, looks=LOOKS_PER_EXECUTION + 1)
+    assert host.get_status(run_id)["customStatus"]["generation"] >= 1
+    cancelled = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+    assert cancelled.status_code == 202 and cancelled.json()["cancelled_child_runs"] == [carol], cancelled.text
+    settle(host)
+    assert until_finished(host, run_id)["status"] == "cancelled"
+    assert host.client.get(f"/api/runs/{carol}").json()["status"] == "cancelled"

@@ -98,6 +98,22 @@ parallel_wait_flow = WorkflowDefinition(
 )
 
 
+# Two branches that each wait for a person (their email's approval): a branch rewound on its own waits for as long.
+parallel_mail_flow = WorkflowDefinition(
+    name="parallel_mail_flow",
+    input_model=Topic,
+    steps=[
+        ParallelStep(
+            id="fan",
+            branches=[
+                AgentStep(id="bob", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+                AgentStep(id="carol", agent="assistant", prompt="Please email carol about {{ input.topic }}"),
+            ],
+        )
+    ],
+    output={"bob": "steps.fan.bob.text", "carol": "steps.fan.carol.text"},
+)
+
 def join_opinions(data: StepData) -> dict[str, Any]:
     opinions = data.steps["opinions"]
     return {"joined": " | ".join(opinions[branch]["text"] for branch in ("legal", "finance"))}
