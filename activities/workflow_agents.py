@@ -4,6 +4,7 @@ closes until someone reads its view)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from agent_runs import run_status
 from agent_runs.child_runs import prepare_child_run
 from agent_runs.client_errors import client_message
 from agent_runs.closing import close_if_crashed
+from agent_runs.contracts import CANCEL_EVENT, CancelEvent
 from agent_runs.services import RunServices
 from durable_steps import activity
 from notifications.client_activity import client_activity
@@ -31,6 +33,9 @@ from workflow_runtime.contracts import (
 from workflow_runtime.definition import AgentStep, MonitorStep, ParallelStep
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, render
+
+log = logging.getLogger(__name__)
+SIBLING_FAILED = "another branch of its workflow step failed"
 
 
 def child_steps(step: Any) -> list[AgentStep]:
@@ -93,6 +98,8 @@ async def workflow_start_agents(request: StepRequest) -> StartedRuns:
             owner_id=owner_id,
             owner_name=owner_name,
         )
+        if run_input is not None and parallel and request.ref.fails_fast and step.on_branch_failure == "cancel_others":
+            run_input = run_input.model_copy(update={"ring_workflow": request.ref.run_id})  # its failure rings
         if run_input is None:
             started.closed.append(run_id)  # the siblings created still run: each holds its session until it ends
         else:
@@ -143,7 +150,9 @@ async def workflow_record_agents(request: AgentRunsRecord, client: df.DurableOrc
         # (a step that continued as new meanwhile may have missed the cancel's event).
         cancel_requested = await ctx.cancel_requested()
         return StepResult(step_id=request.step_id, status="running", journaled=False, cancel_requested=cancel_requested)
-    failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items()) if f]
+    # The branches a failed branch had cancelled (fail-fast) are not the step's failure.
+    cancelled = {run_id for run_id in request.cancelled if (run := runs.get(run_id)) and run.status == "cancelled"}
+    failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items() if run_id not in cancelled) if f]
     created = [run.created_at for run in runs.values() if run is not None and run.created_at is not None]
     started_at = min(created) if created else None  # the step's span covers its agent runs
     if request.failure and not failures:
@@ -184,6 +193,23 @@ async def _closed_if_crashed(
     status = await client.get_status(run.run_id)
     runtime = status.runtime_status.value if status and status.runtime_status else None
     return await close_if_crashed(ctx.store, run, runtime, status.output if status else None)
+
+
+@client_activity()
+async def workflow_cancel_children(children: ChildRunIds, client: df.DurableOrchestrationClient) -> NoResult:
+    """A branch of a fail-fast parallel step failed: cancel the others still running, as the cancel route would
+    (flagged in the store, then their cancel event), so none is left running unattended."""
+    store, now = RunServices.current().store, datetime.now(UTC)
+    for run_id in children.run_ids:
+        run = await store.get_run(run_id)
+        if run is None or run.finished:
+            continue
+        await run_status.flag_cancel(store, run, now)
+        try:
+            await client.raise_event(run_id, CANCEL_EVENT, CancelEvent(reason=SIBLING_FAILED).model_dump())
+        except Exception as error:  # ended meanwhile, or not started yet: the flag stops it at its next step
+            log.info("cancel event for child run %s not delivered: %s", run_id, error)
+    return NoResult()
 
 
 @activity()

@@ -81,6 +81,9 @@ class RunInput(_Payload):
     notify_gives_up: bool = Field(default=False, exclude_if=lambda gives_up: not gives_up)
     """Set with `notify` by runs started since a recording could be given up (`notifications.hooks`): a failing one is
     given up after days, or when the run is cancelled while it waits; histories from before retry for good."""
+    ring_workflow: str | None = Field(default=None, exclude_if=lambda workflow: workflow is None)
+    """The workflow run whose fail-fast parallel step started this run: the run's failure rings it
+    (`ring_workflow`), so the step stops waiting for the other branches."""
 
 
 class StepFailure(_Payload):

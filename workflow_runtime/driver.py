@@ -25,7 +25,12 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from activities.workflow_agents import workflow_flag_children_cancelled, workflow_record_agents, workflow_start_agents
+from activities.workflow_agents import (
+    workflow_cancel_children,
+    workflow_flag_children_cancelled,
+    workflow_record_agents,
+    workflow_start_agents,
+)
 from activities.workflow_finish import workflow_finish
 from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
 from activities.workflow_steps import (
@@ -65,6 +70,7 @@ from workflow_runtime.definition import (
     DelayStep,
     Escalate,
     MonitorStep,
+    ParallelStep,
     SignalStep,
     WorkflowDefinition,
 )
@@ -436,14 +442,18 @@ class WorkflowDriver:
         run_ids = started.run_ids
         self._child_runs = run_ids
         ended = (
-            _expect((yield RunChildRuns(runs=started.runs)), ChildRunsEnded, Cancelled)
+            _expect((yield RunChildRuns(runs=started.runs, fail_fast=self._fails_fast(command))), ChildRunsEnded,
+                    Cancelled)
             if started.runs
             else ChildRunsEnded()  # all closed by the store: nothing to run, their records say why the step fails
         )
         if isinstance(ended, Cancelled):
             return (yield from self._cancel_children(run_ids))
+        if ended.running:  # a branch failed: the others are cancelled, and the step fails once they ended
+            yield from self._call(workflow_cancel_children, ChildRunIds(run_ids=ended.running))
+            _expect((yield DrainChildRuns()), ChildRunsDrained)
         failure = f"a child run crashed: {ended.crash}" if ended.crash else None
-        record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure)
+        record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure, cancelled=ended.running)
         result = yield from self._call(workflow_record_agents, record)
         return (yield from self._await_rewound(command, record, result, 0))
 
@@ -476,6 +486,11 @@ class WorkflowDriver:
         )
         state = self.state.model_copy(update={"generation": self.state.generation + 1, "awaiting": awaiting})
         return ContinueAsNew(input=WorkflowInput(ref=self.ref, state=state))
+
+    def _fails_fast(self, command: _StepRun) -> bool:
+        """Whether the step stops at its first failed branch: a parallel step's default, in workflows started since."""
+        step = self.definition.step(command.step_id)
+        return self.ref.fails_fast and isinstance(step, ParallelStep) and step.on_branch_failure == "cancel_others"
 
     def _cancel_children(self, run_ids: list[str]) -> Generator[Request, Event, None]:
         """The workflow was cancelled while its step's child runs worked: flag them, and let them end."""

@@ -297,3 +297,26 @@ def test_a_workflow_cancelled_after_its_waiting_step_continued_as_new_cancels_th
     settle(host)
     assert until_finished(host, run_id)["status"] == "cancelled"
     assert host.client.get(f"/api/runs/{carol}").json()["status"] == "cancelled"
+
+
+def test_a_failed_branch_fails_its_parallel_step_at_once_and_cancels_the_branches_still_running(host, model) -> None:
+    """Fail-fast (a parallel step's default): the legal branch fails while the mailer waits for a person; the step
+    fails at once with the legal branch's error and cancels the mailer (before, it waited for the mailer's approval,
+    for up to a day). `parallel_wait_flow`, the same branches with `on_branch_failure="wait"`, still waits."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal = f"{run_id}.fan.mailer", f"{run_id}.fan.legal"
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "fan", failed
+    assert f"'{legal}'" in failed["error"]["message"] and mailer not in failed["error"]["message"], failed
+    assert host.client.get(f"/api/runs/{mailer}").json()["status"] == "cancelled"
+    pending = host.client.get(f"/api/runs/{mailer}/approvals", params={"status": "pending"}).json()
+    assert not (pending["approvals"] if isinstance(pending, dict) else pending), pending
+
+    waiting = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    assert view(host, waiting)["status"] == "in_progress"  # the step waits: the mailer waits for its approval
+    assert host.client.get(f"/api/runs/{waiting}.fan.mailer").json()["status"] == "requires_action"
