@@ -103,6 +103,7 @@ class AwaitedChildren(_Payload):
     iteration: int | None = None
     run_ids: list[str]
     failure: str | None = None
+    cancelled: list[str] = Field(default_factory=list)
     looks: int = 0
     """The looks so far: the next wait's length (`REWOUND_CHILD_LOOKS`)."""
 

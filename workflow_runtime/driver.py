@@ -431,7 +431,10 @@ class WorkflowDriver:
         if awaiting is not None:  # the execution before waited for a rewound child: look again at once
             self.state.awaiting = None
             self._child_runs = awaiting.run_ids
-            record = self._request(command, AgentRunsRecord, run_ids=awaiting.run_ids, failure=awaiting.failure)
+            record = self._request(
+                command, AgentRunsRecord, run_ids=awaiting.run_ids, failure=awaiting.failure,
+                cancelled=awaiting.cancelled,
+            )
             result = yield from self._call(workflow_record_agents, record)
             return (yield from self._await_rewound(command, record, result, awaiting.looks))
         started = yield from self._call(workflow_start_agents, self._request(command, StepRequest))
@@ -482,7 +485,7 @@ class WorkflowDriver:
     def _continue_awaiting(self, command: _StepRun, record: AgentRunsRecord, looks: int) -> ContinueAsNew:
         awaiting = AwaitedChildren(
             op=command.op, step_id=command.step_id, key=command.key, seq=command.seq, iteration=command.iteration,
-            run_ids=record.run_ids, failure=record.failure, looks=looks,
+            run_ids=record.run_ids, failure=record.failure, cancelled=record.cancelled, looks=looks,
         )
         state = self.state.model_copy(update={"generation": self.state.generation + 1, "awaiting": awaiting})
         return ContinueAsNew(input=WorkflowInput(ref=self.ref, state=state))
