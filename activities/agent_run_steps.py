@@ -12,6 +12,7 @@ from activities.model import call_model
 from activities.queue import take_turn
 from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
+from activities.workflow_rings import ring_workflow
 from durable_steps import Activity
 
 AGENT_RUN_ACTIVITIES: tuple[Activity[Any, Any], ...] = (
@@ -25,4 +26,5 @@ AGENT_RUN_ACTIVITIES: tuple[Activity[Any, Any], ...] = (
     expire_approvals,
     escalate_approvals,
     finish_run,
+    ring_workflow,
 )

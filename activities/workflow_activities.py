@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.workflow_agents import workflow_flag_children_cancelled, workflow_record_agents, workflow_start_agents
+from activities.workflow_agents import (
+    workflow_cancel_children,
+    workflow_flag_children_cancelled,
+    workflow_record_agents,
+    workflow_start_agents,
+)
 from activities.workflow_finish import workflow_finish
 from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
 from activities.workflow_steps import (
@@ -22,6 +27,7 @@ WORKFLOW_ACTIVITIES: tuple[Activity[Any, Any], ...] = (
     workflow_start_agents,
     workflow_record_agents,
     workflow_flag_children_cancelled,
+    workflow_cancel_children,
     workflow_call_function,
     workflow_evaluate,
     workflow_resolve_time,

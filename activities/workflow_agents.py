@@ -1,16 +1,23 @@
 """Workflow activities around child agent runs: create them (prompts rendered from the store), then record
-their outputs as the step's journal entry."""
+their outputs as the step's journal entry (closing a child whose orchestration crashed, which nothing else
+closes until someone reads its view)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
+
+import azure.durable_functions as df
 
 from agent_runs import run_status
 from agent_runs.child_runs import prepare_child_run
 from agent_runs.client_errors import client_message
+from agent_runs.closing import close_if_crashed
+from agent_runs.contracts import CANCEL_EVENT, CancelEvent
 from agent_runs.services import RunServices
 from durable_steps import activity
+from notifications.client_activity import client_activity
 from session_store import RunRecord
 from telemetry.workflow_spans import child_run_trace
 from workflow_runtime.conditions import monitor_facts
@@ -26,6 +33,9 @@ from workflow_runtime.contracts import (
 from workflow_runtime.definition import AgentStep, MonitorStep, ParallelStep
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, render
+
+log = logging.getLogger(__name__)
+SIBLING_FAILED = "another branch of its workflow step failed"
 
 
 def child_steps(step: Any) -> list[AgentStep]:
@@ -88,6 +98,8 @@ async def workflow_start_agents(request: StepRequest) -> StartedRuns:
             owner_id=owner_id,
             owner_name=owner_name,
         )
+        if run_input is not None and parallel and request.ref.fails_fast and step.on_branch_failure == "cancel_others":
+            run_input = run_input.model_copy(update={"ring_workflow": request.ref.run_id})  # its failure rings
         if run_input is None:
             started.closed.append(run_id)  # the siblings created still run: each holds its session until it ends
         else:
@@ -118,19 +130,29 @@ async def _child_run(ctx: WorkflowContext, run_id: str, session_id: str | None) 
     return found or await ctx.store.get_run(run_id)
 
 
-@activity()
-async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
+@client_activity()
+async def workflow_record_agents(request: AgentRunsRecord, client: df.DurableOrchestrationClient) -> StepResult:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step(request.step_id)
     sessions = child_sessions(request.ref, request.key, step)
     runs = {run_id: await _child_run(ctx, run_id, sessions.get(run_id)) for run_id in request.run_ids}
+    # A child whose orchestration crashed is closed first (a failed child, however it ended): a rewound one on every
+    # look, any one once the step's wait for its children ended with a crash.
+    runs = {
+        run_id: await _closed_if_crashed(ctx, client, run) if run and (run.rewinds or request.failure) else run
+        for run_id, run in runs.items()
+    }
     if any(run is not None and not run.finished and run.rewinds for run in runs.values()):
         # A child that failed and was rewound on its own runs again (the workflow's children are never rewound by
         # the workflow, whose rewind makes new ones): the step waits for it, as for any of its children, rather
         # than fail it as unfinished and leave it running unattended - also when a sibling crashed (`failure`),
-        # which fails the step once it has ended. Nothing is journaled yet.
-        return StepResult(step_id=request.step_id, status="running", journaled=False)
-    failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items()) if f]
+        # which fails the step once it has ended. Nothing is journaled yet. The workflow's cancel flag goes with it
+        # (a step that continued as new meanwhile may have missed the cancel's event).
+        cancel_requested = await ctx.cancel_requested()
+        return StepResult(step_id=request.step_id, status="running", journaled=False, cancel_requested=cancel_requested)
+    # The branches a failed branch had cancelled (fail-fast) are not the step's failure.
+    cancelled = {run_id for run_id in request.cancelled if (run := runs.get(run_id)) and run.status == "cancelled"}
+    failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items() if run_id not in cancelled) if f]
     created = [run.created_at for run in runs.values() if run is not None and run.created_at is not None]
     started_at = min(created) if created else None  # the step's span covers its agent runs
     if request.failure and not failures:
@@ -159,6 +181,35 @@ async def workflow_record_agents(request: AgentRunsRecord) -> StepResult:
     await ctx.journal(request, step.kind, output=output, run_ids=request.run_ids, started_at=started_at)
     result.cancel_requested = await ctx.cancel_requested()
     return result
+
+
+async def _closed_if_crashed(
+    ctx: WorkflowContext, client: df.DurableOrchestrationClient, run: RunRecord | None
+) -> RunRecord | None:
+    """A child rewound on its own runs in an orchestration the step did not start, whose crash nothing reports to
+    the step: its orchestration's status says so, and the child is closed (`failed`) as its view would close it."""
+    if run is None or run.finished:
+        return run
+    status = await client.get_status(run.run_id)
+    runtime = status.runtime_status.value if status and status.runtime_status else None
+    return await close_if_crashed(ctx.store, run, runtime, status.output if status else None)
+
+
+@client_activity()
+async def workflow_cancel_children(children: ChildRunIds, client: df.DurableOrchestrationClient) -> NoResult:
+    """A branch of a fail-fast parallel step failed: cancel the others still running, as the cancel route would
+    (flagged in the store, then their cancel event), so none is left running unattended."""
+    store, now = RunServices.current().store, datetime.now(UTC)
+    for run_id in children.run_ids:
+        run = await store.get_run(run_id)
+        if run is None or run.finished:
+            continue
+        await run_status.flag_cancel(store, run, now)
+        try:
+            await client.raise_event(run_id, CANCEL_EVENT, CancelEvent(reason=SIBLING_FAILED).model_dump())
+        except Exception as error:  # ended meanwhile, or not started yet: the flag stops it at its next step
+            log.info("cancel event for child run %s not delivered: %s", run_id, error)
+    return NoResult()
 
 
 @activity()

@@ -7,8 +7,9 @@ pending, the session released.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
+from agent_runs.client_errors import crash_error
 from agent_runs.sequence import run_seq_range
 from agent_runs.store_log import StoreConversationLog, load_session_records
 from agent_runtime.loop_types import Finish, RunStatus
@@ -47,3 +48,23 @@ async def close_abandoned_run(
         await close_unresolved_calls_step(log, run.run_id, Finish(status=status, reason=str(error.get("code"))))
     await expire_pending_approvals(store, run.run_id, status)
     return await store.finish_run(run.run_id, status, error=error)
+
+
+# An orchestration's runtime status that ends it without its run closed (crash, terminate), and the run's end then.
+CRASHED: dict[str, Literal["failed", "cancelled"]] = {
+    "Failed": "failed",
+    "Terminated": "cancelled",
+    "Canceled": "cancelled",
+}
+
+
+async def close_if_crashed(store: SessionStore, run: RunRecord, runtime_status: str | None, output: Any) -> RunRecord:
+    """A run whose orchestration ended without closing it (`runtime_status`: its orchestration's, `output` its
+    failure text) is closed now, as `finish_run` would have: its calls answered, its approvals expired, its session
+    freed. Any other run is returned as it is."""
+    if run.finished or runtime_status not in CRASHED:
+        return run
+    status = CRASHED[runtime_status]
+    code = "run_crashed" if status == "failed" else "run_terminated"
+    detail = str(output or "the orchestration ended without finishing the run")
+    return await close_abandoned_run(store, run, status, crash_error(code, detail, run.run_id))

@@ -76,6 +76,9 @@ class RunInput(_Payload, NotificationFlags):
     cancel_grace_seconds: float = Field(default=30, ge=0)
     """How long a cancel waits for the step in flight before abandoning it (the run ends `cancelled` anyway)."""
     queued: bool = Field(default=False, description="wait for the session first (if_busy=enqueue / interrupt)")
+    ring_workflow: str | None = Field(default=None, exclude_if=lambda workflow: workflow is None)
+    """The workflow run whose fail-fast parallel step started this run: the run's failure rings it
+    (`ring_workflow`), so the step stops waiting for the other branches."""
 
 
 class StepFailure(_Payload):

@@ -345,6 +345,10 @@ class RunDriver:
         return self._input.notify_gives_up
 
     @property
+    def ring_workflow(self) -> str | None:
+        return self._input.ring_workflow
+
+    @property
     def notify_seq(self) -> int | None:
         """The seq of the run's next position: deterministic and never smaller than before, across continue-as-new
         and rewinds (positions go on after everything written), so it orders the run's notifications."""

@@ -8,10 +8,10 @@ poll never shows half of a step and each update is delivered exactly once, in or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from agent_runs.client_errors import client_message, crash_error
-from agent_runs.closing import close_abandoned_run
+from agent_runs.client_errors import client_message
+from agent_runs.closing import close_if_crashed
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
 from agent_runtime.messages import Message
@@ -36,22 +36,11 @@ UPDATES_PER_RESPONSE = 200
 APPROVAL_POINT_READS = 10
 _MOVING = ("Pending", "Running", "Suspended", "ContinuedAsNew")
 TOKEN_SCOPE = "run"
-_CRASHED: dict[str, Literal["failed", "cancelled"]] = {
-    "Failed": "failed",
-    "Terminated": "cancelled",
-    "Canceled": "cancelled",
-}
-
-
 async def reconcile(store: SessionStore, run: RunRecord, state: OrchestrationState[Any] | None) -> RunRecord:
-    """A run whose orchestration ended without closing it (crash, terminate) is closed now, as `finish_run` would
-    have: its calls answered, its approvals expired, its session freed."""
-    if run.finished or state is None or state.runtime_status not in _CRASHED:
+    """A run whose orchestration ended without closing it (crash, terminate) is closed now (`close_if_crashed`)."""
+    if state is None:
         return run
-    status = _CRASHED[state.runtime_status]
-    code = "run_crashed" if status == "failed" else "run_terminated"
-    detail = str(state.output or "the orchestration ended without finishing the run")
-    return await close_abandoned_run(store, run, status, crash_error(code, detail, run.run_id))
+    return await close_if_crashed(store, run, state.runtime_status, state.output)
 
 
 def _status(run: RunRecord, state: OrchestrationState | None) -> RunStatus:

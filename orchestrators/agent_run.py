@@ -8,6 +8,7 @@ nothing else is read.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Generator
 from datetime import timedelta
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from activities.mcp import DISCOVERY_FAILED, discover_tools
 from activities.model import call_model
 from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
+from activities.workflow_rings import ChildFailed, ring_workflow
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import (
     CANCEL_EVENT,
@@ -96,6 +98,10 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
     outcome = driver.on_finished(command, closed)
     _publish(context, driver)
     yield from _notify(context, driver, "finished")
+    if outcome.status == "failed" and driver.ring_workflow:  # only runs started by a fail-fast step have one
+        failed = ChildFailed(workflow_run_id=driver.ring_workflow, run_id=driver.run.run_id)
+        with contextlib.suppress(Exception):  # not rung: the step waits for its other branches, as it used to
+            yield ring_workflow.call(context, failed)
     return compact_json(_with_resume_point(outcome, driver))
 
 

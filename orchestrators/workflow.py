@@ -94,7 +94,7 @@ def _carry_out(
     if isinstance(request, CheckSignal):
         return waits.check_signal(request.events)
     if isinstance(request, RunChildRuns):
-        return (yield from waits.run_children(request.runs))
+        return (yield from waits.run_children(request.runs, request.fail_fast))
     if isinstance(request, DrainChildRuns):
         return (yield from waits.drain_children())
     if isinstance(request, Sleep):

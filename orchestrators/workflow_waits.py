@@ -26,7 +26,7 @@ from agent_runs.contracts import RunInput
 from orchestrators.external_events import ExternalEvents
 from orchestrators.failures import ACTIVITY_FAILED, report
 from orchestrators.tasks import drain, failed
-from workflow_runtime.contracts import CANCEL_EVENT
+from workflow_runtime.contracts import CANCEL_EVENT, child_failed_event
 from workflow_runtime.requests import Cancelled, ChildRunsDrained, ChildRunsEnded, Rang, Silent, TimerFired
 
 Waited = Generator[Any, Any, Rang | TimerFired | Cancelled]
@@ -68,7 +68,12 @@ class WorkflowWaits:
     def check_signal(self, events: list[str]) -> Rang | Silent:
         return Rang() if any(self._ring(name).rang() for name in events) else Silent()
 
-    def run_children(self, runs: list[RunInput]) -> Generator[Any, Any, ChildRunsEnded | Cancelled]:
+    def run_children(
+        self, runs: list[RunInput], fail_fast: bool = False
+    ) -> Generator[Any, Any, ChildRunsEnded | Cancelled]:
+        """Start the step's child runs and wait for them to end (or the cancel). `fail_fast`: also for the first of
+        them to ring that it failed (`child_failed_event`, raised by the run itself); the others are then still
+        running, and the step cancels them."""
         children = [
             self._context.call_sub_orchestrator(
                 AGENT_RUN_ORCHESTRATOR, within_budget(run.model_dump(mode="json"), "run input"), run.run.run_id
@@ -79,12 +84,29 @@ class WorkflowWaits:
         if self._cancel_received():  # arrived while the runs were being created: they start, then are flagged
             return Cancelled()
         cancel = self._cancel_waiter()
+        rings = [self._context.wait_for_external_event(child_failed_event(run.run.run_id)) for run in runs] if (
+            fail_fast) else []
         self.publish()
-        if (yield self._context.task_any([batch, cancel])) is cancel:
+        if (yield self._context.task_any([batch, cancel, *rings])) is cancel:
             return Cancelled()
+        # The SDK fails `task_all` at its first failed child (a crashed orchestration), but the host replays it as
+        # C#'s WhenAll, which waits for every child: going on before the host does schedules work it replays in
+        # another order (the workflow then fails as non-deterministic). So the step waits for the other children
+        # too, or the cancel (or a ring), as the host does; the same tasks, nothing new for the host to await.
+        while not cancel.is_completed and not any(ring.is_completed for ring in rings) and (
+            running := [child for child in children if not child.is_completed]
+        ):
+            yield self._context.task_any([*running, cancel, *rings])
+        if cancel.is_completed:
+            return Cancelled()
+        crash = None
         if failed(batch):  # the child run's own record says why; its orchestration's failure text is for the log
-            return ChildRunsEnded(crash=report(self._context, ACTIVITY_FAILED, "a child run", batch.result))
-        return ChildRunsEnded()
+            crash = report(self._context, ACTIVITY_FAILED, "a child run", batch.result)
+        if any(ring.is_completed for ring in rings):  # a child failed: the ones still running are cancelled
+            still = [run.run.run_id for run, child, ring in zip(runs, children, rings, strict=True)
+                     if not child.is_completed and not ring.is_completed]
+            return ChildRunsEnded(crash=crash, running=still)
+        return ChildRunsEnded(crash=crash)
 
     def drain_children(self) -> Generator[Any, Any, ChildRunsDrained]:
         if self._children is not None:

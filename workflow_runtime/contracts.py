@@ -28,6 +28,7 @@ from telemetry.trace_context import RunTrace
 ORCHESTRATOR_NAME = "workflow"
 CANCEL_EVENT = "cancel"  # the same event name as agent runs: `/api/runs/{id}/cancel` works on workflows too
 SIGNAL_EVENT_PREFIX = "signal:"
+CHILD_FAILED_PREFIX = "child_failed:"
 WORKFLOW_AGENT_PREFIX = "workflow:"  # the agent label of a workflow's control session
 JOURNAL_ROLE = "workflow"
 CONTROL_SESSION_PREFIX = "wf-"  # reserved: no client-supplied session id starts with it (http_api/reserved_ids.py)
@@ -42,6 +43,11 @@ def signal_event(name: str, index: int) -> str:
     keeps a single deferred event per name (a second overwrites the first and it completes every later waiter of
     the name), so a name shared by several signals would lose or replay them (docs/durable-protocol.md §5)."""
     return f"{SIGNAL_EVENT_PREFIX}{name}:{index}"
+
+
+def child_failed_event(run_id: str) -> str:
+    """The event a fail-fast parallel step's child run raises on its workflow when it fails: one name per child."""
+    return f"{CHILD_FAILED_PREFIX}{run_id}"
 
 
 def control_session_id(run_id: str) -> str:
@@ -62,6 +68,12 @@ class WorkflowRef(_Payload, NotificationFlags):
     """The workflow's conversation session (steps with `session="workflow"`), if the workflow has one."""
     trace: RunTrace | None = None
     """The workflow's trace: its step spans and its agent runs' spans all belong to it."""
+    looks_continue: bool = Field(default=False, exclude_if=lambda looks_continue: not looks_continue)
+    """Set by workflows started since a step waiting for a child rewound on its own continues as new every few
+    looks (`AwaitedChildren`); histories from before look on in one execution."""
+    fails_fast: bool = Field(default=False, exclude_if=lambda fails_fast: not fails_fast)
+    """Set by workflows started since a parallel step fails fast (`ParallelStep.on_branch_failure`): its children ring
+    the workflow when they fail; histories from before wait for every branch."""
 
     @property
     def control_session(self) -> str:
@@ -73,6 +85,22 @@ class MonitorState(_Payload):
     iteration: int = 0
     deadline_at: datetime | None = None
     sleeping_until: datetime | None = None
+
+
+class AwaitedChildren(_Payload):
+    """An agent step waiting for a child run rewound on its own, carried across continue-as-new: the next execution
+    looks at its children again at once (its step, attempt key, journal seq and child runs as they were)."""
+
+    op: str
+    step_id: str
+    key: str
+    seq: int
+    iteration: int | None = None
+    run_ids: list[str]
+    failure: str | None = None
+    cancelled: list[str] = Field(default_factory=list)
+    looks: int = 0
+    """The looks so far: the next wait's length (`REWOUND_CHILD_LOOKS`)."""
 
 
 class WorkflowState(_Payload):
@@ -91,6 +119,7 @@ class WorkflowState(_Payload):
     attempts: dict[str, int] = Field(default_factory=dict)
     """step id -> how often a rewind sent the workflow back to it: a step's next attempt gets a key (its child
     runs, gates) of its own, `<step>.r<n>`, so it never meets the records of the attempt that failed."""
+    awaiting: AwaitedChildren | None = None
 
     @model_serializer(mode="wrap")
     def _as_before_rewinds(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -98,6 +127,8 @@ class WorkflowState(_Payload):
         data = handler(self)
         if not self.attempts:
             data.pop("attempts", None)
+        if self.awaiting is None:
+            data.pop("awaiting", None)
         return data
 
 
@@ -157,6 +188,8 @@ class StartedRuns(_Payload):
 class AgentRunsRecord(StepRequest):
     run_ids: list[str]
     failure: str | None = None  # the sub-orchestration task failed (the orchestration crashed)
+    cancelled: list[str] = Field(default_factory=list, exclude_if=lambda cancelled: not cancelled)
+    """The branches a failed branch had cancelled (fail-fast): ended `cancelled`, they are not the step's failure."""
 
 
 class GateRequest(StepRequest):

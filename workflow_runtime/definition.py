@@ -90,11 +90,14 @@ class FunctionStep(_Step):
 
 class ParallelStep(_Step):
     """Fan-out: run the branches concurrently (each its own child run); fan-in: output maps branch id -> output.
-    `merge` (an agent or a function step) runs next and sees `steps.<this id>.<branch id>`."""
+    `merge` (an agent or a function step) runs next and sees `steps.<this id>.<branch id>`. A branch that fails
+    fails the step at once and cancels the branches still running (`on_branch_failure="wait"`: the step waits for
+    them first)."""
 
     kind: Literal["parallel"] = "parallel"
     branches: Annotated[list[AgentStep], Field(min_length=2, max_length=16)]
     merge: AgentStep | FunctionStep | None = None
+    on_branch_failure: Literal["cancel_others", "wait"] = "cancel_others"
 
     def children(self) -> list[_Step]:
         return [*self.branches, *([self.merge] if self.merge else [])]

@@ -25,7 +25,12 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from activities.workflow_agents import workflow_flag_children_cancelled, workflow_record_agents, workflow_start_agents
+from activities.workflow_agents import (
+    workflow_cancel_children,
+    workflow_flag_children_cancelled,
+    workflow_record_agents,
+    workflow_start_agents,
+)
 from activities.workflow_finish import workflow_finish
 from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
 from activities.workflow_steps import (
@@ -41,6 +46,7 @@ from agent_runs.sequence import seq_for
 from durable_steps import Activity
 from workflow_runtime.contracts import (
     AgentRunsRecord,
+    AwaitedChildren,
     ChildRunIds,
     DelayRecord,
     FinalStatus,
@@ -64,6 +70,7 @@ from workflow_runtime.definition import (
     DelayStep,
     Escalate,
     MonitorStep,
+    ParallelStep,
     SignalStep,
     WorkflowDefinition,
 )
@@ -98,9 +105,12 @@ CONTROL_ORDINAL = 1  # the workflow's run record is the first (and only) run of 
 CANCELLED_REASON = "cancelled by the client"
 # How long an agent step waits before looking again at a child run rewound on its own that is still running (then
 # the last, on): soon for a quick repair, rarely for a long one (each look is a timer and an activity in history,
-# which the step never continues as new: hourly keeps a child that runs for days - or whose orchestration crashed
-# until its view closes it - to a few dozen looks a day).
+# which the step continues as new every `LOOKS_PER_EXECUTION` looks). A look also reads the child's orchestration
+# status: one that crashed is closed `failed` and ends the step.
 REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60, 120, 300, 900, 1800, 3600))
+# Looks per execution before the waiting step continues as new (workflows started with `looks_continue`): each
+# execution's history stays a dozen looks long however many days the child runs (an approval it waits for).
+LOOKS_PER_EXECUTION = 12
 
 InputT = TypeVar("InputT", bound=BaseModel)
 OutputT = TypeVar("OutputT")
@@ -259,6 +269,13 @@ class WorkflowDriver:
             self.state.pc = self.program[self.state.pc].branch_target()
         if self.state.pc >= len(self.program):
             return self._finish("completed", "all steps completed")
+        if self.state.awaiting is not None:  # a step waiting for a rewound child continued as new: it goes on
+            awaiting = self.state.awaiting
+            self._current = _StepRun(
+                op=cast(Op, awaiting.op), step_id=awaiting.step_id, key=awaiting.key, seq=awaiting.seq,
+                iteration=awaiting.iteration,
+            )
+            return self._current
         if self._executed >= STEPS_PER_EXECUTION:
             state = self.state.model_copy(update={"generation": self.state.generation + 1})
             return ContinueAsNew(input=WorkflowInput(ref=self.ref, state=state))
@@ -410,6 +427,16 @@ class WorkflowDriver:
         }
 
     def _agents(self, command: _StepRun) -> Flow:
+        awaiting = self.state.awaiting
+        if awaiting is not None:  # the execution before waited for a rewound child: look again at once
+            self.state.awaiting = None
+            self._child_runs = awaiting.run_ids
+            record = self._request(
+                command, AgentRunsRecord, run_ids=awaiting.run_ids, failure=awaiting.failure,
+                cancelled=awaiting.cancelled,
+            )
+            result = yield from self._call(workflow_record_agents, record)
+            return (yield from self._await_rewound(command, record, result, awaiting.looks))
         started = yield from self._call(workflow_start_agents, self._request(command, StepRequest))
         if started.cancelled:
             return None
@@ -418,26 +445,55 @@ class WorkflowDriver:
         run_ids = started.run_ids
         self._child_runs = run_ids
         ended = (
-            _expect((yield RunChildRuns(runs=started.runs)), ChildRunsEnded, Cancelled)
+            _expect((yield RunChildRuns(runs=started.runs, fail_fast=self._fails_fast(command))), ChildRunsEnded,
+                    Cancelled)
             if started.runs
             else ChildRunsEnded()  # all closed by the store: nothing to run, their records say why the step fails
         )
         if isinstance(ended, Cancelled):
             return (yield from self._cancel_children(run_ids))
+        if ended.running:  # a branch failed: the others are cancelled, and the step fails once they ended
+            yield from self._call(workflow_cancel_children, ChildRunIds(run_ids=ended.running))
+            _expect((yield DrainChildRuns()), ChildRunsDrained)
         failure = f"a child run crashed: {ended.crash}" if ended.crash else None
-        record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure)
+        record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure, cancelled=ended.running)
         result = yield from self._call(workflow_record_agents, record)
-        for look in itertools.count():
+        return (yield from self._await_rewound(command, record, result, 0))
+
+    def _await_rewound(self, command: _StepRun, record: AgentRunsRecord, result: StepResult, looks: int) -> Flow:
+        """While a child rewound on its own (`POST /api/runs/{child}/rewind`) runs (the look said `running`), look
+        again: it goes on in an orchestration this step did not start, so nothing tells the step when that ends.
+        Workflows started with `looks_continue` continue as new every `LOOKS_PER_EXECUTION` looks (the step, its
+        children and its looks carried in `WorkflowState.awaiting`), and take a cancel flagged in the store (its
+        event may have been dropped by a continue-as-new)."""
+        run_ids = record.run_ids
+        for look in itertools.count(looks):
             if result.status != "running":
                 break
-            # A child rewound on its own (`POST /api/runs/{child}/rewind`) goes on in an orchestration this step did
-            # not start, so nothing tells it when that ends: it looks in the store again on a durable timer.
+            if self.ref.looks_continue and result.cancel_requested:
+                return (yield from self._cancel_children(run_ids))
             delay = REWOUND_CHILD_LOOKS[min(look, len(REWOUND_CHILD_LOOKS) - 1)]
             if isinstance(_expect((yield Sleep(until=self.now + delay)), TimerFired, Cancelled), Cancelled):
                 return (yield from self._cancel_children(run_ids))
+            if self.ref.looks_continue and look + 1 - looks >= LOOKS_PER_EXECUTION:
+                yield self._continue_awaiting(command, record, look + 1)
+                return None  # not reached: the orchestrator has returned
             result = yield from self._call(workflow_record_agents, record)
         self._child_runs = []
         return result
+
+    def _continue_awaiting(self, command: _StepRun, record: AgentRunsRecord, looks: int) -> ContinueAsNew:
+        awaiting = AwaitedChildren(
+            op=command.op, step_id=command.step_id, key=command.key, seq=command.seq, iteration=command.iteration,
+            run_ids=record.run_ids, failure=record.failure, cancelled=record.cancelled, looks=looks,
+        )
+        state = self.state.model_copy(update={"generation": self.state.generation + 1, "awaiting": awaiting})
+        return ContinueAsNew(input=WorkflowInput(ref=self.ref, state=state))
+
+    def _fails_fast(self, command: _StepRun) -> bool:
+        """Whether the step stops at its first failed branch: a parallel step's default, in workflows started since."""
+        step = self.definition.step(command.step_id)
+        return self.ref.fails_fast and isinstance(step, ParallelStep) and step.on_branch_failure == "cancel_others"
 
     def _cancel_children(self, run_ids: list[str]) -> Generator[Request, Event, None]:
         """The workflow was cancelled while its step's child runs worked: flag them, and let them end."""

@@ -47,6 +47,8 @@ class CallActivity(_Message):
 
 class RunChildRuns(_Message):
     runs: list[RunInput]
+    fail_fast: bool = False
+    """Stop waiting when a child rings that it failed (`child_failed_event`); the others are then still running."""
 
 
 class DrainChildRuns(_Message):
@@ -104,6 +106,8 @@ class ActivityCompleted(_Message):
 class ChildRunsEnded(_Message):
     crash: str | None = None
     """A child run's orchestration failed (its record says why); the safe message naming its correlation id."""
+    running: list[str] = []
+    """A fail-fast step's child failed while these were still running (the step cancels them)."""
 
 
 class ChildRunsDrained(_Message):

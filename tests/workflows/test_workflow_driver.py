@@ -57,7 +57,7 @@ from workflow_runtime.contracts import (
     WorkflowInput,
     WorkflowRef,
 )
-from workflow_runtime.driver import STEPS_PER_EXECUTION, WorkflowDriver, WorkflowDriverError
+from workflow_runtime.driver import LOOKS_PER_EXECUTION, STEPS_PER_EXECUTION, WorkflowDriver, WorkflowDriverError
 from workflow_runtime.requests import (
     ActivityCompleted,
     CallActivity,
@@ -285,25 +285,78 @@ def test_a_crashed_child_run_is_recorded_as_the_step_failure() -> None:
     assert record.input.failure == "a child run crashed: an internal step failed (correlation id c1)"
 
 
+def _child_running_until(until: datetime, clock: list[datetime]) -> Answer:
+    """Answers looks at the step's children with `running` until `until` (timers move `clock[0]`)."""
+
+    def running(request: Request) -> Event | None:
+        if isinstance(request, Sleep):
+            clock[0] = request.until or clock[0]
+        elif isinstance(request, CallActivity) and request.activity is workflow_record_agents and clock[0] < until:
+            looked = StepResult(step_id=request.input.step_id, status="running", journaled=False)
+            return ActivityCompleted(output=looked)
+        return None
+
+    return running
+
+
 def test_a_step_looks_at_a_rewound_child_still_running_rarely_once_it_runs_long() -> None:
     """Each look is a timer and an activity in the workflow's history: a child rewound on its own that runs for a day
     (or whose own orchestration crashed) grows it by a few looks an hour, not one every few minutes."""
-    day_later = NOW + timedelta(days=1)
     clock = [NOW]
-
-    def running_for_a_day(request: Request) -> Event | None:
-        if isinstance(request, Sleep):
-            clock[0] = request.until or clock[0]
-        elif isinstance(request, CallActivity) and request.activity is workflow_record_agents and clock[0] < day_later:
-            running = StepResult(step_id=request.input.step_id, status="running", journaled=False)
-            return ActivityCompleted(output=running)
-        return None
+    running_for_a_day = _child_running_until(NOW + timedelta(days=1), clock)
 
     run = Drive(_driver(review_pipeline), running_for_a_day)
     looks = [r for r in run.requests if isinstance(r, Sleep)]
     assert 24 <= len(looks) <= 40, len(looks)
     assert looks[0].until == NOW + timedelta(seconds=1)  # soon at first: a quick repair is seen at once
     assert run.outcome.status == "completed"
+
+
+def test_a_step_waiting_for_a_rewound_child_continues_as_new_every_few_looks() -> None:
+    """Started with `looks_continue`, the step continues as new every `LOOKS_PER_EXECUTION` looks, carrying itself
+    (key, journal seq, children, looks): each execution's history stays flat however long the child runs. The next
+    execution looks again at once, starts no child, and goes on with the workflow once the child has ended."""
+    clock = [NOW]
+    running_for_a_day = _child_running_until(NOW + timedelta(days=1), clock)
+
+    ref = WorkflowRef(run_id="wf1", workflow=review_pipeline.name, looks_continue=True)
+    workflow_input, executions, looks, first_seq = WorkflowInput(ref=ref), 0, 0, None
+    while True:
+        run = Drive(WorkflowDriver(review_pipeline, workflow_input), running_for_a_day, now=clock[0])
+        executions += 1
+        sleeps = [r for r in run.requests if isinstance(r, Sleep)]
+        assert len(sleeps) <= LOOKS_PER_EXECUTION
+        looks += len(sleeps)
+        first_look = run.calls(workflow_record_agents)[0].input
+        first_seq = first_seq or first_look.seq
+        if executions > 1:
+            started = [r.runs[0].run.run_id for r in run.requests if isinstance(r, RunChildRuns)]
+            assert "wf1.write" not in started  # `write` runs no new child
+            assert run.calls()[0].activity is workflow_record_agents  # it looks again at once
+            assert first_look.run_ids == ["wf1.write"] and first_look.seq == first_seq
+        if not isinstance(run.end, ContinueAsNew):
+            break
+        workflow_input = run.end.input
+        assert workflow_input.state.awaiting is not None and workflow_input.state.awaiting.step_id == "write"
+        within_budget(workflow_input.model_dump(mode="json"), "continue-as-new input")
+    assert 24 <= looks <= 40 and executions >= 3, (looks, executions)
+    assert run.outcome.status == "completed"
+    assert "awaiting" not in WorkflowInput(ref=ref).model_dump(mode="json")["state"]  # inputs as before when unset
+
+
+def test_a_workflow_cancel_flagged_in_the_store_ends_a_step_waiting_for_a_rewound_child() -> None:
+    """After a continue-as-new the cancel's event may be gone: the look's flag ends the step cancelled."""
+    def flagged(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity is workflow_record_agents:
+            result = StepResult(step_id="write", status="running", journaled=False, cancel_requested=True)
+            return ActivityCompleted(output=result)
+        return None
+
+    ref = WorkflowRef(run_id="wf1", workflow=review_pipeline.name, looks_continue=True)
+    run = Drive(WorkflowDriver(review_pipeline, WorkflowInput(ref=ref)), flagged)
+    assert run.outcome.status == "cancelled"
+    assert run.calls(workflow_flag_children_cancelled)[0].input == ChildRunIds(run_ids=["wf1.write"])
+    assert not [r for r in run.requests if isinstance(r, Sleep)]
 
 
 def test_a_step_whose_prompt_cannot_be_rendered_fails_without_child_runs() -> None:

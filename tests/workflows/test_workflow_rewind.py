@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from workflow_helpers import PROGRESS_TIMEOUT_S, model_prompts, settle, start, step_ids, view
+from workflow_helpers import PROGRESS_TIMEOUT_S, decide, model_prompts, settle, start, step_ids, view
 from workflow_scripts import standard_script
 
 from scripted_model import Fault, Match, Reply, Rule
@@ -17,6 +17,8 @@ E2E_DIR = str(Path(__file__).resolve().parents[1] / "e2e")
 if E2E_DIR not in sys.path:
     sys.path.insert(0, E2E_DIR)
 from e2e_settings import watches_the_app_in_process  # noqa: E402
+
+from workflow_runtime.driver import LOOKS_PER_EXECUTION, REWOUND_CHILD_LOOKS  # noqa: E402
 
 
 def test_a_workflow_whose_signal_never_came_is_rewound_and_then_signalled(host, model) -> None:
@@ -188,3 +190,133 @@ def test_a_workflow_cancelled_while_its_step_waits_for_a_rewound_child_cancels_i
     # The cancel reached the rewound run itself: its cancel event was queued before its held model call's answer
     # was let go, and its run races every wait with cancel, so it took the cancel first and its answer went unused.
     assert host.client.get(f"/api/runs/{legal}").json()["status"] == "cancelled"
+
+
+@watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
+def test_a_rewound_child_whose_orchestration_crashed_fails_its_step_at_the_next_look(host, model, monkeypatch) -> None:
+    """The rewound branch's own orchestration crashes (its record stays open): the step's look sees its orchestration
+    Failed, closes the child `failed` (as its view would) and fails the step, nobody having read the child's view
+    (before, the step held until someone cancelled the child or read its view)."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal, _ = view(host, run_id)["active_step"]["child_runs"]
+    crashing(monkeypatch, legal)  # its continuation crashes at once
+    assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202
+    assert host.client.post(f"/api/runs/{mailer}/cancel").status_code == 202  # the last other branch ends
+    settle(host)
+    host.advance(60)  # the step's next looks, if its first did not see the crash
+    failed = view(host, run_id, wait_seconds=5)
+    assert failed["status"] == "failed", failed
+    assert f"'{legal}'" in failed["error"]["message"] and "run_crashed" in failed["error"]["message"], failed
+    child = host.client.get(f"/api/runs/{legal}").json()
+    assert child["status"] == "failed" and child["error"]["code"] == "run_crashed", child
+
+
+@watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
+def test_a_child_whose_orchestration_crashed_while_its_siblings_run_fails_its_step_not_its_workflow(
+    host, model, monkeypatch
+) -> None:
+    """A branch's orchestration crashes while the others are at their model calls: the step waits for them (the
+    host's WhenAll does: going on before it did made the workflow's own orchestration fail as non-deterministic),
+    then fails with that branch's error, the crashed branch closed `failed` without anyone reading its view."""
+    model.hold_answers()
+    run_id = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # every branch is at its model call, held
+    mailer, legal, finance = view(host, run_id)["active_step"]["child_runs"]
+    crashing(monkeypatch, mailer)
+    poked = host.client.post(f"/runtime/webhooks/durabletask/instances/{mailer}/raiseEvent/poke", json={})
+    assert poked.status_code == 202, poked.text  # an episode of its orchestration: it crashes
+    model.release_answers()
+    settle(host)
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "fan", failed
+    message = failed["error"]["message"]
+    assert f"'{mailer}'" in message and "run_crashed" in message, failed
+    assert legal not in message and finance not in message, failed
+    assert host.get_status(run_id)["runtimeStatus"] == "Completed"  # the workflow's orchestration ended it
+    assert [host.client.get(f"/api/runs/{c}").json()["status"] for c in (legal, finance)] == ["completed"] * 2
+
+
+def _pending_approval(host, run_id: str) -> str:
+    pending = host.client.get(f"/api/runs/{run_id}/approvals", params={"status": "pending"}).json()
+    [approval] = pending["approvals"] if isinstance(pending, dict) else pending
+    return approval["approval_id"]
+
+
+def waiting_long_for_a_rewound_child(host, model, looks: int) -> tuple[str, str]:
+    """A parallel step whose branch `carol` failed and was rewound on its own, then waits for its email's approval,
+    while the step has looked at it `looks` times (the other branch, `bob`, completed). Returns (workflow, carol)."""
+    standard = standard_script()
+    to_carol = Match(system="helpful assistant", last_user="carol")
+    carol_refused = Rule(match=to_carol, reply=Reply(fault=Fault.bad_request()))
+    model.set_script(standard.model_copy(update={"rules": [carol_refused, *standard.rules]}))
+    run_id = start(host, "parallel_mail_flow", {"topic": "the launch"})["run_id"]
+    settle(host)
+    bob, carol = view(host, run_id)["active_step"]["child_runs"]
+    assert host.client.get(f"/api/runs/{carol}").json()["status"] == "failed"
+
+    model.set_script(standard)
+    assert host.client.post(f"/api/runs/{carol}/rewind").status_code == 202
+    settle(host)  # the rewound branch waits for its email's approval
+    decide(host, bob, _pending_approval(host, bob))
+    settle(host)  # bob ended: the step now only looks at carol
+    last = REWOUND_CHILD_LOOKS[-1]
+    for delay in [*REWOUND_CHILD_LOOKS, *[last] * (looks - len(REWOUND_CHILD_LOOKS))]:  # each look in turn
+        host.advance(delay.total_seconds())
+    return run_id, carol
+
+
+def test_a_step_waiting_long_for_a_rewound_child_continues_as_new_and_goes_on_when_it_ends(host, model) -> None:
+    """The rewound branch waits for its email's approval for most of a day: the step looks at it hourly, continuing
+    as new every dozen looks (each execution's history stays short), and records the step once it was approved."""
+    run_id, carol = waiting_long_for_a_rewound_child(host, model, looks=2 * LOOKS_PER_EXECUTION)  # 14 hours
+    generation = host.get_status(run_id)["customStatus"]["generation"]
+    assert generation >= 2, generation  # continued as new while it waited
+    history = host.get_status(run_id, show_history=True)["historyEvents"]
+    assert len(history) < 120, len(history)  # this execution's looks only
+    assert view(host, run_id)["status"] == "in_progress"
+
+    decide(host, carol, _pending_approval(host, carol))
+    settle(host)
+    host.advance(3600)  # the next look
+    done = until_finished(host, run_id)
+    assert done["status"] == "completed", done
+    assert set(done["output"]) == {"bob", "carol"}
+
+
+def test_a_workflow_cancelled_after_its_waiting_step_continued_as_new_cancels_the_rewound_child(host, model) -> None:
+    """The step carried its children across continue-as-new: the workflow's cancel still reaches the rewound child,
+    and the workflow ends cancelled, nothing left running."""
+    run_id, carol = waiting_long_for_a_rewound_child(host, model, looks=LOOKS_PER_EXECUTION + 1)
+    assert host.get_status(run_id)["customStatus"]["generation"] >= 1
+    cancelled = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+    assert cancelled.status_code == 202 and cancelled.json()["cancelled_child_runs"] == [carol], cancelled.text
+    settle(host)
+    assert until_finished(host, run_id)["status"] == "cancelled"
+    assert host.client.get(f"/api/runs/{carol}").json()["status"] == "cancelled"
+
+
+def test_a_failed_branch_fails_its_parallel_step_at_once_and_cancels_the_branches_still_running(host, model) -> None:
+    """Fail-fast (a parallel step's default): the legal branch fails while the mailer waits for a person; the step
+    fails at once with the legal branch's error and cancels the mailer (before, it waited for the mailer's approval,
+    for up to a day). `parallel_wait_flow`, the same branches with `on_branch_failure="wait"`, still waits."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    mailer, legal = f"{run_id}.fan.mailer", f"{run_id}.fan.legal"
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "fan", failed
+    assert f"'{legal}'" in failed["error"]["message"] and mailer not in failed["error"]["message"], failed
+    assert host.client.get(f"/api/runs/{mailer}").json()["status"] == "cancelled"
+    pending = host.client.get(f"/api/runs/{mailer}/approvals", params={"status": "pending"}).json()
+    assert not (pending["approvals"] if isinstance(pending, dict) else pending), pending
+
+    waiting = start(host, "parallel_wait_flow", {"topic": "a DPA"})["run_id"]
+    settle(host)
+    assert view(host, waiting)["status"] == "in_progress"  # the step waits: the mailer waits for its approval
+    assert host.client.get(f"/api/runs/{waiting}.fan.mailer").json()["status"] == "requires_action"

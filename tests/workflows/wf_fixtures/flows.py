@@ -81,22 +81,44 @@ cancel_flow = WorkflowDefinition(
     ],
 )
 
+WAITING_BRANCHES = [
+    AgentStep(id="mailer", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+    AgentStep(id="legal", agent="legal_expert", prompt="{{ input.topic }}?"),
+    AgentStep(id="finance", agent="finance_expert", prompt="{{ input.topic }}?"),
+]
+
+# A failed branch waits for the others (the mailer waits for a person): a rewound branch, a cancel find them running.
 parallel_wait_flow = WorkflowDefinition(
     name="parallel_wait_flow",
+    input_model=Topic,
+    steps=[ParallelStep(id="fan", branches=WAITING_BRANCHES, on_branch_failure="wait")],
+    output={"mail": "steps.fan.mailer.text", "legal": "steps.legal.text"},
+)
+
+# The same branches, failing fast (the default).
+parallel_fail_fast_flow = WorkflowDefinition(
+    name="parallel_fail_fast_flow",
+    input_model=Topic,
+    steps=[ParallelStep(id="fan", branches=WAITING_BRANCHES)],
+)
+
+
+# Two branches that each wait for a person (their email's approval): a branch rewound on its own waits for as long.
+parallel_mail_flow = WorkflowDefinition(
+    name="parallel_mail_flow",
     input_model=Topic,
     steps=[
         ParallelStep(
             id="fan",
             branches=[
-                AgentStep(id="mailer", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
-                AgentStep(id="legal", agent="legal_expert", prompt="{{ input.topic }}?"),
-                AgentStep(id="finance", agent="finance_expert", prompt="{{ input.topic }}?"),
+                AgentStep(id="bob", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+                AgentStep(id="carol", agent="assistant", prompt="Please email carol about {{ input.topic }}"),
             ],
+            on_branch_failure="wait",
         )
     ],
-    output={"mail": "steps.fan.mailer.text", "legal": "steps.legal.text"},
+    output={"bob": "steps.fan.bob.text", "carol": "steps.fan.carol.text"},
 )
-
 
 def join_opinions(data: StepData) -> dict[str, Any]:
     opinions = data.steps["opinions"]
