@@ -106,18 +106,17 @@ class McpServer(BaseModel):
     # A value read from a setting is remembered as a secret (masked in logs, spans and error bodies, as model keys
     # are) when it is one: a header or variable whose name is a credential's, a URL's userinfo and query tokens (the
     # HTTP client logs every request's URL). Not the rest: every remembered value is masked wherever it appears, and
-    # each one slows `redact`.
+    # each one slows `redact`. A URL written in the definition is remembered the same way: a server echoing its key
+    # in an error reaches the logs in tracebacks too, which only the process-wide masking sees.
 
     def resolved_url(self, settings: Mapping[str, str] | None = None) -> str:
-        if self.url:
-            return self.url
-        url = _setting(settings, str(self.url_setting), f"the URL of MCP server {self.name!r}")
+        url = self.url or _setting(settings, str(self.url_setting), f"the URL of MCP server {self.name!r}")
         _remember(url_secrets(url))
         return url
 
     def url_credentials(self) -> list[str]:
-        """The credentials in the server's URL, masked in what the app shows of the server's text (a URL from a setting
-        is remembered as well when read, one in the definition is not); none when its setting is not readable."""
+        """The credentials in the server's URL, masked in what the app shows of the server's text (remembered as well
+        when the URL is resolved); none when its setting is not readable."""
         try:
             return [] if self.command else url_secrets(self.resolved_url())
         except McpConfigurationError:

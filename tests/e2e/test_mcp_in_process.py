@@ -607,20 +607,25 @@ async def test_a_secret_at_the_cut_of_a_long_protocol_error_is_masked_whole(mcp_
         assert secret[:MIN_SECRET_PART_CHARS] not in told, told[-300:]
 
 
+@pytest.mark.parametrize("url_in", ["setting", "definition"])
 async def test_a_servers_error_text_in_a_logged_traceback_cannot_forge_log_lines(
-    mcp_server: McpServerProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    mcp_server: McpServerProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, url_in: str
 ) -> None:
     """Code that logs a refused call with its traceback (`logger.exception` in a middleware or a tool) logged the
     error's cause, the SDK's `MCPError` holding the server's message, masked but as it was: its line breaks forged
     records inside the traceback, its escapes rewrote a terminal. Each exception's message in a traceback is escaped
-    to one line; the traceback keeps its own lines."""
+    to one line; the traceback keeps its own lines. The server's URL carries a key (as an Azure Functions key) that
+    the server echoes: masked whether the URL is read from a setting or written in the agent's definition (that one
+    was not remembered, so the traceback showed it)."""
     from telemetry.log_redaction import install_log_redaction
 
     install_log_redaction()
-    secret = "e2e-traceback-secret-6620"  # the server's URL in a setting carries it, as an Azure Functions key
-    monkeypatch.setenv("MCP_URL_6620", f"{mcp_server.url}?code={secret}")
+    secret = f"e2e-traceback-secret-6620-{url_in}"
+    url = f"{mcp_server.url}?code={secret}"
+    monkeypatch.setenv("MCP_URL_6620", url)
     (mcp_server.state / "errors.json").write_text(json.dumps({"tools/call": f"{FORGED} {secret}"}))
-    server = McpServer(name="tools", url_setting="MCP_URL_6620", attempts=1)
+    server = (McpServer(name="tools", url_setting="MCP_URL_6620", attempts=1) if url_in == "setting"
+              else McpServer(name="tools", url=url, attempts=1))
     with caplog.at_level(logging.ERROR, logger="test.mcp.traceback"):
         try:
             await call_remote_tool(server, "echo", {"text": "hi"}, "key-1")
