@@ -10,8 +10,7 @@ A fork that fails before its run is written (provably: `create_and_start` closed
 write of it lands) deletes its copy before releasing its key, so no session without its run stays behind and a retry
 copies afresh; one that cannot tell keeps both, and its retry answers with (or starts) the run in that copy. A fork
 killed outright after copying leaves its copy, named after its run: the key's retry that gives up the dead request's
-claim deletes it (`_discard_abandoned_copy`); without a key, the caller's session listing does, 5 minutes on
-(`discard_dead_copies`).
+claim deletes it (`_discard_abandoned_copy`); without a key it stays (docs/repair.md).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import RunBudget
-from http_api import idempotency
 from http_api.adapter import http_endpoint, read_json_body
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
@@ -46,7 +44,7 @@ from http_api.runs import (
     run_or_404,
     start_agent_run,
 )
-from session_store import MessageRecord, RunRecord, SessionRecord, SessionStore
+from session_store import MessageRecord, RunRecord, SessionStore
 from session_store.rules import is_unwritten_start
 
 log = logging.getLogger(__name__)
@@ -229,31 +227,3 @@ async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: st
 
 def _copy(record: MessageRecord, session_id: str, seq: int) -> MessageRecord:
     return record.model_copy(update={"session_id": session_id, "seq": seq, "created_at": None})
-
-
-def is_dead_copy(session: SessionRecord, now: datetime) -> bool:
-    """A fork's copy whose fork never stored its run (its request was killed after copying, without a key to retry
-    with): forked, no run ever counted nor holding or waiting for it, and older than any fork request lives
-    (`idempotency.ABANDONED_AFTER`). A fork's run is counted within milliseconds of its copy, so no live fork's copy
-    looks like this."""
-    return (
-        session.forked_from is not None
-        and session.run_count == 0
-        and session.active_run_id is None
-        and not session.queued_run_ids
-        and session.created_at is not None
-        and now - session.created_at >= idempotency.ABANDONED_AFTER
-    )
-
-
-async def discard_dead_copies(store: SessionStore, sessions: list[SessionRecord]) -> list[SessionRecord]:
-    """`sessions` without the dead copies among them (`is_dead_copy`), which are deleted (best effort): the
-    listing that finds one is what clears it, so no session without its run stays in the caller's listings."""
-    now = datetime.now(UTC)
-    kept = []
-    for session in sessions:
-        if is_dead_copy(session, now):
-            await _discard_copy(store, session.session_id, None)
-        else:
-            kept.append(session)
-    return kept

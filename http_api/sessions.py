@@ -15,7 +15,6 @@ from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway
-from http_api.fork import discard_dead_copies
 from http_api.paging import next_token, store_cursor, store_paging
 from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url, verify_token
@@ -176,13 +175,12 @@ async def list_sessions(req: func.HttpRequest) -> func.HttpResponse:
     cursor = store_cursor(services, query.continuation_token, LIST_TOKEN_SCOPE, caller)
     async with store_paging():
         page = await services.store.list_sessions(owner_id=caller.id, limit=query.limit, continuation=cursor)
-    listed = await discard_dead_copies(services.store, page.items)
     items = [
         SessionListItem(
             **s.model_dump(include={"session_id", "agent", "created_at", "active_run_id", "run_count", "metadata"}),
             last_activity_at=s.updated_at,
         )
-        for s in listed
+        for s in page.items
         if not s.agent.startswith(WORKFLOW_AGENT_PREFIX)
     ]
     token = next_token(services, page.continuation, LIST_TOKEN_SCOPE, caller)

@@ -287,36 +287,6 @@ def test_a_fork_killed_after_copying_leaves_no_copy_once_its_key_is_retried(
     assert texts(app.session_messages(retry.json()["session_id"])) == ["one", "noted", "two, again", "noted"]
 
 
-@watches_the_app_in_process  # stops the app's own store mid-fork, and ages the copy
-def test_a_fork_killed_after_copying_without_a_key_leaves_no_copy_in_the_listings(
-    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without a key nothing ever asks after the dead request's copy: it stayed in the caller's listings for good, a
-    session with the conversation and no run. Now a listing that finds such a copy, older than any fork request
-    lives, deletes it instead of listing it; a younger one (its fork may still be on its way) is listed."""
-    _, (_, second, _) = conversation(app, model)
-    store = app.services().current().store
-
-    async def killed(*args: object, **kwargs: object) -> object:
-        raise RuntimeError("the host died")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(store, "begin_run", killed)
-        patch.setattr(store, "close_unwritten_start", killed)
-        first = app.http.post(f"/api/runs/{second}/fork", json={"input": "two, again"})
-    assert first.status_code >= 500, first.text
-    [copy] = forks_of(app, second)
-    assert copy in [s["session_id"] for s in app.http.get("/api/sessions").json()["sessions"]]
-
-    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
-    listed = app.http.get("/api/sessions").json()["sessions"]
-    assert copy not in [s["session_id"] for s in listed] and listed, listed
-    assert forks_of(app, second) == []
-    retry = app.http.post(f"/api/runs/{second}/fork", json={"input": "two, again", "wait_seconds": 10})
-    assert retry.status_code == 200 and retry.json()["status"] == "completed", retry.text
-    assert retry.json()["session_id"] in [s["session_id"] for s in app.http.get("/api/sessions").json()["sessions"]]
-
-
 def _lookup(key: str) -> Reply:
     return Reply(text=f"Looking up {key}.", tool_calls=[ScriptedToolCall(name="lookup", arguments={"key": key})])
 
