@@ -406,3 +406,34 @@ def test_a_fail_fast_step_waits_for_its_cancelled_branches_when_one_crashes(host
     assert f"'{legal}'" in failed["error"]["message"] and mailer not in failed["error"]["message"], failed
     assert host.client.get(f"/api/runs/{mailer}").json()["status"] == "cancelled"
     assert host.get_status(run_id)["runtimeStatus"] == "Completed"  # the workflow's orchestration ended it
+
+
+@watches_the_app_in_process  # refuses the store's writes of notification events in the app's worker
+def test_a_failed_branch_rings_its_workflow_before_its_end_is_recorded_for_notifications(
+    notifying_host, model, monkeypatch
+) -> None:
+    """Notifications are configured and the store refuses the legal branch's events: its failed end is recorded
+    again on durable timers (for up to days), yet the step cancels the mailer at once (before, the ring waited for
+    that recording: the mailer went on waiting for its approval)."""
+    host = notifying_host
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    model.hold_answers()
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # every branch is at its model call
+    store = sys.modules["session_store.sqlite_store"].SqliteSessionStore  # the host's modules: the app's store
+    record_effect = store.record_effect
+
+    async def refused(self, session_id, key, kind, payload):
+        if kind == "notify_event" and payload["event"]["run_id"].endswith(".fan.legal"):
+            raise RuntimeError("the store is unreachable")
+        return await record_effect(self, session_id, key, kind, payload)
+
+    monkeypatch.setattr(store, "record_effect", refused)
+    model.release_answers()
+    settle(host)
+    mailer, legal = f"{run_id}.fan.mailer", f"{run_id}.fan.legal"
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "failed"
+    assert host.get_status(legal)["runtimeStatus"] == "Running"  # still trying to record its end
+    assert host.client.get(f"/api/runs/{mailer}").json()["status"] == "cancelled"
