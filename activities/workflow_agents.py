@@ -150,13 +150,22 @@ async def workflow_record_agents(request: AgentRunsRecord, client: df.DurableOrc
         # (a step that continued as new meanwhile may have missed the cancel's event).
         cancel_requested = await ctx.cancel_requested()
         return StepResult(step_id=request.step_id, status="running", journaled=False, cancel_requested=cancel_requested)
-    # The branches a failed branch had cancelled (fail-fast) are not the step's failure.
+    # The branches a failed branch had cancelled (fail-fast) are not the step's failure - while another failure is
+    # (the failed branch may have been rewound on its own and completed since: the step still failed then).
     cancelled = {run_id for run_id in request.cancelled if (run := runs.get(run_id)) and run.status == "cancelled"}
     failures = [f for f in (_run_failure(run, run_id) for run_id, run in runs.items() if run_id not in cancelled) if f]
     created = [run.created_at for run in runs.values() if run is not None and run.created_at is not None]
     started_at = min(created) if created else None  # the step's span covers its agent runs
     if request.failure and not failures:
         failures.append(request.failure)
+    if cancelled and not failures:  # the branch that failed first ended otherwise since: the others were cancelled
+        ids = [branch.id for branch in step.branches] if isinstance(step, ParallelStep) else []
+        branches = dict(zip(request.run_ids, ids, strict=False))
+        failures = [
+            f"branch '{branches.get(run_id, run_id)}' (agent run '{run_id}') was cancelled after a sibling failed"
+            for run_id in request.run_ids
+            if run_id in cancelled
+        ]
     if failures:
         # The cancel route flags the workflow, then cancels its children: their ends can reach the workflow before
         # its own cancel event does. Children cancelled with the workflow end it cancelled, not failed (and, as

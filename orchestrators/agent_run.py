@@ -97,11 +97,12 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
         closed = finish_run.parse(finished) if finished else None
     outcome = driver.on_finished(command, closed)
     _publish(context, driver)
-    yield from _notify(context, driver, "finished")
     if outcome.status == "failed" and driver.ring_workflow:  # only runs started by a fail-fast step have one
+        # Rung before the notification, whose retries (a failing store) can take days on durable timers.
         failed = ChildFailed(workflow_run_id=driver.ring_workflow, run_id=driver.run.run_id)
         with contextlib.suppress(Exception):  # not rung: the step waits for its other branches, as it used to
             yield ring_workflow.call(context, failed)
+    yield from _notify(context, driver, "finished")
     return compact_json(_with_resume_point(outcome, driver))
 
 

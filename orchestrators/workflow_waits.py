@@ -60,6 +60,7 @@ class WorkflowWaits:
         self._events: dict[str, ExternalEvents] = {}
         self._rings: dict[str, RingOnce] = {}
         self._children: TaskBase | None = None
+        self._each_child: list[TaskBase] = []  # a fail-fast step's children, drained one by one
 
     def take_cancel(self) -> Cancelled | Silent:
         """A cancel that arrived (in a race, or while none was on), now handled; else Silent."""
@@ -81,6 +82,7 @@ class WorkflowWaits:
             for run in runs
         ]
         batch = self._children = self._context.task_all(children)
+        self._each_child = children if fail_fast else []
         if self._cancel_received():  # arrived while the runs were being created: they start, then are flagged
             return Cancelled()
         cancel = self._cancel_waiter()
@@ -109,10 +111,18 @@ class WorkflowWaits:
         return ChildRunsEnded(crash=crash)
 
     def drain_children(self) -> Generator[Any, Any, ChildRunsDrained]:
+        """Let the step's child runs end. A fail-fast step's are awaited one by one, until every one ended: `task_all`
+        ends at its first failed child (one crashed before the ring, or while cancelled), while the host's WhenAll
+        waits for every child (see `run_children`). Other steps keep the single wait their histories hold."""
         if self._children is not None:
             self.publish()
-            yield from drain(self._children)
+            if self._each_child:
+                while running := [child for child in self._each_child if not child.is_completed]:
+                    yield self._context.task_any(running)
+            else:
+                yield from drain(self._children)
             self._children = None
+            self._each_child = []
         return ChildRunsDrained()
 
     def sleep(self, until: datetime) -> Generator[Any, Any, TimerFired | Cancelled]:

@@ -49,6 +49,19 @@ def host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
 
 
 @pytest.fixture
+def notifying_host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
+    """The app on devhost with webhook notifications configured (no receiver: the recording of events is tested)."""
+    if str(FIXTURES_DIR) not in sys.path:
+        sys.path.insert(0, str(FIXTURES_DIR))
+    webhooks = {"WEBHOOK_URLS": "https://hooks.example.com/agents", "WEBHOOK_SECRET": "whsec_" + "QUJD" * 8}
+    app = start_app_host(REPO_ROOT, clock="virtual", env=app_env(model, **webhooks))
+    try:
+        yield app
+    finally:
+        stop_host(app)
+
+
+@pytest.fixture
 def cosmos_host(model: ScriptedModelServer, cosmos_account: tuple[str, str | None]) -> Iterator[InProcessHost]:
     """The app on devhost with the Cosmos store (a database of its own, dropped after)."""
     if str(FIXTURES_DIR) not in sys.path:

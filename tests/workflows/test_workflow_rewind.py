@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from workflow_helpers import PROGRESS_TIMEOUT_S, decide, model_prompts, settle, start, step_ids, view
 from workflow_scripts import standard_script
 
@@ -320,3 +321,119 @@ def test_a_failed_branch_fails_its_parallel_step_at_once_and_cancels_the_branche
     settle(host)
     assert view(host, waiting)["status"] == "in_progress"  # the step waits: the mailer waits for its approval
     assert host.client.get(f"/api/runs/{waiting}.fan.mailer").json()["status"] == "requires_action"
+
+
+def _until(check, what: str) -> None:
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _runtime(host, run_id: str) -> str | None:
+    status = host.get_status(run_id)
+    return status.get("runtimeStatus") if status else None
+
+
+def test_a_fail_fast_step_whose_failed_branch_was_rewound_and_completed_still_fails(host, model) -> None:
+    """The legal branch fails and the step cancels the others; while they end, the legal branch is rewound on its own
+    and completes. The step still fails, naming the branches it cancelled (before, with its failure gone and the
+    cancelled branches left out, it completed `ok` with their empty outputs)."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    model.hold_mid_stream(after_chunks=1)  # the mailer's and finance's answers stop half-written; legal's fault is sent
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    mailer, legal, finance = (f"{run_id}.fan.{branch}" for branch in ("mailer", "legal", "finance"))
+    _until(lambda: _runtime(host, legal) == "Completed", "the legal branch failed and rang")  # the ring is its last
+    model.set_script(standard)
+    calls = model.log.total
+    assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202
+    model.log.wait_for(calls + 1, timeout=PROGRESS_TIMEOUT_S)  # the rewound run is at its model call
+    assert view(host, run_id, wait_seconds=2)["status"] == "in_progress"  # the step waits for its cancelled branches
+    model.release_answers()
+    settle(host)
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "completed"
+    host.advance(60)  # the step's next look, if it saw the rewound branch running
+    failed = until_finished(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "fan", failed
+    message = failed["error"]["message"]
+    assert "branch 'mailer'" in message and "cancelled after a sibling failed" in message, failed
+    assert [host.client.get(f"/api/runs/{c}").json()["status"] for c in (mailer, finance)] == ["cancelled"] * 2
+
+
+def _crashing_branch(monkeypatch, branch: str) -> None:
+    """The orchestration of any run of branch `branch` of a step `fan` crashes at its next episode."""
+    module = sys.modules["orchestrators.agent_run"]  # the host's modules: the app's orchestrator
+    events = module.ExternalEvents
+
+    def crash(context, *args):
+        if context.instance_id.endswith(f".fan.{branch}"):
+            raise RuntimeError("the orchestrator crashed")
+        return events(context, *args)
+
+    monkeypatch.setattr(module, "ExternalEvents", crash)
+
+
+@watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
+@pytest.mark.parametrize("crash", ["before_the_ring", "while_cancelled"])
+def test_a_fail_fast_step_waits_for_its_cancelled_branches_when_one_crashes(host, model, monkeypatch, crash) -> None:
+    """The legal branch fails and rings while the mailer's and finance's answers are held half-written; finance's
+    orchestration crashes, before the ring or while it is cancelled. The step still waits for the mailer to end, then
+    fails (before, its wait ended at the crash: the step was recorded with the mailer running, or the workflow failed
+    as non-deterministic, the host's WhenAll waiting for every child)."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    model.hold_mid_stream(after_chunks=1)  # the mailer's and finance's answers stop half-written; legal's fault is sent
+    if crash == "before_the_ring":
+        _crashing_branch(monkeypatch, "finance")  # at its first episode, before any model call
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    mailer, legal, finance = (f"{run_id}.fan.{branch}" for branch in ("mailer", "legal", "finance"))
+    _until(lambda: _runtime(host, legal) == "Completed", "the legal branch failed and rang")
+    if crash == "while_cancelled":
+        model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # finance is at its model call
+        _crashing_branch(monkeypatch, "finance")
+        poked = host.client.post(f"/runtime/webhooks/durabletask/instances/{finance}/raiseEvent/poke", json={})
+        assert poked.status_code == 202, poked.text
+    _until(lambda: _runtime(host, finance) == "Failed", "finance's orchestration crashed")
+    waiting = view(host, run_id, wait_seconds=2)
+    assert waiting["status"] == "in_progress", waiting  # the mailer, cancelled, has not ended yet
+    model.release_answers()
+    settle(host)
+    failed = until_finished(host, run_id)
+    assert failed["status"] == "failed" and failed["error"]["step"] == "fan", failed
+    assert f"'{legal}'" in failed["error"]["message"] and mailer not in failed["error"]["message"], failed
+    assert host.client.get(f"/api/runs/{mailer}").json()["status"] == "cancelled"
+    assert host.get_status(run_id)["runtimeStatus"] == "Completed"  # the workflow's orchestration ended it
+
+
+@watches_the_app_in_process  # refuses the store's writes of notification events in the app's worker
+def test_a_failed_branch_rings_its_workflow_before_its_end_is_recorded_for_notifications(
+    notifying_host, model, monkeypatch
+) -> None:
+    """Notifications are configured and the store refuses the legal branch's events: its failed end is recorded
+    again on durable timers (for up to days), yet the step cancels the mailer at once (before, the ring waited for
+    that recording: the mailer went on waiting for its approval)."""
+    host = notifying_host
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    model.hold_answers()
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # every branch is at its model call
+    store = sys.modules["session_store.sqlite_store"].SqliteSessionStore  # the host's modules: the app's store
+    record_effect = store.record_effect
+
+    async def refused(self, session_id, key, kind, payload):
+        if kind == "notify_event" and payload["event"]["run_id"].endswith(".fan.legal"):
+            raise RuntimeError("the store is unreachable")
+        return await record_effect(self, session_id, key, kind, payload)
+
+    monkeypatch.setattr(store, "record_effect", refused)
+    model.release_answers()
+    settle(host)
+    mailer, legal = f"{run_id}.fan.mailer", f"{run_id}.fan.legal"
+    assert host.client.get(f"/api/runs/{legal}").json()["status"] == "failed"
+    assert host.get_status(legal)["runtimeStatus"] == "Running"  # still trying to record its end
+    assert host.client.get(f"/api/runs/{mailer}").json()["status"] == "cancelled"
