@@ -95,10 +95,7 @@ class WorkflowWaits:
         # C#'s WhenAll, which waits for every child: going on before the host does schedules work it replays in
         # another order (the workflow then fails as non-deterministic). So the step waits for the other children
         # too, or the cancel (or a ring), as the host does; the same tasks, nothing new for the host to await.
-        while not cancel.is_completed and not any(ring.is_completed for ring in rings) and (
-            running := [child for child in children if not child.is_completed]
-        ):
-            yield self._context.task_any([*running, cancel, *rings])
+        yield from until_each_ended(self._context, children, [cancel, *rings])
         if cancel.is_completed:
             return Cancelled()
         crash = None
@@ -117,8 +114,7 @@ class WorkflowWaits:
         if self._children is not None:
             self.publish()
             if self._each_child:
-                while running := [child for child in self._each_child if not child.is_completed]:
-                    yield self._context.task_any(running)
+                yield from until_each_ended(self._context, self._each_child)
             else:
                 yield from drain(self._children)
             self._children = None
@@ -189,3 +185,15 @@ class WorkflowWaits:
 
     def _cancel_received(self) -> bool:
         return self.cancels().take() is not None
+
+
+def until_each_ended(
+    context: df.DurableOrchestrationContext, children: list[TaskBase], races: list[TaskBase] | None = None
+) -> Generator[Any, Any, None]:
+    """Wait until every child has ended (one at a time, as the host's WhenAll waits for each) or one of `races` has
+    fired: the same tasks each time, nothing new for the host to await."""
+    races = races or []
+    while not any(race.is_completed for race in races) and (
+        running := [child for child in children if not child.is_completed]
+    ):
+        yield context.task_any([*running, *races])
