@@ -42,6 +42,21 @@ async def test_a_claim_whose_start_died_before_its_run_is_taken_over_once_stale(
     await store.close()
 
 
+async def test_a_stale_claim_whose_start_was_closed_unwritten_is_taken_over_not_replayed() -> None:
+    """A start that failed closes its run in its place (`close_unwritten_start`: a `start_interrupted` record that
+    stops a late write) and then releases its key; if that release fails too (or the process dies between), the key
+    pointed at the closed record and every retry for 24 hours replayed a failed run. The record is no run the key
+    started: once stale, the claim is taken over with a fresh run id (the record still blocks the old one)."""
+    store = store_behind(10)
+    dead = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-dead")
+    await store.create_session("s1", "helper")
+    closed, written = await store.close_unwritten_start(RunRecord(run_id="r-dead", session_id="s1", agent="helper"))
+    assert written and closed.status == "failed"  # ... and the release of the key failed here
+    retry = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-retry")
+    assert dead.first and retry.first and retry.result_id == "r-retry" and retry.generation == "1"
+    await store.close()
+
+
 async def test_a_stale_claim_whose_run_exists_is_replayed() -> None:
     store = store_behind(10)
     first = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r1")
