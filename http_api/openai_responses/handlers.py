@@ -2,8 +2,9 @@
 
 A new response starts a run through `runs.start_agent_run`; an `mcp_approval_response` input decides through
 `approvals.record_decision` (same approver rules, timeouts and idempotent retries) and the SAME run continues as the
-next turn; cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a create
-waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
+next turn; a `previous_response_id` of an earlier response branches the conversation (`_branch`: the fork's copy,
+`fork.copy_for`); cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a
+create waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
 with the response as it is (`in_progress`: poll it with GET). With `stream` (create, or GET with `stream=true`) the
 answer is the response's events (`stream`), after the same checks.
 """

@@ -1,7 +1,7 @@
 """The OpenAI Responses API (`/api/v1/responses`) driven by the official `openai` client (sync and async) against
-the app on devhost: plain, background + retrieve, cancel, delete, input items, `previous_response_id`, approvals
-answered with `mcp_approval_response` (the same durable run continues; the tool ran once), structured output, and
-errors in OpenAI's shape."""
+the app on devhost: plain, background + retrieve, cancel, delete, input items, `previous_response_id` (and branching
+from an earlier response), approvals answered with `mcp_approval_response` (the same durable run continues; the tool
+ran once), structured output, and errors in OpenAI's shape."""
 
 from __future__ import annotations
 
