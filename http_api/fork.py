@@ -1,5 +1,6 @@
 """`POST /api/runs/{run_id}/fork`: a new session whose conversation is the run's session up to (not including) the
-run's input, and a run there with a new input or the run's own. The original session is not touched.
+run's input, and a run there with a new input or the run's own. The original session is not touched. The same copy
+serves a Responses request that branches a conversation from an earlier response (`copy_for`, through that run's end).
 
 The copied messages keep their order and ids and take the positions before any run of the new session (seq 0, 1,
 ...), so the new session's runs number from 1 as in any session. The new session records where it came from
@@ -108,16 +109,7 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
         if start.written is not None:  # written by an earlier request that never started it
             session_id = start.written.session_id  # the conversation was copied before the run was written: not again
         else:
-            # The copy is named after its run (a fresh id too): a retry with the key finds the copy of a request that
-            # died before writing its run (`_discard_abandoned_copy`), and the run needs no index item to be found.
-            session_id = start.run_id
-            try:
-                await _copy_conversation(store, run, session_id)
-            except Exception:
-                # No run was written, nor is one on its way: the key stays usable for a retry (else 409 busy for 24 h)
-                await _discarding_copy(store, session_id, start)()
-                raise
-            given_up = _discarding_copy(store, session_id, start, _planned(run, start.run_id))
+            session_id, given_up = await copy_for(store, run, start)
         stored_input = []
         forked = await start_agent_run(
             services, gateway, agent, run_id=start.run_id, written=start.written, session_id=session_id, inputs=inputs,
@@ -142,6 +134,25 @@ async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
         raise ApiProblem(409, "run_input_missing", "The run's input is not in its session",
                          "Give the fork an input.", field="body.input")
     return inputs
+
+
+async def copy_for(
+    store: SessionStore, run: RunRecord, start: RunStart, branched_at: str | None = None
+) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """The new session of `start`'s run, holding `run`'s conversation before its input - or, `branched_at` (the id
+    of the run's last response, for the record), through the run's end - and what the start does when it provably
+    wrote no run (its `on_unclaimed`: the copy goes, then the key is released).
+
+    The copy is named after its run (a fresh id too): a retry with the key finds the copy of a request that died
+    before writing its run (`_discard_abandoned_copy`), and the run needs no index item to be found."""
+    session_id = start.run_id
+    try:
+        await _copy_conversation(store, run, session_id, branched_at)
+    except Exception:
+        # No run was written, nor is one on its way: the key stays usable for a retry (else 409 busy for 24 h)
+        await _discarding_copy(store, session_id, start)()
+        raise
+    return session_id, _discarding_copy(store, session_id, start, _planned(run, start.run_id))
 
 
 def _discarding_copy(
@@ -193,10 +204,12 @@ async def _discard_abandoned_copy(store: SessionStore, run: RunRecord, run_id: s
     await _discard_copy(store, run_id, _planned(run, run_id))
 
 
-async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: str) -> None:
-    """A new session `session_id` of the caller's holding the run's conversation before its input."""
+async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: str, branched_at: str | None) -> None:
+    """A new session `session_id` of the caller's holding the run's conversation before its input (with
+    `branched_at`: through the run's end)."""
     caller = current_principal()
     source = await store.get_session(run.session_id)
+    origin = {"response_id": branched_at} if branched_at is not None else {}
     await store.create_session(
         session_id,
         run.agent,
@@ -208,14 +221,15 @@ async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: st
             "run_id": run.run_id,
             "forked_at": datetime.now(UTC).isoformat(),
             "forked_by": caller.id,
+            **origin,
         },
     )
-    first, _ = run_seq_range(run.ordinal)
+    first, last = run_seq_range(run.ordinal)
     position = 0
     continuation: str | None = None
     while True:
-        page = await store.list_messages(run.session_id, up_to_seq=first - 1, limit=COPY_BATCH,
-                                         continuation=continuation)
+        page = await store.list_messages(run.session_id, up_to_seq=first - 1 if branched_at is None else last,
+                                         limit=COPY_BATCH, continuation=continuation)
         copies = [_copy(record, session_id, position + i) for i, record in enumerate(page.items)]
         if copies:
             await store.append_messages(session_id, copies)

@@ -52,7 +52,8 @@ class SessionView(BaseModel):
     runs: list[RunSummary]
     links: dict[str, str]
     forked_from: dict[str, object] | None = None
-    """Where a forked session came from: `session_id`, `run_id`, `forked_at`, `forked_by`."""
+    """Where a forked session came from: `session_id`, `run_id`, `forked_at`, `forked_by` (`response_id`: a Responses
+    conversation branched after that response)."""
 
 
 _SESSION_FIELDS = {"session_id", "agent", "created_at", "updated_at", "metadata", "forked_from"}

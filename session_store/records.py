@@ -43,7 +43,9 @@ class SessionRecord(_Record):
     owner_id: str | None = Field(default=None, description="the principal that created the session")
     owner_name: str | None = None
     forked_from: JsonObject | None = Field(
-        default=None, description="the session and run this session was forked from (`session_id`, `run_id`)"
+        default=None,
+        description="the session and run this session was forked from (`session_id`, `run_id`; `response_id`: a "
+        "Responses conversation branched after that response, the copy holds the run too)",
     )
     etag: str | None = None
 

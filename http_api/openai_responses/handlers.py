@@ -2,14 +2,17 @@
 
 A new response starts a run through `runs.start_agent_run`; an `mcp_approval_response` input decides through
 `approvals.record_decision` (same approver rules, timeouts and idempotent retries) and the SAME run continues as the
-next turn; cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a create
-waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
+next turn; a `previous_response_id` of an earlier response branches the conversation (`_branch`: the fork's copy,
+`fork.copy_for`); cancel is `runs.request_cancel`; delete is `sessions.delete_idle_session`. Without `background` a
+create waits for the turn to end, up to `MAX_WAIT_SECONDS` (below the Functions HTTP limit of 230 s), then answers
 with the response as it is (`in_progress`: poll it with GET). With `stream` (create, or GET with `stream=true`) the
 answer is the response's events (`stream`), after the same checks.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import azure.durable_functions as df
@@ -25,6 +28,7 @@ from http_api.adapter import json_response, read_json_body
 from http_api.approvals import record_decision, same_decision
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway, OrchestrationState
+from http_api.fork import copy_for
 from http_api.models import FINAL_STATUSES, ApprovalDecisionRequest
 from http_api.openai_responses.errors import openai_endpoint, openai_error, unsupported
 from http_api.openai_responses.hosted_tools import tool_policy
@@ -45,6 +49,7 @@ from http_api.openai_responses.stateless import resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
+from http_api.run_lifecycle import RunStart
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from notifications.http.webhook_field import checked_webhook
@@ -160,52 +165,90 @@ async def create_response(
 async def _start(
     services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition, trace: RunTrace
 ) -> RunRecord:
-    session_id: str | None = None
-    after_run_count: int | None = None  # the previous response's run: the new run must be the very next one
+    async def started(**where: Any) -> RunRecord:
+        return await start_agent_run(
+            services,
+            gateway,
+            agent,
+            inputs=request.messages,
+            metadata=dict(request.body.metadata or {}),
+            overrides=request.overrides,
+            trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
+            webhook=webhook,
+            **where,
+        )
+
+    webhook = await _metadata_webhook(request.body.metadata)
     previous_id = request.body.previous_response_id
-    if previous_id:
-        ref, previous = await _response_run(services, previous_id, "previous_response_id")
-        if previous.agent != agent.name:
-            raise openai_error(
-                400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
-            )
-        state = await gateway.state(previous.run_id)
-        snapshot = await read_snapshot(services, gateway, previous, state)
-        latest = ResponseRef(previous.run_id, turn_count(snapshot))
-        if not snapshot.run.finished:
-            waiting = snapshot.status == "requires_action"
+    if not previous_id:
+        return await started(session_id=None)
+    ref, previous = await _response_run(services, previous_id, "previous_response_id")
+    if previous.agent != agent.name:
+        raise openai_error(
+            400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
+        )
+    await _check_continuable(services, gateway, ref, previous)
+    session = await services.store.get_session(previous.session_id)
+    if session is not None and _moved_on(session, previous.ordinal):
+        return await _branch(services, previous, ref, started)
+    try:
+        # The new run must be the very next one of the session: the one after the previous response's run.
+        return await started(session_id=previous.session_id, after_run_count=previous.ordinal)
+    except SessionMovedOnError as moved_on:
+        if await _held_by_an_unwritten_start(services, previous.session_id, previous.ordinal):
+            raise _session_busy() from moved_on
+        # Checked above, but another request continued the same response before this one claimed the session (its
+        # run may even have finished): this run follows the response its client holds, on a branch of its own.
+        return await _branch(services, previous, ref, started)
+
+
+async def _check_continuable(
+    services: RunServices, gateway: DurableGateway, ref: ResponseRef, previous: RunRecord
+) -> None:
+    """A new input can follow the last turn of a run that has ended (the latest of its conversation, or an earlier
+    one: a branch), never a turn inside a run (its approvals were answered and the run went on from it)."""
+    snapshot = await read_snapshot(services, gateway, previous, await gateway.state(previous.run_id))
+    latest = ResponseRef(previous.run_id, turn_count(snapshot))
+    if ref.turn > latest.turn:
+        raise _response_not_found(ref.response_id, "previous_response_id")
+    if not snapshot.run.finished:
+        waiting = snapshot.status == "requires_action"
+        holds = ResponseRef(previous.run_id, latest.turn - 1) if waiting else latest  # the turn its client answers
+        if ref.turn >= holds.turn:
             raise openai_error(
                 400 if waiting else 409,
-                f"Response '{ResponseRef(previous.run_id, latest.turn - 1).response_id}' is waiting for "
-                "mcp_approval_response items."
+                f"Response '{holds.response_id}' is waiting for mcp_approval_response items."
                 if waiting
                 else f"Response '{latest.response_id}' is still in progress; wait for it or cancel it.",
                 param="previous_response_id",
                 code="previous_response_waiting" if waiting else "previous_response_in_progress",
             )
-        session = await services.store.get_session(previous.session_id)
-        if ref != latest or (session is not None and _moved_on(session, previous.ordinal)):
-            raise _not_latest(previous_id)
-        session_id, after_run_count = previous.session_id, previous.ordinal
-    try:
-        return await start_agent_run(
-            services,
-            gateway,
-            agent,
-            session_id=session_id,
-            inputs=request.messages,
-            metadata=dict(request.body.metadata or {}),
-            overrides=request.overrides,
-            trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
-            webhook=await _metadata_webhook(request.body.metadata),
-            after_run_count=after_run_count,
+    if ref != latest:
+        raise openai_error(
+            400,
+            f"Response '{ref.response_id}' asked for approvals that were answered, and its run went on as "
+            f"'{ref.next().response_id}': a conversation goes on (or branches) only from the last response of a run"
+            + (f" ('{latest.response_id}')." if snapshot.run.finished else "."),
+            param="previous_response_id",
+            code="previous_response_mid_run",
         )
-    except SessionMovedOnError as moved_on:
-        if session_id is not None and await _held_by_an_unwritten_start(services, session_id, after_run_count or 0):
-            raise _session_busy() from moved_on
-        # Checked above, but another request continued the same response before this one claimed the session (its
-        # run may even have finished): this run would follow a response its client never saw.
-        raise _not_latest(str(previous_id)) from moved_on
+
+
+async def _branch(
+    services: RunServices,
+    previous: RunRecord,
+    ref: ResponseRef,
+    started: Callable[..., Awaitable[RunRecord]],
+) -> RunRecord:
+    """Continue an earlier response of a conversation that went on, as OpenAI's API does: a new session of the
+    caller's holding the conversation through the end of its run (the fork's copy, `copy_for`), the new run there.
+    The original conversation is not touched."""
+    if previous.ordinal == 0:  # queued, then ended before its turn: no place in the conversation to branch from
+        raise openai_error(400, f"Response '{ref.response_id}' never started: nothing can follow it.",
+                           param="previous_response_id", code="previous_response_not_started")
+    start = RunStart(services.store, uuid.uuid4().hex)  # no key: a failed start deletes its copy, nothing to release
+    session_id, given_up = await copy_for(services.store, previous, start, branched_at=ref.response_id)
+    return await started(run_id=start.run_id, session_id=session_id, on_unclaimed=given_up)
 
 
 async def _held_by_an_unwritten_start(services: RunServices, session_id: str, ordinal: int) -> bool:
@@ -232,15 +275,6 @@ def _moved_on(session: SessionRecord, ordinal: int) -> bool:
     held by a start that died before its run was written, which is no run: the claim's `after_run_count` decides,
     once the store has closed it and given its position back (`rules.release_unwritten_start`)."""
     return session.run_count != ordinal and not (session.active_run_id and session.run_count == ordinal + 1)
-
-
-def _not_latest(previous_id: str) -> Exception:
-    return openai_error(
-        400,
-        f"Only the latest response of a conversation can be continued; '{previous_id}' is not.",
-        param="previous_response_id",
-        code="previous_response_not_latest",
-    )
 
 
 async def _metadata_webhook(metadata: dict[str, str] | None) -> str | None:

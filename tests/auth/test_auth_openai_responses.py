@@ -70,6 +70,28 @@ def test_responses_belong_to_their_creator(app_in, model, issuer) -> None:
         assert set(refused.value.body) == {"message", "type", "param", "code"}  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_only_the_owner_branches_from_an_earlier_response(app_in, model, issuer, store: str) -> None:
+    """Continuing an earlier response branches the conversation (a copy of it): someone else's response is a 404,
+    as if missing, and copies nothing into their sessions; its owner's branch is hers."""
+    model.set_script(script())
+    with app_in("jwt", store=store) as (app, callers):
+        alice = client_of(app, issuer.token(ALICE.id, name=ALICE.name))
+        bob = client_of(app, issuer.token(BOB.id, name=BOB.name))
+        first = alice.responses.create(model="payer", input="hello")
+        alice.responses.create(model="payer", previous_response_id=first.id, input="hello again")
+        with pytest.raises(openai.NotFoundError) as refused:
+            bob.responses.create(model="payer", previous_response_id=first.id, input="hello from bob")
+        assert refused.value.body["param"] == "previous_response_id"  # type: ignore[index]
+        assert app.http.get("/api/sessions", headers=callers.headers(BOB)).json()["sessions"] == []
+        branch = alice.responses.create(model="payer", previous_response_id=first.id, input="hello, branch")
+        assert (branch.status, branch.previous_response_id) == ("completed", first.id)
+        with pytest.raises(openai.NotFoundError):
+            bob.responses.retrieve(branch.id)
+        sessions = app.http.get("/api/sessions", headers=callers.headers(ALICE)).json()["sessions"]
+        assert len(sessions) == 2
+
+
 def test_an_answer_obeys_the_tools_approvers(app_in, model, issuer) -> None:
     """`pay` is decided by a payments approver other than the requester: the requester's own answer is a 403 naming
     the item; an approver who does not own the run decides on the approvals route, and the run goes on."""

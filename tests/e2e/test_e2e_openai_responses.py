@@ -1,7 +1,7 @@
 """The OpenAI Responses API (`/api/v1/responses`) driven by the official `openai` client (sync and async) against
-the app on devhost: plain, background + retrieve, cancel, delete, input items, `previous_response_id`, approvals
-answered with `mcp_approval_response` (the same durable run continues; the tool ran once), structured output, and
-errors in OpenAI's shape."""
+the app on devhost: plain, background + retrieve, cancel, delete, input items, `previous_response_id` (and branching
+from an earlier response), approvals answered with `mcp_approval_response` (the same durable run continues; the tool
+ran once), structured output, and errors in OpenAI's shape."""
 
 from __future__ import annotations
 
@@ -113,10 +113,102 @@ def test_previous_response_id_continues_the_session(
     # `instructions` applied to the first response only.
     assert [m["content"] for m in sent if m["role"] == "system"] == ["You are a test agent."]
     assert app.view(run_of(second.id))["session_id"] == app.view(run_of(first.id))["session_id"]
-    # Only the latest response of a conversation can be continued.
-    with pytest.raises(openai.BadRequestError) as error:
-        client.responses.create(model="helper", input="again", previous_response_id=first.id)
-    assert error.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+def conversation(model: ScriptedModelServer) -> list[str]:
+    """The user and assistant texts of the model's last request: the conversation the run had."""
+    return [m["content"] for m in model.log.last.messages if m["role"] in ("user", "assistant")]
+
+
+def session_of(app: InProcessApp, response_id: str) -> str:
+    return str(app.view(run_of(response_id))["session_id"])
+
+
+def texts(app: InProcessApp, session_id: str) -> list[str]:
+    return [c["text"] for m in app.session_messages(session_id) for c in m["contents"] if c["type"] == "text"]
+
+
+def test_previous_response_id_of_an_earlier_response_branches(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """As in OpenAI's API, any stored response can be the previous one: continuing the first of two turns is a new
+    conversation holding turn 1 and the new input (a branch); the original is untouched, and both go on."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo.", "Your name is Bo.", "Still Ann."))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    original = session_of(app, first.id)
+
+    with client.responses.create(model="helper", input="No, I am Bo.", previous_response_id=first.id,
+                                 stream=True) as stream:
+        events = list(stream)
+    assert [e.type for e in events][-1] == "response.completed"
+    branch = client.responses.retrieve(events[-1].response.id)
+    assert (branch.status, branch.output_text, branch.previous_response_id) == ("completed", "Hello Bo.", first.id)
+    assert conversation(model) == ["I am Ann.", "Hello Ann.", "No, I am Bo."]  # turn 1 + the new input only
+    assert session_of(app, branch.id) != original
+    assert branch.id == f"resp_{run_of(branch.id)}"
+    [item] = client.responses.input_items.list(branch.id).data
+    assert (item.type, item.role, [c.text for c in item.content]) == ("message", "user", ["No, I am Bo."])
+    assert_official_shape(app, branch.id)
+    session = app.http.get(f"/api/sessions/{session_of(app, branch.id)}").json()
+    assert session["forked_from"]["session_id"] == original
+    assert (session["forked_from"]["run_id"], session["forked_from"]["response_id"]) == (run_of(first.id), first.id)
+
+    chained = client.responses.create(model="helper", input="Who am I?", previous_response_id=branch.id)
+    assert (chained.output_text, chained.previous_response_id) == ("Your name is Bo.", branch.id)
+    assert conversation(model) == ["I am Ann.", "Hello Ann.", "No, I am Bo.", "Hello Bo.", "Who am I?"]
+    assert session_of(app, chained.id) == session_of(app, branch.id)
+
+    # The original conversation is untouched, and goes on from its own latest response.
+    assert texts(app, original) == ["I am Ann.", "Hello Ann.", "Who am I?", "Your name is Ann."]
+    third = client.responses.create(model="helper", input="Sure?", previous_response_id=second.id)
+    assert session_of(app, third.id) == original
+    assert conversation(model) == ["I am Ann.", "Hello Ann.", "Who am I?", "Your name is Ann.", "Sure?"]
+
+
+def test_a_branch_is_cancelled_and_deleted_as_any_response(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """A branch still running cannot be continued yet (409), is cancelled and deleted as any response: only its own
+    conversation goes, the original stays."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", Reply.call("slow_step", {"label": "x"}), "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    branch = client.responses.create(model="helper", input="Go slowly.", previous_response_id=first.id,
+                                     background=True)
+    wait_for_file(marker_dir / "slow_step.started")
+    with pytest.raises(openai.ConflictError) as busy:
+        client.responses.create(model="helper", input="And?", previous_response_id=branch.id)
+    assert busy.value.code == "previous_response_in_progress"
+    cancelling = client.responses.cancel(branch.id)
+    (marker_dir / "slow_step.release").write_text("go")
+    app.settle()
+    assert cancelling.id == branch.id and client.responses.retrieve(branch.id).status == "cancelled"
+    client.responses.delete(branch.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(branch.id)
+    assert client.responses.retrieve(second.id).output_text == "Your name is Ann."
+    assert texts(app, session_of(app, first.id)) == ["I am Ann.", "Hello Ann.", "Who am I?", "Your name is Ann."]
+
+
+def test_a_turn_inside_a_run_cannot_be_branched(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """A turn that asked for approvals which were answered is inside its run (the run went on from it): nothing
+    can follow it but that run's next turn, so continuing it is a 400 that says so; its run's last turn can be."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent.", "Bye."))
+    first = client.responses.create(model="helper", input="Email Bob")
+    [request] = first.output
+    second = client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+    assert (second.id, second.output_text) == (f"{first.id}_2", "Sent.")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="helper", input="Never mind.", previous_response_id=first.id)
+    body = refused.value.body
+    assert (body["param"], body["code"]) == ("previous_response_id", "previous_response_mid_run")  # type: ignore[index]
+    assert second.id in refused.value.message
+    with pytest.raises(openai.NotFoundError):  # a turn that never was
+        client.responses.create(model="helper", input="Hi.", previous_response_id=f"{first.id}_3")
+    assert len(model.log.requests) == 2  # nothing started
+    last = client.responses.create(model="helper", input="Thanks.", previous_response_id=second.id)
+    assert (last.output_text, session_of(app, last.id)) == ("Bye.", session_of(app, first.id))
 
 
 @watches_the_app_in_process
@@ -124,9 +216,9 @@ def test_two_continuations_of_one_response_at_once(
     app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two clients continue the same response at once. One request passes the "latest response" check, then the
-    other's run starts and even finishes before the first claims the session: the first must be refused (its client
-    never saw that exchange), not chained after it as if its previous_response_id had been the other's response."""
-    model.set_script(Script.of("Hello Ann.", "Ann, you asked twice.", "unused"))
+    other's run starts and even finishes before the first claims the session: the first is not chained after it (its
+    client never saw that exchange) but branches from the response it continues, as OpenAI's API would."""
+    model.set_script(Script.of("Hello Ann.", "Ann, you asked twice.", "You are Ann."))
     first = client.responses.create(model="helper", input="I am Ann.")
     handlers = app.app_module("http_api.openai_responses.handlers")
     start_agent_run = handlers.start_agent_run
@@ -158,10 +250,41 @@ def test_two_continuations_of_one_response_at_once(
     other_done.set()
     slow_request.join(PROGRESS_TIMEOUT_S)
     assert other.status == "completed" and other.previous_response_id == first.id
-    assert "response" not in outcome, outcome["response"].previous_response_id
-    error = outcome["error"]
-    assert (error.status_code, error.body["code"]) == (400, "previous_response_not_latest")  # type: ignore[index]
-    assert len(model.log.requests) == 2  # the refused request's run never started
+    assert "error" not in outcome, outcome["error"].body
+    slow_one = outcome["response"]
+    assert (slow_one.output_text, slow_one.previous_response_id) == ("You are Ann.", first.id)
+    assert conversation(model) == ["I am Ann.", "Hello Ann.", "Who am I?"]  # not after the other's exchange
+    assert session_of(app, other.id) == session_of(app, first.id) != session_of(app, slow_one.id)
+    assert texts(app, session_of(app, first.id)) == ["I am Ann.", "Hello Ann.", "Who am I, again?",
+                                                     "Ann, you asked twice."]
+
+
+def test_two_continuations_of_one_response_sent_together(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """Truly at once: each either goes on (in the conversation, or on a branch of it) or is told the conversation
+    is busy for a moment (409 `session_busy`, which a retry gets past); never a 500, nothing lost."""
+    model.set_script(Script.of("Hello Ann.", "One.", "One."))
+    first = client.responses.create(model="helper", input="I am Ann.")
+
+    async def both() -> list[Any]:
+        async with async_client(app) as own:
+            return await asyncio.gather(
+                *(own.responses.create(model="helper", input=f"Question {i}", previous_response_id=first.id)
+                  for i in (1, 2)),
+                return_exceptions=True,
+            )
+
+    answers = asyncio.run(both())
+    done = [a for a in answers if isinstance(a, Response)]
+    for refused in (a for a in answers if not isinstance(a, Response)):
+        assert isinstance(refused, openai.ConflictError) and refused.code == "session_busy", refused
+    assert done and all((r.status, r.previous_response_id) == ("completed", first.id) for r in done)
+    sessions = [session_of(app, r.id) for r in done]
+    assert session_of(app, first.id) in sessions and len(set(sessions)) == len(sessions)
+    for response in done:  # each conversation: turn 1 and its own question, whichever went on in place
+        own = texts(app, session_of(app, response.id))
+        assert own[:2] == ["I am Ann.", "Hello Ann."] and len(own) == 4 and own[2].startswith("Question")
 
 
 def test_input_items(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
