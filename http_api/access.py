@@ -13,6 +13,17 @@ from http_api.caller import current_principal
 from http_api.identity import Principal
 from http_api.problems import ApiProblem, not_found
 from session_store import ApprovalRecord, ApprovalStatus, RunRecord, SessionStore
+from session_store.rules import is_unwritten_start
+
+
+async def stored_run(store: SessionStore, run_id: str) -> RunRecord | None:
+    """The run `run_id` as every run route finds it: None when absent, or when its record is the one the store
+    closed in place of a start that never stored it (`rules.is_unwritten_start`). That record is kept only to stop
+    a late write of the run from landing (and expires a day on); it is no run anyone started - its request failed,
+    or it was a fork whose copy is deleted - so the routes say `run_not_found` and lists leave it out, as an
+    `Idempotency-Key` takes it for absent (`idempotency._run_exists`)."""
+    run = await store.get_run(run_id)
+    return None if run is None or is_unwritten_start(run) else run
 
 
 def owns(principal: Principal, owner_id: str | None) -> bool:
@@ -39,7 +50,7 @@ async def visible_approvals(
     """A run's approvals as the caller may see them: all of them for the owner, those they may decide for an
     approver; 404 `run_not_found` for anyone else."""
     caller = current_principal()
-    run = await store.get_run(run_id)
+    run = await stored_run(store, run_id)
     if run is None:
         raise not_found("run_not_found", "Run", run_id, field="path.run_id")
     records = await store.list_approvals(run_id=run.run_id, session_id=run.session_id, status=status)
@@ -56,7 +67,7 @@ async def decidable_approval(store: SessionStore, run_id: str, approval_id: str)
     403 `not_an_approver` when they own the run but may not decide this approval (approvers, separation of duties).
     """
     caller = current_principal()
-    run = await store.get_run(run_id)
+    run = await stored_run(store, run_id)
     # An approval of this run lives in its session: read it there (no lookup read; one elsewhere is not found).
     record = await store.get_approval(approval_id, session_id=run.session_id) if run is not None else None
     if record is not None and run is not None and record.run_id != run.run_id:

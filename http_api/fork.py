@@ -51,6 +51,8 @@ from session_store.rules import is_unwritten_start
 log = logging.getLogger(__name__)
 
 COPY_BATCH = 50
+# A write of the fork's run can land after its copy was deleted once (it was on its way), not over and over.
+DISCARD_ROUNDS = 3
 # A workflow's child run says so in its metadata (`activities.workflow_agents`); its fork is a run of its own.
 WORKFLOW_METADATA = frozenset({"workflow_run_id", "workflow_step"})
 
@@ -166,7 +168,9 @@ def _discarding_copy(
     `planned`: the fork's run, whose start the store closed in its place (`close_unwritten_start`) before this - a
     record the delete takes with the copy. It is closed again after the delete, so that a write of the run still on
     its way (slower than its error: Cosmos writes the claim and the run apart) cannot land in the deleted copy as a
-    run without its session; one that landed in between is closed as an abandoned start."""
+    run without its session; one that landed in between goes with the copy too, and is closed again, so what stays
+    of a failed fork is only that record (which the run routes take for no run, and which expires a day on:
+    `rules.retention_seconds`)."""
 
     async def discard() -> None:
         await _discard_copy(store, session_id, planned)
@@ -177,11 +181,17 @@ def _discarding_copy(
 
 async def _discard_copy(store: SessionStore, session_id: str, planned: RunRecord | None) -> None:
     try:
-        await store.delete_session(session_id)
-        if planned is not None:
+        for _ in range(DISCARD_ROUNDS):
+            await store.delete_session(session_id)
+            if planned is None:
+                return
             late, closed = await store.close_unwritten_start(planned)
-            if not closed and not late.finished:
-                await abandon(store, late)
+            if closed or is_unwritten_start(late):
+                return
+            # The run's own write landed between the delete and the close: no request will start it (its own
+            # failed), so it is no run either - it goes with the copy again, and the close after it is its record.
+        if not late.finished:  # still landing: a run that never starts must not stay open
+            await abandon(store, late)
     except Exception:
         log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
 

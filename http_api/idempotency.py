@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 
 import azure.functions as func
 
+from http_api.access import stored_run
 from http_api.identity import Principal
 from http_api.problems import ApiProblem
 from http_api.reserved_ids import IDEMPOTENCY_PARTITION_PREFIX
 from session_store import EffectRecord, RunRecord, SessionStore
-from session_store.rules import is_unwritten_start
 
 HEADER = "Idempotency-Key"
 KIND = "idempotency"
@@ -147,8 +147,7 @@ def _run_exists(store: SessionStore, on_abandoned: Callable[[Claim], Awaitable[N
     async def exists(claim: Claim) -> bool:
         # A start closed unwritten (its failed request's `start_interrupted` record, left to stop a late write) is no
         # run the key started: had its key's release failed too, retries would replay a failed run for 24 hours.
-        run = await store.get_run(claim.result_id)
-        if run is not None and not is_unwritten_start(run):
+        if await stored_run(store, claim.result_id) is not None:
             return True
         if on_abandoned is not None:
             await on_abandoned(claim)

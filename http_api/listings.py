@@ -21,6 +21,7 @@ from http_api.models import RunStatus
 from http_api.paging import next_token, store_cursor, store_paging
 from http_api.request_context import base_url
 from session_store import RunRecord
+from session_store.rules import is_unwritten_start
 
 INBOX_TOKEN_SCOPE = "approval-inbox"
 RUNS_TOKEN_SCOPE = "run-list"
@@ -113,6 +114,7 @@ async def list_runs(req: func.HttpRequest) -> func.HttpResponse:
             link=_run_link(root, run),
         )
         for run in page.items
+        if not is_unwritten_start(run)  # no run anyone started (`access.stored_run`): a page may hold fewer
     ]
     token = next_token(services, page.continuation, RUNS_TOKEN_SCOPE, caller)
     return json_response(RunListBody(runs=items, continuation_token=token))

@@ -21,7 +21,7 @@ from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.messages import Message
 from agent_runtime.overrides import RunOverrides
 from agent_runtime.spend import BudgetAboveAgentLimitError, RunBudget
-from http_api.access import owns
+from http_api.access import owns, stored_run
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
 from http_api.decision_delivery import redeliver_stalled
@@ -54,7 +54,7 @@ def is_workflow_run(run: RunRecord) -> bool:
 
 async def run_or_404(store: SessionStore, run_id: str) -> RunRecord:
     """The run, if the caller owns it; 404 otherwise (another principal's run is not revealed)."""
-    run = await store.get_run(run_id)
+    run = await stored_run(store, run_id)
     if run is None or not owns(current_principal(), run.owner_id):
         raise not_found("run_not_found", "Run", run_id, field="path.run_id")
     return run

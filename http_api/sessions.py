@@ -21,6 +21,7 @@ from http_api.request_context import base_url, verify_token
 from http_api.run_views import message_view, reconcile
 from http_api.token_binding import bound_to
 from session_store import SessionRecord, SessionStore
+from session_store.rules import is_unwritten_start
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX
 
 TOKEN_SCOPE = "session-messages"
@@ -79,7 +80,7 @@ async def get_session(req: func.HttpRequest) -> func.HttpResponse:
             active_run_id=session.active_run_id,
             run_count=session.run_count,
             message_count=await store.count_messages(session.session_id),
-            runs=[RunSummary.model_validate(run.model_dump()) for run in runs],
+            runs=[RunSummary.model_validate(run.model_dump()) for run in runs if not is_unwritten_start(run)],
             links={"self": root, "messages": f"{root}/messages"},
         )
     )

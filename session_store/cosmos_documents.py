@@ -3,8 +3,8 @@
 An item is the record's JSON fields as they are (``session_id``, ``seq``, ``run_id``, ``status``...), plus:
 ``id`` (the record's own key), ``sessionId`` (the partition key), ``type`` (the record kind), ``createdEpoch``
 (creation time in epoch seconds: ISO strings with and without fractions do not sort correctly) and ``ttl`` when a
-retention is configured. Cosmos adds ``_etag``, ``_ts``, ``_rid``, ``_self``, ``_attachments``; ``_etag`` becomes the
-record's ``etag``.
+retention is configured, or the record is an unwritten start's (kept a day: `rules.retention_seconds`). Cosmos adds
+``_etag``, ``_ts``, ``_rid``, ``_self``, ``_attachments``; ``_etag`` becomes the record's ``etag``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from .records import ApprovalRecord, EffectRecord, MessageRecord, RunRecord, SessionRecord
+from .rules import retention_seconds
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -42,6 +43,8 @@ def to_item(record: BaseModel, ttl_seconds: int | None) -> dict[str, Any]:
     created = getattr(record, "created_at", None)
     if created is not None:
         item["createdEpoch"] = created.timestamp()
+    if isinstance(record, RunRecord):
+        ttl_seconds = retention_seconds(record, ttl_seconds)  # an unwritten start's record expires after a day
     if ttl_seconds is not None:
         item["ttl"] = ttl_seconds
     return item

@@ -343,9 +343,10 @@ class CosmosSessionStore:
         for _ in range(MAX_ETAG_ROUNDS):
             existing = await self._db.read("runs", record.run_id, record.session_id)
             if existing is not None:  # a retry: make sure the lookup item exists too (an earlier try may have died)
-                if self._needs_lookup(record):
-                    await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, self._ttl))
                 found = from_item(RunRecord, existing)
+                if self._needs_lookup(record):
+                    ttl = rules.retention_seconds(found, self._ttl)
+                    await self._db.upsert("lookup", lookup_item("run", record.run_id, record.session_id, ttl))
                 if rules.is_unwritten_start(found):  # closed in its place: a claim this call landed is given back
                     await self._release_closed_start(found)
                 return found
@@ -368,10 +369,20 @@ class CosmosSessionStore:
 
     async def _create_run(self, run: RunRecord) -> dict[str, Any] | None:
         """Create the run's item if absent (``None``: it exists). Lookup first: a run item is never visible without
-        the index that resolves its id."""
-        if self._needs_lookup(run):
+        the index that resolves its id. An unwritten start's record expires after a day (`rules.retention_seconds`),
+        and its lookup item with it - set only once the record has landed: until then the lookup item may be the
+        run's own, written by its start, which must not expire with a record that never landed."""
+        if not self._needs_lookup(run):
+            return await self._db.create("runs", to_item(run, self._ttl))
+        if not rules.is_unwritten_start(run):
             await self._db.upsert("lookup", lookup_item("run", run.run_id, run.session_id, self._ttl))
-        return await self._db.create("runs", to_item(run, self._ttl))
+            return await self._db.create("runs", to_item(run, self._ttl))
+        kept = rules.retention_seconds(run, self._ttl)
+        await self._db.create("lookup", lookup_item("run", run.run_id, run.session_id, kept))
+        created = await self._db.create("runs", to_item(run, self._ttl))
+        if created is not None:
+            await self._db.upsert("lookup", lookup_item("run", run.run_id, run.session_id, kept))
+        return created
 
     async def _released_ended_holder(self, session: SessionRecord, claimant: str) -> bool:
         """Whether the session was held by a run that has ended, or whose start never wrote it, and was just released

@@ -158,6 +158,22 @@ def is_unwritten_start(run: RunRecord) -> bool:
     return run.status == "failed" and run.ordinal == 0 and (run.error or {}).get("code") == START_INTERRUPTED
 
 
+# How long the record of an unwritten start is kept. It only has to outlive any write of its run still on its way: a
+# request or activity that began the run ends within the host's `functionTimeout` (10 minutes, host.json), and an
+# `Idempotency-Key` gives up a claim whose run it cannot find 5 minutes on (`http_api.idempotency.ABANDONED_AFTER`).
+# A day is far past both; after it, the record expires (Cosmos: the item's `ttl`; SQLite: `expires_at`, swept).
+UNWRITTEN_START_KEPT = timedelta(days=1)
+
+
+def retention_seconds(run: RunRecord, ttl_seconds: int | None) -> int | None:
+    """How long the store keeps `run` (None: forever): the store's retention, shorter for an unwritten start's
+    record, which is no run and would otherwise outlive even the session it was closed in (a failed fork's copy)."""
+    if not is_unwritten_start(run):
+        return ttl_seconds
+    kept = int(UNWRITTEN_START_KEPT.total_seconds())
+    return kept if ttl_seconds is None else min(ttl_seconds, kept)
+
+
 @dataclass(frozen=True)
 class Turn:
     """What ``take_turn`` must write: the run with its position (``None``: unchanged) and the session's count

@@ -38,6 +38,7 @@ from .sqlite_schema import TABLES, connect
 T = TypeVar("T")
 LIVE = "(expires_at IS NULL OR expires_at > ?)"
 SWEEP_INTERVAL_SECONDS = 60.0
+UNWRITTEN_SWEEP_INTERVAL_SECONDS = 3600.0
 # A larger batch of messages or approvals is written on the worker thread; a list that reads more goes there too.
 INLINE_BATCH_BYTES = 256 * 1024
 OWNER_OF_DOC = "json_extract(doc, '$.owner_id')"
@@ -96,7 +97,8 @@ class SqliteSessionStore:
         self._ttl = ttl_seconds
         self._clock = clock
         self._runner = SqliteRunner(path, connect, inline=inline)
-        self._last_sweep = float("-inf")
+        # Without a retention only unwritten starts' records expire, a day on: the first sweep can wait its hour.
+        self._last_sweep = float("-inf") if ttl_seconds is not None else clock().timestamp()
         self._closed = False
 
     # -- plumbing -------------------------------------------------------------------------------------------
@@ -140,12 +142,15 @@ class SqliteSessionStore:
     def _now(self) -> datetime:
         return self._clock()
 
-    def _expiry(self, now: datetime) -> float | None:
-        return None if self._ttl is None else now.timestamp() + self._ttl
+    def _expiry(self, now: datetime, ttl_seconds: int | None = None) -> float | None:
+        ttl = self._ttl if ttl_seconds is None else ttl_seconds
+        return None if ttl is None else now.timestamp() + ttl
 
     def _maybe_sweep(self, conn: sqlite3.Connection, now: datetime) -> None:
-        """Delete expired rows now and then (reads already ignore them; this only reclaims space)."""
-        if self._ttl is None or now.timestamp() - self._last_sweep < SWEEP_INTERVAL_SECONDS:
+        """Delete expired rows now and then (reads already ignore them; this only reclaims space). Without a
+        retention only the records of unwritten starts expire (`rules.retention_seconds`): swept hourly."""
+        interval = SWEEP_INTERVAL_SECONDS if self._ttl is not None else UNWRITTEN_SWEEP_INTERVAL_SECONDS
+        if now.timestamp() - self._last_sweep < interval:
             return
         if self._runner.inline:
             raise RunOnThread  # its work grows with what expired
@@ -377,7 +382,8 @@ class SqliteSessionStore:
         conn.execute(
             "INSERT OR REPLACE INTO runs (run_id, session_id, ordinal, etag, expires_at, doc)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            (run.run_id, run.session_id, run.ordinal, run.etag, self._expiry(now), run.model_dump_json()),
+            (run.run_id, run.session_id, run.ordinal, run.etag,
+             self._expiry(now, rules.retention_seconds(run, self._ttl)), run.model_dump_json()),
         )
         return run
 

@@ -82,8 +82,11 @@ def test_a_start_whose_run_was_never_written_leaves_the_session_free(
     after = app.start(input="Still there?", session_id=session_id)  # and the session is released after it
     app.settle()
     assert app.view(after["run_id"])["output"]["text"] == "And again."
-    lost_view = app.view(lost)  # the run that was never written is closed, as a start that did not happen
-    assert (lost_view["status"], lost_view["error"]["code"]) == ("failed", "start_interrupted"), lost_view
+    # The run that was never written is closed in its place, as a start that did not happen: no run to show.
+    lost_view = app.http.get(f"/api/runs/{lost}")
+    assert (lost_view.status_code, lost_view.json()["code"]) == (404, "run_not_found"), lost_view.text
+    closed = app.store_call(lambda store: store.get_run(lost))
+    assert closed is not None and (closed.status, (closed.error or {})["code"]) == ("failed", "start_interrupted")
     assert [m["role"] for m in app.session_messages(session_id)] == ["user", "assistant"] * 2
 
 

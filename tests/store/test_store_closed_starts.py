@@ -4,13 +4,14 @@ or closes. Both stores; on Cosmos, a claim of the session that landed without it
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import pytest
 from store_helpers import new_id, new_session, run
 
 from session_store import SessionStore
-from session_store.rules import is_unwritten_start
+from session_store.rules import UNWRITTEN_START_KEPT, is_unwritten_start
 
 
 async def test_a_start_closed_after_its_write_failed_cannot_land_later(store: SessionStore) -> None:
@@ -78,3 +79,54 @@ async def test_cosmos_a_claim_that_landed_without_its_run_is_given_back_and_the_
     assert after is not None and is_unwritten_start(after)
     nxt = await store.begin_run(run(session_id, new_id("next")))
     assert (nxt.status, nxt.ordinal) == ("in_progress", 1)
+
+
+async def test_a_closed_start_refuses_its_late_write_for_a_day_then_expires(harness: Any) -> None:
+    """The record closed in a start's place is no run, and nothing else removes it once its session is gone (a failed
+    fork's copy): it stayed forever, also in a store without a retention. Now it is kept well past any write of its
+    run still on its way (refused meanwhile), then expires; a run that was written stays."""
+    if harness.real_account:
+        pytest.skip("a real account expires items on its own schedule; not waited for here")
+    store = harness.open()
+    session_id = await new_session(store)
+    written = await store.begin_run(run(session_id, new_id("written")))
+    planned = run(session_id, new_id("late"))
+    closed, written_now = await store.close_unwritten_start(planned)
+    assert written_now and is_unwritten_start(closed)
+    assert await store.close_unwritten_start(written) == (await store.get_run(written.run_id), False)
+
+    await harness.expire(UNWRITTEN_START_KEPT.total_seconds() - 60)
+    late = await store.begin_run(planned)  # a write still on its way, a day late: refused
+    assert is_unwritten_start(late), late
+    assert [r.run_id for r in await store.list_runs(session_id)] == [planned.run_id, written.run_id]
+
+    await harness.expire(120)
+    assert await store.get_run(planned.run_id) is None
+    assert await store.get_run(planned.run_id, session_id=session_id) is None
+    assert [r.run_id for r in await store.list_runs(session_id)] == [written.run_id]
+    found = await store.get_run(written.run_id)  # by its id alone (Cosmos: its lookup item did not expire either)
+    assert found is not None and found.status == "in_progress"
+
+
+async def test_a_closed_start_expires_with_a_shorter_retention(harness: Any) -> None:
+    if harness.real_account:
+        pytest.skip("a real account expires items on its own schedule; not waited for here")
+    store = harness.open(ttl_seconds=60)
+    session_id = await new_session(store)
+    planned = run(session_id, new_id("late"))
+    await store.close_unwritten_start(planned)
+    await harness.expire(61)
+    assert await store.get_run(planned.run_id) is None
+
+
+async def test_sqlite_sweeps_expired_closed_starts_without_a_retention(harness: Any, tmp_path: Any) -> None:
+    if harness.backend != "sqlite":
+        pytest.skip("SQLite's sweep")
+    store = harness.open()
+    session_id = await new_session(store)
+    planned = run(session_id, new_id("late"))
+    await store.close_unwritten_start(planned)
+    await harness.expire(UNWRITTEN_START_KEPT.total_seconds() + 1)
+    await store.sweep_expired()
+    with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM runs WHERE run_id = ?", (planned.run_id,)).fetchone() == (0,)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
@@ -68,3 +68,23 @@ def test_a_decision_with_a_naive_timestamp_is_refused_not_stored() -> None:
     with pytest.raises(ValidationError):
         rules.decide(pending, "approved", "alice", None, None, datetime(2026, 3, 1))
     assert rules.decide(pending, "rejected", "alice", "no", None, NOW).status == "rejected"
+
+
+def test_an_unwritten_starts_record_outlives_any_write_of_its_run_still_on_its_way() -> None:
+    """The record refuses a late write of its run only while it exists: its expiry must come after the longest a
+    request or activity that began the run can still be writing (the host's `functionTimeout`) and after an
+    `Idempotency-Key` gives up the claim of a request that died (`ABANDONED_AFTER`)."""
+    import json
+    from pathlib import Path
+
+    from http_api.idempotency import ABANDONED_AFTER
+
+    host = json.loads((Path(__file__).parents[2] / "host.json").read_text())
+    hours, minutes, seconds = host["functionTimeout"].split(":")
+    function_timeout = timedelta(hours=int(hours), minutes=int(minutes), seconds=int(seconds))
+    longest_write = max(function_timeout, ABANDONED_AFTER, rules.UNWRITTEN_HOLDER_AFTER)
+    assert 10 * longest_write <= rules.UNWRITTEN_START_KEPT
+    closed = rules.closed_start(RunRecord(run_id="r", session_id="s", agent="a"), datetime.now(UTC))
+    assert rules.retention_seconds(closed, None) == rules.UNWRITTEN_START_KEPT.total_seconds()
+    assert rules.retention_seconds(closed, 60) == 60
+    assert rules.retention_seconds(RunRecord(run_id="r", session_id="s", agent="a", status="failed"), None) is None
