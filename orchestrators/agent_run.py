@@ -8,7 +8,6 @@ nothing else is read.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Generator
 from datetime import timedelta
 from typing import Any, Literal
@@ -22,7 +21,6 @@ from activities.mcp import DISCOVERY_FAILED, discover_tools
 from activities.model import call_model
 from activities.run_middleware import run_middleware_before
 from activities.tools import invoke_tool
-from activities.workflow_rings import ChildFailed, ring_workflow
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from agent_runs.contracts import (
     CANCEL_EVENT,
@@ -43,6 +41,7 @@ from orchestrators.external_events import Doorbells, ExternalEvents
 from orchestrators.loop_replay import Carried, LoopStep, LoopSteps, take_carried
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
+from orchestrators.workflow_ring import WorkflowRing
 
 # Stable codes of failures the orchestrator itself decides (the detail follows after ": ").
 MODEL_CALL_FAILED = "model_call_failed"
@@ -65,6 +64,18 @@ def _publish(context: df.DurableOrchestrationContext, driver: RunDriver) -> dict
 
 
 def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dict[str, Any]]:
+    ring = WorkflowRing(context)
+    try:
+        return (yield from _run(context, ring))
+    except Exception as crash:
+        # The orchestration crashes (it ends `Failed` with this same error): a branch of a fail-fast step rings its
+        # workflow first, so the step does not wait for its other branches. Deterministic: the crash recurs at the
+        # same point on every replay, and the ring is then found in the history.
+        yield from ring.crashed(crash)
+        raise
+
+
+def _run(context: df.DurableOrchestrationContext, ring: WorkflowRing) -> Generator[Any, Any, dict[str, Any]]:
     cancels = ExternalEvents(context, CANCEL_EVENT)
     carried = take_carried(context)  # the last episode waited on a loop step of this very replay (loop_replay)
     if carried is not None and carried.direct:
@@ -97,11 +108,8 @@ def agent_run(context: df.DurableOrchestrationContext) -> Generator[Any, Any, di
         closed = finish_run.parse(finished) if finished else None
     outcome = driver.on_finished(command, closed)
     _publish(context, driver)
-    if outcome.status == "failed" and driver.ring_workflow:  # only runs started by a fail-fast step have one
-        # Rung before the notification, whose retries (a failing store) can take days on durable timers.
-        failed = ChildFailed(workflow_run_id=driver.ring_workflow, run_id=driver.run.run_id)
-        with contextlib.suppress(Exception):  # not rung: the step waits for its other branches, as it used to
-            yield ring_workflow.call(context, failed)
+    if outcome.status == "failed":  # only runs started by a fail-fast step have a workflow to ring
+        yield from ring.failed(driver.ring_workflow, driver.run.run_id)
     yield from _notify(context, driver, "finished")
     return compact_json(_with_resume_point(outcome, driver))
 

@@ -104,21 +104,27 @@ parallel_fail_fast_flow = WorkflowDefinition(
 
 
 # Two branches that each wait for a person (their email's approval): a branch rewound on its own waits for as long.
+MAIL_BRANCHES = [
+    AgentStep(id="bob", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
+    AgentStep(id="carol", agent="assistant", prompt="Please email carol about {{ input.topic }}"),
+]
+MAIL_OUTPUT = {"bob": "steps.fan.bob.text", "carol": "steps.fan.carol.text"}
+
 parallel_mail_flow = WorkflowDefinition(
     name="parallel_mail_flow",
     input_model=Topic,
-    steps=[
-        ParallelStep(
-            id="fan",
-            branches=[
-                AgentStep(id="bob", agent="assistant", prompt="Please email bob about {{ input.topic }}"),
-                AgentStep(id="carol", agent="assistant", prompt="Please email carol about {{ input.topic }}"),
-            ],
-            on_branch_failure="wait",
-        )
-    ],
-    output={"bob": "steps.fan.bob.text", "carol": "steps.fan.carol.text"},
+    steps=[ParallelStep(id="fan", branches=MAIL_BRANCHES, on_branch_failure="wait")],
+    output=MAIL_OUTPUT,
 )
+
+# The same two branches, failing fast (the default): a branch that fails cancels the other, waiting for its person.
+parallel_mail_fail_fast_flow = WorkflowDefinition(
+    name="parallel_mail_fail_fast_flow",
+    input_model=Topic,
+    steps=[ParallelStep(id="fan", branches=MAIL_BRANCHES)],
+    output=MAIL_OUTPUT,
+)
+
 
 def join_opinions(data: StepData) -> dict[str, Any]:
     opinions = data.steps["opinions"]
