@@ -275,11 +275,13 @@ async def made_result(
 
 
 async def started_run(store: SessionStore, claim: Claim) -> RunRecord:
-    """The run a replayed start answers with, once the first request has created it."""
-    if (run := await store.get_run(claim.result_id)) is not None:
+    """The run a replayed start answers with, once the first request has created it. A record the store closed in
+    place of a start that never stored its run is none (`stored_run`): the first request failed, even when its key's
+    release failed too (until `_run_exists` gives the claim up, a retry is told to wait, never handed that record)."""
+    if (run := await stored_run(store, claim.result_id)) is not None:
         return run  # the usual replay, its run long made: no read of the ledger (`made_result` reads it each look)
 
     async def find(_marks: Marks) -> RunRecord | None:
-        return await store.get_run(claim.result_id)
+        return await stored_run(store, claim.result_id)
 
     return await made_result(store, claim, find)

@@ -18,6 +18,8 @@ from e2e_settings import watches_the_app_in_process
 from lost_writes import AnswerLost, run_writes_late
 
 from agent_runtime.approvers import ANONYMOUS
+from http_api import idempotency
+from http_api.idempotency import made_result
 from scripted_model import Script, ScriptedModelServer
 from session_store import RunRecord
 from session_store.rules import is_unwritten_start
@@ -101,6 +103,36 @@ def run_item_lands_after_the_copy_is_deleted(app: InProcessApp) -> Iterator[list
 
 def listed_runs(app: InProcessApp) -> list[str]:
     return [run["run_id"] for run in app.http.get("/api/runs", params={"limit": 100}).json()["runs"]]
+
+
+@watches_the_app_in_process  # wraps the app's own store and the key's release
+def test_a_key_retry_never_answers_with_a_start_that_was_never_stored(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request closed its start unwritten and could not release its key either (a store blip): a retry
+    with the key must not answer with that record, a run every run route says does not exist, but say the first
+    request is not done (409), until the key's claim is given up."""
+    model.set_script(Script.of("Hello."))
+    body = {"input": "Say hello", "session_id": uuid.uuid4().hex}
+    headers = {"Idempotency-Key": f"key-{uuid.uuid4().hex}"}
+
+    async def release_fails(store: Any, claim: Any) -> None:
+        raise ConnectionError("the store is briefly unreachable")
+
+    def briefly(store: Any, claim: Any, find: Any, wait_seconds: float = 0.5) -> Any:
+        return made_result(store, claim, find, wait_seconds=wait_seconds)  # not 15 s of waiting in a test
+
+    monkeypatch.setattr(idempotency, "release", release_fails)
+    monkeypatch.setattr(idempotency, "made_result", briefly)
+    with run_writes_late(app):
+        first = app.http.post(RUNS, json=body, headers=headers)
+    assert first.status_code >= 500, first.text
+    [closed] = app.store_call(lambda store: store.list_runs(body["session_id"]))
+    assert is_unwritten_start(closed), closed
+
+    again = app.http.post(RUNS, json=body, headers=headers)
+    assert (again.status_code, again.json()["code"]) == (409, "idempotency_key_busy"), again.text
+    assert_no_run(app, closed.run_id)
 
 
 @watches_the_app_in_process  # wraps the app's own store
