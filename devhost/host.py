@@ -135,6 +135,7 @@ class DevHost:
                 clock=clock,
                 options=engine_options(config, options),
                 functions=functions,
+                client_binding_follows=True,  # set below, once the HTTP API it names listens
             )
             http_functions = HttpFunctions(
                 [_http_spec(info, index.http_v2) for info in index.http_functions()],

@@ -51,7 +51,7 @@ class ActivityRunner:
                 outcome = ActivityOutcome(ok=False, reason=text, details=None)
             else:
                 try:
-                    call = rt.functions.run_activity(function, work.input, rt.client_binding_for(function))
+                    call = rt.functions.run_activity(function, work.input, await rt.client_binding_for(function))
                     outcome = await bounded(call, rt.options.function_timeout, function.name, rt.functions)
                 except FunctionTimeoutError as exc:
                     # TaskActivityShim: a FunctionTimeoutError fails the task like a user error, with the WebJobs

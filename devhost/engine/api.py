@@ -85,20 +85,27 @@ class DurableEngine:
         clock: Clock | None = None,
         options: EngineOptions | None = None,
         functions: FunctionExecutor | None = None,
+        client_binding_follows: bool = False,
     ) -> DurableEngine:
         """Open (or create) the SQLite state and start the scheduler on the running loop.
 
         Persisted work resumes: due timers fire, activities that were in flight run again (at-least-once),
         queued messages are delivered. `state_path=":memory:"` keeps everything in memory (tests). Activities run
-        on `functions` (the caller keeps and closes it), by default in this process.
+        on `functions` (the caller keeps and closes it), by default in this process. `client_binding_follows`: the
+        caller sets the `durableClient` binding once it listens (`set_client_binding`); activities that take it
+        wait for it until then (work resumed here runs before the caller can listen).
         """
         runtime = EngineRuntime(index, state_path, clock or RealClock(), options or EngineOptions(), functions)
+        if client_binding_follows:
+            runtime.client_binding_set = asyncio.Event()
         await runtime.start()
         return cls(runtime)
 
     def set_client_binding(self, binding: Callable[[], str] | None) -> None:
         """Where activities that take a `durableClient` binding get its JSON from (the host's HTTP API)."""
         self._rt.client_binding = binding
+        if binding is not None and self._rt.client_binding_set is not None:
+            self._rt.client_binding_set.set()
 
     async def close(self) -> None:
         """Stop scheduling, wait for running user code to return (its results are committed), close the store."""

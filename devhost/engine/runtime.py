@@ -120,6 +120,9 @@ class EngineRuntime(Management):
         self.functions: FunctionExecutor = functions or InProcessExecutor(index.app_dir, executor=self.executor)
         # The `durableClient` binding JSON for activities that take one (set by the host once it listens).
         self.client_binding: Callable[[], str] | None = None
+        # Set by a host that will set the binding: work resumed when the engine opens (before the host listens)
+        # waits for it, as on Azure, where every invocation carries the binding (`client_binding_for`).
+        self.client_binding_set: asyncio.Event | None = None
         self.episodes = EpisodeProcessor(self)
         self.activities = ActivityRunner(self)
         self.entity_processor = EntityProcessor(self)
@@ -245,10 +248,12 @@ class EngineRuntime(Management):
 
     # ----- commits -----
 
-    def client_binding_for(self, function: FunctionInfo) -> str | None:
-        if function.durable_client_param is None or self.client_binding is None:
+    async def client_binding_for(self, function: FunctionInfo) -> str | None:
+        if function.durable_client_param is None:
             return None
-        return self.client_binding()
+        if self.client_binding is None and self.client_binding_set is not None:
+            await self.client_binding_set.wait()  # the host is about to listen (it opened the engine first)
+        return None if self.client_binding is None else self.client_binding()
 
     def commit(self, step: str | None = None) -> _CommitScope:
         """One transaction (`with rt.commit() as commit:`); its in-memory effects apply once it is committed. Fault

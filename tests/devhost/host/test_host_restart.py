@@ -80,3 +80,21 @@ def test_state_survives_a_clean_restart(devhost_subprocess) -> None:
     assert host.stop() == 0
     host.start()
     assert host.get_status("kept-1")["output"] == {"kept": True}
+
+
+def test_an_activity_taking_the_durable_client_runs_again_with_it_after_a_kill(devhost_subprocess,
+                                                                                tmp_path: Path) -> None:
+    """Work in flight resumes when the engine opens, before the host listens: an activity that takes the
+    `durableClient` binding must still get it (on Azure every invocation carries it), not fail its first attempt."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    host: SubprocessHost = devhost_subprocess(env={"DEVHOST_TEST_GATE_DIR": str(gate)})
+    start(host.client, "gated_client", "client-1")
+    poll(lambda: len(list(gate.glob("client-started-*"))) == 1, "the activity to start")
+
+    host.kill()
+    (gate / "open").touch()  # the activity runs through as soon as it is delivered again
+    host.start()
+
+    final = host.wait_for_status("client-1")
+    assert (final["runtimeStatus"], final["output"]) == ("Completed", "client-1 is Running"), final

@@ -111,6 +111,23 @@ def gated_step(name: str) -> str:
     return f"{name} done"
 
 
+@app.orchestration_trigger(context_name="context")
+def gated_client(context: df.DurableOrchestrationContext):
+    """An activity taking the Durable client, in flight when the restart test kills the host."""
+    return (yield context.call_activity("gated_client_step", context.instance_id))
+
+
+@app.activity_trigger(input_name="instance_id")
+@app.durable_client_input(client_name="client")
+async def gated_client_step(instance_id: str, client: df.DurableOrchestrationClient) -> str:
+    gate_dir = Path(os.environ["DEVHOST_TEST_GATE_DIR"])
+    (gate_dir / f"client-started-{uuid.uuid4().hex}").write_text(instance_id)
+    while not (gate_dir / "open").exists():
+        await asyncio.sleep(0.01)
+    status = await client.get_status(instance_id)
+    return f"{instance_id} is {status.runtime_status.value}"
+
+
 @app.entity_trigger(context_name="context")
 def Counter(context: df.DurableEntityContext):
     value = context.get_state(lambda: 0)
