@@ -317,7 +317,8 @@ async def _check_continuable(
     services: RunServices, gateway: DurableGateway, ref: ResponseRef, previous: RunRecord
 ) -> None:
     """A new input can follow the last turn of a run that has ended (the latest of its conversation, or an earlier
-    one: a branch), never a turn inside a run (its approvals were answered and the run went on from it)."""
+    one: a branch), never a turn inside a run (its approvals were answered, or timed out, and the run went on from
+    it)."""
     snapshot = await read_snapshot(services, gateway, previous, await gateway.state(previous.run_id))
     latest = ResponseRef(previous.run_id, turn_count(snapshot))
     if ref.turn > latest.turn:
@@ -337,9 +338,9 @@ async def _check_continuable(
     if ref != latest:
         raise openai_error(
             400,
-            f"Response '{ref.response_id}' asked for approvals that were answered, and its run went on as "
-            f"'{ref.next().response_id}': a conversation goes on (or branches) only from the last response of a run"
-            + (f" ('{latest.response_id}')." if snapshot.run.finished else "."),
+            f"Response '{ref.response_id}' asked for approvals, which were answered or timed out, and its run went "
+            f"on as '{ref.next().response_id}': a conversation goes on (or branches) only from the last response of "
+            "a run" + (f" ('{latest.response_id}')." if snapshot.run.finished else "."),
             param="previous_response_id",
             code="previous_response_mid_run",
         )

@@ -211,6 +211,21 @@ def test_a_turn_inside_a_run_cannot_be_branched(app: InProcessApp, client: OpenA
     assert (last.output_text, session_of(app, last.id)) == ("Bye.", session_of(app, first.id))
 
 
+def test_a_turn_whose_approvals_timed_out_is_inside_its_run(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """Approvals that time out end the run in a turn of its own, after the one that asked: that one cannot be
+    continued, and the refusal says why without claiming the approvals were answered."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "never"))
+    first = client.responses.create(model="strict", input="Email Bob")
+    app.advance(700)  # past the approval timeout
+    app.settle()
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="strict", input="Never mind.", previous_response_id=first.id)
+    assert refused.value.code == "previous_response_mid_run"
+    assert "answered or timed out" in refused.value.message and f"{first.id}_2" in refused.value.message
+
+
 @watches_the_app_in_process
 def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
