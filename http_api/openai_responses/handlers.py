@@ -361,7 +361,7 @@ async def _branch(
         raise openai_error(400, f"Response '{ref.response_id}' never started: nothing can follow it.",
                            param="previous_response_id", code="previous_response_not_started")
     session_id, given_up = await copy_for(services.store, previous, start, branched_at=ref.response_id)
-    return await started(session_id=session_id, on_unclaimed=given_up)
+    return await started(session_id=session_id, on_unclaimed=given_up, branched_from=ref.response_id)
 
 
 async def _held_by_an_unwritten_start(services: RunServices, session: SessionRecord, ordinal: int) -> bool:
