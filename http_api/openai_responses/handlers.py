@@ -217,7 +217,10 @@ async def _start(
         return await started(session_id=start.written.session_id)
     if previous is None or ref is None:
         return await started(session_id=None)
-    session = _source_or_404(await store.get_session(previous.session_id), previous, ref)
+    session = await store.get_session(previous.session_id)
+    if session is None or _gone(session, previous):
+        await start.release()
+        raise _response_not_found(ref.response_id, "previous_response_id")
     if _moved_on(session, previous.ordinal):
         return await _retried_run(services, req, start, request, previous) or await _branch(
             services, previous, ref, start, started
@@ -257,12 +260,6 @@ async def _start(
 def _gone(session: SessionRecord | None, previous: RunRecord) -> bool:
     """The previous response's conversation was deleted (and maybe re-created empty under its id since)."""
     return session is None or session.run_count < previous.ordinal
-
-
-def _source_or_404(session: SessionRecord | None, previous: RunRecord, ref: ResponseRef) -> SessionRecord:
-    if session is None or _gone(session, previous):
-        raise _response_not_found(ref.response_id, "previous_response_id")
-    return session
 
 
 async def _discard_recreated(services: RunServices, session: SessionRecord | None) -> None:

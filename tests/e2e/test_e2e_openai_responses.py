@@ -11,6 +11,7 @@ import importlib
 import json
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,13 @@ def conversation(model: ScriptedModelServer) -> list[str]:
 
 def session_of(app: InProcessApp, response_id: str) -> str:
     return str(app.view(run_of(response_id))["session_id"])
+
+
+def session_ids(app: InProcessApp) -> set[str]:
+    """The caller's newest sessions (a store shared by several tests keeps theirs): compare two to see new ones."""
+    listed = app.http.get("/api/sessions", params={"limit": 100})
+    assert listed.status_code == 200, listed.text
+    return {s["session_id"] for s in listed.json()["sessions"]}
 
 
 def texts(app: InProcessApp, session_id: str) -> list[str]:
@@ -249,13 +257,14 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
             return await wait_for_turn(*args, **kwargs)
 
         monkeypatch.setattr(handlers, "wait_for_turn", fails_once)
+        sessions = session_ids(app)
         second = sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
         assert not failures  # the first attempt failed, the SDK retried
         app.settle()
         assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
         assert len(model.log.requests) == 2  # the turn ran once
         assert session_of(app, second.id) == session_of(app, first.id)
-        assert len(app.http.get("/api/sessions").json()["sessions"]) == 1
+        assert session_ids(app) == sessions  # no branch
 
     again = app.http.post("/api/v1/responses", json={"model": "helper", "input": "Who am I?",
                                                       "previous_response_id": first.id})
@@ -269,17 +278,20 @@ def test_an_idempotency_key_answers_a_create_again_with_its_response(
     """With an `Idempotency-Key` (as on `POST /api/runs`), the same create again - a new conversation or a
     continuation - answers with the response the first one made; the key with another body is refused."""
     model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
-    first = client.responses.create(model="helper", input="I am Ann.", extra_headers={"Idempotency-Key": "k-1"})
-    again = client.responses.create(model="helper", input="I am Ann.", extra_headers={"Idempotency-Key": "k-1"})
+    sessions = session_ids(app)
+    key, other_key = uuid.uuid4().hex, uuid.uuid4().hex  # the store may outlive the test (Cosmos): fresh keys
+    first = client.responses.create(model="helper", input="I am Ann.", extra_headers={"Idempotency-Key": key})
+    again = client.responses.create(model="helper", input="I am Ann.", extra_headers={"Idempotency-Key": key})
     assert again.id == first.id and again.output_text == "Hello Ann."
     body = {"model": "helper", "input": "Who am I?", "previous_response_id": first.id}
-    answers = [app.http.post("/api/v1/responses", json=body, headers={"Idempotency-Key": "k-2"}) for _ in range(2)]
+    answers = [app.http.post("/api/v1/responses", json=body, headers={"Idempotency-Key": other_key}) for _ in range(2)]
     assert [a.status_code for a in answers] == [200, 200], answers[1].text
     assert answers[0].json()["id"] == answers[1].json()["id"]
     assert answers[1].json()["output"][0]["content"][0]["text"] == "Your name is Ann."
     assert len(model.log.requests) == 2
-    assert len(app.http.get("/api/sessions").json()["sessions"]) == 1
-    reused = app.http.post("/api/v1/responses", json={**body, "input": "Other."}, headers={"Idempotency-Key": "k-2"})
+    assert session_ids(app) - sessions == {session_of(app, first.id)}
+    reused = app.http.post("/api/v1/responses", json={**body, "input": "Other."},
+                           headers={"Idempotency-Key": other_key})
     assert reused.status_code == 400 and len(model.log.requests) == 2
     assert (reused.json()["error"]["code"], reused.json()["error"]["param"]) == (
         "idempotency_key_reused", "header.Idempotency-Key")
@@ -297,6 +309,7 @@ def test_a_continuation_racing_a_delete_of_its_conversation_is_not_found(
     first = client.responses.create(model="helper", input="I am Ann.")
     second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
     original = session_of(app, first.id)
+    sessions = session_ids(app) - {original}
     handlers = app.app_module("http_api.openai_responses.handlers")
     if deleted == "before_the_read":
         check = handlers._check_continuable
@@ -320,7 +333,7 @@ def test_a_continuation_racing_a_delete_of_its_conversation_is_not_found(
     assert (body["param"], body["code"]) == ("previous_response_id", "response_not_found")  # type: ignore[index]
     assert len(model.log.requests) == 2
     assert app.http.get(f"/api/sessions/{original}").status_code == 404
-    assert app.http.get("/api/sessions").json()["sessions"] == []
+    assert session_ids(app) == sessions  # no branch, nor the deleted one re-created
 
 
 @watches_the_app_in_process
