@@ -128,6 +128,7 @@ def new_run_record(
     overrides: RunOverrides | None = None,
     owner_id: str | None = None,
     owner_name: str | None = None,
+    branched_from: str | None = None,
 ) -> RunRecord:
     return RunRecord(
         run_id=run_id,
@@ -138,4 +139,5 @@ def new_run_record(
         overrides=overrides.to_record() if overrides is not None else {},
         owner_id=owner_id,
         owner_name=owner_name,
+        branched_from=branched_from,
     )

@@ -249,6 +249,10 @@ def run_scenario(host: InProcessHost, state_path: Path, prompt: str, approve: bo
     expect(polled.status_code == 200, polled.text)
     finished_poll = COUNTER.take()
     figures["finished-run poll"] = {**summarise(finished_poll), "callers": by_caller(finished_poll)}
+    # The same run read as an OpenAI Responses response (the first of its conversation, as most are).
+    response = host.client.get(f"/api/v1/responses/resp_{run_id}")
+    expect(response.status_code == 200 and response.json()["status"] == "completed", response.text)
+    figures["finished response get"] = _request(COUNTER.take())
     return {**_whole_run(state_path, run_id, run_ops), "figures": figures}
 
 
@@ -333,8 +337,8 @@ def _until_requires_action(host: InProcessHost, run_id: str) -> dict[str, Any]:
 
 def measure() -> dict[str, dict[str, Any]]:
     """Each scenario's figures: a whole run ("5-step run", "approval run", "workflow run": `run`, `callers`,
-    `durable`) or one request or path ("one poll", "one decision", "finished-run poll", "one cancel", "one signal": a
-    summary with its `callers`)."""
+    `durable`) or one request or path ("one poll", "one decision", "finished-run poll", "finished response get",
+    "one cancel", "one signal": a summary with its `callers`)."""
     install_counter()
     COUNTER.active = True
     cosmos = start_local_cosmos()
@@ -359,6 +363,7 @@ def measure() -> dict[str, dict[str, Any]]:
         "one poll": approval["figures"]["one poll"],
         "one decision": approval["figures"]["one decision"],
         "finished-run poll": steps["figures"]["finished-run poll"],
+        "finished response get": steps["figures"]["finished response get"],
         "one cancel": cancel,
         "workflow run": workflow,
         "one signal": workflow["figures"]["one signal"],
@@ -470,7 +475,8 @@ def main() -> None:
         "5-step run = `blobs 2 size 200` (3 model calls, 2 tool calls); approval run = `email` (1 model call, a tool "
         "call needing approval, its decision, the tool, a final model call); one poll = a poll of the approval run "
         "waiting for its decision, caught up, with its continuation token; one decision = the decision route; "
-        "finished-run poll = a poll of the finished 5-step run without a token (all its updates); one cancel = the "
+        "finished-run poll = a poll of the finished 5-step run without a token (all its updates); finished response "
+        "get = the same run read as a Responses response (`GET /api/v1/responses/resp_<run>`); one cancel = the "
         "cancel route on an approval run waiting for its decision, and what the run does until it ends cancelled; "
         "workflow run = `signalled` (a `worker` step with one model call, then a wait for one `go` signal), start to "
         "end, its child run and its signal included, its polls left out; one signal = the signal route (2 writes: "

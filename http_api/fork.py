@@ -11,7 +11,7 @@ A fork that fails before its run is written (provably: `create_and_start` closed
 write of it lands) deletes its copy before releasing its key, so no session without its run stays behind and a retry
 copies afresh; one that cannot tell keeps both, and its retry answers with (or starts) the run in that copy. A fork
 killed outright after copying leaves its copy, named after its run: the key's retry that gives up the dead request's
-claim deletes it (`_discard_abandoned_copy`); without a key it stays (docs/repair.md).
+claim deletes it (`discard_abandoned_copy`); without a key it stays (docs/repair.md).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
     )
     gateway = DurableGateway(client)
     start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway,
-                              on_abandoned=lambda claim: _discard_abandoned_copy(store, run, claim.result_id))
+                              on_abandoned=lambda claim: discard_abandoned_copy(store, run, claim.result_id))
     forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
@@ -125,6 +125,15 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
 
 
 async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
+    inputs = await run_input(store, run)
+    if not inputs:
+        raise ApiProblem(409, "run_input_missing", "The run's input is not in its session",
+                         "Give the fork an input.", field="body.input")
+    return inputs
+
+
+async def run_input(store: SessionStore, run: RunRecord) -> list[Message]:
+    """The run's input messages as stored at the start of its place in its session (none if they are not there)."""
     first, last = run_seq_range(run.ordinal)
     page = await store.list_messages(run.session_id, after_seq=first - 1, up_to_seq=last, limit=COPY_BATCH)
     inputs = []
@@ -132,9 +141,6 @@ async def _original_input(store: SessionStore, run: RunRecord) -> list[Message]:
         if record.message_id != input_message_id(run.run_id, index):
             break
         inputs.append(Message.model_validate(record.payload).model_copy(update={"message_id": None}))
-    if not inputs:
-        raise ApiProblem(409, "run_input_missing", "The run's input is not in its session",
-                         "Give the fork an input.", field="body.input")
     return inputs
 
 
@@ -146,7 +152,7 @@ async def copy_for(
     wrote no run (its `on_unclaimed`: the copy goes, then the key is released).
 
     The copy is named after its run (a fresh id too): a retry with the key finds the copy of a request that died
-    before writing its run (`_discard_abandoned_copy`), and the run needs no index item to be found."""
+    before writing its run (`discard_abandoned_copy`), and the run needs no index item to be found."""
     session_id = start.run_id
     try:
         await _copy_conversation(store, run, session_id, branched_at)
@@ -202,7 +208,7 @@ def _planned(run: RunRecord, run_id: str) -> RunRecord:
     return RunRecord(run_id=run_id, session_id=run_id, agent=run.agent, owner_id=caller.id, owner_name=caller.name)
 
 
-async def _discard_abandoned_copy(store: SessionStore, run: RunRecord, run_id: str) -> None:
+async def discard_abandoned_copy(store: SessionStore, run: RunRecord, run_id: str) -> None:
     """An earlier fork request with this key died (its process ended, or it failed unable to tell whether its run was
     written) and, 5 minutes on, its run `run_id` does not exist: its copy, if it made one (named after the run), is
     deleted as a failed fork's is, before the key forks afresh - unless the caller has run something in it since."""

@@ -137,13 +137,15 @@ async def start_agent_run(
     stored_input: list[MessageRecord] | None = None,
     after_run_count: int | None = None,
     written: RunRecord | None = None,
+    branched_from: str | None = None,
 ) -> RunRecord:
     """Start a run of the caller's: claim (or queue in) the session - a new one without `session_id` - store the
     input, start the orchestration. Every HTTP surface that starts agent runs goes through here, so they follow the
     same rules. `on_unclaimed` runs when the session could not be claimed (nothing was started). `stored_input`
     receives the input messages as stored (the start's answer shows them without reading them back).
     `after_run_count`: the run must follow the session's run of that ordinal (`SessionMovedOnError` otherwise).
-    `written`: the run's record, written by an earlier request that never started it (`RunStart.unstarted`)."""
+    `written`: the run's record, written by an earlier request that never started it (`RunStart.unstarted`).
+    `branched_from`: the response a Responses branch continues (`RunRecord.branched_from`)."""
     store = services.store
     caller = current_principal()
 
@@ -152,7 +154,8 @@ async def start_agent_run(
     # index item (`begin_run(new_session=...)`).
     session = session_id or new_run_id
     record = written or new_run_record(
-        new_run_id, session, agent, metadata, overrides=overrides, owner_id=caller.id, owner_name=caller.name
+        new_run_id, session, agent, metadata, overrides=overrides, owner_id=caller.id, owner_name=caller.name,
+        branched_from=branched_from,
     )
 
     async def create() -> RunRecord:

@@ -106,6 +106,11 @@ class RunRecord(_Record):
     )
     owner_id: str | None = Field(default=None, description="the principal that started the run")
     owner_name: str | None = None
+    branched_from: str | None = Field(
+        default=None,
+        description="the first run of a Responses branch: the response it continues (its `previous_response_id`, "
+        "which its session's `forked_from` names too), so that reading the response needs no read of the session",
+    )
     rewinds: list[JsonObject] = Field(
         default_factory=list, description="each rewind of the failed run: `rewind_id`, who, when, from which step"
     )

@@ -11,8 +11,9 @@ answer is the response's events (`stream`), after the same checks.
 
 from __future__ import annotations
 
-import uuid
+import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import azure.durable_functions as df
@@ -23,12 +24,13 @@ from agent_runs.contracts import RunProgress
 from agent_runs.services import RunServices
 from agent_runtime.agents import AgentDefinition, UnknownAgentError
 from agent_runtime.check_threads import check_off_loop
+from agent_runtime.messages import Message
 from http_api.access import decidable_approval
 from http_api.adapter import json_response, read_json_body
 from http_api.approvals import record_decision, same_decision
 from http_api.caller import current_principal
 from http_api.durable_gateway import DurableGateway, OrchestrationState
-from http_api.fork import copy_for
+from http_api.fork import copy_for, discard_abandoned_copy, run_input
 from http_api.models import FINAL_STATUSES, ApprovalDecisionRequest
 from http_api.openai_responses.errors import openai_endpoint, openai_error, unsupported
 from http_api.openai_responses.hosted_tools import tool_policy
@@ -49,7 +51,7 @@ from http_api.openai_responses.stateless import resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import RunStart
+from http_api.run_lifecycle import RunStart, claim_start
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from notifications.http.webhook_field import checked_webhook
@@ -59,6 +61,12 @@ from telemetry.trace_context import RunTrace
 # Azure's load balancer ends an HTTP request after 230 s whatever the function's timeout: answer a little before.
 MAX_WAIT_SECONDS = 220
 CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before answering with its current state
+
+
+# The openai SDK marks its retries of a request (after a 5xx, 408/409/429 or a timeout) with their number.
+RETRY_COUNT_HEADER = "x-stainless-retry-count"
+
+log = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------------------------- reading a run
@@ -153,7 +161,7 @@ async def create_response(
     if request.approvals:
         run, ref = await _answer_approvals(services, gateway, req, request, agent)
     else:
-        run = await _start(services, gateway, request, agent, RunTrace.start(req.headers))
+        run = await _start(services, gateway, req, request, agent, RunTrace.start(req.headers))
         ref = ResponseRef(run.run_id)
     background = bool(request.body.background)
     if request.body.stream:
@@ -163,13 +171,40 @@ async def create_response(
 
 
 async def _start(
-    services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition, trace: RunTrace
+    services: RunServices,
+    gateway: DurableGateway,
+    req: func.HttpRequest,
+    request: CreateRequest,
+    agent: AgentDefinition,
+    trace: RunTrace,
 ) -> RunRecord:
+    """The new response's run: a new conversation, the next run of the previous response's, or a branch of it. With
+    an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
+    without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
+    store = services.store
+    webhook = await _metadata_webhook(request.body.metadata)
+    previous_id = request.body.previous_response_id
+    ref, previous = await _response_run(services, previous_id, "previous_response_id") if previous_id else (None, None)
+    if previous is not None and ref is not None:
+        if previous.agent != agent.name:
+            raise openai_error(
+                400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
+            )
+        await _check_continuable(services, gateway, ref, previous)
+    abandoned_copy = None if previous is None else partial(discard_abandoned_copy, store, previous)
+    start = await claim_start(req, store, "responses", request.body, gateway,
+                              on_abandoned=None if abandoned_copy is None else lambda c: abandoned_copy(c.result_id))
+    if start.replay is not None:
+        return start.replay
+
     async def started(**where: Any) -> RunRecord:
+        where.setdefault("on_unclaimed", start.release)
         return await start_agent_run(
             services,
             gateway,
             agent,
+            run_id=start.run_id,
+            written=start.written,
             inputs=request.messages,
             metadata=dict(request.body.metadata or {}),
             overrides=request.overrides,
@@ -178,35 +213,109 @@ async def _start(
             **where,
         )
 
-    webhook = await _metadata_webhook(request.body.metadata)
-    previous_id = request.body.previous_response_id
-    if not previous_id:
+    if start.written is not None:  # written by an earlier request with the key that never started it: as it was
+        return await started(session_id=start.written.session_id)
+    if previous is None or ref is None:
         return await started(session_id=None)
-    ref, previous = await _response_run(services, previous_id, "previous_response_id")
-    if previous.agent != agent.name:
-        raise openai_error(
-            400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
+    session = await store.get_session(previous.session_id)
+    if session is None or _gone(session, previous):
+        await start.release()
+        raise _response_not_found(ref.response_id, "previous_response_id")
+    if _moved_on(session, previous.ordinal):
+        return await _retried_run(services, req, start, request, previous) or await _branch(
+            services, previous, ref, start, started
         )
-    await _check_continuable(services, gateway, ref, previous)
-    session = await services.store.get_session(previous.session_id)
-    if session is not None and _moved_on(session, previous.ordinal):
-        return await _branch(services, previous, ref, started)
+    unclaimed = False
+
+    async def not_claimed() -> None:  # the key is released below unless the request branches with it
+        nonlocal unclaimed
+        unclaimed = True
+
     try:
         # The new run must be the very next one of the session: the one after the previous response's run.
-        return await started(session_id=previous.session_id, after_run_count=previous.ordinal)
+        return await started(session_id=previous.session_id, after_run_count=previous.ordinal,
+                             on_unclaimed=not_claimed)
     except SessionMovedOnError as moved_on:
-        if await _held_by_an_unwritten_start(services, previous.session_id, previous.ordinal):
-            raise _session_busy() from moved_on
+        try:
+            session = await store.get_session(previous.session_id)
+            if _gone(session, previous):
+                await _discard_recreated(services, session)
+                raise _response_not_found(ref.response_id, "previous_response_id") from moved_on
+            if session is not None and await _held_by_an_unwritten_start(services, session, previous.ordinal):
+                raise _session_busy() from moved_on
+        except Exception:
+            await start.release()
+            raise
         # Checked above, but another request continued the same response before this one claimed the session (its
         # run may even have finished): this run follows the response its client holds, on a branch of its own.
-        return await _branch(services, previous, ref, started)
+        return await _retried_run(services, req, start, request, previous) or await _branch(
+            services, previous, ref, start, started
+        )
+    except Exception:
+        if unclaimed:
+            await start.release()
+        raise
+
+
+def _gone(session: SessionRecord | None, previous: RunRecord) -> bool:
+    """The previous response's conversation was deleted (and maybe re-created empty under its id since)."""
+    return session is None or session.run_count < previous.ordinal
+
+
+async def _discard_recreated(services: RunServices, session: SessionRecord | None) -> None:
+    """A continuation racing a DELETE of its conversation re-created it, empty, before its claim was refused: that
+    empty session goes (best effort; it has no run, and is the caller's)."""
+    if session is None or session.run_count or session.active_run_id or session.queued_run_ids:
+        return
+    try:
+        await services.store.delete_session(session.session_id)
+    except Exception:
+        log.warning("could not delete the empty session %s a continuation re-created", session.session_id,
+                    exc_info=True)
+
+
+async def _retried_run(
+    services: RunServices, req: func.HttpRequest, start: RunStart, request: CreateRequest, previous: RunRecord
+) -> RunRecord | None:
+    """The run an earlier attempt of this very request started, when this one is the openai SDK's retry of it (it
+    sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim).
+    "The same request" is: the run right after the previous response's run in its conversation, the caller's, with
+    this request's input, instructions/format/tools and metadata. Anything else - a new input, or the same input
+    sent again without the retry mark (a client asking for another answer) - branches."""
+    if start.claim is not None or not _sdk_retry(req):
+        return None
+    caller = current_principal()
+    following = next(
+        (r for r in await services.store.list_runs(previous.session_id) if r.ordinal == previous.ordinal + 1), None
+    )
+    if (
+        following is None
+        or following.kind != "agent"
+        or following.agent != previous.agent
+        or following.owner_id != caller.id
+        or following.metadata != dict(request.body.metadata or {})
+        or following.overrides != request.overrides.to_record()
+    ):
+        return None
+    stored = await run_input(services.store, following)
+    return following if [_bare(m) for m in stored] == [_bare(m) for m in request.messages] else None
+
+
+def _sdk_retry(req: func.HttpRequest) -> bool:
+    count = req.headers.get(RETRY_COUNT_HEADER, "")
+    return count.isdigit() and int(count) > 0
+
+
+def _bare(message: Message) -> Message:
+    return message.model_copy(update={"message_id": None, "created_at": None})
 
 
 async def _check_continuable(
     services: RunServices, gateway: DurableGateway, ref: ResponseRef, previous: RunRecord
 ) -> None:
     """A new input can follow the last turn of a run that has ended (the latest of its conversation, or an earlier
-    one: a branch), never a turn inside a run (its approvals were answered and the run went on from it)."""
+    one: a branch), never a turn inside a run (its approvals were answered, or timed out, and the run went on from
+    it)."""
     snapshot = await read_snapshot(services, gateway, previous, await gateway.state(previous.run_id))
     latest = ResponseRef(previous.run_id, turn_count(snapshot))
     if ref.turn > latest.turn:
@@ -226,9 +335,9 @@ async def _check_continuable(
     if ref != latest:
         raise openai_error(
             400,
-            f"Response '{ref.response_id}' asked for approvals that were answered, and its run went on as "
-            f"'{ref.next().response_id}': a conversation goes on (or branches) only from the last response of a run"
-            + (f" ('{latest.response_id}')." if snapshot.run.finished else "."),
+            f"Response '{ref.response_id}' asked for approvals, which were answered or timed out, and its run went "
+            f"on as '{ref.next().response_id}': a conversation goes on (or branches) only from the last response of "
+            "a run" + (f" ('{latest.response_id}')." if snapshot.run.finished else "."),
             param="previous_response_id",
             code="previous_response_mid_run",
         )
@@ -238,27 +347,27 @@ async def _branch(
     services: RunServices,
     previous: RunRecord,
     ref: ResponseRef,
+    start: RunStart,
     started: Callable[..., Awaitable[RunRecord]],
 ) -> RunRecord:
     """Continue an earlier response of a conversation that went on, as OpenAI's API does: a new session of the
     caller's holding the conversation through the end of its run (the fork's copy, `copy_for`), the new run there.
     The original conversation is not touched."""
     if previous.ordinal == 0:  # queued, then ended before its turn: no place in the conversation to branch from
+        await start.release()
         raise openai_error(400, f"Response '{ref.response_id}' never started: nothing can follow it.",
                            param="previous_response_id", code="previous_response_not_started")
-    start = RunStart(services.store, uuid.uuid4().hex)  # no key: a failed start deletes its copy, nothing to release
     session_id, given_up = await copy_for(services.store, previous, start, branched_at=ref.response_id)
-    return await started(run_id=start.run_id, session_id=session_id, on_unclaimed=given_up)
+    return await started(session_id=session_id, on_unclaimed=given_up, branched_from=ref.response_id)
 
 
-async def _held_by_an_unwritten_start(services: RunServices, session_id: str, ordinal: int) -> bool:
+async def _held_by_an_unwritten_start(services: RunServices, session: SessionRecord, ordinal: int) -> bool:
     """Whether the session's next position is counted by a start whose run is not written (yet, or ever: the store
     closes such a start after a grace and gives its position back): no run follows the previous response yet, so
     the session is busy for now rather than the response superseded."""
-    session = await services.store.get_session(session_id)
-    if session is None or not session.active_run_id or session.run_count != ordinal + 1:
+    if not session.active_run_id or session.run_count != ordinal + 1:
         return False
-    return await services.store.get_run(session.active_run_id, session_id=session_id) is None
+    return await services.store.get_run(session.active_run_id, session_id=session.session_id) is None
 
 
 def _session_busy() -> Exception:

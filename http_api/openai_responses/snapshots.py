@@ -65,13 +65,10 @@ async def finished_snapshot(services: RunServices, run: RunRecord) -> RunSnapsho
 
 async def previous_response_of(services: RunServices, run: RunRecord) -> str | None:
     """The id of the last turn of the session's run before `run` (what its `previous_response_id` was); for the
-    first run of a session branched from an earlier response (`handlers._branch`), that response."""
-    if run.ordinal == 1:
-        session = await services.store.get_session(run.session_id)
-        branched_at = (session.forked_from or {}).get("response_id") if session is not None else None
-        return branched_at if isinstance(branched_at, str) else None
-    if run.ordinal < 1:
-        return None
+    first run of a session branched from an earlier response (`handlers._branch`), that response, as its record
+    says (no read: most first runs are no branch)."""
+    if run.ordinal <= 1:
+        return run.branched_from if run.ordinal == 1 else None
     earlier = next((r for r in await services.store.list_runs(run.session_id) if r.ordinal == run.ordinal - 1), None)
     if earlier is None:
         return None

@@ -11,6 +11,7 @@ import importlib
 import json
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,13 @@ def session_of(app: InProcessApp, response_id: str) -> str:
     return str(app.view(run_of(response_id))["session_id"])
 
 
+def session_ids(app: InProcessApp) -> set[str]:
+    """The caller's newest sessions (a store shared by several tests keeps theirs): compare two to see new ones."""
+    listed = app.http.get("/api/sessions", params={"limit": 100})
+    assert listed.status_code == 200, listed.text
+    return {s["session_id"] for s in listed.json()["sessions"]}
+
+
 def texts(app: InProcessApp, session_id: str) -> list[str]:
     return [c["text"] for m in app.session_messages(session_id) for c in m["contents"] if c["type"] == "text"]
 
@@ -209,6 +217,123 @@ def test_a_turn_inside_a_run_cannot_be_branched(app: InProcessApp, client: OpenA
     assert len(model.log.requests) == 2  # nothing started
     last = client.responses.create(model="helper", input="Thanks.", previous_response_id=second.id)
     assert (last.output_text, session_of(app, last.id)) == ("Bye.", session_of(app, first.id))
+
+
+def test_a_turn_whose_approvals_timed_out_is_inside_its_run(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """Approvals that time out end the run in a turn of its own, after the one that asked: that one cannot be
+    continued, and the refusal says why without claiming the approvals were answered."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "never"))
+    first = client.responses.create(model="strict", input="Email Bob")
+    app.advance(700)  # past the approval timeout
+    app.settle()
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="strict", input="Never mind.", previous_response_id=first.id)
+    assert refused.value.code == "previous_response_mid_run"
+    assert "answered or timed out" in refused.value.message and f"{first.id}_2" in refused.value.message
+
+
+@watches_the_app_in_process
+def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The openai SDK retries a create whose answer failed (here a transient 503 after its run started). The retry
+    finds the conversation moved on - by its own first attempt - and answers with that run's response: one turn,
+    one conversation. The same input sent again without the retry mark asks for another answer: a branch."""
+    from session_store.errors import StoreUnavailableError
+
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "You are Ann."))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first = sdk.responses.create(model="helper", input="I am Ann.")
+        handlers = app.app_module("http_api.openai_responses.handlers")
+        wait_for_turn = handlers.wait_for_turn
+        failures = [StoreUnavailableError("throttled")]
+
+        async def fails_once(*args: Any, **kwargs: Any) -> Any:
+            if failures:
+                raise failures.pop()  # a transient store error after the run was started
+            return await wait_for_turn(*args, **kwargs)
+
+        monkeypatch.setattr(handlers, "wait_for_turn", fails_once)
+        sessions = session_ids(app)
+        second = sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+        assert not failures  # the first attempt failed, the SDK retried
+        app.settle()
+        assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
+        assert len(model.log.requests) == 2  # the turn ran once
+        assert session_of(app, second.id) == session_of(app, first.id)
+        assert session_ids(app) == sessions  # no branch
+
+    again = app.http.post("/api/v1/responses", json={"model": "helper", "input": "Who am I?",
+                                                      "previous_response_id": first.id})
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] != second.id and session_of(app, again.json()["id"]) != session_of(app, first.id)
+
+
+def test_an_idempotency_key_answers_a_create_again_with_its_response(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """With an `Idempotency-Key` (as on `POST /api/runs`), the same create again - a new conversation or a
+    continuation - answers with the response the first one made; the key with another body is refused."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    sessions = session_ids(app)
+    key, other_key = uuid.uuid4().hex, uuid.uuid4().hex  # the store may outlive the test (Cosmos): fresh keys
+    first = client.responses.create(model="helper", input="I am Ann.", extra_headers={"Idempotency-Key": key})
+    again = client.responses.create(model="helper", input="I am Ann.", extra_headers={"Idempotency-Key": key})
+    assert again.id == first.id and again.output_text == "Hello Ann."
+    body = {"model": "helper", "input": "Who am I?", "previous_response_id": first.id}
+    answers = [app.http.post("/api/v1/responses", json=body, headers={"Idempotency-Key": other_key}) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200], answers[1].text
+    assert answers[0].json()["id"] == answers[1].json()["id"]
+    assert answers[1].json()["output"][0]["content"][0]["text"] == "Your name is Ann."
+    assert len(model.log.requests) == 2
+    assert session_ids(app) - sessions == {session_of(app, first.id)}
+    reused = app.http.post("/api/v1/responses", json={**body, "input": "Other."},
+                           headers={"Idempotency-Key": other_key})
+    assert reused.status_code == 400 and len(model.log.requests) == 2
+    assert (reused.json()["error"]["code"], reused.json()["error"]["param"]) == (
+        "idempotency_key_reused", "header.Idempotency-Key")
+
+
+@watches_the_app_in_process
+@pytest.mark.parametrize("deleted", ["before_the_read", "before_the_claim"])
+def test_a_continuation_racing_a_delete_of_its_conversation_is_not_found(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, deleted: str
+) -> None:
+    """The conversation is deleted while a continuation of it starts (after its checks): the previous response is
+    gone, a 404 as for any response not there - not an empty conversation answered with 200 - and no empty session
+    is left re-created under the deleted one's id."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    second = client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    original = session_of(app, first.id)
+    sessions = session_ids(app) - {original}
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    if deleted == "before_the_read":
+        check = handlers._check_continuable
+
+        async def then_deleted(services: Any, *args: Any) -> None:
+            await check(services, *args)
+            await services.store.delete_session(original)  # a DELETE of the conversation lands here
+
+        monkeypatch.setattr(handlers, "_check_continuable", then_deleted)
+    else:
+        start_agent_run = handlers.start_agent_run
+
+        async def deleted_first(services: Any, *args: Any, **kwargs: Any) -> Any:
+            await services.store.delete_session(original)
+            return await start_agent_run(services, *args, **kwargs)
+
+        monkeypatch.setattr(handlers, "start_agent_run", deleted_first)
+    with pytest.raises(openai.NotFoundError) as gone:
+        client.responses.create(model="helper", input="No, I am Bo.", previous_response_id=second.id)
+    body = gone.value.body
+    assert (body["param"], body["code"]) == ("previous_response_id", "response_not_found")  # type: ignore[index]
+    assert len(model.log.requests) == 2
+    assert app.http.get(f"/api/sessions/{original}").status_code == 404
+    assert session_ids(app) == sessions  # no branch, nor the deleted one re-created
 
 
 @watches_the_app_in_process
