@@ -297,6 +297,87 @@ def test_an_idempotency_key_answers_a_create_again_with_its_response(
         "idempotency_key_reused", "header.Idempotency-Key")
 
 
+def test_an_idempotency_key_covers_a_stateless_input_list(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """The key is claimed for the body as sent: a retry of a stateless continuation (the whole conversation again,
+    which by then holds the first attempt's input) answers with the first one's response, streamed or in the
+    background as the retry asks - not 400 "adds nothing" or 409 in progress."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    history: list[Any] = [{"role": "user", "content": "I am Ann."}]
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    body = {"model": "helper", "input": [*history, {"role": "user", "content": "Who am I?"}]}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    answers = [app.http.post("/api/v1/responses", json=body, headers=headers) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200], answers[1].text
+    assert answers[0].json()["id"] == answers[1].json()["id"]
+    assert answers[0].json()["previous_response_id"] == first.id
+    in_background = app.http.post("/api/v1/responses", json={**body, "background": True}, headers=headers)
+    assert in_background.status_code == 200, in_background.text  # `background` only shapes the answer
+    assert in_background.json()["id"] == answers[0].json()["id"]
+    assert len(model.log.requests) == 2
+
+
+@watches_the_app_in_process
+def test_a_store_failure_after_the_key_is_claimed_releases_it(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continuation that fails before writing anything (the store unavailable: 503) gives its key up: the retry
+    with the key starts the run, not a 409 `idempotency_key_busy` for the rest of the claim's life."""
+    from session_store.errors import StoreUnavailableError
+
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann."))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    store = app.services().current().store
+    get_session = store.get_session
+    failures = [StoreUnavailableError("throttled")]
+
+    async def fails_once(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await get_session(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get_session", fails_once)
+    body = {"model": "helper", "input": "Who am I?", "previous_response_id": first.id}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    failed = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert failed.status_code == 503 and not failures, failed.text
+    again = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert again.status_code == 200, again.text
+    assert again.json()["output"][0]["content"][0]["text"] == "Your name is Ann."
+
+
+@watches_the_app_in_process
+def test_a_branch_racing_a_delete_of_its_conversation_is_not_found(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The original conversation is deleted while a branch copies it: the previous response is gone (404, as for a
+    continuation), not a branch answered with what was left of it; the copy goes and the key is given up."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    original = session_of(app, first.id)
+    sessions = session_ids(app) - {original}
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    copy_for = handlers.copy_for
+
+    async def deleted_first(store: Any, *args: Any, **kwargs: Any) -> Any:
+        await store.delete_session(original)  # a DELETE of the conversation lands here
+        return await copy_for(store, *args, **kwargs)
+
+    monkeypatch.setattr(handlers, "copy_for", deleted_first)
+    body = {"model": "helper", "input": "Or am I Bo?", "previous_response_id": first.id}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    for _ in range(2):  # the retry with the key is told the same, not to wait for a claim never given up
+        gone = app.http.post("/api/v1/responses", json=body, headers=headers)
+        assert gone.status_code == 404, gone.text
+        assert (gone.json()["error"]["param"], gone.json()["error"]["code"]) == (
+            "previous_response_id", "response_not_found")
+    assert len(model.log.requests) == 2
+    assert session_ids(app) == sessions  # no copy left
+
+
 @watches_the_app_in_process
 @pytest.mark.parametrize("deleted", ["before_the_read", "before_the_claim"])
 def test_a_continuation_racing_a_delete_of_its_conversation_is_not_found(
