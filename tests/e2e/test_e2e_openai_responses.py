@@ -418,6 +418,35 @@ def test_a_continuation_racing_a_delete_of_its_conversation_is_not_found(
 
 
 @watches_the_app_in_process
+def test_a_continuation_racing_a_delete_leaves_another_callers_session(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continuation racing a DELETE deletes the empty session it re-created under the conversation's id - only
+    its caller's: another caller's session made under that id meanwhile (empty, before its run) is not touched."""
+    model.set_script(Script.of("Hello Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    original = session_of(app, first.id)
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    start_agent_run = handlers.start_agent_run
+
+    async def deleted_then_taken(services: Any, *args: Any, **kwargs: Any) -> Any:
+        store = services.store
+        await store.delete_session(original)
+        try:
+            return await start_agent_run(services, *args, **kwargs)  # re-creates it empty: its claim is refused
+        finally:
+            await store.delete_session(original)  # deleted again, and made anew by another caller
+            await store.create_session(original, "helper", owner_id="someone-else", owner_name="Someone")
+
+    monkeypatch.setattr(handlers, "start_agent_run", deleted_then_taken)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="helper", input="No, I am Bo.", previous_response_id=first.id)
+    kept = app.store_call(lambda store: store.get_session(original))
+    assert kept is not None and kept.owner_id == "someone-else"
+    app.store_call(lambda store: store.delete_session(original))
+
+
+@watches_the_app_in_process
 def test_two_continuations_of_one_response_at_once(
     app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
