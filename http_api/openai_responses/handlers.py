@@ -47,7 +47,7 @@ from http_api.openai_responses.models import (
 )
 from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create, parse_query
 from http_api.openai_responses.snapshots import previous_response_of, read_snapshot
-from http_api.openai_responses.stateless import resolve_input
+from http_api.openai_responses.stateless import SameStart, resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
@@ -164,8 +164,11 @@ async def create_response(
     if start.replay is not None:
         run, ref = start.replay, ResponseRef(start.replay.run_id)
     else:
-        await _or_undo(start.release, _resolve(services, gateway, request))
-        if request.approvals:  # the key starts no run: an answer is idempotent of its own (`record_decision`)
+        retry_of = partial(_same_start, services) if _retry_without_key(req, start) else None
+        retried = await _or_undo(start.release, _resolve(services, gateway, request, retry_of))
+        if retried is not None:  # a stateless input list's retry: its first attempt's run
+            run, ref = retried, ResponseRef(retried.run_id)
+        elif request.approvals:  # the key starts no run: an answer is idempotent of its own (`record_decision`)
             await start.release()
             run, ref = await _answer_approvals(services, gateway, req, request, agent)
         else:
@@ -184,15 +187,20 @@ def _key_body(raw: dict[str, Any]) -> RawBody:
     return RawBody.model_validate({k: v for k, v in raw.items() if k not in ANSWER_SHAPING})
 
 
-async def _resolve(services: RunServices, gateway: DurableGateway, request: CreateRequest) -> None:
-    """The request's new items, and the response it follows (a stateless input list's: its conversation's latest)."""
+async def _resolve(
+    services: RunServices, gateway: DurableGateway, request: CreateRequest, retry_of: SameStart | None
+) -> RunRecord | None:
+    """The request's new items, and the response it follows (a stateless input list's: its conversation's latest);
+    or the run its first attempt started, when it is a retry of a stateless input list (`resolve_input`)."""
     previous_id = request.body.previous_response_id
     previous = (await _response_run(services, previous_id, "previous_response_id"))[1] if previous_id else None
-    await resolve_input(services, gateway, request, previous)
+    if (retried := await resolve_input(services, gateway, request, previous, retry_of)) is not None:
+        return retried
     if request.approvals and not request.body.previous_response_id:
         raise openai_error(
             400, "mcp_approval_response items need the previous_response_id they answer.", param="previous_response_id"
         )
+    return None
 
 
 async def _or_undo(undo: Callable[[], Awaitable[None]], work: Awaitable[T]) -> T:
@@ -346,27 +354,35 @@ async def _retried_run(
     services: RunServices, req: func.HttpRequest, start: RunStart, request: CreateRequest, previous: RunRecord
 ) -> RunRecord | None:
     """The run an earlier attempt of this very request started, when this one is the openai SDK's retry of it (it
-    sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim).
-    "The same request" is: the run right after the previous response's run in its conversation, the caller's, with
-    this request's input, instructions/format/tools and metadata. Anything else - a new input, or the same input
-    sent again without the retry mark (a client asking for another answer) - branches."""
-    if start.claim is not None or not _sdk_retry(req):
+    sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim):
+    the run right after the previous response's run in its conversation, if it is the one this request starts
+    (`_same_start`). Anything else - a new input, or the same input sent again without the retry mark (a client
+    asking for another answer) - branches."""
+    if not _retry_without_key(req, start):
         return None
-    caller = current_principal()
     following = next(
         (r for r in await services.store.list_runs(previous.session_id) if r.ordinal == previous.ordinal + 1), None
     )
+    return following if following is not None and await _same_start(services, following, request) else None
+
+
+def _retry_without_key(req: func.HttpRequest, start: RunStart) -> bool:
+    return start.claim is None and _sdk_retry(req)
+
+
+async def _same_start(services: RunServices, run: RunRecord, request: CreateRequest) -> bool:
+    """Whether `run` is the one `request` starts: the caller's, of its model, with exactly its input, instructions,
+    format, tools and metadata."""
     if (
-        following is None
-        or following.kind != "agent"
-        or following.agent != previous.agent
-        or following.owner_id != caller.id
-        or following.metadata != dict(request.body.metadata or {})
-        or following.overrides != request.overrides.to_record()
+        run.kind != "agent"
+        or run.agent != request.body.model
+        or run.owner_id != current_principal().id
+        or run.metadata != dict(request.body.metadata or {})
+        or run.overrides != request.overrides.to_record()
     ):
-        return None
-    stored = await run_input(services.store, following)
-    return following if [_bare(m) for m in stored] == [_bare(m) for m in request.messages] else None
+        return False
+    stored = await run_input(services.store, run)
+    return [_bare(m) for m in stored] == [_bare(m) for m in request.messages]
 
 
 def _sdk_retry(req: func.HttpRequest) -> bool:

@@ -234,6 +234,23 @@ def test_a_turn_whose_approvals_timed_out_is_inside_its_run(
     assert "answered or timed out" in refused.value.message and f"{first.id}_2" in refused.value.message
 
 
+def answer_fails_once(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> list[Exception]:
+    """The next create fails after its run started (a transient store error, 503): the error, until raised."""
+    from session_store.errors import StoreUnavailableError
+
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    wait_for_turn = handlers.wait_for_turn
+    failures: list[Exception] = [StoreUnavailableError("throttled")]
+
+    async def fails_once(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await wait_for_turn(*args, **kwargs)
+
+    monkeypatch.setattr(handlers, "wait_for_turn", fails_once)
+    return failures
+
+
 @watches_the_app_in_process
 def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -241,22 +258,11 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     """The openai SDK retries a create whose answer failed (here a transient 503 after its run started). The retry
     finds the conversation moved on - by its own first attempt - and answers with that run's response: one turn,
     one conversation. The same input sent again without the retry mark asks for another answer: a branch."""
-    from session_store.errors import StoreUnavailableError
-
     model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "You are Ann."))
     http = httpx.Client(timeout=300, trust_env=False)
     with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
         first = sdk.responses.create(model="helper", input="I am Ann.")
-        handlers = app.app_module("http_api.openai_responses.handlers")
-        wait_for_turn = handlers.wait_for_turn
-        failures = [StoreUnavailableError("throttled")]
-
-        async def fails_once(*args: Any, **kwargs: Any) -> Any:
-            if failures:
-                raise failures.pop()  # a transient store error after the run was started
-            return await wait_for_turn(*args, **kwargs)
-
-        monkeypatch.setattr(handlers, "wait_for_turn", fails_once)
+        failures = answer_fails_once(app, monkeypatch)
         sessions = session_ids(app)
         second = sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
         assert not failures  # the first attempt failed, the SDK retried
@@ -270,6 +276,27 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
                                                       "previous_response_id": first.id})
     assert again.status_code == 200, again.text
     assert again.json()["id"] != second.id and session_of(app, again.json()["id"]) != session_of(app, first.id)
+
+
+@watches_the_app_in_process
+def test_the_sdk_retry_of_a_stateless_continuation_answers_with_the_run_it_started(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with the whole conversation sent again (a stateless input list): the retry finds its first attempt's
+    input stored (nothing new, a 400 before) and answers with the run that attempt started."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first = sdk.responses.create(model="helper", input="I am Ann.")
+        history: list[Any] = [{"role": "user", "content": "I am Ann."}]
+        history += [item.model_dump(exclude_none=True) for item in first.output]
+        failures = answer_fails_once(app, monkeypatch)
+        sessions = session_ids(app)
+        second = sdk.responses.create(model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
+        assert not failures  # the first attempt failed, the SDK retried
+        assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
+        assert len(model.log.requests) == 2  # the turn ran once
+        assert session_ids(app) == sessions
 
 
 def test_an_idempotency_key_answers_a_create_again_with_its_response(
