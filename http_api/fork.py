@@ -103,7 +103,7 @@ async def fork_run(req: func.HttpRequest, client: df.DurableOrchestrationClient)
     )
     gateway = DurableGateway(client)
     start = await claim_start(req, store, f"runs/{run.run_id}/fork", body, gateway,
-                              on_abandoned=lambda claim: discard_abandoned_copy(store, run, claim.result_id))
+                              on_abandoned=lambda claim: discard_abandoned_copy(store, claim.result_id, run.run_id))
     forked = start.replay
     stored_input: list[MessageRecord] | None = None
     if forked is None:
@@ -160,7 +160,7 @@ async def copy_for(
         # No run was written, nor is one on its way: the key stays usable for a retry (else 409 busy for 24 h)
         await _discarding_copy(store, session_id, start)()
         raise
-    return session_id, _discarding_copy(store, session_id, start, _planned(run, start.run_id))
+    return session_id, _discarding_copy(store, session_id, start, _planned(run.agent, start.run_id))
 
 
 def _discarding_copy(
@@ -202,22 +202,26 @@ async def _discard_copy(store: SessionStore, session_id: str, planned: RunRecord
         log.warning("could not delete the copy %s of a fork that failed", session_id, exc_info=True)
 
 
-def _planned(run: RunRecord, run_id: str) -> RunRecord:
-    """The fork run `run_id` of `run` as its start means to write it (in its copy, named after it), the caller's."""
+def _planned(agent: str, run_id: str) -> RunRecord:
+    """The fork run `run_id` of `agent` as its start means to write it (in its copy, named after it), the caller's."""
     caller = current_principal()
-    return RunRecord(run_id=run_id, session_id=run_id, agent=run.agent, owner_id=caller.id, owner_name=caller.name)
+    return RunRecord(run_id=run_id, session_id=run_id, agent=agent, owner_id=caller.id, owner_name=caller.name)
 
 
-async def discard_abandoned_copy(store: SessionStore, run: RunRecord, run_id: str) -> None:
+async def discard_abandoned_copy(store: SessionStore, run_id: str, forked_run_id: str | None = None) -> None:
     """An earlier fork request with this key died (its process ended, or it failed unable to tell whether its run was
-    written) and, 5 minutes on, its run `run_id` does not exist: its copy, if it made one (named after the run), is
-    deleted as a failed fork's is, before the key forks afresh - unless the caller has run something in it since."""
+    written) and, 5 minutes on, its run `run_id` does not exist: its copy, if it made one (named after the run, a copy
+    of `forked_run_id`'s conversation - of any run's for a Responses create, whose key is claimed before it knows
+    which response it continues), is deleted as a failed fork's is, before the key forks afresh - unless the caller
+    has run something in it since."""
     copy = await store.get_session(run_id)
-    if copy is None or (copy.forked_from or {}).get("run_id") != run.run_id or copy.owner_id != current_principal().id:
+    if copy is None or copy.forked_from is None or copy.owner_id != current_principal().id:
+        return
+    if forked_run_id is not None and copy.forked_from.get("run_id") != forked_run_id:
         return
     if any(not is_unwritten_start(other) for other in await store.list_runs(run_id)):
         return
-    await _discard_copy(store, run_id, _planned(run, run_id))
+    await _discard_copy(store, run_id, _planned(copy.agent, run_id))
 
 
 async def _copy_conversation(store: SessionStore, run: RunRecord, session_id: str, branched_at: str | None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import azure.durable_functions as df
 import azure.functions as func
@@ -47,7 +47,7 @@ from http_api.openai_responses.models import (
 )
 from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create, parse_query
 from http_api.openai_responses.snapshots import previous_response_of, read_snapshot
-from http_api.openai_responses.stateless import resolve_input
+from http_api.openai_responses.stateless import SameStart, resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
@@ -65,6 +65,10 @@ CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before a
 
 # The openai SDK marks its retries of a request (after a 5xx, 408/409/429 or a timeout) with their number.
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
+# Create fields that only shape the answer: left out of what an `Idempotency-Key` calls "the same request".
+ANSWER_SHAPING = ("stream", "background")
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -145,29 +149,68 @@ async def create_response(
     req: func.HttpRequest, client: df.DurableOrchestrationClient
 ) -> func.HttpResponse | StreamingResponse:
     services = RunServices.current()
+    raw = read_json_body(req, RawBody).model_dump()
     # Off the loop: validating up to 256 KB of body and checking a client's output schema (up to 64,000 characters,
     # ~0.15 s) is CPU work that would stall every other run and request of the worker.
-    request = await check_off_loop(parse_create, read_json_body(req, RawBody).model_dump())
+    request = await check_off_loop(parse_create, raw)
     agent = _agent(services, request.body.model)
     request.tools = tool_policy(request.body.tools, agent)
     gateway = DurableGateway(client)
-    previous_id = request.body.previous_response_id
-    previous = (await _response_run(services, previous_id, "previous_response_id"))[1] if previous_id else None
-    await resolve_input(services, gateway, request, previous)
-    if request.approvals and not request.body.previous_response_id:
-        raise openai_error(
-            400, "mcp_approval_response items need the previous_response_id they answer.", param="previous_response_id"
-        )
-    if request.approvals:
-        run, ref = await _answer_approvals(services, gateway, req, request, agent)
+    # The key is claimed for the body as sent, before `resolve_input` reads it against the stored conversation: a
+    # retry of a stateless input list finds its first attempt's input stored there, and is the same request all
+    # the same. A branch's copy left by a request that died is found by its run's id (`discard_abandoned_copy`).
+    start = await claim_start(req, services.store, "responses", _key_body(raw), gateway,
+                              on_abandoned=lambda claim: discard_abandoned_copy(services.store, claim.result_id))
+    if start.replay is not None:
+        run, ref = start.replay, ResponseRef(start.replay.run_id)
     else:
-        run = await _start(services, gateway, req, request, agent, RunTrace.start(req.headers))
-        ref = ResponseRef(run.run_id)
+        retry_of = partial(_same_start, services) if _retry_without_key(req, start) else None
+        retried = await _or_undo(start.release, _resolve(services, gateway, request, retry_of))
+        if retried is not None:  # a stateless input list's retry: its first attempt's run
+            run, ref = retried, ResponseRef(retried.run_id)
+        elif request.approvals:  # the key starts no run: an answer is idempotent of its own (`record_decision`)
+            await start.release()
+            run, ref = await _answer_approvals(services, gateway, req, request, agent)
+        else:
+            run = await _start(services, gateway, req, request, agent, start, RunTrace.start(req.headers))
+            ref = ResponseRef(run.run_id)
     background = bool(request.body.background)
     if request.body.stream:
         return await open_response_stream(services, client, run, ref, background=background)
     wait = 0 if background else MAX_WAIT_SECONDS
     return _response(await wait_for_turn(services, gateway, run, ref, wait, background=background))
+
+
+def _key_body(raw: dict[str, Any]) -> RawBody:
+    """What "the same request" is for an `Idempotency-Key`: the body as sent, without what only shapes the answer
+    (as `wait_seconds` on `POST /api/runs`): a retry may stream, or not wait, where its first attempt did not."""
+    return RawBody.model_validate({k: v for k, v in raw.items() if k not in ANSWER_SHAPING})
+
+
+async def _resolve(
+    services: RunServices, gateway: DurableGateway, request: CreateRequest, retry_of: SameStart | None
+) -> RunRecord | None:
+    """The request's new items, and the response it follows (a stateless input list's: its conversation's latest);
+    or the run its first attempt started, when it is a retry of a stateless input list (`resolve_input`)."""
+    previous_id = request.body.previous_response_id
+    previous = (await _response_run(services, previous_id, "previous_response_id"))[1] if previous_id else None
+    if (retried := await resolve_input(services, gateway, request, previous, retry_of)) is not None:
+        return retried
+    if request.approvals and not request.body.previous_response_id:
+        raise openai_error(
+            400, "mcp_approval_response items need the previous_response_id they answer.", param="previous_response_id"
+        )
+    return None
+
+
+async def _or_undo(undo: Callable[[], Awaitable[None]], work: Awaitable[T]) -> T:
+    """`work`, which writes nothing; if it fails, `undo` what the request did before (its key given up: a retry may
+    start the run; a branch's copy discarded)."""
+    try:
+        return await work
+    except Exception:
+        await undo()
+        raise
 
 
 async def _start(
@@ -176,85 +219,116 @@ async def _start(
     req: func.HttpRequest,
     request: CreateRequest,
     agent: AgentDefinition,
+    start: RunStart,
     trace: RunTrace,
 ) -> RunRecord:
     """The new response's run: a new conversation, the next run of the previous response's, or a branch of it. With
     an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
     without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
-    store = services.store
-    webhook = await _metadata_webhook(request.body.metadata)
-    previous_id = request.body.previous_response_id
-    ref, previous = await _response_run(services, previous_id, "previous_response_id") if previous_id else (None, None)
-    if previous is not None and ref is not None:
-        if previous.agent != agent.name:
-            raise openai_error(
-                400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
-            )
-        await _check_continuable(services, gateway, ref, previous)
-    abandoned_copy = None if previous is None else partial(discard_abandoned_copy, store, previous)
-    start = await claim_start(req, store, "responses", request.body, gateway,
-                              on_abandoned=None if abandoned_copy is None else lambda c: abandoned_copy(c.result_id))
-    if start.replay is not None:
-        return start.replay
-
-    async def started(**where: Any) -> RunRecord:
-        where.setdefault("on_unclaimed", start.release)
-        return await start_agent_run(
-            services,
-            gateway,
-            agent,
-            run_id=start.run_id,
-            written=start.written,
-            inputs=request.messages,
-            metadata=dict(request.body.metadata or {}),
-            overrides=request.overrides,
-            trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
-            webhook=webhook,
-            **where,
-        )
-
+    webhook = await _or_undo(start.release, _metadata_webhook(request.body.metadata))
+    started = partial(_started, services, gateway, agent, request, start, trace, webhook)
     if start.written is not None:  # written by an earlier request with the key that never started it: as it was
         return await started(session_id=start.written.session_id)
-    if previous is None or ref is None:
+    if not request.body.previous_response_id:
         return await started(session_id=None)
-    session = await store.get_session(previous.session_id)
+    ref, previous = await _or_undo(start.release, _continuable(services, gateway, request, agent))
+    return await _continue(services, req, request, start, started, ref, previous)
+
+
+async def _started(
+    services: RunServices,
+    gateway: DurableGateway,
+    agent: AgentDefinition,
+    request: CreateRequest,
+    start: RunStart,
+    trace: RunTrace,
+    webhook: str | None,
+    **where: Any,
+) -> RunRecord:
+    """`start`'s run of the request in the session `where` says (and how it claims it)."""
+    where.setdefault("on_unclaimed", start.release)
+    return await start_agent_run(
+        services,
+        gateway,
+        agent,
+        run_id=start.run_id,
+        written=start.written,
+        inputs=request.messages,
+        metadata=dict(request.body.metadata or {}),
+        overrides=request.overrides,
+        trace=trace,  # the caller's W3C trace context, or a new trace rooted at the run
+        webhook=webhook,
+        **where,
+    )
+
+
+async def _continuable(
+    services: RunServices, gateway: DurableGateway, request: CreateRequest, agent: AgentDefinition
+) -> tuple[ResponseRef, RunRecord]:
+    """The previous response, checked: the same model, a response a new input can follow (`_check_continuable`)."""
+    previous_id = request.body.previous_response_id or ""
+    ref, previous = await _response_run(services, previous_id, "previous_response_id")
+    if previous.agent != agent.name:
+        raise openai_error(
+            400, f"Response '{previous_id}' is a conversation with model '{previous.agent}'.", param="model"
+        )
+    await _check_continuable(services, gateway, ref, previous)
+    return ref, previous
+
+
+async def _continue(
+    services: RunServices,
+    req: func.HttpRequest,
+    request: CreateRequest,
+    start: RunStart,
+    started: Callable[..., Awaitable[RunRecord]],
+    ref: ResponseRef,
+    previous: RunRecord,
+) -> RunRecord:
+    """The next run of the previous response's conversation; if that went on, the SDK retry's run or a branch."""
+    session = await _or_undo(start.release, services.store.get_session(previous.session_id))
     if session is None or _gone(session, previous):
         await start.release()
         raise _response_not_found(ref.response_id, "previous_response_id")
-    if _moved_on(session, previous.ordinal):
-        return await _retried_run(services, req, start, request, previous) or await _branch(
-            services, previous, ref, start, started
-        )
-    unclaimed = False
-
-    async def not_claimed() -> None:  # the key is released below unless the request branches with it
-        nonlocal unclaimed
-        unclaimed = True
-
-    try:
-        # The new run must be the very next one of the session: the one after the previous response's run.
-        return await started(session_id=previous.session_id, after_run_count=previous.ordinal,
-                             on_unclaimed=not_claimed)
-    except SessionMovedOnError as moved_on:
+    if not _moved_on(session, previous.ordinal):
+        unclaimed = _Noted()  # the key is released below unless the request branches with it
         try:
-            session = await store.get_session(previous.session_id)
-            if _gone(session, previous):
-                await _discard_recreated(services, session)
-                raise _response_not_found(ref.response_id, "previous_response_id") from moved_on
-            if session is not None and await _held_by_an_unwritten_start(services, session, previous.ordinal):
-                raise _session_busy() from moved_on
+            # The new run must be the very next one of the session: the one after the previous response's run.
+            return await started(session_id=previous.session_id, after_run_count=previous.ordinal,
+                                 on_unclaimed=unclaimed)
+        except SessionMovedOnError as moved_on:
+            await _or_undo(start.release, _check_superseded(services, ref, previous, moved_on))
+            # Checked above, but another request continued the same response before this one claimed the session
+            # (its run may even have finished): this run follows the response its client holds, on its own branch.
         except Exception:
-            await start.release()
+            if unclaimed.called:
+                await start.release()
             raise
-        # Checked above, but another request continued the same response before this one claimed the session (its
-        # run may even have finished): this run follows the response its client holds, on a branch of its own.
-        return await _retried_run(services, req, start, request, previous) or await _branch(
-            services, previous, ref, start, started
-        )
-    except Exception:
-        if unclaimed:
-            await start.release()
-        raise
+    return await _retried_run(services, req, start, request, previous) or await _branch(
+        services, previous, ref, start, started
+    )
+
+
+class _Noted:
+    """An `on_unclaimed` that only notes the call: the caller decides what to do once it knows why."""
+
+    called = False
+
+    async def __call__(self) -> None:
+        self.called = True
+
+
+async def _check_superseded(
+    services: RunServices, ref: ResponseRef, previous: RunRecord, moved_on: SessionMovedOnError
+) -> None:
+    """A continuation refused its claim of the session (it moved on): 404 if the conversation was deleted meanwhile
+    (an empty one it re-created goes), 409 `session_busy` while a start there is still being stored."""
+    session = await services.store.get_session(previous.session_id)
+    if _gone(session, previous):
+        await _discard_recreated(services, session)
+        raise _response_not_found(ref.response_id, "previous_response_id") from moved_on
+    if session is not None and await _held_by_an_unwritten_start(services, session, previous.ordinal):
+        raise _session_busy() from moved_on
 
 
 def _gone(session: SessionRecord | None, previous: RunRecord) -> bool:
@@ -264,8 +338,10 @@ def _gone(session: SessionRecord | None, previous: RunRecord) -> bool:
 
 async def _discard_recreated(services: RunServices, session: SessionRecord | None) -> None:
     """A continuation racing a DELETE of its conversation re-created it, empty, before its claim was refused: that
-    empty session goes (best effort; it has no run, and is the caller's)."""
+    empty session goes (best effort; it has no run, and is the caller's - another's, or one in use, is left)."""
     if session is None or session.run_count or session.active_run_id or session.queued_run_ids:
+        return
+    if session.owner_id != current_principal().id:
         return
     try:
         await services.store.delete_session(session.session_id)
@@ -278,27 +354,35 @@ async def _retried_run(
     services: RunServices, req: func.HttpRequest, start: RunStart, request: CreateRequest, previous: RunRecord
 ) -> RunRecord | None:
     """The run an earlier attempt of this very request started, when this one is the openai SDK's retry of it (it
-    sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim).
-    "The same request" is: the run right after the previous response's run in its conversation, the caller's, with
-    this request's input, instructions/format/tools and metadata. Anything else - a new input, or the same input
-    sent again without the retry mark (a client asking for another answer) - branches."""
-    if start.claim is not None or not _sdk_retry(req):
+    sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim):
+    the run right after the previous response's run in its conversation, if it is the one this request starts
+    (`_same_start`). Anything else - a new input, or the same input sent again without the retry mark (a client
+    asking for another answer) - branches."""
+    if not _retry_without_key(req, start):
         return None
-    caller = current_principal()
     following = next(
         (r for r in await services.store.list_runs(previous.session_id) if r.ordinal == previous.ordinal + 1), None
     )
+    return following if following is not None and await _same_start(services, following, request) else None
+
+
+def _retry_without_key(req: func.HttpRequest, start: RunStart) -> bool:
+    return start.claim is None and _sdk_retry(req)
+
+
+async def _same_start(services: RunServices, run: RunRecord, request: CreateRequest) -> bool:
+    """Whether `run` is the one `request` starts: the caller's, of its model, with exactly its input, instructions,
+    format, tools and metadata."""
     if (
-        following is None
-        or following.kind != "agent"
-        or following.agent != previous.agent
-        or following.owner_id != caller.id
-        or following.metadata != dict(request.body.metadata or {})
-        or following.overrides != request.overrides.to_record()
+        run.kind != "agent"
+        or run.agent != request.body.model
+        or run.owner_id != current_principal().id
+        or run.metadata != dict(request.body.metadata or {})
+        or run.overrides != request.overrides.to_record()
     ):
-        return None
-    stored = await run_input(services.store, following)
-    return following if [_bare(m) for m in stored] == [_bare(m) for m in request.messages] else None
+        return False
+    stored = await run_input(services.store, run)
+    return [_bare(m) for m in stored] == [_bare(m) for m in request.messages]
 
 
 def _sdk_retry(req: func.HttpRequest) -> bool:
@@ -358,6 +442,11 @@ async def _branch(
         raise openai_error(400, f"Response '{ref.response_id}' never started: nothing can follow it.",
                            param="previous_response_id", code="previous_response_not_started")
     session_id, given_up = await copy_for(services.store, previous, start, branched_at=ref.response_id)
+    # A DELETE of the conversation landing while it was copied leaves a copy of what was left: no branch of it.
+    source = await _or_undo(given_up, services.store.get_session(previous.session_id))
+    if _gone(source, previous):
+        await given_up()  # the copy goes, then the key is released
+        raise _response_not_found(ref.response_id, "previous_response_id")
     return await started(session_id=session_id, on_unclaimed=given_up, branched_from=ref.response_id)
 
 

@@ -5,13 +5,14 @@ it, and keep only the new items; the request then continues the conversation's l
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
 from agent_runs.services import RunServices
 from http_api.durable_gateway import DurableGateway
 from http_api.openai_responses.conversation import Entry, reconcile
 from http_api.openai_responses.errors import openai_error
 from http_api.openai_responses.requests import CreateRequest
-from http_api.openai_responses.snapshots import conversation_of
+from http_api.openai_responses.snapshots import Conversation, conversation_of
 from http_api.problems import ApiProblem
 from http_api.runs import run_or_404
 from session_store import RunRecord
@@ -22,18 +23,52 @@ MAX_RUNS_NAMED = 100  # distinct runs an input may name by its items' ids (a con
 MAX_APPROVAL_LOOKUPS = 8  # approval ids read to find the conversation when no message id names it (bounded work)
 
 
+# Whether a run is the one `request` would start (the same caller, input, instructions, format, tools, metadata).
+SameStart = Callable[[RunRecord, CreateRequest], Awaitable[bool]]
+
+
 async def resolve_input(
-    services: RunServices, gateway: DurableGateway, request: CreateRequest, previous: RunRecord | None
-) -> None:
-    """Keep the new items of `request` (`request.take`); chain it to the conversation its items repeat."""
+    services: RunServices,
+    gateway: DurableGateway,
+    request: CreateRequest,
+    previous: RunRecord | None,
+    retry_of: SameStart | None = None,
+) -> RunRecord | None:
+    """Keep the new items of `request` (`request.take`); chain it to the conversation its items repeat. `retry_of`
+    (a retry of a request without a key): an input with nothing new that its first attempt's run explains - that
+    run is returned, for the request to answer with."""
     if not request.repeats:
-        return  # all new: taken by `parse_create`
+        return None  # all new: taken by `parse_create`
     session_id = previous.session_id if previous is not None else await _session_named(services, request.entries)
     conversation = await conversation_of(services, gateway, session_id) if session_id else None
     reconciled = reconcile(request.entries, conversation.items if conversation else [])
+    if (
+        not reconciled.new
+        and conversation is not None
+        and retry_of is not None
+        and (retried := await _retried_start(request, conversation, retry_of)) is not None
+    ):
+        return retried
     request.take(reconciled.effective)
     if conversation is not None and previous is None:
         request.body.previous_response_id = conversation.latest.response_id
+    return None
+
+
+async def _retried_start(request: CreateRequest, conversation: Conversation, retry_of: SameStart) -> RunRecord | None:
+    """The conversation's latest run, if it is what this request started on its first attempt: read against the
+    conversation as it was before that run's input (what the first attempt saw), the request starts that run."""
+    run = conversation.latest_run
+    ours = f"msg_{run.run_id}:"
+    at = next((i for i, item in enumerate(conversation.items) if (item.id or "").startswith(ours)), None)
+    if at is None:
+        return None
+    first_attempt = CreateRequest(body=request.body.model_copy(), entries=request.entries, tools=request.tools)
+    try:
+        first_attempt.take(reconcile(request.entries, conversation.items[:at]).effective)
+    except ApiProblem:
+        return None  # not a request that started a run there
+    return run if not first_attempt.approvals and await retry_of(run, first_attempt) else None
 
 
 async def _session_named(services: RunServices, entries: list[Entry]) -> str | None:

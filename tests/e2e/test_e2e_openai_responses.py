@@ -234,6 +234,23 @@ def test_a_turn_whose_approvals_timed_out_is_inside_its_run(
     assert "answered or timed out" in refused.value.message and f"{first.id}_2" in refused.value.message
 
 
+def answer_fails_once(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> list[Exception]:
+    """The next create fails after its run started (a transient store error, 503): the error, until raised."""
+    from session_store.errors import StoreUnavailableError
+
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    wait_for_turn = handlers.wait_for_turn
+    failures: list[Exception] = [StoreUnavailableError("throttled")]
+
+    async def fails_once(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await wait_for_turn(*args, **kwargs)
+
+    monkeypatch.setattr(handlers, "wait_for_turn", fails_once)
+    return failures
+
+
 @watches_the_app_in_process
 def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -241,22 +258,11 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     """The openai SDK retries a create whose answer failed (here a transient 503 after its run started). The retry
     finds the conversation moved on - by its own first attempt - and answers with that run's response: one turn,
     one conversation. The same input sent again without the retry mark asks for another answer: a branch."""
-    from session_store.errors import StoreUnavailableError
-
     model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "You are Ann."))
     http = httpx.Client(timeout=300, trust_env=False)
     with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
         first = sdk.responses.create(model="helper", input="I am Ann.")
-        handlers = app.app_module("http_api.openai_responses.handlers")
-        wait_for_turn = handlers.wait_for_turn
-        failures = [StoreUnavailableError("throttled")]
-
-        async def fails_once(*args: Any, **kwargs: Any) -> Any:
-            if failures:
-                raise failures.pop()  # a transient store error after the run was started
-            return await wait_for_turn(*args, **kwargs)
-
-        monkeypatch.setattr(handlers, "wait_for_turn", fails_once)
+        failures = answer_fails_once(app, monkeypatch)
         sessions = session_ids(app)
         second = sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
         assert not failures  # the first attempt failed, the SDK retried
@@ -270,6 +276,27 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
                                                       "previous_response_id": first.id})
     assert again.status_code == 200, again.text
     assert again.json()["id"] != second.id and session_of(app, again.json()["id"]) != session_of(app, first.id)
+
+
+@watches_the_app_in_process
+def test_the_sdk_retry_of_a_stateless_continuation_answers_with_the_run_it_started(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with the whole conversation sent again (a stateless input list): the retry finds its first attempt's
+    input stored (nothing new, a 400 before) and answers with the run that attempt started."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first = sdk.responses.create(model="helper", input="I am Ann.")
+        history: list[Any] = [{"role": "user", "content": "I am Ann."}]
+        history += [item.model_dump(exclude_none=True) for item in first.output]
+        failures = answer_fails_once(app, monkeypatch)
+        sessions = session_ids(app)
+        second = sdk.responses.create(model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
+        assert not failures  # the first attempt failed, the SDK retried
+        assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
+        assert len(model.log.requests) == 2  # the turn ran once
+        assert session_ids(app) == sessions
 
 
 def test_an_idempotency_key_answers_a_create_again_with_its_response(
@@ -295,6 +322,87 @@ def test_an_idempotency_key_answers_a_create_again_with_its_response(
     assert reused.status_code == 400 and len(model.log.requests) == 2
     assert (reused.json()["error"]["code"], reused.json()["error"]["param"]) == (
         "idempotency_key_reused", "header.Idempotency-Key")
+
+
+def test_an_idempotency_key_covers_a_stateless_input_list(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """The key is claimed for the body as sent: a retry of a stateless continuation (the whole conversation again,
+    which by then holds the first attempt's input) answers with the first one's response, streamed or in the
+    background as the retry asks - not 400 "adds nothing" or 409 in progress."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    history: list[Any] = [{"role": "user", "content": "I am Ann."}]
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    body = {"model": "helper", "input": [*history, {"role": "user", "content": "Who am I?"}]}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    answers = [app.http.post("/api/v1/responses", json=body, headers=headers) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200], answers[1].text
+    assert answers[0].json()["id"] == answers[1].json()["id"]
+    assert answers[0].json()["previous_response_id"] == first.id
+    in_background = app.http.post("/api/v1/responses", json={**body, "background": True}, headers=headers)
+    assert in_background.status_code == 200, in_background.text  # `background` only shapes the answer
+    assert in_background.json()["id"] == answers[0].json()["id"]
+    assert len(model.log.requests) == 2
+
+
+@watches_the_app_in_process
+def test_a_store_failure_after_the_key_is_claimed_releases_it(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continuation that fails before writing anything (the store unavailable: 503) gives its key up: the retry
+    with the key starts the run, not a 409 `idempotency_key_busy` for the rest of the claim's life."""
+    from session_store.errors import StoreUnavailableError
+
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann."))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    store = app.services().current().store
+    get_session = store.get_session
+    failures = [StoreUnavailableError("throttled")]
+
+    async def fails_once(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await get_session(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get_session", fails_once)
+    body = {"model": "helper", "input": "Who am I?", "previous_response_id": first.id}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    failed = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert failed.status_code == 503 and not failures, failed.text
+    again = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert again.status_code == 200, again.text
+    assert again.json()["output"][0]["content"][0]["text"] == "Your name is Ann."
+
+
+@watches_the_app_in_process
+def test_a_branch_racing_a_delete_of_its_conversation_is_not_found(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The original conversation is deleted while a branch copies it: the previous response is gone (404, as for a
+    continuation), not a branch answered with what was left of it; the copy goes and the key is given up."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    client.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+    original = session_of(app, first.id)
+    sessions = session_ids(app) - {original}
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    copy_for = handlers.copy_for
+
+    async def deleted_first(store: Any, *args: Any, **kwargs: Any) -> Any:
+        await store.delete_session(original)  # a DELETE of the conversation lands here
+        return await copy_for(store, *args, **kwargs)
+
+    monkeypatch.setattr(handlers, "copy_for", deleted_first)
+    body = {"model": "helper", "input": "Or am I Bo?", "previous_response_id": first.id}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    for _ in range(2):  # the retry with the key is told the same, not to wait for a claim never given up
+        gone = app.http.post("/api/v1/responses", json=body, headers=headers)
+        assert gone.status_code == 404, gone.text
+        assert (gone.json()["error"]["param"], gone.json()["error"]["code"]) == (
+            "previous_response_id", "response_not_found")
+    assert len(model.log.requests) == 2
+    assert session_ids(app) == sessions  # no copy left
 
 
 @watches_the_app_in_process
@@ -334,6 +442,35 @@ def test_a_continuation_racing_a_delete_of_its_conversation_is_not_found(
     assert len(model.log.requests) == 2
     assert app.http.get(f"/api/sessions/{original}").status_code == 404
     assert session_ids(app) == sessions  # no branch, nor the deleted one re-created
+
+
+@watches_the_app_in_process
+def test_a_continuation_racing_a_delete_leaves_another_callers_session(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A continuation racing a DELETE deletes the empty session it re-created under the conversation's id - only
+    its caller's: another caller's session made under that id meanwhile (empty, before its run) is not touched."""
+    model.set_script(Script.of("Hello Ann.", "never"))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    original = session_of(app, first.id)
+    handlers = app.app_module("http_api.openai_responses.handlers")
+    start_agent_run = handlers.start_agent_run
+
+    async def deleted_then_taken(services: Any, *args: Any, **kwargs: Any) -> Any:
+        store = services.store
+        await store.delete_session(original)
+        try:
+            return await start_agent_run(services, *args, **kwargs)  # re-creates it empty: its claim is refused
+        finally:
+            await store.delete_session(original)  # deleted again, and made anew by another caller
+            await store.create_session(original, "helper", owner_id="someone-else", owner_name="Someone")
+
+    monkeypatch.setattr(handlers, "start_agent_run", deleted_then_taken)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="helper", input="No, I am Bo.", previous_response_id=first.id)
+    kept = app.store_call(lambda store: store.get_session(original))
+    assert kept is not None and kept.owner_id == "someone-else"
+    app.store_call(lambda store: store.delete_session(original))
 
 
 @watches_the_app_in_process
