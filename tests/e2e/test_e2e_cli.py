@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,9 +55,13 @@ def cli_env(app: InProcessApp, **extra: str) -> dict[str, str]:
 
 
 def spawn(app: InProcessApp, *args: str, **env: str) -> pexpect.spawn:
+    """agentctl in a terminal, as a user's shell starts it: Ctrl-C interrupts it. (A test run started as a background
+    job of a non-interactive shell ignores SIGINT, and a child inherits that: Python then never raises
+    KeyboardInterrupt, and every Ctrl-C test would time out.)"""
     child = pexpect.spawn(
         sys.executable, ["-m", "agentctl", *args], env=cli_env(app, **env), cwd=str(REPO_ROOT),
         encoding="utf-8", timeout=EXPECT_TIMEOUT_S, dimensions=(50, 200),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     return child
 
