@@ -165,7 +165,11 @@ async def create_response(
         run, ref = start.replay, ResponseRef(start.replay.run_id)
     else:
         retry_of = partial(_same_start, services) if _retry_without_key(req, start) else None
-        retried = await _or_undo(start.release, _resolve(services, gateway, request, retry_of))
+        retried = None
+        if stored_input := await _taken_over_input(services, start):
+            request.messages = stored_input  # checked and resolved by the request that stored it: nothing can fail
+        else:
+            retried = await _or_undo(start.release, _resolve(services, gateway, request, retry_of))
         if retried is not None:  # a stateless input list's retry: its first attempt's run
             run, ref = retried, ResponseRef(retried.run_id)
         elif request.approvals:  # the key starts no run: an answer is idempotent of its own (`record_decision`)
@@ -179,6 +183,13 @@ async def create_response(
         return await open_response_stream(services, client, run, ref, background=background)
     wait = 0 if background else MAX_WAIT_SECONDS
     return _response(await wait_for_turn(services, gateway, run, ref, wait, background=background))
+
+
+async def _taken_over_input(services: RunServices, start: RunStart) -> list[Message]:
+    """The input an earlier request with the key stored for the run it wrote but never started, which this request
+    starts (`RunStart.written`). A start is taken over only once, so nothing may fail before it: resolving the body
+    again would read a stateless input list against the conversation that now holds that input ("adds nothing")."""
+    return [] if start.written is None else await run_input(services.store, start.written)
 
 
 def _key_body(raw: dict[str, Any]) -> RawBody:

@@ -346,6 +346,49 @@ def test_an_idempotency_key_covers_a_stateless_input_list(
     assert len(model.log.requests) == 2
 
 
+@watches_the_app_in_process  # fails the app's orchestration start and its store's close, and ages the key's claim
+def test_a_key_retry_starts_the_stateless_continuation_its_first_attempt_stored_but_never_started(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt wrote its run and input, then could neither start the orchestration nor close the run (it
+    died): once it is surely over, the key's retry takes the start over and starts that run with its stored input -
+    not 400 "adds nothing" (the whole list, read against the conversation that now holds that input), which would
+    leave the run written and never started for good (a start is taken over only once)."""
+    from datetime import timedelta
+
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann."))
+    first = client.responses.create(model="helper", input="I am Ann.")
+    history: list[Any] = [{"role": "user", "content": "I am Ann."}]
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    body = {"model": "helper", "input": [*history, {"role": "user", "content": "Who am I?"}]}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    gateway = app.app_module("http_api.durable_gateway").DurableGateway
+    lifecycle = app.app_module("http_api.run_lifecycle")
+    start_run, abandon = gateway.start_run, lifecycle.abandon
+
+    async def dies(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the request died before the orchestration started")
+
+    async def cannot_close(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(gateway, "start_run", dies)
+    monkeypatch.setattr(lifecycle, "abandon", cannot_close)
+    failed = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert failed.status_code >= 500, failed.text
+    monkeypatch.setattr(gateway, "start_run", start_run)
+    monkeypatch.setattr(lifecycle, "abandon", abandon)
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+
+    retried = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["status"] == "completed", retried.json()
+    assert retried.json()["output"][0]["content"][0]["text"] == "Your name is Ann."
+    assert retried.json()["previous_response_id"] == first.id
+    assert len(model.log.requests) == 2
+    assert texts(app, session_of(app, first.id)) == ["I am Ann.", "Hello Ann.", "Who am I?", "Your name is Ann."]
+
+
 @watches_the_app_in_process
 def test_a_store_failure_after_the_key_is_claimed_releases_it(
     app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
