@@ -9,6 +9,12 @@ So the keywords that branch or jump (`BRANCHING_KEYWORDS`) run under one deadlin
 second plus 5 µs per character of the value, several times what a legitimate check takes; the other keywords walk
 the value once), and `uniqueItems` compares items by a canonical form in one pass. Running out refuses the schema
 (`CheckTooCostlyError`): it cannot be checked in bounded time, which is not the same as the value being wrong.
+
+The deadline is the checking thread's CPU time, not the wall clock's: a check on a busy worker waits for the GIL
+(the event loop serves other runs meanwhile) and for a core, and a legitimate answer must not be refused because
+the process was busy. The wall clock is read at each keyword (cheap; it never runs slower than the thread's CPU
+clock), and only when it says the deadline passed is the CPU clock read (a system call): time the thread did not run
+is given back then.
 """
 
 from __future__ import annotations
@@ -32,7 +38,27 @@ BRANCHING_KEYWORDS = frozenset({
 })
 """The keywords through which a check can do more work than the value's size: the rest walk the value once."""
 
-_check_ends: ContextVar[float | None] = ContextVar("schema_check_ends", default=None)
+
+
+class _Deadline:
+    """`seconds` of the checking thread's CPU time from now, watched on the wall clock (see the module's notes)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.cpu_started = time.thread_time()
+        self.wall_ends = time.monotonic() + seconds
+
+    def passed(self) -> bool:
+        if time.monotonic() <= self.wall_ends:
+            return False
+        left = self.seconds - (time.thread_time() - self.cpu_started)
+        if left <= 0:
+            return True
+        self.wall_ends = time.monotonic() + left  # the thread waited meanwhile: it still has `left` to run
+        return False
+
+
+_check_deadline: ContextVar[_Deadline | None] = ContextVar("schema_check_deadline", default=None)
 
 Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Any]
 
@@ -43,21 +69,20 @@ class CheckTooCostlyError(ValueError):
 
 @contextmanager
 def check_deadline(value_chars: int) -> Iterator[None]:
-    """The deadline of one check of a value whose JSON has `value_chars` characters."""
-    seconds = CHECK_SECONDS + CHECK_SECONDS_PER_CHAR * value_chars
-    token = _check_ends.set(time.monotonic() + seconds)
+    """The deadline of one check of a value whose JSON has `value_chars` characters (the check runs on this thread)."""
+    token = _check_deadline.set(_Deadline(CHECK_SECONDS + CHECK_SECONDS_PER_CHAR * value_chars))
     try:
         yield
     finally:
-        _check_ends.reset(token)
+        _check_deadline.reset(token)
 
 
 def within_deadline(keyword: Keyword) -> Keyword:
     """`keyword` (a jsonschema keyword function), refused once the check's deadline has passed."""
 
     def checked(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
-        ends = _check_ends.get()
-        if ends is not None and time.monotonic() > ends:
+        deadline = _check_deadline.get()
+        if deadline is not None and deadline.passed():
             raise CheckTooCostlyError(
                 "checking the value took longer than allowed: the schema is too costly to check (for instance"
                 " anyOf or oneOf nested through references)"

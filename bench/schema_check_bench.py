@@ -192,7 +192,8 @@ def legitimate_checks(rounds: int) -> list[list[object]]:
 
 
 def hostile_checks(repeat: int) -> tuple[list[list[object]], bool]:
-    """Seconds until each hostile check is refused (median of `repeat`), against the app's bound for it."""
+    """Seconds until each hostile check is refused (median of `repeat`: the thread's CPU time, and the wall clock's),
+    against the app's bound for it (CPU time: `schema_costs`, `schema_patterns`)."""
     verdict = {"type": "object", "properties": {"verdict": {"type": "string", "pattern": EVIL_PATTERN}}}
     cases: list[tuple[str, dict[str, Any], Any, Callable[..., object], str]] = [
         (f"pattern {EVIL_PATTERN!r} vs 80 a's and '!' (output format)", verdict, {"verdict": HOSTILE_STRING},
@@ -208,23 +209,25 @@ def hostile_checks(repeat: int) -> tuple[list[list[object]], bool]:
     rows, all_met = [], True
     for label, schema, value, check, bounded_by in cases:
         validator, size = safe_validator(schema), len(as_text(value))
-        seconds = []
+        seconds, cpu_seconds = [], []
         for _ in range(repeat):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             try:
                 check(validator, value, value_chars=size)
             except SchemaRefusedError:
                 seconds.append(time.perf_counter() - started)
+                cpu_seconds.append(time.thread_time() - cpu_started)
             else:
                 expect(False, f"{label}: not refused")
         if bounded_by == "patterns":  # the matches made before the budget ran out each add their allowance: few
             bound = schema_patterns.MATCH_BUDGET_SECONDS
         else:
             bound = schema_costs.CHECK_SECONDS + schema_costs.CHECK_SECONDS_PER_CHAR * size
-        took = median(seconds)
+        took = median(cpu_seconds)  # the bounds are the checking thread's CPU time (a busy VM stretches the wall's)
         met = took <= REFUSAL_SLACK * bound
         all_met = all_met and met
-        rows.append([cell(label), f"{size:,}", f"{bound:.2f} ({bounded_by})", f"{took:.3f}", "yes" if met else "NO"])
+        rows.append([cell(label), f"{size:,}", f"{bound:.2f} ({bounded_by})", f"{took:.3f}", f"{median(seconds):.3f}",
+                     "yes" if met else "NO"])
     return rows, all_met
 
 
@@ -253,8 +256,8 @@ def main() -> None:
     hop = thread_hop_ms()
     body = table(["check", "value chars", "ours ms (p50)", "plain jsonschema ms (p50)", "ours / plain"], legitimate)
     body += "\n\nHostile schemas: time until the app refuses the check (plain jsonschema: not run, hours):\n\n"
-    body += table(["hostile check", "value chars", "bound s", "refused after s (median)",
-                   f"within {REFUSAL_SLACK}x the bound"], hostile)
+    body += table(["hostile check", "value chars", "bound s (CPU)", "refused after CPU s (median)",
+                   "refused after wall s (median)", f"within {REFUSAL_SLACK}x the bound"], hostile)
     body += (f"\n\nTarget: every hostile check refused within {REFUSAL_SLACK}x its bound: "
              f"{'met' if met else 'NOT met'}. A thread hop (`asyncio.to_thread`, what an MCP tool's argument check "
              f"pays to run off the event loop) costs {hop:.3f} ms p50.")
@@ -265,7 +268,8 @@ def main() -> None:
              "unchecked), the validator's cost measured all the same. Hostile: "
              f"{args.repeat} refusals each; the pattern budget is {schema_patterns.MATCH_BUDGET_SECONDS} s of "
              f"matching per check plus {schema_patterns.MATCH_ALLOWANCE_SECONDS * 1e6:.0f} µs a match; the deadline "
-             f"{schema_costs.CHECK_SECONDS} s plus {schema_costs.CHECK_SECONDS_PER_CHAR * 1e6:.0f} µs per character.")
+             f"{schema_costs.CHECK_SECONDS} s plus {schema_costs.CHECK_SECONDS_PER_CHAR * 1e6:.0f} µs per character; "
+             "both are the checking thread's CPU time (the wall clock's time is longer when the machine is busy).")
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > cores / 2:
         notes += (f" The machine was shared while this ran (load average {load:.1f} on {cores} cores: other work, such"

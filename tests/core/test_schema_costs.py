@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from jsonschema import validators
-from test_schema_patterns import finishes
+from test_schema_patterns import finishes, stall_first_match
 
 from agent_runtime import schema_costs
 from agent_runtime.json_schemas import SchemaRefusedError, best_error, safe_validator, schema_errors_of
@@ -35,16 +35,18 @@ def test_combinators_nested_through_references_run_into_the_deadline(combinator:
 
 
 def test_the_deadline_grows_with_the_value_and_stops_only_branching_keywords(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a clock that reads 0 when the check starts and 100 s after: the deadline of a small value has passed at the
+    """On clocks that read 0 when the check starts and 100 s after: the deadline of a small value has passed at the
     first `$ref`, and a large value's has not; keywords that walk the value once are never stopped."""
     readings = iter([0.0, 100.0, 100.0, 100.0, 100.0])
-    monkeypatch.setattr(schema_costs, "time", SimpleNamespace(monotonic=lambda: next(readings)))
+    cpu = iter([0.0, 100.0])  # the thread ran all along: the CPU clock confirms the wall clock's reading
+    monkeypatch.setattr(schema_costs, "time", SimpleNamespace(monotonic=lambda: next(readings),
+                                                              thread_time=lambda: next(cpu)))
     referring = safe_validator({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"})
     with pytest.raises(SchemaRefusedError, match="too costly to check"):
         schema_errors_of(referring, 1, value_chars=1)
-    readings = iter([0.0, 100.0, 100.0])
+    readings, cpu = iter([0.0, 100.0, 100.0]), iter([0.0])
     assert schema_errors_of(referring, 1, value_chars=20_000_000) == []  # 1 s + 100 s of characters
-    readings = iter([0.0, 100.0, 100.0])
+    readings, cpu = iter([0.0, 100.0, 100.0]), iter([0.0])
     plain = safe_validator({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}})
     assert schema_errors_of(plain, {"n": 1}, value_chars=1) == []
 
@@ -76,3 +78,18 @@ def test_a_large_legitimate_answer_is_checked_as_before() -> None:
     rows[42]["name"] = "Name"
     [error] = schema_errors_of(validator, {"rows": rows})
     assert list(error.absolute_path) == ["rows", 42, "name"] and error.validator == "anyOf"
+
+
+def test_time_the_checking_thread_waits_does_not_count_against_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline is the checking thread's CPU time: a check that waits (for the GIL, for a core) past the wall
+    clock's deadline goes on. Before, a legitimate answer checked on a busy worker could be refused as too costly."""
+    monkeypatch.setattr(schema_costs, "CHECK_SECONDS", 0.2)
+    stall_first_match(monkeypatch, 0.5)  # off the CPU inside the first match, past the deadline on the wall clock
+    validator = safe_validator({
+        "$defs": {"word": {"type": "string", "pattern": "^[a-z]+$"}},
+        "type": "array", "items": {"anyOf": [{"$ref": "#/$defs/word"}, {"type": "null"}]},
+    })
+    assert schema_errors_of(validator, ["word", None, "word"] * 20) == []
+    monkeypatch.setattr(schema_costs, "CHECK_SECONDS", 0.0)  # a deadline spent before the check starts still holds
+    with pytest.raises(SchemaRefusedError, match="too costly to check"):
+        schema_errors_of(validator, ["word"], value_chars=0)

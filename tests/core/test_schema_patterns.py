@@ -9,6 +9,7 @@ a "!" for longer than the universe's age, and the test must fail rather than han
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -95,16 +96,52 @@ def test_a_pattern_that_backtracks_exponentially_is_refused_not_matched_forever(
 
 
 def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many matches that each stay under the budget cannot add up past it: on a clock that moves 0.1 s at each
+    """Many matches that each stay under the budget cannot add up past it: on a CPU clock that moves 0.1 s at each
     reading (the matches themselves are instant), a check of five strings runs out at its second."""
     clock = iter(0.1 * step for step in range(1000))
-    monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(thread_time=lambda: next(clock)))
     validator = safe_validator({"type": "array", "items": {"type": "string", "pattern": "^a+$"}})
     with pytest.raises(SchemaRefusedError, match=r"took longer than the check allows \(0.25 s, plus 25 µs a match"):
         schema_errors_of(validator, ["aaa"] * 5)
     assert search("a", "a") and not search("^b", "a")  # outside a check, each match has the budget alone
-    with match_budget(0), pytest.raises(PatternTimeoutError):
+    with match_budget(-1), pytest.raises(PatternTimeoutError):
         search("a", "a")  # nothing left: not even a trivial match starts
+
+
+class StallingPattern:
+    """A compiled pattern whose first search stalls off the CPU first, as a check on a busy worker does waiting for
+    the GIL (the event loop serving other runs) or for a core."""
+
+    def __init__(self, compiled: Any, stall: float) -> None:
+        self.compiled, self.stall = compiled, stall
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        if self.stall:
+            time.sleep(self.stall)
+            self.stall = 0.0
+        return self.compiled.search(*args, **kwargs)
+
+
+def stall_first_match(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The check's first match (of any pattern) stalls `seconds` off the CPU."""
+    compiled = schema_patterns._compiled
+    stalling: dict[str, StallingPattern] = {}
+
+    def stalled(pattern: str) -> StallingPattern:
+        if pattern not in stalling:
+            stalling[pattern] = StallingPattern(compiled(pattern), 0.0 if stalling else seconds)
+        return stalling[pattern]
+
+    monkeypatch.setattr(schema_patterns, "_compiled", stalled)
+
+
+def test_time_the_checking_thread_waits_does_not_count_against_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A legitimate answer checked while the process is busy is not refused: the budget is the thread's CPU time.
+    Before, a match that waited longer than the budget (0.25 s plus 25 µs a match) refused the schema."""
+    stall_first_match(monkeypatch, 0.4)
+    validator = safe_validator({"type": "array", "items": {"type": "string", "pattern": "^a+$"}})
+    assert schema_errors_of(validator, ["aaa"] * 50) == []
+    assert [e.validator for e in schema_errors_of(validator, ["aaa", "b"])] == ["pattern"]
 
 
 def test_a_pattern_whose_repetitions_multiply_out_is_refused_before_it_is_compiled() -> None:
