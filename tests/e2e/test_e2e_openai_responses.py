@@ -251,6 +251,19 @@ def answer_fails_once(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> lis
     return failures
 
 
+def created_through_a_lost_answer(
+    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, sdk: OpenAI, **create: Any
+) -> tuple[Response, set[str]]:
+    """`sdk.responses.create(**create)` whose first attempt's answer fails after its run started: the response the
+    SDK's retry got, and the caller's sessions before the create."""
+    failures = answer_fails_once(app, monkeypatch)
+    sessions = session_ids(app)
+    response = sdk.responses.create(**create)
+    assert not failures  # the first attempt failed, the SDK retried
+    app.settle()
+    return response, sessions
+
+
 @watches_the_app_in_process
 def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -262,11 +275,8 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     http = httpx.Client(timeout=300, trust_env=False)
     with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
         first = sdk.responses.create(model="helper", input="I am Ann.")
-        failures = answer_fails_once(app, monkeypatch)
-        sessions = session_ids(app)
-        second = sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
-        assert not failures  # the first attempt failed, the SDK retried
-        app.settle()
+        second, sessions = created_through_a_lost_answer(app, monkeypatch, sdk, model="helper", input="Who am I?",
+                                                         previous_response_id=first.id)
         assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
         assert len(model.log.requests) == 2  # the turn ran once
         assert session_of(app, second.id) == session_of(app, first.id)
@@ -276,6 +286,39 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
                                                       "previous_response_id": first.id})
     assert again.status_code == 200, again.text
     assert again.json()["id"] != second.id and session_of(app, again.json()["id"]) != session_of(app, first.id)
+
+
+@watches_the_app_in_process
+def test_the_sdk_retry_of_a_create_that_branched_answers_with_its_branch(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt continued an earlier response of a conversation that went on: it branched (a new session),
+    then its answer failed. The SDK's retry answers with that branch's response - not a second branch (a duplicate
+    session, the model paid twice). Without the retry mark the same request branches again; a retry then answers
+    with the most recent of the caller's branches that it starts."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo.", "Hello again Bo.", "never"))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first = sdk.responses.create(model="helper", input="I am Ann.")
+        sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+        branch, sessions = created_through_a_lost_answer(app, monkeypatch, sdk, model="helper", input="No, I am Bo.",
+                                                         previous_response_id=first.id)
+        assert (branch.output_text, branch.previous_response_id) == ("Hello Bo.", first.id)
+        assert len(model.log.requests) == 3  # the branch's turn ran once
+        assert session_ids(app) - sessions == {session_of(app, branch.id)}  # one branch
+
+    body = {"model": "helper", "input": "No, I am Bo.", "previous_response_id": first.id}
+    again = app.http.post("/api/v1/responses", json=body)  # no retry mark: another answer, on a branch of its own
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] != branch.id and session_of(app, again.json()["id"]) != session_of(app, branch.id)
+    retried = app.http.post("/api/v1/responses", json=body, headers={"x-stainless-retry-count": "1"})
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["id"] == again.json()["id"]  # the most recent branch it starts
+    other = app.http.post("/api/v1/responses", json={**body, "metadata": {"k": "v"}},
+                          headers={"x-stainless-retry-count": "1"})
+    assert other.status_code == 200, other.text  # not what the branches started: a branch of its own
+    assert other.json()["id"] not in (branch.id, again.json()["id"])
+    assert len(model.log.requests) == 5
 
 
 @watches_the_app_in_process
@@ -290,10 +333,8 @@ def test_the_sdk_retry_of_a_stateless_continuation_answers_with_the_run_it_start
         first = sdk.responses.create(model="helper", input="I am Ann.")
         history: list[Any] = [{"role": "user", "content": "I am Ann."}]
         history += [item.model_dump(exclude_none=True) for item in first.output]
-        failures = answer_fails_once(app, monkeypatch)
-        sessions = session_ids(app)
-        second = sdk.responses.create(model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
-        assert not failures  # the first attempt failed, the SDK retried
+        second, sessions = created_through_a_lost_answer(
+            app, monkeypatch, sdk, model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
         assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
         assert len(model.log.requests) == 2  # the turn ran once
         assert session_ids(app) == sessions
