@@ -237,10 +237,14 @@ async def _start(
     """The new response's run: a new conversation, the next run of the previous response's, or a branch of it. With
     an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
     without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
+    if start.written is not None:  # written by an earlier request with the key that never started it: as it was
+        # Its webhook was checked by that request before it wrote the run (and each send checks it again): a check
+        # failing now (its host no longer resolving) would leave the run written and never started, for good.
+        checked = start.written.metadata.get("webhook")
+        return await _started(services, gateway, agent, request, start, trace, checked,
+                              session_id=start.written.session_id)
     webhook = await _or_undo(start.release, _metadata_webhook(request.body.metadata))
     started = partial(_started, services, gateway, agent, request, start, trace, webhook)
-    if start.written is not None:  # written by an earlier request with the key that never started it: as it was
-        return await started(session_id=start.written.session_id)
     if not request.body.previous_response_id:
         return await started(session_id=None)
     ref, previous = await _or_undo(start.release, _continuable(services, gateway, request, agent))
