@@ -211,7 +211,7 @@ resource database 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-11-15
 var containers = [
   { name: 'sessions', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/agent/?' }, { path: '/owner_id/?' }, { path: '/createdEpoch/?' } ] }
   { name: 'messages', partitionKey: '/sessionId', uniqueKeys: [ { paths: [ '/seq' ] } ], indexed: [ { path: '/sessionId/?' }, { path: '/seq/?' }, { path: '/run_id/?' } ] }
-  { name: 'runs', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/ordinal/?' }, { path: '/owner_id/?' }, { path: '/status/?' }, { path: '/agent/?' }, { path: '/createdEpoch/?' } ] }
+  { name: 'runs', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/ordinal/?' }, { path: '/owner_id/?' }, { path: '/status/?' }, { path: '/agent/?' }, { path: '/createdEpoch/?' }, { path: '/branched_from/?' } ] }
   { name: 'approvals', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/run_id/?' }, { path: '/status/?' }, { path: '/decider_keys/[]/?' }, { path: '/createdEpoch/?' } ] }
   { name: 'effects', partitionKey: '/sessionId', uniqueKeys: [], indexed: [ { path: '/sessionId/?' }, { path: '/type/?' }, { path: '/kind/?' }, { path: '/name/?' }, { path: '/index/?' } ] }
   { name: 'lookup', partitionKey: '/id', uniqueKeys: [], indexed: [] }

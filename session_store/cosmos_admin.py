@@ -65,7 +65,7 @@ CONTAINERS: tuple[ContainerSpec, ...] = (
     ContainerSpec("sessions", indexed_paths=("/sessionId/?", "/agent/?", "/owner_id/?", "/createdEpoch/?")),
     ContainerSpec("messages", unique_keys=("/seq",), indexed_paths=("/sessionId/?", "/seq/?", "/run_id/?")),
     ContainerSpec("runs", indexed_paths=(
-        "/sessionId/?", "/ordinal/?", "/owner_id/?", "/status/?", "/agent/?", "/createdEpoch/?")),
+        "/sessionId/?", "/ordinal/?", "/owner_id/?", "/status/?", "/agent/?", "/createdEpoch/?", "/branched_from/?")),
     ContainerSpec("approvals", indexed_paths=(
         "/sessionId/?", "/run_id/?", "/status/?", "/decider_keys/[]/?", "/createdEpoch/?")),
     ContainerSpec("effects", indexed_paths=("/sessionId/?", "/type/?", "/kind/?", "/name/?", "/index/?")),

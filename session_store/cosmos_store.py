@@ -618,6 +618,14 @@ class CosmosSessionStore:
         )
         return Page(items=[from_item(RunRecord, i) for i in items], continuation=wrapped)
 
+    @_on_portal
+    async def list_branch_runs(self, branched_from: str, *, owner_id: str, limit: int = 10) -> list[RunRecord]:
+        # Cross-partition (each branch is a session of its own): only a Responses create's retry asks.
+        items, _ = await self._cross_partition_page(
+            "runs", "branch-runs", {"branched_from": branched_from, "owner_id": owner_id}, limit, None
+        )
+        return [from_item(RunRecord, i) for i in items]
+
     # -- approvals ------------------------------------------------------------------------------------------
 
     @_on_portal

@@ -24,12 +24,14 @@ Runs
     changes the mutable fields under an ETag (optionally the caller's ``if_match``). ``finish_run`` sets a terminal
     status (the first finish wins) and releases the session if this run holds it. ``record_run_tools`` stores the
     tools discovered for a run once (with those left out): the first list wins and is returned to every later caller.
-    ``list_owner_runs`` pages one owner's runs newest first (optionally by status and agent). ``reopen_run`` makes a
-    failed run, the latest of its session, its session's active run again with ``rewind`` appended to its
-    ``rewinds`` (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen (or, when a new run
-    took the session meanwhile, fails the run again and raises). ``after_rewinds``: the run must have that many
-    rewinds, as the caller read it (``RunNotReopenableError`` ``not_failed`` once another rewind came first, even one
-    that failed again since: the caller's resume point is of the earlier failure).
+    ``list_owner_runs`` pages one owner's runs newest first (optionally by status and agent). ``list_branch_runs``
+    returns, newest first (at most ``limit``), one owner's runs whose ``branched_from`` is the given response id (a
+    retry of a Responses create that branched looks for its first attempt's branch; never on a hot path).
+    ``reopen_run`` makes a failed run, the latest of its session, its session's active run again with ``rewind``
+    appended to its ``rewinds`` (``rules.reopen``); the same ``rewind_id`` again completes an interrupted reopen (or,
+    when a new run took the session meanwhile, fails the run again and raises). ``after_rewinds``: the run must have
+    that many rewinds, as the caller read it (``RunNotReopenableError`` ``not_failed`` once another rewind came first,
+    even one that failed again since: the caller's resume point is of the earlier failure).
 Approvals
     ``put_approvals`` creates requests if absent (a retried write never resets a decision); ``get_approval`` resolves
     from the id alone (or, like ``get_run``, with the ``session_id`` the caller knows); ``decide_approval`` is
@@ -196,6 +198,10 @@ class SessionStore(Protocol):
         limit: int = 50,
         continuation: str | None = None,
     ) -> Page[RunRecord]: ...
+
+    async def list_branch_runs(self, branched_from: str, *, owner_id: str, limit: int = 10) -> list[RunRecord]:
+        """`owner_id`'s runs whose `branched_from` is `branched_from`, newest first (cross-partition on Cosmos)."""
+        ...
 
     # Approvals
     async def put_approvals(self, records: Sequence[ApprovalRecord]) -> list[ApprovalRecord]: ...

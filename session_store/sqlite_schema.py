@@ -34,6 +34,8 @@ CREATE INDEX IF NOT EXISTS approvals_by_run ON approvals (run_id, created_at);
 CREATE INDEX IF NOT EXISTS approvals_by_session ON approvals (session_id, created_at);
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (json_extract(doc, '$.owner_id'), created_at DESC);
 CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (json_extract(doc, '$.owner_id'));
+CREATE INDEX IF NOT EXISTS runs_by_branch ON runs (json_extract(doc, '$.branched_from'))
+    WHERE json_extract(doc, '$.branched_from') IS NOT NULL;
 CREATE INDEX IF NOT EXISTS approvals_by_status ON approvals (status, created_at DESC);
 CREATE TABLE IF NOT EXISTS effects (
     session_id TEXT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL,

@@ -42,6 +42,7 @@ UNWRITTEN_SWEEP_INTERVAL_SECONDS = 3600.0
 # A larger batch of messages or approvals is written on the worker thread; a list that reads more goes there too.
 INLINE_BATCH_BYTES = 256 * 1024
 OWNER_OF_DOC = "json_extract(doc, '$.owner_id')"
+BRANCHED_FROM_OF_DOC = "json_extract(doc, '$.branched_from')"
 SIGNAL_ID_OF_DOC = "json_extract(doc, '$.signal_id')"
 # Epoch seconds of the record's ISO creation time (julianday parses the fractions and the zone correctly).
 CREATED_OF_DOC = "((julianday(json_extract(doc, '$.created_at')) - 2440587.5) * 86400.0)"
@@ -566,6 +567,13 @@ class SqliteSessionStore:
             return _page(rows.fetchall(), limit, scope, RunRecord)
 
         return await self._run(op)
+
+    async def list_branch_runs(self, branched_from: str, *, owner_id: str, limit: int = 10) -> list[RunRecord]:
+        sql = (f"SELECT doc FROM runs WHERE {BRANCHED_FROM_OF_DOC} = ? AND {LIVE} AND {OWNER_OF_DOC} = ? "
+               f"ORDER BY {CREATED_OF_DOC} DESC, run_id LIMIT ?")
+        params = (branched_from, self._now().timestamp(), owner_id, limit)
+        rows = await self._run(lambda: self._conn.execute(sql, params).fetchall())
+        return [RunRecord.model_validate_json(r[0]) for r in rows]
 
     # -- approvals ------------------------------------------------------------------------------------------
 

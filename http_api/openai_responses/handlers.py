@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -236,10 +237,14 @@ async def _start(
     """The new response's run: a new conversation, the next run of the previous response's, or a branch of it. With
     an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
     without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
+    if start.written is not None:  # written by an earlier request with the key that never started it: as it was
+        # Its webhook was checked by that request before it wrote the run (and each send checks it again): a check
+        # failing now (its host no longer resolving) would leave the run written and never started, for good.
+        checked = start.written.metadata.get("webhook")
+        return await _started(services, gateway, agent, request, start, trace, checked,
+                              session_id=start.written.session_id)
     webhook = await _or_undo(start.release, _metadata_webhook(request.body.metadata))
     started = partial(_started, services, gateway, agent, request, start, trace, webhook)
-    if start.written is not None:  # written by an earlier request with the key that never started it: as it was
-        return await started(session_id=start.written.session_id)
     if not request.body.previous_response_id:
         return await started(session_id=None)
     ref, previous = await _or_undo(start.release, _continuable(services, gateway, request, agent))
@@ -315,7 +320,7 @@ async def _continue(
             if unclaimed.called:
                 await start.release()
             raise
-    return await _retried_run(services, req, start, request, previous) or await _branch(
+    return await _retried_run(services, req, start, request, previous, ref) or await _branch(
         services, previous, ref, start, started
     )
 
@@ -362,19 +367,33 @@ async def _discard_recreated(services: RunServices, session: SessionRecord | Non
 
 
 async def _retried_run(
-    services: RunServices, req: func.HttpRequest, start: RunStart, request: CreateRequest, previous: RunRecord
+    services: RunServices,
+    req: func.HttpRequest,
+    start: RunStart,
+    request: CreateRequest,
+    previous: RunRecord,
+    ref: ResponseRef,
 ) -> RunRecord | None:
     """The run an earlier attempt of this very request started, when this one is the openai SDK's retry of it (it
     sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim):
-    the run right after the previous response's run in its conversation, if it is the one this request starts
-    (`_same_start`). Anything else - a new input, or the same input sent again without the retry mark (a client
-    asking for another answer) - branches."""
+    the run right after the previous response's run in its conversation, or the first run of a branch the caller
+    made from that response (`branched_from`: the first attempt found the conversation gone on, and branched), the
+    most recent of them that is the one this request starts (`_same_start`). Anything else - a new input, or the
+    same input sent again without the retry mark (a client asking for another answer) - branches."""
     if not _retry_without_key(req, start):
         return None
-    following = next(
-        (r for r in await services.store.list_runs(previous.session_id) if r.ordinal == previous.ordinal + 1), None
-    )
-    return following if following is not None and await _same_start(services, following, request) else None
+    runs = await services.store.list_runs(previous.session_id)
+    following = [r for r in runs if r.ordinal == previous.ordinal + 1]
+    # Only a retry asks (never a hot path): the caller's branches are sessions of their own (cross-partition).
+    branches = await services.store.list_branch_runs(ref.response_id, owner_id=current_principal().id)
+    for run in sorted([*following, *branches], key=_created, reverse=True):
+        if await _same_start(services, run, request):
+            return run
+    return None
+
+
+def _created(run: RunRecord) -> datetime:
+    return run.created_at or datetime.min.replace(tzinfo=UTC)
 
 
 def _retry_without_key(req: func.HttpRequest, start: RunStart) -> bool:

@@ -12,7 +12,8 @@ import json
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from openai.types.responses import Response
 from pydantic import BaseModel
 from test_e2e_crash import CrashableApp
 from test_e2e_openai_responses_stream import check_events, deltas, read_until
+from webhook_receiver import SECRET, WebhookReceiver
 
 from agent_runtime.overrides import MAX_INSTRUCTIONS_CHARS
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -251,6 +253,19 @@ def answer_fails_once(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> lis
     return failures
 
 
+def created_through_a_lost_answer(
+    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, sdk: OpenAI, **create: Any
+) -> tuple[Response, set[str]]:
+    """`sdk.responses.create(**create)` whose first attempt's answer fails after its run started: the response the
+    SDK's retry got, and the caller's sessions before the create."""
+    failures = answer_fails_once(app, monkeypatch)
+    sessions = session_ids(app)
+    response = sdk.responses.create(**create)
+    assert not failures  # the first attempt failed, the SDK retried
+    app.settle()
+    return response, sessions
+
+
 @watches_the_app_in_process
 def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -262,11 +277,8 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
     http = httpx.Client(timeout=300, trust_env=False)
     with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
         first = sdk.responses.create(model="helper", input="I am Ann.")
-        failures = answer_fails_once(app, monkeypatch)
-        sessions = session_ids(app)
-        second = sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
-        assert not failures  # the first attempt failed, the SDK retried
-        app.settle()
+        second, sessions = created_through_a_lost_answer(app, monkeypatch, sdk, model="helper", input="Who am I?",
+                                                         previous_response_id=first.id)
         assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
         assert len(model.log.requests) == 2  # the turn ran once
         assert session_of(app, second.id) == session_of(app, first.id)
@@ -276,6 +288,39 @@ def test_the_sdk_retry_of_a_continuation_answers_with_the_run_it_started(
                                                       "previous_response_id": first.id})
     assert again.status_code == 200, again.text
     assert again.json()["id"] != second.id and session_of(app, again.json()["id"]) != session_of(app, first.id)
+
+
+@watches_the_app_in_process
+def test_the_sdk_retry_of_a_create_that_branched_answers_with_its_branch(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt continued an earlier response of a conversation that went on: it branched (a new session),
+    then its answer failed. The SDK's retry answers with that branch's response - not a second branch (a duplicate
+    session, the model paid twice). Without the retry mark the same request branches again; a retry then answers
+    with the most recent of the caller's branches that it starts."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo.", "Hello again Bo.", "never"))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first = sdk.responses.create(model="helper", input="I am Ann.")
+        sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+        branch, sessions = created_through_a_lost_answer(app, monkeypatch, sdk, model="helper", input="No, I am Bo.",
+                                                         previous_response_id=first.id)
+        assert (branch.output_text, branch.previous_response_id) == ("Hello Bo.", first.id)
+        assert len(model.log.requests) == 3  # the branch's turn ran once
+        assert session_ids(app) - sessions == {session_of(app, branch.id)}  # one branch
+
+    body = {"model": "helper", "input": "No, I am Bo.", "previous_response_id": first.id}
+    again = app.http.post("/api/v1/responses", json=body)  # no retry mark: another answer, on a branch of its own
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] != branch.id and session_of(app, again.json()["id"]) != session_of(app, branch.id)
+    retried = app.http.post("/api/v1/responses", json=body, headers={"x-stainless-retry-count": "1"})
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["id"] == again.json()["id"]  # the most recent branch it starts
+    other = app.http.post("/api/v1/responses", json={**body, "metadata": {"k": "v"}},
+                          headers={"x-stainless-retry-count": "1"})
+    assert other.status_code == 200, other.text  # not what the branches started: a branch of its own
+    assert other.json()["id"] not in (branch.id, again.json()["id"])
+    assert len(model.log.requests) == 5
 
 
 @watches_the_app_in_process
@@ -290,10 +335,8 @@ def test_the_sdk_retry_of_a_stateless_continuation_answers_with_the_run_it_start
         first = sdk.responses.create(model="helper", input="I am Ann.")
         history: list[Any] = [{"role": "user", "content": "I am Ann."}]
         history += [item.model_dump(exclude_none=True) for item in first.output]
-        failures = answer_fails_once(app, monkeypatch)
-        sessions = session_ids(app)
-        second = sdk.responses.create(model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
-        assert not failures  # the first attempt failed, the SDK retried
+        second, sessions = created_through_a_lost_answer(
+            app, monkeypatch, sdk, model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
         assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
         assert len(model.log.requests) == 2  # the turn ran once
         assert session_ids(app) == sessions
@@ -346,6 +389,30 @@ def test_an_idempotency_key_covers_a_stateless_input_list(
     assert len(model.log.requests) == 2
 
 
+def stored_never_started(
+    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    """The create with the key writes its run and input, then can neither start the orchestration nor close the run
+    (it died); then the key's claim is taken for surely over, so that its retry takes the start over."""
+    from datetime import timedelta
+
+    gateway = app.app_module("http_api.durable_gateway").DurableGateway
+    lifecycle = app.app_module("http_api.run_lifecycle")
+
+    async def dies(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the request died before the orchestration started")
+
+    async def cannot_close(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    with pytest.MonkeyPatch.context() as dying:
+        dying.setattr(gateway, "start_run", dies)
+        dying.setattr(lifecycle, "abandon", cannot_close)
+        failed = app.http.post("/api/v1/responses", json=body, headers=headers)
+    assert failed.status_code >= 500, failed.text
+    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+
+
 @watches_the_app_in_process  # fails the app's orchestration start and its store's close, and ages the key's claim
 def test_a_key_retry_starts_the_stateless_continuation_its_first_attempt_stored_but_never_started(
     app: InProcessApp, client: OpenAI, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -354,31 +421,13 @@ def test_a_key_retry_starts_the_stateless_continuation_its_first_attempt_stored_
     died): once it is surely over, the key's retry takes the start over and starts that run with its stored input -
     not 400 "adds nothing" (the whole list, read against the conversation that now holds that input), which would
     leave the run written and never started for good (a start is taken over only once)."""
-    from datetime import timedelta
-
     model.set_script(Script.of("Hello Ann.", "Your name is Ann."))
     first = client.responses.create(model="helper", input="I am Ann.")
     history: list[Any] = [{"role": "user", "content": "I am Ann."}]
     history += [item.model_dump(exclude_none=True) for item in first.output]
     body = {"model": "helper", "input": [*history, {"role": "user", "content": "Who am I?"}]}
     headers = {"Idempotency-Key": uuid.uuid4().hex}
-    gateway = app.app_module("http_api.durable_gateway").DurableGateway
-    lifecycle = app.app_module("http_api.run_lifecycle")
-    start_run, abandon = gateway.start_run, lifecycle.abandon
-
-    async def dies(*args: Any, **kwargs: Any) -> None:
-        raise ConnectionError("the request died before the orchestration started")
-
-    async def cannot_close(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    monkeypatch.setattr(gateway, "start_run", dies)
-    monkeypatch.setattr(lifecycle, "abandon", cannot_close)
-    failed = app.http.post("/api/v1/responses", json=body, headers=headers)
-    assert failed.status_code >= 500, failed.text
-    monkeypatch.setattr(gateway, "start_run", start_run)
-    monkeypatch.setattr(lifecycle, "abandon", abandon)
-    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    stored_never_started(app, monkeypatch, body, headers)
 
     retried = app.http.post("/api/v1/responses", json=body, headers=headers)
     assert retried.status_code == 200, retried.text
@@ -387,6 +436,44 @@ def test_a_key_retry_starts_the_stateless_continuation_its_first_attempt_stored_
     assert retried.json()["previous_response_id"] == first.id
     assert len(model.log.requests) == 2
     assert texts(app, session_of(app, first.id)) == ["I am Ann.", "Hello Ann.", "Who am I?", "Your name is Ann."]
+
+
+@watches_the_app_in_process  # as above, and fails the webhook's check on the retry
+def test_a_key_retry_starts_the_run_its_first_attempt_stored_whatever_its_webhook_check_says_now(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first attempt checked `metadata.webhook`, stored its run, then died before starting it. By the key's
+    retry the webhook's host no longer resolves: the retry starts the stored run all the same, with the webhook its
+    first attempt checked (each send checks the host again) - not a 400 that leaves the run written and never
+    started for good. A new create is still refused that webhook."""
+    model.set_script(Script.of("Hello Ann."))
+    receiver = WebhookReceiver().start()
+    try:
+        with app_with(WEBHOOK_SECRET=SECRET, WEBHOOK_ALLOWED_HOSTS="127.0.0.1") as app:
+            body = {"model": "helper", "input": "I am Ann.", "metadata": {"webhook": receiver.url}}
+            headers = {"Idempotency-Key": uuid.uuid4().hex}
+            stored_never_started(app, monkeypatch, body, headers)
+            destinations = app.app_module("notifications.destinations")
+
+            async def unresolvable(url: str, *, allow_private: bool) -> None:
+                raise destinations.DestinationError("the host does not resolve")
+
+            monkeypatch.setattr(app.app_module("notifications.http.webhook_field"), "check_resolved", unresolvable)
+            refused = app.http.post("/api/v1/responses", json=body)
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["code"] == "webhook_not_allowed"
+
+            retried = app.http.post("/api/v1/responses", json=body, headers=headers)
+            assert retried.status_code == 200, retried.text
+            assert retried.json()["status"] == "completed", retried.json()
+            assert retried.json()["output"][0]["content"][0]["text"] == "Hello Ann."
+            app.settle()
+            [done] = receiver.accepted()
+            assert done.verified and done.payload["type"] == "run.completed"
+            assert f"resp_{done.payload['data']['run_id']}" == retried.json()["id"]
+    finally:
+        receiver.stop()
 
 
 @watches_the_app_in_process

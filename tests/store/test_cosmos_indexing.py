@@ -89,6 +89,7 @@ async def test_every_query_filters_and_sorts_only_on_indexed_paths(
         # Closing a dead start asks whether one position was written (run on the store's loop, as its callers are).
         assert await store._portal.call(store._has_run_at(session_id, started.ordinal))
         await store.list_owner_runs("alice", status="in_progress", agent="assistant")
+        await store.list_branch_runs("resp_x", owner_id="alice")
         pending = approval(session_id, started.run_id).model_copy(update={"decider_keys": ["user:alice"]})
         await store.put_approvals([pending])
         await store.list_approvals(run_id=started.run_id, session_id=session_id, status="pending")

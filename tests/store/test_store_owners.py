@@ -67,6 +67,26 @@ async def test_runs_list_per_owner_newest_first_by_status_and_agent(harness, sto
     assert (await store.list_owner_runs(new_id("nobody"))).items == []
 
 
+async def test_branch_runs_of_a_response_list_per_owner_newest_first(harness, store: SessionStore) -> None:
+    alice, bob = new_id("alice"), new_id("bob")
+    response, other = new_id("resp"), new_id("resp")
+    branches = []
+    for owner, branched_from in ((alice, response), (bob, response), (alice, other), (alice, response), (alice, None)):
+        run_id = new_id("run")  # a branch's session is named after its run
+        await store.create_session(run_id, "assistant", owner_id=owner)
+        record = RunRecord(run_id=run_id, session_id=run_id, agent="assistant", owner_id=owner,
+                           branched_from=branched_from)
+        await store.begin_run(record)
+        if owner == alice and branched_from == response:
+            branches.append(run_id)
+        harness.clock.advance(1)
+
+    found = await store.list_branch_runs(response, owner_id=alice)
+    assert [r.run_id for r in found] == list(reversed(branches))
+    assert [r.run_id for r in await store.list_branch_runs(response, owner_id=alice, limit=1)] == [branches[-1]]
+    assert await store.list_branch_runs(new_id("resp"), owner_id=alice) == []
+
+
 async def test_inbox_lists_pending_approvals_by_decider_keys_newest_first(harness, store: SessionStore) -> None:
     role = f"role:{new_id('Payments.Approver')}"
     carol = f"principal:{new_id('carol')}"
