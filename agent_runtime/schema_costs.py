@@ -14,7 +14,7 @@ The deadline is the checking thread's CPU time, not the wall clock's: a check on
 (the event loop serves other runs meanwhile) and for a core, and a legitimate answer must not be refused because
 the process was busy. The wall clock is read at each keyword (cheap; it never runs slower than the thread's CPU
 clock), and only when it says the deadline passed is the CPU clock read (a system call): time the thread did not run
-is given back then.
+is given back then, up to `WALL_CEILING_FACTOR` times the deadline.
 """
 
 from __future__ import annotations
@@ -40,21 +40,30 @@ BRANCHING_KEYWORDS = frozenset({
 
 
 
+WALL_CEILING_FACTOR = 10
+"""However long the checking thread waits, a check ends by this many times its deadline on the wall clock: a hostile
+check holds one of the few check threads (and the GIL, in turns) for a bounded time, even on a busy process."""
+
+
 class _Deadline:
-    """`seconds` of the checking thread's CPU time from now, watched on the wall clock (see the module's notes)."""
+    """`seconds` of the checking thread's CPU time from now, watched on the wall clock (see the module's notes), and
+    at most `WALL_CEILING_FACTOR` times as long on the wall clock."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.cpu_started = time.thread_time()
-        self.wall_ends = time.monotonic() + seconds
+        now = time.monotonic()
+        self.wall_ends = now + seconds
+        self.wall_ceiling = now + WALL_CEILING_FACTOR * seconds
 
     def passed(self) -> bool:
-        if time.monotonic() <= self.wall_ends:
+        now = time.monotonic()
+        if now <= self.wall_ends:
             return False
         left = self.seconds - (time.thread_time() - self.cpu_started)
-        if left <= 0:
+        if left <= 0 or now >= self.wall_ceiling:
             return True
-        self.wall_ends = time.monotonic() + left  # the thread waited meanwhile: it still has `left` to run
+        self.wall_ends = min(now + left, self.wall_ceiling)  # the thread waited meanwhile: it still has `left` to run
         return False
 
 

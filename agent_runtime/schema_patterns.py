@@ -55,14 +55,43 @@ class PatternTimeoutError(PatternError):
     """The check's patterns took longer than its budget (`MATCH_BUDGET_SECONDS`)."""
 
 
+MAX_MATCH_ATTEMPTS = 4
+MIN_MATCH_SHARE = 1 / 8
+"""A match cut short by regex's timeout while other threads ran is tried again with its timeout divided by the share
+of the process's CPU this thread had (at least this), at most `MAX_MATCH_ATTEMPTS` times in all: a hostile match
+spends at most the budget on a process whose other threads are idle, and never more than 1 / MIN_MATCH_SHARE times
+it."""
+
+
+class _Spent:
+    seconds = 0.0
+
+
 class _Budget:
     """The matching time one check has left (only time spent matching and compiling counts, not the rest of the
     check: a large answer may take a while to walk). Time is the checking thread's CPU time: a check on a busy worker
     waits for the GIL and for a core inside its matches too, and that must not refuse a legitimate answer (reading
-    the CPU clock costs ~1 µs a match, a fifth of a short match)."""
+    the CPU clock costs ~1 µs a match, a fifth of a short match). regex's own timeout counts the whole process's CPU
+    time instead (other threads' too), so `search` tries a match it cut short again (`MAX_MATCH_ATTEMPTS`)."""
 
     def __init__(self, seconds: float) -> None:
         self.left = seconds
+        self._started = (time.thread_time(), time.process_time())
+
+    def share(self) -> float:
+        """The share of the process's CPU time this thread has had since the budget began (1 until it has any)."""
+        thread, process = time.thread_time() - self._started[0], time.process_time() - self._started[1]
+        return 1.0 if process <= 0 else min(max(thread / process, MIN_MATCH_SHARE), 1.0)
+
+    @contextmanager
+    def spending(self) -> Iterator[_Spent]:
+        """Charge the thread's CPU time inside to the budget."""
+        spent, started = _Spent(), time.thread_time()
+        try:
+            yield spent
+        finally:
+            spent.seconds = time.thread_time() - started
+            self.left -= spent.seconds
 
 
 _budget: ContextVar[_Budget | None] = ContextVar("schema_pattern_budget", default=None)
@@ -131,17 +160,25 @@ def search(pattern: str, text: str) -> bool:
     budget.left += MATCH_ALLOWANCE_SECONDS
     if budget.left <= 0:
         raise _timed_out(pattern)
-    started = time.thread_time()
-    try:
+    with budget.spending():
         compiled = _compiled(pattern)  # bounded by MAX_PATTERN_EXPANSION; its time counts against the budget
-        # concurrent: a long match releases the GIL, so it does not stall the process's other threads. `timeout`
-        # is on the wall clock, which never runs slower than the thread's CPU clock: a match stops by it at the
-        # latest when the budget is spent, and sooner only if the thread stalls for the rest of the budget in it.
-        return compiled.search(text, timeout=budget.left, concurrent=len(text) > 4096) is not None
-    except TimeoutError:
-        raise _timed_out(pattern) from None
-    finally:
-        budget.left -= time.thread_time() - started
+    concurrent = len(text) > 4096  # a long match releases the GIL, so it does not stall the process's other threads
+    # ... which then run beside it, on the process's CPU time that regex's timeout counts (see below): such a match
+    # starts from the share of it this thread has had since the check began.
+    share = budget.share() if concurrent else 1.0
+    for _ in range(MAX_MATCH_ATTEMPTS):
+        if budget.left <= 0:
+            break
+        timeout = budget.left / share
+        with budget.spending() as attempt:
+            try:
+                return compiled.search(text, timeout=timeout, concurrent=concurrent) is not None
+            except TimeoutError:
+                pass
+        # regex's timeout is the CPU time of the whole process (C `clock()`): other threads' work counted in it, so
+        # this thread had only `attempt.seconds` of it. Again, with the timeout scaled by the share this thread had.
+        share = max(attempt.seconds / timeout, MIN_MATCH_SHARE)
+    raise _timed_out(pattern)
 
 
 def _timed_out(pattern: str) -> PatternTimeoutError:

@@ -93,3 +93,16 @@ def test_time_the_checking_thread_waits_does_not_count_against_the_deadline(monk
     monkeypatch.setattr(schema_costs, "CHECK_SECONDS", 0.0)  # a deadline spent before the check starts still holds
     with pytest.raises(SchemaRefusedError, match="too costly to check"):
         schema_errors_of(validator, ["word"], value_chars=0)
+
+
+def test_a_check_ends_by_its_wall_clock_ceiling_however_long_its_thread_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hostile check on a busy process holds a check thread for at most `WALL_CEILING_FACTOR` times its deadline,
+    though it has spent less CPU time than the deadline."""
+    monkeypatch.setattr(schema_costs, "CHECK_SECONDS", 0.02)
+    stall_first_match(monkeypatch, 0.3)  # past 10 x 0.02 s on the wall clock, ~no CPU time
+    validator = safe_validator({
+        "$defs": {"word": {"type": "string", "pattern": "^[a-z]+$"}},
+        "type": "array", "items": {"anyOf": [{"$ref": "#/$defs/word"}, {"type": "null"}]},
+    })
+    with pytest.raises(SchemaRefusedError, match="too costly to check"):
+        schema_errors_of(validator, ["word", None, "word"], value_chars=0)

@@ -99,7 +99,8 @@ def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPat
     """Many matches that each stay under the budget cannot add up past it: on a CPU clock that moves 0.1 s at each
     reading (the matches themselves are instant), a check of five strings runs out at its second."""
     clock = iter(0.1 * step for step in range(1000))
-    monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(thread_time=lambda: next(clock)))
+    monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(thread_time=lambda: next(clock),
+                                                                 process_time=time.process_time))
     validator = safe_validator({"type": "array", "items": {"type": "string", "pattern": "^a+$"}})
     with pytest.raises(SchemaRefusedError, match=r"took longer than the check allows \(0.25 s, plus 25 µs a match"):
         schema_errors_of(validator, ["aaa"] * 5)
@@ -110,29 +111,37 @@ def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPat
 
 class StallingPattern:
     """A compiled pattern whose first search stalls off the CPU first, as a check on a busy worker does waiting for
-    the GIL (the event loop serving other runs) or for a core."""
+    the GIL (the event loop serving other runs) or for a core; with `cut_short`, that search then times out as regex
+    does when the process's other threads spent its timeout (it counts the whole process's CPU time)."""
 
-    def __init__(self, compiled: Any, stall: float) -> None:
-        self.compiled, self.stall = compiled, stall
+    def __init__(self, compiled: Any, stall: float, *, cut_short: bool = False) -> None:
+        self.compiled, self.stall, self.cut_short = compiled, stall, cut_short
+        self.timeouts: list[float] = []
 
     def search(self, *args: Any, **kwargs: Any) -> Any:
+        self.timeouts.append(kwargs["timeout"])
         if self.stall:
             time.sleep(self.stall)
             self.stall = 0.0
+            if self.cut_short:
+                raise TimeoutError("regex time-out")
         return self.compiled.search(*args, **kwargs)
 
 
-def stall_first_match(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """The check's first match (of any pattern) stalls `seconds` off the CPU."""
+def stall_first_match(
+    monkeypatch: pytest.MonkeyPatch, seconds: float, *, cut_short: bool = False
+) -> dict[str, StallingPattern]:
+    """The check's first match (of any pattern) stalls `seconds` off the CPU (and is cut short: `StallingPattern`)."""
     compiled = schema_patterns._compiled
     stalling: dict[str, StallingPattern] = {}
 
     def stalled(pattern: str) -> StallingPattern:
         if pattern not in stalling:
-            stalling[pattern] = StallingPattern(compiled(pattern), 0.0 if stalling else seconds)
+            stalling[pattern] = StallingPattern(compiled(pattern), 0.0 if stalling else seconds, cut_short=cut_short)
         return stalling[pattern]
 
     monkeypatch.setattr(schema_patterns, "_compiled", stalled)
+    return stalling
 
 
 def test_time_the_checking_thread_waits_does_not_count_against_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,6 +151,18 @@ def test_time_the_checking_thread_waits_does_not_count_against_the_budget(monkey
     validator = safe_validator({"type": "array", "items": {"type": "string", "pattern": "^a+$"}})
     assert schema_errors_of(validator, ["aaa"] * 50) == []
     assert [e.validator for e in schema_errors_of(validator, ["aaa", "b"])] == ["pattern"]
+
+
+def test_a_match_cut_short_by_other_threads_cpu_time_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """regex's timeout counts the whole process's CPU time: while other threads run (the event loop, other checks),
+    a long match that releases the GIL times out before this thread spent its budget. It is tried again with what is
+    left, scaled by the share this thread had; before, the legitimate answer was refused."""
+    stalling = stall_first_match(monkeypatch, 0.05, cut_short=True)
+    validator = safe_validator({"type": "string", "pattern": "^(?:[a-z]+ )*[a-z]+$"})
+    assert schema_errors_of(validator, "word " * 2000 + "end") == []
+    [first, again] = stalling["^(?:[a-z]+ )*[a-z]+$"].timeouts
+    assert again > first  # the thread had a small share of the first timeout: the next one is longer
+    assert again <= first / schema_patterns.MIN_MATCH_SHARE
 
 
 def test_a_pattern_whose_repetitions_multiply_out_is_refused_before_it_is_compiled() -> None:
