@@ -198,11 +198,15 @@ def _refused(error: Exception) -> bool:
     )
 
 
+START_FAILED = "start_failed"
+"""The error code of a run `abandon` closed: its orchestration never started."""
+
+
 async def abandon(store: SessionStore, run: RunRecord) -> None:
     """A start that failed after claiming the session: end the run as failed so that it does not hold the session.
     Best effort: the store may be what failed (then the next start in that session reconciles the run instead)."""
     try:
-        await store.finish_run(run.run_id, "failed", error={"code": "start_failed", "message": "could not start"})
+        await store.finish_run(run.run_id, "failed", error={"code": START_FAILED, "message": "could not start"})
     except Exception:
         log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
 

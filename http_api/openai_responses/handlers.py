@@ -52,7 +52,7 @@ from http_api.openai_responses.stateless import SameStart, resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import RunStart, claim_start
+from http_api.run_lifecycle import START_FAILED, RunStart, claim_start
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from notifications.http.webhook_field import checked_webhook
@@ -238,9 +238,10 @@ async def _start(
     an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
     without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
     if start.written is not None:  # written by an earlier request with the key that never started it: as it was
-        # Its webhook was checked by that request before it wrote the run (and each send checks it again): a check
-        # failing now (its host no longer resolving) would leave the run written and never started, for good.
-        checked = start.written.metadata.get("webhook")
+        # Its webhook's host was resolved by that request before it wrote the run (and each send resolves it again):
+        # a look-up failing now would leave the run written and never started, for good. What the settings allow
+        # (WEBHOOK_ALLOWED_HOSTS, WEBHOOK_SECRET) is checked again: an operator may have revoked the host since.
+        checked = await _or_undo(start.release, _metadata_webhook(start.written.metadata, resolve=False))
         return await _started(services, gateway, agent, request, start, trace, checked,
                               session_id=start.written.session_id)
     webhook = await _or_undo(start.release, _metadata_webhook(request.body.metadata))
@@ -387,9 +388,15 @@ async def _retried_run(
     # Only a retry asks (never a hot path): the caller's branches are sessions of their own (cross-partition).
     branches = await services.store.list_branch_runs(ref.response_id, owner_id=current_principal().id)
     for run in sorted([*following, *branches], key=_created, reverse=True):
-        if await _same_start(services, run, request):
+        if not _start_failed(run) and await _same_start(services, run, request):
             return run
     return None
+
+
+def _start_failed(run: RunRecord) -> bool:
+    """The first attempt's run whose orchestration could not be started (`run_lifecycle.abandon` closed it): that
+    attempt answered with an error, so its retry starts the run afresh instead of answering with the failure."""
+    return run.status == "failed" and (run.error or {}).get("code") == START_FAILED
 
 
 def _created(run: RunRecord) -> datetime:
@@ -505,10 +512,10 @@ def _moved_on(session: SessionRecord, ordinal: int) -> bool:
     return session.run_count != ordinal and not (session.active_run_id and session.run_count == ordinal + 1)
 
 
-async def _metadata_webhook(metadata: dict[str, str] | None) -> str | None:
+async def _metadata_webhook(metadata: dict[str, Any] | None, *, resolve: bool = True) -> str | None:
     """`metadata.webhook`: the run's own webhook (notifications), in OpenAI's error shape when not allowed."""
     try:
-        return await checked_webhook((metadata or {}).get("webhook"), "metadata.webhook")
+        return await checked_webhook((metadata or {}).get("webhook"), "metadata.webhook", resolve=resolve)
     except ApiProblem as problem:
         raise openai_error(400, problem.detail or problem.title, param="metadata.webhook",
                            code="webhook_not_allowed") from problem

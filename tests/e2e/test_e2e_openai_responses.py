@@ -323,6 +323,31 @@ def test_the_sdk_retry_of_a_create_that_branched_answers_with_its_branch(
     assert len(model.log.requests) == 5
 
 
+@watches_the_app_in_process  # fails the app's first orchestration start
+def test_the_sdk_retry_of_a_branch_whose_start_failed_branches_again(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt branched, but its orchestration could not be started (the run was closed `start_failed`,
+    the answer a 5xx): the SDK's retry starts the branch afresh - not a 200 answering with the failure."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo."))
+    gateway = app.app_module("http_api.durable_gateway").DurableGateway
+    start_run, failures = gateway.start_run, [ConnectionError("Durable storage throttled")]
+
+    async def fails_once(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await start_run(self, *args, **kwargs)
+
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first = sdk.responses.create(model="helper", input="I am Ann.")
+        sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
+        monkeypatch.setattr(gateway, "start_run", fails_once)
+        branch = sdk.responses.create(model="helper", input="No, I am Bo.", previous_response_id=first.id)
+    assert not failures  # the first attempt failed, the SDK retried
+    assert (branch.status, branch.output_text, branch.previous_response_id) == ("completed", "Hello Bo.", first.id)
+
+
 @watches_the_app_in_process
 def test_the_sdk_retry_of_a_stateless_continuation_answers_with_the_run_it_started(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
@@ -474,6 +499,29 @@ def test_a_key_retry_starts_the_run_its_first_attempt_stored_whatever_its_webhoo
             assert f"resp_{done.payload['data']['run_id']}" == retried.json()["id"]
     finally:
         receiver.stop()
+
+
+@watches_the_app_in_process  # as above, and revokes the webhook's host before the retry
+def test_a_key_retry_does_not_start_a_stored_run_whose_webhook_host_was_revoked_since(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the settings allow is checked again on a take-over (only the host's look-up is left to the sends): an
+    operator who took the host out of WEBHOOK_ALLOWED_HOSTS since the first attempt gets a 400, not events posted
+    to the revoked host."""
+    model.set_script(Script.of("Hello Ann."))
+    with app_with(WEBHOOK_SECRET=SECRET, WEBHOOK_ALLOWED_HOSTS="127.0.0.1") as app:
+        body = {"model": "helper", "input": "I am Ann.", "metadata": {"webhook": "http://127.0.0.1:9/hook"}}
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        stored_never_started(app, monkeypatch, body, headers)
+        destinations = app.app_module("notifications.destinations")
+        monkeypatch.setattr(app.app_module("notifications.http.webhook_field"), "check_run_webhook",
+                            lambda url, allowed: destinations.check_run_webhook(url, {"elsewhere.example"}))
+        retried = app.http.post("/api/v1/responses", json=body, headers=headers)
+        assert retried.status_code == 400, retried.text
+        assert (retried.json()["error"]["code"], retried.json()["error"]["param"]) == (
+            "webhook_not_allowed", "metadata.webhook")
+        assert model.log.requests == []
 
 
 @watches_the_app_in_process
