@@ -57,10 +57,10 @@ class PatternTimeoutError(PatternError):
 
 MAX_MATCH_ATTEMPTS = 4
 MIN_MATCH_SHARE = 1 / 8
-"""A match cut short by regex's timeout while other threads ran is tried again with its timeout divided by the share
-of the process's CPU this thread had (at least this), at most `MAX_MATCH_ATTEMPTS` times in all: a hostile match
-spends at most the budget on a process whose other threads are idle, and never more than 1 / MIN_MATCH_SHARE times
-it."""
+"""A match cut short by regex's timeout while other threads ran is tried again (at most `MAX_MATCH_ATTEMPTS` times in
+all) holding the GIL, its timeout what is left divided by the share of the process's CPU this thread had (at least
+this; 1 after a match that released the GIL): a hostile match spends at most the budget on a process whose other
+threads are idle, and never more than 1 / MIN_MATCH_SHARE times it."""
 
 
 class _Spent:
@@ -176,8 +176,11 @@ def search(pattern: str, text: str) -> bool:
             except TimeoutError:
                 pass
         # regex's timeout is the CPU time of the whole process (C `clock()`): other threads' work counted in it, so
-        # this thread had only `attempt.seconds` of it. Again, with the timeout scaled by the share this thread had.
-        share = max(attempt.seconds / timeout, MIN_MATCH_SHARE)
+        # this thread had only `attempt.seconds` of it. Again with what is left: holding the GIL, so that the other
+        # Python threads wait and the process's CPU time is this thread's (the loop waits at most what is left of the
+        # budget); holding it already, with the timeout scaled by the share this thread had (threads outside Python).
+        share = 1.0 if concurrent else max(attempt.seconds / timeout, MIN_MATCH_SHARE)
+        concurrent = False
     raise _timed_out(pattern)
 
 
