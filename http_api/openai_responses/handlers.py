@@ -239,9 +239,8 @@ async def _start(
     without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
     if start.written is not None:  # written by an earlier request with the key that never started it: as it was
         # Its webhook's host was resolved by that request before it wrote the run (and each send resolves it again):
-        # a look-up failing now would leave the run written and never started, for good. What the settings allow
-        # (WEBHOOK_ALLOWED_HOSTS, WEBHOOK_SECRET) is checked again: an operator may have revoked the host since.
-        checked = await _or_undo(start.release, _metadata_webhook(start.written.metadata, resolve=False))
+        # a look-up failing now would leave the run written and never started, for good (a take-over happens once).
+        checked = await _stored_webhook(start.written)
         return await _started(services, gateway, agent, request, start, trace, checked,
                               session_id=start.written.session_id)
     webhook = await _or_undo(start.release, _metadata_webhook(request.body.metadata))
@@ -510,6 +509,16 @@ def _moved_on(session: SessionRecord, ordinal: int) -> bool:
     held by a start that died before its run was written, which is no run: the claim's `after_run_count` decides,
     once the store has closed it and given its position back (`rules.release_unwritten_start`)."""
     return session.run_count != ordinal and not (session.active_run_id and session.run_count == ordinal + 1)
+
+
+async def _stored_webhook(written: RunRecord) -> str | None:
+    """The webhook a stored run's first attempt checked, if the settings still allow it (WEBHOOK_ALLOWED_HOSTS,
+    WEBHOOK_SECRET: an operator may have revoked its host since); else the run starts without it (logged)."""
+    try:
+        return await _metadata_webhook(written.metadata, resolve=False)
+    except ApiProblem:
+        log.warning("run %s starts without its webhook: the settings no longer allow it", written.run_id)
+        return None
 
 
 async def _metadata_webhook(metadata: dict[str, Any] | None, *, resolve: bool = True) -> str | None:
