@@ -202,6 +202,12 @@ START_FAILED = "start_failed"
 """The error code of a run `abandon` closed: its orchestration never started."""
 
 
+def start_failed(run: RunRecord) -> bool:
+    """Whether `run` is one `abandon` closed: its orchestration never started, and its start answered with an error
+    (so the openai SDK's retry of that start starts afresh rather than answering with the failure)."""
+    return run.status == "failed" and (run.error or {}).get("code") == START_FAILED
+
+
 async def abandon(store: SessionStore, run: RunRecord) -> None:
     """A start that failed after claiming the session: end the run as failed so that it does not hold the session.
     Best effort: the store may be what failed (then the next start in that session reconciles the run instead)."""

@@ -52,7 +52,7 @@ from http_api.openai_responses.stateless import SameStart, resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import START_FAILED, RunStart, claim_start
+from http_api.run_lifecycle import RunStart, claim_start, start_failed
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
 from notifications.http.webhook_field import checked_webhook
@@ -387,15 +387,9 @@ async def _retried_run(
     # Only a retry asks (never a hot path): the caller's branches are sessions of their own (cross-partition).
     branches = await services.store.list_branch_runs(ref.response_id, owner_id=current_principal().id)
     for run in sorted([*following, *branches], key=_created, reverse=True):
-        if not _start_failed(run) and await _same_start(services, run, request):
+        if not start_failed(run) and await _same_start(services, run, request):
             return run
     return None
-
-
-def _start_failed(run: RunRecord) -> bool:
-    """The first attempt's run whose orchestration could not be started (`run_lifecycle.abandon` closed it): that
-    attempt answered with an error, so its retry starts the run afresh instead of answering with the failure."""
-    return run.status == "failed" and (run.error or {}).get("code") == START_FAILED
 
 
 def _created(run: RunRecord) -> datetime:

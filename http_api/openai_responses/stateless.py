@@ -12,8 +12,9 @@ from http_api.durable_gateway import DurableGateway
 from http_api.openai_responses.conversation import Entry, reconcile
 from http_api.openai_responses.errors import openai_error
 from http_api.openai_responses.requests import CreateRequest
-from http_api.openai_responses.snapshots import Conversation, conversation_of
+from http_api.openai_responses.snapshots import Conversation, conversation_of, previous_response_of
 from http_api.problems import ApiProblem
+from http_api.run_lifecycle import start_failed
 from http_api.runs import run_or_404
 from session_store import RunRecord
 
@@ -36,7 +37,8 @@ async def resolve_input(
 ) -> RunRecord | None:
     """Keep the new items of `request` (`request.take`); chain it to the conversation its items repeat. `retry_of`
     (a retry of a request without a key): an input with nothing new that its first attempt's run explains - that
-    run is returned, for the request to answer with."""
+    run is returned, for the request to answer with; or, if that run could not be started, the request is what its
+    first attempt was (`_restarted`)."""
     if not request.repeats:
         return None  # all new: taken by `parse_create`
     session_id = previous.session_id if previous is not None else await _session_named(services, request.entries)
@@ -46,18 +48,23 @@ async def resolve_input(
         not reconciled.new
         and conversation is not None
         and retry_of is not None
-        and (retried := await _retried_start(request, conversation, retry_of)) is not None
+        and (first_attempt := await _first_attempt(request, conversation, retry_of)) is not None
     ):
-        return retried
+        if not start_failed(conversation.latest_run):
+            return conversation.latest_run
+        await _restarted(services, request, first_attempt, conversation.latest_run)
+        return None
     request.take(reconciled.effective)
     if conversation is not None and previous is None:
         request.body.previous_response_id = conversation.latest.response_id
     return None
 
 
-async def _retried_start(request: CreateRequest, conversation: Conversation, retry_of: SameStart) -> RunRecord | None:
-    """The conversation's latest run, if it is what this request started on its first attempt: read against the
-    conversation as it was before that run's input (what the first attempt saw), the request starts that run."""
+async def _first_attempt(
+    request: CreateRequest, conversation: Conversation, retry_of: SameStart
+) -> CreateRequest | None:
+    """The request as its first attempt read it, if that attempt started the conversation's latest run: read against
+    the conversation as it was before that run's input (what the first attempt saw), the request starts that run."""
     run = conversation.latest_run
     ours = f"msg_{run.run_id}:"
     at = next((i for i, item in enumerate(conversation.items) if (item.id or "").startswith(ours)), None)
@@ -68,7 +75,18 @@ async def _retried_start(request: CreateRequest, conversation: Conversation, ret
         first_attempt.take(reconcile(request.entries, conversation.items[:at]).effective)
     except ApiProblem:
         return None  # not a request that started a run there
-    return run if not first_attempt.approvals and await retry_of(run, first_attempt) else None
+    return first_attempt if not first_attempt.approvals and await retry_of(run, first_attempt) else None
+
+
+async def _restarted(
+    services: RunServices, request: CreateRequest, first_attempt: CreateRequest, failed: RunRecord
+) -> None:
+    """The retry of a first attempt whose run could not be started (`run_lifecycle.abandon`: the client got a 5xx)
+    starts afresh, as that attempt read it: its new items, continuing the response before the failed run - a branch,
+    as the failed run took the next place (its input is not in the branch's copy) - or, if there is none, a new
+    conversation."""
+    request.messages = first_attempt.messages
+    request.body.previous_response_id = await previous_response_of(services, failed)
 
 
 async def _session_named(services: RunServices, entries: list[Entry]) -> str | None:

@@ -323,13 +323,9 @@ def test_the_sdk_retry_of_a_create_that_branched_answers_with_its_branch(
     assert len(model.log.requests) == 5
 
 
-@watches_the_app_in_process  # fails the app's first orchestration start
-def test_the_sdk_retry_of_a_branch_whose_start_failed_branches_again(
-    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first attempt branched, but its orchestration could not be started (the run was closed `start_failed`,
-    the answer a 5xx): the SDK's retry starts the branch afresh - not a 200 answering with the failure."""
-    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo."))
+def orchestration_start_fails_once(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> list[Exception]:
+    """The app's next orchestration start fails (the run is closed `start_failed`, the create answers 5xx): the
+    failure, until raised."""
     gateway = app.app_module("http_api.durable_gateway").DurableGateway
     start_run, failures = gateway.start_run, [ConnectionError("Durable storage throttled")]
 
@@ -338,14 +334,32 @@ def test_the_sdk_retry_of_a_branch_whose_start_failed_branches_again(
             raise failures.pop()
         return await start_run(self, *args, **kwargs)
 
+    monkeypatch.setattr(gateway, "start_run", fails_once)
+    return failures
+
+
+@watches_the_app_in_process  # fails the app's next orchestration start
+def test_the_sdk_retry_of_a_branch_whose_start_failed_branches_again(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt branched, but its orchestration could not be started (the run was closed `start_failed`,
+    the answer a 5xx): the SDK's retry starts the branch afresh - not a 200 answering with the failure."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo."))
     http = httpx.Client(timeout=300, trust_env=False)
     with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
         first = sdk.responses.create(model="helper", input="I am Ann.")
         sdk.responses.create(model="helper", input="Who am I?", previous_response_id=first.id)
-        monkeypatch.setattr(gateway, "start_run", fails_once)
+        failures = orchestration_start_fails_once(app, monkeypatch)
         branch = sdk.responses.create(model="helper", input="No, I am Bo.", previous_response_id=first.id)
     assert not failures  # the first attempt failed, the SDK retried
     assert (branch.status, branch.output_text, branch.previous_response_id) == ("completed", "Hello Bo.", first.id)
+
+
+def first_turn_and_history(sdk: OpenAI) -> tuple[Response, list[Any]]:
+    """A first response ("I am Ann."), and the conversation so far as a stateless input list sends it again."""
+    first = sdk.responses.create(model="helper", input="I am Ann.")
+    history: list[Any] = [{"role": "user", "content": "I am Ann."}]
+    return first, history + [item.model_dump(exclude_none=True) for item in first.output]
 
 
 @watches_the_app_in_process
@@ -357,14 +371,34 @@ def test_the_sdk_retry_of_a_stateless_continuation_answers_with_the_run_it_start
     model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
     http = httpx.Client(timeout=300, trust_env=False)
     with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
-        first = sdk.responses.create(model="helper", input="I am Ann.")
-        history: list[Any] = [{"role": "user", "content": "I am Ann."}]
-        history += [item.model_dump(exclude_none=True) for item in first.output]
+        first, history = first_turn_and_history(sdk)
         second, sessions = created_through_a_lost_answer(
             app, monkeypatch, sdk, model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
         assert (second.output_text, second.previous_response_id) == ("Your name is Ann.", first.id)
         assert len(model.log.requests) == 2  # the turn ran once
         assert session_ids(app) == sessions
+
+
+@watches_the_app_in_process  # fails the app's next orchestration start
+def test_the_sdk_retry_of_a_stateless_continuation_whose_start_failed_starts_it_afresh(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt stored its run and input, but its orchestration could not be started (the run was closed
+    `start_failed`, the answer a 5xx): the SDK's retry of the whole conversation again continues the response before
+    the failed run - on a branch, as the failed run took the next place - and does not answer with the failure."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "never"))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http) as sdk:  # 2 retries
+        first, history = first_turn_and_history(sdk)
+        failures = orchestration_start_fails_once(app, monkeypatch)
+        second = sdk.responses.create(model="helper", input=[*history, {"role": "user", "content": "Who am I?"}])
+    assert not failures  # the first attempt failed, the SDK retried
+    assert (second.status, second.output_text, second.previous_response_id) == (
+        "completed", "Your name is Ann.", first.id)
+    assert len(model.log.requests) == 2  # the model was called once for it
+    sent = model.log.last.messages  # the failed run's input is not in the branch
+    assert [m["content"] for m in sent if m["role"] in ("user", "assistant")] == [
+        "I am Ann.", "Hello Ann.", "Who am I?"]
 
 
 def test_an_idempotency_key_answers_a_create_again_with_its_response(
