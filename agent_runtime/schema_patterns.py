@@ -63,10 +63,6 @@ this; 1 after a match that released the GIL): a hostile match spends at most the
 threads are idle, and never more than 1 / MIN_MATCH_SHARE times it."""
 
 
-class _Spent:
-    seconds = 0.0
-
-
 class _Budget:
     """The matching time one check has left (only time spent matching and compiling counts, not the rest of the
     check: a large answer may take a while to walk). Time is the checking thread's CPU time: a check on a busy worker
@@ -82,16 +78,6 @@ class _Budget:
         """The share of the process's CPU time this thread has had since the budget began (1 until it has any)."""
         thread, process = time.thread_time() - self._started[0], time.process_time() - self._started[1]
         return 1.0 if process <= 0 else min(max(thread / process, MIN_MATCH_SHARE), 1.0)
-
-    @contextmanager
-    def spending(self) -> Iterator[_Spent]:
-        """Charge the thread's CPU time inside to the budget."""
-        spent, started = _Spent(), time.thread_time()
-        try:
-            yield spent
-        finally:
-            spent.seconds = time.thread_time() - started
-            self.left -= spent.seconds
 
 
 _budget: ContextVar[_Budget | None] = ContextVar("schema_pattern_budget", default=None)
@@ -160,28 +146,33 @@ def search(pattern: str, text: str) -> bool:
     budget.left += MATCH_ALLOWANCE_SECONDS
     if budget.left <= 0:
         raise _timed_out(pattern)
-    with budget.spending():
+    # Two reads of the thread's CPU clock a match (a system call each: ~1 µs); more only when a match is cut short.
+    started = attempt_started = time.thread_time()
+    try:
         compiled = _compiled(pattern)  # bounded by MAX_PATTERN_EXPANSION; its time counts against the budget
-    concurrent = len(text) > 4096  # a long match releases the GIL, so it does not stall the process's other threads
-    # ... which then run beside it, on the process's CPU time that regex's timeout counts (see below): such a match
-    # starts from the share of it this thread has had since the check began.
-    share = budget.share() if concurrent else 1.0
-    for _ in range(MAX_MATCH_ATTEMPTS):
-        if budget.left <= 0:
-            break
-        timeout = budget.left / share
-        with budget.spending() as attempt:
+        concurrent = len(text) > 4096  # a long match releases the GIL: the process's other threads go on meanwhile
+        # ... on the process's CPU time that regex's timeout counts (see below): such a match starts from the share of
+        # it this thread has had since the check began.
+        share = budget.share() if concurrent else 1.0
+        for _ in range(MAX_MATCH_ATTEMPTS):
+            left = budget.left - (attempt_started - started)  # less what this search's earlier attempts spent
+            if left <= 0:
+                break
+            timeout = left / share
             try:
                 return compiled.search(text, timeout=timeout, concurrent=concurrent) is not None
             except TimeoutError:
                 pass
-        # regex's timeout is the CPU time of the whole process (C `clock()`): other threads' work counted in it, so
-        # this thread had only `attempt.seconds` of it. Again with what is left: holding the GIL, so that the other
-        # Python threads wait and the process's CPU time is this thread's (the loop waits at most what is left of the
-        # budget); holding it already, with the timeout scaled by the share this thread had (threads outside Python).
-        share = 1.0 if concurrent else max(attempt.seconds / timeout, MIN_MATCH_SHARE)
-        concurrent = False
-    raise _timed_out(pattern)
+            # regex's timeout is the CPU time of the whole process (C `clock()`): other threads' work counted in it.
+            # Again with what is left: holding the GIL, so that the other Python threads wait and the process's CPU
+            # time is this thread's (the loop waits at most what is left of the budget); holding it already, with the
+            # timeout scaled by the share of it this thread had (threads outside Python).
+            now = time.thread_time()
+            share = 1.0 if concurrent else max((now - attempt_started) / timeout, MIN_MATCH_SHARE)
+            concurrent, attempt_started = False, now
+        raise _timed_out(pattern)
+    finally:
+        budget.left -= time.thread_time() - started
 
 
 def _timed_out(pattern: str) -> PatternTimeoutError:

@@ -97,7 +97,7 @@ def test_a_pattern_that_backtracks_exponentially_is_refused_not_matched_forever(
 
 def test_all_matches_of_one_check_share_one_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many matches that each stay under the budget cannot add up past it: on a CPU clock that moves 0.1 s at each
-    reading (the matches themselves are instant), a check of five strings runs out at its second."""
+    reading (the matches themselves are instant), a check of five strings runs out before its last."""
     clock = iter(0.1 * step for step in range(1000))
     monkeypatch.setattr(schema_patterns, "time", SimpleNamespace(thread_time=lambda: next(clock),
                                                                  process_time=time.process_time))
