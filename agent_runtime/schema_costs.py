@@ -38,8 +38,6 @@ BRANCHING_KEYWORDS = frozenset({
 })
 """The keywords through which a check can do more work than the value's size: the rest walk the value once."""
 
-
-
 WALL_CEILING_FACTOR = 10
 """However long the checking thread waits, a check ends by this many times its deadline on the wall clock: a hostile
 check holds one of the few check threads (and the GIL, in turns) for a bounded time, even on a busy process."""
