@@ -9,6 +9,7 @@ a "!" for longer than the universe's age, and the test must fail rather than han
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -164,6 +165,36 @@ def test_a_match_cut_short_by_other_threads_cpu_time_is_tried_again(monkeypatch:
     [(first, concurrent), (again, holding)] = stalling["^(?:[a-z]+ )*[a-z]+$"].attempts
     assert (concurrent, holding) == (True, False)
     assert 0 < again <= first  # what is left of the budget (the stall was off the CPU: nearly all of it)
+
+
+def busy_threads_around(check: Callable[[], Any], count: int = 3) -> Callable[[], Any]:
+    """`check` run while `count` Python threads spin (as the event loop and other checks keep a worker busy)."""
+
+    def run() -> Any:
+        stop = threading.Event()
+
+        def spin() -> None:
+            while not stop.is_set():
+                pass
+
+        spinners = [threading.Thread(target=spin, daemon=True) for _ in range(count)]
+        for spinner in spinners:
+            spinner.start()
+        try:
+            return check()
+        finally:
+            stop.set()
+
+    return run
+
+
+def test_a_hostile_long_match_on_a_busy_process_is_still_refused_in_bounded_time() -> None:
+    """Retried matches (a match cut short by other threads' CPU time is tried again holding the GIL) stay bounded:
+    `^(a|aa)+$` against 5,000 a's and a "!" (a long match: the GIL released) beside three spinning threads is refused,
+    in a child process that must end within 30 s."""
+    validator = safe_validator({"type": "string", "pattern": EVIL})
+    with pytest.raises(SchemaRefusedError, match=r"took longer than the check allows"):
+        finishes(busy_threads_around(lambda: schema_errors_of(validator, "a" * 5000 + "!")))
 
 
 def test_a_pattern_whose_repetitions_multiply_out_is_refused_before_it_is_compiled() -> None:
