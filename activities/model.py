@@ -32,8 +32,11 @@ from telemetry.spans import run_step
 async def call_model(step: ModelCallInput) -> ModelCallResult:
     ctx = StepContext.for_run(step.run)
     record = await ctx.record()
-    closed = closed_before(record) if step.close is not None else None
-    if closed is not None:  # an earlier attempt closed the run: the model is not asked again
+    # An earlier attempt closed the run, or something else did before this call (a start that failed, answered as
+    # such, whose orchestration the host started all the same; a stuck run reconciled): the model is not asked, and
+    # the run ends as its record says.
+    closed = closed_before(record)
+    if closed is not None:
         return closed
     if record is None or record.cancel_requested_at is not None:
         # The cancel event may have been dropped at a continue-as-new boundary; the stored request is not. A run

@@ -137,8 +137,9 @@ async def close_if_final(
 
 
 def closed_before(record: RunRecord | None) -> ClosedModelTurn | None:
-    """A retried closing call whose earlier attempt closed the run: how that attempt closed it (the store kept it),
-    so the model is not asked again for a run that is over."""
+    """How a run that is over was closed (the store kept it), so no model call asks the model again: a retried closing
+    call whose earlier attempt closed it, or a call of a run closed before the call (a start answered as failed whose
+    orchestration the host started all the same). None while the run is open."""
     if record is None or not record.finished or record.status not in _FINAL:
         return None
     finished = _result_of(record)

@@ -148,15 +148,18 @@ async def create_and_start(
     launch: Callable[[RunRecord], Awaitable[None]],
     *,
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
+    orchestrations: StateReader | None = None,
 ) -> RunRecord:
     """`create` the record of run `planned` (claiming its session), then `launch` its orchestration. A failure after
-    the record exists abandons the run. A failed `create` may have been written all the same (an error after the
-    store took the write, or its answer lost), or may still land (a write slower than its error): the store closes
-    the start in the run's place unless the run is there (`close_unwritten_start`, create-if-absent, so of that
-    record and the run's own write exactly one lands). Written, the run is launched as if `create` had answered;
-    closed now, `on_unclaimed` runs (nothing was started, nor ever will be) and the error stands; a failed close
-    leaves both alone, so no retry with the same `Idempotency-Key` starts a second run. A run the store closed in
-    place of an unwritten start before (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
+    the record exists abandons the run - unless `orchestrations` finds its orchestration started all the same (the
+    host took the start, its answer was lost): then the run is answered as started, so no retry starts it again.
+    A failed `create` may have been written all the same (an error after the store took the write, or its answer
+    lost), or may still land (a write slower than its error): the store closes the start in the run's place unless
+    the run is there (`close_unwritten_start`, create-if-absent, so of that record and the run's own write exactly
+    one lands). Written, the run is launched as if `create` had answered; closed now, `on_unclaimed` runs (nothing
+    was started, nor ever will be) and the error stands; a failed close leaves both alone, so no retry with the same
+    `Idempotency-Key` starts a second run. A run the store closed in place of an unwritten start before
+    (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
     try:
         run = await create()
     except Exception as error:
@@ -186,9 +189,23 @@ async def create_and_start(
     try:
         await launch(run)
     except Exception:
+        if orchestrations is not None and await _started_after_all(orchestrations, run.run_id):
+            log.warning("run %s started though starting its orchestration failed", run.run_id, exc_info=True)
+            return run
         await abandon(store, run)
         raise
     return run
+
+
+async def _started_after_all(orchestrations: StateReader, run_id: str) -> bool:
+    """Whether the orchestration of a run whose start failed exists (only read on that failure). A read that fails
+    too counts as "not started": the run is abandoned, and an orchestration that starts later all the same finds its
+    run closed and asks its model nothing (`activities.model`)."""
+    try:
+        return await orchestrations.state(run_id) is not None
+    except Exception as error:
+        log.warning("could not tell whether run %s started after its start failed: %s", run_id, error)
+        return False
 
 
 def _refused(error: Exception) -> bool:
@@ -203,8 +220,9 @@ START_FAILED = "start_failed"
 
 
 def start_failed(run: RunRecord) -> bool:
-    """Whether `run` is one `abandon` closed: its orchestration never started, and its start answered with an error
-    (so the openai SDK's retry of that start starts afresh rather than answering with the failure)."""
+    """Whether `run` is one `abandon` closed: no orchestration of it was found, and its start answered with an error
+    (so the openai SDK's retry of that start starts afresh rather than answering with the failure; an orchestration
+    the host started all the same ends at its first model call without asking the model)."""
     return run.status == "failed" and (run.error or {}).get("code") == START_FAILED
 
 

@@ -191,7 +191,7 @@ async def start_agent_run(
         notify = await prepare_notifications(store, run, webhook)
         await gateway.start_run(run_input.model_copy(update={"queued": queued}).notifying(notify))
 
-    run = await create_and_start(store, record, create, launch, on_unclaimed=on_unclaimed)
+    run = await create_and_start(store, record, create, launch, on_unclaimed=on_unclaimed, orchestrations=gateway)
     if run.ordinal == 0 and if_busy == "interrupt":
         await _interrupt_active(store, gateway, run.session_id)
     return run

@@ -121,7 +121,9 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
     caller = current_principal()
     planned = start.written or RunRecord(run_id=run_id, session_id=control_session_id(run_id), agent=definition.name,
                                          kind="workflow", owner_id=caller.id, owner_name=caller.name)
-    record = replay or await create_and_start(services.store, planned, create, launch, on_unclaimed=start.release)
+    record = replay or await create_and_start(
+        services.store, planned, create, launch, on_unclaimed=start.release, orchestrations=gateway
+    )
     view = await _wait_for_view(services, gateway, record, None, body.wait_seconds, req, return_on_updates=False)
     return _response(view)
 
