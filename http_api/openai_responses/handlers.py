@@ -47,6 +47,7 @@ from http_api.openai_responses.models import (
     RetrieveQuery,
 )
 from http_api.openai_responses.requests import CreateRequest, RawBody, parse_create, parse_query
+from http_api.openai_responses.sdk_retry import first_attempt_not_before, is_sdk_retry
 from http_api.openai_responses.snapshots import previous_response_of, read_snapshot
 from http_api.openai_responses.stateless import SameStart, resolve_input
 from http_api.openai_responses.stream import open_response_stream
@@ -65,7 +66,6 @@ CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before a
 
 
 # The openai SDK marks its retries of a request (after a 5xx, 408/409/429 or a timeout) with their number.
-RETRY_COUNT_HEADER = "x-stainless-retry-count"
 # Create fields that only shape the answer: left out of what an `Idempotency-Key` calls "the same request".
 ANSWER_SHAPING = ("stream", "background")
 
@@ -165,7 +165,7 @@ async def create_response(
     if start.replay is not None:
         run, ref = start.replay, ResponseRef(start.replay.run_id)
     else:
-        retry_of = partial(_same_start, services) if _retry_without_key(req, start) else None
+        retry_of = _retry_of(services, req) if _retry_without_key(req, start) else None
         retried = None
         if stored_input := await _taken_over_input(services, start):
             request.messages = stored_input  # checked and resolved by the request that stored it: nothing can fail
@@ -378,16 +378,18 @@ async def _retried_run(
     sends `x-stainless-retry-count` > 0, and no Idempotency-Key; a request with a key is answered by its claim):
     the run right after the previous response's run in its conversation, or the first run of a branch the caller
     made from that response (`branched_from`: the first attempt found the conversation gone on, and branched), the
-    most recent of them that is the one this request starts (`_same_start`). Anything else - a new input, or the
-    same input sent again without the retry mark (a client asking for another answer) - branches."""
+    most recent of them that is the one this request starts (`_same_start`, recent enough to be its first attempt's:
+    `sdk_retry`). Anything else - a new input, or the same input sent again without the retry mark (a client asking
+    for another answer) - branches."""
     if not _retry_without_key(req, start):
         return None
     runs = await services.store.list_runs(previous.session_id)
     following = [r for r in runs if r.ordinal == previous.ordinal + 1]
     # Only a retry asks (never a hot path): the caller's branches are sessions of their own (cross-partition).
     branches = await services.store.list_branch_runs(ref.response_id, owner_id=current_principal().id)
+    same_start = _retry_of(services, req)
     for run in sorted([*following, *branches], key=_created, reverse=True):
-        if not start_failed(run) and await _same_start(services, run, request):
+        if not start_failed(run) and await same_start(run, request):
             return run
     return None
 
@@ -397,14 +399,21 @@ def _created(run: RunRecord) -> datetime:
 
 
 def _retry_without_key(req: func.HttpRequest, start: RunStart) -> bool:
-    return start.claim is None and _sdk_retry(req)
+    return start.claim is None and is_sdk_retry(req)
 
 
-async def _same_start(services: RunServices, run: RunRecord, request: CreateRequest) -> bool:
+def _retry_of(services: RunServices, req: func.HttpRequest) -> SameStart:
+    """Whether a run is the one this retry's first attempt started (`_same_start`), among runs recent enough to be it
+    (`sdk_retry.first_attempt_not_before`)."""
+    return partial(_same_start, services, first_attempt_not_before(req, datetime.now(UTC)))
+
+
+async def _same_start(services: RunServices, not_before: datetime, run: RunRecord, request: CreateRequest) -> bool:
     """Whether `run` is the one `request` starts: the caller's, of its model, with exactly its input, instructions,
-    format, tools and metadata."""
+    format, tools and metadata, created no earlier than `not_before`."""
     if (
-        run.kind != "agent"
+        _created(run) < not_before
+        or run.kind != "agent"
         or run.agent != request.body.model
         or run.owner_id != current_principal().id
         or run.metadata != dict(request.body.metadata or {})
@@ -413,11 +422,6 @@ async def _same_start(services: RunServices, run: RunRecord, request: CreateRequ
         return False
     stored = await run_input(services.store, run)
     return [_bare(m) for m in stored] == [_bare(m) for m in request.messages]
-
-
-def _sdk_retry(req: func.HttpRequest) -> bool:
-    count = req.headers.get(RETRY_COUNT_HEADER, "")
-    return count.isdigit() and int(count) > 0
 
 
 def _bare(message: Message) -> Message:

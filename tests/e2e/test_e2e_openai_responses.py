@@ -338,6 +338,30 @@ def orchestration_start_fails_once(app: InProcessApp, monkeypatch: pytest.Monkey
     return failures
 
 
+@watches_the_app_in_process  # narrows the app's retry window
+def test_a_retry_mark_on_a_request_long_after_the_branch_it_repeats_branches_again(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keyless "regenerate" whose own first attempt wrote nothing is retried by the SDK: its retry must not be
+    answered with the caller's earlier branch of the same input, made longer ago than the retry's first attempt can
+    have started (its retry count times its read timeout and the SDK's waits), but branch again."""
+    model.set_script(Script.of("Hello Ann.", "Your name is Ann.", "Hello Bo.", "Hello again Bo.", "Bo."))
+    first = app.http.post("/api/v1/responses", json={"model": "helper", "input": "I am Ann."}).json()
+    app.http.post("/api/v1/responses",
+                  json={"model": "helper", "input": "Who am I?", "previous_response_id": first["id"]})
+    body = {"model": "helper", "input": "No, I am Bo.", "previous_response_id": first["id"]}
+    branch = app.http.post("/api/v1/responses", json=body).json()
+    monkeypatch.setattr(app.app_module("http_api.openai_responses.sdk_retry"), "ATTEMPT_SLACK_SECONDS", 0.0)
+    retried = app.http.post("/api/v1/responses", json=body,
+                            headers={"x-stainless-retry-count": "1", "x-stainless-read-timeout": "0.001"})
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["id"] != branch["id"], "answered with a branch older than the retry's first attempt"
+    assert retried.json()["output"][0]["content"][0]["text"] == "Hello again Bo."
+    assert len(model.log.requests) == 4
+    odd = app.http.post("/api/v1/responses", json=body, headers={"x-stainless-retry-count": "9" * 5000})
+    assert odd.status_code == 200, odd.text  # a 500 before: `int` refuses over 4,300 digits
+
+
 @watches_the_app_in_process  # fails the app's next orchestration start
 def test_the_sdk_retry_of_a_branch_whose_start_failed_branches_again(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
