@@ -205,8 +205,10 @@ def _print_view(args: argparse.Namespace, console: Console, view: dict[str, Any]
         return code
     kind, name = ("Workflow run", view["workflow"]) if "workflow" in view else ("Run", view.get("agent", ""))
     console.print(f"{kind} {view['run_id']} ({name}): [bold]{view['status']}[/bold]")
-    if view.get("output"):
-        console.print(view["output"].get("text") or json.dumps(view["output"]), markup=False)
+    output = view.get("output")
+    if output:  # an agent's answer as text; a workflow's output (any JSON) as JSON
+        console.print(output.get("text") if isinstance(output, dict) and output.get("text") else json.dumps(output),
+                      markup=False)
     if view.get("error"):
         console.print(f"[red]{view['error'].get('code')}: {view['error'].get('message')}[/red]")
     for approval in view.get("pending_approvals") or []:
