@@ -18,12 +18,20 @@ from agentctl.follow import follow
 RESULT_PREVIEW = 200
 
 
+def waiting_hint(run_id: str) -> str:
+    """What a session that cannot prompt says when the run waits for a person (it exits 4)."""
+    return f"Waiting for approval. Decide with: agentctl approvals (run {run_id})"
+
+
 class Attachment:
-    def __init__(self, console: Console, client: AgentsClient, *, interactive: bool, live: bool = True) -> None:
+    def __init__(
+        self, console: Console, client: AgentsClient, *, interactive: bool, live: bool = True, workflow: bool = False
+    ) -> None:
         self.console = console
         self.client = client
         self.interactive = interactive
         self.live = live  # False: only the end (--wait / --json)
+        self.workflow = workflow  # a workflow run: its own poll and stream routes; its gates are asked like approvals
         self._spinner: Spinner | None = None
         self._shown = ""  # text of the answer being written, as far as printed
         self._asked: set[str] = set()
@@ -38,15 +46,14 @@ class Attachment:
             return self._follow(view)
         except KeyboardInterrupt:
             self._stop_spinner()
-            self.console.print(
-                f"\nDetached: run {view['run_id']} goes on. Re-attach with: agentctl show {view['run_id']} --follow"
-            )
+            again = "" if self.workflow else f" Re-attach with: agentctl show {view['run_id']} --follow"
+            self.console.print(f"\nDetached: run {view['run_id']} goes on.{again}")
             return DETACHED
         finally:
             self._stop_spinner()
 
     def _follow(self, view: dict[str, Any]) -> int:
-        for event in follow(self.client, view):
+        for event in follow(self.client, view, workflow=self.workflow):
             if isinstance(event, Done):
                 self.final = event.view
                 self._end_text()
@@ -55,18 +62,18 @@ class Attachment:
                 return for_status(event.view["status"])
             if not self.live:
                 if isinstance(event, Status) and event.status == "requires_action" and not self.interactive:
-                    self.final = self.client.poll(view["run_id"])
-                    return WAITING_FOR_APPROVAL
+                    self.final = self.client.poll(view["run_id"], workflow=self.workflow)
+                    return WAITING_FOR_APPROVAL  # the caller prints the view, with `waiting_hint`
                 if isinstance(event, Status) and event.status == "requires_action":
                     self._ask(view["run_id"], event.pending_approvals)
                 continue
             self._show(view["run_id"], event)
             if isinstance(event, Status) and event.status == "requires_action":
                 if not self.interactive:
-                    self.final = self.client.poll(view["run_id"])
+                    self.final = self.client.poll(view["run_id"], workflow=self.workflow)
                     for approval in event.pending_approvals:
                         show_request(self.console, approval)
-                    self.console.print(f"Waiting for approval. Decide with: agentctl approvals (run {view['run_id']})")
+                    self.console.print(waiting_hint(view["run_id"]))
                     return WAITING_FOR_APPROVAL
                 self._ask(view["run_id"], event.pending_approvals)
         return 1  # the stream ended without its `done` event

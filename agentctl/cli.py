@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -22,14 +23,14 @@ from typing import Any
 
 import httpx
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from agentctl import problems
 from agentctl.approve import decide_interactively
-from agentctl.attach import Attachment
+from agentctl.attach import Attachment, waiting_hint
 from agentctl.client import AgentsClient, ApiError, Connection
 from agentctl.events import FINAL
-from agentctl.exit_codes import COMPLETED, DETACHED, USAGE, WAITING_FOR_APPROVAL, for_status
+from agentctl.exit_codes import COMPLETED, DETACHED, STDOUT_CLOSED, USAGE, WAITING_FOR_APPROVAL, for_status
 
 WATCH_INTERVAL_SECONDS = 2.0
 
@@ -82,13 +83,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Console(Console):
+    """A closed stdout ends the command as `main` says (rich's own handling exits 1, "the run failed")."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed stdout fails here, not at the interpreter's exit (where it prints a traceback)
+        return code
+    except BrokenPipeError:
+        # The reader has gone (`agentctl runs | head`): quietly, with the shell's SIGPIPE status. Python's "Note on
+        # SIGPIPE": stdout to devnull, so the interpreter's last flush has nowhere to fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return STDOUT_CLOSED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return USAGE if exit_.code else COMPLETED
-    console = Console(stderr=False, highlight=False)
+    console = _Console(stderr=False, highlight=False)
     errors = Console(stderr=True)
     connection = Connection.from_env(args.url, args.key, args.token)
     try:
@@ -154,17 +175,17 @@ def _dispatch(args: argparse.Namespace, client: AgentsClient, console: Console, 
         _table(args, console, client.runs(args.status, args.agent), ["run_id", "agent", "status", "updated_at"])
         return COMPLETED
     if args.command == "sessions":
-        _table(args, console, client.sessions(), ["session_id", "agent", "run_count", "updated_at"])
+        _table(args, console, client.sessions(), ["session_id", "agent", "run_count", "last_activity_at"])
         return COMPLETED
-    return _workflows(args, client, console)
+    return _workflows(args, client, console, interactive)
 
 
 def _attach(
     args: argparse.Namespace, client: AgentsClient, console: Console, view: dict[str, Any], interactive: bool,
-    *, live: bool,
+    *, live: bool, workflow: bool = False,
 ) -> int:
     header = f"[dim]run {view['run_id']} · session {view['session_id']}[/dim]" if not args.json and live else None
-    attachment = Attachment(console, client, interactive=interactive, live=live and not args.json)
+    attachment = Attachment(console, client, interactive=interactive, live=live and not args.json, workflow=workflow)
     code = attachment.run(view, header=header)
     final = attachment.final
     if final is not None and (args.json or not live):
@@ -182,13 +203,18 @@ def _print_view(args: argparse.Namespace, console: Console, view: dict[str, Any]
     if args.json:
         print(json.dumps(view))
         return code
-    console.print(f"Run {view['run_id']} ({view.get('agent', '')}): [bold]{view['status']}[/bold]")
-    if view.get("output"):
-        console.print(view["output"].get("text") or json.dumps(view["output"]), markup=False)
+    kind, name = ("Workflow run", view["workflow"]) if "workflow" in view else ("Run", view.get("agent", ""))
+    console.print(f"{kind} {view['run_id']} ({name}): [bold]{view['status']}[/bold]")
+    output = view.get("output")
+    if output:  # an agent's answer as text; a workflow's output (any JSON) as JSON
+        console.print(output.get("text") if isinstance(output, dict) and output.get("text") else json.dumps(output),
+                      markup=False)
     if view.get("error"):
         console.print(f"[red]{view['error'].get('code')}: {view['error'].get('message')}[/red]")
     for approval in view.get("pending_approvals") or []:
         console.print(f"  waiting for approval {approval['approval_id']}: {approval['tool']}({approval['arguments']})")
+    if code == WAITING_FOR_APPROVAL:
+        console.print(waiting_hint(view["run_id"]))
     return code
 
 
@@ -212,7 +238,7 @@ def _approvals(args: argparse.Namespace, client: AgentsClient, console: Console,
         time.sleep(WATCH_INTERVAL_SECONDS)  # a person's inbox: a poll every few seconds is plenty
 
 
-def _workflows(args: argparse.Namespace, client: AgentsClient, console: Console) -> int:
+def _workflows(args: argparse.Namespace, client: AgentsClient, console: Console, interactive: bool) -> int:
     if args.workflow_command == "list":
         _table(args, console, client.workflows(), ["name", "description"])
         return COMPLETED
@@ -222,15 +248,9 @@ def _workflows(args: argparse.Namespace, client: AgentsClient, console: Console)
         console.print(f"[red]--input is not JSON: {error}[/red]")
         return USAGE
     view = client.start_workflow(args.name, workflow_input)
-    while args.wait and view["status"] not in FINAL:
-        view = client.poll_workflow(view["run_id"], view.get("continuation_token"), wait_seconds=10)
-    if args.json:
-        print(json.dumps(view))
-    else:
-        console.print(f"Workflow run {view['run_id']} ({args.name}): [bold]{view['status']}[/bold]")
-        if view.get("output"):
-            console.print(json.dumps(view["output"]), markup=False)
-    return for_status(view["status"]) if view["status"] in FINAL else COMPLETED
+    if args.wait:  # as `run --wait`: a sign-off gate is asked at a terminal, else reported (exit 4)
+        return _attach(args, client, console, view, interactive, live=False, workflow=True)
+    return _print_view(args, console, view)
 
 
 def _export(args: argparse.Namespace, client: AgentsClient, console: Console) -> int:
@@ -248,10 +268,19 @@ def _table(args: argparse.Namespace, console: Console, rows: list[dict[str, Any]
     if args.json:
         print(json.dumps(rows))
         return
-    table = Table(*columns)
+    table = Table(*[_column(column, rows) for column in columns])
     for row in rows:
         table.add_row(*[str(row.get(column, "")) for column in columns])
     console.print(table)
+
+
+def _column(name: str, rows: list[dict[str, Any]]) -> Column:
+    """An id prints whole on one line, however narrow the terminal (`agentctl show` takes it as printed): the other
+    columns shrink instead."""
+    if not name.endswith("_id"):
+        return Column(name)
+    widest = max([len(name), *(len(str(row.get(name, ""))) for row in rows)])
+    return Column(name, no_wrap=True, min_width=widest, overflow="fold")
 
 
 def _emit(args: argparse.Namespace, console: Console, body: dict[str, Any], text: Any) -> None:

@@ -66,11 +66,13 @@ class AgentsClient:
             body["session_id"] = session_id
         return self._run_answer(self.http.post(f"/api/agents/{agent}/runs", json=body))
 
-    def poll(self, run_id: str, token: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
+    def poll(
+        self, run_id: str, token: str | None = None, wait_seconds: float = 0, *, workflow: bool = False
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {"wait_seconds": wait_seconds}
         if token:
             params["continuation_token"] = token
-        return self._run_answer(self.http.get(f"/api/runs/{run_id}", params=params))
+        return self._run_answer(self.http.get(run_path(run_id, workflow=workflow), params=params))
 
     def cancel(self, run_id: str) -> dict[str, Any]:
         return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))
@@ -127,12 +129,6 @@ class AgentsClient:
     def start_workflow(self, name: str, workflow_input: dict[str, Any]) -> dict[str, Any]:
         return self._run_answer(self.http.post(f"/api/workflows/{name}/runs", json={"input": workflow_input}))
 
-    def poll_workflow(self, run_id: str, token: str | None = None, wait_seconds: float = 0) -> dict[str, Any]:
-        params: dict[str, Any] = {"wait_seconds": wait_seconds}
-        if token:
-            params["continuation_token"] = token
-        return self._run_answer(self.http.get(f"/api/workflows/runs/{run_id}", params=params))
-
     # ----------------------------------------------------------------------------------------------- plumbing
 
     def _pages(self, path: str, params: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:
@@ -166,6 +162,12 @@ class AgentsClient:
             str(body.get("detail") or body.get("title") or response.reason_phrase),
             body,
         )
+
+
+def run_path(run_id: str, *, workflow: bool = False) -> str:
+    """A run's route: a workflow run is polled and streamed on the workflow routes (its gates' approvals are decided
+    on the run routes, as any run's)."""
+    return f"/api/workflows/runs/{run_id}" if workflow else f"/api/runs/{run_id}"
 
 
 def _is_json(response: httpx.Response) -> bool:

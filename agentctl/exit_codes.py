@@ -11,6 +11,7 @@ NOT_FOUND = 7  # 404, 410: no such run, approval, session or agent (or expired)
 CONFLICT = 8  # 409: already decided, already finished, the session is busy
 APP_ERROR = 9  # 5xx: the app failed to answer
 DETACHED = 130  # Ctrl-C: the run goes on (the shell's convention for an interrupted command)
+STDOUT_CLOSED = 141  # stdout's reader went away (`| head`): the shell's status for SIGPIPE, said quietly
 
 
 def for_status(status: str) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from agentctl.client import AgentsClient, ApiError
+from agentctl.client import AgentsClient, ApiError, run_path
 from agentctl.events import FINAL, Done, RunEvent, Status, TextDelta, events_of_update
 
 POLL_WAIT_SECONDS = 2.0
@@ -24,20 +24,23 @@ class StreamUnavailable(Exception):
     """The app serves no stream route (an older deployment): poll instead."""
 
 
-def follow(client: AgentsClient, view: dict[str, Any]) -> Iterator[RunEvent]:
-    """Every event of the run from `view` on, ending with `Done`."""
+def follow(client: AgentsClient, view: dict[str, Any], *, workflow: bool = False) -> Iterator[RunEvent]:
+    """Every event of the run (or workflow run) from `view` on, ending with `Done`."""
     try:
-        yield from follow_stream(client, view["run_id"])
+        yield from follow_stream(client, view["run_id"], workflow=workflow)
     except StreamUnavailable:
-        yield from follow_polls(client, view)
+        yield from follow_polls(client, view, workflow=workflow)
 
 
-def follow_stream(client: AgentsClient, run_id: str, after: str | None = None) -> Iterator[RunEvent]:
+def follow_stream(
+    client: AgentsClient, run_id: str, after: str | None = None, *, workflow: bool = False
+) -> Iterator[RunEvent]:
     last_id = after
+    path = f"{run_path(run_id, workflow=workflow)}/stream"
     for _ in range(MAX_RECONNECTS + 1):
         headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
         try:
-            with connect_sse(client.http, "GET", f"/api/runs/{run_id}/stream", headers=headers, timeout=None) as source:
+            with connect_sse(client.http, "GET", path, headers=headers, timeout=None) as source:
                 _check_stream_answer(source.response)
                 for sse in source.iter_sse():
                     if sse.id:
@@ -67,7 +70,7 @@ def _check_stream_answer(response: httpx.Response) -> None:
         AgentsClient._json(response)  # raises the problem as an ApiError
 
 
-def follow_polls(client: AgentsClient, view: dict[str, Any]) -> Iterator[RunEvent]:
+def follow_polls(client: AgentsClient, view: dict[str, Any], *, workflow: bool = False) -> Iterator[RunEvent]:
     """Long-poll the run's view: updates since the continuation token, the draft of the answer being written."""
     draft = ""
     status = None
@@ -87,4 +90,4 @@ def follow_polls(client: AgentsClient, view: dict[str, Any]) -> Iterator[RunEven
             yield Done(view)
             return
         wait = 0.3 if view["status"] == "in_progress" else POLL_WAIT_SECONDS
-        view = client.poll(view["run_id"], view.get("continuation_token"), wait_seconds=wait)
+        view = client.poll(view["run_id"], view.get("continuation_token"), wait_seconds=wait, workflow=workflow)

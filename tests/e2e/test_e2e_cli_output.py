@@ -1,0 +1,103 @@
+"""`agentctl`'s output as a script and a narrow terminal meet it: a real `python -m agentctl` process against the app
+on devhost. A workflow waiting at a person's sign-off ends `--wait` like a run waiting for approval (exit 4, how to
+decide); ids print in full at 80 columns; sessions show their last activity; a closed stdout (`| head`) ends the
+command quietly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from e2e_harness import InProcessApp
+from test_e2e_cli import EXPECT_TIMEOUT_S, REPO_ROOT, cli_env, ended, run_cli, spawn
+
+from scripted_model import Match, Reply, Rule, Script, ScriptedModelServer
+
+REVIEW_PIPELINE = ("workflows", "run", "review_pipeline", "--input", '{"topic": "durable agents"}', "--wait")
+
+
+@pytest.fixture
+def store_backend() -> str:
+    return "sqlite"  # the client does not see the store: once is enough
+
+
+def review_script() -> Script:
+    """The shipped writer and reviewer: a draft, approved as it is (the workflow goes on to the sign-off gate)."""
+    return Script(rules=[
+        Rule(match=Match(system="You are a writer"), reply=Reply(text="A draft about durable agents.")),
+        Rule(match=Match(system="demanding reviewer"),
+             reply=Reply(json_output={"verdict": "approve", "score": 9, "comments": "Good as it is."})),
+    ])
+
+
+def test_a_workflow_waiting_at_its_sign_off_ends_wait_like_a_run_waiting_for_approval(
+    app_with, model: ScriptedModelServer
+) -> None:
+    model.set_script(review_script())
+    with app_with(AGENTS_PACKAGE="served_agents") as app:
+        waiting = run_cli(app, *REVIEW_PIPELINE)
+        assert waiting.returncode == 4, waiting.stdout + waiting.stderr
+        assert "requires_action" in waiting.stdout and "workflow_gate:sign_off" in waiting.stdout
+        assert "Waiting for approval. Decide with: agentctl approvals (run " in waiting.stdout
+
+        as_json = run_cli(app, "--json", *REVIEW_PIPELINE)
+        assert as_json.returncode == 4, as_json.stderr
+        view = json.loads(as_json.stdout)
+        assert view["status"] == "requires_action" and view["workflow"] == "review_pipeline"
+        [gate] = view["pending_approvals"]
+        assert gate["tool"] == "workflow_gate:sign_off"
+
+        # In a terminal the gate is asked for at once, as a run's approval is; the workflow then ends.
+        child = spawn(app, *REVIEW_PIPELINE)
+        child.expect("workflow_gate:sign_off")
+        child.expect(r"Approve \(a\)")
+        child.sendline("a")
+        child.expect("Approved workflow_gate:sign_off")
+        child.expect("completed")
+        assert ended(child) == 0
+
+
+def test_ids_print_in_full_at_80_columns_and_work_with_show(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Paid."))
+    run_id = json.loads(run_cli(app, "--json", "run", "helper", "pay").stdout)["run_id"]
+    [approval] = json.loads(run_cli(app, "--json", "approvals").stdout)
+
+    runs = run_cli(app, "runs", COLUMNS="80")
+    assert runs.returncode == 0, runs.stderr
+    assert run_id in runs.stdout and max(len(line) for line in runs.stdout.splitlines()) <= 80
+    approvals = run_cli(app, "approvals", COLUMNS="80")
+    assert approvals.returncode == 0, approvals.stderr
+    assert approval["approval_id"] in approvals.stdout and run_id in approvals.stdout
+    assert max(len(line) for line in approvals.stdout.splitlines()) <= 80
+    [line] = [line for line in runs.stdout.splitlines() if run_id[:8] in line]
+    shown_id = line.split("│")[1].strip()
+    assert run_cli(app, "show", shown_id).returncode == 4  # the id as printed is the run's
+
+
+def test_sessions_show_their_last_activity(app: InProcessApp, model: ScriptedModelServer) -> None:
+    model.set_script(Script.of("Hello."))
+    assert run_cli(app, "run", "helper", "hi", "--wait").returncode == 0
+    [session] = json.loads(run_cli(app, "--json", "sessions").stdout)
+    listed = run_cli(app, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    assert "last_activity_at" in listed.stdout and session["last_activity_at"][:19] in listed.stdout
+
+
+@pytest.mark.parametrize("args", [("--json", "sessions"), ("sessions",), ("runs",), ("workflows", "list")])
+def test_a_closed_stdout_ends_the_command_quietly(
+    app: InProcessApp, model: ScriptedModelServer, args: tuple[str, ...]
+) -> None:
+    """`agentctl ... | head -c 600` where head has gone before agentctl writes: no traceback, the shell's SIGPIPE
+    status (141)."""
+    model.set_script(Script.of("Hello."))
+    assert run_cli(app, "run", "helper", "hi", "--wait").returncode == 0
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentctl", *args], env=cli_env(app), cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # the reader is gone before the first write
+    _, errors = process.communicate(timeout=EXPECT_TIMEOUT_S)
+    assert (process.returncode, errors) == (141, "")
