@@ -23,6 +23,7 @@ from agentctl import problems
 from agentctl.client import AgentsClient, ApiError
 
 CHOICES = {"a": "approve", "r": "reject", "e": "edit"}
+GATE_TOOL_PREFIX = "workflow_gate:"  # a workflow's sign-off gate: approve or reject only (no arguments to edit)
 
 
 def arguments_view(arguments: Any) -> RenderableType:
@@ -50,8 +51,11 @@ def decide_interactively(console: Console, client: AgentsClient, run_id: str, ap
     tool = approval.get("tool", "the call")
     approval_id = approval["approval_id"]
     try:
-        choice = Prompt.ask("Approve (a), reject (r) or edit the arguments (e)?", choices=list(CHOICES),
-                            console=console)
+        if str(tool).startswith(GATE_TOOL_PREFIX):
+            choice = Prompt.ask("Approve (a) or reject (r)?", choices=["a", "r"], console=console)
+        else:
+            choice = Prompt.ask("Approve (a), reject (r) or edit the arguments (e)?", choices=list(CHOICES),
+                                console=console)
         if choice == "r":
             reason = Prompt.ask("Reason for the agent [dim](Enter for none)[/dim]", default="", show_default=False,
                                 console=console).strip() or None

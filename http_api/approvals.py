@@ -102,7 +102,9 @@ async def record_decision(
         await deliver(gateway, store, run.run_id, approval_id)
         return record
     _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
-    if edited is not None:
+    if edited is not None and run.kind == "workflow":
+        _check_gate_unedited(record, edited)
+    elif edited is not None:
         _check_edit_allowed(record, edited)
         await _validate_edit(services, run.agent, record, edited)
     try:
@@ -171,6 +173,19 @@ def _check_edit_allowed(record: ApprovalRecord, edited: dict[str, object]) -> No
             "This approval cannot be approved with other arguments",
             "Its tool keeps separation of duties: approve or reject the call as it was asked for (reject with a "
             "reason to have it asked again).",
+            field="body.arguments",
+        )
+
+
+def _check_gate_unedited(record: ApprovalRecord, edited: dict[str, object]) -> None:
+    """A workflow's approval gate is a yes/no sign-off: its `arguments` (step, message, approver) describe the
+    request, nothing runs with them, so an edit would be silently dropped. The same arguments again are no change."""
+    if edited != record.arguments:
+        raise ApiProblem(
+            422,
+            "arguments_not_editable",
+            "A workflow's approval gate has no arguments to edit",
+            "Approve or reject the gate as it was asked for (a reason can go with either decision).",
             field="body.arguments",
         )
 

@@ -6,8 +6,10 @@
 - a follow-up in the same session continues the earlier request ("And in Rome?" after a weather question, "And to
   carol@example.com too" after an email);
 - once tool results are in -> answers in text using them (and says so when a call failed or was denied);
+- asked to write (or revise) a draft -> a short draft on the topic (see `demo_writing`);
 - a question about what happened ("What did you send?", "Which is warmer?") -> answered from the conversation;
-- otherwise -> a short text answer; with a `json_schema` response format -> a sample object of that schema.
+- otherwise -> a short text answer; with a `json_schema` response format -> an object of that schema (a review of
+  the draft when asked for one, else a sample).
 A tool is only called when the request offers it and `tool_choice` is not "none", and at most once per user turn,
 so an agent loop over this brain always terminates. Deterministic parsing, not a language model.
 """
@@ -19,7 +21,7 @@ import re
 from .conversation import Conversation
 from .demo_answers import EMAIL_TOOL, WEATHER_TOOL, recall, small_talk, summarise
 from .demo_email import email_arguments, recipient_in
-from .schema_sample import sample_for_schema
+from .demo_writing import draft_answer, structured_answer
 from .script import Reply, ScriptedToolCall
 from .server import ScriptedModelServer
 
@@ -42,14 +44,15 @@ class DemoBrain:
     def respond(self, conversation: Conversation) -> Reply:
         schema = conversation.request.json_schema
         if schema is not None:
-            return Reply(json_output=sample_for_schema(schema))
+            return Reply(json_output=structured_answer(schema, conversation.last_user_text))
         answered = [m for m in conversation.since_last_user if m.get("role") == "tool"]
         if answered:
             return Reply(text=summarise(conversation.tool_results[-len(answered) :], conversation))
         calls = self._tool_calls(conversation)
         if calls:
             return Reply(tool_calls=calls)
-        return Reply(text=recall(conversation) or small_talk(conversation.last_user_text))
+        text = conversation.last_user_text
+        return Reply(text=draft_answer(text) or recall(conversation) or small_talk(text))
 
     def _tool_calls(self, conversation: Conversation) -> list[ScriptedToolCall]:
         if conversation.request.tool_choice == "none":

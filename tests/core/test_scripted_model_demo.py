@@ -250,3 +250,30 @@ async def test_start_demo_server_serves_the_brain_with_the_configured_latency():
         assert reply.tool_calls[0].function.name == "get_weather"
     finally:
         server.stop()
+
+
+async def test_a_drafting_request_gets_a_draft_and_a_review_fits_its_schema(demo):
+    """"Write ..." is a drafting request, not a question about emails; a review asked for as structured output
+    judges the draft within the schema's bounds and names it."""
+    draft = (await ask(demo, [{"role": "user", "content": "Write a short draft about tide pools."}])).content
+    assert draft.startswith("Tide pools: a short introduction\n\n") and "email" not in draft
+    schema = {
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "enum": ["reject", "accept"]},
+            "rating": {"type": "integer", "minimum": 1, "maximum": 5},
+            "feedback": {"type": "string", "maxLength": 40},
+            "reviewer": {"type": "string"},
+        },
+        "required": ["decision", "rating", "feedback", "reviewer"],
+        "additionalProperties": False,
+    }
+    response_format = {"type": "json_schema", "json_schema": {"name": "review", "schema": schema}}
+    review = await ask(demo, [{"role": "user", "content": f"Review this draft:\n\n{draft}"}],
+                       response_format=response_format)
+    assert json.loads(review.content) == {
+        "decision": "reject", "rating": 3, "feedback": '"Tide pools: a short introduction" is', "reviewer": "example"
+    }
+    good = f"Review this draft:\n\n{draft}\n\nFor example: a pool at low tide."
+    review = await ask(demo, [{"role": "user", "content": good}], response_format=response_format)
+    assert json.loads(review.content)["decision"] == "accept" and json.loads(review.content)["rating"] == 4
