@@ -7,11 +7,12 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status as Spinner
 
 from agentctl.approve import decide_interactively, show_request
 from agentctl.client import AgentsClient
-from agentctl.events import Answer, Decision, Done, Status, TextDelta, ToolCall, ToolResult
+from agentctl.events import Answer, Decision, Done, Status, StepEnded, TextDelta, ToolCall, ToolResult
 from agentctl.exit_codes import DETACHED, WAITING_FOR_APPROVAL, for_status
 from agentctl.follow import follow
 
@@ -46,8 +47,8 @@ class Attachment:
             return self._follow(view)
         except KeyboardInterrupt:
             self._stop_spinner()
-            again = "" if self.workflow else f" Re-attach with: agentctl show {view['run_id']} --follow"
-            self.console.print(f"\nDetached: run {view['run_id']} goes on.{again}")
+            self.console.print(f"\nDetached: run {view['run_id']} goes on. "
+                               f"Re-attach with: agentctl show {view['run_id']} --follow")
             return DETACHED
         finally:
             self._stop_spinner()
@@ -101,6 +102,12 @@ class Attachment:
                 text = text[: RESULT_PREVIEW - 1] + "…"
             style = "red" if event.error else "dim"
             self.console.print(f"[{style}]  ← {text}[/{style}]", highlight=False)
+        elif isinstance(event, StepEnded):
+            self._end_text()
+            style = "red" if event.error else "dim"
+            error = f": {event.error}" if event.error else ""
+            self.console.print(f"[{style}]step {escape(event.step)} ({escape(event.kind)}) {escape(event.status)}"
+                               f"{escape(error)}[/{style}]", highlight=False)
         elif isinstance(event, Decision):
             who = f" by {event.decided_by}" if event.decided_by else ""
             verdict = "[green]approved[/green]" if event.approved else "[red]rejected[/red]"

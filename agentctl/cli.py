@@ -2,7 +2,7 @@
 
     agentctl run AGENT "text" [--session ID] [--wait]
     agentctl approvals [--watch]        agentctl runs [--status S] [--agent A]     agentctl sessions
-    agentctl show RUN [--follow]        agentctl cancel RUN
+    agentctl show RUN [--follow]        agentctl cancel RUN             (RUN: an agent run or a workflow run)
     agentctl rewind RUN [--follow]      agentctl fork RUN ["new input"] [--wait]
     agentctl export RUN -o case.json    (a transcript to replay as a test: agent_testing.replay)
     agentctl workflows list             agentctl workflows run NAME --input JSON [--wait]
@@ -150,9 +150,9 @@ def _dispatch(args: argparse.Namespace, client: AgentsClient, console: Console, 
         view = client.start_run(args.agent, args.text, args.session)
         return _attach(args, client, console, view, interactive, live=not args.wait)
     if args.command == "show":
-        view = client.poll(args.run_id)
+        view = client.view(args.run_id)  # an agent run's or a workflow run's
         if args.follow:
-            return _attach(args, client, console, view, interactive, live=True)
+            return _attach(args, client, console, view, interactive, live=True, workflow="workflow" in view)
         return _print_view(args, console, view)
     if args.command == "cancel":
         _emit(args, console, client.cancel(args.run_id), lambda body: f"Run {args.run_id}: {body.get('status')}")
@@ -184,11 +184,13 @@ def _attach(
     args: argparse.Namespace, client: AgentsClient, console: Console, view: dict[str, Any], interactive: bool,
     *, live: bool, workflow: bool = False,
 ) -> int:
-    header = f"[dim]run {view['run_id']} · session {view['session_id']}[/dim]" if not args.json and live else None
+    about = f"workflow {view.get('workflow')}" if workflow else f"session {view['session_id']}"
+    header = f"[dim]run {view['run_id']} · {about}[/dim]" if not args.json and live else None
     attachment = Attachment(console, client, interactive=interactive, live=live and not args.json, workflow=workflow)
     code = attachment.run(view, header=header)
     final = attachment.final
-    if final is not None and (args.json or not live):
+    ended = final is not None and final["status"] in FINAL
+    if final is not None and (args.json or not live or (workflow and ended)):  # a workflow's output is not streamed
         if args.json:
             print(json.dumps(final))
         else:

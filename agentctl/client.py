@@ -74,6 +74,16 @@ class AgentsClient:
             params["continuation_token"] = token
         return self._run_answer(self.http.get(run_path(run_id, workflow=workflow), params=params))
 
+    def view(self, run_id: str) -> dict[str, Any]:
+        """A run's view, whatever its kind (a workflow run's has `workflow`): the run routes, and the workflow routes
+        only when the app says the run is a workflow run (an agent run costs no extra request)."""
+        try:
+            return self.poll(run_id)
+        except ApiError as error:
+            if error.code != "run_is_a_workflow":
+                raise
+            return self.poll(run_id, workflow=True)
+
     def cancel(self, run_id: str) -> dict[str, Any]:
         return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))
 

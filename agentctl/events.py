@@ -44,6 +44,16 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class StepEnded:
+    """A workflow run's step that ended (an entry of its `steps`)."""
+
+    step: str
+    kind: str
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True)
 class Status:
     status: str
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
@@ -54,11 +64,14 @@ class Done:
     view: dict[str, Any]
 
 
-RunEvent = TextDelta | Answer | ToolCall | ToolResult | Decision | Status | Done
+RunEvent = TextDelta | Answer | ToolCall | ToolResult | Decision | StepEnded | Status | Done
 
 
 def events_of_update(update: dict[str, Any]) -> list[RunEvent]:
-    """The events one stored message stands for (a poll's or the stream's `update`)."""
+    """The events one stored message stands for (a poll's or the stream's `update`; a workflow run's is a step)."""
+    if "step" in update and "message" not in update:
+        return [StepEnded(str(update["step"]), str(update.get("kind", "")), str(update.get("status", "")),
+                          update.get("error"))]
     message = update.get("message") or {}
     found: list[RunEvent] = []
     for content in message.get("contents") or []:

@@ -75,7 +75,7 @@ def follow_polls(client: AgentsClient, view: dict[str, Any], *, workflow: bool =
     draft = ""
     status = None
     while True:
-        for update in view.get("updates") or []:
+        for update in view.get("updates") or view.get("steps") or []:  # a workflow run's updates are its steps
             for event in events_of_update(update):
                 yield event
                 draft = ""  # a finished message replaces the draft that preceded it

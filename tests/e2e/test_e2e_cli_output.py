@@ -59,6 +59,44 @@ def test_a_workflow_waiting_at_its_sign_off_ends_wait_like_a_run_waiting_for_app
         assert ended(child) == 0
 
 
+def test_show_takes_a_workflow_run_id_and_ctrl_c_during_its_wait_says_how_to_re_attach(
+    app_with, model: ScriptedModelServer
+) -> None:
+    """`agentctl runs` lists workflow runs: `show` takes their ids (the app serves them on the workflow routes), and
+    `workflows run --wait` detached with Ctrl-C names `agentctl show ID --follow`, which asks for the gate."""
+    model.set_script(review_script())
+    with app_with(AGENTS_PACKAGE="served_agents") as app:
+        child = spawn(app, *REVIEW_PIPELINE)
+        child.expect(r"Approve \(a\)")
+        child.sendintr()
+        child.expect(r"Detached: run (\S+) goes on\.")
+        run_id = child.match.group(1)
+        child.expect(f"agentctl show {run_id} --follow")
+        assert ended(child) == 130
+        assert run_id in [run["run_id"] for run in json.loads(run_cli(app, "--json", "runs").stdout)]
+
+        shown = run_cli(app, "show", run_id)
+        assert shown.returncode == 4, shown.stdout + shown.stderr
+        assert f"Workflow run {run_id} (review_pipeline): requires_action" in shown.stdout
+        assert "workflow_gate:sign_off" in shown.stdout
+        as_json = run_cli(app, "--json", "show", run_id)
+        assert json.loads(as_json.stdout)["workflow"] == "review_pipeline", as_json.stderr
+        followed = run_cli(app, "show", run_id, "--follow")  # no terminal: reported, as a run's approval is
+        assert followed.returncode == 4, followed.stdout + followed.stderr
+        assert "Waiting for approval. Decide with: agentctl approvals (run " in followed.stdout
+        assert "step write (agent) ok" in followed.stdout and "step final (function) ok" in followed.stdout
+
+        child = spawn(app, "show", run_id, "--follow")
+        child.expect(f"run {run_id} · workflow review_pipeline")
+        child.expect_exact("step final (function) ok")  # the steps done so far, then the gate asked for
+        child.expect(r"Approve \(a\)")
+        child.sendline("a")
+        child.expect("Approved workflow_gate:sign_off")
+        child.expect_exact(f"Workflow run {run_id} (review_pipeline): ")  # then its output
+        child.expect("completed")
+        assert ended(child) == 0
+
+
 def test_ids_print_in_full_at_80_columns_and_work_with_show(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Paid."))
     run_id = json.loads(run_cli(app, "--json", "run", "helper", "pay").stdout)["run_id"]
