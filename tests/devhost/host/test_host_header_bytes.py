@@ -2,13 +2,15 @@
 values that are not ASCII"): bytes that are not UTF-8 are Kestrel's bare 400 on every path (devhost answered aiohttp's
 500 "Server got itself in trouble" on an HTTP v2 function), a UTF-8 value reaches a `func.HttpRequest` decoded, and an
 HTTP v2 function never sees it (the host's proxy cannot send it: the invocation times out). Raw sockets: the bytes
-go out exactly as written."""
+go out exactly as written. Each host runs its functions in-process and in a worker process (Azure's own worker
+library with DEVHOST_WORKER=runtime on Python 3.13)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import socket
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -43,15 +45,23 @@ def _assert_kestrel_400(status: int, headers: dict[str, str], body: bytes) -> No
     assert headers.get("connection", "").lower() == "close"
 
 
+WORKERS = pytest.mark.parametrize("workers", [None, 1], ids=["in-process", "worker process"], indirect=True)
+
+
 @pytest.fixture(scope="module")
-def basic() -> InProcessHost:
-    with InProcessHost(APPS / "http_basic", clock="real") as running:
+def workers(request: pytest.FixtureRequest) -> int | None:
+    return getattr(request, "param", None)
+
+
+@pytest.fixture(scope="module")
+def basic(workers: int | None) -> Iterator[InProcessHost]:
+    with InProcessHost(APPS / "http_basic", clock="real", workers=workers) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
-def streaming() -> InProcessHost:
-    with InProcessHost(APPS / "http_streaming", clock="real") as running:
+def streaming(workers: int | None) -> Iterator[InProcessHost]:
+    with InProcessHost(APPS / "http_streaming", clock="real", workers=workers) as running:
         yield running
 
 
@@ -71,12 +81,14 @@ def test_bytes_that_are_not_utf8_are_kestrels_400_on_every_path(basic: InProcess
     _assert_kestrel_400(*_exchange(basic, target + b" HTTP/1.1\r\nx-name: " + NOT_UTF8 + b"\r\n"))
 
 
+@WORKERS
 def test_a_utf8_value_reaches_a_func_request_decoded(basic: InProcessHost) -> None:
     status, _, body = _exchange(basic, b"GET /api/echo/x HTTP/1.1\r\nx-name: caf\xc3\xa9 " + EURO + b"\r\n")
     assert status == 200, body
     assert json.loads(body)["headers"]["x-name"] == "café €"
 
 
+@WORKERS
 def test_a_utf8_value_never_reaches_an_http_v2_function(streaming: InProcessHost,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     """The host's proxy cannot send it, so the invocation ends at functionTimeout: the host's bare 500."""
