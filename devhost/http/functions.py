@@ -15,9 +15,10 @@ from devhost.function_timeout import FunctionTimeoutError, bounded
 
 from .client_binding import build_client_binding
 from .conversion import HttpRequestData
+from .header_bytes import PROXY_REFUSAL, proxy_refuses
 from .keys import DEFAULT_AUTH_LEVEL, FunctionKeys, presented_key
 from .routes import RouteTable
-from .streaming import streaming_failure
+from .streaming import client_gone, streaming_failure
 from .trigger import HttpTriggerSpec
 
 log = logging.getLogger("devhost.http")
@@ -101,7 +102,11 @@ class HttpFunctions:
                 self.keys.durable_webhook_key if self.keys is not None else None,
             )
         live = self.live if spec.http_v2 and (spec.streams or self.live is self.functions) else None
+        refused = proxy_refuses(http_request.headers.items()) if spec.http_v2 else None
         try:
+            if refused is not None:
+                return await bounded(self._never_proxied(spec, request, refused), self.function_timeout,
+                                     spec.function_name)
             if live is not None:
                 streamed = await bounded(live.serve_http_v2(spec, http_request, binding_json, request),
                                          self.function_timeout, spec.function_name)
@@ -113,7 +118,7 @@ class HttpFunctions:
         except FunctionTimeoutError as exc:
             # The host fails the invocation (its exception middleware answers 500) and restarts the worker.
             log.error("Executed 'Functions.%s' (Failed): %s", spec.function_name, exc)
-            if live is not None and request.transport is not None:
+            if live is not None and refused is None and request.transport is not None:
                 request.transport.close()  # a stream may have started: cut it, as the host's restart does
             return web.Response(status=500)
         except FunctionFailedError as exc:
@@ -123,3 +128,13 @@ class HttpFunctions:
             return streaming_failure(exc).to_web_response() if spec.http_v2 else web.Response(status=500)
         log.info("Executed 'Functions.%s' (Succeeded, %s %s)", spec.function_name, request.method, result.status)
         return result.to_web_response()
+
+    @staticmethod
+    async def _never_proxied(spec: HttpTriggerSpec, request: web.Request, header: str) -> web.StreamResponse:
+        """An HTTP v2 request the host's proxy cannot send (devhost.http.header_bytes): the function never runs and
+        the invocation waits, as on Azure, until `functionTimeout` (or the client leaves)."""
+        log.error("Failed to proxy request to the worker for 'Functions.%s': %s (header %r holds a non-ASCII value); "
+                  "as on Azure the function does not run and the request waits for functionTimeout",
+                  spec.function_name, PROXY_REFUSAL, header)
+        await client_gone(request)
+        return web.Response(status=499)

@@ -13,6 +13,7 @@ from aiohttp.web_protocol import RequestHandler
 from .admin import ADMIN_PREFIX, AdminHandler
 from .client_binding import RPC_PATH, WEBHOOK_PATH
 from .functions import HttpFunctions
+from .header_bytes import bad_request, kestrel_refuses
 from .keys import presented_key
 
 log = logging.getLogger("devhost.http")
@@ -118,6 +119,9 @@ class HttpHost:
             self._runner = None
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        if kestrel_refuses(request.raw_headers):  # Kestrel refuses it before any routing, whatever the path
+            log.info("refused a request from %s: a header value is not UTF-8", request.remote)
+            return bad_request()
         raw_path = request.rel_url.raw_path
         if raw_path.rstrip("/").lower() == "/admin/host/status":
             if request.method != "GET":
