@@ -26,18 +26,38 @@ LOCK_CONSTRAINTS = requirements-constraints.txt
 # Where `make test-requirements` finds each supported Python (pyenv's, else one on PATH).
 PYTHONS_SUPPORTED = 3.11 3.12 3.13
 
-.PHONY: install install-dev install-test install-browser run test test-agent-framework test-openai-agents test-py313 check-infra package \
+.PHONY: FORCE install install-dev install-test install-browser run test test-agent-framework test-openai-agents test-py313 check-infra package \
 	lock lint bench test-requirements
 
-$(PY):
-	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "Cannot make a virtual environment with $(PYTHON): on \
-	Debian/Ubuntu install python3-venv (apt install python3-venv), or pass PYTHON=/path/to/python3.11+"; exit 1; }
+# The project's environment, made with $(PYTHON), which must be Python 3.11+ (said here, not deep in pip). One made by
+# an older Python, or, when PYTHON is given (`make install PYTHON=python3.12`), by another version than it, is made
+# again; otherwise an existing one is kept whatever python3 is now.
+PYTHON_GIVEN = $(filter command line environment,$(origin PYTHON))
+VERSION_OF = -c 'import sys; print("%d.%d" % sys.version_info[:2]); sys.exit(sys.version_info < (3, 11))'
+# The check runs every time; the environment's pyvenv.cfg changes only when it is made (again), and then what is
+# installed in it is installed again.
+$(PY): $(VENV)/pyvenv.cfg
+$(VENV)/pyvenv.cfg: FORCE
+	@version=$$($(PYTHON) $(VERSION_OF) 2>/dev/null) || { \
+		problem="Cannot run PYTHON=$(PYTHON)"; [ -z "$$version" ] || problem="PYTHON=$(PYTHON) is Python $$version"; \
+		echo "$$problem: this app needs Python 3.11, 3.12 or 3.13; pass one, e.g." \
+		"make $(or $(MAKECMDGOALS),run) PYTHON=python3.11"; exit 1; }; \
+	if [ -e $(PY) ]; then \
+		made=$$($(PY) $(VERSION_OF) 2>/dev/null) && { [ -z "$(PYTHON_GIVEN)" ] || [ "$$made" = "$$version" ]; } || { \
+			echo "$(VENV) was made by Python $${made:-(broken)}: making it again with PYTHON=$(PYTHON) (Python $$version)"; \
+			rm -rf $(VENV); }; \
+	fi; \
+	[ -e $(PY) ] || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "Cannot make a virtual environment with \
+	$(PYTHON): on Debian/Ubuntu install python3-venv (apt install python3-venv), or pass PYTHON=/path/to/python3.11+"; \
+	exit 1; }
+
+FORCE:
 
 # What running needs, in $(VENV): the app's runtime dependencies exactly as locked (hash-checked) and the terminal
 # client `agentctl` (pyproject.toml; editable, on the environment's PATH), and on Python 3.13+ Azure's worker library
 # for devhost's real-worker mode (requirements-devhost.txt). Skipped while nothing it reads changed.
 install: $(VENV)/.installed-run
-$(VENV)/.installed-run: requirements.lock pyproject.toml requirements-devhost.txt | $(PY)
+$(VENV)/.installed-run: requirements.lock pyproject.toml requirements-devhost.txt $(VENV)/pyvenv.cfg
 	$(PY) -m pip install $(PIP_FLAGS) --require-hashes -r requirements.lock
 	$(PY) -m pip install $(PIP_FLAGS) -e .
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements-devhost.txt

@@ -237,6 +237,8 @@ class AgentRegistry(DefinitionRegistry[AgentDefinition]):
     definition_error = AgentDefinitionError
     unknown_error = UnknownAgentError
     requires_definitions = True
+    package_setting = "AGENTS_PACKAGE"
+    default_package = "served_agents"
 
 
 __all__ = ["AgentDefinition", "AgentDefinitionError", "AgentRegistry", "UnknownAgentError"]

@@ -32,6 +32,9 @@ class DefinitionRegistry(Generic[D]):
     definition_error: ClassVar[type[Exception]] = ValueError
     unknown_error: ClassVar[type[LookupError]] = LookupError
     requires_definitions: ClassVar[bool] = False  # an empty package is an error (nothing to serve)
+    # The app setting that names the package and its default: a package that does not exist is a setting to fix.
+    package_setting: ClassVar[str | None] = None
+    default_package: ClassVar[str | None] = None
 
     def __init__(self, definitions: Iterable[D] = ()) -> None:
         self._definitions: dict[str, D] = {}
@@ -65,7 +68,7 @@ class DefinitionRegistry(Generic[D]):
     def from_package(cls, package: str) -> Self:
         """Import every module of `package` and register the definitions they define at module level."""
         registry = cls()
-        for module in _import_package(package, cls.kind, cls.definition_error):
+        for module in _import_package(package, cls.kind, cls.definition_error, cls.missing_package_hint()):
             for value in vars(module).values():
                 if isinstance(value, cls.definition_type):
                     registry.register(value, source=module.__name__)
@@ -73,12 +76,20 @@ class DefinitionRegistry(Generic[D]):
             raise cls.definition_error(f"{cls.kind} package {package!r} defines no {cls.definition_type.__name__}")
         return registry
 
+    @classmethod
+    def missing_package_hint(cls) -> str:
+        if cls.package_setting is None:
+            return ""
+        default = f" (default {cls.default_package})" if cls.default_package else ""
+        return f": set {cls.package_setting} to an importable package{default}"
 
-def _import_package(package: str, kind: str, error: type[Exception]) -> list[ModuleType]:
+
+def _import_package(package: str, kind: str, error: type[Exception], missing_hint: str = "") -> list[ModuleType]:
     try:
         root = importlib.import_module(package)
     except (ImportError, ValidationError, ValueError, TypeError) as exc:
-        raise error(f"cannot load {kind} package {package!r}: {describe_error(exc)}") from exc
+        hint = missing_hint if _is_missing(package, exc) else ""
+        raise error(f"cannot load {kind} package {package!r}: {describe_error(exc)}{hint}") from exc
     modules = [root]
     for info in pkgutil.iter_modules(getattr(root, "__path__", []), prefix=f"{package}."):
         try:
@@ -86,6 +97,12 @@ def _import_package(package: str, kind: str, error: type[Exception]) -> list[Mod
         except (ImportError, ValidationError, ValueError, TypeError) as exc:
             raise error(f"invalid {kind} module {info.name!r}: {describe_error(exc)}") from exc
     return modules
+
+
+def _is_missing(package: str, exc: BaseException) -> bool:
+    """The package itself (or a parent of it) does not exist, not a module it imports."""
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    return bool(name) and (package == name or package.startswith(f"{name}."))
 
 
 def describe_error(exc: BaseException) -> str:

@@ -41,7 +41,8 @@ def app_banner_lines(app_dir: Path) -> list[str] | None:
     return None
 
 
-def banner(host: _Host, app_dir: Path, default_port: int) -> str:
+def banner(host: _Host, app_dir: Path, default_port: int, list_command: str) -> str:
+    """`list_command`: how to list every function (`--list-functions`, with the interpreter serving the app)."""
     url_option = "" if host.port == default_port else f" --url {host.base_url}"
     lines = app_banner_lines(app_dir)
     if lines is not None:
@@ -53,5 +54,5 @@ def banner(host: _Host, app_dir: Path, default_port: int) -> str:
         routes = host.routes()
         shown = [f"{','.join(r.methods) if r.methods else 'ALL'} {r.url}" for r in routes[:SHOWN_ROUTES]]
         shown.append(f"{len(routes)} HTTP routes in all")
-    shown.append("Every function: python -m devhost --list-functions. Stop: Ctrl-C.")
+    shown.append(f"Every function: {list_command}. Stop: Ctrl-C.")
     return "\n".join(["", *(f"  {line}" for line in shown), ""])

@@ -1,8 +1,9 @@
 """`python -m devhost`: load a Functions app and serve it on 127.0.0.1 until SIGINT/SIGTERM.
 
 The banner says where the app is and what to try first (the app's `[tool.devhost] banner` lines in its
-pyproject.toml, if any); `--list-functions` lists every function. A task hub named by an app setting that nothing
-sets (host.json `"hubName": "%TASKHUB_NAME%"`, as on Azure) is given a local name instead of stopping the host."""
+pyproject.toml, if any); `--list-functions` lists every function and exits without serving (so it can run beside the
+host serving the app). A task hub named by an app setting that nothing sets (host.json `"hubName": "%TASKHUB_NAME%"`,
+as on Azure) is given a local name instead of stopping the host."""
 
 from __future__ import annotations
 
@@ -15,11 +16,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from devhost.app_loader import AppLoadError, apply_local_settings
+from devhost.app_loader import AppLoadError, FunctionIndex, apply_local_settings, load_app
 from devhost.banner import banner
 from devhost.engine.api import Clock, VirtualClock
-from devhost.host import INPROCESS_WORKER, DevHost, default_state_path
-from devhost.http.host_config import HostConfigError, unset_hub_setting
+from devhost.host import (
+    ENGINE_NAME,
+    ENGINE_SETTING,
+    INPROCESS_WORKER,
+    DevHost,
+    RouteInfo,
+    default_state_path,
+    index_routes,
+)
+from devhost.http.host_config import HostConfig, HostConfigError, unset_hub_setting
 from devhost.worker.pool import WorkerStartError as RuntimeWorkerStartError
 from devhost.worker.pool import library_version
 from devhost.workers import WorkerStartError
@@ -57,7 +66,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="run activity and HTTP functions in N worker processes (default: FUNCTIONS_WORKER_PROCESS_COUNT, else "
         "0 = all in this process); orchestrators and entities always run in the host process",
     )
-    parser.add_argument("--list-functions", action="store_true", help="list every function (routes and triggers)")
+    parser.add_argument("--list-functions", action="store_true",
+                        help="list every function (routes as served on --port, and triggers) and exit, serving nothing")
     parser.add_argument(
         "--function-keys",
         default=None,
@@ -77,16 +87,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def format_routes(host: DevHost) -> str:
+def format_routes(routes: list[RouteInfo], index: FunctionIndex) -> str:
     lines = ["", "Functions:", ""]
-    for route in host.routes():
+    for route in routes:
         methods = ",".join(route.methods) if route.methods else "ALL"
         lines.append(f"        {route.function_name}: [{methods}] {route.url}")
     for kind, infos in (
-        ("orchestrationTrigger", host.index.orchestrators()),
-        ("activityTrigger", host.index.activities()),
-        ("entityTrigger", host.index.entities()),
-        ("not served", host.index.other_functions()),
+        ("orchestrationTrigger", index.orchestrators()),
+        ("activityTrigger", index.activities()),
+        ("entityTrigger", index.entities()),
+        ("not served", index.other_functions()),
     ):
         for info in infos:
             label = info.trigger_type if kind == "not served" else kind
@@ -96,6 +106,42 @@ def format_routes(host: DevHost) -> str:
     return "\n".join(lines)
 
 
+def apply_app_settings(app_dir: Path) -> str | None:
+    """local.settings.json's values, and a local task hub name when the hub's setting is set nowhere (only here, on a
+    laptop: the Functions host on Azure refuses to start without it); returns that setting's name."""
+    apply_local_settings(app_dir)
+    hub_setting = unset_hub_setting(app_dir)
+    if hub_setting:
+        os.environ[hub_setting] = LOCAL_HUB_NAME
+    return hub_setting
+
+
+def list_command(app_dir: Path, port: int) -> str:
+    """This interpreter's `--list-functions` for the app served: the project's environment (e.g. `.venv/bin/python`,
+    where devhost is installed), not whatever `python` is on PATH."""
+    executable = Path(sys.executable)
+    cwd = Path.cwd()
+    shown = str(executable.relative_to(cwd)) if executable.is_relative_to(cwd) else str(executable)
+    app = "" if app_dir == cwd.resolve() else f" --app-dir {app_dir}"
+    port_option = "" if port == DEFAULT_PORT else f" --port {port}"
+    return f"{shown} -m devhost{app}{port_option} --list-functions"
+
+
+def list_functions(args: argparse.Namespace) -> int:
+    """Load the app (imported in this process) and print its functions; nothing is served or stored."""
+    app_dir = Path(args.app_dir).resolve()
+    os.environ[ENGINE_SETTING] = ENGINE_NAME  # as when serving: the app can tell devhost from Azure
+    try:
+        apply_app_settings(app_dir)
+        index = load_app(app_dir)
+        routes = index_routes(index, HostConfig.load(app_dir), f"http://127.0.0.1:{args.port or DEFAULT_PORT}")
+    except (AppLoadError, HostConfigError) as exc:
+        print(f"devhost: cannot load the app: {exc}", file=sys.stderr, flush=True)
+        return EXIT_LOAD_ERROR
+    print(format_routes(routes, index), flush=True)
+    return 0
+
+
 async def serve(args: argparse.Namespace) -> int:
     app_dir = Path(args.app_dir).resolve()
     state = args.state or default_state_path(app_dir)
@@ -103,10 +149,8 @@ async def serve(args: argparse.Namespace) -> int:
         Path(state).parent.mkdir(parents=True, exist_ok=True)
     clock: Clock | None = None if args.clock == "real" else VirtualClock(auto_skip=args.clock == "auto-skip")
     try:
-        apply_local_settings(app_dir)
-        hub_setting = unset_hub_setting(app_dir)
-        if hub_setting:  # only here, on a laptop: the Functions host on Azure refuses to start without it
-            os.environ[hub_setting] = LOCAL_HUB_NAME
+        hub_setting = apply_app_settings(app_dir)
+        if hub_setting:
             print(f"devhost: {hub_setting} is not set: using the task hub name {LOCAL_HUB_NAME!r} "
                   "(on Azure, set it as an app setting)", flush=True)
         host = await DevHost.start(app_dir, port=args.port, state_path=state, clock=clock, workers=args.workers,
@@ -127,8 +171,6 @@ async def serve(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    if args.list_functions:
-        print(format_routes(host), flush=True)
     workers = f"{len(host.worker_pids)} worker processes" if host.worker_pids else "functions in-process"
     worker = host.http.status.get("worker", INPROCESS_WORKER)
     workers += f", worker: {worker}"
@@ -138,7 +180,7 @@ async def serve(args: argparse.Namespace) -> int:
               "checks", flush=True)
     print(f"devhost: serving {app_dir} on {host.base_url} (state: {state}, clock: {args.clock}, {workers})",
           flush=True)
-    print(banner(host, app_dir, DEFAULT_PORT), flush=True)
+    print(banner(host, app_dir, DEFAULT_PORT, list_command(app_dir, host.port)), flush=True)
     try:
         await stop.wait()
     finally:
@@ -150,4 +192,6 @@ async def serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.list_functions:
+        return list_functions(args)
     return asyncio.run(serve(args))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from devhost.execution import FunctionExecutor, InProcessExecutor, LiveHttpExecu
 from devhost.http.admin import AdminHandler
 from devhost.http.client_binding import build_client_binding
 from devhost.http.durable_api import DurableHttpApi
-from devhost.http.functions import HttpFunctions
+from devhost.http.functions import HttpFunctions, public_route
 from devhost.http.host_config import HostConfig, HostConfigError
 from devhost.http.keys import FunctionKeys, auth_level
 from devhost.http.routes import RouteTemplateError
@@ -52,6 +53,17 @@ def _http_spec(info: FunctionInfo, http_v2: bool) -> HttpTriggerSpec:
         return HttpTriggerSpec.from_function_info(info, http_v2=http_v2)
     except RouteTemplateError as exc:
         raise AppLoadError(f"{info.script_file}: function '{info.name}': invalid route '{info.route}': {exc}") from exc
+
+
+def route_infos(specs: Iterable[HttpTriggerSpec], route_prefix: str, origin: str) -> list[RouteInfo]:
+    return [RouteInfo(function_name=s.function_name, methods=s.methods, url=origin + public_route(route_prefix, s))
+            for s in specs]
+
+
+def index_routes(index: FunctionIndex, config: HostConfig, origin: str) -> list[RouteInfo]:
+    """The routes an app's index would serve at `origin`, without serving them (`--list-functions`)."""
+    return route_infos([_http_spec(info, index.http_v2) for info in index.http_functions()], config.route_prefix,
+                       origin)
 
 
 def default_state_path(app_dir: str | Path) -> str:
@@ -186,11 +198,7 @@ class DevHost:
         return list(pids) if pids is not None else []
 
     def routes(self) -> list[RouteInfo]:
-        functions = self.http.functions
-        return [
-            RouteInfo(function_name=s.function_name, methods=s.methods, url=self.base_url + functions.public_route(s))
-            for s in functions.specs
-        ]
+        return route_infos(self.http.functions.specs, self.http.functions.route_prefix, self.base_url)
 
     async def stop(self) -> None:
         """Stop serving, then close the engine (running user code finishes and is committed)."""

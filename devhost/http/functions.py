@@ -35,6 +35,12 @@ def client_binding_json(
                                 code=code).to_json()
 
 
+def public_route(route_prefix: str, spec: HttpTriggerSpec) -> str:
+    """The path a trigger answers on: host.json's route prefix, then its route."""
+    prefix = route_prefix.strip("/")
+    return f"{'/' + prefix if prefix else ''}/{spec.route.strip('/')}"
+
+
 class HttpFunctions:
     """Route table of HTTP triggers plus the invocation of the matched function."""
 
@@ -68,8 +74,7 @@ class HttpFunctions:
             self.table.add(spec.template, spec.methods, spec)
 
     def public_route(self, spec: HttpTriggerSpec) -> str:
-        prefix = f"/{self.route_prefix}" if self.route_prefix else ""
-        return f"{prefix}/{spec.route.strip('/')}"
+        return public_route(self.route_prefix, spec)
 
     def strip_prefix(self, raw_path: str) -> str | None:
         """The path relative to the route prefix, or None when the path is outside it."""

@@ -145,9 +145,18 @@ def test_registry_fails_at_start_up_with_a_clear_message(agent_package, modules:
     assert message in str(caught.value)
 
 
-def test_missing_package() -> None:
-    with pytest.raises(AgentDefinitionError, match="cannot load agent package 'no_such_agents'"):
+def test_a_missing_package_names_the_setting_to_fix(agent_package) -> None:
+    with pytest.raises(AgentDefinitionError) as caught:
         AgentRegistry.from_package("no_such_agents")
+    assert str(caught.value) == (
+        "cannot load agent package 'no_such_agents': ModuleNotFoundError: No module named 'no_such_agents': "
+        "set AGENTS_PACKAGE to an importable package (default served_agents)"
+    )
+    # A package that exists but imports a missing module: its import is at fault, not the setting.
+    package = agent_package("agents_importing", {"__init__": "import not_a_module_anywhere"})
+    with pytest.raises(AgentDefinitionError) as caught:
+        AgentRegistry.from_package(package)
+    assert "not_a_module_anywhere" in str(caught.value) and "AGENTS_PACKAGE" not in str(caught.value)
 
 
 async def _chat_layer(context, call_next) -> None:

@@ -11,14 +11,23 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
+import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
+from agent_runs.settings import RunSettings
+from agent_runtime.agents import AgentRegistry
 from deploy.package import packaged_files
+from devhost.app_loader import apply_local_settings
 from devhost.host import WORKER_COUNT_SETTING
+from workflow_runtime.registry import WorkflowRegistry, workflows_package
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Set by the platform on every instance (or by devhost for the app it runs), never by a user.
@@ -93,16 +102,14 @@ def _apps_own(module: object) -> bool:
     return resolved.is_relative_to(REPO_ROOT) and not installed
 
 
-def settings_the_app_reads() -> set[str]:
-    names = {WORKER_COUNT_SETTING} | host_json_settings()
+@contextmanager
+def forgetting_app_imports() -> Iterator[None]:
+    """The app's modules read settings at import (e.g. served_agents/mcp_example.py): left in sys.modules, a later
+    test's in-process host would reuse them as imported under this test's environment instead of its own."""
     imported_before = set(sys.modules)
     try:
-        for module_name, tree in shipped_modules():
-            if "BaseSettings" in ast.unparse(tree):
-                names |= settings_class_aliases(module_name, tree)
+        yield
     finally:
-        # The app's modules read settings at import (e.g. agents/mcp_example.py): left in sys.modules, a later test's
-        # in-process host would reuse them as imported under this test's environment instead of its own.
         for name in set(sys.modules) - imported_before:
             if not _apps_own(sys.modules[name]):
                 continue  # a library: imported twice, its classes would no longer match (e.g. its exceptions)
@@ -111,6 +118,14 @@ def settings_the_app_reads() -> set[str]:
             parent = sys.modules.get(parent_name)
             if parent is not None and getattr(parent, child, None) is module:
                 delattr(parent, child)  # else `from parent import child` would still find the old one
+
+
+def settings_the_app_reads() -> set[str]:
+    names = {WORKER_COUNT_SETTING} | host_json_settings()
+    with forgetting_app_imports():
+        for module_name, tree in shipped_modules():
+            if "BaseSettings" in ast.unparse(tree):
+                names |= settings_class_aliases(module_name, tree)
     return names - PLATFORM_SET
 
 
@@ -129,3 +144,20 @@ def test_the_discovery_finds_what_it_should() -> None:
     # one of each kind: settings fields (one inherited, one of an agents package), host.json, devhost
     assert {"COSMOS_ENDPOINT", "WORKFLOWS_PACKAGE", "MCP_EXAMPLE_URL", "TASKHUB_NAME",
             "DURABLE_TASK_SCHEDULER_CONNECTION_STRING", "FUNCTIONS_WORKER_PROCESS_COUNT", "AUTH_MODE"} <= found
+
+
+def test_the_sample_copied_to_local_settings_serves_the_shipped_agents_and_workflows(tmp_path: Path) -> None:
+    """docs/configuration.md says to copy the sample to local.settings.json: its values, applied as devhost applies
+    them (nothing else set), must name packages that load (it once named `agents` and `workflows`, which do not exist,
+    and `make run` stopped)."""
+    shutil.copy(REPO_ROOT / "local.settings.sample.json", tmp_path / "local.settings.json")
+    with patch.dict(os.environ, clear=False), forgetting_app_imports():
+        for name in sample_settings():
+            os.environ.pop(name, None)
+        apply_local_settings(tmp_path)
+        agents = AgentRegistry.from_package(RunSettings().agents_package)
+        package = workflows_package()
+        assert package is not None, "the sample serves no workflows"
+        workflows = WorkflowRegistry.from_package(package)
+        workflows.check_agents(agents.names())
+    assert "assistant" in agents and workflows.names()

@@ -141,12 +141,39 @@ def python_snippet() -> str:
     return blocks[0]
 
 
-def test_the_readme_python_snippet_answers_as_written(app: SubprocessHost) -> None:
-    """Run as written, with the real `openai` client, in a fresh interpreter; only the address is this test's."""
+RUN_SNIPPET = re.compile(r"save it as `(\w+\.py)` and run `(\.venv/bin/python) \1`")
+
+
+def test_the_readme_python_snippet_answers_as_written(app: SubprocessHost, tmp_path: Path) -> None:
+    """Saved and run as the README says, with the project's interpreter (the tour's `python3` has no `openai`), the
+    real `openai` client, in a fresh interpreter; only the address is this test's."""
     snippet = python_snippet()
     base = f"{TOUR_URL}/api/v1"
     assert f'base_url="{base}"' in snippet, f"the snippet no longer talks to {base}: update this test"
-    done = subprocess.run([sys.executable, "-c", snippet.replace(TOUR_URL, app.base_url)], capture_output=True,
-                          text=True, timeout=120)
+    how = RUN_SNIPPET.search(README.read_text(encoding="utf-8").split("```python")[0].rstrip().rsplit("\n\n", 1)[-1])
+    assert how, "the paragraph before the python block must say how to run it with .venv/bin/python"
+    script = tmp_path / how.group(1)
+    script.write_text(snippet.replace(TOUR_URL, app.base_url))
+    venv_python = REPO_ROOT / how.group(2)
+    python = str(venv_python) if venv_python.exists() else sys.executable  # a test run from another environment
+    done = subprocess.run([python, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shows_an_answer_about("Paris")([line for line in done.stdout.splitlines() if line.strip()])
+
+
+def test_the_openai_responses_page_says_which_python_has_the_client() -> None:
+    page = (REPO_ROOT / "docs" / "openai-responses.md").read_text(encoding="utf-8")
+    before = page.split("from openai import")[0]
+    assert "`.venv/bin/python`" in before, "say before the first openai example which interpreter has `openai`"
+
+
+def test_the_readme_points_at_addresses_that_answer(app: SubprocessHost) -> None:
+    """Every local address in the README is under /api (GET / is a 404 with an empty body), and the page it names
+    answers with the page."""
+    text = README.read_text(encoding="utf-8")
+    bare = re.findall(rf"{re.escape(TOUR_URL)}(?!/api)\S*", text)
+    assert bare == [], f"the README names addresses outside /api: {bare}"
+    pages = set(re.findall(rf"{re.escape(TOUR_URL)}(/api/ui)\b", text))
+    assert pages == {"/api/ui"}
+    page = app.client.get("/api/ui")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")

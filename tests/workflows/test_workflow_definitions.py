@@ -122,6 +122,13 @@ def test_references_render_and_conditions_evaluate() -> None:
         resolve("steps.review.value.missing", data)
 
 
+def test_a_missing_workflows_package_names_the_setting_to_fix() -> None:
+    with pytest.raises(WorkflowDefinitionError) as caught:
+        WorkflowRegistry.from_package("no_such_workflows")
+    assert str(caught.value).endswith("No module named 'no_such_workflows': set WORKFLOWS_PACKAGE to an importable "
+                                      "package (default served_workflows; none serves none)")
+
+
 @pytest.mark.parametrize(
     ("env", "package"),
     [

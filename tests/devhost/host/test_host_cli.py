@@ -72,23 +72,50 @@ def test_missing_app_file(tmp_path: Path) -> None:
 
 
 def test_startup_prints_a_short_banner_and_every_function_on_request(devhost_subprocess) -> None:
+    """The banner's `--list-functions` command, run as shown (this interpreter, the host's directory) while the host
+    serves: it lists every function and exits, serving nothing (it once started a second host: port in use)."""
     host: SubprocessHost = devhost_subprocess()
     banner = host.output()
     assert f"POST {host.base_url}/api/orchestrators/{{name}}/{{instance_id?}}" in banner  # a few routes, counted
-    assert "HTTP routes in all" in banner and "python -m devhost --list-functions" in banner
+    assert "HTTP routes in all" in banner
     assert "hello_sequence: orchestrationTrigger" not in banner
-    status = host.client.get("/admin/host/status").json()
-    assert status["state"] == "Running" and status["durable"]["engine"] == "devhost"
-    host.stop()
+    listing = banner.split("Every function: ")[1].split(". Stop: Ctrl-C.")[0]
+    assert listing == f"{sys.executable} -m devhost --port {host.port} --list-functions"
 
-    listing = SubprocessHost(host.app_dir, state_path=":memory:", log_path=host.log_path.with_suffix(".2.log"))
-    listing.command = lambda: [*SubprocessHost.command(listing), "--list-functions"]  # type: ignore[method-assign]
-    with listing:
-        output = listing.output()
-    assert f"start: [POST] {listing.base_url}/api/orchestrators/{{name}}/{{instance_id?}}" in output
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+    listed = subprocess.run(shlex.split(listing), capture_output=True, text=True, timeout=60, cwd=host.app_dir,
+                            env=env)
+    assert listed.returncode == 0, listed.stderr
+    output = listed.stdout
+    assert f"start: [POST] {host.base_url}/api/orchestrators/{{name}}/{{instance_id?}}" in output
     assert "hello_sequence: orchestrationTrigger" in output
     assert "say_hello: activityTrigger" in output
     assert "Counter: entityTrigger" in output
+    assert "serving" not in output
+    status = host.client.get("/admin/host/status").json()  # the serving host is untouched
+    assert status["state"] == "Running" and status["durable"]["engine"] == "devhost"
+
+
+def test_list_functions_names_the_projects_interpreter_and_the_app_dir_when_elsewhere(tmp_path: Path) -> None:
+    """Run from the project directory with its environment's python, the banner shows `.venv/bin/python` (plain
+    `python` outside the environment cannot import devhost)."""
+    from devhost.cli import list_command
+
+    venv_python = tmp_path / ".venv" / "bin" / "python"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        patch.setattr(sys, "executable", str(venv_python))
+        assert list_command(tmp_path.resolve(), 7071) == ".venv/bin/python -m devhost --list-functions"
+        elsewhere = tmp_path / "app"
+        assert list_command(elsewhere, 8080) == \
+            f".venv/bin/python -m devhost --app-dir {elsewhere} --port 8080 --list-functions"
+
+
+def test_list_functions_reports_a_broken_app_and_serves_nothing(tmp_path: Path) -> None:
+    app_dir = write_app(tmp_path, "import azure.functions as func\napp = func.FunctionApp()\nraise KeyError('X')\n")
+    result = run_devhost(app_dir, "--list-functions")
+    assert result.returncode == 2 and "function_app.py:3" in result.stderr
+    assert not (app_dir / ".devhost").exists()
 
 
 def test_default_state_file_lives_in_the_app_dir(tmp_path: Path) -> None:
