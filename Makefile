@@ -30,24 +30,25 @@ PYTHONS_SUPPORTED = 3.11 3.12 3.13
 	lock lint bench test-requirements
 
 # The project's environment, made with $(PYTHON), which must be Python 3.11+ (said here, not deep in pip). One made by
-# an older Python, or, when PYTHON is given (`make install PYTHON=python3.12`), by another version than it, is made
-# again; otherwise an existing one is kept whatever python3 is now.
+# an older Python, or broken (its interpreter gone), or, when PYTHON is given (`make install PYTHON=python3.12`), by
+# another version than it, is made again; otherwise an existing one is kept whatever python3 is now (not even run).
 PYTHON_GIVEN = $(filter command line environment,$(origin PYTHON))
 VERSION_OF = -c 'import sys; print("%d.%d" % sys.version_info[:2]); sys.exit(sys.version_info < (3, 11))'
 # The check runs every time; the environment's pyvenv.cfg changes only when it is made (again), and then what is
 # installed in it is installed again.
 $(PY): $(VENV)/pyvenv.cfg
 $(VENV)/pyvenv.cfg: FORCE
-	@version=$$($(PYTHON) $(VERSION_OF) 2>/dev/null) || { \
+	@made=$$($(PY) $(VERSION_OF) 2>/dev/null) && [ -z "$(PYTHON_GIVEN)" ] && exit 0; \
+	version=$$($(PYTHON) $(VERSION_OF) 2>/dev/null) || { \
 		problem="Cannot run PYTHON=$(PYTHON)"; [ -z "$$version" ] || problem="PYTHON=$(PYTHON) is Python $$version"; \
 		echo "$$problem: this app needs Python 3.11, 3.12 or 3.13; pass one, e.g." \
 		"make $(or $(MAKECMDGOALS),run) PYTHON=python3.11"; exit 1; }; \
-	if [ -e $(PY) ]; then \
-		made=$$($(PY) $(VERSION_OF) 2>/dev/null) && { [ -z "$(PYTHON_GIVEN)" ] || [ "$$made" = "$$version" ]; } || { \
-			echo "$(VENV) was made by Python $${made:-(broken)}: making it again with PYTHON=$(PYTHON) (Python $$version)"; \
-			rm -rf $(VENV); }; \
+	if [ -e $(PY) ] || [ -L $(PY) ]; then \
+		[ "$$made" = "$$version" ] && exit 0; \
+		echo "$(VENV) was made by Python $${made:-(broken)}: making it again with PYTHON=$(PYTHON) (Python $$version)"; \
+		rm -rf $(VENV); \
 	fi; \
-	[ -e $(PY) ] || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "Cannot make a virtual environment with \
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "Cannot make a virtual environment with \
 	$(PYTHON): on Debian/Ubuntu install python3-venv (apt install python3-venv), or pass PYTHON=/path/to/python3.11+"; \
 	exit 1; }
 
@@ -109,9 +110,11 @@ test-agent-framework:
 
 # The OpenAI Agents SDK against the app (tests/e2e/test_e2e_openai_agents_sdk.py, both stores): an environment of its
 # own that sees the project's packages (a .pth after its own site-packages) and adds the SDK with the urllib3 it needs
-# (tests/requirements-openai-agents.txt), so the lock's urllib3 pin stays where the app runs.
+# (tests/requirements-openai-agents.txt), so the lock's urllib3 pin stays where the app runs. Made again when the
+# project's environment was made for another Python (it reads that one's packages).
 test-openai-agents: install-test
-	@[ -x $(OAI_AGENTS_VENV)/bin/python ] || $(PY) -m venv $(OAI_AGENTS_VENV)
+	@[ "$$($(OAI_AGENTS_VENV)/bin/python $(VERSION_OF) 2>/dev/null)" = "$$($(PY) $(VERSION_OF))" ] || \
+		{ rm -rf $(OAI_AGENTS_VENV); $(PY) -m venv $(OAI_AGENTS_VENV); }
 	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
 		"$$($(OAI_AGENTS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project.pth"
 	$(OAI_AGENTS_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/requirements-openai-agents.txt

@@ -103,3 +103,26 @@ def test_an_environment_is_made_again_for_another_given_python_and_kept_when_non
     python = fake_python(tmp_path / "python3.11", 11)
     again = make(f"{venv}/bin/python", f"VENV={venv}", f"PYTHON={python}")
     assert f"{venv} was made by Python 3.12: making it again with PYTHON={python} (Python 3.11)" in again.stdout
+
+
+def test_a_good_environment_is_kept_without_running_an_older_python3(tmp_path: Path) -> None:
+    """`make run PYTHON=python3.12` once, then plain `make run` where python3 is 3.10 (Ubuntu 22.04's): kept."""
+    venv = tmp_path / "venv"
+    fake_python(venv / "bin" / "python", 12)
+    (venv / "pyvenv.cfg").write_text("made")
+    fake_python(tmp_path / "bin" / "python3", 10)
+    kept = make(f"{venv}/bin/python", f"VENV={venv}", path=tmp_path / "bin")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert kept.stdout == "" and (venv / "pyvenv.cfg").read_text() == "made"
+
+
+def test_an_environment_whose_interpreter_is_gone_is_made_again(tmp_path: Path) -> None:
+    """Its base Python uninstalled (pyenv, brew): `bin/python` is a dangling link, made again, not left broken."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(tmp_path / "gone" / "python3.11")
+    python = fake_python(tmp_path / "python3.11", 11)
+    done = make(f"{venv}/bin/python", f"VENV={venv}", f"PYTHON={python}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{venv} was made by Python (broken): making it again with PYTHON={python} (Python 3.11)" in done.stdout
+    assert (venv / "bin" / "python").exists()
