@@ -80,14 +80,16 @@ def test_a_run_closed_as_not_started_whose_orchestration_starts_late_asks_the_mo
 
 
 @watches_the_app_in_process  # makes the app's orchestration start land after it failed
+@pytest.mark.parametrize("agent", ["mw_upper", "mw_short_str"])
 def test_the_same_for_an_agent_with_run_middleware(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer, marker_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, agent: str,
 ) -> None:
     """A run with run middleware closes its run in `finish_run`, not in its model call: its model call too reads the
-    run closed and asks nothing."""
+    run closed and asks nothing; and its middleware does not run either (`mw_short_str` answers on its own: that
+    answer was written into the session of a run reported as never started)."""
     with app_with(AGENTS_PACKAGE="semantics_agents") as semantics_app:
-        closed_run_starts_late(semantics_app, model, monkeypatch, "/api/agents/mw_upper/runs")
+        closed_run_starts_late(semantics_app, model, monkeypatch, f"/api/agents/{agent}/runs")
 
 
 def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch,
@@ -104,3 +106,5 @@ def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkey
     assert model.log.requests == []
     run = app.http.get(f"/api/runs/{run_id}").json()
     assert (run["status"], run["error"]["code"]) == ("failed", "start_failed"), run
+    messages = app.http.get(f"/api/sessions/{run['session_id']}/messages").json()["messages"]
+    assert [m["role"] for m in messages] == ["user"], messages  # the input only: nothing ran
