@@ -1,8 +1,9 @@
 """The life of a run over HTTP, one copy for agent runs and workflow runs (`runs`, `workflows`).
 
-- starting: the caller's session (`open_run_session`), the `Idempotency-Key` (`claim_start`), the run record and its
-  orchestration (`create_and_start`: a run whose orchestration could not be started is abandoned, so it does not
-  hold its session; one whose record was written by a create that failed all the same is started);
+- starting: the caller's session (`open_run_session`), the `Idempotency-Key` (`claim_start`; a check after it that
+  fails gives it up, `or_undo`), the run record and its orchestration (`create_and_start`: a run whose orchestration
+  could not be started is abandoned, so it does not hold its session; one whose record was written by a create that
+  failed all the same is started);
 - answering a start or a poll: the cursor of a continuation token (`poll_cursor`) and the long-poll wait
   (`wait_for_view`: until the run finishes, needs a person, or - for a poll - has something new);
 - cancelling: the flag in the store, then the cancel event (`cancel`).
@@ -42,6 +43,7 @@ from session_store.rules import is_unwritten_start
 log = logging.getLogger(__name__)
 
 StateT = TypeVar("StateT")
+T = TypeVar("T")
 
 
 class PolledView(Protocol):
@@ -139,6 +141,16 @@ async def claim_start(
     start = RunStart(store, run_id, claim, replay=await idempotency.started_run(store, claim))
     written = await start.unstarted(gateway)
     return start if written is None else RunStart(store, written.run_id, claim, written=written)
+
+
+async def or_undo(undo: Callable[[], Awaitable[None]], work: Awaitable[T]) -> T:
+    """`work`, which writes nothing; if it fails, `undo` what the request did before (`RunStart.release`: its key
+    given up, so a retry may start the run; a branch's copy discarded)."""
+    try:
+        return await work
+    except Exception:
+        await undo()
+        raise
 
 
 async def create_and_start(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import azure.durable_functions as df
@@ -32,6 +33,7 @@ from http_api.problems import ApiProblem, not_found
 from http_api.request_context import base_url
 from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
 from http_api.run_views import TOKEN_SCOPE, build_run_view, partial_output, reconcile, waiting_approvals
+from http_api.start_webhook import start_webhook
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from notifications.http.webhook_field import checked_webhook
@@ -66,10 +68,11 @@ async def start_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     agent = agent_or_404(services, req.route_params["agent"])
     body = read_json_body(req, StartRunRequest)
     budget = request_budget(agent, body.budget)
-    webhook = await checked_webhook(body.webhook)
     trace = RunTrace.start(req.headers)  # the caller's W3C trace context, or a new trace rooted at the run
     gateway = DurableGateway(client)
     start = await claim_start(req, services.store, f"agents/{agent.name}", body, gateway)
+    # After the key: a replay starts nothing (its webhook is not checked again), a take-over does not resolve it.
+    webhook = await start_webhook(start, partial(checked_webhook, body.webhook))
     stored_input: list[MessageRecord] = []
     replay = start.replay
     if replay is not None and body.if_busy == "interrupt":

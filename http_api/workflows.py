@@ -7,6 +7,7 @@ Approvals of workflow gates go through the run approval routes with the workflow
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import azure.durable_functions as df
 import azure.functions as func
@@ -23,6 +24,7 @@ from http_api.problems import ApiProblem, not_found, validation_problem
 from http_api.refusals import read_refusal
 from http_api.request_context import base_url
 from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
+from http_api.start_webhook import start_webhook
 from http_api.workflow_doorbells import ring_again
 from http_api.workflow_gateway import WorkflowGateway, WorkflowState
 from http_api.workflow_models import (
@@ -97,9 +99,9 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         workflow_input = definition.input_model.model_validate(body.input)
     except ValidationError as error:
         raise validation_problem(error, prefix="body.input") from error
-    webhook = await checked_webhook(body.webhook)
     gateway = WorkflowGateway(client)
     start = await claim_start(req, services.store, f"workflows/{definition.name}", body, gateway)
+    webhook = await start_webhook(start, partial(checked_webhook, body.webhook))  # after the key, as `runs.start_run`
     replay, run_id = start.replay, start.run_id
 
     async def create() -> RunRecord:

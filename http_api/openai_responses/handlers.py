@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import azure.durable_functions as df
 import azure.functions as func
@@ -53,9 +53,10 @@ from http_api.openai_responses.stateless import SameStart, resolve_input
 from http_api.openai_responses.stream import open_response_stream
 from http_api.polling import long_poll
 from http_api.problems import ApiProblem
-from http_api.run_lifecycle import RunStart, claim_start, start_failed
+from http_api.run_lifecycle import RunStart, claim_start, or_undo, start_failed
 from http_api.runs import request_cancel, run_or_404, start_agent_run
 from http_api.sessions import delete_session_and_runs, session_or_404
+from http_api.start_webhook import start_webhook
 from notifications.http.webhook_field import checked_webhook
 from session_store import RunRecord, SessionMovedOnError, SessionRecord
 from telemetry.trace_context import RunTrace
@@ -68,8 +69,6 @@ CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before a
 # The openai SDK marks its retries of a request (after a 5xx, 408/409/429 or a timeout) with their number.
 # Create fields that only shape the answer: left out of what an `Idempotency-Key` calls "the same request".
 ANSWER_SHAPING = ("stream", "background")
-
-T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +169,7 @@ async def create_response(
         if stored_input := await _taken_over_input(services, start):
             request.messages = stored_input  # checked and resolved by the request that stored it: nothing can fail
         else:
-            retried = await _or_undo(start.release, _resolve(services, gateway, request, retry_of))
+            retried = await or_undo(start.release, _resolve(services, gateway, request, retry_of))
         if retried is not None:  # a stateless input list's retry: its first attempt's run
             run, ref = retried, ResponseRef(retried.run_id)
         elif request.approvals:  # the key starts no run: an answer is idempotent of its own (`record_decision`)
@@ -215,16 +214,6 @@ async def _resolve(
     return None
 
 
-async def _or_undo(undo: Callable[[], Awaitable[None]], work: Awaitable[T]) -> T:
-    """`work`, which writes nothing; if it fails, `undo` what the request did before (its key given up: a retry may
-    start the run; a branch's copy discarded)."""
-    try:
-        return await work
-    except Exception:
-        await undo()
-        raise
-
-
 async def _start(
     services: RunServices,
     gateway: DurableGateway,
@@ -237,17 +226,15 @@ async def _start(
     """The new response's run: a new conversation, the next run of the previous response's, or a branch of it. With
     an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
     without one, the openai SDK's retry of a continuation answers with the run it started (`_retried_run`)."""
+    # A take-over's body is its first request's (the same key): the webhook that request checked, not resolved again.
+    webhook = await start_webhook(start, partial(_metadata_webhook, request.body.metadata))
     if start.written is not None:  # written by an earlier request with the key that never started it: as it was
-        # Its webhook's host was resolved by that request before it wrote the run (and each send resolves it again):
-        # a look-up failing now would leave the run written and never started, for good (a take-over happens once).
-        checked = await _stored_webhook(start.written)
-        return await _started(services, gateway, agent, request, start, trace, checked,
+        return await _started(services, gateway, agent, request, start, trace, webhook,
                               session_id=start.written.session_id)
-    webhook = await _or_undo(start.release, _metadata_webhook(request.body.metadata))
     started = partial(_started, services, gateway, agent, request, start, trace, webhook)
     if not request.body.previous_response_id:
         return await started(session_id=None)
-    ref, previous = await _or_undo(start.release, _continuable(services, gateway, request, agent))
+    ref, previous = await or_undo(start.release, _continuable(services, gateway, request, agent))
     return await _continue(services, req, request, start, started, ref, previous)
 
 
@@ -302,7 +289,7 @@ async def _continue(
     previous: RunRecord,
 ) -> RunRecord:
     """The next run of the previous response's conversation; if that went on, the SDK retry's run or a branch."""
-    session = await _or_undo(start.release, services.store.get_session(previous.session_id))
+    session = await or_undo(start.release, services.store.get_session(previous.session_id))
     if session is None or _gone(session, previous):
         await start.release()
         raise _response_not_found(ref.response_id, "previous_response_id")
@@ -313,7 +300,7 @@ async def _continue(
             return await started(session_id=previous.session_id, after_run_count=previous.ordinal,
                                  on_unclaimed=unclaimed)
         except SessionMovedOnError as moved_on:
-            await _or_undo(start.release, _check_superseded(services, ref, previous, moved_on))
+            await or_undo(start.release, _check_superseded(services, ref, previous, moved_on))
             # Checked above, but another request continued the same response before this one claimed the session
             # (its run may even have finished): this run follows the response its client holds, on its own branch.
         except Exception:
@@ -477,7 +464,7 @@ async def _branch(
                            param="previous_response_id", code="previous_response_not_started")
     session_id, given_up = await copy_for(services.store, previous, start, branched_at=ref.response_id)
     # A DELETE of the conversation landing while it was copied leaves a copy of what was left: no branch of it.
-    source = await _or_undo(given_up, services.store.get_session(previous.session_id))
+    source = await or_undo(given_up, services.store.get_session(previous.session_id))
     if _gone(source, previous):
         await given_up()  # the copy goes, then the key is released
         raise _response_not_found(ref.response_id, "previous_response_id")
@@ -507,16 +494,6 @@ def _moved_on(session: SessionRecord, ordinal: int) -> bool:
     held by a start that died before its run was written, which is no run: the claim's `after_run_count` decides,
     once the store has closed it and given its position back (`rules.release_unwritten_start`)."""
     return session.run_count != ordinal and not (session.active_run_id and session.run_count == ordinal + 1)
-
-
-async def _stored_webhook(written: RunRecord) -> str | None:
-    """The webhook a stored run's first attempt checked, if the settings still allow it (WEBHOOK_ALLOWED_HOSTS,
-    WEBHOOK_SECRET: an operator may have revoked its host since); else the run starts without it (logged)."""
-    try:
-        return await _metadata_webhook(written.metadata, resolve=False)
-    except ApiProblem:
-        log.warning("run %s starts without its webhook: the settings no longer allow it", written.run_id)
-        return None
 
 
 async def _metadata_webhook(metadata: dict[str, Any] | None, *, resolve: bool = True) -> str | None:

@@ -22,11 +22,13 @@ import openai
 import pytest
 from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, until_completed, wait_for_file
 from e2e_settings import watches_the_app_in_process
+from never_started import stored_never_started as never_started
 from openai import AsyncOpenAI, OpenAI
 from openai.types.responses import Response
 from pydantic import BaseModel
 from test_e2e_crash import CrashableApp
 from test_e2e_openai_responses_stream import check_events, deltas, read_until
+from webhook_checks import host_revoked, host_unresolvable
 from webhook_receiver import SECRET, WebhookReceiver
 
 from agent_runtime.overrides import MAX_INSTRUCTIONS_CHARS
@@ -475,25 +477,8 @@ def test_an_idempotency_key_covers_a_stateless_input_list(
 def stored_never_started(
     app: InProcessApp, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any], headers: dict[str, str]
 ) -> None:
-    """The create with the key writes its run and input, then can neither start the orchestration nor close the run
-    (it died); then the key's claim is taken for surely over, so that its retry takes the start over."""
-    from datetime import timedelta
-
-    gateway = app.app_module("http_api.durable_gateway").DurableGateway
-    lifecycle = app.app_module("http_api.run_lifecycle")
-
-    async def dies(*args: Any, **kwargs: Any) -> None:
-        raise ConnectionError("the request died before the orchestration started")
-
-    async def cannot_close(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    with pytest.MonkeyPatch.context() as dying:
-        dying.setattr(gateway, "start_run", dies)
-        dying.setattr(lifecycle, "abandon", cannot_close)
-        failed = app.http.post("/api/v1/responses", json=body, headers=headers)
-    assert failed.status_code >= 500, failed.text
-    monkeypatch.setattr(app.app_module("http_api.idempotency"), "ABANDONED_AFTER", timedelta(0))
+    """The create with the key writes its run and input, then dies before starting it (`never_started`)."""
+    never_started(app.app_module, monkeypatch, lambda: app.http.post("/api/v1/responses", json=body, headers=headers))
 
 
 @watches_the_app_in_process  # fails the app's orchestration start and its store's close, and ages the key's claim
@@ -532,12 +517,7 @@ def test_a_key_retry_starts_the_run_its_first_attempt_stored_whatever_its_webhoo
     started for good. A new create is still refused that webhook."""
     model.set_script(Script.of("Hello Ann."))
     with stored_with_a_webhook(app_with, monkeypatch) as (app, receiver, body, headers):
-        destinations = app.app_module("notifications.destinations")
-
-        async def unresolvable(url: str, *, allow_private: bool) -> None:
-            raise destinations.DestinationError("the host does not resolve")
-
-        monkeypatch.setattr(app.app_module("notifications.http.webhook_field"), "check_resolved", unresolvable)
+        host_unresolvable(app.app_module, monkeypatch)
         refused = app.http.post("/api/v1/responses", json=body)
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["code"] == "webhook_not_allowed"
@@ -580,9 +560,7 @@ def test_a_key_retry_starts_a_stored_run_whose_webhook_host_was_revoked_since_wi
     never started for good (a start is taken over once)."""
     model.set_script(Script.of("Hello Ann."))
     with stored_with_a_webhook(app_with, monkeypatch) as (app, receiver, body, headers):
-        destinations = app.app_module("notifications.destinations")
-        monkeypatch.setattr(app.app_module("notifications.http.webhook_field"), "check_run_webhook",
-                            lambda url, allowed: destinations.check_run_webhook(url, {"elsewhere.example"}))
+        host_revoked(app.app_module, monkeypatch)
         retried = app.http.post("/api/v1/responses", json=body, headers=headers)
         assert retried.status_code == 200, retried.text
         assert retried.json()["status"] == "completed", retried.json()

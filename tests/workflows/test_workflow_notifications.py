@@ -5,6 +5,7 @@ verified by the loopback receiver with the `standardwebhooks` library."""
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,11 @@ from scripted_model.server import ScriptedModelServer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the receiver the e2e tests use
 from event_outage import events_refused, wait_on_its_backoff
 from fixture_agents import store_pause
+from never_started import WORKFLOW, stored_never_started
+from webhook_checks import CHANGES
 from webhook_receiver import SECRET, WebhookReceiver
+
+START = "/api/workflows/review_pipeline/runs"
 
 
 @pytest.fixture
@@ -64,6 +69,51 @@ def test_a_workflow_with_its_own_webhook(notifying_host: InProcessHost, receiver
     assert all(d.verified for d in got)
     assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.completed"]
     assert {d.payload["data"]["run_id"] for d in got} == {run_id}  # the child runs' events are not the workflow's
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_workflow_key_retry_answers_with_its_run_whatever_its_webhook_check_says_now(
+    notifying_host: InProcessHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Since the workflow started with its webhook, the host no longer resolves (or was revoked): the key's retry
+    answers with the run as a poll would (it starts nothing, so checks nothing), where a new start is refused."""
+    host = notifying_host
+    body = {"input": {"topic": "durable agents"}, "webhook": receiver.url}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    first = host.client.post(START, json=body, headers=headers)
+    assert first.status_code == 202, first.text
+    settle(host)
+    CHANGES[change](sys.modules.__getitem__, monkeypatch)
+    refused = host.client.post(START, json=body)
+    assert refused.status_code == 400 and refused.json()["field"] == "body.webhook", refused.text
+    again = host.client.post(START, json=body, headers=headers)
+    assert again.status_code == 202, again.text
+    assert again.json()["run_id"] == first.json()["run_id"]
+    [opened] = receiver.accepted()
+    assert opened.payload["type"] == "workflow.gate_opened"
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_workflow_key_retry_starts_the_run_its_first_request_stored_whatever_its_webhook_check_says_now(
+    notifying_host: InProcessHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """The first request checked the webhook, stored the workflow's run, then died before starting it. The key's
+    retry takes the start over and starts it: with the webhook when only its host's look-up fails now (each send
+    looks it up again), without it when the host was revoked - never a refusal that leaves it written and never
+    started for good (a start is taken over once)."""
+    host = notifying_host
+    body = {"input": {"topic": "durable agents"}, "webhook": receiver.url}
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    stored_never_started(sys.modules.__getitem__, monkeypatch,
+                         lambda: host.client.post(START, json=body, headers=headers), WORKFLOW)
+    CHANGES[change](sys.modules.__getitem__, monkeypatch)
+    retried = host.client.post(START, json=body, headers=headers)
+    assert retried.status_code == 202, retried.text
+    settle(host)
+    run = view(host, retried.json()["run_id"])
+    assert run["status"] == "requires_action", run  # the gate: the workflow ran
+    opened = [d.payload["type"] for d in receiver.accepted()]
+    assert opened == (["workflow.gate_opened"] if change == "unresolvable" else [])
 
 
 def test_a_workflow_s_events_whose_recording_fails_for_good_are_recorded_once_the_store_is_back(
