@@ -104,3 +104,20 @@ def test_a_utf8_value_never_reaches_an_http_v2_function(streaming: InProcessHost
     assert "Timeout value of 00:00:01 was exceeded by function: Functions.echo" in caplog.text
     ascii_only = streaming.client.post("/api/echo/a", headers={"x-custom": "plain"}, content=b"x")
     assert ascii_only.json()["header"] == "plain"
+
+
+@WORKERS
+@pytest.mark.parametrize("header", [b"x-forwarded-host", b"x-forwarded-for", b"proxy-authorization", b"te"])
+def test_a_utf8_value_in_a_header_the_proxy_does_not_copy_stops_nothing(streaming: InProcessHost,
+                                                                        header: bytes) -> None:
+    """The proxy drops hop-by-hop and proxy headers and sets X-Forwarded-* itself: such a value never reaches its
+    client, and the function runs (devhost waited for functionTimeout)."""
+    functions = streaming.host.http.functions
+    saved, functions.function_timeout = functions.function_timeout, timedelta(seconds=5)
+    try:
+        status, _, body = _exchange(
+            streaming, b"POST /api/echo/a HTTP/1.1\r\nx-custom: plain\r\n" + header + b": caf\xc3\xa9\r\n", b"{}")
+    finally:
+        functions.function_timeout = saved
+    assert status == 200, body
+    assert json.loads(body)["header"] == "plain"
