@@ -252,7 +252,7 @@ async def deliver_next(step: DeliveryInput) -> DeliveryStep:
     head = pending[0]
     allow_private = settings.webhook_allow_private_addresses or not services.deployment_settings.on_azure
     result = await send(subscription, head.event, secrets=settings.webhook_secrets(), attempt=step.attempt,
-                        allow_private=allow_private)
+                        allow_private=allow_private, allowed_hosts=settings.allowed_hosts())
     last_try = step.attempt + 1 >= settings.webhook_max_attempts
     outcome = "abandoned" if result.outcome == "retry" and last_try else result.outcome
     await outbox.record_attempt(store, step.session_id, outbox.Attempt(

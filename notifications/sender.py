@@ -12,7 +12,7 @@ import aiohttp
 from pydantic import BaseModel
 
 from notifications.backoff import next_delay
-from notifications.destinations import DestinationError, public_connector
+from notifications.destinations import DestinationError, check_run_webhook, public_connector
 from notifications.events import NotificationEvent
 from notifications.payloads import adaptive_card, slack_message, webhook_body
 from notifications.signing import signed_headers
@@ -38,9 +38,17 @@ def request_body(subscription: Subscription, event: NotificationEvent) -> str:
 
 
 async def send(
-    subscription: Subscription, event: NotificationEvent, *, secrets: list[str], attempt: int, allow_private: bool
+    subscription: Subscription, event: NotificationEvent, *, secrets: list[str], attempt: int, allow_private: bool,
+    allowed_hosts: set[str],
 ) -> SendResult:
+    """One attempt. A run's own webhook is checked against `allowed_hosts` (WEBHOOK_ALLOWED_HOSTS now) at every send:
+    a host an operator removed since the run started gets nothing more (the delivery ends `gone`)."""
     url = subscription.url.get_secret_value()
+    if subscription.from_run:
+        try:
+            check_run_webhook(url, allowed_hosts)
+        except DestinationError as error:
+            return SendResult(outcome="gone", error=str(error))
     body = request_body(subscription, event)
     headers = {"content-type": "application/json", "user-agent": USER_AGENT}
     if subscription.kind == "webhook":

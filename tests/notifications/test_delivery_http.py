@@ -25,7 +25,7 @@ from standardwebhooks import Webhook
 
 from notifications import destinations
 from notifications.events import NotificationEvent
-from notifications.sender import send
+from notifications.sender import SendResult, send
 from notifications.settings import NotificationSettings
 from notifications.subscriptions import Subscription
 
@@ -34,6 +34,7 @@ OLD_SECRET = "whsec_" + "b2xkLXNlY3JldC1mb3ItdGhlLXJvdGF0aW9uLXRlc3Q="
 REBINDING_NAME = "hooks.rebind.test"
 STAND_IN_PUBLIC = "127.0.0.2"
 INTERNAL = "127.0.0.1"
+ALLOWED = {REBINDING_NAME, INTERNAL, "[::ffff:127.0.0.1]", "::ffff:127.0.0.1"}  # WEBHOOK_ALLOWED_HOSTS
 
 
 @dataclass
@@ -119,6 +120,11 @@ def event() -> NotificationEvent:
                              run_id="run1", data={"run_id": "run1", "status": "completed"})
 
 
+async def deliver(subscription: Subscription, event: NotificationEvent, **options: Any) -> SendResult:
+    """`send` with the hosts these tests' receivers use allowed (WEBHOOK_ALLOWED_HOSTS)."""
+    return await send(subscription, event, allowed_hosts=ALLOWED, **options)
+
+
 def run_webhook(url: str) -> Subscription:
     return Subscription(key="run1", kind="webhook", url=SecretStr(url), events=[], from_run=True)
 
@@ -128,13 +134,13 @@ async def test_the_address_connected_to_is_the_address_checked(
 ) -> None:
     url = f"http://{REBINDING_NAME}:{public.port}/hooks"
     dns.answers = [[STAND_IN_PUBLIC], [INTERNAL]]  # rebinding: public when checked, internal from then on
-    first = await send(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=0, allow_private=False)
+    first = await deliver(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=0, allow_private=False)
     assert first.outcome == "delivered"
     assert [g["verified"] for g in public.got] == [True]
     assert internal.got == []  # the connection went where the check looked, not to a second answer
     assert dns.lookups == 1
 
-    again = await send(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=1, allow_private=False)
+    again = await deliver(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=1, allow_private=False)
     assert (again.outcome, again.error) == ("gone", "the host resolves to a private or loopback address")
     assert internal.got == [] and len(public.got) == 1
 
@@ -145,10 +151,10 @@ async def test_a_name_with_any_internal_address_or_an_internal_literal_is_never_
     dns.answers = [[STAND_IN_PUBLIC, INTERNAL]]
     for url in (f"http://{REBINDING_NAME}:{public.port}/hooks", f"http://{INTERNAL}:{internal.port}/hooks",
                 f"http://[::ffff:{INTERNAL}]:{internal.port}/hooks"):
-        result = await send(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=0, allow_private=False)
+        result = await deliver(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=0, allow_private=False)
         assert result.outcome == "gone", url
     assert public.got == [] and internal.got == []
-    allowed = await send(run_webhook(f"http://{INTERNAL}:{internal.port}/hooks"), event(), secrets=[NEW_SECRET],
+    allowed = await deliver(run_webhook(f"http://{INTERNAL}:{internal.port}/hooks"), event(), secrets=[NEW_SECRET],
                          attempt=0, allow_private=True)  # WEBHOOK_ALLOW_PRIVATE_ADDRESSES, or not on Azure
     assert allowed.outcome == "delivered" and len(internal.got) == 1
 
@@ -163,7 +169,7 @@ async def test_a_rotated_secret_signs_for_receivers_holding_either(
     try:
         for receiver in (internal, still_old):
             url = f"http://{INTERNAL}:{receiver.port}/hooks"
-            result = await send(run_webhook(url), event(), secrets=secrets, attempt=0, allow_private=True)
+            result = await deliver(run_webhook(url), event(), secrets=secrets, attempt=0, allow_private=True)
             assert result.outcome == "delivered"
     finally:
         still_old.stop()
@@ -174,5 +180,22 @@ async def test_a_url_that_cannot_be_encoded_is_a_failed_attempt_not_a_crash() ->
     """A typo in `WEBHOOK_URLS` (an empty label): the attempt is logged and retried, then given up, like any failure;
     a crash would leave the event pending forever with no attempt in the delivery log."""
     typo = Subscription(key="wh1", kind="webhook", url=SecretStr("https://hooks..example.com/x"), events=[])
-    result = await send(typo, event(), secrets=[NEW_SECRET], attempt=0, allow_private=False)
+    result = await deliver(typo, event(), secrets=[NEW_SECRET], attempt=0, allow_private=False)
     assert (result.outcome, result.error) == ("retry", "UnicodeError")
+
+
+async def test_a_run_webhook_whose_host_was_removed_from_the_allowed_hosts_gets_nothing_more(
+    internal: Receiver,
+) -> None:
+    """WEBHOOK_ALLOWED_HOSTS is checked at every send, not only when the run started: an operator who removes a host
+    stops the deliveries of runs already started to it (the delivery ends `gone`, nothing is sent)."""
+    url = f"http://{INTERNAL}:{internal.port}/hooks"
+    sent = await deliver(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=0, allow_private=True)
+    assert sent.outcome == "delivered" and len(internal.got) == 1
+    revoked = await send(run_webhook(url), event(), secrets=[NEW_SECRET], attempt=1, allow_private=True,
+                         allowed_hosts={"hooks.example.com"})
+    assert (revoked.outcome, revoked.error) == ("gone", "names a host that is not in WEBHOOK_ALLOWED_HOSTS")
+    assert len(internal.got) == 1
+    operators = Subscription(key="ops", kind="webhook", url=SecretStr(url), events=[])  # WEBHOOK_URLS: theirs
+    kept = await send(operators, event(), secrets=[NEW_SECRET], attempt=0, allow_private=True, allowed_hosts=set())
+    assert kept.outcome == "delivered" and len(internal.got) == 2
