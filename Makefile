@@ -103,8 +103,11 @@ run: install
 test: install-test test-agent-framework test-openai-agents check-infra test-py313 test-requirements
 	$(PY) -m pytest
 
-test-agent-framework:
-	@[ -x $(AF_VENV)/bin/python ] || $(PYTHON) -m venv $(AF_VENV)
+# Microsoft's Agent Framework hosting on devhost, in an environment of its own made with the project's Python (made
+# again when the project's environment was made for another one).
+test-agent-framework: $(PY)
+	@[ "$$($(AF_VENV)/bin/python $(VERSION_OF) 2>/dev/null)" = "$$($(PY) $(VERSION_OF))" ] || \
+		{ rm -rf $(AF_VENV); $(PY) -m venv $(AF_VENV); }
 	$(AF_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/requirements-agent-framework.txt
 	REQUIRE_AGENT_FRAMEWORK=1 $(AF_VENV)/bin/python -m pytest -p no:cacheprovider tests/devhost/engine/test_agent_framework.py
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from .streaming import FORWARDED_HEADERS
+from .streaming import NOT_PROXIED
 
 # The .NET message of the proxy's failure, quoted in devhost's log as the host logs it.
 PROXY_REFUSAL = "Request headers must contain only ASCII characters."
@@ -41,24 +41,12 @@ def bad_request() -> web.Response:
     return response
 
 
-# What the host's proxy never copies to the worker, so a non-ASCII value there stops nothing: YARP 2.0's skipped
-# request headers (`RequestUtilities._headersToExclude`: hop-by-hop and proxy headers, and the distributed-context
-# ones its HttpClient writes itself) and the X-Forwarded-* headers it sets itself (`streaming.FORWARDED_HEADERS`).
-NOT_PROXIED = frozenset({
-    "connection", "transfer-encoding", "keep-alive", "upgrade", "proxy-connection", "proxy-authenticate",
-    "proxy-authentication-info", "proxy-authorization", "proxy-features", "proxy-instruction", "security-scheme",
-    "alpn", "close", "http2-settings", "upgrade-insecure-requests", "te", "alt-svc",
-    "traceparent", "request-id", "tracestate", "baggage", "correlation-context",
-    *FORWARDED_HEADERS,
-})
-
-
 def proxy_refuses(headers: Iterable[tuple[str, str]]) -> str | None:
     """The name of the first header whose value the host's proxy cannot send to the worker (not ASCII, and one it
-    copies), or None."""
+    copies: `streaming.NOT_PROXIED`), or None."""
     return next(
         (name for name, value in headers if not value.isascii() and name.lower() not in NOT_PROXIED), None
     )
 
 
-__all__ = ["NOT_PROXIED", "PROXY_REFUSAL", "bad_request", "kestrel_refuses", "proxy_refuses"]
+__all__ = ["PROXY_REFUSAL", "bad_request", "kestrel_refuses", "proxy_refuses"]

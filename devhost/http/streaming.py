@@ -150,12 +150,19 @@ def check_function(name: str, fn: Callable[..., Any], request_param: str) -> boo
 # action `Set`): the worker sees where the request came in (X-Forwarded-For/-Proto/-Host) as the host saw it, the
 # client's own values of these headers replaced, and no X-Forwarded-Prefix (the host has no path base).
 FORWARDED_HEADERS = ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-prefix")
+# What the proxy never copies: YARP 2.0's skipped request headers (`RequestUtilities._headersToExclude`: hop-by-hop
+# and proxy headers; its client writes its own connection headers), and the X-Forwarded-* headers it sets itself.
+NOT_PROXIED = frozenset({
+    "connection", "transfer-encoding", "keep-alive", "upgrade", "proxy-connection", "proxy-authenticate",
+    "proxy-authentication-info", "proxy-authorization", "proxy-features", "proxy-instruction", "security-scheme",
+    "alpn", "close", "http2-settings", "upgrade-insecure-requests", "te", "alt-svc", *FORWARDED_HEADERS,
+})
 
 
 def proxied_headers(headers: Iterable[tuple[str, str]], url: str, client_ip: str | None) -> list[tuple[str, str]]:
     """`headers` of the request the host received at `url` from `client_ip`, as its proxy hands them to the worker."""
     parts = urlsplit(url)
-    kept = [(name, value) for name, value in headers if name.lower() not in FORWARDED_HEADERS]
+    kept = [(name, value) for name, value in headers if name.lower() not in NOT_PROXIED]
     own = [("x-forwarded-for", client_ip)] if client_ip else []
     return [*kept, *own, ("x-forwarded-proto", parts.scheme), ("x-forwarded-host", parts.netloc)]
 
