@@ -35,7 +35,19 @@ def _exchange(host: InProcessHost, head: bytes, body: bytes = b"") -> tuple[int,
     raw_head, _, raw_body = received.partition(b"\r\n\r\n")
     lines = raw_head.decode("latin-1").split("\r\n")
     headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    if headers.get("transfer-encoding", "").lower() == "chunked":  # a worker's streamed answer
+        raw_body = _dechunked(raw_body)
     return int(lines[0].split()[1]), headers, raw_body
+
+
+def _dechunked(data: bytes) -> bytes:
+    body = b""
+    while True:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return body
+        body, data = body + data[:size], data[size + 2:]
 
 
 def _assert_kestrel_400(status: int, headers: dict[str, str], body: bytes) -> None:
