@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from agent_runs.context import StepContext
-from agent_runs.contracts import MiddlewareBeforeInput, MiddlewareBeforeResult
+from agent_runs.contracts import FinishResult, MiddlewareBeforeInput, MiddlewareBeforeResult
 from agent_runs.finishing import closed_before
 from agent_runs.run_middleware import before_phase
 from durable_steps import activity
@@ -13,12 +13,14 @@ from durable_steps import activity
 @activity(compact=True)
 async def run_middleware_before(step: MiddlewareBeforeInput) -> MiddlewareBeforeResult:
     ctx = StepContext.for_run(step.run)
-    closed = closed_before(await ctx.record())
-    if closed is not None:
+
+    async def closed() -> FinishResult | None:
         # Given up before its orchestration started (a start answered as failed that the host took all the same):
         # no middleware runs, nothing is written to the session, and the run ends as its record says.
-        return MiddlewareBeforeResult(proceed=False, status=closed.finished.status, reason=closed.finished.reason)
-    record = await before_phase(ctx, step.first_seq, step.slots)
+        turn = closed_before(await ctx.record())
+        return None if turn is None else turn.finished
+
+    record = await before_phase(ctx, step.first_seq, step.slots, closed=closed)
     return MiddlewareBeforeResult(
         proceed=record.proceed,
         status=record.status,  # type: ignore[arg-type]

@@ -15,12 +15,14 @@ middleware removed from the input stays stored (the store cannot delete one mess
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from agent_runs.context import StepContext
+from agent_runs.contracts import FinishResult
 from agent_runs.sequence import run_seq_range
 from agent_runs.store_log import load_session_records
 from agent_runtime.conversation import input_message_id, middleware_answer_message_id
@@ -87,11 +89,17 @@ def _state(context: AgentRunContext) -> tuple[dict[str, Any], dict[str, Any]] | 
     return metadata, options
 
 
-async def before_phase(ctx: StepContext, first_seq: int, slots: int) -> BeforeRecord:
-    """Run the pre-processing once for the run; write changed input and any early answer."""
+async def before_phase(
+    ctx: StepContext, first_seq: int, slots: int, *, closed: Callable[[], Awaitable[FinishResult | None]]
+) -> BeforeRecord:
+    """Run the pre-processing once for the run; write changed input and any early answer. A run not pre-processed yet
+    that `closed` says is over already (given up before its orchestration started) is not: nothing runs or is
+    written, and it ends as closed (not recorded: no middleware ran)."""
     recorded = await _recorded(ctx, "before")
-    if recorded is not None:
+    if recorded is not None:  # a redelivery: the recorded outcome, whatever happened to the run since
         return BeforeRecord.model_validate(recorded)
+    if (finished := await closed()) is not None:
+        return BeforeRecord(proceed=False, status=finished.status, reason=finished.reason)
     agent = ctx.agent
     original = await _input_messages(ctx)
     context = AgentRunContext(
