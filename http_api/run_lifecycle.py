@@ -160,7 +160,7 @@ async def create_and_start(
     launch: Callable[[RunRecord], Awaitable[None]],
     *,
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
-    orchestrations: StateReader | None = None,
+    orchestrations: StateReader,
 ) -> RunRecord:
     """`create` the record of run `planned` (claiming its session), then `launch` its orchestration. A failure after
     the record exists abandons the run - unless `orchestrations` finds its orchestration started all the same (the
@@ -201,7 +201,7 @@ async def create_and_start(
     try:
         await launch(run)
     except Exception:
-        if orchestrations is not None and await _started_after_all(orchestrations, run.run_id):
+        if await _started_after_all(orchestrations, run.run_id):
             log.warning("run %s started though starting its orchestration failed", run.run_id, exc_info=True)
             return run
         await abandon(store, run)

@@ -66,7 +66,6 @@ MAX_WAIT_SECONDS = 220
 CANCEL_WAIT_SECONDS = 10  # how long a cancel waits for the run to stop before answering with its current state
 
 
-# The openai SDK marks its retries of a request (after a 5xx, 408/409/429 or a timeout) with their number.
 # Create fields that only shape the answer: left out of what an `Idempotency-Key` calls "the same request".
 ANSWER_SHAPING = ("stream", "background")
 

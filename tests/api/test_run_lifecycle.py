@@ -26,6 +26,22 @@ async def store_with_session() -> SqliteSessionStore:
     return store
 
 
+class TaskHub:
+    """The Durable client's view of the task hub (`StateReader`): which runs' orchestrations exist; `unreadable`:
+    the read fails too."""
+
+    def __init__(self, *started: str, unreadable: bool = False) -> None:
+        self.started, self.unreadable = set(started), unreadable
+
+    async def state(self, instance_id: str) -> object | None:
+        if self.unreadable:
+            raise OrchestrationDown("the task hub is unreachable")
+        return {"instanceId": instance_id} if instance_id in self.started else None
+
+
+NONE_STARTED = TaskHub()
+
+
 def record(run_id: str) -> RunRecord:
     return RunRecord(run_id=run_id, session_id="s1", agent="helper")
 
@@ -43,7 +59,8 @@ async def test_a_run_that_cannot_be_created_frees_the_claim_and_starts_nothing()
 
     with pytest.raises(SessionBusyError):
         await create_and_start(
-            store, record("second"), lambda: store.begin_run(record("second")), launch, on_unclaimed=release
+            store, record("second"), lambda: store.begin_run(record("second")), launch, on_unclaimed=release,
+            orchestrations=NONE_STARTED,
         )
     assert unclaimed == [True] and launched == []
     assert await store.get_run("second") is None
@@ -61,7 +78,8 @@ async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its
         unclaimed.append(True)
 
     with pytest.raises(OrchestrationDown):
-        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch, on_unclaimed=release)
+        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch, on_unclaimed=release,
+                               orchestrations=NONE_STARTED)
     abandoned = await store.get_run("r1")
     assert abandoned is not None and abandoned.status == "failed"
     assert abandoned.error == {"code": "start_failed", "message": "could not start"}
@@ -80,7 +98,8 @@ async def test_when_the_store_fails_too_the_start_fails_with_its_own_error(caplo
         raise OrchestrationDown("the task hub is unreachable")
 
     with pytest.raises(OrchestrationDown):
-        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch)
+        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch,
+                               orchestrations=NONE_STARTED)
     assert "could not mark run r1 as failed after its start failed" in caplog.text  # the next start reconciles it
 
 
@@ -102,7 +121,8 @@ async def test_a_run_written_by_a_create_that_failed_is_launched_and_keeps_the_c
     async def release() -> None:
         unclaimed.append(True)
 
-    run = await create_and_start(store, record("r1"), create, launch, on_unclaimed=release)
+    run = await create_and_start(store, record("r1"), create, launch, on_unclaimed=release,
+                                 orchestrations=NONE_STARTED)
     assert run.run_id == "r1" and launched == ["r1"]
     assert unclaimed == []  # released, the key would let a retry start a second run
     session = await store.get_session("s1")
@@ -127,7 +147,8 @@ async def test_a_create_whose_write_lands_after_its_failure_claims_nothing() -> 
         unclaimed.append(True)
 
     with pytest.raises(AnswerLost):
-        await create_and_start(store, record("r1"), create, launch, on_unclaimed=release)
+        await create_and_start(store, record("r1"), create, launch, on_unclaimed=release,
+                               orchestrations=NONE_STARTED)
     assert unclaimed == [True]
     late = await store.begin_run(record("r1"))  # the write on its way lands now
     assert late.status == "failed" and late.ordinal == 0
@@ -152,7 +173,8 @@ async def test_a_failed_create_that_cannot_be_checked_keeps_the_claim() -> None:
         unclaimed.append(True)
 
     with pytest.raises(RuntimeError) as raised:  # the read's own error (the store is closed), after the create's
-        await create_and_start(store, record("r1"), create, launch, on_unclaimed=release)
+        await create_and_start(store, record("r1"), create, launch, on_unclaimed=release,
+                               orchestrations=NONE_STARTED)
     assert isinstance(raised.value.__context__, AnswerLost)
     assert unclaimed == []  # whether a run exists is unknown: the claim stays (taken over only once abandoned)
 
@@ -176,7 +198,7 @@ async def test_a_start_whose_run_the_store_closed_in_its_place_is_not_launched()
         unclaimed.append(True)
 
     with pytest.raises(ApiProblem) as refused:
-        await create_and_start(store, record("late"), create, launch, on_unclaimed=release)
+        await create_and_start(store, record("late"), create, launch, on_unclaimed=release, orchestrations=NONE_STARTED)
     assert (refused.value.status, refused.value.code) == (409, "session_busy")
     assert launched == [] and unclaimed == [True]
     await store.close()
@@ -281,4 +303,37 @@ async def test_a_cancel_of_a_run_that_keeps_changing_answers_503_and_rings_nothi
         await cancel(store, orchestrations, run, "cancelled by the client")
     assert (refused.value.status, refused.value.code, refused.value.headers) == (503, "run_busy", {"Retry-After": "1"})
     assert (await store.get_run("r1")).cancel_requested_at is None and orchestrations.cancelled == []
+    await store.close()
+
+
+async def test_a_run_whose_orchestration_started_though_its_start_failed_is_answered_as_started() -> None:
+    """The host took the start, its answer was lost: the run is not abandoned (a retry would run the turn again)."""
+    store = await store_with_session()
+
+    async def launch(run: RunRecord) -> None:
+        raise TimeoutError("the start's answer was lost")
+
+    run = await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch,
+                                 orchestrations=TaskHub("r1"))
+    assert run.run_id == "r1"
+    stored = await store.get_run("r1")
+    assert stored is not None and not stored.finished
+    await store.close()
+
+
+async def test_when_the_orchestration_cannot_be_read_either_the_run_is_abandoned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Unknown whether it started: given up as before (an orchestration starting late finds it closed)."""
+    store = await store_with_session()
+
+    async def launch(run: RunRecord) -> None:
+        raise TimeoutError("the start's answer was lost")
+
+    with pytest.raises(TimeoutError):
+        await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch,
+                               orchestrations=TaskHub("r1", unreadable=True))
+    abandoned = await store.get_run("r1")
+    assert abandoned is not None and abandoned.error == {"code": "start_failed", "message": "could not start"}
+    assert "could not tell whether run r1 started after its start failed" in caplog.text
     await store.close()
