@@ -103,21 +103,23 @@ run: install
 test: install-test test-agent-framework test-openai-agents check-infra test-py313 test-requirements
 	$(PY) -m pytest
 
-# Microsoft's Agent Framework hosting on devhost, in an environment of its own made with the project's Python (made
-# again when the project's environment was made for another one).
+# A test tool's environment of its own ($(1)), made with the project's Python: made again when the project's
+# environment was made for another one.
+define own_environment
+@[ "$$($(1)/bin/python $(VERSION_OF) 2>/dev/null)" = "$$($(PY) $(VERSION_OF))" ] || { rm -rf $(1); $(PY) -m venv $(1); }
+endef
+
+# Microsoft's Agent Framework hosting on devhost.
 test-agent-framework: $(PY)
-	@[ "$$($(AF_VENV)/bin/python $(VERSION_OF) 2>/dev/null)" = "$$($(PY) $(VERSION_OF))" ] || \
-		{ rm -rf $(AF_VENV); $(PY) -m venv $(AF_VENV); }
+	$(call own_environment,$(AF_VENV))
 	$(AF_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/requirements-agent-framework.txt
 	REQUIRE_AGENT_FRAMEWORK=1 $(AF_VENV)/bin/python -m pytest -p no:cacheprovider tests/devhost/engine/test_agent_framework.py
 
 # The OpenAI Agents SDK against the app (tests/e2e/test_e2e_openai_agents_sdk.py, both stores): an environment of its
 # own that sees the project's packages (a .pth after its own site-packages) and adds the SDK with the urllib3 it needs
-# (tests/requirements-openai-agents.txt), so the lock's urllib3 pin stays where the app runs. Made again when the
-# project's environment was made for another Python (it reads that one's packages).
+# (tests/requirements-openai-agents.txt), so the lock's urllib3 pin stays where the app runs.
 test-openai-agents: install-test
-	@[ "$$($(OAI_AGENTS_VENV)/bin/python $(VERSION_OF) 2>/dev/null)" = "$$($(PY) $(VERSION_OF))" ] || \
-		{ rm -rf $(OAI_AGENTS_VENV); $(PY) -m venv $(OAI_AGENTS_VENV); }
+	$(call own_environment,$(OAI_AGENTS_VENV))
 	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > \
 		"$$($(OAI_AGENTS_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project.pth"
 	$(OAI_AGENTS_VENV)/bin/python -m pip install $(PIP_FLAGS) -r tests/requirements-openai-agents.txt
