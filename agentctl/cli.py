@@ -191,10 +191,7 @@ def _attach(
     final = attachment.final
     ended = final is not None and final["status"] in FINAL
     if final is not None and (args.json or not live or (workflow and ended)):  # a workflow's output is not streamed
-        if args.json:
-            print(json.dumps(final))
-        else:
-            _print_view(args, console, final)
+        _print_view(args, console, final)
     return code
 
 

@@ -60,10 +60,14 @@ def route_infos(specs: Iterable[HttpTriggerSpec], route_prefix: str, origin: str
             for s in specs]
 
 
+def http_specs(index: FunctionIndex) -> list[HttpTriggerSpec]:
+    """The app's HTTP triggers, as the host serves them."""
+    return [_http_spec(info, index.http_v2) for info in index.http_functions()]
+
+
 def index_routes(index: FunctionIndex, config: HostConfig, origin: str) -> list[RouteInfo]:
     """The routes an app's index would serve at `origin`, without serving them (`--list-functions`)."""
-    return route_infos([_http_spec(info, index.http_v2) for info in index.http_functions()], config.route_prefix,
-                       origin)
+    return route_infos(http_specs(index), config.route_prefix, origin)
 
 
 def default_state_path(app_dir: str | Path) -> str:
@@ -150,7 +154,7 @@ class DevHost:
                 client_binding_follows=True,  # set below, once the HTTP API it names listens
             )
             http_functions = HttpFunctions(
-                [_http_spec(info, index.http_v2) for info in index.http_functions()],
+                http_specs(index),
                 route_prefix=config.route_prefix,
                 hub_name=config.hub_name,
                 functions=functions,

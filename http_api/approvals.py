@@ -102,11 +102,11 @@ async def record_decision(
         await deliver(gateway, store, run.run_id, approval_id)
         return record
     _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
-    if edited is not None and run.kind == "workflow":
-        _check_gate_unedited(record, edited)
-    elif edited is not None:
-        _check_edit_allowed(record, edited)
-        await _validate_edit(services, run.agent, record, edited)
+    if edited is not None:
+        gate = run.kind == "workflow"
+        _check_edit_allowed(record, edited, gate=gate)
+        if not gate:
+            await _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
             approval_id,
@@ -162,30 +162,30 @@ def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime,
         raise finished
 
 
-def _check_edit_allowed(record: ApprovalRecord, edited: dict[str, object]) -> None:
-    """Under separation of duties a call is decided as it was asked for. An approver who changed it would be the
-    maker of the call they approve (Carol, a payments approver, approving Alice's payment re-addressed to herself):
-    exactly the one-person action the rule exists to prevent. The same arguments again are no change."""
-    if record.separation_of_duties and edited != record.arguments:
+def _check_edit_allowed(record: ApprovalRecord, edited: dict[str, object], *, gate: bool) -> None:
+    """Whether the approval may be approved with other arguments; the same arguments again are no change.
+    - A workflow's approval `gate` is a yes/no sign-off: its arguments (step, message, approver) describe the request,
+      nothing runs with them, so an edit would be silently dropped.
+    - Under separation of duties a call is decided as it was asked for. An approver who changed it would be the maker
+      of the call they approve (Carol, a payments approver, approving Alice's payment re-addressed to herself):
+      exactly the one-person action the rule exists to prevent."""
+    if edited == record.arguments:
+        return
+    if gate:
+        raise ApiProblem(
+            422,
+            "arguments_not_editable",
+            "A workflow's approval gate has no arguments to edit",
+            "Approve or reject the gate as it was asked for (a reason can go with either decision).",
+            field="body.arguments",
+        )
+    if record.separation_of_duties:
         raise ApiProblem(
             403,
             "edit_not_allowed",
             "This approval cannot be approved with other arguments",
             "Its tool keeps separation of duties: approve or reject the call as it was asked for (reject with a "
             "reason to have it asked again).",
-            field="body.arguments",
-        )
-
-
-def _check_gate_unedited(record: ApprovalRecord, edited: dict[str, object]) -> None:
-    """A workflow's approval gate is a yes/no sign-off: its `arguments` (step, message, approver) describe the
-    request, nothing runs with them, so an edit would be silently dropped. The same arguments again are no change."""
-    if edited != record.arguments:
-        raise ApiProblem(
-            422,
-            "arguments_not_editable",
-            "A workflow's approval gate has no arguments to edit",
-            "Approve or reject the gate as it was asked for (a reason can go with either decision).",
             field="body.arguments",
         )
 

@@ -73,9 +73,6 @@ class HttpFunctions:
         for spec in self.specs:
             self.table.add(spec.template, spec.methods, spec)
 
-    def public_route(self, spec: HttpTriggerSpec) -> str:
-        return public_route(self.route_prefix, spec)
-
     def strip_prefix(self, raw_path: str) -> str | None:
         """The path relative to the route prefix, or None when the path is outside it."""
         if not self.route_prefix:
