@@ -175,7 +175,7 @@ async def create_response(
             await start.release()
             run, ref = await _answer_approvals(services, gateway, req, request, agent)
         else:
-            run = await _start(services, gateway, req, request, agent, start, RunTrace.start(req.headers))
+            run = await _start(services, gateway, request, agent, start, RunTrace.start(req.headers), retry_of)
             ref = ResponseRef(run.run_id)
     background = bool(request.body.background)
     if request.body.stream:
@@ -216,11 +216,11 @@ async def _resolve(
 async def _start(
     services: RunServices,
     gateway: DurableGateway,
-    req: func.HttpRequest,
     request: CreateRequest,
     agent: AgentDefinition,
     start: RunStart,
     trace: RunTrace,
+    retry_of: SameStart | None,
 ) -> RunRecord:
     """The new response's run: a new conversation, the next run of the previous response's, or a branch of it. With
     an `Idempotency-Key` the same request again answers with the run the first one started (as `POST /api/runs`);
@@ -234,7 +234,7 @@ async def _start(
     if not request.body.previous_response_id:
         return await started(session_id=None)
     ref, previous = await or_undo(start.release, _continuable(services, gateway, request, agent))
-    return await _continue(services, req, request, start, started, ref, previous)
+    return await _continue(services, retry_of, request, start, started, ref, previous)
 
 
 async def _started(
@@ -280,7 +280,7 @@ async def _continuable(
 
 async def _continue(
     services: RunServices,
-    req: func.HttpRequest,
+    retry_of: SameStart | None,
     request: CreateRequest,
     start: RunStart,
     started: Callable[..., Awaitable[RunRecord]],
@@ -306,7 +306,7 @@ async def _continue(
             if unclaimed.called:
                 await start.release()
             raise
-    return await _retried_run(services, req, start, request, previous, ref) or await _branch(
+    return await _retried_run(services, retry_of, request, previous, ref) or await _branch(
         services, previous, ref, start, started
     )
 
@@ -354,8 +354,7 @@ async def _discard_recreated(services: RunServices, session: SessionRecord | Non
 
 async def _retried_run(
     services: RunServices,
-    req: func.HttpRequest,
-    start: RunStart,
+    retry_of: SameStart | None,
     request: CreateRequest,
     previous: RunRecord,
     ref: ResponseRef,
@@ -366,16 +365,15 @@ async def _retried_run(
     made from that response (`branched_from`: the first attempt found the conversation gone on, and branched), the
     most recent of them that is the one this request starts (`_same_start`, recent enough to be its first attempt's:
     `sdk_retry`). Anything else - a new input, or the same input sent again without the retry mark (a client asking
-    for another answer) - branches."""
-    if not _retry_without_key(req, start):
+    for another answer) - branches. `retry_of`: the request's own check (`_retry_of`), None when it is no such retry."""
+    if retry_of is None:
         return None
     runs = await services.store.list_runs(previous.session_id)
     following = [r for r in runs if r.ordinal == previous.ordinal + 1]
     # Only a retry asks (never a hot path): the caller's branches are sessions of their own (cross-partition).
     branches = await services.store.list_branch_runs(ref.response_id, owner_id=current_principal().id)
-    same_start = _retry_of(services, req)
     for run in sorted([*following, *branches], key=_created, reverse=True):
-        if not start_failed(run) and await same_start(run, request):
+        if not start_failed(run) and await retry_of(run, request):
             return run
     return None
 
