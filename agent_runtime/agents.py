@@ -237,8 +237,7 @@ class AgentRegistry(DefinitionRegistry[AgentDefinition]):
     definition_error = AgentDefinitionError
     unknown_error = UnknownAgentError
     requires_definitions = True
-    package_setting = "AGENTS_PACKAGE"
-    default_package = "served_agents"
+    missing_package_hint = ": set AGENTS_PACKAGE to an importable package (default served_agents)"
 
 
 __all__ = ["AgentDefinition", "AgentDefinitionError", "AgentRegistry", "UnknownAgentError"]

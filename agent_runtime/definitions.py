@@ -32,9 +32,8 @@ class DefinitionRegistry(Generic[D]):
     definition_error: ClassVar[type[Exception]] = ValueError
     unknown_error: ClassVar[type[LookupError]] = LookupError
     requires_definitions: ClassVar[bool] = False  # an empty package is an error (nothing to serve)
-    # The app setting that names the package and its default: a package that does not exist is a setting to fix.
-    package_setting: ClassVar[str | None] = None
-    default_package: ClassVar[str | None] = None
+    # A package that does not exist is a setting to fix: what to set, appended to the import error.
+    missing_package_hint: ClassVar[str] = ""
 
     def __init__(self, definitions: Iterable[D] = ()) -> None:
         self._definitions: dict[str, D] = {}
@@ -68,20 +67,13 @@ class DefinitionRegistry(Generic[D]):
     def from_package(cls, package: str) -> Self:
         """Import every module of `package` and register the definitions they define at module level."""
         registry = cls()
-        for module in _import_package(package, cls.kind, cls.definition_error, cls.missing_package_hint()):
+        for module in _import_package(package, cls.kind, cls.definition_error, cls.missing_package_hint):
             for value in vars(module).values():
                 if isinstance(value, cls.definition_type):
                     registry.register(value, source=module.__name__)
         if cls.requires_definitions and not registry.names():
             raise cls.definition_error(f"{cls.kind} package {package!r} defines no {cls.definition_type.__name__}")
         return registry
-
-    @classmethod
-    def missing_package_hint(cls) -> str:
-        if cls.package_setting is None:
-            return ""
-        default = f" (default {cls.default_package})" if cls.default_package else ""
-        return f": set {cls.package_setting} to an importable package{default}"
 
 
 def _import_package(package: str, kind: str, error: type[Exception], missing_hint: str = "") -> list[ModuleType]:

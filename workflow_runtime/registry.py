@@ -24,8 +24,8 @@ class WorkflowRegistry(DefinitionRegistry[WorkflowDefinition]):
     definition_type = WorkflowDefinition
     definition_error = WorkflowDefinitionError
     unknown_error = UnknownWorkflowError
-    package_setting = "WORKFLOWS_PACKAGE"
-    default_package = "served_workflows; none serves none"
+    missing_package_hint = (": set WORKFLOWS_PACKAGE to an importable package (default served_workflows; none "
+                            "serves none)")
 
     def check_agents(self, known_agents: Iterable[str]) -> None:
         agents = set(known_agents)
