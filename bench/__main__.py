@@ -9,6 +9,7 @@ import sys
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "overhead": ("bench.overhead_bench", "durable run on devhost vs the in-process runner, per turn and per step"),
     "instructions": ("bench.instructions_bench", "instructions per turn under callgrind: durable vs in-process"),
+    "lines": ("bench.lines_bench", "Python lines run per turn by owner (devhost, Durable SDK, app): deterministic"),
     "scale": ("bench.scale_bench", "10/50/200-step runs with large tool results: history bytes, payloads, replay"),
     "concurrency": ("bench.concurrency_bench", "10/100/500 concurrent runs over HTTP: throughput, p50/p95/p99"),
     "anchor": ("bench.anchor.anchor_bench", "Microsoft's AgentFunctionApp vs this app on the same devhost/model"),

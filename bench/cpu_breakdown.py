@@ -58,6 +58,12 @@ def owner_of(frame: FrameType | None) -> str | None:
     code = frame.f_code
     if (code.co_filename.rsplit("/", 1)[-1], code.co_name) in IDLE:
         return None
+    return stack_owner(frame)
+
+
+def stack_owner(frame: FrameType | None) -> str:
+    """The owner a stack's work is charged to: its innermost frame that has one (`OWNERS`); else the app's shared
+    packages' caller ("app: other") or "other"."""
     shared = False
     while frame is not None:
         path = frame.f_code.co_filename
