@@ -147,7 +147,8 @@ def main() -> None:
         "One turn = `blobs 2 size 200` (3 model calls, 2 tool calls), 0 ms model, sessions of "
         f"{TURNS_PER_CONVERSATION} turns, as `bench overhead`. Python lines executed (`sys.settrace` line events and "
         "calls), charged to the owner of the innermost frame with one (`bench/cpu_breakdown.py`); C work (SQLite, "
-        "json, pydantic-core) is not counted. Deterministic: compare commits with it, by owner."
+        "json, pydantic-core) is not counted. The same within ~0.5 % from run to run (the event loop's count moves "
+        "a few percent with how I/O arrives): compare commits with it, by owner."
     )
     publish(section("Python lines per turn, by owner", command_line("bench.lines_bench"), body, notes),
             record=not args.no_record)
