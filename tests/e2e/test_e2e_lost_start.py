@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from e2e_harness import InProcessApp, completed_activities
 from e2e_settings import watches_the_app_in_process
+from mcp_process import McpServerProcess
 
 from scripted_model import Script, ScriptedModelServer
 
@@ -99,8 +100,27 @@ def test_the_same_for_an_agent_with_run_middleware(
         closed_run_starts_late(semantics_app, model, monkeypatch, f"/api/agents/{agent}/runs")
 
 
+@watches_the_app_in_process  # makes the app's orchestration start land after it failed
+def test_the_same_for_an_agent_with_mcp_tools(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """Its first step lists its MCP tools: for a run given up, it lists nothing and records nothing (before, it
+    contacted the MCP server and recorded the tools of a run reported as never started), as for any closed run."""
+    server = McpServerProcess(tmp_path / "mcp-http").start()
+    try:
+        settings = {"AGENTS_PACKAGE": "fixture_mcp_agents", "WORKFLOWS_PACKAGE": "none", "E2E_MCP_URL": server.url,
+                    "E2E_MCP_KEY": "e2e-mcp-secret-4711", "E2E_MCP_STATE": str(tmp_path / "mcp-stdio")}
+        with app_with(**settings) as mcp_app:
+            run_id = closed_run_starts_late(mcp_app, model, monkeypatch, "/api/agents/mcp_helper/runs")
+            record = mcp_app.store_call(lambda store: store.get_run(run_id))
+            assert (record.discovered_tools, record.skipped_servers) == (None, []), record
+    finally:
+        server.stop()
+
+
 def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch,
-                           route: str) -> None:
+                           route: str) -> str:
     model.set_script(Script.of("never asked"))
     landings = starts_land_late(app, monkeypatch)
     answer = app.http.post(route, json={"input": "Say hello"})
@@ -115,6 +135,7 @@ def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkey
     assert (run["status"], run["error"]["code"]) == ("failed", "start_failed"), run
     messages = app.http.get(f"/api/sessions/{run['session_id']}/messages").json()["messages"]
     assert [m["role"] for m in messages] == ["user"], messages  # the input only: nothing ran
+    return run_id
 
 
 @watches_the_app_in_process  # makes the app's workflow start land after it failed
