@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from agent_runs.context import StepContext
 from agent_runs.contracts import RunRef, StepFailure, ToolDiscoveryResult, ToolsDiscovered
+from agent_runs.finishing import closed_as
 from agent_runtime.mcp.config import McpConfigurationError
+from agent_runtime.run_result import error_of
 from durable_steps import activity
 from session_store.records import RunRecord
 
@@ -15,7 +17,8 @@ DISCOVERY_FAILED = "tool_discovery_failed"
 async def discover_tools(run: RunRef) -> ToolDiscoveryResult:
     """How many tools were recorded (and which optional servers and how many tools were left out: the run's record
     and view name them and say why), or a `StepFailure` when a required server cannot be listed (after the client's
-    own retries) or every tool it allows was left out: the run then fails with a reason naming the server and why."""
+    own retries) or every tool it allows was left out: the run then fails with a reason naming the server and why.
+    A run closed before (given up by its start) lists nothing: a `StepFailure` with how its record says it ended."""
     from agent_runtime.mcp.discovery import McpDiscoveryError
     from agent_runtime.mcp.discovery import discover_tools as discover
 
@@ -23,6 +26,11 @@ async def discover_tools(run: RunRef) -> ToolDiscoveryResult:
     record = await ctx.store.get_run(run.run_id)
     if record is not None and record.discovered_tools is not None:  # a retry: the first list stands
         return _discovered(record)
+    closed = closed_as(record)
+    if closed is not None:
+        # Closed before its first step (a start answered as failed whose orchestration the host started all the
+        # same): no server is listed, nothing is recorded, and the run ends as its record says (`finish_run`).
+        return StepFailure(**error_of(closed.status, closed.reason))
     agent = ctx.agent
     try:
         discovered = await discover(agent.mcp_servers, [t.name for t in agent.tools])

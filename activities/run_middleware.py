@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agent_runs.context import StepContext
 from agent_runs.contracts import FinishResult, MiddlewareBeforeInput, MiddlewareBeforeResult
-from agent_runs.finishing import closed_before
+from agent_runs.finishing import closed_as
 from agent_runs.run_middleware import before_phase
 from durable_steps import activity
 
@@ -17,8 +17,7 @@ async def run_middleware_before(step: MiddlewareBeforeInput) -> MiddlewareBefore
     async def closed() -> FinishResult | None:
         # Given up before its orchestration started (a start answered as failed that the host took all the same):
         # no middleware runs, nothing is written to the session, and the run ends as its record says.
-        turn = closed_before(await ctx.record())
-        return None if turn is None else turn.finished
+        return closed_as(await ctx.record())
 
     record = await before_phase(ctx, step.first_seq, step.slots, closed=closed)
     return MiddlewareBeforeResult(

@@ -11,7 +11,7 @@ from activities.workflow_agents import (
     workflow_record_agents,
     workflow_start_agents,
 )
-from activities.workflow_finish import workflow_finish
+from activities.workflow_finish import workflow_closed_before, workflow_finish
 from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
 from activities.workflow_steps import (
     workflow_call_function,
@@ -38,4 +38,5 @@ WORKFLOW_ACTIVITIES: tuple[Activity[Any, Any], ...] = (
     workflow_expire_gate,
     workflow_record_gate,
     workflow_finish,
+    workflow_closed_before,
 )

@@ -1,14 +1,17 @@
-"""`workflow_finish`: close the workflow's run record with its output (resolved from the journal) or its error."""
+"""`workflow_finish`: close the workflow's run record with its output (resolved from the journal) or its error;
+`workflow_closed_before`: how a workflow closed before its orchestration started ended (its record says)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from agent_runs.closing import expire_pending_approvals
+from agent_runs.contracts import FinishResult
+from agent_runs.finishing import closed_as
 from durable_steps import activity
 from session_store import RunRecord
 from telemetry.workflow_spans import emit_workflow_span
-from workflow_runtime.contracts import FinishRequest, NoResult
+from workflow_runtime.contracts import FinishRequest, NoResult, WorkflowRef
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, resolve
 
@@ -38,6 +41,14 @@ async def workflow_finish(request: FinishRequest) -> NoResult:
         reason=request.reason,
     )
     return NoResult()
+
+
+@activity()
+async def workflow_closed_before(ref: WorkflowRef) -> FinishResult | None:
+    """How the workflow ended if its record is closed already, before its first step (None: it is open). A start
+    whose orchestration call failed or timed out gives the workflow up (`start_failed`) and answers 5xx, so the caller
+    may start another; should the host have taken that start all the same, its orchestration must run nothing."""
+    return closed_as(await WorkflowContext.for_ref(ref).record())
 
 
 async def _output(ctx: WorkflowContext, request: FinishRequest, record: RunRecord) -> dict[str, Any]:

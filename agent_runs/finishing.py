@@ -140,12 +140,22 @@ def closed_before(record: RunRecord | None) -> ClosedModelTurn | None:
     """How a run that is over was closed (the store kept it), so no model call asks the model again: a retried closing
     call whose earlier attempt closed it, or a call of a run closed before the call (a start answered as failed whose
     orchestration the host started all the same). None while the run is open."""
-    if record is None or not record.finished or record.status not in _FINAL:
+    finished = closed_as(record)
+    if finished is None:
         return None
-    finished = _result_of(record)
     usage = Usage.model_validate(record.usage) if record.usage else Usage()
     finish = Finish(status=finished.status, reason=finished.reason, usage=usage)
     return ClosedModelTurn(finish=finish, finished=finished)
+
+
+def closed_as(record: RunRecord | None) -> FinishResult | None:
+    """How a run (or workflow) that is over ended, as its record says (the store keeps the first finish); None while
+    it is open. What the first step of an orchestration that started after its run was given up (a start answered as
+    failed that the host took all the same) ends with, doing nothing else: a model call, the run middleware's
+    pre-processing, MCP tool discovery, a workflow's first step."""
+    if record is None or not record.finished or record.status not in _FINAL:
+        return None
+    return _result_of(record)
 
 
 def _result_of(record: RunRecord) -> FinishResult:

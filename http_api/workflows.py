@@ -115,7 +115,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             raise RuntimeError("workflow definitions found without a workflows package")
         ref = WorkflowRef(
             run_id=run_id, workflow=definition.name, package=package, session_id=record.metadata.get("session_id"),
-            trace=RunTrace.start(req.headers), looks_continue=True, fails_fast=True,
+            trace=RunTrace.start(req.headers), looks_continue=True, fails_fast=True, reads_record_first=True,
         ).notifying(await prepare_notifications(services.store, record, webhook))
         await gateway.start(WorkflowInput(ref=ref))
         await _ring_an_early_cancel(services, gateway, run_id)

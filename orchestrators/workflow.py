@@ -62,7 +62,8 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
             return {}  # continued as new
         request = driver.send(event, context.current_utc_datetime)
     _publish(context, driver)
-    yield from _notify(context, workflow_input.ref, "finished", driver.notify_seq)
+    if not request.closed_before:  # closed before its first step: nothing ran, so nothing to record or deliver
+        yield from _notify(context, workflow_input.ref, "finished", driver.notify_seq)
     return request.outcome.model_dump(mode="json")
 
 

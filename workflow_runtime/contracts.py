@@ -74,6 +74,10 @@ class WorkflowRef(_Payload, NotificationFlags):
     fails_fast: bool = Field(default=False, exclude_if=lambda fails_fast: not fails_fast)
     """Set by workflows started since a parallel step fails fast (`ParallelStep.on_branch_failure`): its children ring
     the workflow when they fail; histories from before wait for every branch."""
+    reads_record_first: bool = Field(default=False, exclude_if=lambda reads: not reads)
+    """Set by workflows started since the first execution reads the workflow's record before its first step
+    (`workflow_closed_before`): a workflow given up by its start (closed `start_failed`) whose orchestration the host
+    started all the same ends as its record says, running nothing; histories from before start their first step."""
 
     @property
     def control_session(self) -> str:

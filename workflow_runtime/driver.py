@@ -31,7 +31,7 @@ from activities.workflow_agents import (
     workflow_record_agents,
     workflow_start_agents,
 )
-from activities.workflow_finish import workflow_finish
+from activities.workflow_finish import workflow_closed_before, workflow_finish
 from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
 from activities.workflow_steps import (
     workflow_call_function,
@@ -43,6 +43,7 @@ from activities.workflow_steps import (
 )
 from agent_runs.contracts import approval_event_name
 from agent_runs.sequence import seq_for
+from agent_runtime.run_result import error_of
 from durable_steps import Activity
 from workflow_runtime.contracts import (
     AgentRunsRecord,
@@ -215,6 +216,10 @@ class WorkflowDriver:
     # ------------------------------------------------------------------------------------------------ the workflow
 
     def _workflow(self) -> Generator[Request, Event, None]:
+        closed = yield from self._closed_before()
+        if closed is not None:
+            yield closed
+            return
         done = yield from self._steps()
         if done is None:
             return  # continued as new: the orchestrator has returned
@@ -233,6 +238,27 @@ class WorkflowDriver:
                 code=done.code, resume=self._resume_point if done.status == "failed" else None,
             )
         )
+
+    def _closed_before(self) -> Generator[Request, Event, Finished | None]:
+        """Before the first step of a workflow's first execution, read its record (workflows started with
+        `reads_record_first`: the flag keeps histories from before replaying): one given up by its start (closed
+        `start_failed`, the caller answered 5xx) whose orchestration the host started all the same ends as the record
+        says, without running a step (the caller's retry runs the work). A read that fails for good fails the
+        workflow before its first step."""
+        if not self.ref.reads_record_first or self.state.generation:
+            return None
+        try:
+            closed = yield from self._call(workflow_closed_before, self.ref)
+        except _StepFailed as failed:
+            self._fail(failed.failure)
+            return None
+        if closed is None:
+            return None
+        self._done = Done(status=closed.status, reason=closed.reason)
+        self._status = closed.status
+        code = None if closed.status == "completed" else error_of(closed.status, closed.reason)["code"]
+        outcome = WorkflowOutcome(run_id=self.ref.run_id, status=closed.status, reason=closed.reason, code=code)
+        return Finished(outcome=outcome, closed_before=True)
 
     def _steps(self) -> Generator[Request, Event, Done | None]:
         """Run steps until the workflow is done (its `Done`), or it continued as new (None)."""

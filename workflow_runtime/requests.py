@@ -80,6 +80,8 @@ class ContinueAsNew(_Message):
 
 class Finished(_Message):
     outcome: WorkflowOutcome
+    closed_before: bool = False
+    """The workflow was closed before its first step (its record says how): nothing ran, nothing is recorded."""
 
 
 Request = (

@@ -2,8 +2,9 @@
 before, the run was closed `start_failed` and its start answered with an error while its orchestration ran all the
 same - and the caller's retry ran the turn a second time. Now the start reads whether the orchestration exists before
 giving the run up, and answers with the run when it does. An orchestration that starts after its run was given up
-ends at its first model call without asking the model (runs with run middleware asked it before). Both stores, over
-real HTTP."""
+ends at its first model call without asking the model (runs with run middleware asked it before); a workflow's
+orchestration ends before its first step (it ran that step: a child run, a gate, a timer). Both stores, over real
+HTTP."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import InProcessApp
+from e2e_harness import InProcessApp, completed_activities
 from e2e_settings import watches_the_app_in_process
+from mcp_process import McpServerProcess
 
 from scripted_model import Script, ScriptedModelServer
 
@@ -37,19 +39,25 @@ def starts_lose_their_answer(app: InProcessApp, monkeypatch: pytest.MonkeyPatch)
     return started
 
 
-def starts_land_late(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Callable[[], None]]]:
-    """The app's next orchestration start fails on the client's side before the host took it, and lands on the host
-    later all the same (a request slower than its timeout): its run's id and its landing, for the test to make
-    happen."""
-    gateway = app.app_module("http_api.durable_gateway").DurableGateway
-    start_run, landings = gateway.start_run, []
+def starts_land_late(
+    app: InProcessApp, monkeypatch: pytest.MonkeyPatch, *, workflow: bool = False
+) -> list[tuple[str, Callable[[], None]]]:
+    """The app's next orchestration start (of an agent run, or of a workflow) fails on the client's side before the
+    host took it, and lands on the host later all the same (a request slower than its timeout): its run's id and its
+    landing, for the test to make happen."""
+    if workflow:
+        gateway, method = app.app_module("http_api.workflow_gateway").WorkflowGateway, "start"
+    else:
+        gateway, method = app.app_module("http_api.durable_gateway").DurableGateway, "start_run"
+    start, landings = getattr(gateway, method), []
 
-    async def start_late(self: Any, run_input: Any) -> None:
-        monkeypatch.setattr(gateway, "start_run", start_run)
-        landings.append((run_input.run.run_id, lambda: app.host.run(start_run(self, run_input))))
+    async def start_late(self: Any, start_input: Any) -> None:
+        monkeypatch.setattr(gateway, method, start)
+        run_id = start_input.ref.run_id if workflow else start_input.run.run_id
+        landings.append((run_id, lambda: app.host.run(start(self, start_input))))
         raise TimeoutError("the start timed out")
 
-    monkeypatch.setattr(gateway, "start_run", start_late)
+    monkeypatch.setattr(gateway, method, start_late)
     return landings
 
 
@@ -92,8 +100,27 @@ def test_the_same_for_an_agent_with_run_middleware(
         closed_run_starts_late(semantics_app, model, monkeypatch, f"/api/agents/{agent}/runs")
 
 
+@watches_the_app_in_process  # makes the app's orchestration start land after it failed
+def test_the_same_for_an_agent_with_mcp_tools(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """Its first step lists its MCP tools: for a run given up, it lists nothing and records nothing (before, it
+    contacted the MCP server and recorded the tools of a run reported as never started), as for any closed run."""
+    server = McpServerProcess(tmp_path / "mcp-http").start()
+    try:
+        settings = {"AGENTS_PACKAGE": "fixture_mcp_agents", "WORKFLOWS_PACKAGE": "none", "E2E_MCP_URL": server.url,
+                    "E2E_MCP_KEY": "e2e-mcp-secret-4711", "E2E_MCP_STATE": str(tmp_path / "mcp-stdio")}
+        with app_with(**settings) as mcp_app:
+            run_id = closed_run_starts_late(mcp_app, model, monkeypatch, "/api/agents/mcp_helper/runs")
+            record = mcp_app.store_call(lambda store: store.get_run(run_id))
+            assert (record.discovered_tools, record.skipped_servers) == (None, []), record
+    finally:
+        server.stop()
+
+
 def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch,
-                           route: str) -> None:
+                           route: str) -> str:
     model.set_script(Script.of("never asked"))
     landings = starts_land_late(app, monkeypatch)
     answer = app.http.post(route, json={"input": "Say hello"})
@@ -108,3 +135,35 @@ def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkey
     assert (run["status"], run["error"]["code"]) == ("failed", "start_failed"), run
     messages = app.http.get(f"/api/sessions/{run['session_id']}/messages").json()["messages"]
     assert [m["role"] for m in messages] == ["user"], messages  # the input only: nothing ran
+    return run_id
+
+
+@watches_the_app_in_process  # makes the app's workflow start land after it failed
+@pytest.mark.parametrize(
+    ("workflow", "body"),
+    [("review_pipeline", {"topic": "durable agents"}),  # first step: a child agent run
+     ("follow_up", {"ticket": "T-1"})],  # first step: a two-day delay, then a child run in the caller's session
+)
+def test_a_workflow_given_up_whose_orchestration_starts_late_runs_no_step(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch, workflow: str, body: dict[str, Any],
+) -> None:
+    """The workflow's start failed and no orchestration was found: its record is closed `start_failed` and the caller
+    told so (a retry is a new workflow run). The start lands later all the same: the orchestration reads its record
+    before its first step and ends as the record says - no child run, gate, timer or notification; the workflow stays
+    `start_failed` (before, it ran its steps: the work twice)."""
+    model.set_script(Script.of("never asked"))
+    with app_with(AGENTS_PACKAGE="served_agents") as app:
+        landings = starts_land_late(app, monkeypatch, workflow=True)
+        answer = app.http.post(f"/api/workflows/{workflow}/runs", json={"input": body})
+        assert answer.status_code >= 500 and len(landings) == 1, answer.text
+        run_id, land = landings[0]
+        land()
+        app.host.wait_until_idle(skip_timers=True)  # a timer the workflow set fires (its delay step)
+        assert [r.messages[-1]["content"] for r in model.log.requests] == []
+        history = app.history(run_id)
+        assert history["runtimeStatus"] == "Completed", history
+        assert completed_activities(history) == ["workflow_closed_before"], history
+        assert not [e for e in history["historyEvents"] if e["EventType"] == "TimerCreated"], history
+        view = app.http.get(f"/api/workflows/runs/{run_id}").json()
+        assert (view["status"], view["error"]["code"], view["steps"]) == ("failed", "start_failed", []), view

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from activities.workflow_agents import workflow_flag_children_cancelled, workflow_record_agents, workflow_start_agents
-from activities.workflow_finish import workflow_finish
+from activities.workflow_finish import workflow_closed_before, workflow_finish
 from activities.workflow_gates import workflow_expire_gate, workflow_open_gate, workflow_record_gate
 from activities.workflow_steps import (
     workflow_call_function,
@@ -23,7 +23,7 @@ from activities.workflow_steps import (
     workflow_resolve_time,
 )
 from agent_runs.budget import within_budget
-from agent_runs.contracts import RunInput, RunRef
+from agent_runs.contracts import FinishResult, RunInput, RunRef
 from agent_runtime.loop_types import LoopConfig
 from served_workflows.review_pipeline import review_pipeline
 from workflow_runtime import (
@@ -56,6 +56,7 @@ from workflow_runtime.contracts import (
     StepResult,
     WorkflowInput,
     WorkflowRef,
+    WorkflowState,
 )
 from workflow_runtime.driver import LOOKS_PER_EXECUTION, STEPS_PER_EXECUTION, WorkflowDriver, WorkflowDriverError
 from workflow_runtime.requests import (
@@ -679,3 +680,43 @@ def test_a_continue_as_new_input_over_the_budget_fails_the_workflow() -> None:
     assert request.input.model_dump(include={"status", "code", "failed_step"}) == {
         "status": "failed", "code": "payload_too_large", "failed_step": None
     }
+
+
+def _given_up(closed: FinishResult | None) -> Answer:
+    """`workflow_closed_before` reads the workflow's record: closed (`closed`) or open (None)."""
+    return lambda request: (
+        ActivityCompleted(output=closed)
+        if isinstance(request, CallActivity) and request.activity is workflow_closed_before
+        else None
+    )
+
+
+def _reading_record(definition: WorkflowDefinition, generation: int = 0) -> WorkflowDriver:
+    ref = WorkflowRef(run_id="wf1", workflow=definition.name, reads_record_first=True)
+    return WorkflowDriver(definition, WorkflowInput(ref=ref, state=WorkflowState(generation=generation)))
+
+
+def test_a_workflow_given_up_before_its_first_step_ends_as_its_record_says_running_nothing() -> None:
+    given_up = FinishResult(status="failed", reason="start_failed: could not start")
+    drive = Drive(_reading_record(review_pipeline), _given_up(given_up))
+    assert [type(r).__name__ for r in drive.requests] == ["CallActivity"]
+    assert drive.calls()[0].activity is workflow_closed_before
+    assert isinstance(drive.end, Finished) and drive.end.closed_before
+    assert (drive.outcome.status, drive.outcome.code, drive.outcome.reason) == (
+        "failed", "start_failed", "start_failed: could not start"
+    )
+    assert drive.driver.progress().status == "failed"
+
+
+def test_an_open_record_runs_the_workflow_and_only_its_first_execution_reads_it() -> None:
+    drive = Drive(_reading_record(review_pipeline), _given_up(None))
+    assert drive.calls()[0].activity is workflow_closed_before and len(drive.calls(workflow_closed_before)) == 1
+    assert drive.ran()[0] == "write" and drive.outcome.status == "completed" and not drive.end.closed_before
+    later = Drive(_reading_record(review_pipeline, generation=1))  # continued as new, or a rewind's execution
+    assert later.calls(workflow_closed_before) == []
+
+
+def test_workflows_started_before_the_check_do_not_read_their_record() -> None:
+    """Their histories hold no such activity: replayed as they ran (the flag is absent from their input)."""
+    assert Drive(_driver(review_pipeline)).calls(workflow_closed_before) == []
+    assert "reads_record_first" not in WorkflowRef(run_id="wf1", workflow="flow").model_dump(mode="json")
