@@ -8,13 +8,11 @@ from datetime import UTC, datetime
 from agent_runs import run_status
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from durable_steps import activity
-from session_store import AlreadyDecidedError, ApprovalRecord
+from session_store import WORKFLOW_GATE_TOOL_PREFIX, AlreadyDecidedError, ApprovalRecord
 from workflow_runtime.contracts import GateExpiry, GateOpened, GateRecord, GateRequest, StepResult
 from workflow_runtime.definition import ApprovalStep, Escalate
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, render
-
-GATE_TOOL_PREFIX = "workflow_gate:"
 
 
 def gate_approval_id(workflow_run_id: str, key: str, level: int) -> str:
@@ -42,7 +40,7 @@ async def workflow_open_gate(request: GateRequest) -> GateOpened:
                 run_id=request.ref.run_id,
                 session_id=request.ref.control_session,
                 call_id=f"{request.key}.{request.level}",
-                tool=f"{GATE_TOOL_PREFIX}{step.id}",
+                tool=f"{WORKFLOW_GATE_TOOL_PREFIX}{step.id}",
                 arguments={"step": step.id, "message": message, "approver": approver, "escalated": escalated},
                 expires_at=request.expires_at,
                 owner_id=owner_id,

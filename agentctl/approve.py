@@ -23,7 +23,16 @@ from agentctl import problems
 from agentctl.client import AgentsClient, ApiError
 
 CHOICES = {"a": "approve", "r": "reject", "e": "edit"}
-GATE_TOOL_PREFIX = "workflow_gate:"  # a workflow's sign-off gate: approve or reject only (no arguments to edit)
+# How a server that does not say `editable` names a workflow's sign-off gate (approve or reject only): its fallback.
+OLDER_SERVERS_GATE_PREFIX = "workflow_gate:"
+
+
+def may_edit(approval: dict[str, Any]) -> bool:
+    """Whether to offer an edit of the arguments: as the server says (`editable`: not a workflow's gate, not under
+    separation of duties, a caller who may decide); a server that does not say refuses an edit of a gate only."""
+    if "editable" in approval:
+        return bool(approval["editable"])
+    return not str(approval.get("tool", "")).startswith(OLDER_SERVERS_GATE_PREFIX)
 
 
 def arguments_view(arguments: Any) -> RenderableType:
@@ -50,12 +59,15 @@ def decide_interactively(console: Console, client: AgentsClient, run_id: str, ap
     show_request(console, approval)
     tool = approval.get("tool", "the call")
     approval_id = approval["approval_id"]
+    if approval.get("decidable") is False:  # e.g. its requester, under separation of duties (absent: ask, as before)
+        console.print("[yellow]Not yours to decide now (another approver's, or past its deadline).[/yellow]")
+        return "not_decidable"
     try:
-        if str(tool).startswith(GATE_TOOL_PREFIX):
-            choice = Prompt.ask("Approve (a) or reject (r)?", choices=["a", "r"], console=console)
-        else:
+        if may_edit(approval):
             choice = Prompt.ask("Approve (a), reject (r) or edit the arguments (e)?", choices=list(CHOICES),
                                 console=console)
+        else:
+            choice = Prompt.ask("Approve (a) or reject (r)?", choices=["a", "r"], console=console)
         if choice == "r":
             reason = Prompt.ask("Reason for the agent [dim](Enter for none)[/dim]", default="", show_default=False,
                                 console=console).strip() or None

@@ -8,6 +8,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated, NamedTuple
+
+from pydantic import Field
+
 from agent_runtime.approvers import ANONYMOUS, may_decide
 from http_api.caller import current_principal
 from http_api.identity import Principal
@@ -42,6 +47,60 @@ def can_decide(principal: Principal, approval: ApprovalRecord, run_owner_id: str
         principal_id=principal.id,
         roles=principal.roles,
     )
+
+
+# What the caller may do with an approval, as views show it (`approval_rights`: the decide route's own checks).
+Decidable = Annotated[bool, Field(description="the caller may decide this approval now (approve or reject)")]
+Editable = Annotated[
+    bool,
+    Field(description="the caller may approve it with edited arguments (never a workflow's gate, nor a call under "
+                      "separation of duties)"),
+]
+
+
+class ApprovalRights(NamedTuple):
+    decidable: bool
+    editable: bool
+
+
+def approval_rights(principal: Principal, record: ApprovalRecord, run: RunRecord, *, now: datetime) -> ApprovalRights:
+    """What `principal` may do with `record` of `run` now: the same checks the decide route makes (who may decide,
+    whether it is still open, whether its arguments may change), so a view never offers what the route refuses."""
+    decidable = is_open(record, run, now=now) and can_decide(principal, record, run.owner_id)
+    return ApprovalRights(decidable=decidable, editable=decidable and edit_refusal(record) is None)
+
+
+def is_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime) -> bool:
+    """Whether the approval can still be decided: pending, before its deadline, in a run that has not finished."""
+    expired = record.expires_at is not None and record.expires_at <= now
+    return record.status == "pending" and not expired and not (run is not None and run.finished)
+
+
+def edit_refusal(record: ApprovalRecord) -> ApiProblem | None:
+    """Why the approval may not be approved with other arguments (by anyone), or None when it may.
+    - A workflow's approval gate is a yes/no sign-off: its arguments (step, message, approver) describe the request,
+      nothing runs with them, so an edit would be silently dropped.
+    - Under separation of duties a call is decided as it was asked for. An approver who changed it would be the maker
+      of the call they approve (Carol, a payments approver, approving Alice's payment re-addressed to herself):
+      exactly the one-person action the rule exists to prevent."""
+    if record.workflow_gate:
+        return ApiProblem(
+            422,
+            "arguments_not_editable",
+            "A workflow's approval gate has no arguments to edit",
+            "Approve or reject the gate as it was asked for (a reason can go with either decision).",
+            field="body.arguments",
+        )
+    if record.separation_of_duties:
+        return ApiProblem(
+            403,
+            "edit_not_allowed",
+            "This approval cannot be approved with other arguments",
+            "Its tool keeps separation of duties: approve or reject the call as it was asked for (reject with a "
+            "reason to have it asked again).",
+            field="body.arguments",
+        )
+    return None
 
 
 async def visible_approvals(

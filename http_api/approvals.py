@@ -19,7 +19,16 @@ from agent_runtime.check_threads import check_off_loop
 from agent_runtime.messages import FunctionApprovalRequestContent, FunctionCallContent
 from agent_runtime.steps import decide_approval
 from agent_runtime.tools import ToolArgumentsError
-from http_api.access import decidable_approval, owns, visible_approvals
+from http_api.access import (
+    Decidable,
+    Editable,
+    approval_rights,
+    decidable_approval,
+    edit_refusal,
+    is_open,
+    owns,
+    visible_approvals,
+)
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
 from http_api.decision_delivery import deliver
@@ -48,11 +57,15 @@ class ApprovalView(BaseModel):
     escalated_at: datetime | None = None
     approvers: list[str] = Field(default_factory=lambda: ["owner"], description="who may decide")
     separation_of_duties: bool = False
+    decidable: Decidable = False
+    editable: Editable = False
 
     @classmethod
-    def of(cls, record: ApprovalRecord) -> ApprovalView:
+    def of(cls, record: ApprovalRecord, run: RunRecord) -> ApprovalView:
+        """The approval of `run` as the caller sees it, with what they may do with it."""
+        rights = approval_rights(current_principal(), record, run, now=datetime.now(UTC))
         return cls.model_validate(
-            record.model_dump(exclude={"session_id", "etag", "owner_id", "decider_keys"})
+            record.model_dump(exclude={"session_id", "etag", "owner_id", "decider_keys"}) | rights._asdict()
         )
 
 
@@ -66,7 +79,7 @@ async def list_approvals(req: func.HttpRequest) -> func.HttpResponse:
     query = query_model(req, ApprovalsQuery)
     run, records = await visible_approvals(store, req.route_params["run_id"], status=query.status)
     return json_response(
-        {"run_id": run.run_id, "approvals": [ApprovalView.of(r).model_dump(mode="json") for r in records]}
+        {"run_id": run.run_id, "approvals": [ApprovalView.of(r, run).model_dump(mode="json") for r in records]}
     )
 
 
@@ -78,7 +91,7 @@ async def decide(req: func.HttpRequest, client: df.DurableOrchestrationClient) -
     )
     body = read_json_body(req, ApprovalDecisionRequest)
     decided = await record_decision(services, DurableGateway(client), run, record, body)
-    return json_response(ApprovalView.of(decided), status=202)
+    return json_response(ApprovalView.of(decided, run), status=202)
 
 
 async def record_decision(
@@ -103,9 +116,8 @@ async def record_decision(
         return record
     _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:
-        gate = run.kind == "workflow"
-        _check_edit_allowed(record, edited, gate=gate)
-        if not gate:
+        _check_edit_allowed(record, edited)
+        if not record.workflow_gate:
             await _validate_edit(services, run.agent, record, edited)
     try:
         decided = await store.decide_approval(
@@ -144,6 +156,8 @@ def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime,
     decided: only told to the run's owner and to the decider; another approver learns that it was decided, not by
     whom), the run was cancelled (409 `run_finished`: its open approvals are closed as expired, but the reason is
     the cancel, not a deadline), expired by its deadline (410), the run is over otherwise (409 `run_finished`)."""
+    if is_open(record, run, now=now):
+        return
     if record.status in ("approved", "rejected"):
         if reveal or record.decided_by == current_principal().id:
             who = record.decided_by_name or record.decided_by or "an anonymous caller"
@@ -162,32 +176,11 @@ def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime,
         raise finished
 
 
-def _check_edit_allowed(record: ApprovalRecord, edited: dict[str, object], *, gate: bool) -> None:
-    """Whether the approval may be approved with other arguments; the same arguments again are no change.
-    - A workflow's approval `gate` is a yes/no sign-off: its arguments (step, message, approver) describe the request,
-      nothing runs with them, so an edit would be silently dropped.
-    - Under separation of duties a call is decided as it was asked for. An approver who changed it would be the maker
-      of the call they approve (Carol, a payments approver, approving Alice's payment re-addressed to herself):
-      exactly the one-person action the rule exists to prevent."""
-    if edited == record.arguments:
-        return
-    if gate:
-        raise ApiProblem(
-            422,
-            "arguments_not_editable",
-            "A workflow's approval gate has no arguments to edit",
-            "Approve or reject the gate as it was asked for (a reason can go with either decision).",
-            field="body.arguments",
-        )
-    if record.separation_of_duties:
-        raise ApiProblem(
-            403,
-            "edit_not_allowed",
-            "This approval cannot be approved with other arguments",
-            "Its tool keeps separation of duties: approve or reject the call as it was asked for (reject with a "
-            "reason to have it asked again).",
-            field="body.arguments",
-        )
+def _check_edit_allowed(record: ApprovalRecord, edited: dict[str, object]) -> None:
+    """Refuse other arguments where `access.edit_refusal` says so (the same arguments again are no change)."""
+    refusal = None if edited == record.arguments else edit_refusal(record)
+    if refusal is not None:
+        raise refusal
 
 
 async def _validate_edit(

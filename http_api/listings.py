@@ -90,7 +90,7 @@ async def list_inbox(req: func.HttpRequest) -> func.HttpResponse:
         run = await services.store.get_run(record.run_id)
         if run is None or not can_decide(caller, record, run.owner_id):
             continue  # e.g. the owner of a run whose approvals exclude them (separation of duties)
-        view = ApprovalView.of(record).model_dump()
+        view = ApprovalView.of(record, run).model_dump()
         items.append(InboxItem(**view, agent=run.agent, kind=run.kind, run_link=_run_link(root, run)))
     token = next_token(services, page.continuation, INBOX_TOKEN_SCOPE, caller)
     return json_response(InboxBody(approvals=items, continuation_token=token))

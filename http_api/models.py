@@ -10,7 +10,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from agent_runtime.mcp.skips import SkippedServer
 from agent_runtime.messages import Usage
 from agent_runtime.spend import RunBudget
+from http_api.access import Decidable, Editable, approval_rights
+from http_api.identity import Principal
 from http_api.reserved_ids import refuse_reserved
+from session_store import ApprovalRecord, RunRecord
 
 # Ids travel in URLs and become Cosmos ids/partition keys: keep them to a safe alphabet.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -108,6 +111,15 @@ class PendingApproval(BaseModel):
     arguments: dict[str, Any]
     expires_at: datetime | None
     escalated_to: str | None = Field(default=None, description="who the decision was escalated to, if it was")
+    decidable: Decidable = False
+    editable: Editable = False
+
+    @classmethod
+    def of(cls, record: ApprovalRecord, run: RunRecord, viewer: Principal, *, now: datetime) -> PendingApproval:
+        """A pending approval of `run` as `viewer` (the run's owner: only they see a run's view) sees it."""
+        rights = approval_rights(viewer, record, run, now=now)
+        return cls.model_validate(record.model_dump(include=set(cls.model_fields) - set(rights._fields))
+                                  | rights._asdict())
 
 
 class RunUpdate(BaseModel):

@@ -8,6 +8,7 @@ poll never shows half of a step and each update is delivered exactly once, in or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.client_errors import client_message
@@ -16,6 +17,7 @@ from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
 from agent_runtime.messages import Message
 from http_api.durable_gateway import OrchestrationState
+from http_api.identity import Principal
 from http_api.models import (
     FINAL_STATUSES,
     PendingApproval,
@@ -106,13 +108,14 @@ async def build_run_view(
     *,
     cursor: int | None,
     base_url: str,
+    viewer: Principal,
     waiting: Sequence[ApprovalRecord] | None = None,
     known: Sequence[MessageRecord] = (),
 ) -> RunView:
     """The view of `run` (read before `state`) given the orchestration `state` (`DurableGateway.state`). `waiting`:
     the caller's `waiting_approvals` for this state, if it read them already. `known`: messages at the start of
     the run's range as the caller itself stored them (its input), every one of them: updates within them are not
-    read back."""
+    read back. `viewer`: who the view is for (the run's owner), told what they may do with each pending approval."""
     if not record_still_current(run, state):
         # Re-read the run after the orchestration: a run the custom status calls finished has its output stored by
         # then, and a queued one its ordinal.
@@ -151,17 +154,7 @@ async def build_run_view(
         created_at=run.created_at,
         updated_at=run.updated_at,
         updates=updates,
-        pending_approvals=[
-            PendingApproval(
-                approval_id=a.approval_id,
-                call_id=a.call_id,
-                tool=a.tool,
-                arguments=a.arguments,
-                expires_at=a.expires_at,
-                escalated_to=a.escalated_to,
-            )
-            for a in pending
-        ],
+        pending_approvals=[PendingApproval.of(a, run, viewer, now=datetime.now(UTC)) for a in pending],
         usage=_usage(run, state),
         output=run.output,
         finish_reason=(run.output or {}).get("finish_reason") if run.status == "completed" else None,

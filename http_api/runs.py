@@ -111,7 +111,7 @@ async def answer_started_run(
         # start's answer), built without that read. A queued run (ordinal 0) is read back: its record may change.
         view = await build_run_view(
             services.store, services.tokens, run, JUST_CREATED, cursor=None, base_url=base_url(req),
-            known=stored_input,
+            viewer=current_principal(), known=stored_input,
         )
     else:
         view = await _wait_for_view(
@@ -345,8 +345,8 @@ async def _wait_for_view(
                 stalled_after=services.run_settings.decision_redelivery_after,
             )
         return await build_run_view(
-            services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req), waiting=waiting,
-            known=known,
+            services.store, services.tokens, run, state, cursor=cursor, base_url=base_url(req),
+            viewer=current_principal(), waiting=waiting, known=known,
         )
 
     async def latest_draft(view: RunView, state: OrchestrationState[RunProgress] | None) -> RunView:

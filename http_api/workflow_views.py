@@ -3,10 +3,12 @@ child runs plus outputs), pending approvals and signals, the output or the error
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from agent_runs.client_errors import client_message
 from agent_runs.services import RunServices
+from http_api.identity import Principal
 from http_api.models import PendingApproval
 from http_api.run_views import reconcile
 from http_api.token_binding import bound_to
@@ -82,8 +84,10 @@ async def build_workflow_view(
     *,
     cursor: int | None,
     base_url: str,
+    viewer: Principal,
 ) -> WorkflowRunView:
-    """The view of `record` given the orchestration `state` read just before (`WorkflowGateway.state`)."""
+    """The view of `record` given the orchestration `state` read just before (`WorkflowGateway.state`), for
+    `viewer` (the run's owner)."""
     store = services.store
     # After the state: see `http_api.run_views`. A run never leaves its session: read there, without the lookup.
     record = await store.get_run(record.run_id, session_id=record.session_id) or record
@@ -126,9 +130,7 @@ async def build_workflow_view(
         updated_at=record.updated_at,
         active_step=None if final else _active(base_url, progress),
         steps=entries,
-        pending_approvals=[
-            PendingApproval.model_validate(a.model_dump(include=set(PendingApproval.model_fields))) for a in pending
-        ],
+        pending_approvals=[PendingApproval.of(a, record, viewer, now=datetime.now(UTC)) for a in pending],
         pending_signals=[progress.waiting.signal] if progress and progress.waiting and progress.waiting.signal else [],
         output=record.output,
         error=_client_error(error),

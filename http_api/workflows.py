@@ -326,7 +326,8 @@ async def _wait_for_view(
     """Wait up to `wait_seconds` for the workflow to finish or need a person (and, for polls, for new steps)."""
 
     async def build(state: WorkflowState | None) -> WorkflowRunView:
-        view = await build_workflow_view(services, record, state, cursor=cursor, base_url=base_url(req))
+        view = await build_workflow_view(services, record, state, cursor=cursor, base_url=base_url(req),
+                                         viewer=current_principal())
         if view.status == "cancelling":
             await _cancel_children(services, gateway, record.run_id)  # a child started after the cancel request
         elif view.status not in FINAL_WORKFLOW_STATUSES and state is not None and state.progress is not None:

@@ -25,10 +25,8 @@ EventType = Literal[
     "workflow.failed",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
-# The last event of a run: its delivery orchestration ends once this is delivered.
-# A workflow's approval gate is an approval record of the workflow run whose tool is this prefix + the step id.
-GATE_PREFIX = "workflow_gate:"
 OPENING_TYPES = frozenset({"approval.requested", "approval.escalated", "workflow.gate_opened"})
+# The last event of a run: its delivery orchestration ends once this is delivered.
 FINAL_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled", "workflow.completed", "workflow.failed"})
 
 
@@ -63,7 +61,7 @@ def event_id(*parts: str) -> str:
 def approval_transitions(record: ApprovalRecord) -> list[tuple[EventType, str, datetime | None]]:
     """Every event an approval's stored state implies, in order, each with its discriminator and time (recording all
     of them is idempotent: a transition whose notification was missed is recorded with the next one)."""
-    opened: EventType = "workflow.gate_opened" if record.tool.startswith(GATE_PREFIX) else "approval.requested"
+    opened: EventType = "workflow.gate_opened" if record.workflow_gate else "approval.requested"
     events: list[tuple[EventType, str, datetime | None]] = [(opened, "", record.created_at)]
     if record.escalated_to is not None:
         since = _iso(record.escalated_at) if record.escalated_at else ""

@@ -23,6 +23,7 @@ from .protocol import SessionStore
 from .records import (
     REOPENABLE_RUN_STATUS,
     TERMINAL_RUN_STATUSES,
+    WORKFLOW_GATE_TOOL_PREFIX,
     ApprovalRecord,
     ApprovalStatus,
     EffectRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "REOPENABLE_RUN_STATUS",
     "TERMINAL_RUN_STATUSES",
+    "WORKFLOW_GATE_TOOL_PREFIX",
     "AlreadyDecidedError",
     "ApprovalRecord",
     "ApprovalStatus",

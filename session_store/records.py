@@ -23,6 +23,9 @@ TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cance
 REOPENABLE_RUN_STATUS = "failed"
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
 DecidedApprovalStatus = Literal["approved", "rejected", "expired"]
+# A workflow's approval gate is an approval record of the workflow run whose tool is this prefix + the step id (no
+# agent tool is named so: tool names are letters, digits, `_` and `-`).
+WORKFLOW_GATE_TOOL_PREFIX = "workflow_gate:"
 
 
 class _Record(BaseModel):
@@ -154,6 +157,11 @@ class ApprovalRecord(_Record):
         default_factory=list, description="'principal:<id>' / 'role:<role>' keys the inbox query matches"
     )
     etag: str | None = None
+
+    @property
+    def workflow_gate(self) -> bool:
+        """A workflow's sign-off gate rather than an agent's tool call."""
+        return self.tool.startswith(WORKFLOW_GATE_TOOL_PREFIX)
 
 
 class EffectRecord(_Record):

@@ -19,6 +19,7 @@ from agent_runs.services import RunServices
 from agent_runtime.messages import Message
 from http_api.decision_delivery import redeliver_stalled
 from http_api.durable_gateway import DurableGateway
+from http_api.identity import Principal
 from http_api.models import FINAL_STATUSES
 from http_api.run_views import UPDATES_PER_RESPONSE, build_run_view
 from http_api.workflow_gateway import WorkflowGateway
@@ -93,8 +94,9 @@ class RunFeed:
     writes_answers = True
 
     def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord,
-                 base_url: str) -> None:
-        self.services, self.run, self.base_url = services, run, base_url
+                 base_url: str, viewer: Principal) -> None:
+        # `viewer`: the run's owner (only they open its stream), as the client that started the shared watcher.
+        self.services, self.run, self.base_url, self.viewer = services, run, base_url, viewer
         self.run_id = run.run_id
         self.gateway = DurableGateway(client)
         self._next_redelivery_check = 0.0
@@ -126,7 +128,8 @@ class RunFeed:
         updates: list[dict[str, Any]] = []
         while True:
             view = await build_run_view(self.services.store, self.services.tokens, self.run, state,
-                                        cursor=after if after >= 0 else None, base_url=self.base_url)
+                                        cursor=after if after >= 0 else None, base_url=self.base_url,
+                                        viewer=self.viewer)
             updates += [u.model_dump(mode="json") for u in view.updates]
             if len(view.updates) < UPDATES_PER_RESPONSE:
                 break
@@ -159,8 +162,8 @@ class WorkflowFeed:
     writes_answers = False
 
     def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, record: RunRecord,
-                 base_url: str) -> None:
-        self.services, self.record, self.base_url = services, record, base_url
+                 base_url: str, viewer: Principal) -> None:
+        self.services, self.record, self.base_url, self.viewer = services, record, base_url, viewer
         self.run_id = record.run_id
         self.gateway = WorkflowGateway(client)
         self.children = DurableGateway(client)
@@ -198,7 +201,8 @@ class WorkflowFeed:
         updates: list[dict[str, Any]] = []
         while True:
             view = await build_workflow_view(self.services, self.record, workflow_state,
-                                             cursor=after if after >= 0 else None, base_url=self.base_url)
+                                             cursor=after if after >= 0 else None, base_url=self.base_url,
+                                             viewer=self.viewer)
             updates += [s.model_dump(mode="json") for s in view.steps]
             if len(view.steps) < ENTRIES_PER_RESPONSE:
                 break

@@ -19,6 +19,7 @@ from agent_runs.services import RunServices
 from agent_runtime.settings_snapshot import current_settings
 from http_api import run_views, workflow_views
 from http_api.adapter import http_endpoint, query_model
+from http_api.caller import current_principal
 from http_api.fastapi_bridge import serve
 from http_api.problems import ApiProblem
 from http_api.request_context import base_url, verify_token
@@ -55,8 +56,9 @@ async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
             workflow_run=f"{base_url(req)}/api/workflows/runs/{run.run_id}/stream",
         )
     position = Position(start_cursor(req, services, run_views.TOKEN_SCOPE, run.run_id))
-    links = base_url(req)
-    return await open_stream(lambda: RunFeed(services, client, run, links), "run", run.run_id, position, links)
+    links, viewer = base_url(req), current_principal()
+    return await open_stream(lambda: RunFeed(services, client, run, links, viewer), "run", run.run_id, position,
+                             links)
 
 
 @http_endpoint
@@ -64,8 +66,8 @@ async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrat
     services = RunServices.current()
     record = await _workflow_run_or_404(services, req.route_params["run_id"])
     position = Position(start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id))
-    links = base_url(req)
-    return await open_stream(lambda: WorkflowFeed(services, client, record, links), "workflow", record.run_id,
+    links, viewer = base_url(req), current_principal()
+    return await open_stream(lambda: WorkflowFeed(services, client, record, links, viewer), "workflow", record.run_id,
                              position, links)
 
 

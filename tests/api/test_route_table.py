@@ -266,6 +266,16 @@ def test_every_registered_route_is_in_the_document_with_its_parameters_and_back(
     assert len(served) == len(ROUTES)
 
 
+def test_the_openapi_document_describes_what_a_caller_may_do_with_an_approval(app_host: InProcessHost) -> None:
+    """`decidable` / `editable` on every approval a response carries (optional booleans: older clients ignore them)."""
+    schemas = app_host.client.get("/api/openapi.json").json()["components"]["schemas"]
+    for model in ("PendingApproval", "ApprovalView", "InboxItem"):
+        fields = schemas[model]["properties"]
+        for name in ("decidable", "editable"):
+            assert fields[name]["type"] == "boolean" and fields[name]["description"], (model, name)
+            assert name not in schemas[model].get("required", []), (model, name)
+
+
 def test_every_function_of_the_app_is_what_the_worker_loads(app_host: InProcessHost) -> None:
     functions = app_host.engine.index.http_functions()
     assert {info.name for info in functions} == {route.name for route in (*ROUTES, *FALLBACK)}

@@ -12,6 +12,7 @@ from agent_runs.contracts import RunProgress
 from agent_runs.sequence import run_seq_range
 from agent_runtime.continuation import ContinuationTokens
 from http_api.durable_gateway import JUST_CREATED, OrchestrationState
+from http_api.identity import Principal
 from http_api.run_views import TOKEN_SCOPE, build_run_view, record_still_current
 from session_store import MessageRecord, RunRecord
 from session_store.records import Page
@@ -19,6 +20,7 @@ from session_store.records import Page
 RUNNING = RunRecord(run_id="r1", session_id="s1", agent="a", status="in_progress", ordinal=1)
 FIRST, _ = run_seq_range(1)
 TOKENS = ContinuationTokens(["test-secret-0123456789"])
+OWNER = Principal(id="anonymous", auth_type="none")
 
 
 def state(runtime: str, status: str | None = "in_progress") -> OrchestrationState[RunProgress]:
@@ -84,7 +86,7 @@ def test_a_start_shows_the_input_it_stored_without_reading_it_back(
         for i in range(2)
     ]
     view = asyncio.run(build_run_view(store, TOKENS, RUNNING, orchestration, cursor=None,  # type: ignore[arg-type]
-                                      base_url="http://app.test", known=known))
+                                      base_url="http://app.test", viewer=OWNER, known=known))
     assert [u.seq for u in view.updates] == [record.seq for record in known[:updates]]
     assert store.message_reads == reads
     assert view.continuation_token is not None

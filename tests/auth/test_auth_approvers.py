@@ -32,6 +32,15 @@ def waiting_run(app, callers: Callers, person, prompt: str, agent: str = "payer"
     return view["run_id"], view["pending_approvals"][0]["approval_id"]
 
 
+def waiting_workflow(app, callers: Callers, person) -> str:
+    """A `publish_flow` run of `person`'s, waiting at its gate (decided by a publisher)."""
+    started = app.http.post("/api/workflows/publish_flow/runs", json={"input": {"title": "T"}},
+                            headers=callers.headers(person))
+    assert started.status_code == 202, started.text
+    app.settle()
+    return started.json()["run_id"]
+
+
 def decide(app, callers: Callers, person, run_id: str, approval_id: str, decision: str = "approve",
            arguments: dict | None = None):
     body = {"decision": decision, **({"arguments": arguments} if arguments is not None else {})}
@@ -160,11 +169,7 @@ def test_an_escalated_approval_is_decided_by_whom_it_was_escalated_to(app_in, mo
 @pytest.mark.parametrize("mode", ["easyauth", "jwt"])
 def test_a_workflow_gate_is_decided_by_its_approver_role(app_in, model, mode: str) -> None:
     with app_in(mode) as (app, callers):
-        started = app.http.post("/api/workflows/publish_flow/runs", json={"input": {"title": "T"}},
-                                headers=callers.headers(ALICE))
-        assert started.status_code == 202, started.text
-        app.settle()
-        run_id = started.json()["run_id"]
+        run_id = waiting_workflow(app, callers, ALICE)
         [gate] = inbox(app, callers, DAVE)
         assert (gate["run_id"], gate["agent"], gate["kind"]) == (run_id, "publish_flow", "workflow")
         assert inbox(app, callers, ALICE) == [] and inbox(app, callers, CAROL) == []

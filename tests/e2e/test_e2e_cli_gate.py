@@ -1,15 +1,26 @@
-"""`agentctl`'s prompt for a workflow's sign-off gate: approve or reject only. A gate has no arguments to edit (the
-app refuses an edit with 422 `arguments_not_editable`), so the prompt does not offer one and answers "e" by asking
-again."""
+"""`agentctl`'s prompt offers what the server says the caller may do with an approval: an edit of the arguments only
+where it says `editable` (never a workflow's sign-off gate, never a call under separation of duties: the app refuses
+those edits), and no prompt at all where it says the caller may not decide (`decidable: false`). A server too old to
+say gets what agentctl did before: no edit for a gate (named `workflow_gate:<step>`), an edit for any other call."""
 
 from __future__ import annotations
 
 import io
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from agentctl.approve import decide_interactively
+
+EDIT_PROMPT = "Approve (a), reject (r) or edit the arguments (e)?"
+NO_EDIT_PROMPT = "Approve (a) or reject (r)?"
+GATE = {
+    "approval_id": "wf-1.sign_off.approval",
+    "tool": "workflow_gate:sign_off",
+    "arguments": {"step": "sign_off", "message": "Publish this draft?", "approver": "editor", "escalated": False},
+}
+PAYMENT = {"approval_id": "a-1", "tool": "pay", "arguments": {"to": "bob@example.com", "amount": 42}}
 
 
 class RecordingClient:
@@ -21,20 +32,56 @@ class RecordingClient:
         return {}
 
 
-def test_a_gate_is_approved_or_rejected_never_edited(monkeypatch) -> None:
+def answering(monkeypatch, *answers: str) -> Console:
     monkeypatch.setenv("EDITOR", "false")  # were an editor opened, the edit would fail loudly
     console = Console(file=io.StringIO(), width=120)
-    answers = iter(["e", "a"])
-    monkeypatch.setattr(console, "input", lambda prompt="", **_: (console.print(prompt, end=""), next(answers))[1])
-    gate = {
-        "approval_id": "wf-1.sign_off.approval",
-        "tool": "workflow_gate:sign_off",
-        "arguments": {"step": "sign_off", "message": "Publish this draft?", "approver": "editor", "escalated": False},
-    }
+    queued = iter(answers)
+    monkeypatch.setattr(console, "input", lambda prompt="", **_: (console.print(prompt, end=""), next(queued))[1])
+    return console
+
+
+@pytest.mark.parametrize(
+    "approval",
+    [
+        pytest.param({**GATE, "decidable": True, "editable": False}, id="gate"),
+        pytest.param(GATE, id="gate-from-a-server-that-does-not-say"),
+        pytest.param({**PAYMENT, "decidable": True, "editable": False}, id="separation-of-duties"),
+    ],
+)
+def test_where_the_arguments_are_not_editable_it_is_approved_or_rejected_never_edited(monkeypatch, approval) -> None:
+    console = answering(monkeypatch, "e", "a")  # "e" is no choice: asked again
     client = RecordingClient()
 
-    assert decide_interactively(console, client, "wf-1", gate) == "approved"  # type: ignore[arg-type]
+    assert decide_interactively(console, client, "r-1", approval) == "approved"  # type: ignore[arg-type]
 
     shown = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "Approve (a) or reject (r)?" in shown and "edit the arguments" not in shown
-    assert client.decisions == [("wf-1", "wf-1.sign_off.approval", "approve", {})]
+    assert NO_EDIT_PROMPT in shown and "edit the arguments" not in shown
+    assert client.decisions == [("r-1", approval["approval_id"], "approve", {})]
+
+
+@pytest.mark.parametrize(
+    "approval",
+    [
+        pytest.param({**PAYMENT, "decidable": True, "editable": True}, id="editable"),
+        pytest.param(PAYMENT, id="a-call-from-a-server-that-does-not-say"),
+    ],
+)
+def test_where_the_arguments_are_editable_an_edit_is_offered(monkeypatch, approval) -> None:
+    console = answering(monkeypatch, "a")
+    client = RecordingClient()
+
+    assert decide_interactively(console, client, "r-1", approval) == "approved"  # type: ignore[arg-type]
+
+    assert EDIT_PROMPT in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_an_approval_the_caller_may_not_decide_is_shown_not_asked(monkeypatch) -> None:
+    """The requester of a payment under separation of duties, following their run: it waits for someone else."""
+    console = answering(monkeypatch)  # any question would fail: nothing queued
+    client = RecordingClient()
+
+    outcome = decide_interactively(console, client, "r-1", {**PAYMENT, "decidable": False, "editable": False})
+
+    assert outcome == "not_decidable" and client.decisions == []
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "Approval needed" in shown and "Not yours to decide now" in shown and "Approve (a)" not in shown

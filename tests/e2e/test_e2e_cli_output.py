@@ -48,11 +48,13 @@ def test_a_workflow_waiting_at_its_sign_off_ends_wait_like_a_run_waiting_for_app
         assert view["status"] == "requires_action" and view["workflow"] == "review_pipeline"
         [gate] = view["pending_approvals"]
         assert gate["tool"] == "workflow_gate:sign_off"
+        assert (gate["decidable"], gate["editable"]) == (True, False)  # a sign-off: approve or reject only
 
-        # In a terminal the gate is asked for at once, as a run's approval is; the workflow then ends.
+        # In a terminal the gate is asked for at once, as a run's approval is (no edit offered); the workflow ends.
         child = spawn(app, *REVIEW_PIPELINE)
         child.expect("workflow_gate:sign_off")
-        child.expect(r"Approve \(a\)")
+        child.expect(r"Approve \(a\)(.*)\?")
+        assert child.match.group(1) == " or reject (r)", child.match.group(0)
         child.sendline("a")
         child.expect("Approved workflow_gate:sign_off")
         child.expect("completed")

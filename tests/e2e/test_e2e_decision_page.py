@@ -1,7 +1,8 @@
 """The decision page of one approval, in Chromium (Debian's, via Playwright): opened from the link a notification
 carries, it shows the call with readable arguments (a multi-line string as text), the run's last messages, the expiry
-and who may decide; opening it decides nothing; rejecting with a reason goes through the decision route. A link that
-was tampered with, or is for another approval, is refused. `DOCS_SCREENSHOTS=1` writes docs/decision-page.png."""
+and who may decide; opening it decides nothing; rejecting with a reason goes through the decision route; it offers an
+edit of the arguments only where the approval is `editable` (not a workflow's gate). A link that was tampered with,
+or is for another approval, is refused. `DOCS_SCREENSHOTS=1` writes docs/decision-page.png."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from e2e_harness import InProcessApp, pending_ids
 from playwright.sync_api import Page, expect
+from test_e2e_cli_output import review_script
 from ui_browser import chromium, chromium_page  # noqa: F401 - the browser and page fixtures
 from webhook_receiver import SECRET, WebhookReceiver
 
@@ -62,6 +64,7 @@ def test_the_link_opens_the_page_and_only_a_button_decides(
             page.screenshot(path=str(DOCS / "decision-page.png"), full_page=True)
         page.reload()  # opening (a mail scanner's prefetch, a second look) decides nothing
         expect(page.get_by_role("button", name="Approve")).to_be_enabled()
+        expect(page.get_by_text("Edit the arguments before approving")).to_be_visible()
         assert [a["status"] for a in app.approvals(run_id)] == ["pending"]
 
         page.get_by_label("Reason").fill("not before the audit")
@@ -103,6 +106,24 @@ def test_the_page_needs_the_approvers_sign_in(
         assert app.http.get(context, headers=easyauth("oid-mallory", "Mallory")).status_code == 404
         shown = app.http.get(context, headers=alice)
         assert shown.status_code == 200 and shown.json()["approval"]["status"] == "pending"
+
+
+def test_a_gate_s_page_offers_no_edit(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, page: Page,
+) -> None:
+    model.set_script(review_script())
+    with app_with(AGENTS_PACKAGE="served_agents", WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET) as app:
+        started = app.http.post("/api/workflows/review_pipeline/runs", json={"input": {"topic": "durable agents"}})
+        assert started.status_code == 202, started.text
+        app.settle()
+        [opened] = [d for d in receiver.accepted() if d.payload["type"] == "workflow.gate_opened"]
+        page.goto(app.host.base_url + opened.payload["data"]["links"]["page"])
+        expect(page.get_by_role("heading", level=2)).to_contain_text("workflow_gate:sign_off")
+        expect(page.get_by_role("button", name="Approve")).to_be_enabled()
+        expect(page.get_by_text("Edit the arguments before approving")).to_have_count(0)
+        page.get_by_role("button", name="Approve").click()
+        expect(page.get_by_role("status")).to_have_text("workflow_gate:sign_off: approved.")
 
 
 def easyauth(object_id: str, name: str) -> dict[str, str]:

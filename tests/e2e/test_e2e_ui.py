@@ -1,7 +1,8 @@
 """The page at `/api/ui` in a real browser: Debian's Chromium driven by Playwright (no browser download).
 
 Approve from the page and see the run complete; reject with a reason; edit the arguments with a schema error
-first; the answer's text appears while it is written; the layout works at 375 px. Skipped, loudly, only where no
+first; a workflow's sign-off gate offers no edit (its view says `editable: false`); the answer's text appears while
+it is written; the layout works at 375 px. Skipped, loudly, only where no
 Chromium is installed (`make install-browser` installs it with apt; CI runs it)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 from e2e_harness import InProcessApp
 from playwright.sync_api import Page, expect
+from test_e2e_cli_output import review_script
 from ui_browser import chromium, chromium_page  # the fixtures `browser` and `page`
 
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -73,6 +75,27 @@ def test_edit_the_arguments_a_schema_error_first(app: InProcessApp, model: Scrip
     [session] = app.snapshot().sessions.values()
     assert session["approvals"][0]["edited_arguments"] == {"account": "GB1234", "amount": 900}
     assert app.effects(session["session"]["session_id"], "transfer") == [{"account": "GB1234", "amount": 900}]
+
+
+def test_a_workflow_gate_is_approved_on_the_page_without_an_edit_offered(
+    app_with, model: ScriptedModelServer, page: Page
+) -> None:
+    model.set_script(review_script())
+    with app_with(AGENTS_PACKAGE="served_agents") as app:
+        started = app.http.post("/api/workflows/review_pipeline/runs", json={"input": {"topic": "durable agents"}})
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        app.settle()
+        for hash_ in (f"workflow/{run_id}", "inbox"):  # the workflow run's page, then the inbox: the same card
+            page.goto(f"{app.host.base_url}/api/ui#{hash_}")
+            card = page.locator("article.approval")
+            expect(card.get_by_role("heading")).to_contain_text("workflow_gate:sign_off")
+            expect(card.get_by_role("button", name="Approve")).to_be_visible()
+            expect(card.get_by_role("button", name="Edit arguments")).to_have_count(0)
+        card.get_by_role("button", name="Approve").click()
+        expect(card).to_contain_text("approved")
+        app.settle()
+        assert app.http.get(f"/api/workflows/runs/{run_id}").json()["status"] == "completed"
 
 
 def test_the_answer_appears_while_it_is_written(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:

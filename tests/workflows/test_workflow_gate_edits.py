@@ -1,6 +1,7 @@
 """A workflow's approval gate is a yes/no sign-off: approving it "with edited arguments" is refused with a 4xx that
-says so (422 `arguments_not_editable`, field `body.arguments`), not a 404 for an agent named after the workflow;
-the gate's own arguments sent back unchanged are no edit, and the gate is then decided as usual."""
+says so (422 `arguments_not_editable`, field `body.arguments`), not a 404 for an agent named after the workflow,
+and its views say so before (`editable: false`); the gate's own arguments sent back unchanged are no edit, and the
+gate is then decided as usual."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def test_a_gate_refuses_edited_arguments_and_is_still_decidable(request, model, 
     run_id = start(host, "review_pipeline", {"topic": "durable agents"})["run_id"]
     settle(host)
     [gate] = view(host, run_id)["pending_approvals"]
+    assert (gate["decidable"], gate["editable"]) == (True, False)  # what the route below does
     url = f"/api/runs/{run_id}/approvals/{gate['approval_id']}"
 
     edited = {**gate["arguments"], "message": "Publish something else?"}

@@ -1,5 +1,6 @@
 // One approval as a card: the call and its arguments, an argument editor (the tool's schema is checked by the API,
-// and its error is shown here), approve / reject with a reason, and the time left.
+// and its error is shown here), approve / reject with a reason, and the time left. It offers what the API says the
+// caller may do (`decidable`, `editable`; an older app says neither: everything is offered, as before).
 import { api, h, pretty, ApiError } from "./api.js";
 import { fieldsView } from "./values.js";
 
@@ -37,16 +38,21 @@ export function approvalCard(approval, { onDecided } = {}) {
   countdowns.add(tick);
   const approveButton = h("button", { type: "button", class: "primary", onclick: () => decide("approve") }, "Approve");
   const rejectButton = h("button", { type: "button", class: "danger", onclick: () => decide("reject") }, "Reject");
+  const decidable = approval.decidable !== false;
+  const editable = decidable && approval.editable !== false;
   const card = h("article", { class: "card approval", "data-approval-id": id, "aria-labelledby": `title-${id}` },
-    h("h3", { id: `title-${id}` }, `${approval.tool} `, h("span", { class: "meta" }, "needs your approval")),
+    h("h3", { id: `title-${id}` }, `${approval.tool} `,
+      h("span", { class: "meta" }, decidable ? "needs your approval" : "waits for an approver")),
     h("p", { class: "meta" }, approval.agent ? `${approval.agent} · ` : "",
       h("a", { href: `#run/${runId}` }, `run ${runId.slice(0, 8)}`), countdown,
       approval.escalated_to ? ` · escalated to ${approval.escalated_to}` : ""),
     fieldsView(approval.arguments || {}, { label: "arguments" }),
-    editToggle, editorWrap,
-    h("label", { for: `reason-${id}` }, "Reason (shown to the agent when you reject)"), reason,
-    errorBox,
-    h("div", { class: "actions" }, approveButton, rejectButton));
+    ...(decidable ? [
+      ...(editable ? [editToggle, editorWrap] : []),
+      h("label", { for: `reason-${id}` }, "Reason (shown to the agent when you reject)"), reason,
+      errorBox,
+      h("div", { class: "actions" }, approveButton, rejectButton),
+    ] : [h("p", { class: "meta", role: "status" }, "Not yours to decide now (another approver's, or past its deadline).")]));
 
   async function decide(decision) {
     errorBox.textContent = "";

@@ -28,7 +28,7 @@ function render(context) {
     h("label", { for: "edited" }, "Arguments (JSON)"), editor);
   const approve = h("button", { type: "button", class: "primary", onclick: () => decide("approve") }, "Approve");
   const reject = h("button", { type: "button", class: "danger", onclick: () => decide("reject") }, "Reject");
-  const open = a.status === "pending";
+  const open = a.status === "pending" && a.decidable !== false; // an older app does not say `decidable`
   main.replaceChildren(
     h("h2", {}, `${a.tool} `, h("span", { class: "meta" }, open ? "needs a decision" : a.status)),
     h("p", { class: "meta" }, `${context.agent} · run ${runId} · `, h("span", { class: `status ${context.run_status}` },
@@ -41,10 +41,10 @@ function render(context) {
     h("div", { class: "transcript", "aria-label": "last messages" },
       context.messages.map((m) => h("div", { class: `msg ${m.role}` }, m.text))),
     open ? h("section", { "aria-label": "decision" },
-      h("h3", {}, "Your decision"), editorWrap,
+      h("h3", {}, "Your decision"), ...(a.editable === false ? [] : [editorWrap]),
       h("label", { for: "reason" }, "Reason (shown to the agent when you reject)"), reason,
       errorBox, h("div", { class: "actions" }, approve, reject))
-      : h("p", { class: "warn", role: "status" }, decidedText(a)));
+      : h("p", { class: "warn", role: "status" }, a.status === "pending" ? notYours : decidedText(a)));
 
   async function decide(decision) {
     errorBox.textContent = "";
@@ -67,6 +67,8 @@ function render(context) {
     }
   }
 }
+
+const notYours = "You may not decide this approval now (another approver's, or past its deadline).";
 
 function decidedText(a) {
   if (a.status === "expired") return "This approval has expired.";

@@ -75,7 +75,7 @@ async def approval_context(req: func.HttpRequest) -> func.HttpResponse:
     page = await store.list_messages(run.session_id, run_id=run.run_id, after_seq=max(last - 60, -1), limit=100)
     messages = [m for m in (_context_message(r) for r in page.items) if m is not None][-CONTEXT_MESSAGES:]
     return json_response(ApprovalContext(
-        approval=ApprovalView.of(record), agent=run.agent, run_status=run.status,
+        approval=ApprovalView.of(record, run), agent=run.agent, run_status=run.status,
         arguments_text=arguments_text(record.arguments), messages=messages,
     ))
 
