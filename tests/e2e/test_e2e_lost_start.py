@@ -135,6 +135,10 @@ def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkey
     assert (run["status"], run["error"]["code"]) == ("failed", "start_failed"), run
     messages = app.http.get(f"/api/sessions/{run['session_id']}/messages").json()["messages"]
     assert [m["role"] for m in messages] == ["user"], messages  # the input only: nothing ran
+    # Given up, it is no failed step to repeat (the caller was told it never started, and may have started it again):
+    # a rewind is refused, as for a run whose orchestration never started at all.
+    rewind = app.http.post(f"/api/runs/{run_id}/rewind")
+    assert (rewind.status_code, rewind.json().get("code")) == (409, "run_not_rewindable"), rewind.text
     return run_id
 
 
