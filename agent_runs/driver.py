@@ -287,9 +287,11 @@ class RunDriver:
         self._after_approvals()
         return command
 
-    def on_failure(self, reason: str) -> LoopCommand:
-        """An activity failed after its retries: the run fails with the reason."""
-        self._remember_resume_point()
+    def on_failure(self, reason: str, *, repeatable: bool = True) -> LoopCommand:
+        """An activity failed after its retries: the run fails with the reason. `repeatable=False`: the step found
+        the run closed before it (given up by its start): nothing for a rewind to repeat."""
+        if repeatable:
+            self._remember_resume_point()
         self._step_completed()
         return self._loop.send(Fail(reason=reason))
 

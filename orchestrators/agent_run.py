@@ -296,7 +296,10 @@ def _discover_tools(
         return done
     discovered = discover_tools.result(task)
     if isinstance(discovered, StepFailure):
-        return driver.on_failure(f"{discovered.code}: {discovered.message}")
+        # Any other code is the verdict of a run closed before discovery (`activities.mcp`): it ends as its record
+        # says, with no resume point (a rewind of a run given up by its start would run the turn its caller retried).
+        repeatable = discovered.code == DISCOVERY_FAILED
+        return driver.on_failure(f"{discovered.code}: {discovered.message}", repeatable=repeatable)
     return None
 
 

@@ -244,13 +244,16 @@ class WorkflowDriver:
         `reads_record_first`: the flag keeps histories from before replaying): one given up by its start (closed
         `start_failed`, the caller answered 5xx) whose orchestration the host started all the same ends as the record
         says, without running a step (the caller's retry runs the work). A read that fails for good fails the
-        workflow before its first step."""
+        workflow before its first step, as that step failing would: a rewind starts it from there, without reading
+        again (the rewind reopened the record)."""
         if not self.ref.reads_record_first or self.state.generation:
             return None
         try:
             closed = yield from self._call(workflow_closed_before, self.ref)
         except _StepFailed as failed:
             self._fail(failed.failure)
+            state = self.state.model_copy(update={"generation": self.state.generation + 1}, deep=True)
+            self._resume_point = WorkflowInput(ref=self.ref, state=state)
             return None
         if closed is None:
             return None

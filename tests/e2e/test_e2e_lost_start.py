@@ -135,6 +135,10 @@ def closed_run_starts_late(app: InProcessApp, model: ScriptedModelServer, monkey
     assert (run["status"], run["error"]["code"]) == ("failed", "start_failed"), run
     messages = app.http.get(f"/api/sessions/{run['session_id']}/messages").json()["messages"]
     assert [m["role"] for m in messages] == ["user"], messages  # the input only: nothing ran
+    # Given up, it is no failed step to repeat (the caller was told it never started, and may have started it again):
+    # a rewind is refused, as for a run whose orchestration never started at all.
+    rewind = app.http.post(f"/api/runs/{run_id}/rewind")
+    assert (rewind.status_code, rewind.json().get("code")) == (409, "run_not_rewindable"), rewind.text
     return run_id
 
 
@@ -167,3 +171,24 @@ def test_a_workflow_given_up_whose_orchestration_starts_late_runs_no_step(
         assert not [e for e in history["historyEvents"] if e["EventType"] == "TimerCreated"], history
         view = app.http.get(f"/api/workflows/runs/{run_id}").json()
         assert (view["status"], view["error"]["code"], view["steps"]) == ("failed", "start_failed", []), view
+
+
+@watches_the_app_in_process  # makes the app's workflow start land after it failed
+def test_a_retry_of_a_workflow_given_up_starts_anew_only_under_another_idempotency_key(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What docs/workflows.md tells a caller answered 5xx: the same `Idempotency-Key` answers with the workflow
+    given up (`start_failed`, no second run); a retry without it (or with another) starts a new workflow run."""
+    model.set_script(Script.of("never asked"))
+    with app_with(AGENTS_PACKAGE="served_agents") as app:
+        landings = starts_land_late(app, monkeypatch, workflow=True)
+        route, body, key = "/api/workflows/follow_up/runs", {"input": {"ticket": "T-2"}}, {"Idempotency-Key": "wf-1"}
+        assert app.http.post(route, json=body, headers=key).status_code >= 500
+        [(run_id, land)] = landings
+        land()
+        app.host.wait_until_idle(skip_timers=True)
+        again = app.http.post(route, json=body, headers=key).json()
+        assert (again["run_id"], again["status"], again["error"]["code"]) == (run_id, "failed", "start_failed"), again
+        fresh = app.http.post(route, json=body).json()
+        assert fresh["run_id"] != run_id and fresh["status"] != "failed", fresh

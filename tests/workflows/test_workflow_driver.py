@@ -720,3 +720,19 @@ def test_workflows_started_before_the_check_do_not_read_their_record() -> None:
     """Their histories hold no such activity: replayed as they ran (the flag is absent from their input)."""
     assert Drive(_driver(review_pipeline)).calls(workflow_closed_before) == []
     assert "reads_record_first" not in WorkflowRef(run_id="wf1", workflow="flow").model_dump(mode="json")
+
+
+def test_a_record_that_cannot_be_read_fails_the_workflow_where_a_rewind_runs_its_first_step() -> None:
+    """A store failing for longer than the read's retries fails the workflow before its first step (nothing ran): as
+    a first step failing so would, a rewind starts it again - from its first step, without reading again (the
+    rewind reopened the record). Before, it failed with no resume point: a rewind was refused (`run_not_rewindable`)
+    where the same outage one activity later could be repaired."""
+    failure = Failed(code="activity_failed", message="an internal step failed (correlation id c6)")
+    reads = lambda r: failure if isinstance(r, CallActivity) and r.activity is workflow_closed_before else None  # noqa: E731
+    run = Drive(_reading_record(review_pipeline), reads)
+    assert run.ran() == [] and (run.outcome.status, run.outcome.code) == ("failed", "activity_failed")
+    resume = run.outcome.resume
+    assert resume is not None and (resume.state.pc, resume.state.generation, resume.state.attempts) == (0, 1, {})
+    again = Drive(WorkflowDriver(review_pipeline, resume), _results())
+    assert again.calls(workflow_closed_before) == [] and again.ran()[0] == "write"
+    assert again.outcome.status == "completed"
