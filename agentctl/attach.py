@@ -120,8 +120,11 @@ class Attachment:
         self._stop_spinner()
         self._end_text()
         for approval in pending:
-            if approval["approval_id"] not in self._asked:
-                self._asked.add(approval["approval_id"])
+            # One not the caller's to decide is shown once as waiting, and asked once it becomes theirs (an
+            # escalation to a role they hold): the key says which of the two was done.
+            key = f"{approval['approval_id']}{'' if approval.get('decidable') is not False else ' (waiting)'}"
+            if key not in self._asked:
+                self._asked.add(key)
                 decide_interactively(self.console, self.client, run_id, approval)
 
     def _end_text(self) -> None:
