@@ -108,3 +108,25 @@ def test_an_approval_that_becomes_the_callers_to_decide_is_asked_then(monkeypatc
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "Not yours to decide now" in shown and EDIT_PROMPT in shown
     assert client.decisions == [("r-1", "a-1", "approve", {})]
+
+
+def test_a_session_that_cannot_prompt_points_to_the_inbox_only_where_the_approval_is_the_callers(monkeypatch) -> None:
+    """Exit 4 with a hint: `agentctl approvals` where the caller may decide; where the app says they may not (their
+    own payment, under separation of duties) their inbox would be empty: they are told it waits for another."""
+    from agentctl import attach
+    from agentctl.events import Status
+    from agentctl.exit_codes import WAITING_FOR_APPROVAL
+
+    for approval, hint in (({**PAYMENT, "decidable": False, "editable": False}, "Waiting for another approver"),
+                           ({**PAYMENT, "decidable": True, "editable": False}, "Decide with: agentctl approvals"),
+                           (PAYMENT, "Decide with: agentctl approvals")):  # a server too old to say
+        events = [Status("requires_action", [approval])]
+        monkeypatch.setattr(attach, "follow", lambda client, view, workflow=False, events=events: iter(events))
+        console = answering(monkeypatch)
+        client = RecordingClient()
+        client.poll = lambda run_id, workflow=False: {"run_id": run_id, "status": "requires_action"}  # type: ignore[attr-defined]
+
+        attachment = attach.Attachment(console, client, interactive=False)  # type: ignore[arg-type]
+        assert attachment.run({"run_id": "r-1", "status": "requires_action"}) == WAITING_FOR_APPROVAL
+
+        assert hint in console.file.getvalue()  # type: ignore[attr-defined]
