@@ -19,8 +19,11 @@ from agentctl.follow import follow
 RESULT_PREVIEW = 200
 
 
-def waiting_hint(run_id: str) -> str:
-    """What a session that cannot prompt says when the run waits for a person (it exits 4)."""
+def waiting_hint(run_id: str, pending: list[dict[str, Any]] | None = None) -> str:
+    """What a session that cannot prompt says when the run waits for a person (it exits 4): where to decide, unless
+    the app says none of its `pending` approvals is the caller's to decide (their inbox would not list them)."""
+    if pending and all(approval.get("decidable") is False for approval in pending):
+        return f"Waiting for another approver: not yours to decide (run {run_id})"
     return f"Waiting for approval. Decide with: agentctl approvals (run {run_id})"
 
 
@@ -74,7 +77,7 @@ class Attachment:
                     self.final = self.client.poll(view["run_id"], workflow=self.workflow)
                     for approval in event.pending_approvals:
                         show_request(self.console, approval)
-                    self.console.print(waiting_hint(view["run_id"]))
+                    self.console.print(waiting_hint(view["run_id"], event.pending_approvals))
                     return WAITING_FOR_APPROVAL
                 self._ask(view["run_id"], event.pending_approvals)
         return 1  # the stream ended without its `done` event
@@ -120,8 +123,11 @@ class Attachment:
         self._stop_spinner()
         self._end_text()
         for approval in pending:
-            if approval["approval_id"] not in self._asked:
-                self._asked.add(approval["approval_id"])
+            # One not the caller's to decide is shown once as waiting, and asked once it becomes theirs (an
+            # escalation to a role they hold): the key says which of the two was done.
+            key = f"{approval['approval_id']}{'' if approval.get('decidable') is not False else ' (waiting)'}"
+            if key not in self._asked:
+                self._asked.add(key)
                 decide_interactively(self.console, self.client, run_id, approval)
 
     def _end_text(self) -> None:

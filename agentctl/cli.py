@@ -213,7 +213,7 @@ def _print_view(args: argparse.Namespace, console: Console, view: dict[str, Any]
     for approval in view.get("pending_approvals") or []:
         console.print(f"  waiting for approval {approval['approval_id']}: {approval['tool']}({approval['arguments']})")
     if code == WAITING_FOR_APPROVAL:
-        console.print(waiting_hint(view["run_id"]))
+        console.print(waiting_hint(view["run_id"], view.get("pending_approvals")))
     return code
 
 

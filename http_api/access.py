@@ -70,6 +70,12 @@ def approval_rights(principal: Principal, record: ApprovalRecord, run: RunRecord
     return ApprovalRights(decidable=decidable, editable=decidable and edit_refusal(record) is None)
 
 
+def rights_key(principal: Principal) -> str:
+    """All of `principal` that `approval_rights` depends on: views built for one caller tell every caller with the same
+    key what they may do (a run's shared stream watcher is one per key; its owner's tokens may hold other roles)."""
+    return "\n".join((principal.id, principal.auth_type, *sorted(principal.roles)))
+
+
 def is_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime) -> bool:
     """Whether the approval can still be decided: pending, before its deadline, in a run that has not finished."""
     expired = record.expires_at is not None and record.expires_at <= now

@@ -95,7 +95,7 @@ class RunFeed:
 
     def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord,
                  base_url: str, viewer: Principal) -> None:
-        # `viewer`: the run's owner (only they open its stream), as the client that started the shared watcher.
+        # `viewer`: the run's owner (only they open its stream) with the roles of this watcher's clients' tokens.
         self.services, self.run, self.base_url, self.viewer = services, run, base_url, viewer
         self.run_id = run.run_id
         self.gateway = DurableGateway(client)

@@ -18,6 +18,7 @@ from azurefunctions.extensions.http.fastapi import Request, Response, StreamingR
 from agent_runs.services import RunServices
 from agent_runtime.settings_snapshot import current_settings
 from http_api import run_views, workflow_views
+from http_api.access import rights_key
 from http_api.adapter import http_endpoint, query_model
 from http_api.caller import current_principal
 from http_api.fastapi_bridge import serve
@@ -58,7 +59,7 @@ async def _open_run(req: func.HttpRequest, client: df.DurableOrchestrationClient
     position = Position(start_cursor(req, services, run_views.TOKEN_SCOPE, run.run_id))
     links, viewer = base_url(req), current_principal()
     return await open_stream(lambda: RunFeed(services, client, run, links, viewer), "run", run.run_id, position,
-                             links)
+                             links, rights_key(viewer))
 
 
 @http_endpoint
@@ -68,17 +69,18 @@ async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrat
     position = Position(start_cursor(req, services, workflow_views.TOKEN_SCOPE, record.run_id))
     links, viewer = base_url(req), current_principal()
     return await open_stream(lambda: WorkflowFeed(services, client, record, links, viewer), "workflow", record.run_id,
-                             position, links)
+                             position, links, rights_key(viewer))
 
 
 async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str, position: StreamPosition,
-                      links: str = "") -> Response:
+                      links: str = "", viewer: str = "") -> Response:
     """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
     its failure raised before anything is sent), `position` deciding what the client is sent. A client that has had
     everything (back after `done`) gets 204 No Content: an `EventSource` stops reconnecting at a 204. `links`: the
-    root of the links the feed builds; clients share a watcher only with the same one (locally the request's host)."""
+    root of the links the feed builds; clients share a watcher only with the same one (locally the request's host).
+    `viewer`: whom the feed's views say what they may do for (`access.rights_key`): shared only with the same one."""
     settings = current_settings(StreamSettings)
-    lease = Lease(REGISTRY.acquire(kind, run_id, make_feed, settings, links))
+    lease = Lease(REGISTRY.acquire(kind, run_id, make_feed, settings, links, viewer))
     try:
         await lease.watcher.ready()
         if lease.watcher.failure is not None:  # nothing streamed yet: answer with the problem (503 for an outage)

@@ -223,21 +223,23 @@ MAX_LINK_ROOTS_PER_RUN = 4
 
 
 class WatcherRegistry:
-    """The watchers of this process, by (kind, run id, links' root), per event loop (tests run several hosts in one
-    process). The links' root is the configured one on Azure (one watcher per run); locally it is the request's host,
+    """The watchers of this process, by (kind, run id, links' root, viewer), per event loop (tests run several hosts in
+    one process). The viewer is what the views it builds say each client may do with an approval for
+    (`access.rights_key`): a client whose token holds other roles gets a watcher of its own, never another's rights.
+    The links' root is the configured one on Azure (one watcher per run and viewer); locally it is the request's host,
     and a watcher shared across host names gave every client the links of whichever started it. A run is watched
     through at most `MAX_LINK_ROOTS_PER_RUN` roots at once: a local client sending a new `Host` header on each request
     started a watcher, polling the run, for each."""
 
     def __init__(self) -> None:
-        self._watchers: dict[tuple[int, str, str, str], RunWatcher] = {}
+        self._watchers: dict[tuple[int, str, str, str, str], RunWatcher] = {}
 
     def acquire(self, kind: str, run_id: str, make_feed: Callable[[], Feed], settings: StreamSettings,
-                links: str = "") -> RunWatcher:
-        key = (id(asyncio.get_running_loop()), kind, run_id, links)
+                links: str = "", viewer: str = "") -> RunWatcher:
+        key = (id(asyncio.get_running_loop()), kind, run_id, links, viewer)
         watcher = self._watchers.get(key)
         if watcher is None or not watcher.watching:
-            roots = [k for k, w in self._watchers.items() if k[:3] == key[:3] and k != key and w.watching]
+            roots = {k[3] for k, w in self._watchers.items() if k[:3] == key[:3] and k[3] != links and w.watching}
             if len(roots) >= MAX_LINK_ROOTS_PER_RUN:
                 raise ApiProblem(
                     429, "too_many_stream_hosts", "Too many host names stream this run",
@@ -250,7 +252,7 @@ class WatcherRegistry:
         watcher.subscribe()
         return watcher
 
-    def _release(self, key: tuple[int, str, str, str], watcher: RunWatcher) -> None:
+    def _release(self, key: tuple[int, str, str, str, str], watcher: RunWatcher) -> None:
         if self._watchers.get(key) is watcher:
             del self._watchers[key]
 
@@ -267,7 +269,7 @@ class WatcherRegistry:
 
     def stats(self, run_id: str) -> list[WatcherStats]:
         """What the watchers of `run_id` did (tests check that streams share one)."""
-        return [w.stats for (_, _, rid, _), w in self._watchers.items() if rid == run_id]
+        return [w.stats for (_, _, rid, _, _), w in self._watchers.items() if rid == run_id]
 
 
 REGISTRY = WatcherRegistry()

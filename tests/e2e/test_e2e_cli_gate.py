@@ -85,3 +85,48 @@ def test_an_approval_the_caller_may_not_decide_is_shown_not_asked(monkeypatch) -
     assert outcome == "not_decidable" and client.decisions == []
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "Approval needed" in shown and "Not yours to decide now" in shown and "Approve (a)" not in shown
+
+
+def test_an_approval_that_becomes_the_callers_to_decide_is_asked_then(monkeypatch) -> None:
+    """Following their run, the owner is first told a call waits for another approver (a payments approver decides
+    it); at its first deadline it is escalated to a role the owner holds, and the stream's next `status` says it is
+    now theirs to decide: they are asked then (an approval is asked once, but shown as waiting is not asked)."""
+    from agentctl import attach
+    from agentctl.events import Done, Status
+
+    waiting = {**PAYMENT, "decidable": False, "editable": False}
+    escalated = {**PAYMENT, "decidable": True, "editable": True, "escalated_to": "role:Supervisors"}
+    events = [Status("requires_action", [waiting]), Status("requires_action", [escalated]),
+              Status("requires_action", [escalated]), Done({"status": "completed", "run_id": "r-1"})]
+    monkeypatch.setattr(attach, "follow", lambda client, view, workflow=False: iter(events))
+    console = answering(monkeypatch, "a")  # one question, for the escalated call: a second would fail
+    client = RecordingClient()
+
+    attachment = attach.Attachment(console, client, interactive=True)  # type: ignore[arg-type]
+    attachment.run({"run_id": "r-1", "status": "requires_action"})
+
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "Not yours to decide now" in shown and EDIT_PROMPT in shown
+    assert client.decisions == [("r-1", "a-1", "approve", {})]
+
+
+def test_a_session_that_cannot_prompt_points_to_the_inbox_only_where_the_approval_is_the_callers(monkeypatch) -> None:
+    """Exit 4 with a hint: `agentctl approvals` where the caller may decide; where the app says they may not (their
+    own payment, under separation of duties) their inbox would be empty: they are told it waits for another."""
+    from agentctl import attach
+    from agentctl.events import Status
+    from agentctl.exit_codes import WAITING_FOR_APPROVAL
+
+    for approval, hint in (({**PAYMENT, "decidable": False, "editable": False}, "Waiting for another approver"),
+                           ({**PAYMENT, "decidable": True, "editable": False}, "Decide with: agentctl approvals"),
+                           (PAYMENT, "Decide with: agentctl approvals")):  # a server too old to say
+        events = [Status("requires_action", [approval])]
+        monkeypatch.setattr(attach, "follow", lambda client, view, workflow=False, events=events: iter(events))
+        console = answering(monkeypatch)
+        client = RecordingClient()
+        client.poll = lambda run_id, workflow=False: {"run_id": run_id, "status": "requires_action"}  # type: ignore[attr-defined]
+
+        attachment = attach.Attachment(console, client, interactive=False)  # type: ignore[arg-type]
+        assert attachment.run({"run_id": "r-1", "status": "requires_action"}) == WAITING_FOR_APPROVAL
+
+        assert hint in console.file.getvalue()  # type: ignore[attr-defined]

@@ -467,3 +467,43 @@ def test_a_lone_surrogate_in_a_streamed_answer_goes_out_as_a_replacement_charact
     assert of(rest, "done")[0]["status"] == "completed"
     view = stream_app.http.get(f"/api/runs/{run_id}").json()
     assert view["status"] == "completed" and view["output"]["text"] == "Sixteen chars okthen \ufffd and the rest"
+
+
+def easyauth(person: str, *roles: str) -> dict[str, str]:
+    """What App Service Authentication passes for `person` holding `roles` (their token of the moment)."""
+    import base64
+
+    claims = [{"typ": "oid", "val": person}, {"typ": "name", "val": person},
+              *({"typ": "roles", "val": role} for role in roles)]
+    principal = {"auth_typ": "aad", "name_typ": "name", "role_typ": "roles", "claims": claims}
+    return {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(json.dumps(principal).encode()).decode(),
+            "X-MS-CLIENT-PRINCIPAL-ID": person, "X-MS-CLIENT-PRINCIPAL-NAME": person}
+
+
+def test_what_a_stream_says_its_caller_may_do_is_said_for_that_caller_not_for_whoever_opened_the_watcher(
+    model: ScriptedModelServer, marker_dir
+) -> None:
+    """The run's watcher is shared, and its `status` events say what the caller may do with each approval
+    (`decidable`): computed for whoever started the watcher, a second client of the owner's whose token holds other
+    roles (a role revoked since, another app's token) was told it may decide what the decide route refuses it."""
+    model.set_script(Script.of(Reply.call("publish", {"text": "hello"}), "Published."))
+    env = app_settings(model.base_url, SESSION_STORE_PATH=":memory:", E2E_MARKER_DIR=str(marker_dir),
+                       AUTH_MODE="easyauth", AGENTS_PACKAGE="rights_agents")
+    reviewer, plain = easyauth("alice", "Reviewers"), easyauth("alice")
+    with running_app(env, "sqlite") as app:
+        started = app.http.post("/api/agents/reviewed/runs", json={"input": "publish it"}, headers=reviewer)
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        app.settle()
+
+        def waiting(events: Iterator[ServerSentEvent]) -> dict[str, Any]:
+            [pending] = read_until(events, lambda e: e.event == "status")[-1].json()["pending_approvals"]
+            return pending
+
+        with sse(app, run_id, headers=reviewer) as first, sse(app, run_id, headers=plain) as second:
+            assert waiting(first.iter_sse())["decidable"] is True
+            pending = waiting(second.iter_sse())
+            refused = app.http.post(f"/api/runs/{run_id}/approvals/{pending['approval_id']}",
+                                    json={"decision": "approve"}, headers=plain)
+            assert refused.status_code == 403 and refused.json()["code"] == "not_an_approver", refused.text
+            assert (pending["decidable"], pending["editable"]) == (False, False)

@@ -131,3 +131,39 @@ def test_approve_from_the_inbox_then_follow_the_run(app: InProcessApp, model: Sc
     # The run view's own status lines stay until the inbox has loaded: wait for the inbox's.
     expect(page.get_by_role("heading", name="Approvals waiting for you")).to_be_visible()
     expect(page.get_by_role("status").filter(has_text="Nothing waits for your decision.")).to_be_visible()
+
+
+def test_a_run_view_offers_a_decision_once_the_approval_is_escalated_to_the_viewer(
+    app_with, model: ScriptedModelServer, page: Page
+) -> None:
+    """Alice, a supervisor, follows her run: its call waits for a reviewer (not her: no buttons); at its first
+    deadline it is escalated to the supervisors, the stream says it is now hers to decide, and the card offers it."""
+    import base64
+    import json
+
+    from rights_agents import FIRST_DEADLINE_SECONDS
+
+    model.set_script(Script.of(Reply.call("publish", {"text": "hello"}), "Published."))
+    picked = "alice+Supervisors"  # as the page's local principal picker sends it
+    claims = [{"typ": "name", "val": picked}, {"typ": "oid", "val": picked}, {"typ": "roles", "val": "Supervisors"}]
+    principal = {"auth_typ": "aad", "name_typ": "name", "role_typ": "roles", "claims": claims}
+    headers = {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(json.dumps(principal).encode()).decode(),
+               "X-MS-CLIENT-PRINCIPAL-ID": "alice", "X-MS-CLIENT-PRINCIPAL-NAME": "alice"}
+    with app_with(AUTH_MODE="easyauth", AGENTS_PACKAGE="rights_agents") as app:
+        started = app.http.post("/api/agents/reviewed/runs", json={"input": "publish it"}, headers=headers)
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        app.settle()
+        page.goto(f"{app.host.base_url}/api/ui#chat")
+        page.get_by_label("Principal (local host)").fill(picked)
+        page.get_by_role("button", name="Act as").click()
+        page.goto(f"{app.host.base_url}/api/ui#run/{run_id}")
+        card = page.locator("article.approval")
+        expect(card).to_contain_text("waits for an approver")
+        expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+
+        app.advance(FIRST_DEADLINE_SECONDS + 1)
+        app.settle()
+        expect(card.get_by_role("button", name="Approve")).to_be_visible()
+        card.get_by_role("button", name="Approve").click()
+        expect(page.get_by_test_id("run-status")).to_have_text("completed")

@@ -28,7 +28,7 @@ export function runPanel(runId, { onDone } = {}) {
   const element = h("section", { class: "run", "data-run-id": runId, "aria-label": `run ${runId}` },
     h("p", { class: "meta" }, `run ${runId} · `, badge, " ", cancel), timeline, transcript, approvals, outcome);
   const seenSeq = new Set();
-  const shownApprovals = new Set();
+  const shownApprovals = new Map(); // approval id → its card, and whether it offered a decision
   let writing = null;
   let source = null;
   let shownStatus = null;
@@ -46,9 +46,14 @@ export function runPanel(runId, { onDone } = {}) {
     badge.className = `status ${status}`;
     cancel.hidden = FINAL.has(status);
     for (const approval of pending) {
-      if (shownApprovals.has(approval.approval_id)) continue;
-      shownApprovals.add(approval.approval_id);
-      approvals.append(approvalCard({ ...approval, run_id: runId }));
+      // A card shown as waiting for another approver is replaced once the approval becomes the person's to decide
+      // (escalated to a role they hold); one they may decide stays as it is (their edit in progress is kept).
+      const shown = shownApprovals.get(approval.approval_id);
+      const decidable = approval.decidable !== false;
+      if (shown && (shown.decidable || !decidable)) continue;
+      const card = approvalCard({ ...approval, run_id: runId });
+      if (shown) shown.card.replaceWith(card); else approvals.append(card);
+      shownApprovals.set(approval.approval_id, { card, decidable });
     }
   }
 
