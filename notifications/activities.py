@@ -83,12 +83,8 @@ async def start_or_wake(client: df.DurableOrchestrationClient, subscription: str
     """Start the delivery orchestration of (subscription, run), or wake it if it runs (its id is deterministic, so a
     retried activity starts it once). The events are recorded before: a started orchestration reads them."""
     instance_id = delivery_instance_id(subscription, run_id)
-    if await _running(client, instance_id):
-        try:
-            await client.raise_event(instance_id, WAKE_EVENT, {})
-            return
-        except Exception:  # it ended between the look and the wake-up (410): start it again
-            log.info("delivery %s ended before its wake-up", instance_id)
+    if await _running(client, instance_id) and await _woken(client, instance_id):
+        return
     payload: dict[str, Any] = DeliveryInput(run_id=run_id, session_id=session_id,
                                             subscription=subscription).model_dump(mode="json")
     try:
@@ -101,6 +97,17 @@ async def start_or_wake(client: df.DurableOrchestrationClient, subscription: str
 async def _running(client: df.DurableOrchestrationClient, instance_id: str) -> bool:
     status = await client.get_status(instance_id)
     return status is not None and status.runtime_status is not None and status.runtime_status.value in RUNNING
+
+
+async def _woken(client: df.DurableOrchestrationClient, instance_id: str) -> bool:
+    """Wake a delivery orchestration just seen running; False if the wake-up failed: most likely it ended between
+    that look and the wake-up (410)."""
+    try:
+        await client.raise_event(instance_id, WAKE_EVENT, {})
+        return True
+    except Exception:
+        log.info("delivery %s not woken: ended since it was looked at?", instance_id, exc_info=True)
+        return False
 
 
 async def start_redelivery(
@@ -116,10 +123,15 @@ async def start_redelivery(
 
 
 async def wake_if_running(client: df.DurableOrchestrationClient, subscription: str, run_id: str) -> None:
-    """Wake the delivery orchestration of (subscription, run) if it waits, so it sees the run ended and ends too."""
+    """Wake the delivery orchestration of (subscription, run) if it waits, so it sees the run ended and ends too (one
+    that ended meanwhile needs no wake-up)."""
     instance_id = delivery_instance_id(subscription, run_id)
+    if not await _running(client, instance_id) or await _woken(client, instance_id):
+        return
+    # Ended since the look: nothing to wake (failing the step for it would leave the subscriptions after this one
+    # unwoken until the step's retry). Still running: a real failure, the step is retried.
     if await _running(client, instance_id):
-        await client.raise_event(instance_id, WAKE_EVENT, {})
+        raise RuntimeError(f"delivery {instance_id} runs but could not be woken")
 
 
 @client_activity()

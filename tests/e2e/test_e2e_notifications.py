@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -414,26 +414,73 @@ def delivery_statuses(app: InProcessApp, run_id: str) -> dict[str, str]:
     return {key: app.history(f"notify-{key}-{run_id}")["runtimeStatus"] for key in keys}
 
 
+@contextmanager
+def waiting_with_slack(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, slack: WebhookReceiver,
+) -> Iterator[tuple[InProcessApp, str, str, dict[str, str]]]:
+    """A run waiting for its approval, with two subscriptions that do not want its end: Slack's (approval requests
+    only) and a webhook's (`WEBHOOK_EVENTS=approval.*`). Yields the app, the run, the approval, and each delivery
+    orchestration's status (both running, waiting while the run waits)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(**webhook_settings(receiver, WEBHOOK_EVENTS="approval.*", SLACK_WEBHOOK_URL=slack.url)) as app:
+        view = app.start_until_approval()
+        [approval_id] = pending_ids(view)
+        app.settle()
+        statuses = delivery_statuses(app, view["run_id"])
+        assert len(statuses) == 2 and set(statuses.values()) == {"Running"}
+        yield app, view["run_id"], approval_id, statuses
+
+
+def approved_deliveries_end(
+    app: InProcessApp, run_id: str, approval_id: str, receiver: WebhookReceiver, slack: WebhookReceiver,
+) -> None:
+    """Approve: the run ends, its decision is delivered to the webhook, and every delivery orchestration ends."""
+    statuses = delivery_statuses(app, run_id)
+    assert app.decide(run_id, approval_id, "approve").status_code == 202
+    app.settle()
+    assert app.view(run_id)["status"] == "completed"
+    assert receiver.types() == ["approval.requested", "approval.decided"] and len(slack.accepted()) == 1
+    assert delivery_statuses(app, run_id) == {key: "Completed" for key in statuses}
+
+
 def test_deliveries_end_with_the_run_for_subscriptions_that_skip_its_final_event(
     app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
     receiver: WebhookReceiver, slack: WebhookReceiver,
 ) -> None:
     """Slack is sent approval requests only, and `WEBHOOK_EVENTS` may leave out the run's end: their delivery
     orchestrations still end with the run, rather than wait for a wake-up forever (one more per run)."""
-    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
-    with app_with(**webhook_settings(receiver, WEBHOOK_EVENTS="approval.*", SLACK_WEBHOOK_URL=slack.url)) as app:
-        view = app.start_until_approval()
-        run_id = view["run_id"]
-        [approval_id] = pending_ids(view)
-        app.settle()
-        statuses = delivery_statuses(app, run_id)
-        assert len(statuses) == 2 and set(statuses.values()) == {"Running"}  # waiting while the run waits
+    with waiting_with_slack(app_with, model, receiver, slack) as (app, run_id, approval_id, _):
+        approved_deliveries_end(app, run_id, approval_id, receiver, slack)
 
-        assert app.decide(run_id, approval_id, "approve").status_code == 202
-        app.settle()
-        assert app.view(run_id)["status"] == "completed"
-        assert receiver.types() == ["approval.requested", "approval.decided"] and len(slack.accepted()) == 1
-        assert delivery_statuses(app, run_id) == {key: "Completed" for key in statuses}
+
+@watches_the_app_in_process
+def test_the_run_end_wakes_every_delivery_though_one_ends_before_its_wake_up(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    receiver: WebhookReceiver, slack: WebhookReceiver, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's end wakes each delivery orchestration that runs. The webhook's was still sending the decision when
+    the run ended, so it found the run ended and ended itself, between the look that saw it running and its wake-up:
+    that wake-up's 410 failed the whole step, and Slack's delivery, after it, was woken only by the step's retry (on
+    Azure seconds later; under load the test's run ended with Slack's still running)."""
+    with waiting_with_slack(app_with, model, receiver, slack) as (app, run_id, approval_id, statuses):
+        [webhook] = [f"notify-{key}-{run_id}" for key in statuses if key != "slack"]
+        gateway = app.app_module("http_api.durable_gateway").DurableGateway
+        wake = DurableOrchestrationClient.raise_event
+        wakes: list[str] = []
+
+        async def ended_before_the_wake(self: Any, instance_id: str, name: str, *args: Any, **kwargs: Any) -> None:
+            wakes.append(instance_id)
+            if instance_id == webhook and wakes.count(webhook) == 2:  # the run's end's, once it was seen running
+                receiver.release()  # the decision is delivered, and the delivery finds the run ended
+                await until_completed(gateway(self), instance_id)
+            await wake(self, instance_id, name, *args, **kwargs)
+
+        monkeypatch.setattr(DurableOrchestrationClient, "raise_event", ended_before_the_wake)
+        receiver.hold()  # the webhook's delivery is still sending the decision when the run ends
+        approved_deliveries_end(app, run_id, approval_id, receiver, slack)
+        assert wakes.count(webhook) == 2
+        assert app.history(run_id)["runtimeStatus"] == "Completed"  # its end's step did not fail
 
 
 @watches_the_app_in_process
