@@ -22,6 +22,8 @@ import azure.durable_functions as df
 from azurefunctions.extensions.http.fastapi import Response
 
 from agent_runs.services import RunServices
+from http_api.caller import current_principal
+from http_api.identity import Principal
 from http_api.models import FINAL_STATUSES
 from http_api.openai_responses.events import Draft, ResponseEventStream
 from http_api.openai_responses.ids import ResponseRef
@@ -40,8 +42,9 @@ class ResponseFeed(RunFeed):
 
     kind = "response"
 
-    def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord) -> None:
-        super().__init__(services, client, run, base_url="")
+    def __init__(self, services: RunServices, client: df.DurableOrchestrationClient, run: RunRecord,
+                 viewer: Principal) -> None:
+        super().__init__(services, client, run, base_url="", viewer=viewer)
         self._previous: str | None = None  # the first turn's previous_response_id, read once
         self._previous_read = False
 
@@ -106,4 +109,7 @@ async def open_response_stream(
     background: bool | None = None,
 ) -> Response:
     position = ResponsePosition(ref, starting_after, background)
-    return await open_stream(lambda: ResponseFeed(services, client, run), ResponseFeed.kind, run.run_id, position)
+    # The caller's rights are in no Responses event (an `mcp_approval_request` says none): clients share the watcher.
+    viewer = current_principal()
+    return await open_stream(lambda: ResponseFeed(services, client, run, viewer), ResponseFeed.kind, run.run_id,
+                             position)
