@@ -70,10 +70,14 @@ def approval_rights(principal: Principal, record: ApprovalRecord, run: RunRecord
     return ApprovalRights(decidable=decidable, editable=decidable and edit_refusal(record) is None)
 
 
-def rights_key(principal: Principal) -> str:
+RightsKey = tuple[str, ...]
+
+
+def rights_key(principal: Principal) -> RightsKey:
     """All of `principal` that `approval_rights` depends on: views built for one caller tell every caller with the same
     key what they may do (a run's shared stream watcher is one per key; its owner's tokens may hold other roles)."""
-    return "\n".join((principal.id, principal.auth_type, *sorted(principal.roles)))
+    # A tuple, not a joined string: a role holding the separator would make another role set's key.
+    return (principal.id, principal.auth_type, *sorted(principal.roles))
 
 
 def is_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime) -> bool:

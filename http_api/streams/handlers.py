@@ -18,7 +18,7 @@ from azurefunctions.extensions.http.fastapi import Request, Response, StreamingR
 from agent_runs.services import RunServices
 from agent_runtime.settings_snapshot import current_settings
 from http_api import run_views, workflow_views
-from http_api.access import rights_key
+from http_api.access import RightsKey, rights_key
 from http_api.adapter import http_endpoint, query_model
 from http_api.caller import current_principal
 from http_api.fastapi_bridge import serve
@@ -73,7 +73,7 @@ async def _open_workflow_run(req: func.HttpRequest, client: df.DurableOrchestrat
 
 
 async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str, position: StreamPosition,
-                      links: str = "", viewer: str = "") -> Response:
+                      links: str = "", viewer: RightsKey = ()) -> Response:
     """The SSE response of one client: the run's shared watcher (started on first use, waited for its first reading,
     its failure raised before anything is sent), `position` deciding what the client is sent. A client that has had
     everything (back after `done`) gets 204 No Content: an `EventSource` stops reconnecting at a 204. `links`: the

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runs import live_drafts
+from http_api.access import RightsKey
 from http_api.problems import ApiProblem
 
 from .cursor import done_fingerprint, fingerprint
@@ -232,10 +233,10 @@ class WatcherRegistry:
     started a watcher, polling the run, for each."""
 
     def __init__(self) -> None:
-        self._watchers: dict[tuple[int, str, str, str, str], RunWatcher] = {}
+        self._watchers: dict[tuple[int, str, str, str, RightsKey], RunWatcher] = {}
 
     def acquire(self, kind: str, run_id: str, make_feed: Callable[[], Feed], settings: StreamSettings,
-                links: str = "", viewer: str = "") -> RunWatcher:
+                links: str = "", viewer: RightsKey = ()) -> RunWatcher:
         key = (id(asyncio.get_running_loop()), kind, run_id, links, viewer)
         watcher = self._watchers.get(key)
         if watcher is None or not watcher.watching:
@@ -252,7 +253,7 @@ class WatcherRegistry:
         watcher.subscribe()
         return watcher
 
-    def _release(self, key: tuple[int, str, str, str, str], watcher: RunWatcher) -> None:
+    def _release(self, key: tuple[int, str, str, str, RightsKey], watcher: RunWatcher) -> None:
         if self._watchers.get(key) is watcher:
             del self._watchers[key]
 
