@@ -15,7 +15,7 @@ from pydantic import Field
 
 from agent_runtime.approvers import ANONYMOUS, may_decide
 from http_api.caller import current_principal
-from http_api.identity import Principal
+from http_api.identity import CREDENTIAL_FIELDS, Principal
 from http_api.problems import ApiProblem, not_found
 from session_store import ApprovalRecord, ApprovalStatus, RunRecord, SessionStore
 from session_store.rules import is_unwritten_start
@@ -78,6 +78,11 @@ def rights_key(principal: Principal) -> RightsKey:
     key what they may do (a run's shared stream watcher is one per key; its owner's tokens may hold other roles)."""
     # A tuple, not a joined string: a role holding the separator would make another role set's key.
     return (principal.id, principal.auth_type, *sorted(principal.roles))
+
+
+def rights_field(key: RightsKey) -> str | None:
+    """The request field the caller of `key` came in (their credential, whose roles are in the key)."""
+    return CREDENTIAL_FIELDS.get(key[1]) if len(key) > 1 else None
 
 
 def is_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime) -> bool:

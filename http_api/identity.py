@@ -55,6 +55,8 @@ ROLE_CLAIMS = ("roles", "http://schemas.microsoft.com/ws/2008/06/identity/claims
 JWT_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"})
 # The Easy Auth headers naming who calls (`-NAME` is only shown, and a display name may hold a comma).
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id")
+# The request field each mode reads the caller and their roles from (`none` has no credential: one caller).
+CREDENTIAL_FIELDS = {"easyauth": "header.x-ms-client-principal", "jwt": "header.Authorization"}
 INVALID_TOKEN_DETAIL = "The bearer token is not valid."
 DISCOVERY_TIMEOUT_SECONDS = 10
 
@@ -295,7 +297,7 @@ class JwtValidator:
         # The scheme first: another scheme's one credential may hold commas (`Digest a=1, b=2`), a bearer token never.
         if scheme.lower() != "bearer" or not token.strip():
             raise unauthenticated("Send Authorization: Bearer <token>.", scheme="Bearer")
-        check_sent_once(headers, "authorization", field="header.Authorization", scheme="Bearer",
+        check_sent_once(headers, "authorization", field=CREDENTIAL_FIELDS["jwt"], scheme="Bearer",
                         error="invalid_request", detail="Send one Authorization: Bearer <token> header.")
         try:
             claims = self.validate(token.strip())

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_runs import live_drafts
-from http_api.access import RightsKey
+from http_api.access import RightsKey, rights_field
 from http_api.problems import ApiProblem
 
 from .cursor import done_fingerprint, fingerprint
@@ -221,6 +221,40 @@ class Lease:
 
 MAX_LINK_ROOTS_PER_RUN = 4
 """Watchers of one run through distinct host names at once (locally: `localhost`, `127.0.0.1`, `[::1]`, a proxy's)."""
+MAX_VIEWERS_PER_RUN = 16
+"""Watchers of one run for distinct viewers at once, each polling the orchestration and the store (Cosmos RU). Only
+a run's owner may stream it (`runs.run_or_404`), so its viewers are the role sets the owner's tokens hold at once: a
+handful (a role granted or revoked mid-run, tokens of a few client apps); 16 leaves room for those, and bounds the
+watchers of an owner whose tokens carry ever-new role sets."""
+
+WatcherKey = tuple[int, str, str, str, RightsKey]
+LINKS, VIEWER = 3, 4  # the parts of a `WatcherKey` that a run's watchers may take only a few values of
+
+
+def too_many_hosts(others: int, key: WatcherKey) -> ApiProblem:
+    return ApiProblem(
+        429, "too_many_stream_hosts", "Too many host names stream this run",
+        f"This run is streamed through {others} other host names at once, the most there may be"
+        f" ({MAX_LINK_ROOTS_PER_RUN}); stream it through one of them, or once one of their streams ends.",
+        field="header.host",
+    )
+
+
+def too_many_viewers(others: int, key: WatcherKey) -> ApiProblem:
+    poll = f"/api/workflows/runs/{key[2]}" if key[1] == "workflow" else f"/api/runs/{key[2]}"
+    return ApiProblem(
+        429, "too_many_stream_viewers", "Too many role sets stream this run",
+        f"This run is streamed at once by {others} tokens holding other roles, the most there may be"
+        f" ({MAX_VIEWERS_PER_RUN}); poll it instead (GET {poll}), or stream it once one of their streams ends.",
+        field=rights_field(key[VIEWER]),
+    )
+
+
+# What a new watcher of a run must not exceed: (the key's part, how many values, the problem past that).
+CAPS: tuple[tuple[int, int, Callable[[int, WatcherKey], ApiProblem]], ...] = (
+    (LINKS, MAX_LINK_ROOTS_PER_RUN, too_many_hosts),
+    (VIEWER, MAX_VIEWERS_PER_RUN, too_many_viewers),
+)
 
 
 class WatcherRegistry:
@@ -228,32 +262,30 @@ class WatcherRegistry:
     one process). The viewer is what the views it builds say each client may do with an approval for
     (`access.rights_key`): a client whose token holds other roles gets a watcher of its own, never another's rights.
     The links' root is the configured one on Azure (one watcher per run and viewer); locally it is the request's host,
-    and a watcher shared across host names gave every client the links of whichever started it. A run is watched
-    through at most `MAX_LINK_ROOTS_PER_RUN` roots at once: a local client sending a new `Host` header on each request
-    started a watcher, polling the run, for each."""
+    and a watcher shared across host names gave every client the links of whichever started it. Each watcher polls
+    the run, so a run is watched through at most `MAX_LINK_ROOTS_PER_RUN` roots and by at most `MAX_VIEWERS_PER_RUN`
+    viewers at once (`CAPS`): a local client sending a new `Host` header on each request, or an owner whose tokens
+    carry ever-new role sets, started a watcher for each. A root or viewer already watching the run is never refused."""
 
     def __init__(self) -> None:
-        self._watchers: dict[tuple[int, str, str, str, RightsKey], RunWatcher] = {}
+        self._watchers: dict[WatcherKey, RunWatcher] = {}
 
     def acquire(self, kind: str, run_id: str, make_feed: Callable[[], Feed], settings: StreamSettings,
                 links: str = "", viewer: RightsKey = ()) -> RunWatcher:
-        key = (id(asyncio.get_running_loop()), kind, run_id, links, viewer)
+        key: WatcherKey = (id(asyncio.get_running_loop()), kind, run_id, links, viewer)
         watcher = self._watchers.get(key)
         if watcher is None or not watcher.watching:
-            roots = {k[3] for k, w in self._watchers.items() if k[:3] == key[:3] and k[3] != links and w.watching}
-            if len(roots) >= MAX_LINK_ROOTS_PER_RUN:
-                raise ApiProblem(
-                    429, "too_many_stream_hosts", "Too many host names stream this run",
-                    f"This run is streamed through {len(roots)} other host names at once, the most there may be"
-                    f" ({MAX_LINK_ROOTS_PER_RUN}); stream it through one of them, or once one of their streams ends.",
-                    field="header.host",
-                )
+            for part, most, problem in CAPS:
+                others = {k[part] for k, w in self._watchers.items()
+                          if k[:3] == key[:3] and k[part] != key[part] and w.watching}
+                if len(others) >= most:
+                    raise problem(len(others), key)
             watcher = RunWatcher((kind, run_id), make_feed(), settings, lambda w: self._release(key, w))
             self._watchers[key] = watcher
         watcher.subscribe()
         return watcher
 
-    def _release(self, key: tuple[int, str, str, str, RightsKey], watcher: RunWatcher) -> None:
+    def _release(self, key: WatcherKey, watcher: RunWatcher) -> None:
         if self._watchers.get(key) is watcher:
             del self._watchers[key]
 

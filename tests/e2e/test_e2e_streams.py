@@ -507,3 +507,60 @@ def test_what_a_stream_says_its_caller_may_do_is_said_for_that_caller_not_for_wh
                                     json={"decision": "approve"}, headers=plain)
             assert refused.status_code == 403 and refused.json()["code"] == "not_an_approver", refused.text
             assert (pending["decidable"], pending["editable"]) == (False, False)
+
+
+def wait_for_watchers(app: InProcessApp, before: dict[str, int], count: int) -> None:
+    """Until the app's watchers since `before` are `count` (a client that left is noticed at the host's next write)."""
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while app.live_streams(since=before)["watchers"] != count:
+        assert time.monotonic() < deadline, f"the watchers did not come to {count}: {app.live_streams(since=before)}"
+        time.sleep(0.01)
+
+
+def test_a_run_is_streamed_by_a_few_viewers_at_once_not_one_watcher_per_role_set(
+    model: ScriptedModelServer, marker_dir
+) -> None:
+    """Each viewer (caller, auth mode, roles) gets a watcher of its own, polling the run; roles come from the identity
+    provider's token, so an owner whose tokens carry ever-new role sets started a watcher for each. A run is watched
+    by at most `MAX_VIEWERS_PER_RUN` viewers at once: one more is a 429 problem naming its credential; a viewer
+    already watching joins its watcher at the cap; a viewer whose streams end frees its slot; nothing is left."""
+    from http_api.streams.watchers import MAX_VIEWERS_PER_RUN
+
+    model.set_script(Script.of("Many viewers."))
+    env = app_settings(model.base_url, SESSION_STORE_PATH=":memory:", E2E_MARKER_DIR=str(marker_dir),
+                       AUTH_MODE="easyauth", STREAM_PING_SECONDS="0.2")
+    viewers = [easyauth("alice", f"role-{n}") for n in range(MAX_VIEWERS_PER_RUN + 1)]
+    with running_app(env, "sqlite") as app:
+        before = app.live_streams()
+        model.hold_answers()
+        try:
+            started = app.http.post("/api/agents/helper/runs", json={"input": "hi"}, headers=viewers[0])
+            assert started.status_code == 202, started.text
+            run_id = started.json()["run_id"]
+            wait_for_model_calls(model, 1)
+            with ExitStack() as streams:
+                for viewer in viewers[2:MAX_VIEWERS_PER_RUN]:
+                    streams.enter_context(sse(app, run_id, headers=viewer))
+                with sse(app, run_id, headers=viewers[1]) as leaving:
+                    next(leaving.iter_sse())
+                    streams.enter_context(sse(app, run_id, headers=viewers[0]))
+                    refused = streams.enter_context(app.http.stream(
+                        "GET", f"/api/runs/{run_id}/stream", headers=viewers[-1], timeout=PROGRESS_TIMEOUT_S))
+                    assert (refused.status_code, refused.headers["content-type"]) == (429, PROBLEM_JSON)
+                    problem = json.loads(refused.read())
+                    streams.enter_context(sse(app, run_id, headers=viewers[0]))  # a viewer watching joins
+                    assert app.live_streams(since=before) == {
+                        "watchers": MAX_VIEWERS_PER_RUN, "subscribers": MAX_VIEWERS_PER_RUN + 1}
+                wait_for_watchers(app, before, MAX_VIEWERS_PER_RUN - 1)  # viewer 1's only stream ended
+                newcomer = streams.enter_context(sse(app, run_id, headers=viewers[-1]))
+                assert app.live_streams(since=before) == {
+                    "watchers": MAX_VIEWERS_PER_RUN, "subscribers": MAX_VIEWERS_PER_RUN + 1}
+                model.release_answers()
+                [done] = of(read_until(newcomer.iter_sse(), is_done), "done")
+        finally:
+            model.release_answers()  # a failure above must not leave the run held for the host's stop
+        wait_for_watchers(app, before, 0)
+        assert app.live_streams(since=before) == {"watchers": 0, "subscribers": 0}
+    assert (problem["code"], problem["field"]) == ("too_many_stream_viewers", "header.x-ms-client-principal")
+    assert f"GET /api/runs/{run_id}" in problem["detail"], problem
+    assert done["status"] == "completed" and done["output"]["text"] == "Many viewers."
