@@ -3,7 +3,7 @@
     agentctl run AGENT "text" [--session ID] [--wait]
     agentctl approvals [--watch]        agentctl runs [--status S] [--agent A]     agentctl sessions
     agentctl show RUN [--follow]        agentctl cancel RUN             (RUN: an agent run or a workflow run)
-    agentctl rewind RUN [--follow]      agentctl fork RUN ["new input"] [--wait]
+    agentctl rewind RUN [--follow]      agentctl fork RUN ["new input"] [--wait]   (fork: an agent run)
     agentctl export RUN -o case.json    (a transcript to replay as a test: agent_testing.replay)
     agentctl workflows list             agentctl workflows run NAME --input JSON [--wait]
 
@@ -160,7 +160,8 @@ def _dispatch(args: argparse.Namespace, client: AgentsClient, console: Console, 
     if args.command == "rewind":
         body = client.rewind(args.run_id)
         if args.follow:
-            return _attach(args, client, console, client.poll(args.run_id), interactive, live=True)
+            view = client.view(args.run_id)
+            return _attach(args, client, console, view, interactive, live=True, workflow="workflow" in view)
         _emit(args, console, body, lambda b: f"Run {b['run_id']} goes on from {b['rewind']['from_step']} "
               f"(iteration {b['rewind']['iteration']}): agentctl show {b['run_id']} --follow")
         return COMPLETED

@@ -88,7 +88,13 @@ class AgentsClient:
         return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))
 
     def rewind(self, run_id: str) -> dict[str, Any]:
-        return self._json(self.http.post(f"/api/runs/{run_id}/rewind"))
+        """Rewind a failed run, whatever its kind: the workflow route only when the app says it is a workflow run."""
+        try:
+            return self._json(self.http.post(f"/api/runs/{run_id}/rewind"))
+        except ApiError as error:
+            if error.code != "run_is_a_workflow":
+                raise
+            return self._json(self.http.post(f"/api/workflows/runs/{run_id}/rewind"))
 
     def fork(self, run_id: str, text: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {} if text is None else {"input": text}
