@@ -21,6 +21,7 @@ from rich.text import Text
 
 from agentctl import problems
 from agentctl.client import AgentsClient, ApiError
+from agentctl.interrupted import forget_interrupted_print
 
 CHOICES = {"a": "approve", "r": "reject", "e": "edit"}
 # How a server that does not say `editable` names a workflow's sign-off gate (approve or reject only): its fallback.
@@ -81,6 +82,7 @@ def decide_interactively(console: Console, client: AgentsClient, run_id: str, ap
             return "approved"
         return _edit_and_approve(console, client, run_id, approval)
     except KeyboardInterrupt:
+        forget_interrupted_print(console)
         console.print()
         raise
     except ApiError as error:

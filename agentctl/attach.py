@@ -15,6 +15,7 @@ from agentctl.client import AgentsClient
 from agentctl.events import Answer, Decision, Done, Status, StepEnded, TextDelta, ToolCall, ToolResult
 from agentctl.exit_codes import DETACHED, WAITING_FOR_APPROVAL, for_status
 from agentctl.follow import follow
+from agentctl.interrupted import forget_interrupted_print
 
 RESULT_PREVIEW = 200
 
@@ -49,6 +50,7 @@ class Attachment:
                 self.console.print(header)
             return self._follow(view)
         except KeyboardInterrupt:
+            forget_interrupted_print(self.console)
             self._stop_spinner()
             self.console.print(f"\nDetached: run {view['run_id']} goes on. "
                                f"Re-attach with: agentctl show {view['run_id']} --follow")

@@ -31,6 +31,7 @@ from agentctl.attach import Attachment, waiting_hint
 from agentctl.client import AgentsClient, ApiError, Connection
 from agentctl.events import FINAL
 from agentctl.exit_codes import COMPLETED, DETACHED, STDOUT_CLOSED, USAGE, WAITING_FOR_APPROVAL, for_status
+from agentctl.interrupted import forget_interrupted_print
 
 WATCH_INTERVAL_SECONDS = 2.0
 
@@ -131,6 +132,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except problems.Problem as problem:
         return _report(args, errors, problem)
     except KeyboardInterrupt:
+        forget_interrupted_print(console)
         console.print()  # end the line a prompt or spinner left open
         return DETACHED
     finally:

@@ -78,7 +78,7 @@ class ScriptedModelServer:
         self._thread_loop: asyncio.AbstractEventLoop | None = None
         self._hold_lock = threading.Lock()
         self._holding = False
-        self._held: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._held: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None], bool]] = []  # (.., mid-stream)
         self._pause_after: int | None = None
         # (time.monotonic(), chunk) of every streamed chunk as it is written, when `chunk_times` is a list
         self.chunk_times: list[tuple[float, dict[str, Any]]] | None = None
@@ -99,12 +99,17 @@ class ScriptedModelServer:
         with self._hold_lock:
             self._pause_after = after_chunks
 
-    def release_answers(self) -> None:
-        """Send the held answers and stop holding new ones."""
+    def release_answers(self, *, keep_mid_stream: bool = False) -> None:
+        """Send the held answers and stop holding new ones. `keep_mid_stream`: only the answers held whole
+        (`hold_answers`), which then stop half-written as `hold_mid_stream` says, as streams already stopped stay: a
+        test can have every call in flight before any answer is sent, then some answers sent and some half-written."""
         with self._hold_lock:
-            self._holding, held, self._held = False, self._held, []
-            self._pause_after = None
-        for loop, waiter in held:
+            held = [entry for entry in self._held if not (keep_mid_stream and entry[2])]
+            self._held = [entry for entry in self._held if keep_mid_stream and entry[2]]
+            self._holding = False
+            if not keep_mid_stream:
+                self._pause_after = None
+        for loop, waiter, _ in held:
             loop.call_soon_threadsafe(_resolve, waiter)
 
     def set_script(self, responder: Responder | Script | None) -> None:
@@ -291,7 +296,7 @@ class ScriptedModelServer:
             if not (self._pause_after is not None if mid_stream else self._holding):
                 return
             waiter = asyncio.get_running_loop().create_future()
-            self._held.append((asyncio.get_running_loop(), waiter))
+            self._held.append((asyncio.get_running_loop(), waiter, mid_stream))
         await waiter
 
     async def _serve_answer(

@@ -276,6 +276,34 @@ async def test_a_held_call_is_logged_at_once_and_answered_on_release(scripted_mo
     assert (await pending).choices[0].message.content == "slow answer"
 
 
+async def test_answers_held_whole_go_while_streams_stop_half_written_until_the_full_release(scripted_model, sdk):
+    """Every call in flight before any answer is sent; then the fault and a stream's first chunk are sent, and the
+    rest of the stream only on the full release."""
+    text = "a streamed answer, written in several chunks"
+    refusing = Rule(match=Match(last_user="refuse"), reply=Reply(fault=Fault.bad_request()))
+    scripted_model.set_script(Script(rules=[refusing], default=Reply.say(text)))
+    scripted_model.hold_answers()
+    scripted_model.hold_mid_stream(after_chunks=1)
+    scripted_model.chunk_times = []
+    try:
+        refused = asyncio.ensure_future(
+            sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "refuse"}])
+        )
+        streamed = asyncio.ensure_future(sdk.chat.completions.create(model="m", messages=USER, stream=True))
+        await asyncio.to_thread(scripted_model.log.wait_for, 2)
+        scripted_model.release_answers(keep_mid_stream=True)
+        with pytest.raises(openai.BadRequestError):
+            await refused
+        stream = await streamed
+        chunks = [await anext(stream)]
+        assert len(scripted_model.chunk_times) == 1  # the stream stopped after its first chunk
+        scripted_model.release_answers()
+        chunks += [chunk async for chunk in stream]
+    finally:
+        scripted_model.chunk_times = None
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+
+
 async def test_reset_releases_held_answers(scripted_model, sdk):
     scripted_model.set_script(Script.of("first", "second"))
     scripted_model.hold_answers()

@@ -5,6 +5,7 @@ codes say how the run ended: 0 completed, 1 failed, 3 cancelled, 4 waiting for a
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -249,6 +250,58 @@ def test_ctrl_c_at_the_prompt_ends_its_line(app: InProcessApp, model: ScriptedMo
     assert inbox.before.removeprefix("^C").startswith("\r\n")  # the shell's prompt will start on a new line
     inbox.close()
     assert inbox.exitstatus == 130
+
+
+class _CtrlCAsItIsWritten(io.StringIO):
+    """A terminal where Ctrl-C lands once `text` has been written, before rich has cleared it from its buffer (the
+    process descheduled there: the person sees it and presses Ctrl-C)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def flush(self) -> None:
+        super().flush()
+        if self.getvalue().endswith(self.text) and "^C" not in self.getvalue():
+            self.write("^C")  # the terminal's echo
+            raise KeyboardInterrupt
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_ctrl_c_as_the_prompt_is_written_ends_its_line_without_writing_it_again() -> None:
+    from rich.console import Console
+
+    from agentctl.approve import decide_interactively
+
+    terminal = _CtrlCAsItIsWritten("[a/r/e]: ")
+    approval = {"approval_id": "a1", "tool": "transfer", "arguments": {"account": "GB1234"}, "editable": True}
+    with pytest.raises(KeyboardInterrupt):
+        decide_interactively(Console(file=terminal, width=80), None, "run-1", approval)  # type: ignore[arg-type]
+    shown = terminal.getvalue()
+    assert shown.count("[a/r/e]") == 1 and shown.endswith("[a/r/e]: ^C\n"), shown  # before, the prompt came twice
+
+
+def test_ctrl_c_as_an_answer_or_a_line_is_written_detaches_without_writing_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.console import Console
+
+    from agentctl import attach, cli
+    from agentctl.events import TextDelta
+
+    terminal = _CtrlCAsItIsWritten("Hello")
+    monkeypatch.setattr(attach, "follow", lambda client, view, workflow=False: iter([TextDelta("Hello")]))
+    attachment = attach.Attachment(Console(file=terminal, width=200), None, interactive=True)  # type: ignore[arg-type]
+    assert attachment.run({"run_id": "r1"}) == 130
+    assert terminal.getvalue().startswith("Hello^C\nDetached: run r1 goes on."), terminal.getvalue()
+
+    terminal = _CtrlCAsItIsWritten("3 runs\n")  # any other command's output: the command's own handler
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(cli, "_dispatch", lambda args, client, console, interactive: console.print("3 runs"))
+    assert cli.main(["--url", "http://127.0.0.1:9", "runs"]) == 130
+    assert terminal.getvalue() == "3 runs\n^C\n"
 
 
 def test_with_no_editor_set_the_first_installed_one_opens_and_is_named(

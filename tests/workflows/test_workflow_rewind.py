@@ -335,18 +335,36 @@ def _runtime(host, run_id: str) -> str | None:
     return status.get("runtimeStatus") if status else None
 
 
+def _took_its_cancel(host, run_id: str) -> bool:
+    """The run's orchestration took its cancel: it waits for its model call, within the grace timer it set."""
+    status = host.get_status(run_id, show_history=True) or {}
+    return any(event["EventType"] == "TimerCreated" for event in status.get("historyEvents") or [])
+
+
+def _start_with_legal_refused(host, model) -> str:
+    """Start `parallel_fail_fast_flow`, its legal branch's model call refused, the mailer's and finance's answers to
+    stop half-written; returns once every branch is at its model call, every answer held (the caller sends legal's
+    refusal with `release_answers(keep_mid_stream=True)`). A branch still on its way to its model call when the step
+    cancels it would end at once, without the call the test holds it on."""
+    standard = standard_script()
+    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
+    model.set_script(standard.model_copy(update={"rules": refusing}))
+    model.hold_answers()
+    model.hold_mid_stream(after_chunks=1)
+    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)
+    return run_id
+
+
 def test_a_fail_fast_step_whose_failed_branch_was_rewound_and_completed_still_fails(host, model) -> None:
     """The legal branch fails and the step cancels the others; while they end, the legal branch is rewound on its own
     and completes. The step still fails, naming the branches it cancelled (before, with its failure gone and the
     cancelled branches left out, it completed `ok` with their empty outputs)."""
-    standard = standard_script()
-    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
-    model.set_script(standard.model_copy(update={"rules": refusing}))
-    model.hold_mid_stream(after_chunks=1)  # the mailer's and finance's answers stop half-written; legal's fault is sent
-    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    run_id = _start_with_legal_refused(host, model)
     mailer, legal, finance = (f"{run_id}.fan.{branch}" for branch in ("mailer", "legal", "finance"))
+    model.release_answers(keep_mid_stream=True)  # legal's fault is sent; the others stop half-written
     _until(lambda: _runtime(host, legal) == "Completed", "the legal branch failed and rang")  # the ring is its last
-    model.set_script(standard)
+    model.set_script(standard_script())
     calls = model.log.total
     assert host.client.post(f"/api/runs/{legal}/rewind").status_code == 202
     model.log.wait_for(calls + 1, timeout=PROGRESS_TIMEOUT_S)  # the rewound run is at its model call
@@ -362,17 +380,21 @@ def test_a_fail_fast_step_whose_failed_branch_was_rewound_and_completed_still_fa
     assert [host.client.get(f"/api/runs/{c}").json()["status"] for c in (mailer, finance)] == ["cancelled"] * 2
 
 
-def _crashing_branch(monkeypatch, branch: str) -> None:
-    """The orchestration of any run of branch `branch` of a step `fan` crashes at its next episode."""
+def _crash(host, monkeypatch, run_id: str) -> None:
+    """Branch `run_id`'s orchestration, waiting on its model call, crashes at an episode of its own (an event it does
+    not expect) and ends `Failed`."""
     module = sys.modules["orchestrators.agent_run"]  # the host's modules: the app's orchestrator
     events = module.ExternalEvents
 
     def crash(context, *args):
-        if context.instance_id.endswith(f".fan.{branch}"):
+        if context.instance_id == run_id:
             raise RuntimeError("the orchestrator crashed")
         return events(context, *args)
 
     monkeypatch.setattr(module, "ExternalEvents", crash)
+    poked = host.client.post(f"/runtime/webhooks/durabletask/instances/{run_id}/raiseEvent/poke", json={})
+    assert poked.status_code == 202, poked.text
+    _until(lambda: _runtime(host, run_id) == "Failed", "the branch's orchestration crashed")
 
 
 @watches_the_app_in_process  # crashes a child run's orchestration in the app's worker
@@ -382,21 +404,18 @@ def test_a_fail_fast_step_waits_for_its_cancelled_branches_when_one_crashes(host
     orchestration crashes, before the ring or while it is cancelled. The step still waits for the mailer to end, then
     fails (before, its wait ended at the crash: the step was recorded with the mailer running, or the workflow failed
     as non-deterministic, the host's WhenAll waiting for every child)."""
-    standard = standard_script()
-    refusing = [Rule(match=Match(system="law and compliance"), reply=Reply(fault=Fault.bad_request())), *standard.rules]
-    model.set_script(standard.model_copy(update={"rules": refusing}))
-    model.hold_mid_stream(after_chunks=1)  # the mailer's and finance's answers stop half-written; legal's fault is sent
-    if crash == "before_the_ring":
-        _crashing_branch(monkeypatch, "finance")  # at its first episode, before any model call
-    run_id = start(host, "parallel_fail_fast_flow", {"topic": "a DPA"})["run_id"]
+    run_id = _start_with_legal_refused(host, model)
     mailer, legal, finance = (f"{run_id}.fan.{branch}" for branch in ("mailer", "legal", "finance"))
+    if crash == "before_the_ring":
+        # Legal's refusal is still held. Nothing rings: the crash's own ring, scheduled where finance's history holds
+        # its model call, ends it as non-deterministic instead.
+        _crash(host, monkeypatch, finance)
+    model.release_answers(keep_mid_stream=True)  # legal's refusal is sent; the others stop half-written
     _until(lambda: _runtime(host, legal) == "Completed", "the legal branch failed and rang")
     if crash == "while_cancelled":
-        model.log.wait_for(3, timeout=PROGRESS_TIMEOUT_S)  # finance is at its model call
-        _crashing_branch(monkeypatch, "finance")
-        poked = host.client.post(f"/runtime/webhooks/durabletask/instances/{finance}/raiseEvent/poke", json={})
-        assert poked.status_code == 202, poked.text
-    _until(lambda: _runtime(host, finance) == "Failed", "finance's orchestration crashed")
+        # At an episode of its own once it took the cancel (the cancel's episode would crash it, in place of the poke).
+        _until(lambda: _took_its_cancel(host, finance), "finance took its cancel")
+        _crash(host, monkeypatch, finance)
     waiting = view(host, run_id, wait_seconds=2)
     assert waiting["status"] == "in_progress", waiting  # the mailer, cancelled, has not ended yet
     model.release_answers()
