@@ -19,7 +19,7 @@ from http_api.approvals import ApprovalView
 from http_api.caller import current_principal
 from http_api.models import RunStatus
 from http_api.paging import next_token, store_cursor, store_paging
-from http_api.request_context import base_url
+from http_api.request_context import base_url, run_path
 from session_store import RunRecord
 from session_store.rules import is_unwritten_start
 
@@ -68,7 +68,7 @@ class RunListBody(BaseModel):
 
 
 def _run_link(root: str, run: RunRecord) -> str:
-    return f"{root}/api/workflows/runs/{run.run_id}" if run.kind == "workflow" else f"{root}/api/runs/{run.run_id}"
+    return root + run_path(run.run_id, run.kind)
 
 
 @http_endpoint

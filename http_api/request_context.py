@@ -23,6 +23,11 @@ def base_url(req: func.HttpRequest) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def run_path(run_id: str, kind: str) -> str:
+    """The path a run is polled at (`kind`: the run record's): a workflow run's is on the workflow routes."""
+    return f"/api/workflows/runs/{run_id}" if kind == "workflow" else f"/api/runs/{run_id}"
+
+
 def principal(req: func.HttpRequest) -> str | None:
     """The validated caller's id (`http_api.caller`; never a header the client could forge)."""
     return current_principal().id

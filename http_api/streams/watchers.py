@@ -24,6 +24,7 @@ from typing import Any
 from agent_runs import live_drafts
 from http_api.access import RightsKey, rights_field
 from http_api.problems import ApiProblem
+from http_api.request_context import run_path
 
 from .cursor import done_fingerprint, fingerprint
 from .feeds import Draft, Feed
@@ -228,7 +229,7 @@ handful (a role granted or revoked mid-run, tokens of a few client apps); 16 lea
 watchers of an owner whose tokens carry ever-new role sets."""
 
 WatcherKey = tuple[int, str, str, str, RightsKey]
-LINKS, VIEWER = 3, 4  # the parts of a `WatcherKey` that a run's watchers may take only a few values of
+KIND, RUN, LINKS, VIEWER = 1, 2, 3, 4  # parts of a `WatcherKey`; a run's watchers take few values of the last two
 
 
 def too_many_hosts(others: int, key: WatcherKey) -> ApiProblem:
@@ -241,11 +242,11 @@ def too_many_hosts(others: int, key: WatcherKey) -> ApiProblem:
 
 
 def too_many_viewers(others: int, key: WatcherKey) -> ApiProblem:
-    poll = f"/api/workflows/runs/{key[2]}" if key[1] == "workflow" else f"/api/runs/{key[2]}"
     return ApiProblem(
         429, "too_many_stream_viewers", "Too many role sets stream this run",
         f"This run is streamed at once by {others} tokens holding other roles, the most there may be"
-        f" ({MAX_VIEWERS_PER_RUN}); poll it instead (GET {poll}), or stream it once one of their streams ends.",
+        f" ({MAX_VIEWERS_PER_RUN}); poll it instead (GET {run_path(key[RUN], key[KIND])}), or stream it once one of"
+        " their streams ends.",
         field=rights_field(key[VIEWER]),
     )
 
@@ -275,9 +276,9 @@ class WatcherRegistry:
         key: WatcherKey = (id(asyncio.get_running_loop()), kind, run_id, links, viewer)
         watcher = self._watchers.get(key)
         if watcher is None or not watcher.watching:
+            runs = [k for k, w in self._watchers.items() if k[:RUN + 1] == key[:RUN + 1] and w.watching]
             for part, most, problem in CAPS:
-                others = {k[part] for k, w in self._watchers.items()
-                          if k[:3] == key[:3] and k[part] != key[part] and w.watching}
+                others = {k[part] for k in runs if k[part] != key[part]}
                 if len(others) >= most:
                     raise problem(len(others), key)
             watcher = RunWatcher((kind, run_id), make_feed(), settings, lambda w: self._release(key, w))
