@@ -20,13 +20,12 @@ from devhost.app_loader import AppLoadError, FunctionIndex, apply_local_settings
 from devhost.banner import banner
 from devhost.engine.api import Clock, VirtualClock
 from devhost.host import (
-    ENGINE_NAME,
-    ENGINE_SETTING,
     INPROCESS_WORKER,
     DevHost,
     RouteInfo,
     default_state_path,
     index_routes,
+    mark_devhost_environment,
 )
 from devhost.http.host_config import HostConfig, HostConfigError, unset_hub_setting
 from devhost.worker.pool import WorkerStartError as RuntimeWorkerStartError
@@ -130,7 +129,7 @@ def list_command(app_dir: Path, port: int) -> str:
 def list_functions(args: argparse.Namespace) -> int:
     """Load the app (imported in this process) and print its functions; nothing is served or stored."""
     app_dir = Path(args.app_dir).resolve()
-    os.environ[ENGINE_SETTING] = ENGINE_NAME  # as when serving: the app can tell devhost from Azure
+    mark_devhost_environment()  # as when serving
     try:
         apply_app_settings(app_dir)
         index = load_app(app_dir)

@@ -38,6 +38,12 @@ ENGINE_NAME = "devhost"
 MAX_WORKERS = 64
 
 
+def mark_devhost_environment() -> None:
+    """Set `ENGINE_SETTING` before the app loads, whether it is served or only listed: the app can tell devhost from
+    Azure (`agent_runs.deployment`)."""
+    os.environ[ENGINE_SETTING] = ENGINE_NAME
+
+
 class RouteInfo(BaseModel):
     """One served HTTP trigger, as printed at startup."""
 
@@ -112,7 +118,7 @@ class DevHost:
         app), "inprocess" through devhost's own calls, "auto" (None reads `DEVHOST_WORKER`, default auto) the real
         worker wherever it is installed.
         """
-        os.environ[ENGINE_SETTING] = ENGINE_NAME  # before the app loads: it can tell devhost from Azure
+        mark_devhost_environment()
         worker_count = worker_count_setting() if workers is None else workers
         functions: FunctionExecutor
         live: LiveHttpExecutor | None = None
