@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aiohttp import web
-
 from .streaming import NOT_PROXIED
 
 # The .NET message of the proxy's failure, quoted in devhost's log as the host logs it.
@@ -34,13 +32,6 @@ def kestrel_refuses(raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
     return False
 
 
-def bad_request() -> web.Response:
-    """Kestrel's answer to a request it cannot read: 400, `Content-Length: 0`, and the connection closed."""
-    response = web.Response(status=400)
-    response.force_close()
-    return response
-
-
 def proxy_refuses(headers: Iterable[tuple[str, str]]) -> str | None:
     """The name of the first header whose value the host's proxy cannot send to the worker (not ASCII, and one it
     copies: `streaming.NOT_PROXIED`), or None."""
@@ -49,4 +40,4 @@ def proxy_refuses(headers: Iterable[tuple[str, str]]) -> str | None:
     )
 
 
-__all__ = ["PROXY_REFUSAL", "bad_request", "kestrel_refuses", "proxy_refuses"]
+__all__ = ["PROXY_REFUSAL", "kestrel_refuses", "proxy_refuses"]

@@ -13,8 +13,9 @@ from aiohttp.web_protocol import RequestHandler
 from .admin import ADMIN_PREFIX, AdminHandler
 from .client_binding import RPC_PATH, WEBHOOK_PATH
 from .functions import HttpFunctions
-from .header_bytes import bad_request, kestrel_refuses
+from .header_bytes import kestrel_refuses
 from .keys import presented_key
+from .request_limits import PARSER_LIMITS, kestrel_refusal, parser_refusal_status, refusal_status
 
 log = logging.getLogger("devhost.http")
 
@@ -25,13 +26,10 @@ MAX_REQUEST_BODY = 100 * 1024 * 1024
 SHUTDOWN_GRACE_SECONDS = 5.0
 
 
-UNREADABLE_REQUEST_TEXT = "Bad Request: the request line or a header is too long or malformed."
-
-
 class _QuietRequestHandler(RequestHandler):
-    """aiohttp answers a request line or header it cannot read (too long, malformed) with a 400 quoting the start of
-    the offending value, and logs it with that text: for `Authorization` that is the start of a credential. Here the
-    400 says what was wrong, never what was sent (the Functions host does not echo such requests either)."""
+    """A request aiohttp's parser cannot read (over Kestrel's head limits, or malformed) gets Kestrel's bare answer
+    (`request_limits`): aiohttp's own 400 quoted the start of the offending value, and logged it with that text: for
+    `Authorization` that is the start of a credential. The log says what was wrong, never what was sent."""
 
     def handle_error(
         self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
@@ -39,10 +37,9 @@ class _QuietRequestHandler(RequestHandler):
     ) -> web.StreamResponse:
         if status != 400 or not isinstance(exc, HttpProcessingError):
             return super().handle_error(request, status, exc, message)
-        log.info("refused an unreadable request from %s (%s)", request.remote, type(exc).__name__)
-        response = web.Response(status=400, text=UNREADABLE_REQUEST_TEXT)
-        response.force_close()
-        return response
+        refused = parser_refusal_status(exc)
+        log.info("refused an unreadable request from %s (%s: %d)", request.remote, type(exc).__name__, refused)
+        return kestrel_refusal(refused)
 
 
 class _QuietServer(web.Server):
@@ -106,7 +103,8 @@ class HttpHost:
 
     async def start(self) -> None:
         self._runner = _QuietAppRunner(
-            self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS
+            self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE_SECONDS,
+            **PARSER_LIMITS,  # the request handlers' parser limits
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, LOOPBACK, self.requested_port, reuse_address=True)
@@ -119,9 +117,14 @@ class HttpHost:
             self._runner = None
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
-        if kestrel_refuses(request.raw_headers):  # Kestrel refuses it before any routing, whatever the path
+        # Kestrel refuses these before any routing, whatever the path.
+        too_large = refusal_status(request.method, request.raw_path, request.raw_headers)
+        if too_large is not None:
+            log.info("refused a request from %s: its head is over Kestrel's limits (%d)", request.remote, too_large)
+            return kestrel_refusal(too_large)
+        if kestrel_refuses(request.raw_headers):
             log.info("refused a request from %s: a header value is not UTF-8", request.remote)
-            return bad_request()
+            return kestrel_refusal()
         raw_path = request.rel_url.raw_path
         if raw_path.rstrip("/").lower() == "/admin/host/status":
             if request.method != "GET":

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from raw_http_exchange import Exchange, assert_kestrel_refusal, exchange
 
 from devhost.testing import InProcessHost
 
@@ -23,38 +23,14 @@ NOT_UTF8 = b"\xb2"  # one latin-1 byte (a retry count of "²"), invalid UTF-8
 EURO = "€".encode()
 
 
-def _exchange(host: InProcessHost, head: bytes, body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
-    """Send one request (the connection closed after it) and read status, headers and body to the end."""
-    port = int(host.base_url.rsplit(":", 1)[1])
-    request = head + b"Host: 127.0.0.1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
-        sock.sendall(request)
-        received = b""
-        while chunk := sock.recv(65536):
-            received += chunk
-    raw_head, _, raw_body = received.partition(b"\r\n\r\n")
-    lines = raw_head.decode("latin-1").split("\r\n")
-    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    if headers.get("transfer-encoding", "").lower() == "chunked":  # a worker's streamed answer
-        raw_body = _dechunked(raw_body)
-    return int(lines[0].split()[1]), headers, raw_body
-
-
-def _dechunked(data: bytes) -> bytes:
-    body = b""
-    while True:
-        size_line, _, data = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            return body
-        body, data = body + data[:size], data[size + 2:]
+def _exchange(host: InProcessHost, head: bytes, body: bytes = b"") -> Exchange:
+    """Send one request (the connection closed after it)."""
+    framing = b"Host: 127.0.0.1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    return exchange(host, head + framing + body)
 
 
 def _assert_kestrel_400(status: int, headers: dict[str, str], body: bytes) -> None:
-    assert status == 400
-    assert body == b""
-    assert headers.get("content-length") == "0"
-    assert headers.get("connection", "").lower() == "close"
+    assert_kestrel_refusal((status, headers, body), 400)
 
 
 WORKERS = pytest.mark.parametrize("workers", [None, 1], ids=["in-process", "worker process"], indirect=True)
