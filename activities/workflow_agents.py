@@ -15,6 +15,7 @@ from agent_runs.child_runs import prepare_child_run
 from agent_runs.client_errors import client_message
 from agent_runs.closing import close_if_crashed
 from agent_runs.contracts import CANCEL_EVENT, CancelEvent
+from agent_runs.finishing import closed_as
 from agent_runs.services import RunServices
 from durable_steps import activity
 from notifications.client_activity import client_activity
@@ -73,6 +74,9 @@ async def workflow_start_agents(request: StepRequest) -> StartedRuns:
     # One read serves the cancel check, the input the prompts render from and the owner (input and owner never
     # change; the flag is checked here, before any child is created, as it always was).
     workflow_run = await ctx.record()
+    ended = closed_as(workflow_run)  # given up by its start after the orchestration's first read: no child run
+    if ended is not None:
+        return StartedRuns(ended=ended)
     if workflow_run.cancel_requested_at is not None:
         return StartedRuns(cancelled=True)
     step = ctx.definition.step(request.step_id)

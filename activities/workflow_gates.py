@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from agent_runs import run_status
+from agent_runs.finishing import closed_as
 from agent_runtime.approvers import DEFAULT_APPROVERS, inbox_keys
 from durable_steps import activity
 from session_store import WORKFLOW_GATE_TOOL_PREFIX, AlreadyDecidedError, ApprovalRecord
@@ -24,13 +25,16 @@ async def workflow_open_gate(request: GateRequest) -> GateOpened:
     ctx = WorkflowContext.for_ref(request.ref)
     step = ctx.definition.step_as(request.step_id, ApprovalStep)
     run = await ctx.record()  # one read serves the message's input and the owner (neither ever changes)
+    approval_id = gate_approval_id(request.ref.run_id, request.key, request.level)
+    ended = closed_as(run)  # given up by its start after the orchestration's first read: nobody is asked
+    if ended is not None:
+        return GateOpened(approval_id=approval_id, expires_at=request.expires_at, ended=ended)
     try:
         message = render(step.message, await ctx.data(request.refs, run))
     except UnresolvedReference as error:
         message = f"{step.message}\n\n(unresolved: {error})"
     escalated = request.level > 0
     approver = step.on_timeout.to if escalated and isinstance(step.on_timeout, Escalate) else step.approver
-    approval_id = gate_approval_id(request.ref.run_id, request.key, request.level)
     owner_id = run.owner_id
     approvers = [approver] if approver else list(DEFAULT_APPROVERS)  # a role ("role:<role>") or a principal id
     await ctx.store.put_approvals(

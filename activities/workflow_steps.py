@@ -7,6 +7,7 @@ import logging
 import uuid
 from datetime import datetime
 
+from agent_runs.finishing import closed_as
 from durable_steps import activity
 from workflow_runtime.conditions import evaluate, monitor_facts
 from workflow_runtime.contracts import DelayRecord, SignalFound, SignalProbe, SignalRecord, StepRequest, StepResult
@@ -24,7 +25,11 @@ async def workflow_call_function(request: StepRequest) -> StepResult:
     if not isinstance(step, FunctionStep | MonitorStep) or step.function is None:
         raise TypeError(f"step {request.step_id!r} has no function")
     function = step.function
-    data = await ctx.data(request.refs)
+    record = await ctx.record()  # the read `data` makes anyway
+    ended = closed_as(record)  # given up by its start after the orchestration's first read: its function never runs
+    if ended is not None:
+        return StepResult(step_id=request.step_id, status="ok", journaled=False, ended=ended)
+    data = await ctx.data(request.refs, record)
     try:
         output = function(StepData(input=data["input"], steps=data["steps"]))
         if inspect.isawaitable(output):

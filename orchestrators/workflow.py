@@ -62,8 +62,9 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
             return {}  # continued as new
         request = driver.send(event, context.current_utc_datetime)
     _publish(context, driver)
-    if not request.closed_before:  # closed before its first step: nothing ran, so nothing to record or deliver
-        yield from _notify(context, workflow_input.ref, "finished", driver.notify_seq)
+    # Also a workflow closed before its steps (given up by its start, which the host took all the same): its end's
+    # event says so, as a given-up agent run's does. Histories from before that ended so completed in that episode.
+    yield from _notify(context, workflow_input.ref, "finished", driver.notify_seq)
     return request.outcome.model_dump(mode="json")
 
 

@@ -20,7 +20,7 @@ from pydantic import (
     model_serializer,
 )
 
-from agent_runs.contracts import Resumable, RunInput
+from agent_runs.contracts import FinishResult, Resumable, RunInput
 from notifications.contracts import NotificationFlags
 from session_store import ApprovalStatus
 from telemetry.trace_context import RunTrace
@@ -183,6 +183,9 @@ class StartedRuns(_Payload):
     closed: list[str] = Field(default_factory=list)
     error: str | None = None
     cancelled: bool = False
+    ended: FinishResult | None = Field(default=None, exclude_if=lambda ended: ended is None)
+    """The workflow's record was closed when the step was about to act (its start gave it up after the orchestration
+    read it open, `workflow_closed_before`): the step did nothing, and the workflow ends as the record says."""
 
     @property
     def run_ids(self) -> list[str]:
@@ -204,6 +207,9 @@ class GateRequest(StepRequest):
 class GateOpened(_Payload):
     approval_id: str
     expires_at: datetime
+    ended: FinishResult | None = Field(default=None, exclude_if=lambda ended: ended is None)
+    """The workflow's record was closed when the step was about to act (its start gave it up after the orchestration
+    read it open, `workflow_closed_before`): the step did nothing, and the workflow ends as the record says."""
 
 
 class GateRecord(StepRequest):
@@ -250,6 +256,9 @@ class StepResult(_Payload):
     condition: bool | None = None
     approved: bool | None = None
     cancel_requested: bool = False
+    ended: FinishResult | None = Field(default=None, exclude_if=lambda ended: ended is None)
+    """The workflow's record was closed when the step was about to act (its start gave it up after the orchestration
+    read it open, `workflow_closed_before`): the step did nothing, and the workflow ends as the record says."""
 
 
 class FinishRequest(_Payload):

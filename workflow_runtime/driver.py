@@ -41,7 +41,7 @@ from activities.workflow_steps import (
     workflow_record_signal,
     workflow_resolve_time,
 )
-from agent_runs.contracts import approval_event_name
+from agent_runs.contracts import FinishResult, approval_event_name
 from agent_runs.sequence import seq_for
 from agent_runtime.run_result import error_of
 from durable_steps import Activity
@@ -154,6 +154,15 @@ class _MonitorPause(BaseModel):
     until: datetime
 
 
+class _ClosedMeanwhile(Exception):
+    """A step found the workflow's record closed before it acted (`ended` in its activity's output): raised out of
+    the steps, the workflow ends as the record says."""
+
+    def __init__(self, ended: FinishResult) -> None:
+        super().__init__(ended.reason)
+        self.ended = ended
+
+
 class _StepFailed(Exception):
     """A request of the running flow failed for good: raised at its `yield`."""
 
@@ -220,7 +229,11 @@ class WorkflowDriver:
         if closed is not None:
             yield closed
             return
-        done = yield from self._steps()
+        try:
+            done = yield from self._steps()
+        except _ClosedMeanwhile as closed:
+            yield self._as_recorded(closed.ended)
+            return
         if done is None:
             return  # continued as new: the orchestrator has returned
         try:
@@ -255,13 +268,24 @@ class WorkflowDriver:
             state = self.state.model_copy(update={"generation": self.state.generation + 1}, deep=True)
             self._resume_point = WorkflowInput(ref=self.ref, state=state)
             return None
-        if closed is None:
-            return None
+        return None if closed is None else self._as_recorded(closed)
+
+    def _as_recorded(self, closed: FinishResult) -> Finished:
+        """The end of a workflow whose record was closed before it acted (its start gave it up): as the record says."""
         self._done = Done(status=closed.status, reason=closed.reason)
         self._status = closed.status
+        self._current = None
+        self._child_runs = []
+        self._waiting = None
         code = None if closed.status == "completed" else error_of(closed.status, closed.reason)["code"]
         outcome = WorkflowOutcome(run_id=self.ref.run_id, status=closed.status, reason=closed.reason, code=code)
         return Finished(outcome=outcome, closed_before=True)
+
+    @staticmethod
+    def _unless_closed(ended: FinishResult | None) -> None:
+        """A step activity read the workflow's record (as it does anyway) and found it closed: it did nothing."""
+        if ended is not None:
+            raise _ClosedMeanwhile(ended)
 
     def _steps(self) -> Generator[Request, Event, Done | None]:
         """Run steps until the workflow is done (its `Done`), or it continued as new (None)."""
@@ -467,6 +491,7 @@ class WorkflowDriver:
             result = yield from self._call(workflow_record_agents, record)
             return (yield from self._await_rewound(command, record, result, awaiting.looks))
         started = yield from self._call(workflow_start_agents, self._request(command, StepRequest))
+        self._unless_closed(started.ended)
         if started.cancelled:
             return None
         if started.error:
@@ -532,7 +557,9 @@ class WorkflowDriver:
         self._child_runs = []
 
     def _function(self, command: _StepRun) -> Flow:
-        return (yield from self._call(workflow_call_function, self._request(command, StepRequest)))
+        result = yield from self._call(workflow_call_function, self._request(command, StepRequest))
+        self._unless_closed(result.ended)
+        return result
 
     def _test(self, command: _StepRun) -> Flow:
         return (yield from self._call(workflow_evaluate, self._request(command, StepRequest)))
@@ -583,6 +610,7 @@ class WorkflowDriver:
             expires_at = self.now + timedelta(seconds=timeout)
             gate = self._request(command, GateRequest, level=level, expires_at=expires_at)
             opened = yield from self._call(workflow_open_gate, gate)
+            self._unless_closed(opened.ended)
             self._wait("requires_action", Waiting(approval_id=opened.approval_id, until=opened.expires_at))
             wait = WaitForDecision(event=approval_event_name(opened.approval_id), until=opened.expires_at)
             ended = _expect((yield wait), Rang, TimerFired, Cancelled)

@@ -81,7 +81,8 @@ class ContinueAsNew(_Message):
 class Finished(_Message):
     outcome: WorkflowOutcome
     closed_before: bool = False
-    """The workflow was closed before its first step (its record says how): nothing ran, nothing is recorded."""
+    """The workflow's record was closed before the orchestration ran a step (its start gave it up): it ends as the
+    record says, with nothing more run."""
 
 
 Request = (

@@ -8,8 +8,8 @@ HTTP."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 from e2e_harness import InProcessApp, completed_activities
 from e2e_settings import watches_the_app_in_process
 from mcp_process import McpServerProcess
+from webhook_receiver import SECRET, WebhookReceiver
 
 from scripted_model import Script, ScriptedModelServer
 
@@ -192,3 +193,83 @@ def test_a_retry_of_a_workflow_given_up_starts_anew_only_under_another_idempoten
         assert (again["run_id"], again["status"], again["error"]["code"]) == (run_id, "failed", "start_failed"), again
         fresh = app.http.post(route, json=body).json()
         assert fresh["run_id"] != run_id and fresh["status"] != "failed", fresh
+
+
+@contextmanager
+def notifying(app_with: Callable[..., AbstractContextManager[InProcessApp]]) -> Iterator[tuple[InProcessApp,
+                                                                                                 WebhookReceiver]]:
+    """The served agents and workflows, every event sent to a loopback receiver (`WEBHOOK_URLS`)."""
+    receiver = WebhookReceiver().start()
+    try:
+        with app_with(AGENTS_PACKAGE="served_agents", WEBHOOK_URLS=receiver.url, WEBHOOK_SECRET=SECRET) as app:
+            yield app, receiver
+    finally:
+        receiver.stop()
+
+
+def ends_told(receiver: WebhookReceiver) -> list[tuple[str, str, str]]:
+    return [(d.payload["type"], d.payload["data"]["run_id"], d.payload["data"]["error"]["code"])
+            for d in receiver.accepted() if d.verified]
+
+
+@watches_the_app_in_process  # makes the app's starts land after they failed
+def test_a_workflow_given_up_whose_orchestration_starts_late_tells_its_subscribers_it_failed(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As an agent run given up so records `run.failed` (`start_failed`) when its orchestration starts late, a
+    workflow records `workflow.failed` (before, its subscribers never heard it ended: no event at all)."""
+    model.set_script(Script.of("never asked"))
+    with notifying(app_with) as (app, receiver):
+        told = []
+        for route, workflow in (("/api/agents/writer/runs", False), ("/api/workflows/review_pipeline/runs", True)):
+            landings = starts_land_late(app, monkeypatch, workflow=workflow)
+            body: dict[str, Any] = {"input": {"topic": "x"}} if workflow else {"input": "Say hello"}
+            assert app.http.post(route, json=body).status_code >= 500
+            [(run_id, land)] = landings
+            land()
+            app.host.wait_until_idle(skip_timers=True)
+            told.append(("workflow.failed" if workflow else "run.failed", run_id, "start_failed"))
+        assert model.log.requests == []
+        assert ends_told(receiver) == told
+
+
+@watches_the_app_in_process  # makes the app's workflow start land after it failed
+@pytest.mark.parametrize(
+    ("workflow", "body", "before"),
+    [("review_pipeline", {"topic": "durable agents"}, []),  # first step: a child agent run
+     ("follow_up", {"ticket": "T-3"}, ["workflow_record_delay"])],  # a delay, then a child run
+)
+def test_a_workflow_whose_first_read_came_before_its_start_gave_it_up_starts_no_child_run(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch, workflow: str, body: dict[str, Any], before: list[str],
+) -> None:
+    """The narrow window: the orchestration read its record open (`workflow_closed_before`) between the start's
+    look for it (none yet) and the start's `start_failed` write. Its step reads the record before creating a child
+    run (the read it makes anyway): it creates none and the workflow ends as the record says, its end told
+    (before, it ran the child run: the work of a workflow its caller was told never started)."""
+    model.set_script(Script.of("never asked"))
+    with notifying(app_with) as (app, receiver):
+        finish = app.app_module("activities.workflow_finish")
+        closed_as = finish.closed_as
+
+        def read_before_the_give_up(record: Any) -> Any:
+            monkeypatch.setattr(finish, "closed_as", closed_as)
+            return None  # as the record was before the start's write landed
+
+        landings = starts_land_late(app, monkeypatch, workflow=True)
+        assert app.http.post(f"/api/workflows/{workflow}/runs", json={"input": body}).status_code >= 500
+        [(run_id, land)] = landings
+        monkeypatch.setattr(finish, "closed_as", read_before_the_give_up)
+        land()
+        app.host.wait_until_idle(skip_timers=True)
+        assert model.log.requests == []
+        history = app.history(run_id)
+        assert history["runtimeStatus"] == "Completed", history
+        activities = [a for a in completed_activities(history) if a != "notify_run"]
+        assert activities == ["workflow_closed_before", *before, "workflow_start_agents"], history
+        assert not [e for e in history["historyEvents"] if e["EventType"] == "SubOrchestrationInstanceCreated"]
+        view = app.http.get(f"/api/workflows/runs/{run_id}").json()
+        assert (view["status"], view["error"]["code"]) == ("failed", "start_failed"), view
+        assert app.store_call(lambda store: store.get_run(f"{run_id}.write")) is None
+        assert ends_told(receiver) == [("workflow.failed", run_id, "start_failed")]

@@ -736,3 +736,39 @@ def test_a_record_that_cannot_be_read_fails_the_workflow_where_a_rewind_runs_its
     again = Drive(WorkflowDriver(review_pipeline, resume), _results())
     assert again.calls(workflow_closed_before) == [] and again.ran()[0] == "write"
     assert again.outcome.status == "completed"
+
+
+GIVEN_UP = FinishResult(status="failed", reason="start_failed: could not start")
+ACTING = {  # the steps that act (a child run, a person asked, user code), their activity and its answer then
+    "agent": (AgentStep(id="s", agent="writer", prompt="p"), workflow_start_agents, StartedRuns(ended=GIVEN_UP)),
+    "gate": (ApprovalStep(id="s", message="ok?", timeout_seconds=60), workflow_open_gate,
+             GateOpened(approval_id="wf1.s.approval", expires_at=NOW, ended=GIVEN_UP)),
+    "function": (FunctionStep(id="s", function=dict), workflow_call_function,
+                 StepResult(step_id="s", status="ok", journaled=False, ended=GIVEN_UP)),
+}
+
+
+@pytest.mark.parametrize("kind", list(ACTING))
+def test_a_step_that_finds_its_workflow_given_up_meanwhile_acts_not_and_ends_it_as_its_record_says(kind: str) -> None:
+    """The record read open before the first step (`workflow_closed_before`), then closed by the start giving the
+    workflow up: the step's activity reads it again before acting (the read it makes anyway) and says so (`ended`).
+    The workflow ends as the record says: no child run, no wait for a decision, no later step, no finish."""
+    step, activity, answer = ACTING[kind]
+    def reads(request: Request) -> Event | None:
+        acts = isinstance(request, CallActivity) and request.activity is activity
+        return ActivityCompleted(output=answer) if acts else None
+
+    drive = Drive(_driver(_flow(step, FunctionStep(id="later", function=dict))), reads)
+    assert [call.activity for call in drive.calls()] == [activity]
+    assert not [r for r in drive.requests if isinstance(r, RunChildRuns | WaitForDecision)]
+    assert isinstance(drive.end, Finished) and drive.end.closed_before
+    assert (drive.outcome.status, drive.outcome.code) == ("failed", "start_failed")
+    progress = drive.driver.progress()
+    assert (progress.status, progress.active_step, progress.child_runs) == ("failed", None, [])
+
+
+def test_a_step_answer_without_ended_leaves_the_wire_as_it_was() -> None:
+    """`ended` is absent from every answer but that one: histories and payloads stay as before."""
+    assert "ended" not in StartedRuns().model_dump(mode="json")
+    assert "ended" not in _ok("s").model_dump(mode="json")
+    assert "ended" not in GateOpened(approval_id="a", expires_at=NOW).model_dump(mode="json")
