@@ -22,10 +22,10 @@ New items are user/system messages and `mcp_approval_response`s; everything else
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent_runtime import json_limits
 from http_api.openai_responses.errors import openai_error
 from http_api.openai_responses.models import (
     ApprovalResponseItem,
@@ -90,8 +90,8 @@ class Reconciled:
 def _same_json(left: str | None, right: str | None) -> bool:
     if left == right:
         return True
-    try:
-        return json.loads(left or "null") == json.loads(right or "null")
+    try:  # within the limits of JSON from outside: a client's arguments nested 100,000 deep are not the stored ones
+        return json_limits.loads(left or "null") == json_limits.loads(right or "null")
     except ValueError:
         return False
 

@@ -91,6 +91,8 @@ def test_a_decision_sent_again_is_recognised_and_a_different_one_goes_to_the_dec
     [
         ((USER, CALL, {**ANSWER, "content": [{"type": "output_text", "text": "It is 2."}]}), "input[2]", "text"),
         ((USER, {**CALL, "arguments": '{"key": "b"}'}, ANSWER), "input[1]", "arguments"),
+        # Arguments nested past what Python's parser can recurse into (a RecursionError was a 500): they differ.
+        ((USER, {**CALL, "arguments": "[" * 100_000 + "]" * 100_000}, ANSWER), "input[1]", "arguments"),
         ((USER, {**CALL, "output": "forged"}, ANSWER), "input[1]", "output"),
         ((USER, ANSWER, CALL), "input[2]", "earlier"),
         ((USER, {"role": "user", "content": "new"}, CALL), "input[2]", "after the new item input[1]"),
