@@ -37,6 +37,7 @@ from agent_runs.deployment import (
     normalized_auth_mode,
     setting_values,
 )
+from agent_runtime import json_limits
 from agent_runtime.approvers import ANONYMOUS
 from agent_runtime.settings_snapshot import current_settings
 from http_api.problems import ApiProblem
@@ -188,7 +189,7 @@ def easyauth_principal(headers: Mapping[str, str]) -> Principal:
         raise unauthenticated("Sign in: App Service Authentication sent no principal.", scheme="EasyAuth")
     try:
         raw = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_" if "-" in encoded else None)
-        parsed = _ClientPrincipal.model_validate(json.loads(raw))
+        parsed = _ClientPrincipal.model_validate(json_limits.loads(raw))  # nesting bounded: a header is ~32 KB
     except (binascii.Error, ValueError, ValidationError, UnicodeDecodeError) as error:
         raise unauthenticated("X-MS-CLIENT-PRINCIPAL is not a valid principal.", scheme="EasyAuth") from error
     claims: dict[str, list[str]] = {}

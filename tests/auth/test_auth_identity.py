@@ -33,6 +33,8 @@ def test_easyauth_takes_the_principal_from_the_platform_headers(app_in, model) -
         # No principal, a broken one, or one without any id: 401 unauthenticated, on every non-public route.
         for headers in ({}, {"X-MS-CLIENT-PRINCIPAL": "not base64 json!"},
                         {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(b'{"claims": []}').decode()},
+                        # nested past Python's recursion limit (a RecursionError was a 500)
+                        {"X-MS-CLIENT-PRINCIPAL": base64.b64encode(b"[" * 5000 + b"]" * 5000).decode()},
                         {"X-MS-CLIENT-PRINCIPAL-NAME": "alice"}):
             for method, path in (("GET", "/api/agents"), ("GET", "/api/runs"), ("GET", "/api/sessions"),
                                  ("GET", "/api/approvals"), ("POST", "/api/agents/payer/runs")):
@@ -83,6 +85,8 @@ def test_jwt_validates_bearer_tokens_from_the_issuer(app_in, issuer, model) -> N
             "foreign issuer": issuer.token(ALICE.id, issuer="https://login.example.com/other"),
             "unknown key": issuer.token(ALICE.id, foreign=True),
             "garbage": "not.a.token",
+            # a header nested past Python's recursion limit (PyJWT's RecursionError was a 500)
+            "deep header": base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode().rstrip("=") + ".e30.c2ln",
         }
         for label, token in bad_tokens.items():
             response = app.http.get("/api/runs", headers={"Authorization": f"Bearer {token}"})
