@@ -38,6 +38,9 @@ _TYPES = {
     422: "invalid_request_error",
     503: "server_error",
 }
+# The 409s that end by themselves (a start being stored, a run going on, a first request with the key still running):
+# the openai SDKs' own retry of them is welcome; every other 409 tells the SDKs not to retry (`x-should-retry`).
+PASSING_CONFLICTS = frozenset({"session_busy", "previous_response_in_progress", "idempotency_key_busy"})
 # Fields the shared helpers name, as the Responses parameter a client sent.
 _PARAMS = {
     "body.session_id": "previous_response_id",
@@ -79,7 +82,10 @@ def error_body(problem: ApiProblem) -> dict[str, Any]:
 def error_response(problem: ApiProblem) -> func.HttpResponse:
     # OpenAI answers invalid parameters with 400 (the rest of this API uses 422 for a field that fails validation).
     status = 400 if problem.status == 422 else problem.status
-    return json_response(error_body(problem), status=status, **problem.headers)
+    headers = dict(problem.headers)
+    if status == 409 and problem.code not in PASSING_CONFLICTS:
+        headers["x-should-retry"] = "false"  # the SDKs retry every 409 unless told: this one stays
+    return json_response(error_body(problem), status=status, **headers)
 
 
 def with_request_id(response: ResponseT, request_id: str | None = None) -> ResponseT:
