@@ -15,7 +15,7 @@ import azure.functions as func
 
 from http_api.adapter import problem_response
 from http_api.caller import public
-from http_api.openai_responses.errors import error_response, openai_error
+from http_api.openai_responses.errors import error_response, openai_error, with_request_id
 from http_api.problems import ApiProblem
 from http_api.routing import API_PREFIX
 
@@ -31,5 +31,5 @@ async def unknown_route(req: func.HttpRequest) -> func.HttpResponse:
     if path == OPENAI_PREFIX or path.startswith(f"{OPENAI_PREFIX}/"):
         # OpenAI's own answer to an unknown URL: 404 `invalid_request_error`, "Invalid URL (<method> /v1/...)".
         message = f"Invalid URL ({method} {shown.removeprefix(API_PREFIX)})"
-        return error_response(openai_error(404, message, code="route_not_found"))
+        return with_request_id(error_response(openai_error(404, message, code="route_not_found")))
     return problem_response(ApiProblem(404, "route_not_found", "Route not found", f"No route {method} {shown}."))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import azure.functions as func
 
@@ -18,6 +18,14 @@ from http_api.problems import ApiProblem
 from session_store.errors import StoreUnavailableError
 
 log = logging.getLogger("http_api.openai_responses")
+
+
+class _HasHeaders(Protocol):
+    @property
+    def headers(self) -> Any: ...
+
+
+ResponseT = TypeVar("ResponseT", bound=_HasHeaders)
 
 _TYPES = {
     400: "invalid_request_error",
@@ -30,6 +38,9 @@ _TYPES = {
     422: "invalid_request_error",
     503: "server_error",
 }
+# The 409s that end by themselves (a start being stored, a run going on, a first request with the key still running):
+# the openai SDKs' own retry of them is welcome; every other 409 tells the SDKs not to retry (`x-should-retry`).
+PASSING_CONFLICTS = frozenset({"session_busy", "previous_response_in_progress", "idempotency_key_busy"})
 # Fields the shared helpers name, as the Responses parameter a client sent.
 _PARAMS = {
     "body.session_id": "previous_response_id",
@@ -71,30 +82,44 @@ def error_body(problem: ApiProblem) -> dict[str, Any]:
 def error_response(problem: ApiProblem) -> func.HttpResponse:
     # OpenAI answers invalid parameters with 400 (the rest of this API uses 422 for a field that fails validation).
     status = 400 if problem.status == 422 else problem.status
-    return json_response(error_body(problem), status=status, **problem.headers)
+    headers = dict(problem.headers)
+    if status == 409 and problem.code not in PASSING_CONFLICTS:
+        headers["x-should-retry"] = "false"  # the SDKs retry every 409 unless told: this one stays
+    return json_response(error_body(problem), status=status, **headers)
+
+
+def with_request_id(response: ResponseT, request_id: str | None = None) -> ResponseT:
+    """OpenAI's `x-request-id` on an answer: the SDKs read it into `response._request_id` (Python), `request_id`
+    (npm `withResponse()`) and every error's `request_id`; it is the reference a failure's log line names."""
+    response.headers["x-request-id"] = request_id or new_request_id()
+    return response
+
+
+def new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex}"
 
 
 def openai_endpoint(handler: Handler) -> Handler:
     """Like `http_endpoint`, but every error leaves in OpenAI's shape (errors found before a stream starts, too: a
-    stream the handler returns is passed on as it is)."""
+    stream the handler returns is passed on as it is), and every answer has a request id."""
 
     @functools.wraps(handler)
     async def wrapper(*args: Any, **kwargs: Any) -> func.HttpResponse:
         req = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, func.HttpRequest)), None)
+        request_id = new_request_id()
         try:
             async with admitted(req):  # who is calling, then the route's path ids, as for every route
-                return await handler(*args, **kwargs)
+                return with_request_id(await handler(*args, **kwargs), request_id)
         except ApiProblem as problem:
-            return error_response(problem)
+            return with_request_id(error_response(problem), request_id)
         except StoreUnavailableError as error:
-            correlation_id = uuid.uuid4().hex
-            log.warning("Store unavailable in %s (correlation id %s): %s", handler.__name__, correlation_id, error)
-            message = f"The session store is temporarily unavailable; retry shortly (reference {correlation_id})."
-            return error_response(ApiProblem(503, "store_unavailable", message, message, headers={"Retry-After": "1"}))
+            log.warning("Store unavailable in %s (request id %s): %s", handler.__name__, request_id, error)
+            message = f"The session store is temporarily unavailable; retry shortly (reference {request_id})."
+            problem = ApiProblem(503, "store_unavailable", message, message, headers={"Retry-After": "1"})
+            return with_request_id(error_response(problem), request_id)
         except Exception:
-            correlation_id = uuid.uuid4().hex
-            log.exception("Unhandled error in %s (correlation id %s)", handler.__name__, correlation_id)
-            message = f"The server failed to handle the request (reference {correlation_id} in the logs)."
-            return error_response(ApiProblem(500, "server_error", message, message))
+            log.exception("Unhandled error in %s (request id %s)", handler.__name__, request_id)
+            message = f"The server failed to handle the request (reference {request_id} in the logs)."
+            return with_request_id(error_response(ApiProblem(500, "server_error", message, message)), request_id)
 
     return wrapper

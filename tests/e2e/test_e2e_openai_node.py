@@ -37,7 +37,8 @@ def test_the_npm_openai_client(app: InProcessApp, model: ScriptedModelServer) ->
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["plain"] == {
-        "id": seen["plain"]["id"], "status": "completed", "text": "a is value-of-a.", "types": ["mcp_call", "message"]
+        "id": seen["plain"]["id"], "status": "completed", "text": "a is value-of-a.", "types": ["mcp_call", "message"],
+        "requestId": seen["plain"]["requestId"],
     }
     assert seen["stateless"]["text"] == "b is next." and seen["stateless"]["previous"] == seen["plain"]["id"]
     assert seen["stream"] == {"first": "response.created", "last": "response.completed", "deltas": story,
@@ -51,4 +52,7 @@ def test_the_npm_openai_client(app: InProcessApp, model: ScriptedModelServer) ->
     assert app.effects(app.view(run_id)["session_id"], "email") == [EMAIL_BOB]
     assert "helper" in seen["models"]
     assert seen["error"] == {"status": 400, "param": "temperature", "code": "unsupported_parameter",
-                             "type": "invalid_request_error"}
+                             "type": "invalid_request_error", "requestId": seen["error"]["requestId"]}
+    # `x-request-id`, as the client reads it (`withResponse().request_id`, an error's `requestID`).
+    request_ids = [seen["plain"]["requestId"], seen["error"]["requestId"]]
+    assert all(str(i).startswith("req_") for i in request_ids) and len(set(request_ids)) == 2, request_ids

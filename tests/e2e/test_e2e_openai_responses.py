@@ -986,6 +986,49 @@ def test_errors_in_openai_shape(app: InProcessApp, client: OpenAI, model: Script
     assert unknown.value.body["param"] == "after"  # type: ignore[index]
 
 
+def test_every_answer_has_a_request_id(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
+    """OpenAI's `x-request-id` on every answer of the API (objects, errors, streams, unknown routes), as the SDKs read
+    it: `response._request_id`, `with_raw_response.request_id`, an error's `request_id`; one id per request."""
+    model.set_script(Script.of("one", "two"))
+    created = client.responses.create(model="helper", input="hi")
+    retrieved = client.responses.retrieve(created.id)
+    raw = client.models.with_raw_response.list()
+    with client.responses.create(model="helper", input="again", stream=True) as stream:
+        streamed = stream.response.headers.get("x-request-id")
+        list(stream)
+    with pytest.raises(openai.NotFoundError) as not_found:
+        client.responses.retrieve("resp_" + "0" * 32)
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model="helper", input="hi", temperature=0.5)
+    unknown = app.http.get("/api/v1/nowhere")
+    ids = [created._request_id, retrieved._request_id, raw.request_id, streamed, not_found.value.request_id,
+           bad.value.request_id, unknown.headers.get("x-request-id")]
+    assert all(isinstance(i, str) and i.startswith("req_") for i in ids), ids
+    assert len(set(ids)) == len(ids)
+
+
+def test_the_sdk_does_not_retry_a_conflict_that_stays(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """The openai SDKs retry every 409 unless the answer says `x-should-retry: false`: a conflict that retrying
+    cannot end (cancelling a completed response, answering an approval already decided) says so; one that passes
+    (`session_busy`, `previous_response_in_progress`, `idempotency_key_busy`) does not."""
+    model.set_script(Script.of("done", Reply.call("send_email", EMAIL_BOB), "Sent."))
+    http = httpx.Client(timeout=300, trust_env=False)
+    with OpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused", http_client=http, max_retries=2) as client:
+        done = client.responses.create(model="helper", input="hi")
+        with pytest.raises(openai.ConflictError) as completed:
+            client.responses.cancel(done.id)
+        asking = client.responses.create(model="helper", input="Email Bob")
+        [request] = [item for item in asking.output if item.type == "mcp_approval_request"]
+        app.decide(run_of(asking.id), request.id, "approve")
+        app.settle()
+        with pytest.raises(openai.ConflictError) as decided:
+            client.responses.create(model="helper", previous_response_id=asking.id, input=[
+                {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": False}])
+    for refused in (completed.value, decided.value):
+        assert refused.response.headers.get("x-should-retry") == "false", refused.body
+        assert refused.response.request.headers["x-stainless-retry-count"] == "0"  # the first attempt was the last
+
+
 def test_instructions_up_to_the_runs_limit(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
     """`instructions` are the run's (at most `MAX_INSTRUCTIONS_CHARS`): one character more is a 400 naming them
     before anything is written (it was a 500 once the run's overrides were built); exactly the limit is a run."""

@@ -6,8 +6,10 @@ import OpenAI from "openai";
 const client = new OpenAI({ baseURL: process.argv[2], apiKey: "unused", maxRetries: 0 });
 const seen = {};
 
-const plain = await client.responses.create({ model: "helper", input: "What is a?" });
-seen.plain = { id: plain.id, status: plain.status, text: plain.output_text, types: plain.output.map((i) => i.type) };
+const { data: plain, request_id: requestId } = await client.responses.create({ model: "helper", input: "What is a?" })
+  .withResponse();
+seen.plain = { id: plain.id, status: plain.status, text: plain.output_text, types: plain.output.map((i) => i.type),
+  requestId };
 
 const history = [{ role: "user", content: "What is a?" }, ...plain.output];
 const stateless = await client.responses.create({ model: "helper", input: [...history, { role: "user", content: "And b?" }] });
@@ -47,6 +49,7 @@ try {
   await client.responses.create({ model: "helper", input: "hi", temperature: 0.3 });
   seen.error = null;
 } catch (error) {
-  seen.error = { status: error.status, param: error.param, code: error.code, type: error.type };
+  seen.error = { status: error.status, param: error.param, code: error.code, type: error.type,
+    requestId: error.requestID };
 }
 console.log(JSON.stringify(seen));
