@@ -172,6 +172,30 @@ def test_approvals_as_interruptions(app: InProcessApp, model: ScriptedModelServe
     assert any("Eve is on leave" in str(m["content"]) for m in tool_results)
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_usage_of_a_run_with_an_approval_is_counted_once(
+    app: InProcessApp, model: ScriptedModelServer, streamed: bool
+) -> None:
+    """The SDK adds up the `usage` of every response of a `Runner.run`, as each of OpenAI's is its own: the turn
+    after an approval answer reports its own model calls, not the run's total again, so the SDK's usage is the
+    run's (it counted the first turn twice)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    agent = sdk_agent(app, tools=[hosted_tool(on_approval_request=lambda _: {"approve": True})])
+
+    async def scenario() -> Any:
+        if streamed:
+            return await finish(Runner.run_streamed(agent, "Email Bob"))
+        return await Runner.run(agent, "Email Bob")
+
+    result = run(scenario)
+    counted = result.context_wrapper.usage
+    assert result.final_output == "Sent." and counted.requests == 2
+    total = app.view(run_of(result.last_response_id))["usage"]
+    assert (counted.input_tokens, counted.output_tokens, counted.total_tokens) == (
+        total["input_tokens"], total["output_tokens"], total["total_tokens"]
+    )
+
+
 @pytest.mark.slow
 def test_an_interruption_answered_across_a_host_kill(
     tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]
