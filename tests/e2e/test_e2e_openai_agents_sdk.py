@@ -32,6 +32,7 @@ except ImportError:  # not the SDK's environment
         raise
     pytest.skip("the OpenAI Agents SDK is not installed here (make test-openai-agents)", allow_module_level=True)
 
+import openai
 from openai import AsyncOpenAI
 
 T = TypeVar("T")
@@ -89,6 +90,18 @@ def test_multi_turn_with_to_input_list(app: InProcessApp, model: ScriptedModelSe
     sent = model.log.last.messages
     texts = [m.get("content") for m in sent if m["role"] in ("user", "assistant") and m.get("content")]
     assert texts == ["What is a?", "a is value-of-a.", "And b?", "b comes after a.", "Thanks."]
+
+
+def test_conversation_id_is_refused_naming_what_to_use(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """`Runner.run(..., conversation_id=...)` (OpenAI's Conversations API, which this server does not have) is a 400
+    naming `conversation` that says how to chain turns here; nothing starts."""
+    model.set_script(Script.of("Hi."))
+    agent = sdk_agent(app)
+    with pytest.raises(openai.BadRequestError) as refused:
+        run(lambda: Runner.run(agent, "Hello", conversation_id="conv_123"))
+    assert refused.value.param == "conversation" and refused.value.code == "unsupported_parameter"
+    assert "previous_response_id" in refused.value.message and "input" in refused.value.message
+    assert model.log.total == 0
 
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
