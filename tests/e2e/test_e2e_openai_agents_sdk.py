@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from e2e_harness import InProcessApp
+from pydantic import BaseModel
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -87,9 +88,111 @@ def test_multi_turn_with_to_input_list(app: InProcessApp, model: ScriptedModelSe
     ids = [r.last_response_id for r in (first, second, third)]
     sessions = {app.view(run_of(i))["session_id"] for i in ids}
     assert len(sessions) == 1 and len(set(ids)) == 3  # one conversation, three runs
+    assert texts_sent(model) == ["What is a?", "a is value-of-a.", "And b?", "b comes after a.", "Thanks."]
+
+
+def texts_sent(model: ScriptedModelServer) -> list[Any]:
+    """The user and assistant texts of the model's last request."""
     sent = model.log.last.messages
-    texts = [m.get("content") for m in sent if m["role"] in ("user", "assistant") and m.get("content")]
-    assert texts == ["What is a?", "a is value-of-a.", "And b?", "b comes after a.", "Thanks."]
+    return [m.get("content") for m in sent if m["role"] in ("user", "assistant") and m.get("content")]
+
+
+def test_chained_with_previous_response_id(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """`previous_response_id=result.last_response_id` turn after turn, and `auto_previous_response_id=True`: one
+    conversation, each message sent to the model once."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "a is value-of-a.", "b comes after a.", "Bye."))
+    agent = sdk_agent(app)
+
+    async def scenario() -> list[Any]:
+        first = await Runner.run(agent, "What is a?", auto_previous_response_id=True)
+        second = await Runner.run(agent, "And b?", previous_response_id=first.last_response_id)
+        third = await Runner.run(agent, "Thanks.", previous_response_id=second.last_response_id)
+        return [first, second, third]
+
+    results = run(scenario)
+    assert [r.final_output for r in results] == ["a is value-of-a.", "b comes after a.", "Bye."]
+    assert len({app.view(run_of(r.last_response_id))["session_id"] for r in results}) == 1
+    assert texts_sent(model) == ["What is a?", "a is value-of-a.", "And b?", "b comes after a.", "Thanks."]
+
+
+def test_a_session_feeds_the_conversation_back(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """`SQLiteSession` (the SDK's client-side memory: each run sends the stored items again) continues one
+    conversation here, approvals answered through `on_approval_request` included."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent.", "You are welcome."))
+    agent = sdk_agent(app, tools=[hosted_tool(on_approval_request=lambda _: {"approve": True})])
+    session = agents.SQLiteSession("memory")
+
+    async def scenario() -> list[Any]:
+        return [await Runner.run(agent, "Email Bob", session=session),
+                await Runner.run(agent, "Thanks.", session=session)]
+
+    first, second = run(scenario)
+    assert (first.final_output, second.final_output) == ("Sent.", "You are welcome.")
+    session_id = app.view(run_of(first.last_response_id))["session_id"]
+    assert app.view(run_of(second.last_response_id))["session_id"] == session_id
+    assert app.effects(session_id, "email") == [EMAIL_BOB]
+    assert texts_sent(model) == ["Email Bob", "Sent.", "Thanks."]
+
+
+def test_streamed_events_to_the_end(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """`Runner.run_streamed`: the agent, the raw response events to `response.completed`, then the run items (the
+    tool call and the message); `final_output` once the events are read."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "a is value-of-a."))
+    agent = sdk_agent(app)
+
+    async def scenario() -> tuple[Any, list[tuple[str, str]]]:
+        result = Runner.run_streamed(agent, "What is a?")
+        seen = []
+        async for event in result.stream_events():
+            detail = event.data.type if event.type == "raw_response_event" else getattr(event, "name", "")
+            seen.append((event.type, detail))
+        return result, seen
+
+    result, seen = run(scenario)
+    assert seen[0] == ("agent_updated_stream_event", "")
+    raw = [d for kind, d in seen if kind == "raw_response_event"]
+    assert raw[:2] == ["response.created", "response.in_progress"] and raw[-1] == "response.completed"
+    assert {"response.mcp_call.completed", "response.output_text.delta"} <= set(raw)
+    assert [d for kind, d in seen if kind == "run_item_stream_event"] == ["tool_called", "message_output_created"]
+    assert result.final_output == "a is value-of-a."
+
+
+class Weather(BaseModel):
+    city: str
+    temperature: int
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_output_type_is_structured_output(app: InProcessApp, model: ScriptedModelServer, streamed: bool) -> None:
+    """`output_type=` a pydantic model: the SDK's `text.format` json_schema reaches the model, the answer comes back
+    as the model's instance; an answer that does not fit fails the run, which the SDK raises as
+    `ModelBehaviorError` naming our code."""
+    model.set_script(Script.of('{"city": "Paris", "temperature": 21}', '{"city": "Paris"}'))
+
+    async def go() -> Any:
+        agent = sdk_agent(app, output_type=Weather)  # a client per event loop
+        if streamed:
+            return await finish(Runner.run_streamed(agent, "Weather in Paris?"))
+        return await Runner.run(agent, "Weather in Paris?")
+
+    assert run(go).final_output == Weather(city="Paris", temperature=21)
+    schema = model.log.last.body["response_format"]["json_schema"]["schema"]  # type: ignore[index]
+    assert schema["required"] == ["city", "temperature"]
+    with pytest.raises(agents.ModelBehaviorError, match=r"response\.failed.*invalid_structured_output"):
+        run(go)
+
+
+def test_max_turns_counts_responses(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """`max_turns` counts responses: tool calls run on the server inside one (`max_turns=1` is enough), an answer to
+    approval requests is one more (`MaxTurnsExceeded`; the run waits for its decision here)."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), Reply.call("lookup", {"key": "b"}), "Done.",
+                               Reply.call("send_email", EMAIL_BOB), "Sent."))
+    answering = sdk_agent(app, tools=[hosted_tool(on_approval_request=lambda _: {"approve": True})])
+    assert run(lambda: Runner.run(sdk_agent(app), "Look a and b up", max_turns=1)).final_output == "Done."
+    with pytest.raises(agents.MaxTurnsExceeded):
+        run(lambda: Runner.run(answering, "Email Bob", max_turns=1))
+    [waiting] = [r for r in app.http.get("/api/runs").json()["runs"] if r["status"] == "requires_action"]
+    assert app.effects(waiting["session_id"], "email") == []
 
 
 def test_conversation_id_is_refused_naming_what_to_use(app: InProcessApp, model: ScriptedModelServer) -> None:
