@@ -288,6 +288,33 @@ def test_approvals_as_interruptions(app: InProcessApp, model: ScriptedModelServe
     assert any("Eve is on leave" in str(m["content"]) for m in tool_results)
 
 
+def test_a_new_message_while_approvals_wait(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """A new message instead of an answer to the interruptions (chained, or as an input list) is a 400 that says
+    what to do: answer them, or cancel the response; once cancelled, the conversation goes on from it."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Fine, I will not."))
+    agent = sdk_agent(app, tools=[hosted_tool()])
+
+    async def scenario() -> tuple[list[openai.BadRequestError], Any]:
+        first = await Runner.run(agent, "Email Bob")
+        refused = []
+        for attempt in (Runner.run(agent, "Never mind", previous_response_id=first.last_response_id),
+                        Runner.run(agent, [*first.to_input_list(), {"role": "user", "content": "Never mind"}])):
+            with pytest.raises(openai.BadRequestError) as error:
+                await attempt
+            refused.append(error.value)
+        client = AsyncOpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused",
+                             http_client=httpx.AsyncClient(trust_env=False))
+        await client.responses.cancel(str(first.last_response_id))
+        return refused, await Runner.run(agent, "Never mind", previous_response_id=first.last_response_id)
+
+    refused, after = run(scenario)
+    for error in refused:
+        assert (error.code, error.param) == ("previous_response_waiting", "previous_response_id")
+        assert "mcp_approval_response" in error.message and "/cancel" in error.message
+    assert after.final_output == "Fine, I will not."
+    assert app.effects(app.view(run_of(after.last_response_id))["session_id"], "email") == []
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 def test_usage_of_a_run_with_an_approval_is_counted_once(
     app: InProcessApp, model: ScriptedModelServer, streamed: bool
