@@ -207,6 +207,24 @@ def test_conversation_id_is_refused_naming_what_to_use(app: InProcessApp, model:
     assert model.log.total == 0
 
 
+def test_only_the_responses_api_over_http(app: InProcessApp, model: ScriptedModelServer) -> None:
+    """The SDK's other model transports are not served, and say so at once: Chat Completions
+    (`OpenAIChatCompletionsModel`) is OpenAI's 404 `Invalid URL`, the websocket transport (`OpenAIResponsesWSModel`)
+    is refused with HTTP 404 at its handshake."""
+    from agents import OpenAIChatCompletionsModel
+    from agents.models.openai_responses import OpenAIResponsesWSModel
+
+    model.set_script(Script.of("Hi."))
+    for transport, refusal in ((OpenAIChatCompletionsModel, r"404 - Invalid URL \(POST /v1/chat/completions\)"),
+                               (OpenAIResponsesWSModel, "HTTP 404")):
+        client = AsyncOpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused",
+                             http_client=httpx.AsyncClient(trust_env=False), max_retries=0)
+        agent = Agent(name="helper", model=transport(model="helper", openai_client=client))
+        with pytest.raises(Exception, match=refusal):
+            run(lambda agent=agent: Runner.run(agent, "Hello"))
+    assert model.log.total == 0
+
+
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 EMAIL_EVE = {"to": "eve@example.com", "subject": "Hi", "body": "Hello Eve"}
 
