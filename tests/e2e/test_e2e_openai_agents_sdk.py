@@ -197,13 +197,19 @@ def test_max_turns_counts_responses(app: InProcessApp, model: ScriptedModelServe
 
 def test_conversation_id_is_refused_naming_what_to_use(app: InProcessApp, model: ScriptedModelServer) -> None:
     """`Runner.run(..., conversation_id=...)` (OpenAI's Conversations API, which this server does not have) is a 400
-    naming `conversation` that says how to chain turns here; nothing starts."""
+    naming `conversation` that says how to chain turns here, `OpenAIConversationsSession` a 404; nothing starts."""
     model.set_script(Script.of("Hi."))
     agent = sdk_agent(app)
     with pytest.raises(openai.BadRequestError) as refused:
         run(lambda: Runner.run(agent, "Hello", conversation_id="conv_123"))
     assert refused.value.param == "conversation" and refused.value.code == "unsupported_parameter"
     assert "previous_response_id" in refused.value.message and "input" in refused.value.message
+    # The SDK's session on the Conversations API: OpenAI's 404 for a route not served (a client-side one works).
+    client = AsyncOpenAI(base_url=f"{app.host.base_url}/api/v1", api_key="unused",
+                         http_client=httpx.AsyncClient(trust_env=False), max_retries=0)
+    with pytest.raises(openai.NotFoundError, match=r"Invalid URL \(POST /v1/conversations\)"):
+        session = agents.OpenAIConversationsSession(openai_client=client)
+        run(lambda: Runner.run(sdk_agent(app), "Hello", session=session))
     assert model.log.total == 0
 
 
