@@ -428,7 +428,8 @@ async def _check_continuable(
         if ref.turn >= holds.turn:
             raise openai_error(
                 400 if waiting else 409,
-                f"Response '{holds.response_id}' is waiting for mcp_approval_response items."
+                f"Response '{holds.response_id}' is waiting for mcp_approval_response items: answer its approval "
+                f"requests, or cancel it (POST /responses/{holds.response_id}/cancel) and go on from it."
                 if waiting
                 else f"Response '{latest.response_id}' is still in progress; wait for it or cancel it.",
                 param="previous_response_id",

@@ -3,7 +3,9 @@
 Turns: a run pauses when it asks for approvals; each batch of approval requests ends a turn, which is `completed`
 with `mcp_approval_request` items (as OpenAI's responses do). Output items belong to the turn in which they appear:
 a message at its seq; a tool call that needed no approval at its call's seq; an approved (or rejected, or expired)
-call at its decision's seq, in the turn after the request. The run's usage is cumulative: every turn reports it.
+call at its decision's seq, in the turn after the request. A turn's usage is its own model calls' (as each of
+OpenAI's responses reports its own, and clients such as the Agents SDK add them up): the turns of a run sum to its
+total.
 """
 
 from __future__ import annotations
@@ -264,7 +266,7 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
             status = "in_progress"  # a decision is on its way to the run
     else:
         status, error, incomplete = _final_status(snapshot)
-    usage = snapshot.usage
+    usage = _turn_usage(snapshot, low, high if ref.turn < turns else None)
     return ResponseObject(
         id=ref.response_id,
         created_at=_created_at(snapshot, ref.turn, batch_ends),
@@ -285,6 +287,28 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, total_tokens=usage.total_tokens
         ),
         metadata={k: str(v) for k, v in run.metadata.items()},
+    )
+
+
+def _calls_usage(snapshot: RunSnapshot, low: float, high: float) -> Usage:
+    """The usage of the model calls whose answers are stored in (low, high]."""
+    usage = Usage()
+    for record in snapshot.messages:
+        if low < record.seq <= high and record.payload.get("usage"):
+            usage = usage + Usage.model_validate(record.payload["usage"])
+    return usage
+
+
+def _turn_usage(snapshot: RunSnapshot, low: float, high: float | None) -> Usage:
+    """An earlier turn's: its calls'. The latest (`high` None): the run's total less the earlier turns', so it
+    also carries what no stored answer shows (failed calls that were billed)."""
+    if high is not None:
+        return _calls_usage(snapshot, low, high)
+    earlier, total = _calls_usage(snapshot, -math.inf, low), snapshot.usage
+    return Usage(
+        input_tokens=max(0, total.input_tokens - earlier.input_tokens),
+        output_tokens=max(0, total.output_tokens - earlier.output_tokens),
+        total_tokens=max(0, total.total_tokens - earlier.total_tokens),
     )
 
 

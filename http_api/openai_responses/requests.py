@@ -42,6 +42,13 @@ HARMLESS: dict[str, tuple[Any, ...]] = {
     "truncation": ("disabled",),
     "parallel_tool_calls": (True,),
 }
+# Refused parameters a client reaches for by habit, with what does the same here.
+INSTEAD: dict[str, str] = {
+    "conversation": (
+        "there are no Conversation objects here; continue a conversation with previous_response_id (the response "
+        "it goes on from), or send its earlier items again as the input"
+    ),
+}
 
 
 # In the query of every request, not for this API: the Functions host's key (`?code=`, which the host passes on) and
@@ -120,7 +127,7 @@ def parse_create(data: dict[str, Any]) -> CreateRequest:
     for name, value in data.items():
         if name in SUPPORTED or value is None or value in HARMLESS.get(name, ()):
             continue
-        raise unsupported(name)
+        raise unsupported(name, INSTEAD.get(name))
     data = {name: value for name, value in data.items() if name in SUPPORTED}  # the rest asks for nothing
     try:
         body = CreateResponseRequest.model_validate(data)

@@ -131,19 +131,23 @@ def record(position: int, message: Message) -> MessageRecord:
     )
 
 
+FIRST_CALL = Usage(input_tokens=3, output_tokens=2, total_tokens=5)
+FAILED_CALL = Usage(input_tokens=1, output_tokens=0, total_tokens=1)
+
+
 def approval_run(decided: bool, answered: bool) -> RunSnapshot:
     call = FunctionCallContent(call_id="c1", name="send_email", arguments=EMAIL)
     request = FunctionApprovalRequestContent(id=f"{RUN}:c1", function_call=call)
     messages = [
         record(0, Message(role="user", contents=[TextContent(text="email bob")], message_id=f"{RUN}:input:0")),
-        record(1, Message(role="assistant", contents=[TextContent(text="Asking first."), call])),
+        record(1, Message(role="assistant", contents=[TextContent(text="Asking first."), call], usage=FIRST_CALL)),
         record(17, Message(role="assistant", contents=[request])),
     ]
     if answered:
         messages += [
             record(18, Message(role="user", contents=[request.create_approval()])),
             record(19, Message(role="tool", contents=[FunctionResultContent(call_id="c1", result={"sent": True})])),
-            record(20, Message(role="assistant", contents=[TextContent(text="Sent.")])),
+            record(20, Message(role="assistant", contents=[TextContent(text="Sent.")], usage=FIRST_CALL)),
         ]
     approval = ApprovalRecord(
         approval_id=f"{RUN}:c1",
@@ -170,7 +174,8 @@ def approval_run(decided: bool, answered: bool) -> RunSnapshot:
         status=status,
         messages=messages,
         approvals=[approval],
-        usage=Usage(input_tokens=3, output_tokens=2, total_tokens=5),
+        # Answered: the two calls and a failed one that was billed (no stored answer shows it).
+        usage=FIRST_CALL + FIRST_CALL + FAILED_CALL if answered else FIRST_CALL,
         waiting_on=[] if answered else [approval.approval_id],
     )
 
@@ -202,6 +207,9 @@ def test_the_rest_of_the_run_is_the_next_turn() -> None:
     assert call.type == "mcp_call" and call.output == '{"sent": true}' and call.approval_request_id == f"{RUN}:c1"
     assert message.type == "message"
     assert (second.status, second.output_text, second.previous_response_id) == ("completed", "Sent.", first.id)
+    # Each turn's usage is its own (a client adds them up, as OpenAI's are): the latest has the rest of the run's.
+    assert first.usage is not None and second.usage is not None
+    assert (first.usage.total_tokens, second.usage.input_tokens, second.usage.total_tokens) == (5, 4, 6)
     assert second.created_at == datetime(2026, 1, 1, tzinfo=UTC).timestamp()
     [item] = input_items(snapshot, ResponseRef(RUN, 2))
     assert (item.type, item.approve) == ("mcp_approval_response", True)  # type: ignore[union-attr]
