@@ -116,6 +116,27 @@ def test_ids_print_in_full_at_80_columns_and_work_with_show(app: InProcessApp, m
     assert run_cli(app, "show", shown_id).returncode == 4  # the id as printed is the run's
 
 
+def test_ids_wider_together_than_the_terminal_print_in_full_one_field_a_line(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """An approval of a call with an OpenAI-length id: its approval id (run id, colon, call id) and its run id need
+    more than 80 columns together, so the approvals print as fields, one a line, every id whole."""
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10},
+                                          id="call_" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7"), "Paid."))
+    run_id = json.loads(run_cli(app, "--json", "run", "helper", "pay").stdout)["run_id"]
+    [approval] = json.loads(run_cli(app, "--json", "approvals").stdout)
+    assert len(approval["approval_id"]) + len(run_id) > 80
+
+    approvals = run_cli(app, "approvals", COLUMNS="80")
+    assert approvals.returncode == 0, approvals.stderr
+    lines = approvals.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    fields = dict(parts for parts in (line.split(None, 1) for line in lines) if len(parts) == 2)
+    assert [fields.get(name) for name in ("approval_id", "run_id", "tool")] == [approval["approval_id"], run_id,
+                                                                                 "transfer"], approvals.stdout
+    assert run_cli(app, "show", fields["run_id"]).returncode == 4  # the id as printed is the run's
+
+
 def test_sessions_show_their_last_activity(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of("Hello."))
     assert run_cli(app, "run", "helper", "hi", "--wait").returncode == 0
