@@ -231,7 +231,7 @@ def _approvals(args: argparse.Namespace, client: AgentsClient, console: Console,
             print(json.dumps(pending))
         elif not pending and not args.watch:
             console.print("No approvals waiting for you.")
-        elif not interactive:
+        elif not interactive and pending:  # watching: a poll with nothing new prints nothing
             _table(args, console, pending, ["approval_id", "run_id", "agent", "tool", "expires_at"])
         for approval in pending:
             seen.add(approval["approval_id"])
