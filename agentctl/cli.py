@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from agentctl import problems
 from agentctl.approve import decide_interactively
@@ -34,6 +35,8 @@ from agentctl.exit_codes import COMPLETED, DETACHED, STDOUT_CLOSED, USAGE, WAITI
 from agentctl.interrupted import forget_interrupted_print
 
 WATCH_INTERVAL_SECONDS = 2.0
+# The fewest characters a column other than an id shrinks to in a table.
+SHRUNK_COLUMN = 4
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,7 +231,7 @@ def _approvals(args: argparse.Namespace, client: AgentsClient, console: Console,
             print(json.dumps(pending))
         elif not pending and not args.watch:
             console.print("No approvals waiting for you.")
-        elif not interactive:
+        elif not interactive and pending:  # watching: a poll with nothing new prints nothing
             _table(args, console, pending, ["approval_id", "run_id", "agent", "tool", "expires_at"])
         for approval in pending:
             seen.add(approval["approval_id"])
@@ -270,6 +273,13 @@ def _table(args: argparse.Namespace, console: Console, rows: list[dict[str, Any]
     if args.json:
         print(json.dumps(rows))
         return
+    if not _ids_fit(console.width, rows, columns):
+        label = max(len(column) for column in columns)
+        for row in rows:  # as fields, one a line: an approval's id and its run's need more than 80 columns together
+            for column in columns:
+                console.print(Text.assemble((column.ljust(label), "bold"), "  ", str(row.get(column, ""))))
+            console.print()
+        return
     table = Table(*[_column(column, rows) for column in columns])
     for row in rows:
         table.add_row(*[str(row.get(column, "")) for column in columns])
@@ -281,8 +291,17 @@ def _column(name: str, rows: list[dict[str, Any]]) -> Column:
     columns shrink instead."""
     if not name.endswith("_id"):
         return Column(name)
-    widest = max([len(name), *(len(str(row.get(name, ""))) for row in rows)])
-    return Column(name, no_wrap=True, min_width=widest, overflow="fold")
+    return Column(name, no_wrap=True, min_width=_widest(name, rows), overflow="fold")
+
+
+def _ids_fit(width: int, rows: list[dict[str, Any]], columns: list[str]) -> bool:
+    """Whether the ids fit whole next to the other columns shrunk to a few characters (each column takes its text,
+    a space either side and a border; the table one more border)."""
+    return 1 + sum(3 + (_widest(name, rows) if name.endswith("_id") else SHRUNK_COLUMN) for name in columns) <= width
+
+
+def _widest(name: str, rows: list[dict[str, Any]]) -> int:
+    return max([len(name), *(len(str(row.get(name, ""))) for row in rows)])
 
 
 def _emit(args: argparse.Namespace, console: Console, body: dict[str, Any], text: Any) -> None:

@@ -62,8 +62,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         metavar="N",
-        help="run activity and HTTP functions in N worker processes (default: FUNCTIONS_WORKER_PROCESS_COUNT, else "
-        "0 = all in this process); orchestrators and entities always run in the host process",
+        help="run activity, HTTP and orchestrator functions and entity batches in N worker processes (default: "
+        "FUNCTIONS_WORKER_PROCESS_COUNT, else 0 = all in this process); the host process keeps the HTTP server and "
+        "the engine",
     )
     parser.add_argument("--list-functions", action="store_true",
                         help="list every function (routes as served on --port, and triggers) and exit, serving nothing")

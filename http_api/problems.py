@@ -154,7 +154,7 @@ def unsupported_media_type(content_type: str) -> ApiProblem:
         "unsupported_media_type",
         "The request body must be JSON",
         f"Content-Type '{content_type}' is not supported; send application/json.",
-        field="headers.content-type",
+        field="header.content-type",  # as every header at fault: header.<name>
     )
 
 

@@ -65,7 +65,7 @@ START_ERRORS = [
         RUNS,
         415,
         "unsupported_media_type",
-        "headers.content-type",
+        "header.content-type",
         content=b"input=hi",
         headers={"content-type": "application/x-www-form-urlencoded"},
     ),

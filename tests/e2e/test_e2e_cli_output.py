@@ -5,9 +5,11 @@ command quietly."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from e2e_harness import InProcessApp
@@ -114,6 +116,50 @@ def test_ids_print_in_full_at_80_columns_and_work_with_show(app: InProcessApp, m
     [line] = [line for line in runs.stdout.splitlines() if run_id[:8] in line]
     shown_id = line.split("│")[1].strip()
     assert run_cli(app, "show", shown_id).returncode == 4  # the id as printed is the run's
+
+
+def test_ids_wider_together_than_the_terminal_print_in_full_one_field_a_line(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """An approval of a call with an OpenAI-length id: its approval id (run id, colon, call id) and its run id need
+    more than 80 columns together, so the approvals print as fields, one a line, every id whole."""
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10},
+                                          id="call_" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7"), "Paid."))
+    run_id = json.loads(run_cli(app, "--json", "run", "helper", "pay").stdout)["run_id"]
+    [approval] = json.loads(run_cli(app, "--json", "approvals").stdout)
+    assert len(approval["approval_id"]) + len(run_id) > 80
+
+    approvals = run_cli(app, "approvals", COLUMNS="80")
+    assert approvals.returncode == 0, approvals.stderr
+    lines = approvals.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    fields = dict(parts for parts in (line.split(None, 1) for line in lines) if len(parts) == 2)
+    assert [fields.get(name) for name in ("approval_id", "run_id", "tool")] == [approval["approval_id"], run_id,
+                                                                                 "transfer"], approvals.stdout
+    assert run_cli(app, "show", fields["run_id"]).returncode == 4  # the id as printed is the run's
+
+
+def test_watching_the_inbox_without_a_terminal_prints_only_what_arrives(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agentctl approvals --watch > inbox.log`: the approvals waiting, then each one as it arrives; a poll that
+    finds nothing new prints nothing (not an empty table every two seconds). Three polls, then Ctrl-C."""
+    from agentctl import cli
+
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Paid."))
+    assert run_cli(app, "run", "helper", "pay").returncode == 4
+    polls: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "time", SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # not a terminal: nothing is asked
+    assert cli.main(["--url", app.host.base_url, "approvals", "--watch"]) == 130
+    printed = capsys.readouterr().out
+    assert printed.count("approval_id") == 1 and "transfer" in printed, printed
 
 
 def test_sessions_show_their_last_activity(app: InProcessApp, model: ScriptedModelServer) -> None:

@@ -165,3 +165,16 @@ def test_this_app_alone_tells_a_newcomer_what_to_try_and_needs_no_task_hub_setti
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_workers_help_says_every_function_runs_in_the_workers(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--workers N` runs orchestrator episodes and entity batches in the workers too (devhost/workers/pool.py;
+    docs/devhost.md): its help must not send a reader looking for them in the host process."""
+    from devhost.cli import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    options = " ".join(capsys.readouterr().out.split()).split("options:")[1]
+    workers = options[options.index("--workers N"):options.index("--list-functions ")]
+    assert "orchestrator" in workers and "entity batches" in workers, workers
+    assert "always run in the host" not in workers, workers
