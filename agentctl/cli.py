@@ -227,7 +227,10 @@ def _approvals(args: argparse.Namespace, client: AgentsClient, console: Console,
     seen: set[str] = set()
     while True:
         pending = [a for a in client.inbox() if a["approval_id"] not in seen]
-        if args.json:
+        if args.json and args.watch:  # JSON lines: each approval once, as it arrives (nothing for a quiet poll)
+            for approval in pending:
+                print(json.dumps(approval), flush=True)
+        elif args.json:
             print(json.dumps(pending))
         elif not pending and not args.watch:
             console.print("No approvals waiting for you.")

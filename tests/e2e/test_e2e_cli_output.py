@@ -160,6 +160,11 @@ def test_watching_the_inbox_without_a_terminal_prints_only_what_arrives(
     assert cli.main(["--url", app.host.base_url, "approvals", "--watch"]) == 130
     printed = capsys.readouterr().out
     assert printed.count("approval_id") == 1 and "transfer" in printed, printed
+    # --json: JSON lines, each approval once (it printed `[]` at every poll).
+    polls.clear()
+    assert cli.main(["--url", app.host.base_url, "--json", "approvals", "--watch"]) == 130
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line]  # Ctrl-C ends the last line
+    assert json.loads(line)["tool"] == "transfer"
 
 
 def test_sessions_show_their_last_activity(app: InProcessApp, model: ScriptedModelServer) -> None:
