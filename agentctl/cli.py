@@ -279,8 +279,9 @@ def _table(args: argparse.Namespace, console: Console, rows: list[dict[str, Any]
     if not _ids_fit(console.width, rows, columns):
         label = max(len(column) for column in columns)
         for row in rows:  # as fields, one a line: an approval's id and its run's need more than 80 columns together
-            for column in columns:
-                console.print(Text.assemble((column.ljust(label), "bold"), "  ", str(row.get(column, ""))))
+            for column in columns:  # on its name's line, however long: the terminal wraps it, a pipe keeps it whole
+                console.print(Text.assemble((column.ljust(label), "bold"), "  ", str(row.get(column, ""))),
+                              soft_wrap=True)
             console.print()
         return
     table = Table(*[_column(column, rows) for column in columns])

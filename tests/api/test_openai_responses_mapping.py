@@ -213,4 +213,28 @@ def test_the_rest_of_the_run_is_the_next_turn() -> None:
     assert second.created_at == datetime(2026, 1, 1, tzinfo=UTC).timestamp()
     [item] = input_items(snapshot, ResponseRef(RUN, 2))
     assert (item.type, item.approve) == ("mcp_approval_response", True)  # type: ignore[union-attr]
+
+
+def test_a_redelivered_call_counts_once_in_its_turn() -> None:
+    """A model call redelivered after its first attempt stored a longer answer (two messages, the first attempt's
+    usage on the second): the second attempt rewrites the first message with both attempts' usage
+    (`steps._split_own_answer`) and leaves the first attempt's second message where it was. The turn counts the
+    call once, with what both attempts were billed, and the run's turns still add up to its total."""
+    answered = approval_run(decided=True, answered=True)
+    first_attempt = Usage(input_tokens=3, output_tokens=4, total_tokens=7)
+    call = answered.messages[1].payload["contents"]
+    both = first_attempt + FIRST_CALL
+    messages = [
+        answered.messages[0],
+        record(1, Message.model_validate({"role": "assistant", "contents": call, "usage": both.model_dump(),
+                                          "message_id": f"{RUN}:model:0:0"})),
+        record(2, Message(role="assistant", contents=[TextContent(text="(left over)")], usage=first_attempt,
+                          message_id=f"{RUN}:model:0:1")),
+        *answered.messages[2:],
+    ]
+    snapshot = RunSnapshot(run=answered.run, status=answered.status, messages=messages, approvals=answered.approvals,
+                           usage=both + FIRST_CALL, waiting_on=[])
+    first, second = build_response(snapshot, ResponseRef(RUN)), build_response(snapshot, ResponseRef(RUN, 2))
+    assert first is not None and first.usage is not None and second is not None and second.usage is not None
+    assert (first.usage.total_tokens, second.usage.total_tokens) == (both.total_tokens, FIRST_CALL.total_tokens)
     assert build_response(snapshot, ResponseRef(RUN, 3)) is None

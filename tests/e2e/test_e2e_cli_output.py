@@ -167,6 +167,28 @@ def test_watching_the_inbox_without_a_terminal_prints_only_what_arrives(
     assert json.loads(line)["tool"] == "transfer"
 
 
+@pytest.mark.parametrize("call_id_length", [40, 60], ids=["beside its name over 80", "over 80 alone"])
+def test_an_id_wider_than_the_terminal_beside_its_name_prints_whole_on_its_line(
+    app: InProcessApp, model: ScriptedModelServer, call_id_length: int
+) -> None:
+    """A provider's longer call id (or a workflow gate's, which holds its step's id): the approval id does not fit
+    beside its name at 80 columns, and at 60 not even alone. It stays on its name's line, whole (the terminal wraps
+    it; copied or piped, it is one line), as every other field does."""
+    call_id = "call_" + "x" * (call_id_length - 5)
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}, id=call_id), "Paid."))
+    run_id = json.loads(run_cli(app, "--json", "run", "helper", "pay").stdout)["run_id"]
+    [approval] = json.loads(run_cli(app, "--json", "approvals").stdout)
+    assert len("approval_id  " + approval["approval_id"]) > 80
+
+    approvals = run_cli(app, "approvals", COLUMNS="80")
+    assert approvals.returncode == 0, approvals.stderr
+    lines = approvals.stdout.splitlines()
+    fields = dict(parts for parts in (line.split(None, 1) for line in lines) if len(parts) == 2)
+    assert [fields.get(name) for name in ("approval_id", "run_id", "tool")] == [approval["approval_id"], run_id,
+                                                                                 "transfer"], approvals.stdout
+    assert all(len(line) <= 80 for line in lines if approval["approval_id"] not in line), approvals.stdout
+
+
 def test_sessions_show_their_last_activity(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of("Hello."))
     assert run_cli(app, "run", "helper", "hi", "--wait").returncode == 0
