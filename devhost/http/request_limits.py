@@ -22,7 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 MAX_REQUEST_LINE_BYTES = 8 * 1024
 MAX_HEADER_COUNT = 100
 MAX_HEADERS_TOTAL_BYTES = 32 * 1024
-HEADER_SECTION_END_BYTES = 2  # Kestrel allows the total 2 bytes more: the empty line that ends the headers
+"""Of the header lines with their CRLFs (Kestrel allows 2 bytes more, for the empty line that ends them)."""
 
 URI_TOO_LONG = 414
 HEADER_FIELDS_TOO_LARGE = 431
