@@ -12,6 +12,7 @@ from typing import Any, Literal
 from agent_runs.client_errors import crash_error
 from agent_runs.sequence import run_seq_range
 from agent_runs.store_log import StoreConversationLog, load_session_records
+from agent_runs.stored_usage import stored_run_usage
 from agent_runtime.loop_types import Finish, RunStatus
 from agent_runtime.messages import Message, unanswered_function_calls
 from agent_runtime.steps import close_unresolved_calls_step
@@ -37,17 +38,20 @@ async def close_abandoned_run(
     store: SessionStore, run: RunRecord, status: RunStatus, error: dict[str, Any]
 ) -> RunRecord:
     """Close a run whose orchestration is gone. Its calls without results get an error result written after the
-    run's last message (nothing else writes to the run any more); safe to repeat (deterministic message ids)."""
+    run's last message (nothing else writes to the run any more); safe to repeat (deterministic message ids). Its
+    usage, which only its loop counted, is what the store holds of it (`stored_run_usage`), unless the record has
+    one (a rewound run keeps its earlier close's)."""
     first, last = run_seq_range(run.ordinal)
     session_records = await load_session_records(store, run.session_id)
+    own = [r for r in session_records if first <= r.seq <= last]
+    usage = None if run.usage else stored_run_usage(run, own).model_dump(mode="json")
     unanswered = unanswered_function_calls([Message.model_validate(r.payload) for r in session_records])
     if unanswered:
-        run_seqs = [r.seq for r in session_records if first <= r.seq <= last]
-        next_seq = max(run_seqs, default=first - 1) + 1
+        next_seq = max((r.seq for r in own), default=first - 1) + 1
         log = StoreConversationLog(store, run.session_id, run.run_id, first_seq=next_seq, slots=len(unanswered))
         await close_unresolved_calls_step(log, run.run_id, Finish(status=status, reason=str(error.get("code"))))
     await expire_pending_approvals(store, run.run_id, status)
-    return await store.finish_run(run.run_id, status, error=error)
+    return await store.finish_run(run.run_id, status, error=error, usage=usage)
 
 
 # An orchestration's runtime status that ends it without its run closed (crash, terminate), and the run's end then.

@@ -4,8 +4,10 @@ kept across the durable retries of `call_model` on the run record (`RunRecord.fa
 A failing attempt adds its usage to its iteration's entry before the durable retry (or before its run fails). The
 entry is counted once, by one sum (`counting_failed_attempts`): the attempt that answers adds it to its turn, so the
 loop's budget counts every billed attempt once; a run that ends with the call unanswered (failed, cancelled) adds it
-to the usage it is closed with. The entry is never cleared: the turn that read it is handed to the loop once, later
-iterations read their own entry, and a rewound run goes on from the loop's state before the failed call.
+to the usage it is closed with. A run closed without its loop's count (its orchestration crashed or was terminated)
+adds every entry to its stored answers' usage instead (`all_failed_attempts`; the answers store none of it). The
+entry is never cleared: the turn that read it is handed to the loop once, later iterations read their own entry, and
+a rewound run goes on from the loop's state before the failed call.
 
 An entry is the usage's JSON plus the ids of the attempts in it (`attempts`; entries written before had none): an
 attempt adds itself by etag, reading the record again when it changed meanwhile, and stops once it finds its id, so a
@@ -37,7 +39,7 @@ def new_attempt_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _entry(record: RunRecord | None, iteration: int) -> tuple[Usage | None, list[str]]:
+def _entry(record: RunRecord | None, iteration: int | str) -> tuple[Usage | None, list[str]]:
     kept: dict[str, Any] | None = record.failed_call_usage.get(str(iteration)) if record is not None else None
     if not kept:
         return None, []
@@ -49,6 +51,11 @@ def counting_failed_attempts(usage: Usage, record: RunRecord | None, iteration: 
     """`usage` with what the failed attempts of the iteration's model call were billed (as it is when none were)."""
     kept = _entry(record, iteration)[0] if iteration is not None else None
     return usage if kept is None else kept + usage
+
+
+def all_failed_attempts(record: RunRecord) -> Usage:
+    """What every failed attempt of the run was billed (each iteration's entry once)."""
+    return sum((_entry(record, iteration)[0] or Usage() for iteration in record.failed_call_usage), Usage())
 
 
 def with_failed_attempts(turn: ModelTurn, record: RunRecord | None, iteration: int) -> ModelTurn:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from agent_runs.stored_usage import calls_usage
 from agent_runtime.conversation import input_message_id
 from agent_runtime.messages import Message, Usage
 from agent_runtime.overrides import RunOverrides
@@ -291,21 +292,8 @@ def build_response(snapshot: RunSnapshot, ref: ResponseRef, *, background: bool 
 
 
 def _calls_usage(snapshot: RunSnapshot, low: float, high: float) -> Usage:
-    """The usage of the model calls whose answers are stored in (low, high], each call's once: a call redelivered
-    after a longer first answer leaves that answer's last message (and its usage) behind, and the new answer's
-    usage holds it too (`steps._split_own_answer`), so a call counts its largest."""
-    model_ids = f"{snapshot.run.run_id}:model:"
-    calls: dict[str, Usage] = {}
-    for record in snapshot.messages:
-        if low < record.seq <= high and record.payload.get("usage"):
-            usage = Usage.model_validate(record.payload["usage"])
-            call = record.message_id
-            if call.startswith(model_ids):  # `<run>:model:<iteration>:<index>`: one call's messages
-                call = call.rpartition(":")[0]
-            kept = calls.get(call)
-            if kept is None or usage.total_tokens > kept.total_tokens:
-                calls[call] = usage
-    return sum(calls.values(), Usage())
+    """The usage of the model calls whose answers are stored in (low, high] (`calls_usage`: each call's once)."""
+    return calls_usage(snapshot.run.run_id, (r for r in snapshot.messages if low < r.seq <= high))
 
 
 def _turn_usage(snapshot: RunSnapshot, low: float, high: float | None) -> Usage:

@@ -18,11 +18,13 @@ from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
 
 from durable_steps.activity import DEFAULT_RETRY
+from http_api.openai_responses.ids import ResponseRef
 from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
 from scripted_model.script import ScriptedToolCall
 
 PRICES = '{"scripted-model": {"input": 1000, "output": 2000}}'  # per 1M: 100 in + 10 out = 0.12
 BILLED = {"prompt_tokens": 100, "completion_tokens": 10}
+EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 DURABLE_ATTEMPTS = DEFAULT_RETRY.max_number_of_attempts
 DURABLE_RETRY_S = DEFAULT_RETRY.first_retry_interval_in_milliseconds / 1000
 
@@ -116,6 +118,40 @@ def test_a_run_cancelled_while_its_model_call_waits_for_a_retry_shows_its_failed
     assert view["status"] == "cancelled", view
     assert len(model.log.requests) == 1
     assert_usage(app, view, 1)
+
+
+def test_a_terminated_run_shows_what_its_calls_and_failed_attempts_were_billed(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The first call's first attempt is billed and breaks, its durable retry answers with an email to approve; once
+    approved, the second call asks for another; then the orchestration is terminated. Closed by its view without its
+    loop's count, the run shows all three attempts (the answers' stored usage and the failed attempt kept on the
+    record; before, none of it), and its Responses turns add up to that."""
+    email = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL)], usage=BILLED)
+    model.set_script(Script.of(email, email, "Never asked."))
+    model.fail_next(Fault.billed(usage=BILLED))
+    started = app.start(agent="helper", input="Email Bob twice.")
+    app.settle()
+    app.advance(60)  # the durable retry of the first call
+    [first] = app.approvals(started["run_id"])
+    assert app.decide(started["run_id"], first["approval_id"], "approve").status_code == 202
+    app.settle()
+    assert len(model.log.requests) == 3 and len(app.approvals(started["run_id"])) == 2
+    terminate = app.http.post(
+        f"/runtime/webhooks/durabletask/instances/{started['run_id']}/terminate", params={"reason": "stuck"}
+    )
+    assert terminate.status_code == 202
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated"), view
+    assert_usage(app, view, 3)
+    turns: list[int] = []
+    ref = ResponseRef(started["run_id"])
+    while (turn := app.http.get(f"/api/v1/responses/{ref.response_id}")).is_success:
+        turns.append(turn.json()["usage"]["total_tokens"])
+        ref = ref.next()
+    assert turns[0] == 110 and sum(turns) == 330, turns  # the first turn's own call; the latest carries the failed one
 
 
 def changed_meanwhile(app: InProcessApp, change: Callable[..., Any]) -> Callable[[], None]:
