@@ -14,7 +14,7 @@ from agent_runs.sequence import run_seq_range
 from agent_runs.store_log import StoreConversationLog, load_session_records
 from agent_runs.stored_usage import stored_run_usage
 from agent_runtime.loop_types import Finish, RunStatus
-from agent_runtime.messages import Message, unanswered_function_calls
+from agent_runtime.messages import Message, Usage, unanswered_function_calls
 from agent_runtime.steps import close_unresolved_calls_step
 from session_store import AlreadyDecidedError, RunRecord, SessionStore
 
@@ -39,12 +39,13 @@ async def close_abandoned_run(
 ) -> RunRecord:
     """Close a run whose orchestration is gone. Its calls without results get an error result written after the
     run's last message (nothing else writes to the run any more); safe to repeat (deterministic message ids). Its
-    usage, which only its loop counted, is what the store holds of it (`stored_run_usage`), unless the record has
-    one (a rewound run keeps its earlier close's)."""
+    usage, which only its loop counted, is what the store holds of it (`stored_run_usage`), unless the record holds
+    more: a rewound run kept its failed close's, which the stored answers hold too, with the calls made since."""
     first, last = run_seq_range(run.ordinal)
     session_records = await load_session_records(store, run.session_id)
     own = [r for r in session_records if first <= r.seq <= last]
-    usage = None if run.usage else stored_run_usage(run, own).model_dump(mode="json")
+    stored, recorded = stored_run_usage(run, own), Usage.model_validate(run.usage)
+    usage = stored.model_dump(mode="json") if stored.total_tokens > recorded.total_tokens else None
     unanswered = unanswered_function_calls([Message.model_validate(r.payload) for r in session_records])
     if unanswered:
         next_seq = max((r.seq for r in own), default=first - 1) + 1

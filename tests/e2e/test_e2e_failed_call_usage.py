@@ -154,6 +154,33 @@ def test_a_terminated_run_shows_what_its_calls_and_failed_attempts_were_billed(
     assert turns[0] == 110 and sum(turns) == 330, turns  # the first turn's own call; the latest carries the failed one
 
 
+def test_a_rewound_run_that_is_terminated_shows_its_calls_after_the_rewind_too(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The run fails with its second call's attempts billed (closed with that usage); rewound, the call answers with
+    an email to approve (110 more); then the orchestration is terminated. The run's usage counts the call made after
+    the rewind too (it kept the failed close's, which the record already had)."""
+    model.set_script(FAILING_AFTER_THE_LOOKUP)
+    started = app.start(agent="helper", input="Look up a and b.")
+    until_the_model_calls_give_up(app)
+    assert_usage(app, app.view(started["run_id"]), 1 + DURABLE_ATTEMPTS)
+
+    email = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL)], usage=BILLED)
+    model.set_script(Script.of(email, "Never asked."))
+    assert app.http.post(f"/api/runs/{started['run_id']}/rewind").status_code == 202
+    app.settle()
+    assert len(app.approvals(started["run_id"])) == 1
+    terminate = app.http.post(
+        f"/runtime/webhooks/durabletask/instances/{started['run_id']}/terminate", params={"reason": "stuck"}
+    )
+    assert terminate.status_code == 202
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated"), view
+    assert_usage(app, view, 2 + DURABLE_ATTEMPTS)
+
+
 def changed_meanwhile(app: InProcessApp, change: Callable[..., Any]) -> Callable[[], None]:
     """Patch the app's store so that its first write of a failed attempt's usage runs through `change(update_run,
     run_id, changes)` (the real method, then what the write does instead); returns the undo."""
