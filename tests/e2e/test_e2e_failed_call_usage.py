@@ -34,6 +34,7 @@ def step(key: str, text: str) -> Reply:
 
 
 ANSWER = Reply(text="Done.", usage=BILLED)
+EMAIL_CALL = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL)], usage=BILLED)  # needs approval
 FAILING_AFTER_THE_LOOKUP = Script(rules=[  # the first call answers; every attempt of the second is billed, then breaks
     Rule(match=Match(last_tool_name="lookup"), reply=Reply.fail(Fault.billed(usage=BILLED))),
     Rule(match=Match(last_user="."), reply=step("a", "Looking up a.")),
@@ -120,6 +121,16 @@ def test_a_run_cancelled_while_its_model_call_waits_for_a_retry_shows_its_failed
     assert_usage(app, view, 1)
 
 
+def terminated(app: InProcessApp, run_id: str) -> dict[str, Any]:
+    """Terminate the run's orchestration (Durable's HTTP API), then its view: closed by it as `run_terminated`."""
+    terminate = app.http.post(f"/runtime/webhooks/durabletask/instances/{run_id}/terminate", params={"reason": "stuck"})
+    assert terminate.status_code == 202
+    app.settle()
+    view = app.view(run_id)
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated"), view
+    return view
+
+
 def test_a_terminated_run_shows_what_its_calls_and_failed_attempts_were_billed(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
@@ -127,8 +138,7 @@ def test_a_terminated_run_shows_what_its_calls_and_failed_attempts_were_billed(
     approved, the second call asks for another; then the orchestration is terminated. Closed by its view without its
     loop's count, the run shows all three attempts (the answers' stored usage and the failed attempt kept on the
     record; before, none of it), and its Responses turns add up to that."""
-    email = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL)], usage=BILLED)
-    model.set_script(Script.of(email, email, "Never asked."))
+    model.set_script(Script.of(EMAIL_CALL, EMAIL_CALL, "Never asked."))
     model.fail_next(Fault.billed(usage=BILLED))
     started = app.start(agent="helper", input="Email Bob twice.")
     app.settle()
@@ -137,14 +147,7 @@ def test_a_terminated_run_shows_what_its_calls_and_failed_attempts_were_billed(
     assert app.decide(started["run_id"], first["approval_id"], "approve").status_code == 202
     app.settle()
     assert len(model.log.requests) == 3 and len(app.approvals(started["run_id"])) == 2
-    terminate = app.http.post(
-        f"/runtime/webhooks/durabletask/instances/{started['run_id']}/terminate", params={"reason": "stuck"}
-    )
-    assert terminate.status_code == 202
-    app.settle()
-
-    view = app.view(started["run_id"])
-    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated"), view
+    view = terminated(app, started["run_id"])
     assert_usage(app, view, 3)
     turns: list[int] = []
     ref = ResponseRef(started["run_id"])
@@ -165,19 +168,11 @@ def test_a_rewound_run_that_is_terminated_shows_its_calls_after_the_rewind_too(
     until_the_model_calls_give_up(app)
     assert_usage(app, app.view(started["run_id"]), 1 + DURABLE_ATTEMPTS)
 
-    email = Reply(tool_calls=[ScriptedToolCall(name="send_email", arguments=EMAIL)], usage=BILLED)
-    model.set_script(Script.of(email, "Never asked."))
+    model.set_script(Script.of(EMAIL_CALL, "Never asked."))
     assert app.http.post(f"/api/runs/{started['run_id']}/rewind").status_code == 202
     app.settle()
     assert len(app.approvals(started["run_id"])) == 1
-    terminate = app.http.post(
-        f"/runtime/webhooks/durabletask/instances/{started['run_id']}/terminate", params={"reason": "stuck"}
-    )
-    assert terminate.status_code == 202
-    app.settle()
-
-    view = app.view(started["run_id"])
-    assert (view["status"], view["error"]["code"]) == ("cancelled", "run_terminated"), view
+    view = terminated(app, started["run_id"])
     assert_usage(app, view, 2 + DURABLE_ATTEMPTS)
 
 
