@@ -109,17 +109,18 @@ def openai_endpoint(handler: Handler) -> Handler:
         request_id = new_request_id()
         try:
             async with admitted(req):  # who is calling, then the route's path ids, as for every route
-                return with_request_id(await handler(*args, **kwargs), request_id)
+                response = await handler(*args, **kwargs)
         except ApiProblem as problem:
-            return with_request_id(error_response(problem), request_id)
+            response = error_response(problem)
         except StoreUnavailableError as error:
             log.warning("Store unavailable in %s (request id %s): %s", handler.__name__, request_id, error)
             message = f"The session store is temporarily unavailable; retry shortly (reference {request_id})."
-            problem = ApiProblem(503, "store_unavailable", message, message, headers={"Retry-After": "1"})
-            return with_request_id(error_response(problem), request_id)
+            response = error_response(ApiProblem(503, "store_unavailable", message, message,
+                                                 headers={"Retry-After": "1"}))
         except Exception:
             log.exception("Unhandled error in %s (request id %s)", handler.__name__, request_id)
             message = f"The server failed to handle the request (reference {request_id} in the logs)."
-            return with_request_id(error_response(ApiProblem(500, "server_error", message, message)), request_id)
+            response = error_response(ApiProblem(500, "server_error", message, message))
+        return with_request_id(response, request_id)
 
     return wrapper
