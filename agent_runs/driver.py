@@ -76,6 +76,10 @@ class RunDriver:
         self._model_calls = 0
         self._pending_approvals: list[str] = []
         self._expires_at: datetime | None = None
+        # An escalation's new deadline, published once the escalation is stored (`on_deadline_step`), not before: a
+        # stream or poll that read the progress in between would read the approvals as they were, and nothing would
+        # change in the progress afterwards to make it read them again.
+        self._escalated_expires_at: datetime | None = None
         self._reason: str | None = None
         self._model_call_seq: int | None = None
         self._handed_on: set[str] = set()
@@ -172,9 +176,9 @@ class RunDriver:
         if escalation is None or self._escalated:
             return None
         self._escalated = True
-        self._expires_at = now + timedelta(seconds=escalation.timeout_seconds)
+        self._escalated_expires_at = now + timedelta(seconds=escalation.timeout_seconds)
         return EscalateApprovalsInput(
-            run=self.run, approval_ids=self.pending_approvals, to=escalation.to, expires_at=self._expires_at
+            run=self.run, approval_ids=self.pending_approvals, to=escalation.to, expires_at=self._escalated_expires_at
         )
 
     def expire_input(self) -> ExpireApprovalsInput:
@@ -272,6 +276,8 @@ class RunDriver:
         were decided in the store meanwhile and stay pending here until applied (`decided_during_deadline`)."""
         self._step_completed()
         self._handed_on = set(handed_on)
+        if self._escalated_expires_at is not None:  # the escalation is stored: its deadline is now the one
+            self._expires_at, self._escalated_expires_at = self._escalated_expires_at, None
 
     @property
     def decided_during_deadline(self) -> list[str]:

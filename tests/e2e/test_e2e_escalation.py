@@ -65,3 +65,27 @@ def test_a_decision_that_arrives_during_the_escalation(app: InProcessApp, model:
     assert app.decide(view["run_id"], first, "approve").status_code == 202
     app.settle()
     assert_applied_once(app, view, batch)
+
+
+def test_the_progress_announces_the_new_deadline_once_the_escalation_is_stored(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A stream (the page's run view) follows a run by its orchestration's progress and reads the approvals again
+    when the progress changes. The progress announced the escalation's new deadline when the step was scheduled,
+    before the store held it: a stream that read the approvals meanwhile kept them as they were, and nothing changed
+    in the progress afterwards, so the page never offered an approval escalated to its viewer. It is announced once
+    every approval of the batch is escalated in the store."""
+    batch = emails(2)
+    model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
+    view = app.start_until_approval(agent="escalating")
+    first_deadline = app.host.get_status(view["run_id"])["customStatus"]["approvals_expire_at"]
+    with paused(app, "escalate_approval") as escalating:
+        app.host.clock.advance(FIRST_DEADLINE_S + 1)
+        escalating.wait_reached()  # the first approval is escalated in the store, the second not yet
+        assert app.host.get_status(view["run_id"])["customStatus"]["approvals_expire_at"] == first_deadline
+    app.settle()
+    announced = app.host.get_status(view["run_id"])["customStatus"]["approvals_expire_at"]
+    records = app.approvals(view["run_id"])
+    assert [r["escalated_to"] for r in records] == ["role:Supervisors", "role:Supervisors"]
+    assert {datetime.fromisoformat(r["expires_at"]) for r in records} == {datetime.fromisoformat(announced)}
+    assert announced != first_deadline

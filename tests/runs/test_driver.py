@@ -149,9 +149,12 @@ def test_an_escalation_hands_the_batch_on_once_with_a_new_deadline() -> None:
     assert escalation is not None
     assert (escalation.to, escalation.expires_at) == ("role:Supervisors", later + timedelta(seconds=600))
     assert escalation.approval_ids == [approval_id("r1", "a"), approval_id("r1", "b")]
+    # Not stored yet: the progress keeps the first deadline, so that the one announcing the new deadline comes after
+    # the escalation is in the store (a stream that read the approvals in between reads them again then).
+    assert d.progress().approvals_expire_at == NOW + timedelta(seconds=60)  # approval_timeout_seconds
+    d.on_deadline_step(handed_on=[approval_id("r1", "b")])  # "a" was decided in the store meanwhile
     assert d.approvals_expire_at == escalation.expires_at
     assert d.progress().approvals_expire_at == escalation.expires_at  # pollers see the new deadline
-    d.on_deadline_step(handed_on=[approval_id("r1", "b")])  # "a" was decided in the store meanwhile
     assert d.decided_during_deadline == [approval_id("r1", "a")]
     assert d.escalation_input(later) is None  # once per batch: the next deadline is the last
 
