@@ -189,19 +189,7 @@ class RuntimeWorkerPool:
                             attempt, START_ATTEMPTS)
 
     def _start_one(self) -> WorkerChannel:
-        token = secrets.token_hex(16)
-        env = {**os.environ, TOKEN_VARIABLE: token, "FUNCTIONS_WORKER_PROCESS_COUNT": str(self.count)}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.app_dir, _PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "devhost.worker", "--connect", self._address, "--log-level", self.log_level],
-            env=env, cwd=self.app_dir,
-        )
-        try:
-            sock = self._accept(process, token)
-        except BaseException:
-            process.kill()
-            process.wait()
-            raise
+        process, sock = self._launch(secrets.token_hex(16))
         channel = WorkerChannel(process, sock, self._lost)
         try:
             self._handshake(channel)
@@ -210,25 +198,45 @@ class RuntimeWorkerPool:
             raise
         return channel
 
-    def _accept(self, process: subprocess.Popen[bytes], token: str) -> socket.socket:
-        """The connection of the worker named by `token`, once its `StartStream` arrives (bounded; fails early when
-        the process exits first)."""
+    def _launch(self, token: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+        """Start a worker process named by `token` and take its connection. The token is awaited before the process
+        starts: a worker that connected before this thread went on (a loaded machine, other starts holding the GIL)
+        found nobody waiting for it, was closed, and exited with code 0 "before connecting"."""
         arrival: Future[socket.socket] = Future()
         with self._changed:
             self._arrivals[token] = arrival
         try:
-            deadline = time.monotonic() + self.startup_timeout
-            while time.monotonic() < deadline:
-                try:
-                    return arrival.result(timeout=0.2)
-                except TimeoutError:
-                    if process.poll() is not None:
-                        raise WorkerStartError(
-                            f"a worker process exited with code {process.returncode} before connecting") from None
-            raise WorkerStartError(f"a worker process did not connect within {self.startup_timeout:.0f} s")
+            process = self._popen(token)
+            try:
+                return process, self._accept(process, arrival)
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
         finally:
             with self._changed:
                 self._arrivals.pop(token, None)
+
+    def _popen(self, token: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, TOKEN_VARIABLE: token, "FUNCTIONS_WORKER_PROCESS_COUNT": str(self.count)}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.app_dir, _PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        return subprocess.Popen(
+            [sys.executable, "-m", "devhost.worker", "--connect", self._address, "--log-level", self.log_level],
+            env=env, cwd=self.app_dir,
+        )
+
+    def _accept(self, process: subprocess.Popen[bytes], arrival: Future[socket.socket]) -> socket.socket:
+        """The worker's connection, once its `StartStream` arrives (bounded; fails early when the process exits
+        first)."""
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            try:
+                return arrival.result(timeout=0.2)
+            except TimeoutError:
+                if process.poll() is not None:
+                    raise WorkerStartError(
+                        f"a worker process exited with code {process.returncode} before connecting") from None
+        raise WorkerStartError(f"a worker process did not connect within {self.startup_timeout:.0f} s")
 
     def _accept_loop(self) -> None:
         """Take connections and hand each to the start waiting for its token; anything else is closed."""

@@ -6,14 +6,18 @@ ones is `test_real_worker.py`'s (Python 3.13+)."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from devhost.worker import pool as pool_module
+from devhost.worker import rpc
 from devhost.worker.channel import WorkerLostError
 from devhost.worker.pool import START_ATTEMPTS, RuntimeWorkerPool
+from devhost.worker.wire import encode
 
 
 @pytest.fixture
@@ -98,3 +102,52 @@ class _Now:
 
     def start(self) -> None:
         self.target(*self.args)
+
+
+def test_a_worker_that_connects_before_its_start_goes_on_is_taken(
+    pool: RuntimeWorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine a worker can connect and say its token before the thread that started it runs again: the
+    pool closed such a connection (nobody waited for that token yet), the worker exited with code 0 "before
+    connecting", and the host did not start (seen through Azure's worker under load). Here the stand-in process
+    connects and says its token before `Popen` even returns."""
+    pool._acceptor.start()
+
+    class Connected:
+        """A started worker process that is already connected and running."""
+
+        returncode = None
+
+        def __init__(self, token: str) -> None:
+            host, _, port = pool._address.rpartition(":")
+            self.sock = socket.create_connection((host, int(port)))
+            self.sock.sendall(encode(rpc.StreamingMessage(start_stream=rpc.StartStream(worker_id=token))))
+            time.sleep(0.2)  # the acceptor reads the token meanwhile
+
+        def poll(self) -> int | None:
+            return None
+
+        def kill(self) -> None:  # (a start that failed stops its process)
+            self.sock.close()
+
+        def wait(self) -> int:
+            return 0
+
+    started: list[Connected] = []
+
+    def popen(token: str) -> Any:
+        started.append(Connected(token))
+        return started[-1]
+
+    monkeypatch.setattr(pool, "_popen", popen)
+    try:
+        process, sock = pool._launch("the-token")
+        with sock:
+            assert process is started[0]
+            sock.sendall(b"hello")
+            assert started[0].sock.recv(5) == b"hello"  # the connection the worker made, not a closed one
+    finally:
+        pool._closing = True
+        started[0].sock.close()
+        pool._listener.shutdown(socket.SHUT_RDWR)  # wakes the acceptor blocked in accept(), as `close()` does
+        pool._acceptor.join(5)
