@@ -4,11 +4,17 @@ route), and only the second deadline applies the final action. A decision racing
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Any
 
-from e2e_harness import InProcessApp, parallel_calls, pending_ids
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp, parallel_calls, pending_ids
+from e2e_settings import watches_the_app_in_process
 from step_pause import paused
 from test_e2e_approval_events import assert_applied_once, emails
+from test_e2e_streams import of, read_until, sse
 
 from scripted_model import Script, ScriptedModelServer
 
@@ -89,3 +95,35 @@ def test_the_progress_announces_the_new_deadline_once_the_escalation_is_stored(
     assert [r["escalated_to"] for r in records] == ["role:Supervisors", "role:Supervisors"]
     assert {datetime.fromisoformat(r["expires_at"]) for r in records} == {datetime.fromisoformat(announced)}
     assert announced != first_deadline
+
+
+@watches_the_app_in_process  # the stream's watcher
+def test_an_escalation_reaches_a_stream_that_read_the_run_while_it_was_being_stored(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer
+) -> None:
+    """The same, through a real SSE client: the stream's watcher reads the run while the escalation is half stored
+    (one approval handed on, the other not yet), and still gets the status with both escalated once it is stored.
+    Before, that read was its last (the progress did not change again): the stream went quiet until its time limit."""
+    with app_with(STREAM_MAX_SECONDS="20") as app:
+        model.set_script(Script.of(parallel_calls("send_email", *emails(2)), "Done."))
+        run_id = app.start(agent="escalating", input="please")["run_id"]
+        watchers = app.app_module("http_api.streams.watchers").REGISTRY
+        with sse(app, run_id) as source:
+            events = source.iter_sse()
+            read_until(events, lambda e: e.event == "status" and e.json()["status"] == "requires_action")
+            with paused(app, "escalate_approval") as escalating:
+                app.host.clock.advance(FIRST_DEADLINE_S + 1)
+                escalating.wait_reached()
+                [stats] = watchers.stats(run_id)
+                reads, deadline = stats.state_reads, time.monotonic() + PROGRESS_TIMEOUT_S
+                while stats.state_reads < reads + 2:  # the watcher has read the run during the escalation
+                    assert time.monotonic() < deadline, "the stream's watcher stopped reading the run"
+                    time.sleep(0.01)
+            seen = read_until(events, lambda e: e.event == "status" and _all_escalated(e.json()))
+    [status] = [s for s in of(seen, "status") if _all_escalated(s)]
+    assert status["status"] == "requires_action" and len(status["pending_approvals"]) == 2
+
+
+def _all_escalated(status: dict[str, Any]) -> bool:
+    pending = status["pending_approvals"]
+    return bool(pending) and all(a["escalated_to"] == "role:Supervisors" for a in pending)
