@@ -31,7 +31,13 @@ def payload_size(payload: BaseModel | dict[str, Any] | list[Any] | None) -> int:
 
 def within_budget(payload: PayloadT, what: str, budget: int = PAYLOAD_BUDGET_BYTES) -> PayloadT:
     """Return `payload` unchanged, or raise if its JSON form is larger than the budget."""
+    checked_size(payload, what, budget)
+    return payload
+
+
+def checked_size(payload: BaseModel | dict[str, Any] | list[Any], what: str, budget: int = PAYLOAD_BUDGET_BYTES) -> int:
+    """The size of `payload`'s JSON form in bytes; raises if it is larger than the budget."""
     size = payload_size(payload)
     if size > budget:
         raise PayloadBudgetExceeded(f"{what} is {size} bytes; the durable payload budget is {budget} bytes")
-    return payload
+    return size

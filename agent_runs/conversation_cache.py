@@ -122,6 +122,11 @@ class ConversationCache:
         self._max_json_chars = max_json_chars
         self._lock = threading.Lock()  # activities of one process may run on several threads
 
+    def held(self) -> tuple[int, int]:
+        """(runs, message records) held now."""
+        with self._lock:
+            return len(self._entries), self._held
+
     def has(self, session_id: str, run_id: str) -> bool:
         """Whether checking the run's ETag could pay off (saves that read when nothing is remembered)."""
         with self._lock:

@@ -23,11 +23,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_runs.budget import within_budget
+from agent_runs.budget import checked_size, within_budget
 from agent_runs.wire_shapes import reads_back_unchanged, tags_and_nested
 
 # Payloads a `ReplayedPayloads` keeps: a few per step of each run in flight (the first build of each is what costs).
 REPLAYED_PAYLOADS = 2048
+# ... and the bytes of their JSON (key and payload), in all: ~1 KB an entry is usual (2 MB at the entry bound), but a
+# payload may be as large as its budget (16 KB), whose 2048 entries would hold ~70 MB of JSON and more as objects.
+REPLAYED_PAYLOAD_BYTES = 4 * 1024 * 1024
 
 
 def compact_json(model: BaseModel, parse: Callable[[Any], Any] | None = None, *, read_as: Any = None) -> dict[str, Any]:
@@ -77,13 +80,18 @@ class ReplayedPayloads:
     (a changed value is another key) and nothing outside the value (clock, episode, instance) is involved. A payload
     over the budget is not kept: it raises again, the same way, on every replay. The payloads are shared between
     episodes: the Durable SDK only serializes them (`df_dumps`, `OrchestratorState.to_json`), and nothing may change
-    them. Bounded (the oldest goes first); safe for episodes on several threads."""
+    them. Bounded in entries and in the bytes of their JSON, keys and payloads (the oldest go first): a payload may
+    be as large as the budget, so a count alone would let one cache hold hundreds of MB (`bench memory` reads what
+    they hold). Safe for episodes on several threads."""
 
-    def __init__(self, what: str, budget: int, entries: int = REPLAYED_PAYLOADS) -> None:
+    def __init__(self, what: str, budget: int, entries: int = REPLAYED_PAYLOADS,
+                 max_bytes: int = REPLAYED_PAYLOAD_BYTES) -> None:
         self._what = what
         self._budget = budget
         self._entries = entries
-        self._payloads: dict[Hashable, dict[str, Any]] = {}
+        self._max_bytes = max_bytes
+        self._payloads: dict[Hashable, tuple[dict[str, Any], int]] = {}  # key -> (payload, bytes charged)
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def payload(self, model: BaseModel, *, replayed: bool = True) -> dict[str, Any]:
@@ -91,20 +99,47 @@ class ReplayedPayloads:
         built for the first time is not looked up nor kept (its key would cost as much). The value is the same."""
         if not replayed:
             return self.fresh(model)
-        return self.payload_for((type(model), model.model_dump_json()), lambda: model)
+        full = model.model_dump_json()
+        return self._kept((type(model), full), len(full), lambda: model)
 
     def fresh(self, model: BaseModel) -> dict[str, Any]:
         """The payload, built (not looked up, not kept)."""
         return within_budget(compact_json(model), self._what, self._budget)
 
-    def payload_for(self, key: Hashable, build: Callable[[], BaseModel]) -> dict[str, Any]:
+    def payload_for(self, key: bytes | str, build: Callable[[], BaseModel]) -> dict[str, Any]:
         """The payload of the model `build()` returns, kept under `key`: a value that determines that model (its
         caller vouches for this; `payload` uses the model's class and full JSON)."""
+        return self._kept(key, len(key), build)
+
+    def _kept(self, key: Hashable, key_bytes: int, build: Callable[[], BaseModel]) -> dict[str, Any]:
         found = self._payloads.get(key)
-        if found is None:
-            found = self.fresh(build())
-            with self._lock:
-                while len(self._payloads) >= self._entries:
-                    del self._payloads[next(iter(self._payloads))]
-                self._payloads[key] = found
-        return found
+        if found is not None:
+            return found[0]
+        payload = compact_json(build())
+        charged = key_bytes + checked_size(payload, self._what, self._budget)
+        if charged > self._max_bytes:
+            return payload  # larger than the whole bound: not kept (nor does it push the others out)
+        with self._lock:
+            self._forget(key)
+            while self._payloads and (len(self._payloads) >= self._entries
+                                      or self._bytes + charged > self._max_bytes):
+                self._forget(next(iter(self._payloads)))
+            self._payloads[key] = (payload, charged)
+            self._bytes += charged
+        return payload
+
+    def held(self) -> tuple[int, int]:
+        """(entries, bytes charged) held now."""
+        with self._lock:
+            return len(self._payloads), self._bytes
+
+    def clear(self) -> None:
+        """Forget every payload (each is built again when next asked for: a miss costs only time)."""
+        with self._lock:
+            self._payloads.clear()
+            self._bytes = 0
+
+    def _forget(self, key: Hashable) -> None:
+        gone = self._payloads.pop(key, None)
+        if gone is not None:
+            self._bytes -= gone[1]

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "stream": ("bench.stream_bench", "SSE streams: model token to delta latency p50/p95, 200 concurrent streams"),
     "worker": ("bench.worker_bench", "devhost in-process vs the real worker (Python 3.13+): added time per invocation"),
     "capacity": ("bench.capacity_bench", "Durable actions and Cosmos operations/RU per agent turn (docs/capacity.md)"),
+    "memory": ("bench.memory_bench", "Python heap kept of completed runs and of runs waiting for approval, by owner"),
     "cold_start": ("bench.cold_start_bench", "import function_app: this app vs Microsoft's sample, CPU and wall"),
     "schema_check": ("bench.schema_check_bench", "JSON Schema checks: the app's bounded validator vs plain jsonschema"),
 }

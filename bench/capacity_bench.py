@@ -40,7 +40,7 @@ from typing import Any
 from bench.checks import expect
 from bench.report import command_line, publish, section, table
 from bench.workload.brain import WorkloadBrain, blobs_prompt, email_prompt
-from bench.workload.host import workload_host
+from bench.workload.host import START_PATH, workload_host
 from cosmos_local import start_local_cosmos
 from devhost.protocol.events import EventType
 from devhost.testing import InProcessHost
@@ -224,7 +224,7 @@ def run_scenario(host: InProcessHost, state_path: Path, prompt: str, approve: bo
     every update of the finished run). An approval run also measures, while it waits for its decision, one poll
     caught up with its continuation token (what a client's repeated long polls cost) and the decision route."""
     COUNTER.take()
-    started = host.client.post("/api/agents/worker/runs", json={"input": prompt})
+    started = host.client.post(START_PATH, json={"input": prompt})
     expect(started.status_code in (200, 202), started.text)
     run_id = started.json()["run_id"]
     run_ops: list[Operation] = []
@@ -273,7 +273,7 @@ def _request(operations: list[Operation]) -> dict[str, Any]:
 def cancel_scenario(host: InProcessHost, state_path: Path) -> dict[str, Any]:
     """An approval run cancelled while it waits for its decision: the cancel route and everything the run does from
     then until it ends `cancelled` (its activities on the cancel path, with their calls)."""
-    started = host.client.post("/api/agents/worker/runs", json={"input": email_prompt("carol@example.com")})
+    started = host.client.post(START_PATH, json={"input": email_prompt("carol@example.com")})
     expect(started.status_code in (200, 202), started.text)
     run_id = started.json()["run_id"]
     _until_requires_action(host, run_id)

@@ -31,7 +31,7 @@ from bench.cpu import CpuWindow, process_tree
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.brain import blobs_prompt
 from bench.workload.client import FINAL
-from bench.workload.host import REPO_ROOT, app_env
+from bench.workload.host import REPO_ROOT, START_PATH, app_env
 from bench.workload.model_process import model_server_process
 from devhost.testing import SubprocessHost
 
@@ -49,7 +49,7 @@ class RunClient:
         self.session = session
 
     async def run(self, prompt: str) -> dict[str, Any]:
-        view = await self._json("POST", "/api/agents/worker/runs", json={"input": prompt})
+        view = await self._json("POST", START_PATH, json={"input": prompt})
         while view["status"] not in FINAL:
             params = {"wait_seconds": "10"}
             if view.get("continuation_token"):

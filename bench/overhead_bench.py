@@ -37,14 +37,13 @@ from bench.report import command_line, median, percentile, publish, section, tab
 from bench.workload.agents.worker import worker
 from bench.workload.brain import blobs_prompt
 from bench.workload.client_process import ClientProcess, client_process
-from bench.workload.host import workload_host
+from bench.workload.host import START_PATH, workload_host
 from bench.workload.model_process import model_server_process
 from devhost.testing import InProcessHost
 
 STEPS_PER_TURN = 5
 TURNS_PER_CONVERSATION = 3
 PROMPT = blobs_prompt(2, 200)
-START_PATH = "/api/agents/worker/runs"
 TARGET_ADDED_MS_PER_STEP = 2.5
 TARGET_APP_CPU_MS_PER_STEP = 1.5
 APP_OWNERS = ("app: orchestrator", "app: activities", "app: HTTP", "app: other")

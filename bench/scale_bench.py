@@ -23,7 +23,7 @@ from typing import Any
 from bench.checks import expect
 from bench.report import command_line, median, percentile, publish, section, table
 from bench.workload.brain import WorkloadBrain, blobs_prompt
-from bench.workload.host import workload_host
+from bench.workload.host import START_PATH, workload_host
 from devhost.engine.episodes import dumps
 from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
@@ -69,7 +69,7 @@ def run_once(server: ScriptedModelServer, steps: int, size: int, workdir: Path, 
             sys.modules["agent_runs.driver"].MODEL_CALLS_PER_EXECUTION = 10**9  # the host's import of the driver
         probe.install(host)
         started = time.perf_counter()
-        view = host.client.post("/api/agents/worker/runs", json={"input": blobs_prompt(steps, size)}).json()
+        view = host.client.post(START_PATH, json={"input": blobs_prompt(steps, size)}).json()
         status = host.wait_for_status(view["run_id"], timeout=600)
         wall = time.perf_counter() - started
         expect(status["runtimeStatus"] == "Completed", status)

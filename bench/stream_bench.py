@@ -32,7 +32,7 @@ import aiohttp
 from bench.checks import BenchmarkFailedError
 from bench.cpu import CpuWindow, process_tree
 from bench.report import command_line, median, percentile, publish, section, table
-from bench.workload.host import REPO_ROOT, app_env
+from bench.workload.host import REPO_ROOT, START_PATH, app_env
 from devhost.testing import SubprocessHost
 from scripted_model import Script, ScriptedModelServer
 
@@ -71,7 +71,7 @@ async def stream_run(session: aiohttp.ClientSession, run_id: str,
 
 
 async def start_run(session: aiohttp.ClientSession, prompt: str) -> str:
-    async with session.post("/api/agents/worker/runs", json={"input": prompt}) as response:
+    async with session.post(START_PATH, json={"input": prompt}) as response:
         if response.status not in (200, 202):
             raise RuntimeError(f"start: HTTP {response.status}")
         return (await response.json())["run_id"]

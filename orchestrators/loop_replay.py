@@ -118,6 +118,11 @@ class _CarriedEpisodes:
             self._carried[instance_id] = carried
             self._chars += carried.history_chars
 
+    def held(self) -> int:
+        """Instances whose episode is carried now."""
+        with self._lock:
+            return len(self._carried)
+
     def take(self, instance_id: str) -> Carried | None:
         with self._lock:
             return self._remove(instance_id)

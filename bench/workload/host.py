@@ -14,6 +14,7 @@ from devhost.testing.inprocess import ClockMode
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENTS_PACKAGE = "bench.workload.agents"
 TOKEN_SECRET = "load-test-secret-not-for-production-0123456789"
+START_PATH = "/api/agents/worker/runs"  # where the workload's agent starts a run
 
 
 def app_env(model_url: str, store_path: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:

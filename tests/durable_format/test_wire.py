@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import pytest
 from agent_run_activities import ACTIVITIES
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import to_json
 
 from agent_runs.budget import PayloadBudgetExceeded
 from agent_runs.contracts import CloseIfFinal, ModelCallInput, ResumePoint, RunInput, RunOutcome, RunProgress, RunRef
@@ -138,6 +141,42 @@ def test_a_replayed_payload_over_its_budget_fails_every_time_and_old_payloads_ma
     assert replayed.payload(steps[2]) is first[2] and replayed.payload(steps[1]) is first[1]
     assert replayed.payload(steps[0]) is not first[0]  # the oldest went when the third came
     assert replayed.payload(steps[0]) == first[0]
+
+
+def test_replayed_payloads_are_bounded_by_their_size_too() -> None:
+    """Kept until their JSON (key and payload) reaches the byte bound, the oldest going first; one larger than the
+    whole bound is built and not kept. (A count alone let a cache of payloads near the budget hold ~70 MB of JSON.)"""
+    steps = [_step().model_copy(update={"first_seq": n}) for n in (1, 2, 3)]
+    one = len(steps[0].model_dump_json()) + len(to_json(compact_json(steps[0])))  # what each entry is charged
+    replayed = ReplayedPayloads("call_model input", budget=16 * 1024, entries=100, max_bytes=2 * one + 10)
+    first = [replayed.payload(step) for step in steps]
+    assert replayed.held() == (2, 2 * one)
+    assert replayed.payload(steps[2]) is first[2] and replayed.payload(steps[1]) is first[1]
+    assert replayed.payload(steps[0]) is not first[0] and replayed.payload(steps[0]) == first[0]  # it went first
+    large = _step().model_copy(update={"first_seq": 10**1500})  # a payload alone over the whole bound
+    built = replayed.payload(large)
+    assert built == compact_json(large) and replayed.payload(large) is not built  # built each time, not kept
+    assert replayed.held() == (2, 2 * one) and replayed.payload(steps[2]) is first[2]  # and the others stay
+    replayed.clear()
+    assert replayed.held() == (0, 0)
+
+
+def test_episodes_building_the_same_payload_at_once_keep_it_charged_once() -> None:
+    """Episodes on two threads replaying the same step both miss and both build; the second store replaces the first
+    and the byte count charges the key once (a double charge would shrink the cache's room for good)."""
+    step = _step()
+    key = step.model_dump_json()
+    both_built = threading.Barrier(2, timeout=10)
+
+    def build() -> ModelCallInput:
+        both_built.wait()  # neither stores before both have missed
+        return step
+
+    replayed = ReplayedPayloads("call_model input", budget=16 * 1024)
+    with ThreadPoolExecutor(2) as pool:
+        payloads = list(pool.map(lambda _: replayed.payload_for(key, build), range(2)))
+    assert payloads[0] == payloads[1] == compact_json(step)
+    assert replayed.held() == (1, len(key) + len(to_json(compact_json(step))))
 
 
 def _is_tag(annotation: Any) -> bool:
