@@ -140,6 +140,11 @@ class EngineRuntime(Management):
         install_sdk_caches()
         self._idle = asyncio.Event()
         loaded = self.store.load()
+        resumed = loaded.latest_moment()
+        if isinstance(self.clock, VirtualClock) and resumed is not None:
+            # Durable time never goes back over a restart (nor does a real clock): a virtual clock goes on from the
+            # latest moment the state recorded, so new events follow the history's and timers keep their distance.
+            self.clock.advance_to(from_epoch(resumed))
         for row in loaded.instances:
             self.instances[row.instance_id] = Instance(row)
         for entity in loaded.entities:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from devhost.protocol.timefmt import parse_iso, to_epoch
+
 log = logging.getLogger("devhost.engine")
 CHECKPOINT_EVERY_COMMITS = 100  # ~5 pages per commit: ~500 WAL pages (2 MB) between checkpoints
 WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
@@ -106,6 +108,16 @@ class Loaded:
     inbox: list[InboxMessage] = field(default_factory=list)
     work: list[WorkItem] = field(default_factory=list)
     entities: list[EntityRow] = field(default_factory=list)
+
+    def latest_moment(self) -> float | None:
+        """The latest engine time the state recorded (epoch seconds), or None for an empty state: instances' last
+        episodes, entities' last operations and the events waiting in the inbox (not timers and retries: those are
+        due later, not recorded)."""
+        moments = [row.updated for row in self.instances]
+        moments += [row.last_op for row in self.entities if row.last_op is not None]
+        moments += [to_epoch(parse_iso(m.event["Timestamp"])) for m in self.inbox
+                    if m.visible_at is None and isinstance(m.event.get("Timestamp"), str)]
+        return max(moments, default=None)
 
 
 class _Checkpointer:

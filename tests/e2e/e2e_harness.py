@@ -165,11 +165,6 @@ class InProcessApp(AppClient):
         """Move durable time forward (timers fire), then run until idle."""
         self.host.advance(seconds)
 
-    @property
-    def real_worker(self) -> bool:
-        """The app runs in Azure's worker library, in worker processes (devhost.worker), not in this process."""
-        return self.host.host.http.worker != "devhost-inprocess"
-
     def app_module(self, name: str) -> Any:
         """One of the app's modules as the host imported it; in real-worker mode this process imports it itself
         (under the host's settings) to reach the same store the workers use (a SQLite file or Cosmos)."""

@@ -6,33 +6,48 @@ is duplicated."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, AppClient, completed_activities, contents_of, wait_for_file
+from e2e_harness import (
+    FINAL,
+    PROGRESS_TIMEOUT_S,
+    AppClient,
+    completed_activities,
+    contents_of,
+    parallel_calls,
+    pending_ids,
+    wait_for_file,
+)
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
 from step_pause import paused
+from test_e2e_approval_events import emails
 
-from devhost.testing import SubprocessHost
+from devhost.testing import ClockMode, SubprocessHost
 from scripted_model import Reply, Script, ScriptedModelServer
 from session_store import StoreSettings, open_store
 
 EMAIL = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
+ESCALATION_DEADLINE_S = 600  # the `escalating` agent's approval timeout (tests/e2e/fixture_agents/agents.py)
 pytestmark = pytest.mark.slow
 
 
 class CrashableApp:
     """The app in a child devhost on file state; kill it and start it again on the same state."""
 
-    def __init__(self, tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> None:
+    def __init__(self, tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str],
+                 clock: ClockMode = "real") -> None:
         self.marker_dir = Path(store_settings["E2E_MARKER_DIR"])
         self.store_settings = {**store_settings}
         if "SESSION_STORE_PATH" in self.store_settings:
             self.store_settings["SESSION_STORE_PATH"] = str(tmp_path / "sessions.sqlite3")
         env = app_settings(model.base_url, **self.store_settings, PYTHONPATH=str(E2E_DIR))
-        self.host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env)
+        self.host = SubprocessHost(REPO_ROOT, state_path=tmp_path / "devhost.sqlite3", env=env, clock=clock)
         self.api = AppClient(self.host.client)
 
     def crash_and_restart(self) -> None:
@@ -55,7 +70,18 @@ class CrashableApp:
 
 @pytest.fixture
 def crashable(tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]) -> Iterator[CrashableApp]:
-    app = CrashableApp(tmp_path, model, store_settings)
+    yield from _running(CrashableApp(tmp_path, model, store_settings))
+
+
+@pytest.fixture
+def crashable_on_virtual_time(
+    tmp_path: Path, model: ScriptedModelServer, store_settings: dict[str, str]
+) -> Iterator[CrashableApp]:
+    """The same, on a virtual clock (moved by the test; after a restart it goes on from where it was)."""
+    yield from _running(CrashableApp(tmp_path, model, store_settings, clock="virtual"))
+
+
+def _running(app: CrashableApp) -> Iterator[CrashableApp]:
     app.host.start()
     try:
         yield app
@@ -197,3 +223,62 @@ def test_killed_after_the_final_answer_closed_the_run(crashable: CrashableApp, m
     assert_no_duplicates(messages)
     assert [m.role for m in messages] == ["user", "assistant"]
 
+
+
+def test_killed_while_an_escalation_is_half_stored(
+    crashable_on_virtual_time: CrashableApp, model: ScriptedModelServer
+) -> None:
+    """At the first deadline the escalation hands both approvals of a batch on, one store write each. Killed after
+    the first write: after the restart the step is delivered again and finishes the escalation with the deadline it
+    was given (the second approval gets the same one as the first; none is pushed further), the progress then
+    announces that deadline, and both approvals are decided and applied once."""
+    crashable = crashable_on_virtual_time
+    batch = emails(2)
+    model.set_script(Script.of(parallel_calls("send_email", *batch), "Done."))
+    api, host = crashable.api, crashable.host
+    started = api.start(agent="escalating", input="please")
+    waiting = api.wait_for(started["run_id"], {"requires_action"})
+    first_deadline = _progress(host, started["run_id"])["approvals_expire_at"]
+    with paused(crashable, "escalate_approval") as escalating:
+        advancing = threading.Thread(target=_advance_until_killed, args=(host, ESCALATION_DEADLINE_S + 1))
+        advancing.start()
+        escalating.wait_reached()  # the first approval is escalated in the store, the second not yet
+        half = {r["approval_id"]: r["escalated_to"] for r in api.approvals(started["run_id"])}
+        assert sorted(half.values(), key=str) == [None, "role:Supervisors"]
+        host.kill()
+        advancing.join()
+    host.start()  # its clock goes on from the moment of the kill: the escalation's deadline is an hour away
+
+    host.wait_until_idle(timeout=PROGRESS_TIMEOUT_S)
+    announced = _progress(host, started["run_id"])["approvals_expire_at"]
+    records = api.approvals(started["run_id"])
+    assert [(r["status"], r["escalated_to"]) for r in records] == [("pending", "role:Supervisors")] * 2
+    assert {datetime.fromisoformat(r["expires_at"]) for r in records} == {datetime.fromisoformat(announced)}
+    assert announced != first_deadline
+    assert sorted(pending_ids(api.view(started["run_id"]))) == sorted(pending_ids(waiting))
+
+    for approval_id in pending_ids(waiting):
+        assert api.decide(started["run_id"], approval_id, "approve").status_code == 202
+    final = api.wait_for(started["run_id"], FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Done.")
+    messages, effects = crashable.stored(started["session_id"])
+    assert sorted(e.payload["to"] for e in effects if e.kind == "email") == sorted(e["to"] for e in batch)
+    assert_no_duplicates(messages)
+    assert model.log.total == 2
+
+
+def _progress(host: SubprocessHost, run_id: str) -> dict[str, Any]:
+    """The run's progress as its orchestration publishes it (while it waits on approvals)."""
+    status = host.get_status(run_id)
+    assert status is not None and "approvals_expire_at" in status["customStatus"], status
+    return status["customStatus"]
+
+
+def _advance_until_killed(host: SubprocessHost, seconds: float) -> None:
+    """Move the virtual clock; the request runs until the host is idle, which a held step never lets it be: the
+    kill ends it."""
+    try:
+        host.advance(seconds)
+    except httpx.TransportError:
+        return
+    raise AssertionError("the host became idle with the escalation held")

@@ -98,3 +98,24 @@ def test_an_activity_taking_the_durable_client_runs_again_with_it_after_a_kill(d
 
     final = host.wait_for_status("client-1")
     assert (final["runtimeStatus"], final["output"]) == ("Completed", "client-1 is Running"), final
+
+
+def test_a_virtual_clock_goes_on_from_where_it_was_after_a_restart(devhost_subprocess) -> None:
+    """Durable time never goes back over a restart on the same state: a virtual clock resumes from the last moment
+    the state recorded, not from the machine's time. (It started again from the machine's time: the next events were
+    stamped before the ones already in the history, and an `advance` after the restart fell short of timers set
+    before it.)"""
+    host: SubprocessHost = devhost_subprocess(clock="virtual")
+    start(host.client, "wait_timer", "timer-2h", json={"hours": 2})
+    start(host.client, "wait_event", "event-1")
+    host.wait_for_status("event-1", "Running")
+    host.advance(3600)
+    assert host.client.post(f"{WEBHOOKS}/instances/event-1/raiseEvent/Approval", json=1).status_code == 202
+    before = host.wait_for_status("event-1")["lastUpdatedTime"]
+
+    host.kill()
+    host.start()
+    start(host.client, "echo_input", "after-restart", json={})
+    assert host.wait_for_status("after-restart")["createdTime"] >= before
+    host.advance(3600 + 1)  # two hours after the timer was set, restart or not
+    assert host.wait_for_status("timer-2h", timeout=10)["output"] == "timer fired"
