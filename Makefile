@@ -20,13 +20,17 @@ PY313_VENV ?= .venv-py313
 PYTHON313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) \
 	$(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null))
 PIP_FLAGS = --quiet --disable-pip-version-check
+# Each test host imports the app afresh (so do the real worker's processes): without cached bytecode every import
+# compiles the app's modules again, a fifth of a host's start. A shell's PYTHONDONTWRITEBYTECODE does not reach make's
+# commands.
+unexport PYTHONDONTWRITEBYTECODE
 # The lock's pins without their hashes: requirements.txt installs through it (see there), and the test tools are
 # installed on top of the lock with it.
 LOCK_CONSTRAINTS = requirements-constraints.txt
 # Where `make test-requirements` finds each supported Python (pyenv's, else one on PATH).
 PYTHONS_SUPPORTED = 3.11 3.12 3.13
 
-.PHONY: FORCE install install-dev install-test install-browser run test test-agent-framework test-openai-agents test-py313 check-infra package \
+.PHONY: FORCE install install-dev install-test install-browser run test test-main test-others test-agent-framework test-openai-agents test-py313 check-infra package \
 	lock lint bench test-requirements
 
 # The project's environment, made with $(PYTHON), which must be Python 3.11+ (said here, not deep in pip). One made by
@@ -66,8 +70,10 @@ $(VENV)/.installed-run: requirements.lock pyproject.toml requirements-devhost.tx
 
 # The test tools on top (constrained by the lock, so a test tool can never move a runtime dependency away from what
 # is deployed).
-install-dev: install $(LOCK_CONSTRAINTS)
+install-dev: $(VENV)/.installed-dev
+$(VENV)/.installed-dev: $(VENV)/.installed-run requirements-dev.txt $(LOCK_CONSTRAINTS)
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
+	@touch $@
 
 $(LOCK_CONSTRAINTS): requirements.lock
 	{ echo "# The pins of requirements.lock without their hashes (written by make from the lock: do not edit)."; \
@@ -88,8 +94,10 @@ test-requirements:
 
 # The tests also need the local Cosmos server (npm package, exact pin in package-lock.json) and, for the page's
 # browser tests, Debian's Chromium (Playwright drives it; no browser download).
-install-test: install-dev install-browser
+install-test: install-dev install-browser node_modules/.installed
+node_modules/.installed: package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 install-browser:
 	@if command -v chromium >/dev/null 2>&1; then :; \
@@ -100,8 +108,17 @@ install-browser:
 run: install
 	$(PY) -m devhost --port $(PORT)
 
-test: install-test test-agent-framework test-openai-agents check-infra test-py313 test-requirements
-	$(PY) -m pytest
+# Two at a time on separate cores: the main suite (one core: the app in the test process) beside the runs in
+# environments of their own, the longest of which (Python 3.13 through Azure's worker) keeps the other core. Each
+# run's output is printed whole when it ends (-O). Nothing they share is written by both: each Python has its own
+# environment and bytecode, each pytest its own temporary directory, each server a free port.
+test: install-test
+	@$(MAKE) --no-print-directory -j2 -O test-main test-others
+
+test-main: install-test
+	$(PY) -m pytest --durations=15
+
+test-others: test-agent-framework test-openai-agents check-infra test-py313 test-requirements
 
 # A test tool's environment of its own ($(1)), made with the project's Python: made again when the project's
 # environment was made for another one.
@@ -128,8 +145,13 @@ test-openai-agents: install-test
 
 # Python 3.13 (azure-functions 2.x there): devhost's own mode on its host tests and the store contract, then the
 # real-worker mode (Azure's worker library, azure-functions-runtime: the default wherever it is installed) on the
-# refused apps, the sample apps, the whole end-to-end suite and the identity tests (SQLite store; the Cosmos variants
-# run in the main suite, where the store code is the same).
+# refused apps, the sample apps, the end-to-end suite and the identity tests (SQLite store; the Cosmos variants run in
+# the main suite, where the store code is the same). What crosses the worker's boundary (HTTP in and out, streams,
+# the Durable client, activities and episodes, crashes, logs, telemetry, identity) is checked here; the main suite
+# alone checks what is the app's own logic whatever runs it, each test of which would start two worker processes
+# here (the in-process MCP runner, the CLI's printing, budgets, rewind and fork, the semantics table, schemas).
+RUNTIME_LEFT_OUT = test_mcp_in_process test_e2e_cli test_e2e_cli_output test_e2e_cli_gate test_e2e_cli_repair \
+	test_e2e_spend test_e2e_rewind test_e2e_fork test_e2e_run_semantics test_e2e_schema_refs
 test-py313: install-test $(LOCK_CONSTRAINTS)
 	@[ -n "$(PYTHON313)" ] || { echo "Python 3.13 not found: set PYTHON313=/path/to/python3.13"; exit 1; }
 	@[ -x $(PY313_VENV)/bin/python ] || $(PYTHON313) -m venv $(PY313_VENV)
@@ -137,8 +159,9 @@ test-py313: install-test $(LOCK_CONSTRAINTS)
 	$(PY313_VENV)/bin/python -m pip install $(PIP_FLAGS) -r requirements-dev.txt -c $(LOCK_CONSTRAINTS)
 	DEVHOST_WORKER=inprocess $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/devhost/host \
 		--ignore=tests/devhost/host/test_real_worker.py tests/devhost/protocol tests/store
-	DEVHOST_WORKER=runtime E2E_STORES=sqlite $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q \
-		tests/devhost/host/test_real_worker.py tests/devhost/engine/test_sample_apps.py tests/e2e tests/auth
+	DEVHOST_WORKER=runtime E2E_STORES=sqlite $(PY313_VENV)/bin/python -m pytest -p no:cacheprovider -q --durations=15 \
+		tests/devhost/host/test_real_worker.py tests/devhost/engine/test_sample_apps.py tests/e2e tests/auth \
+		$(foreach module,$(RUNTIME_LEFT_OUT),--ignore=tests/e2e/$(module).py)
 
 # Offline checks of infra/ (the Bicep compiler is not available here): checkov, in an environment of its own.
 check-infra:

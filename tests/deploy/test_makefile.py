@@ -43,7 +43,8 @@ def test_make_test_installs_everything_in_the_same_environment_and_runs_pytest_t
     assert f"{venv}/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c " \
            "requirements-constraints.txt" in steps
     assert "python -m pip install --quiet --disable-pip-version-check -r requirements.txt" in steps  # each Python
-    assert steps.rstrip().endswith(f"{venv}/bin/python -m pytest")
+    assert "make --no-print-directory -j2 -O test-main test-others" in steps  # the main suite beside the others
+    assert f"{venv}/bin/python -m pytest --durations=15\n" in steps
 
 
 def fake_python(path: Path, minor: int) -> Path:
