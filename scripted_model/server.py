@@ -80,7 +80,7 @@ class ScriptedModelServer:
         self._holding = False
         self._held: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None], bool]] = []  # (.., mid-stream)
         self._pause_after: int | None = None
-        # (time.monotonic(), chunk) of every streamed chunk as it is written, when `chunk_times` is a list
+        # (time.monotonic(), chunk) of every streamed chunk as it is handed to the socket, when `chunk_times` is a list
         self.chunk_times: list[tuple[float, dict[str, Any]]] | None = None
         self.report_usage = True
         """False: answers carry no usage, even when a stream asks for it (as some OpenAI-compatible servers do)."""
@@ -318,9 +318,9 @@ class ScriptedModelServer:
             for index, chunk in enumerate(chunks):
                 if index == pause_after:
                     await self._until_released(mid_stream=True)
-                await response.write(_sse(chunk))
-                if times is not None:
+                if times is not None:  # before the write: a client may read the chunk before this task resumes
                     times.append((time.monotonic(), chunk))
+                await response.write(_sse(chunk))
                 if self.chunk_delay_ms > 0:
                     await asyncio.sleep(self.chunk_delay_ms / 1000.0)  # simulated token pace, not a wait
             await response.write(_sse("[DONE]"))
