@@ -98,7 +98,9 @@ class HttpHost:
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_REQUEST_BODY)
-        app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        # Every path reaches `dispatch`, which routes as the Functions host does: `(?s:...)` because a decoded path may
+        # hold a newline (%0A), which the host routes like any other character and `.` alone would not match.
+        app.router.add_route("*", "/{tail:(?s:.*)}", self.dispatch)
         return app
 
     async def start(self) -> None:

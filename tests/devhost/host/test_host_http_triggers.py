@@ -78,6 +78,15 @@ def test_an_escaped_slash_stays_escaped_in_the_route_value(devhost_client: httpx
     assert response.json()["route_params"] == {"rest": "x/a%2Fb c"}
 
 
+def test_an_escaped_newline_is_routed_like_any_other_character(devhost_client: httpx.Client) -> None:
+    """The host routes '%0A' in a path to the function, the decoded newline in its route value; devhost's server
+    answered its own text 404 before routing (its catch-all pattern's `.` did not match a newline)."""
+    response = devhost_client.post("/api/echo/x/a%0Ab%0D%0A", content=b"")
+    assert response.status_code == 200
+    assert response.json()["route_params"] == {"rest": "x/a\nb\r\n"}
+    assert devhost_client.get("/api/items/%0A").json() == {"name": "\n"}
+
+
 def test_methods_are_enforced(devhost_client: httpx.Client) -> None:
     assert devhost_client.post("/api/hello").status_code == 404
     assert devhost_client.delete("/api/echo/x").status_code == 200
