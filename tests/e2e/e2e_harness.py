@@ -249,9 +249,14 @@ def parallel_calls(tool: str, *arguments: dict[str, Any]) -> Reply:
 
 def post_concurrently(base_url: str, count: int, path: str, body: dict, headers: dict) -> list[httpx.Response]:
     """`count` copies of one POST, all in flight at once."""
+    return post_all_at_once(base_url, [(path, body)] * count, headers)
+
+
+def post_all_at_once(base_url: str, requests: list[tuple[str, dict]], headers: dict) -> list[httpx.Response]:
+    """POSTs of (path, JSON body), all in flight at once; the responses in the same order."""
 
     async def post_all() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=base_url, timeout=120, trust_env=False) as client:
-            return await asyncio.gather(*(client.post(path, json=body, headers=headers) for _ in range(count)))
+            return await asyncio.gather(*(client.post(path, json=body, headers=headers) for path, body in requests))
 
     return asyncio.run(post_all())

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 from app_services import start_app_host, stop_app_host
-from conftest import app_env
 from test_workflow_rewind import until_finished
 from workflow_helpers import decide, settle, start, view
-from workflow_scripts import REPO_ROOT
+from workflow_scripts import REPO_ROOT, app_env
 
 from devhost.engine.api import EngineClosedError
 

@@ -4,14 +4,11 @@ they run as they do under the loose default (agent runs: tests/e2e/test_e2e_stri
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import pytest
-from app_services import start_app_host
-from conftest import app_env
 from workflow_helpers import decide, settle, start, step_ids, view
-from workflow_scripts import FIXTURES_DIR, REPO_ROOT, standard_script, stop_host
+from workflow_scripts import app_env, standard_script, workflow_host
 
 from devhost.testing import InProcessHost
 from scripted_model.server import ScriptedModelServer
@@ -21,16 +18,11 @@ DAY = 86400
 
 @pytest.fixture
 def strict_host(model: ScriptedModelServer) -> Iterator[InProcessHost]:
-    if str(FIXTURES_DIR) not in sys.path:
-        sys.path.insert(0, str(FIXTURES_DIR))
-    app = start_app_host(REPO_ROOT, clock="virtual", env=app_env(model, AZURE_FUNCTIONS_DURABLE_STRICT_TYPING="1"))
-    try:
+    with workflow_host(app_env(model, AZURE_FUNCTIONS_DURABLE_STRICT_TYPING="1")) as app:
         from azure.functions import _durable_functions
 
         assert _durable_functions._is_strict_mode()  # the codec the app's activities go through sees the setting
         yield app
-    finally:
-        stop_host(app)
 
 
 def test_a_pipeline_with_a_revision_and_a_sign_off_completes(strict_host: InProcessHost) -> None:

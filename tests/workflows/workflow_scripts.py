@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app_services import stop_app_host
+from app_services import start_app_host, stop_app_host
 
+from devhost.testing import InProcessHost
 from scripted_model.script import Match, Reply, Rule, Script, ScriptedToolCall
+from scripted_model.server import ScriptedModelServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES_DIR = Path(__file__).resolve().parent
@@ -64,3 +69,26 @@ def stop_host(app: Any) -> None:
     """Close the services the host's modules built (their store thread), then stop the host - even when closing
     fails, so the host always restores the environment it changed (a leaked WORKFLOWS_PACKAGE breaks later hosts)."""
     stop_app_host(app)
+
+
+def app_env(model: ScriptedModelServer, **extra: str) -> dict[str, str]:
+    return {
+        "SCRIPTED_MODEL_URL": str(model.base_url),
+        "SESSION_STORE_PATH": ":memory:",
+        "WORKFLOWS_PACKAGE": TEST_WORKFLOWS_PACKAGE,
+        "CONTINUATION_TOKEN_SECRET": "workflow-tests-secret",
+        "MODEL_RETRY_MAX_ATTEMPTS": "1",
+        **extra,
+    }
+
+
+@contextmanager
+def workflow_host(env: dict[str, str]) -> Iterator[InProcessHost]:
+    """The app on devhost (virtual clock) with these settings and the test workflows importable; stopped at exit."""
+    if str(FIXTURES_DIR) not in sys.path:
+        sys.path.insert(0, str(FIXTURES_DIR))
+    app = start_app_host(REPO_ROOT, clock="virtual", env=env)
+    try:
+        yield app
+    finally:
+        stop_host(app)

@@ -338,6 +338,17 @@ def test_path_escapes_are_decoded_as_aspnet_decodes_them(devhost: InProcessHost,
     assert api.start("echo_input", "caf%C3%A9-%C3%28", json={"n": 3}) == "café-%C3("  # (not UTF-8: kept)
 
 
+def test_an_escaped_newline_reaches_the_webhooks_and_their_instance_id_checks(api: Api) -> None:
+    """'%0A' decodes to a newline the webhooks see (devhost's server once answered its own text 404 before them): a
+    new instance id with a control character is refused as the extension refuses it, an unknown one is not found."""
+    refused = api("POST", "/orchestrators/echo_input/a%0Ab", json={"n": 1})
+    assert refused.status_code == 400
+    assert refused.json()["Message"] == "One or more of the arguments submitted is incorrect"
+    assert api("GET", "/instances/a%0Ab").status_code == 404
+    assert api("POST", "/instances/a%0Ab/raiseEvent/x%0Ay", json={}).status_code == 404
+    assert api("POST", "/instances/a%0Ab/terminate").status_code == 404
+
+
 def test_a_polling_interval_past_the_timeout_is_refused_on_azure_storage(devhost: InProcessHost, api: Api) -> None:
     """WaitForCompletionOrCreateCheckStatusResponseAsync throws ArgumentException when the retry interval exceeds
     the timeout (Azure Storage, the default provider, has no poll-free wait): 400 after the start, and the restart
