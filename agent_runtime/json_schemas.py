@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,7 +29,10 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
 from .schema_costs import BRANCHING_KEYWORDS, CheckTooCostlyError, check_deadline, unique_items, within_deadline
+from .schema_numbers import multiple_of
 from .schema_patterns import BOUNDED_KEYWORDS, PatternError, check_pattern, match_budget
+
+logger = logging.getLogger(__name__)
 
 MAX_SCHEMA_CHARS = 64_000
 """A schema's size as compact JSON (tool and output schemas are a few KB; OpenAI caps them well below this)."""
@@ -65,9 +70,11 @@ def check_schema(schema: Any) -> None:
     if not isinstance(schema, dict):
         raise SchemaRefusedError(f"a schema must be a JSON object, not {type(schema).__name__}")
     try:
-        size = len(json.dumps(schema, separators=(",", ":")))
+        # allow_nan=False: NaN and the infinities are not JSON (a parser may still hand them over, e.g. an MCP
+        # server's `1e999`), and jsonschema's arithmetic fails on them.
+        size = len(json.dumps(schema, separators=(",", ":"), allow_nan=False))
     except (TypeError, ValueError, RecursionError) as error:
-        raise SchemaRefusedError("the schema is not plain JSON") from error
+        raise SchemaRefusedError(f"the schema is not plain JSON ({error})") from error
     if size > MAX_SCHEMA_CHARS:
         raise SchemaRefusedError(f"the schema is too large ({size} characters as JSON, at most {MAX_SCHEMA_CHARS})")
     _check_shape(schema)
@@ -92,10 +99,13 @@ def safe_validator(schema: dict[str, Any]) -> Validator:
 @functools.cache
 def _bounded(cls: type[Validator]) -> type[Validator]:
     """The dialect's validator class with the keywords that branch or jump under the check's deadline, its pattern
-    keywords matching in bounded time (`schema_patterns`) and `uniqueItems` in one pass (`schema_costs`)."""
+    keywords matching in bounded time (`schema_patterns`), `uniqueItems` in one pass (`schema_costs`) and
+    `multipleOf` exact beyond a float's range (`schema_numbers`)."""
     keywords = {k: v for k, v in BOUNDED_KEYWORDS.items() if k in cls.VALIDATORS}
     if "uniqueItems" in cls.VALIDATORS:
         keywords["uniqueItems"] = unique_items
+    if "multipleOf" in cls.VALIDATORS:
+        keywords["multipleOf"] = multiple_of
     for name in BRANCHING_KEYWORDS & cls.VALIDATORS.keys():
         keywords[name] = within_deadline(cls.VALIDATORS[name])
     return validators.extend(cls, keywords)
@@ -136,19 +146,48 @@ def _checking(instance: Any, value_chars: int | None) -> Iterator[None]:
     except Unresolvable as error:
         raise SchemaRefusedError(f"the schema refers to {error.ref!r}, which is not inside it") from error
     except RecursionError as error:  # e.g. {"$ref": "#"}: references that loop without consuming the instance
-        raise SchemaRefusedError("the schema's references loop; it cannot be checked") from error
+        raise SchemaRefusedError(_LOOPING_REFERENCES) from error
     except (PatternError, CheckTooCostlyError) as error:
         raise SchemaRefusedError(str(error)) from error
+    except BaseException as error:
+        if not isinstance(error, Exception) and not _is_extension_panic(error):
+            raise  # KeyboardInterrupt, SystemExit, a cancelled task: not the check's to answer
+        if "RecursionError" in str(error):  # the recursion limit met inside a Rust lookup (see `_is_extension_panic`)
+            raise SchemaRefusedError(_LOOPING_REFERENCES) from error
+        # jsonschema failing on a schema its meta-schema accepts (its own bugs, such as those `schema_numbers` and
+        # `_check_shape` keep out): the value cannot be checked, which every caller reports as such. The log names
+        # the failure and where it was raised, never the schema or the value.
+        failure = type(error).__name__
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        logger.warning(
+            "jsonschema failed checking a value: %s in %s (%s:%d)",
+            failure, where.name, where.filename.rsplit("site-packages/", 1)[-1], where.lineno or 0,
+        )
+        raise SchemaRefusedError(f"the schema cannot be checked here (jsonschema fails on it: {failure})") from error
+
+
+_LOOPING_REFERENCES = "the schema's references loop; it cannot be checked"
+
+
+def _is_extension_panic(error: BaseException) -> bool:
+    """A Rust extension's panic (pyo3's `PanicException`, a BaseException). The registry that resolves references
+    (`referencing`, on `rpds`) compares URIs in Rust: when a looping reference reaches Python's recursion limit right
+    at that comparison, the RecursionError becomes a panic there (found by fuzzing), not the RecursionError above."""
+    return type(error).__name__ == "PanicException" and type(error).__module__ == "pyo3_runtime"
 
 
 def _check_shape(schema: dict[str, Any]) -> None:
-    """Depth limit, `$schema` only at the root, local references only, patterns that compile in bounded time, and no
+    """Depth limit, `$schema` only at the root, local references only, patterns that compile in bounded time, no
     `unevaluatedProperties` with `patternProperties` (jsonschema matches those patterns itself, with `re`: see
-    `schema_patterns`), walked without recursion (the schema may be hostile). Data (`enum`, `const`, ...) and the
-    names of name maps (`properties`, `$defs`, ...) are not keywords: a property named `$ref` or `patternProperties`
-    is just a name."""
+    `schema_patterns`) and, under draft 2019-09, no `unevaluatedItems` with a boolean `items`; walked without
+    recursion (the schema may be hostile). Data (`enum`, `const`, ...) and the names of name maps (`properties`,
+    `$defs`, ...) are not keywords: a property named `$ref` or `patternProperties` is just a name."""
     stack: list[tuple[Any, int, str, bool, bool]] = [(schema, 1, "#", False, False)]
-    unevaluated = patterned = False
+    unevaluated = patterned = unevaluated_items = boolean_items = False
+    # jsonschema's draft 2019-09 `unevaluatedItems` takes a boolean `items` for a list of schemas (TypeError).
+    legacy_items = isinstance(schema.get("$schema"), str) and validators.validator_for(
+        schema, default=None  # type: ignore[arg-type]
+    ) is validators.Draft201909Validator
     while stack:
         node, depth, where, data, names = stack.pop()
         if depth > MAX_SCHEMA_DEPTH:
@@ -167,6 +206,13 @@ def _check_shape(schema: dict[str, Any]) -> None:
                     raise SchemaRefusedError(
                         "the schema uses both unevaluatedProperties and patternProperties, which cannot be checked in"
                         " bounded time here; use additionalProperties instead of unevaluatedProperties"
+                    )
+                unevaluated_items = unevaluated_items or "unevaluatedItems" in node
+                boolean_items = boolean_items or isinstance(node.get("items"), bool)
+                if legacy_items and unevaluated_items and boolean_items:
+                    raise SchemaRefusedError(
+                        "under draft 2019-09 the schema's unevaluatedItems cannot be checked beside a boolean items"
+                        ' (jsonschema fails on it); write "items": {} for true and "items": {"not": {}} for false'
                     )
             for key, value in node.items():
                 if isinstance(value, dict | list):

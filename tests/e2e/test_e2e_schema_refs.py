@@ -119,6 +119,31 @@ def test_a_pattern_that_backtracks_exponentially_fails_the_run_and_never_freezes
     assert done.status_code == 200 and done.json()["status"] == "completed", done.text
 
 
+
+def test_a_schema_jsonschema_cannot_check_is_refused_at_the_edge_before_any_model_call(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A valid draft 2019-09 schema with `unevaluatedItems` beside a boolean `items`: jsonschema 4.26 fails on it with a
+    TypeError when it checks an array (found by fuzzing the checks). Refused at the edge (400 naming the field and the
+    way out); before, the run called the model and then failed its closing step on the crash."""
+    schema = {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "type": "object",
+        "properties": {"verdicts": {"type": "array", "items": True, "unevaluatedItems": False}},
+    }
+    model.set_script(Script.of(json.dumps({"verdicts": ["yes"]})))
+    refused = create(app, schema)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert (error["param"], error["type"]) == ("text.format.schema", "invalid_request_error"), error
+    assert "unevaluatedItems" in error["message"] and '"items": {}' in error["message"], error
+    assert len(model.log) == 0
+    schema["properties"]["verdicts"]["items"] = {}  # the same schema as the message says to write it
+    done = create(app, schema, timeout=60)
+    assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+    assert json.loads(done.json()["output"][0]["content"][0]["text"]) == {"verdicts": ["yes"]}
+
+
 async def _current_thread() -> threading.Thread:
     return threading.current_thread()
 
