@@ -18,6 +18,7 @@ from pydantic_core import to_jsonable_python
 
 from .agents import AgentDefinition
 from .check_threads import check_off_loop
+from .content_sizes import MAX_CONTENT_BYTES, cut_text, fit_result, oversized_answer, streamed_chars
 from .conversation import (
     ConversationLog,
     approval_id,
@@ -88,6 +89,7 @@ class ChatMiddlewareEnded(RuntimeError):
 
 
 MIDDLEWARE_TERMINATED = "middleware_terminated"
+MODEL_ANSWER_TOO_LARGE = "model_answer_too_large"
 CHAT_MIDDLEWARE_NO_RESULT = "chat_middleware_no_result"
 
 
@@ -156,11 +158,18 @@ async def call_model_step(
             ctx.result = await client.get_response(request)
             return
         updates = []
+        streamed = 0
+        stream = client.get_streaming_response(request)
         try:
-            async for update in client.get_streaming_response(request):
+            async for update in stream:
+                streamed += streamed_chars(update.contents)
+                if streamed > MAX_CONTENT_BYTES:  # a runaway stream is given up, not read to its end
+                    raise _answer_too_large(f"over {streamed:,} characters so far")
                 updates.append(update)
                 await on_update(update)
         finally:
+            if streamed > MAX_CONTENT_BYTES and (close := getattr(stream, "aclose", None)) is not None:
+                await close()
             if on_stream_end is not None:
                 await on_stream_end()
         from .models.openai_wire import assemble_response  # the openai SDK's types: loaded by the first call
@@ -187,6 +196,9 @@ async def call_model_step(
             )
         raise ChatMiddlewareEnded(CHAT_MIDDLEWARE_NO_RESULT, "chat middleware ended the call without a result")
     usage = None if response.usage is None else priced(response.usage, response.model_id)
+    if (size := oversized_answer(response.messages)) is not None:
+        # Checked before anything is stored: the store would refuse it, and every retry ask the model again.
+        raise _answer_too_large(f"{size:,} bytes", usage=usage)
     if usage is not None and on_billed is not None:
         on_billed(usage)
     if replaced is not None:
@@ -214,6 +226,16 @@ async def call_model_step(
         has_text=bool(response.text),
         terminated=context.terminated,
         model=response.model_id or context.options.model or default_model(client),
+    )
+
+
+def _answer_too_large(size: str, usage: Usage | None = None) -> ModelError:
+    """The model's answer cannot be stored (`content_sizes`): the call fails for good (the same request would get
+    as large an answer), with what the provider billed for it."""
+    return ModelError(
+        f"the model's answer is {size}; a stored message holds at most {MAX_CONTENT_BYTES:,} bytes of one",
+        code=MODEL_ANSWER_TOO_LARGE,
+        usage=usage,
     )
 
 
@@ -354,7 +376,7 @@ async def _run_tool(
         raw = copy_json(_approved_arguments(messages, call))  # the validated arguments may hold parts of it
         arguments = await _checking_arguments(tool, tool.validate_arguments, raw)
     except ToolArgumentsError as error:
-        return FunctionResultContent(call_id=call.call_id, error=str(error)), False
+        return FunctionResultContent(call_id=call.call_id, error=cut_text(str(error))), False
     tool_context = ToolContext(
         idempotency_key=idempotency_key(run_id, call.call_id),
         call_id=call.call_id,
@@ -372,14 +394,16 @@ async def _run_tool(
     try:
         await MiddlewarePipeline(agent.function_middleware).execute(context, invoke)
     except (ToolTimeoutError, ToolArgumentsError, ToolReportedError) as error:
-        return FunctionResultContent(call_id=call.call_id, error=str(error)), False
+        return FunctionResultContent(call_id=call.call_id, error=cut_text(str(error))), False
     except EffectLedgerUnavailableError:
         raise  # infrastructure, not the tool: the host retries the step
     except Exception as error:
         logger.warning("tool %r failed: %s", tool.name, type(error).__name__, exc_info=True)
         detail = f": {type(error).__name__}: {error}" if agent.include_detailed_errors else "."
-        return FunctionResultContent(call_id=call.call_id, error=f"Function '{tool.name}' failed{detail}"), False
-    return FunctionResultContent(call_id=call.call_id, result=_jsonable(context.result)), context.terminated
+        failed = cut_text(f"Function '{tool.name}' failed{detail}")
+        return FunctionResultContent(call_id=call.call_id, error=failed), False
+    # Kept to what one stored message holds (`content_sizes`): past it the step failed and ran the tool again.
+    return FunctionResultContent(call_id=call.call_id, result=fit_result(_jsonable(context.result))), context.terminated
 
 
 def _jsonable(value: object) -> object:
@@ -492,9 +516,13 @@ def closed_at_end(result: FunctionResultContent) -> bool:
 
 async def close_unresolved_calls_step(log: ConversationLog, run_id: str, finish: Finish) -> list[str]:
     """Give every call still without a result an error result saying the run ended, so the session's conversation
-    stays valid for the next run (a provider rejects calls without results). Returns the call ids closed."""
+    stays valid for the next run (a provider rejects calls without results), and empty the streamed draft of a model
+    call the run failed waiting for. Returns the call ids closed."""
+    messages = await log.read()
+    if finish.status == "failed" and finish.unanswered_call is not None:
+        await _empty_draft(log, messages, run_id, finish.unanswered_call)
     closed = []
-    for call in unanswered_function_calls(await log.read()):
+    for call in unanswered_function_calls(messages):
         error = f"{_RUN_ENDED}({finish.status}: {finish.reason}) before this call was executed."
         await log.append(
             Message.tool_result(
@@ -504,6 +532,20 @@ async def close_unresolved_calls_step(log: ConversationLog, run_id: str, finish:
         )
         closed.append(call.call_id)
     return closed
+
+
+async def _empty_draft(log: ConversationLog, messages: Sequence[Message], run_id: str, iteration: int) -> None:
+    """A draft (`agent_runs.drafts`: the text so far, in place of the answer's first message) is replaced by the
+    answer; a call that failed for good leaves it, and the next run's model would read half an answer it never gave
+    as its own. Emptied in place (an assistant message without contents is not sent to a model). Only a draft: the
+    first message of that call's answer, alone, with no tool calls and no usage (a stored answer carries its usage). A
+    cancelled run keeps what it streamed, as a stopped chat does."""
+    own = [m for m in messages if (m.message_id or "").startswith(model_message_prefix(run_id, iteration))]
+    if len(own) != 1 or own[0].message_id != model_message_id(run_id, iteration, 0):
+        return
+    draft = own[0]
+    if draft.usage is None and not draft.function_calls and draft.contents:
+        await log.append(draft.model_copy(update={"contents": []}))
 
 
 __all__ = [

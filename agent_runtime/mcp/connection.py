@@ -25,11 +25,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from mcp_types import Tool as RemoteTool
 
+from ..content_sizes import cut_text
 from ..peer_text import peer_text
 from ..tools import ToolReportedError
 from .answers import AnswerBudget, McpAnswerTooLargeError
 from .config import McpConfigurationError, McpServer
-from .results import cut_text
 from .server_stderr import server_stderr
 from .skips import SkipCode
 

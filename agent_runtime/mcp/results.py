@@ -4,15 +4,13 @@ A result that is all text becomes one string (what the model reads best); anythi
 contents in their JSON form; structured content (`structuredContent`) is the result only when there is no text.
 `isError` results are the tool's own error report and reach the model as a tool error.
 
-A result is kept to `MAX_RESULT_BYTES` as stored: a server may answer up to `answers.MAX_ANSWER_BYTES` (4 MiB),
-while the session stores the result as one message of at most 2 MB (Cosmos's item limit). Past it
-the step could not store its result, failed and called the tool again on every retry; now what does not fit is cut
-(text) or left out (data) with a note the model reads.
+A result is kept to `MAX_RESULT_BYTES` as stored (`content_sizes`): a server may answer up to
+`answers.MAX_ANSWER_BYTES` (4 MiB), while the session stores the result as one message of at most 2 MB (Cosmos's
+item limit); what does not fit is cut (text) or left out (data) with a note the model reads.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mcp_types import (
@@ -28,13 +26,12 @@ from mcp_types import (
     TextContent as McpText,
 )
 
+from ..content_sizes import MAX_CONTENT_BYTES as MAX_RESULT_BYTES
+from ..content_sizes import NOTE_ROOM, cut_text, fit_result, json_bytes
 from ..messages import DataContent, TextContent, UriContent
 
 # Inline data above this is replaced by a note: a message item must stay far below the store's 2 MB item limit.
 MAX_INLINE_BYTES = 512 * 1024
-MAX_RESULT_BYTES = 1024 * 1024
-"""A result's (or error's) size as UTF-8 JSON: half a stored message, the rest for the message around it."""
-_NOTE_ROOM = 200
 
 OurContent = TextContent | DataContent | UriContent
 
@@ -47,13 +44,7 @@ def result_value(result: CallToolResult) -> Any:
     """What the tool step stores as the call's result (the model reads it as JSON or text), within
     `MAX_RESULT_BYTES`."""
     value = _full_value(result)
-    if isinstance(value, str):
-        return cut_text(value)
-    if isinstance(value, list):
-        return _fit_contents(value)
-    if _json_bytes(value) > MAX_RESULT_BYTES:  # structured content cannot be cut as data: it becomes cut JSON text
-        return cut_text(json.dumps(value, ensure_ascii=False))
-    return value
+    return _fit_contents(value) if isinstance(value, list) else fit_result(value)
 
 
 def _full_value(result: CallToolResult) -> Any:
@@ -73,29 +64,18 @@ def error_text(result: CallToolResult) -> str:
     return cut_text(text) or "the tool reported an error"
 
 
-def cut_text(text: str, limit: int = MAX_RESULT_BYTES) -> str:
-    """`text`, or as much of its start as fits in `limit` bytes of JSON with a note saying what was left out."""
-    if _json_bytes(text) <= limit:
-        return text
-    room = max(limit - _NOTE_ROOM, 0)
-    kept = text[:room]
-    while kept and (size := _json_bytes(kept)) > room:  # escapes and multi-byte characters: shrink in proportion
-        kept = kept[: len(kept) * room // size]
-    return f"{kept}\n[... {len(text) - len(kept)} more characters omitted: a tool result is kept to {limit} bytes]"
-
-
 def _fit_contents(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The contents in order while they fit in `MAX_RESULT_BYTES`; the first that does not is cut (text) or noted
     (data), and one note counts the rest (a server may send thousands of small ones)."""
     fitted: list[dict[str, Any]] = []
-    left = MAX_RESULT_BYTES - _NOTE_ROOM
+    left = MAX_RESULT_BYTES - NOTE_ROOM
     for index, content in enumerate(contents):
-        size = _json_bytes(content) + 1  # and its comma
+        size = json_bytes(content) + 1  # and its comma
         if size <= left:
             fitted.append(content)
             left -= size
             continue
-        if content.get("type") == "text" and left > _NOTE_ROOM:
+        if content.get("type") == "text" and left > NOTE_ROOM:
             fitted.append({**content, "text": cut_text(content["text"], left)})
         else:
             kind = content.get("media_type") or content.get("type")
@@ -104,10 +84,6 @@ def _fit_contents(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
             fitted.append({"type": "text", "text": f"[{rest} more contents omitted]"})
         break
     return fitted
-
-
-def _json_bytes(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def _convert(block: Any) -> OurContent | None:

@@ -138,13 +138,14 @@ def test_results_are_converted_to_our_contents() -> None:
 
 def test_a_result_is_kept_to_its_bound_however_it_is_made() -> None:
     """Many small contents, text that JSON escapes six-fold, bounds smaller than the note: each ends, within bound."""
-    from agent_runtime.mcp.results import MAX_RESULT_BYTES, _json_bytes, cut_text
+    from agent_runtime.content_sizes import MAX_CONTENT_BYTES as MAX_RESULT_BYTES
+    from agent_runtime.content_sizes import cut_text, json_bytes
 
     many = CallToolResult(content=[ImageContent(type="image", data="AAAA", mime_type="image/png")] * 20_000)
     fitted = result_value(many)
-    assert _json_bytes(fitted) <= MAX_RESULT_BYTES and fitted[-1]["text"].endswith("more contents omitted]")
+    assert json_bytes(fitted) <= MAX_RESULT_BYTES and fitted[-1]["text"].endswith("more contents omitted]")
     escaped = result_value(CallToolResult(content=[TextContent(type="text", text="\x01" * 2_000_000)]))
-    assert _json_bytes(escaped) <= MAX_RESULT_BYTES and escaped.endswith(f"kept to {MAX_RESULT_BYTES} bytes]")
+    assert json_bytes(escaped) <= MAX_RESULT_BYTES and escaped.endswith(f"kept to {MAX_RESULT_BYTES} bytes]")
     assert [cut_text("x" * 500, limit).startswith("\n[... 500 more") for limit in (0, 1, 3)] == [True] * 3
 
 

@@ -7,11 +7,12 @@ from typing import Annotated
 import pytest
 
 from agent_runtime.agents import AgentDefinition
-from agent_runtime.conversation import InMemoryConversationLog, idempotency_key
+from agent_runtime.conversation import InMemoryConversationLog, idempotency_key, model_message_id
 from agent_runtime.loop import ApprovalAlreadyDecidedError, UnknownApprovalError
 from agent_runtime.loop_types import CallModel, Finish, RequestApproval, ToolCallRef, ToolInvocation
-from agent_runtime.messages import Message, pending_approval_requests
+from agent_runtime.messages import FunctionCallContent, Message, Usage, pending_approval_requests
 from agent_runtime.middleware import GuardrailMiddleware, MiddlewareTermination
+from agent_runtime.models.openai_wire import to_openai_messages
 from agent_runtime.steps import (
     append_input_step,
     call_model_step,
@@ -332,3 +333,31 @@ async def test_close_unresolved_calls_keeps_the_conversation_valid(scripted_mode
         "Not run: the run ended (cancelled: user cancelled) before this call was executed."
     )
     assert await close_unresolved_calls_step(log, RUN, Finish(status="cancelled", reason="again")) == []
+
+
+async def test_a_failed_runs_draft_is_emptied_and_a_stored_answer_or_a_cancelled_runs_draft_kept() -> None:
+    """A streamed draft (`agent_runs.drafts`) of the call the run failed waiting for would reach the next run's model
+    as an answer it never gave (`tests/e2e/test_e2e_oversized.py` streams one)."""
+    draft = Message(role="assistant", contents=["half an ans"], message_id=model_message_id(RUN, 2, 0))
+    earlier = Message(role="assistant", contents=["done"], message_id=model_message_id(RUN, 1, 0), usage=Usage())
+    failed = Finish(status="failed", reason="model_answer_too_large: too large", unanswered_call=2)
+
+    log = InMemoryConversationLog([Message.user("hi", message_id="u"), earlier, draft])
+    await close_unresolved_calls_step(log, RUN, failed)
+    messages = await log.messages()
+    assert [(m.message_id, m.text) for m in messages] == [("u", "hi"), (earlier.message_id, "done"),
+                                                          (draft.message_id, "")]
+    assert messages[-1].contents == [] and to_openai_messages(messages)[-1] == {"role": "assistant", "content": "done"}
+
+    cancelled = Finish(status="cancelled", reason="user cancelled", unanswered_call=2)
+    log = InMemoryConversationLog([earlier, draft])
+    await close_unresolved_calls_step(log, RUN, cancelled)
+    assert (await log.messages())[-1].text == "half an ans"  # what a stopped chat shows, kept
+
+    answered = draft.model_copy(update={"usage": Usage(input_tokens=1)})  # an answer stored whole, then a failure
+    with_call = draft.model_copy(update={"contents": [FunctionCallContent(call_id="c", name="f")]})
+    for kept in (answered, with_call):
+        log = InMemoryConversationLog([earlier, kept])
+        await close_unresolved_calls_step(log, RUN, failed)
+        stored = {m.message_id: m for m in await log.messages()}
+        assert stored[kept.message_id].contents == kept.contents  # (the call's "not run" result follows it)
