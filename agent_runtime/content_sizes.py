@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .messages import DataContent, FunctionCallContent, TextContent, UriContent
+
 MAX_CONTENT_BYTES = 1024 * 1024
 """A tool result's (or error's) size, and a model answer's, as UTF-8 JSON: half a stored message."""
 NOTE_ROOM = 200
@@ -48,14 +50,17 @@ def fit_result(value: Any) -> Any:
 
 def streamed_chars(contents: Iterable[Any]) -> int:
     """Characters of text, tool-call arguments and data URIs in `contents` (a streamed chunk's, or an answer's):
-    cheap, and never more than their bytes as stored, so a stream past `MAX_CONTENT_BYTES` of them can be given up
-    before it ends."""
+    cheap (it runs on every chunk), and never more than their bytes as stored, so a stream past `MAX_CONTENT_BYTES`
+    of them can be given up before it ends."""
     count = 0
     for content in contents:
-        for field in ("text", "arguments", "uri"):
-            value = getattr(content, field, None)
-            if value is not None:
-                count += len(value) if isinstance(value, str) else len(str(value))
+        if isinstance(content, TextContent):
+            count += len(content.text)
+        elif isinstance(content, FunctionCallContent):
+            arguments = content.arguments
+            count += len(arguments) if isinstance(arguments, str) else len(str(arguments))
+        elif isinstance(content, DataContent | UriContent):
+            count += len(content.uri)
     return count
 
 
