@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 from e2e_harness import InProcessApp
+from e2e_settings import watches_the_app_in_process
 
 from agent_runtime.content_sizes import MAX_CONTENT_BYTES
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -73,6 +74,7 @@ def test_a_streamed_answer_is_given_up_at_the_limit(app: InProcessApp, model: Sc
     assert model.log.last is not None and model.log.last.roles == ["system", "user", "user"]
 
 
+@watches_the_app_in_process  # the tool's size and a count of its runs are set in this process
 def test_a_tool_result_past_the_limit_is_cut_for_the_model_and_the_tool_runs_once(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
