@@ -20,6 +20,8 @@ MAX_CONTENT_BYTES = 1024 * 1024
 """A tool result's (or error's) size, and a model answer's, as UTF-8 JSON: half a stored message."""
 NOTE_ROOM = 200
 """Bytes kept for a note saying what was left out (`cut_text`'s, or a caller's own)."""
+_FRAMING_BYTES = 64
+"""A content's JSON around what `streamed_chars` counts (`{"type":"function_call","call_id":..,"name":..}`)."""
 
 
 def json_bytes(value: Any) -> int:
@@ -49,15 +51,16 @@ def fit_result(value: Any) -> Any:
 
 
 def streamed_chars(contents: Iterable[Any]) -> int:
-    """Characters of text, tool-call arguments and data URIs in `contents` (a streamed chunk's, or an answer's):
-    cheap (it runs on every chunk), and never more than their bytes as stored, so a stream past `MAX_CONTENT_BYTES`
-    of them can be given up before it ends."""
+    """Characters of text, tool calls (name, id, arguments) and data URIs in `contents` (a streamed chunk's, or an
+    answer's): cheap (it runs on every chunk), and never more than their bytes as stored, so a stream past
+    `MAX_CONTENT_BYTES` of them can be given up before it ends."""
     count = 0
     for content in contents:
         if isinstance(content, TextContent):
             count += len(content.text)
         elif isinstance(content, FunctionCallContent):
             arguments = content.arguments
+            count += len(content.name) + len(content.call_id)
             count += len(arguments) if isinstance(arguments, str) else len(str(arguments))
         elif isinstance(content, DataContent | UriContent):
             count += len(content.uri)
@@ -66,9 +69,10 @@ def streamed_chars(contents: Iterable[Any]) -> int:
 
 def oversized_answer(messages: Iterable[Any]) -> int | None:
     """The size of a model's answer (its messages' contents, as UTF-8 JSON) when it is over `MAX_CONTENT_BYTES`, else
-    None. Serialized only when it may be over: a character is at most 6 bytes of JSON (`\\u0001`)."""
+    None. Serialized only when it may be over: a character is at most 6 bytes of JSON (`\\u0001`), and each content's
+    own keys at most `_FRAMING_BYTES` (thousands of small tool calls add up too)."""
     contents = [content for message in messages for content in message.contents]
-    if streamed_chars(contents) * 6 <= MAX_CONTENT_BYTES:
+    if streamed_chars(contents) * 6 + _FRAMING_BYTES * len(contents) <= MAX_CONTENT_BYTES:
         return None
     size = json_bytes([content.model_dump(mode="json", exclude_none=True) for content in contents])
     return size if size > MAX_CONTENT_BYTES else None

@@ -540,7 +540,8 @@ async def _empty_draft(log: ConversationLog, messages: Sequence[Message], run_id
     as its own. Emptied in place (an assistant message without contents is not sent to a model). Only a draft: the
     first message of that call's answer, alone, with no tool calls and no usage (a stored answer carries its usage). A
     cancelled run keeps what it streamed, as a stopped chat does."""
-    own = [m for m in messages if (m.message_id or "").startswith(model_message_prefix(run_id, iteration))]
+    prefix = model_message_prefix(run_id, iteration)
+    own = [m for m in messages if (m.message_id or "").startswith(prefix)]
     if len(own) != 1 or own[0].message_id != model_message_id(run_id, iteration, 0):
         return
     draft = own[0]

@@ -42,11 +42,16 @@ def test_an_answer_is_measured_as_stored_escapes_and_multibyte_characters_includ
     assert emoji is not None
     call = FunctionCallContent(call_id="c", name="f", arguments={"key": "k" * (MAX_CONTENT_BYTES + 1)})
     assert oversized_answer(answer(TextContent(text="calling"), call)) is not None
+    # Thousands of calls with small arguments: their names, ids and JSON keys are what is large.
+    many = [FunctionCallContent(call_id=f"call_{i:06d}", name="n" * 40, arguments={}) for i in range(15_000)]
+    size = oversized_answer(answer(*many))
+    assert size is not None and size == json_bytes([c.model_dump(mode="json", exclude_none=True) for c in many])
+    assert oversized_answer(answer(*many[:1000])) is None
 
 
 def test_a_streamed_chunk_counts_its_text_and_argument_deltas() -> None:
     chunk = [TextContent(text="abc"), FunctionCallContent(call_id="c", name="f", arguments='{"k": "v"}')]
-    assert streamed_chars(chunk) == 3 + len('{"k": "v"}')
+    assert streamed_chars(chunk) == 3 + len("c") + len("f") + len('{"k": "v"}')
     assert streamed_chars([]) == 0
 
 

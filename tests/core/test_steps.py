@@ -348,6 +348,8 @@ async def test_a_failed_runs_draft_is_emptied_and_a_stored_answer_or_a_cancelled
     assert [(m.message_id, m.text) for m in messages] == [("u", "hi"), (earlier.message_id, "done"),
                                                           (draft.message_id, "")]
     assert messages[-1].contents == [] and to_openai_messages(messages)[-1] == {"role": "assistant", "content": "done"}
+    await close_unresolved_calls_step(log, RUN, failed)  # a retried close (after a host kill) changes nothing
+    assert await log.messages() == messages
 
     cancelled = Finish(status="cancelled", reason="user cancelled", unanswered_call=2)
     log = InMemoryConversationLog([earlier, draft])
