@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_harness import InProcessApp
+from e2e_harness import PROGRESS_TIMEOUT_S, InProcessApp
 from e2e_settings import TOKEN_SECRET, running_app
 from playwright.sync_api import Page, expect
 from ui_browser import chromium, chromium_page  # noqa: F401 - the fixtures `browser` and `page`
@@ -102,3 +103,30 @@ def test_a_long_value_is_folded_until_opened(app: InProcessApp, model: ScriptedM
     expect(folded.locator(".text-block")).to_be_hidden()
     folded.locator("summary").click()
     expect(folded.locator(".text-block")).to_contain_text("row 0001: lorem ipsum")
+
+
+def test_a_model_call_that_failed_after_streaming_shows_as_failed_with_the_runs_error(
+    app: InProcessApp, model: ScriptedModelServer, page: Page
+) -> None:
+    """A streamed answer past what a message holds fails the call, and the draft stored while it streamed is emptied
+    (`agent_runtime.steps._empty_draft`). The timeline shows that call as failed with the run's error, not as an
+    answer (it showed "Model call: answered" before)."""
+    model.set_script(Script.of("x" * 1_200_000))
+    model.hold_mid_stream(after_chunks=2)
+    started = app.start(input="write a lot")
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while not app.view(started["run_id"]).get("partial_output"):  # the draft is stored (its interval is real time)
+        assert time.monotonic() < deadline, "no draft was stored"
+        time.sleep(0.05)
+    model.release_answers()
+    app.settle()
+    view = app.view(started["run_id"])
+    assert view["status"] == "failed" and view["error"]["code"] == "model_answer_too_large", view
+    assert [m["contents"] for m in app.session_messages(started["session_id"]) if m["role"] == "assistant"] == [[]]
+    page.goto(f"{app.host.base_url}/api/ui#run/{started['run_id']}")
+    expect(page.get_by_test_id("run-status")).to_have_text("failed")
+    steps = page.get_by_label("timeline").locator("li")
+    expect(steps).to_have_count(1)
+    expect(steps.nth(0)).to_have_class(re.compile(r"\bfailed\b"))
+    expect(steps.nth(0)).to_contain_text("Model call: failed")
+    expect(steps.nth(0)).to_contain_text("at most 1,048,576 bytes")

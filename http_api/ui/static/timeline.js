@@ -52,7 +52,11 @@ export function timelineSteps(view, approvals, now = Date.now()) {
     const at = time(message.created_at);
     const contents = message.contents || [];
     if (contents.some((c) => c.type === "function_approval_request")) continue; // shown from the approvals
-    if (message.role === "assistant") {
+    if (message.role === "assistant" && !contents.length) {
+      // A draft emptied when its call failed (`agent_runtime.steps`): the call gave no answer the run kept.
+      const detail = view.status === "failed" && view.error ? view.error.message : "";
+      steps.push({ kind: "failed", title: "Model call: failed", detail, start: last, end: at });
+    } else if (message.role === "assistant") {
       const calls = contents.filter((c) => c.type === "function_call");
       const did = calls.length ? `proposed ${calls.map((c) => c.name).join(", ")}` : "answered";
       steps.push({ kind: "model", title: `Model call: ${did}`, detail: tokens(message.usage), start: last, end: at });
