@@ -31,7 +31,7 @@ from agent_runtime.run_result import (
     failure_reason,
 )
 from agent_runtime.steps import close_unresolved_calls_step
-from session_store import RunRecord
+from session_store import FLAGGED_CANCEL_ERROR, RunRecord
 from telemetry.spans import emit_run_span
 
 _FINAL = ("completed", "failed", "cancelled")
@@ -85,6 +85,10 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
         step.run.run_id, status, output=output, error=error, usage=usage.model_dump(mode="json"), current=record
     )
     ctx.services.conversations.forget(step.run.session_id, step.run.run_id)  # the run is over
+    if status != "cancelled" and stored.cancel_requested_at is not None and stored.error == FLAGGED_CANCEL_ERROR:
+        # Its cancel was flagged: the store closed it `cancelled` instead (`rules.finish`), so that is how it ended.
+        status, error = "cancelled", stored.error
+        reason = str(error["message"])
     if (stored.status, stored.error) != (status, error):
         # Closed before (the store keeps the first finish): by the model call whose answer ended the loop while a
         # cancel won the orchestrator's race and its grace ran out. The run ended as the store says.
@@ -114,8 +118,9 @@ async def close_if_final(
     middleware: a call redelivered before its close asks the model again and replaces the stored answer in place, so
     the close must write nothing tied to this answer's calls (a "not run" result for a call the new answer does not
     make would be left without its call). A run whose cancel was requested meanwhile is left to the orchestrator,
-    whose race with the cancel event decides how it ends. `record`: the run as read after the model answered (by
-    the check before its answer was stored); read here otherwise."""
+    which ends it `cancelled` (the store would: `rules.finish`) once the cancel event or this answer reaches it.
+    `record`: the run as read after the model answered (by the check before its answer was stored); read here
+    otherwise."""
     close = step.close
     if close is None or turn.tool_calls or turn.terminated:
         return None

@@ -50,16 +50,20 @@ async def mark_unless_pending(
 
 async def flag_cancel(
     store: SessionStore, run: RunRecord, now: datetime, *, conversations: ConversationCache | None = None
-) -> None:
+) -> RunRecord | None:
     """Flag `run`'s cancel (what its steps check), written under the ETag of `run` as the caller read it (no second
     read). A run changed since is read again: flagged unless it finished or another cancel flagged it meanwhile (the
-    first request's time stays; a run that ended is not marked after the fact). A flag written under the ETag it read
-    is the only change since, so this process's cached conversation of the run stays valid
-    (`ConversationCache.run_changed`: the run's closing step then reads no messages)."""
+    first request's time stays; a run that ended is not marked after the fact). Once flagged the run ends `cancelled`
+    (`rules.finish`). Returns the run as it ended when it finished before it could be flagged (the cancel came too
+    late), else None. A flag written under the ETag it read is the only change since, so this process's cached
+    conversation of the run stays valid (`ConversationCache.run_changed`: the run's closing step then reads no
+    messages)."""
     current: RunRecord | None = run
     for _ in range(FLAG_ROUNDS):
-        if current is None or current.finished or current.cancel_requested_at is not None:
-            return
+        if current is not None and current.finished:
+            return current
+        if current is None or current.cancel_requested_at is not None:
+            return None
         try:
             flagged = await store.update_run(
                 run.run_id, if_match=current.etag, current=current, cancel_requested_at=now
@@ -69,5 +73,5 @@ async def flag_cancel(
             continue
         if conversations is not None:
             conversations.run_changed(run.session_id, run.run_id, current.etag, flagged.etag)
-        return
+        return None
     raise ConflictError(f"run {run.run_id!r} kept changing; its cancel was not flagged")

@@ -279,6 +279,10 @@ async def wait_for_view(
 # --------------------------------------------------------------------------------------------------- cancelling
 
 
+def _ended_by_its_flag(run: RunRecord) -> bool:
+    return run.status == "cancelled" and run.cancel_requested_at is not None
+
+
 async def cancel(
     store: SessionStore,
     gateway: CancelSender,
@@ -288,27 +292,32 @@ async def cancel(
     conversations: ConversationCache | None = None,
 ) -> RunRecord | None:
     """Flag the run's cancel in the store (what its steps check; the first request's time stays), then raise its
-    cancel event. Returns None once the cancel is flagged and its orchestration told (or not started yet), or the run
-    as it ended when it finished after `run` was read (nothing left to cancel). `conversations`: this process's
-    conversation cache, kept valid across the flag (the run's closing step then reads no messages)."""
+    cancel event. The flag is the cancel: a run flagged while open ends `cancelled` (`rules.finish`), whichever of
+    the event and its step in flight reaches its orchestration first. Returns None once the cancel is flagged and its
+    orchestration told (or not started yet), or the run as it ended when it finished after `run` was read and before
+    the flag (nothing left to cancel). `conversations`: this process's conversation cache, kept valid across the flag
+    (the run's closing step then reads no messages)."""
     if run.cancel_requested_at is None:
         try:
-            await run_status.flag_cancel(store, run, datetime.now(UTC), conversations=conversations)
+            finished = await run_status.flag_cancel(store, run, datetime.now(UTC), conversations=conversations)
         except ConflictError as error:  # the run changed under every attempt: a passing state, the client retries
             raise ApiProblem(
                 503, "run_busy", "The run is changing too fast to flag its cancel",
                 "Retry the cancel shortly: nothing was cancelled yet.", headers={"Retry-After": "1"},
             ) from error
+        if finished is not None:  # its orchestration may still be running its last step: no event for it
+            return finished
     try:
         await gateway.send_cancel(run.run_id, reason)
     except Exception:
         # A run that finished since it was read has an orchestration that refuses events (the SDK raises on the
-        # host's 410): the cancel came too late, which is the caller's 409, not a server error.
+        # host's 410). Flagged before it finished, it ended `cancelled` by this cancel (or a concurrent one): done.
+        # Otherwise the cancel came too late, which is the caller's 409, not a server error.
         refusal = await read_refusal(lambda: gateway.state(run.run_id), lambda: store.get_run(run.run_id))
         if refusal.run is None:  # deleted meanwhile (with its session): nothing is left to cancel or to close
             return None
         if refusal.finished is not None:
-            return refusal.finished
+            return None if _ended_by_its_flag(refusal.finished) else refusal.finished
         # A run whose start request has stored its record but not yet started its orchestration (the host's 404):
         # the flag is the cancel, read by the run's first step (`take_turn`, `call_model`) or, for a workflow, rung
         # by its start request (`workflows.start_workflow`).

@@ -38,7 +38,7 @@ from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflows import cancel_workflow
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
-from session_store import MessageRecord, RunRecord, SessionBusyError, SessionRecord, SessionStore
+from session_store import CLIENT_CANCEL_REASON, MessageRecord, RunRecord, SessionBusyError, SessionRecord, SessionStore
 from session_store.records import QueuePosition
 from telemetry.trace_context import RunTrace
 
@@ -314,7 +314,7 @@ async def request_cancel(services: RunServices, client: df.DurableOrchestrationC
         finished, _ = await cancel_workflow(services, WorkflowGateway(client), run)
     else:
         finished = await cancel(
-            services.store, DurableGateway(client), run, "cancelled by the client", conversations=services.conversations
+            services.store, DurableGateway(client), run, CLIENT_CANCEL_REASON, conversations=services.conversations
         )
     if finished is not None:  # it finished while the cancel was being sent
         raise _run_finished(finished)

@@ -39,7 +39,7 @@ from http_api.workflow_signals import QueuedSignal, accepted_before, append_once
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
-from session_store import RunRecord, SessionRecord
+from session_store import CLIENT_CANCEL_REASON, RunRecord, SessionRecord
 from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
@@ -137,7 +137,7 @@ async def _ring_an_early_cancel(services: RunServices, gateway: WorkflowGateway,
     try:
         record = await services.store.get_run(run_id, session_id=control_session_id(run_id))
         if record is not None and record.cancel_requested_at is not None:
-            await gateway.send_cancel(run_id, "cancelled by the client")
+            await gateway.send_cancel(run_id, CLIENT_CANCEL_REASON)
     except Exception as error:
         log.warning("could not tell workflow %s of its early cancel: %s", run_id, error)
 
@@ -230,7 +230,7 @@ async def cancel_workflow(
 ) -> tuple[RunRecord | None, list[str]]:
     """Flag and signal the cancel of a workflow run, then of its running child runs. Returns the workflow as it ended
     if it finished before the cancel reached it (then nothing was cancelled), and the children cancelled."""
-    finished = await cancel(services.store, gateway, record, "cancelled by the client")
+    finished = await cancel(services.store, gateway, record, CLIENT_CANCEL_REASON)
     if finished is not None:
         return finished, []
     return None, await _cancel_children(services, gateway, record.run_id)

@@ -21,6 +21,8 @@ from .factory import open_store
 from .limits import MAX_ITEM_BYTES, MAX_RECORD_BYTES
 from .protocol import SessionStore
 from .records import (
+    CLIENT_CANCEL_REASON,
+    FLAGGED_CANCEL_ERROR,
     REOPENABLE_RUN_STATUS,
     TERMINAL_RUN_STATUSES,
     WORKFLOW_GATE_TOOL_PREFIX,
@@ -38,6 +40,8 @@ from .settings import StoreSettings
 from .sqlite_store import SqliteSessionStore
 
 __all__ = [
+    "CLIENT_CANCEL_REASON",
+    "FLAGGED_CANCEL_ERROR",
     "MAX_ITEM_BYTES",
     "MAX_RECORD_BYTES",
     "REOPENABLE_RUN_STATUS",

@@ -21,6 +21,10 @@ RunStatus = Literal["queued", "in_progress", "requires_action", "completed", "fa
 TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 # The one terminal status a request changes again: a rewind reopens a failed run (`rules.reopen`), nothing else.
 REOPENABLE_RUN_STATUS = "failed"
+# A run's cancel, once flagged (`cancel_requested_at`), is how the run ends, whatever its step in flight would have
+# ended it with (`rules.finish`); the error such a run reports.
+CLIENT_CANCEL_REASON = "cancelled by the client"
+FLAGGED_CANCEL_ERROR: dict[str, str] = {"code": "cancelled", "message": CLIENT_CANCEL_REASON}
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
 DecidedApprovalStatus = Literal["approved", "rejected", "expired"]
 # A workflow's approval gate is an approval record of the workflow run whose tool is this prefix + the step id (no

@@ -21,6 +21,7 @@ from .errors import (
     StoreError,
 )
 from .records import (
+    FLAGGED_CANCEL_ERROR,
     REOPENABLE_RUN_STATUS,
     RUN_UPDATABLE_FIELDS,
     TERMINAL_RUN_STATUSES,
@@ -240,11 +241,18 @@ def finish(
     usage: JsonObject | None,
     now: datetime,
 ) -> RunRecord | None:
-    """The finished run, or ``None`` if it already finished (the first finish wins; retries change nothing)."""
+    """The finished run, or ``None`` if it already finished (the first finish wins; retries change nothing).
+
+    A run whose cancel was flagged ends ``cancelled``, whatever it was to end with: the flag is written under the
+    run's ETag and only while it is open, and this is decided on the record as written, so a cancel the API accepted
+    (202) is how the run ends, not whichever of the cancel event and the step in flight (a final answer, a failure,
+    an approval's timeout) reached the orchestration first. The usage stays."""
     if status not in TERMINAL_RUN_STATUSES:
         raise ValueError(f"finish_run needs a terminal status {sorted(TERMINAL_RUN_STATUSES)}, got {status!r}")
     if run.finished:
         return None
+    if run.cancel_requested_at is not None and status != "cancelled":
+        status, output, error = "cancelled", None, dict(FLAGGED_CANCEL_ERROR)
     changes: dict[str, Any] = {"status": status, "output": output, "error": error}
     if usage is not None:
         changes["usage"] = usage

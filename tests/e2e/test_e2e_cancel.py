@@ -3,6 +3,7 @@ finishes and is stored, then the run ends `cancelled`; the session is free for t
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -160,12 +161,59 @@ def test_cancel_after_a_partial_decision(app: InProcessApp, model: ScriptedModel
     assert_every_call_has_a_result(app.session_messages(started["session_id"]))
 
 
+def flag_cancel(app: InProcessApp, run_id: str) -> None:
+    """What the cancel route writes first (`run_status.flag_cancel`), without the event it raises next: the window
+    in which the run's step in flight ends before the event reaches its orchestration."""
+    app.store_call(lambda store: store.update_run(run_id, cancel_requested_at=datetime.now(UTC)))
+
+
+def test_a_final_answer_that_reaches_the_orchestration_before_the_cancel_event_still_ends_cancelled(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A cancel is flagged while the last model call is in flight, and its answer (final) reaches the orchestration
+    before the cancel event: the run ends `cancelled`, as it does when the event comes first (it ended `completed`
+    before, depending on which arrived first, though the client had its 202). The answer is kept in the session."""
+    model.set_script(Script.of("The answer."))
+    model.hold_answers()
+    started = app.start(input="A question")
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
+    flag_cancel(app, started["run_id"])
+    model.release_answers()
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]) == ("cancelled", {"code": "cancelled", "message": "cancelled by the client"})
+    assert view["output"] is None and view["usage"]["total_tokens"] > 0  # the answer's usage is counted all the same
+    assert [contents_of(m) for m in app.session_messages(started["session_id"])] == [["text"], ["text"]]
+    assert app.cancel(started["run_id"]).status_code == 409  # over: a cancel now is too late
+
+
+def test_an_approval_timeout_after_the_cancel_was_flagged_ends_the_run_cancelled(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The `strict` agent fails a run whose approval is not given in time; a cancel flagged before the timer fired
+    wins (it ended `failed` with `approval_timeout` when the timer's episode came before the cancel event)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "never reached"))
+    started = app.start_until_approval(agent="strict", input="Email Bob")
+    flag_cancel(app, started["run_id"])
+    app.advance(601)
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]["code"]) == ("cancelled", "cancelled"), view
+    assert [a["status"] for a in app.approvals(started["run_id"])] == ["expired"]
+    assert app.effects(started["session_id"]) == []
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+    nxt = app.start(agent="strict", input="again", session_id=started["session_id"])  # the session is free
+    app.settle()
+    assert app.view(nxt["run_id"])["status"] in ("completed", "requires_action")
+
+
 @watches_the_app_in_process
-def test_a_cancel_that_the_run_outlives_by_finishing_is_a_409(
+def test_a_cancel_whose_event_comes_after_the_run_ended_is_accepted_when_its_flag_came_first(
     app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The run finishes after the cancel request read it running but before its event is raised: the orchestration
-    is gone and refuses the event. The caller is told the run finished (409), not a server error."""
+    """The cancel's flag is written, then the run ends before the cancel event is raised (the orchestration is gone
+    and refuses it): the flag decided how the run ended, so the cancel took effect - 202, not 409."""
     model.set_script(Script.of("The answer."))
     model.hold_answers()
     started = app.start(input="A question")
@@ -180,6 +228,40 @@ def test_a_cancel_that_the_run_outlives_by_finishing_is_a_409(
         await send_cancel(self, instance_id, reason)
 
     monkeypatch.setattr(gateway, "send_cancel", after_the_run_ended)
+    late = app.cancel(run_id)
+    monkeypatch.undo()
+
+    assert late.status_code == 202, late.text
+    assert app.view(run_id)["status"] == "cancelled"
+    assert app.cancel(run_id).status_code == 409
+
+
+@watches_the_app_in_process
+def test_a_cancel_that_the_run_outlives_by_finishing_before_its_flag_is_a_409(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run finishes after the cancel request read it running but before its flag is written: the flag is not
+    written on a finished run, the orchestration is gone and refuses the event, and the caller is told the run
+    finished (409), not a server error. The run keeps its answer and its `completed`."""
+    model.set_script(Script.of("The answer."))
+    model.hold_answers()
+    started = app.start(input="A question")
+    run_id = started["run_id"]
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
+    run_status = app.app_module("agent_runs.run_status")
+    flag = run_status.flag_cancel
+
+    async def after_the_run_ended(store: Any, run: Any, now: Any, **kwargs: Any) -> Any:
+        model.release_answers()
+        # Until the run is closed in the store, not until its orchestration completes: the cancel event, were it
+        # raised, could still be taken by the orchestration in between (it answered 202 to a completed run then).
+        for _ in range(int(PROGRESS_TIMEOUT_S / 0.02)):
+            if (await store.get_run(run.run_id)).finished:
+                break
+            await asyncio.sleep(0.02)
+        return await flag(store, run, now, **kwargs)
+
+    monkeypatch.setattr(run_status, "flag_cancel", after_the_run_ended)
     late = app.cancel(run_id)
     monkeypatch.undo()
 

@@ -1,10 +1,12 @@
 """A run's cancel flag (`agent_runs.run_status.flag_cancel`), on both stores: written under the ETag of the run as
-the request read it; a run changed since is read again, and flagged only while it is open and unflagged."""
+the request read it; a run changed since is read again, and flagged only while it is open and unflagged. Once
+flagged, the run ends `cancelled` however its finish was asked (`rules.finish`): the flag is the cancel."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from store_helpers import new_session, run
 
 from agent_runs.run_status import flag_cancel
@@ -35,6 +37,38 @@ async def test_a_run_that_finished_since_it_was_read_is_not_flagged(store: Sessi
     session_id = await new_session(store)
     read = await store.begin_run(run(session_id))
     await store.finish_run(read.run_id, "completed", output={"text": "done"})
-    await flag_cancel(store, read, datetime.now(UTC))
+    too_late = await flag_cancel(store, read, datetime.now(UTC))
     finished = await store.get_run(read.run_id)
     assert finished is not None and (finished.status, finished.cancel_requested_at) == ("completed", None)
+    assert too_late is not None and too_late.status == "completed"  # the caller learns it came too late
+
+
+@pytest.mark.parametrize(("status", "output", "error"), [
+    ("completed", {"text": "The answer.", "finish_reason": "stop"}, None),
+    ("failed", None, {"code": "approval_timeout", "message": "approval_timeout"}),
+])
+async def test_a_flagged_run_ends_cancelled_whatever_its_finish_asked(
+    store: SessionStore, status: str, output: dict | None, error: dict | None
+) -> None:
+    session_id = await new_session(store)
+    read = await store.begin_run(run(session_id))
+    assert await flag_cancel(store, read, datetime.now(UTC)) is None  # flagged
+    usage = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+    stored = await store.finish_run(read.run_id, status, output=output, error=error, usage=usage, current=read)
+    assert (stored.status, stored.output, stored.error) == (
+        "cancelled", None, {"code": "cancelled", "message": "cancelled by the client"}
+    )
+    assert stored.usage == usage  # what the run was billed is kept
+    again = await store.finish_run(read.run_id, "completed", output=output)  # a retried close changes nothing
+    assert (again.status, again.etag) == ("cancelled", stored.etag)
+    session = await store.get_session(session_id)
+    assert session is not None and session.active_run_id is None  # the session is free
+
+
+async def test_a_flagged_run_cancelled_keeps_its_own_cancel_error(store: SessionStore) -> None:
+    session_id = await new_session(store)
+    read = await store.begin_run(run(session_id))
+    await flag_cancel(store, read, datetime.now(UTC))
+    terminated = {"code": "run_terminated", "message": "The run was terminated before it finished."}
+    stored = await store.finish_run(read.run_id, "cancelled", error=terminated)
+    assert (stored.status, stored.error) == ("cancelled", terminated)
