@@ -10,7 +10,8 @@ first, as the Responses routes show them) and keeps only what is new:
 - an item without an id (a user message the SDK repeats) is recognised by content and position: it is the next
   stored message after the last matched item, or it is new;
 - an `mcp_approval_response` repeats the decision stored for its request, or is new: it decides an open request, or
-  the approval path refuses it (409 for a request decided otherwise, as for any decision);
+  the approval path refuses it (409 for a request decided otherwise, as for any decision); answers have no order
+  among themselves (each names its request), only after the items of the turn before them;
 - a `function_call` repeats the stored call of its call id and goes back with its `function_call_output` (a model
   turn's outputs complete, as OpenAI requires: one missing is its 400), before the next stored item;
 - reasoning items carry nothing that takes effect here (this server produces none) and are skipped;
@@ -166,6 +167,7 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
     }
     result = Reconciled()
     position = 0  # stored items before it are matched (or passed over)
+    turn_position = 0  # the same, by the items that are not repeated answers (those have no order among themselves)
 
     def contradiction(entry: Entry, why: str) -> Exception:
         return openai_error(
@@ -178,11 +180,25 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
     def matched(entry: Entry, at: int, *, after_its_call: bool = False) -> None:
         """`entry` repeats `stored[at]`; a function_call_output repeats the call it follows (its `mcp_call`, which
         `at` names, may be behind: the position stays where it is, else it would pass over the next stored item)."""
-        nonlocal position
+        nonlocal position, turn_position
         if result.new:
             first = result.new[0]
             raise contradiction(entry, f"it repeats a stored item after the new item {first.param}")
         if at < position and not after_its_call:
+            raise contradiction(entry, f"the stored item '{stored[at].id}' comes earlier in the conversation")
+        result.repeated += 1
+        position = max(position, at + 1)
+        turn_position = position
+
+    def repeated_answer(entry: Entry, at: int) -> None:
+        """`entry` repeats the answer stored at `at`. A response's requests are answered as a set (each answer names
+        its request): among other answers, new or repeated, its place is free - two clients answering at once send
+        them in their own order - but not before an item of the turn it came after."""
+        nonlocal position
+        if any(new.kind != "mcp_approval_response" for new in result.new):
+            first = result.new[0]
+            raise contradiction(entry, f"it repeats a stored item after the new item {first.param}")
+        if at < turn_position:
             raise contradiction(entry, f"the stored item '{stored[at].id}' comes earlier in the conversation")
         result.repeated += 1
         position = max(position, at + 1)
@@ -199,7 +215,7 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
                 # Another decision on a decided request: the approval path refuses it (409, who decided).
                 result.new.append(entry)
                 continue
-            matched(entry, at)
+            repeated_answer(entry, at)
             result.decisions.append(entry)
             continue
         if entry.kind in ("function_call", "function_call_output"):
@@ -247,8 +263,14 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
             raise contradiction(entry, "an assistant message that is not the stored one continues the conversation")
         result.new.append(entry)
     _check_outputs(entries)
-    if result.new and result.repeated:
-        moved_on = _find(stored, position, lambda item: is_message(item) or isinstance(item, McpCall))
+    if result.new and turn_position:  # items of the conversation were repeated, not only answers
+        # A call an answer of this request approved is that answer's, not the conversation going on without it.
+        answered = {e.approval.approval_request_id for e in result.decisions if e.approval is not None}
+
+        def went_on(item: StoredItem) -> bool:
+            return is_message(item) or (isinstance(item, McpCall) and item.approval_request_id not in answered)
+
+        moved_on = _find(stored, position, went_on)
         if moved_on is not None:
             first = result.new[0]
             raise contradiction(

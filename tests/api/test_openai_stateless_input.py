@@ -86,6 +86,37 @@ def test_a_decision_sent_again_is_recognised_and_a_different_one_goes_to_the_dec
     ]
 
 
+def test_answers_to_a_responses_requests_have_no_order_among_themselves() -> None:
+    """Two clients answer one response's two requests at once (found by a storm probe): the second sends both
+    answers, one of them already stored by the first, in its own order. The answers are a set (each names its
+    request): a repeated one takes nothing and the other decides, whatever their order (it was a 400 when the
+    repeated answer came after the new one, or before an answer stored earlier)."""
+    second = McpApprovalRequest(id="appr2", server_label="helper", name="send_email", arguments='{"to": "al"}')
+    asked = [*STORED, second]
+    one = {"type": "mcp_approval_response", "approval_request_id": "appr1", "approve": True}
+    two = {"type": "mcp_approval_response", "approval_request_id": "appr2", "approve": False}
+    first_answered = [*asked, ApprovalResponseOut(id="mcpr_appr1", approval_request_id="appr1", approve=True)]
+    assert new_of(two, one, stored=first_answered) == [(0, "mcp_approval_response")]
+    assert new_of(one, two, stored=first_answered) == [(1, "mcp_approval_response")]
+    both = [*first_answered, ApprovalResponseOut(id="mcpr_appr2", approval_request_id="appr2", approve=False)]
+    for answers in ((one, two), (two, one)):  # both stored: the same answers again, in either order (a retry)
+        result = reconcile(entries(*answers), both)
+        assert result.new == [] and sorted(e.index for e in result.effective) == [0, 1]
+    # The whole list again (the Agents SDK's way) after the first answer started its call: the call is that
+    # answer's, not the conversation going on without the list.
+    calling = McpCall(id="mcp_call_bob", server_label="helper", name="send_email", arguments='{"to": "bob"}',
+                      approval_request_id="appr1")
+    started = [*first_answered, calling]
+    repeated_turn = (USER, CALL, ANSWER, REQUEST, {**REQUEST, "id": "appr2", "arguments": '{"to": "al"}'})
+    assert new_of(*repeated_turn, two, one, stored=started) == [(5, "mcp_approval_response")]
+    # Still refused: a stored message after a new answer, and a repeated answer after the turn that followed it.
+    assert refusal(two, ANSWER, stored=first_answered)[0] == "input[1]"
+    went_on = [STORED[0], STORED[3], ApprovalResponseOut(id="mcpr_appr1", approval_request_id="appr1", approve=True),
+               STORED[1], STORED[2]]  # the request answered, then the call ran and the model answered
+    field, detail = refusal(USER, CALL, ANSWER, one, stored=went_on)
+    assert field == "input[3]" and "earlier" in detail, detail
+
+
 @pytest.mark.parametrize(
     ("items", "field", "says"),
     [

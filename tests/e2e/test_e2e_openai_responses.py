@@ -32,7 +32,7 @@ from webhook_checks import host_revoked, host_unresolvable
 from webhook_receiver import SECRET, WebhookReceiver
 
 from agent_runtime.overrides import MAX_INSTRUCTIONS_CHARS
-from scripted_model import Reply, Script, ScriptedModelServer
+from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
 
 EMAIL_BOB = {"to": "bob@example.com", "subject": "Hi", "body": "Hello Bob"}
 STREAMED_ANSWER = " ".join(f"part{i}" for i in range(40)) + "."
@@ -839,6 +839,33 @@ def test_approve_via_mcp_approval_response(app: InProcessApp, client: OpenAI, mo
         )
     assert error.value.status_code == 410 or error.value.status_code == 409
     assert error.value.body["param"] == "input[0]"  # type: ignore[index]
+
+
+def test_two_clients_answer_a_responses_requests_each_in_its_own_order(
+    app: InProcessApp, client: OpenAI, model: ScriptedModelServer
+) -> None:
+    """One client answers the first of two requests; another answers both, the first again, in its own order (found
+    by a storm probe: it was a 400 `input_contradicts_conversation`, the repeated answer being after the new one).
+    Each request is decided once, and the run goes on once both are."""
+    ALICE = {**EMAIL_BOB, "to": "alice@example.com"}
+    model.set_script(Script.of(Reply(tool_calls=[
+        ScriptedToolCall(name="send_email", arguments=EMAIL_BOB), ScriptedToolCall(name="send_email", arguments=ALICE),
+    ]), "Sent to Bob only."))
+    first = client.responses.create(model="helper", input="Email Bob and Alice")
+    bob, alice = (item.id for item in first.output)
+    answer = {"type": "mcp_approval_response", "approve": True}
+    partial = client.responses.create(model="helper", previous_response_id=first.id, background=True,
+                                      input=[{**answer, "approval_request_id": bob}])
+    app.settle()
+    both = client.responses.create(model="helper", previous_response_id=first.id, input=[
+        {**answer, "approval_request_id": alice, "approve": False}, {**answer, "approval_request_id": bob},
+    ])
+    assert (both.status, both.output_text) == ("completed", "Sent to Bob only."), both
+    assert {a["approval_id"]: a["status"] for a in app.approvals(run_of(first.id))} == {
+        bob: "approved", alice: "rejected"
+    }
+    assert app.effects(app.view(run_of(first.id))["session_id"], "email") == [EMAIL_BOB]
+    assert client.responses.retrieve(partial.id).status in ("completed", "in_progress")
 
 
 def test_reject_via_mcp_approval_response(app: InProcessApp, model: ScriptedModelServer) -> None:
