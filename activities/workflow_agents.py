@@ -19,7 +19,7 @@ from agent_runs.finishing import closed_as
 from agent_runs.services import RunServices
 from durable_steps import activity
 from notifications.client_activity import client_activity
-from session_store import RunRecord
+from session_store import WORKFLOW_CANCEL_REASON, RunRecord
 from telemetry.workflow_spans import child_run_trace
 from workflow_runtime.conditions import monitor_facts
 from workflow_runtime.contracts import (
@@ -217,7 +217,7 @@ async def workflow_cancel_children(children: ChildRunIds, client: df.DurableOrch
         run = await store.get_run(run_id)
         if run is None or run.finished:
             continue
-        await run_status.flag_cancel(store, run, now)
+        await run_status.flag_cancel(store, run, now, reason=SIBLING_FAILED)
         try:
             await client.raise_event(run_id, CANCEL_EVENT, CancelEvent(reason=SIBLING_FAILED).model_dump())
         except Exception as error:  # ended meanwhile, or not started yet: the flag stops it at its next step
@@ -234,5 +234,5 @@ async def workflow_flag_children_cancelled(children: ChildRunIds) -> NoResult:
     for run_id in children.run_ids:
         run = await services.store.get_run(run_id)
         if run is not None:
-            await run_status.flag_cancel(services.store, run, now)
+            await run_status.flag_cancel(services.store, run, now, reason=WORKFLOW_CANCEL_REASON)
     return NoResult()

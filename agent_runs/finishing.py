@@ -31,7 +31,7 @@ from agent_runtime.run_result import (
     failure_reason,
 )
 from agent_runtime.steps import close_unresolved_calls_step
-from session_store import FLAGGED_CANCEL_ERROR, RunRecord
+from session_store import RunRecord
 from telemetry.spans import emit_run_span
 
 _FINAL = ("completed", "failed", "cancelled")
@@ -85,7 +85,7 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
         step.run.run_id, status, output=output, error=error, usage=usage.model_dump(mode="json"), current=record
     )
     ctx.services.conversations.forget(step.run.session_id, step.run.run_id)  # the run is over
-    if status != "cancelled" and stored.cancel_requested_at is not None and stored.error == FLAGGED_CANCEL_ERROR:
+    if status != "cancelled" and stored.error is not None and stored.error == stored.flagged_cancel_error:
         # Its cancel was flagged: the store closed it `cancelled` instead (`rules.finish`), so that is how it ended.
         status, error = "cancelled", stored.error
         reason = str(error["message"])

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Literal
 
 from agent_runs.conversation_cache import ConversationCache
-from session_store import ConflictError, RunRecord, SessionStore
+from session_store import CLIENT_CANCEL_REASON, ConflictError, RunRecord, SessionStore
 
 FLAG_ROUNDS = 5  # reads of a run that keeps changing under a cancel's flag before giving up
 
@@ -49,15 +49,20 @@ async def mark_unless_pending(
 
 
 async def flag_cancel(
-    store: SessionStore, run: RunRecord, now: datetime, *, conversations: ConversationCache | None = None
+    store: SessionStore,
+    run: RunRecord,
+    now: datetime,
+    *,
+    reason: str = CLIENT_CANCEL_REASON,
+    conversations: ConversationCache | None = None,
 ) -> RunRecord | None:
     """Flag `run`'s cancel (what its steps check), written under the ETag of `run` as the caller read it (no second
     read). A run changed since is read again: flagged unless it finished or another cancel flagged it meanwhile (the
     first request's time stays; a run that ended is not marked after the fact). Once flagged the run ends `cancelled`
-    (`rules.finish`). Returns the run as it ended when it finished before it could be flagged (the cancel came too
-    late), else None. A flag written under the ETag it read is the only change since, so this process's cached
-    conversation of the run stays valid (`ConversationCache.run_changed`: the run's closing step then reads no
-    messages)."""
+    (`rules.finish`), with `reason` as its error's message (as its cancel event would). Returns the run as it ended
+    when it finished before it could be flagged (the cancel came too late), else None. A flag written under the ETag
+    it read is the only change since, so this process's cached conversation of the run stays valid
+    (`ConversationCache.run_changed`: the run's closing step then reads no messages)."""
     current: RunRecord | None = run
     for _ in range(FLAG_ROUNDS):
         if current is not None and current.finished:
@@ -66,7 +71,7 @@ async def flag_cancel(
             return None
         try:
             flagged = await store.update_run(
-                run.run_id, if_match=current.etag, current=current, cancel_requested_at=now
+                run.run_id, if_match=current.etag, current=current, cancel_requested_at=now, cancel_reason=reason
             )
         except ConflictError:
             current = await store.get_run(run.run_id, session_id=run.session_id)

@@ -299,7 +299,9 @@ async def cancel(
     (the run's closing step then reads no messages)."""
     if run.cancel_requested_at is None:
         try:
-            finished = await run_status.flag_cancel(store, run, datetime.now(UTC), conversations=conversations)
+            finished = await run_status.flag_cancel(
+                store, run, datetime.now(UTC), reason=reason, conversations=conversations
+            )
         except ConflictError as error:  # the run changed under every attempt: a passing state, the client retries
             raise ApiProblem(
                 503, "run_busy", "The run is changing too fast to flag its cancel",

@@ -39,7 +39,7 @@ from http_api.workflow_signals import QueuedSignal, accepted_before, append_once
 from http_api.workflow_views import TOKEN_SCOPE, build_workflow_view, workflow_name
 from notifications.http.webhook_field import checked_webhook
 from notifications.starting import prepare_notifications
-from session_store import CLIENT_CANCEL_REASON, RunRecord, SessionRecord
+from session_store import CLIENT_CANCEL_REASON, WORKFLOW_CANCEL_REASON, RunRecord, SessionRecord
 from telemetry.trace_context import RunTrace
 from workflow_runtime.contracts import WORKFLOW_AGENT_PREFIX, WorkflowInput, WorkflowRef, control_session_id
 from workflow_runtime.definition import WorkflowDefinition
@@ -250,7 +250,7 @@ async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_
             continue
         try:
             flagged = await cancel(
-                services.store, gateway, child, "the workflow was cancelled", conversations=services.conversations
+                services.store, gateway, child, WORKFLOW_CANCEL_REASON, conversations=services.conversations
             ) is None
         except Exception as error:
             log.warning("could not cancel child run %s of workflow %s: %s", child_id, run_id, error)

@@ -22,9 +22,9 @@ from .limits import MAX_ITEM_BYTES, MAX_RECORD_BYTES
 from .protocol import SessionStore
 from .records import (
     CLIENT_CANCEL_REASON,
-    FLAGGED_CANCEL_ERROR,
     REOPENABLE_RUN_STATUS,
     TERMINAL_RUN_STATUSES,
+    WORKFLOW_CANCEL_REASON,
     WORKFLOW_GATE_TOOL_PREFIX,
     ApprovalRecord,
     ApprovalStatus,
@@ -41,11 +41,11 @@ from .sqlite_store import SqliteSessionStore
 
 __all__ = [
     "CLIENT_CANCEL_REASON",
-    "FLAGGED_CANCEL_ERROR",
     "MAX_ITEM_BYTES",
     "MAX_RECORD_BYTES",
     "REOPENABLE_RUN_STATUS",
     "TERMINAL_RUN_STATUSES",
+    "WORKFLOW_CANCEL_REASON",
     "WORKFLOW_GATE_TOOL_PREFIX",
     "AlreadyDecidedError",
     "ApprovalRecord",

@@ -22,9 +22,9 @@ TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cance
 # The one terminal status a request changes again: a rewind reopens a failed run (`rules.reopen`), nothing else.
 REOPENABLE_RUN_STATUS = "failed"
 # A run's cancel, once flagged (`cancel_requested_at`), is how the run ends, whatever its step in flight would have
-# ended it with (`rules.finish`); the error such a run reports.
+# ended it with (`rules.finish`); the reason of the API's cancel (its error's message, as its cancel event's).
 CLIENT_CANCEL_REASON = "cancelled by the client"
-FLAGGED_CANCEL_ERROR: dict[str, str] = {"code": "cancelled", "message": CLIENT_CANCEL_REASON}
+WORKFLOW_CANCEL_REASON = "the workflow was cancelled"  # a workflow's child runs, when the workflow is cancelled
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired"]
 DecidedApprovalStatus = Literal["approved", "rejected", "expired"]
 # A workflow's approval gate is an approval record of the workflow run whose tool is this prefix + the step id (no
@@ -84,6 +84,9 @@ class RunRecord(_Record):
     cancel_requested_at: AwareDatetime | None = Field(
         default=None, description="set by a cancel request; activities check it so a cancel is never lost"
     )
+    cancel_reason: str | None = Field(
+        default=None, description="the flagged cancel's reason: the message of the run's error when it ends by the flag"
+    )
     output: JsonObject | None = None
     error: JsonObject | None = None
     usage: JsonObject = Field(default_factory=dict)
@@ -127,12 +130,19 @@ class RunRecord(_Record):
     def finished(self) -> bool:
         return self.status in TERMINAL_RUN_STATUSES
 
+    @property
+    def flagged_cancel_error(self) -> dict[str, str] | None:
+        """The error the run ends with because its cancel was flagged (`rules.finish`); None while it is not."""
+        if self.cancel_requested_at is None:
+            return None
+        return {"code": "cancelled", "message": self.cancel_reason or CLIENT_CANCEL_REASON}
+
 
 # Fields ``update_run`` may change; identity, ordering and store-managed fields are not among them.
 RUN_UPDATABLE_FIELDS: frozenset[str] = frozenset(
     {
-        "status", "instance_id", "input_seq", "cancel_requested_at", "output", "error", "usage", "failed_call_usage",
-        "metadata",
+        "status", "instance_id", "input_seq", "cancel_requested_at", "cancel_reason", "output", "error", "usage",
+        "failed_call_usage", "metadata",
     }
 )
 

@@ -21,7 +21,6 @@ from .errors import (
     StoreError,
 )
 from .records import (
-    FLAGGED_CANCEL_ERROR,
     REOPENABLE_RUN_STATUS,
     RUN_UPDATABLE_FIELDS,
     TERMINAL_RUN_STATUSES,
@@ -251,8 +250,9 @@ def finish(
         raise ValueError(f"finish_run needs a terminal status {sorted(TERMINAL_RUN_STATUSES)}, got {status!r}")
     if run.finished:
         return None
-    if run.cancel_requested_at is not None and status != "cancelled":
-        status, output, error = "cancelled", None, dict(FLAGGED_CANCEL_ERROR)
+    flagged = run.flagged_cancel_error
+    if flagged is not None and status != "cancelled":
+        status, output, error = "cancelled", None, flagged
     changes: dict[str, Any] = {"status": status, "output": output, "error": error}
     if usage is not None:
         changes["usage"] = usage
@@ -297,7 +297,9 @@ def reopen(
     # A cancel requested before the failure (or one that came too late, told 409) does not outlive it: the rewind is
     # the newer request, and every step of the reopened run would otherwise read the old flag and cancel it.
     opened = apply_run_changes(
-        run, {"status": "in_progress", "output": None, "error": None, "cancel_requested_at": None}, now
+        run,
+        {"status": "in_progress", "output": None, "error": None, "cancel_requested_at": None, "cancel_reason": None},
+        now,
     )
     opened = opened.model_copy(update={"rewinds": [*run.rewinds, rewind]})
     return Reopen(session=_held_by(session, run, now), run=opened)

@@ -65,6 +65,16 @@ async def test_a_flagged_run_ends_cancelled_whatever_its_finish_asked(
     assert session is not None and session.active_run_id is None  # the session is free
 
 
+async def test_a_flagged_run_ends_with_its_cancels_reason(store: SessionStore) -> None:
+    """The reason the flag was written with (an interrupting start's, a workflow's) is the error's message, as the
+    cancel event would have made it."""
+    session_id = await new_session(store)
+    read = await store.begin_run(run(session_id))
+    await flag_cancel(store, read, datetime.now(UTC), reason="interrupted by a new run")
+    stored = await store.finish_run(read.run_id, "completed", output={"text": "The answer."})
+    assert (stored.status, stored.error) == ("cancelled", {"code": "cancelled", "message": "interrupted by a new run"})
+
+
 async def test_a_flagged_run_cancelled_keeps_its_own_cancel_error(store: SessionStore) -> None:
     session_id = await new_session(store)
     read = await store.begin_run(run(session_id))
