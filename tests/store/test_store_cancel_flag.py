@@ -75,6 +75,16 @@ async def test_a_flagged_run_ends_with_its_cancels_reason(store: SessionStore) -
     assert (stored.status, stored.error) == ("cancelled", {"code": "cancelled", "message": "interrupted by a new run"})
 
 
+async def test_a_flagged_workflow_run_keeps_the_finish_its_orchestration_reports(store: SessionStore) -> None:
+    """A workflow run's orchestration reports its own end (outcome, notifications): its record is not changed under
+    it."""
+    session_id = await new_session(store)
+    read = await store.begin_run(run(session_id).model_copy(update={"kind": "workflow", "agent": "wf"}))
+    await flag_cancel(store, read, datetime.now(UTC))
+    stored = await store.finish_run(read.run_id, "completed", output={"result": 1})
+    assert (stored.status, stored.output, stored.error) == ("completed", {"result": 1}, None)
+
+
 async def test_a_flagged_run_cancelled_keeps_its_own_cancel_error(store: SessionStore) -> None:
     session_id = await new_session(store)
     read = await store.begin_run(run(session_id))
