@@ -4,11 +4,12 @@ one that escalates), one to three approval-gated emails in one batch, then waves
 (approve, reject, an edit, cancel, each possibly twice), the durable clock moved past the timeouts while a wave is in
 flight or between waves, and (second test) the host killed a few milliseconds into a wave and started again.
 
-Whatever the interleaving, what a user relies on holds: no 5xx; one verdict per approval, and a decision answered
-2xx is the one stored (also across a kill); a cancel answered 202 is how the run ends; an email is sent only when
-approved, at most once, and every approved one is sent when the run completes; every tool call has exactly one
-result; no message is stored twice; the session takes its next run. The plans are seeded (the same requests each
-time); the interleavings are not, which is the point: a broken invariant fails the test with the seed's log.
+Whatever the interleaving, what a user relies on holds: no 5xx but a documented `run_busy`; one verdict per
+approval, and a decision answered 2xx is the one stored (also across a kill); a cancel answered 202 is how the run
+ends; an email is sent only when approved, at most once, and every approved one is sent when the run completes;
+every tool call has exactly one result; no message is stored twice; the session takes its next run. The plans are
+seeded (the same requests each time); the interleavings are not, which is the point: a broken invariant fails the
+test with the seed's log.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from scripted_model import Reply, Script, ScriptedModelServer, ScriptedToolCall
 AGENTS = ("helper", "strict", "escalating")  # tests/e2e/fixture_agents/agents.py
 CLOCK_MOVES = (0, 0, 0, 300, 700, 4000)  # seconds: past `strict`'s 600 s timeout, `escalating`'s 600 s and 3,600 s
 VERDICTS = {"approve": "approved", "reject": "rejected"}
-# What a request that lost a race is told; anything else is a finding.
-EXPECTED_REFUSALS = {(409, "approval_already_decided"), (409, "run_finished"), (410, "approval_expired")}
+# What a request that lost a race is told (503 `run_busy`: a cancel whose flag the run's changes outran five times,
+# documented as "retry"); anything else is a finding.
+EXPECTED_REFUSALS = {
+    (409, "approval_already_decided"), (409, "run_finished"), (410, "approval_expired"), (503, "run_busy"),
+}
 
 Request = tuple[str, dict[str, Any] | None]  # (path, body); every request is a POST
 
@@ -93,7 +97,6 @@ class Outcome:
                 continue
             code = response.json().get("code") if response.content else None
             self.log.append((what, path[-6:], response.status_code, code))
-            assert response.status_code < 500, (self.log, response.text)
             if response.status_code >= 400:
                 assert (response.status_code, code) in EXPECTED_REFUSALS, (self.log, response.text)
             elif body is None:
