@@ -177,31 +177,22 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
             code="input_contradicts_conversation",
         )
 
-    def matched(entry: Entry, at: int, *, after_its_call: bool = False) -> None:
+    def matched(entry: Entry, at: int, *, after_its_call: bool = False, answer: bool = False) -> None:
         """`entry` repeats `stored[at]`; a function_call_output repeats the call it follows (its `mcp_call`, which
-        `at` names, may be behind: the position stays where it is, else it would pass over the next stored item)."""
+        `at` names, may be behind: the position stays where it is, else it would pass over the next stored item).
+        An `answer` (a repeated `mcp_approval_response`) has no order among other answers, new or repeated - a
+        response's requests are answered as a set, and two clients answering at once send them in their own order -
+        but not before an item of the turn it came after."""
         nonlocal position, turn_position
-        if result.new:
+        if any(not (answer and new.kind == "mcp_approval_response") for new in result.new):
             first = result.new[0]
             raise contradiction(entry, f"it repeats a stored item after the new item {first.param}")
-        if at < position and not after_its_call:
+        if at < (turn_position if answer else position) and not after_its_call:
             raise contradiction(entry, f"the stored item '{stored[at].id}' comes earlier in the conversation")
         result.repeated += 1
         position = max(position, at + 1)
-        turn_position = position
-
-    def repeated_answer(entry: Entry, at: int) -> None:
-        """`entry` repeats the answer stored at `at`. A response's requests are answered as a set (each answer names
-        its request): among other answers, new or repeated, its place is free - two clients answering at once send
-        them in their own order - but not before an item of the turn it came after."""
-        nonlocal position
-        if any(new.kind != "mcp_approval_response" for new in result.new):
-            first = result.new[0]
-            raise contradiction(entry, f"it repeats a stored item after the new item {first.param}")
-        if at < turn_position:
-            raise contradiction(entry, f"the stored item '{stored[at].id}' comes earlier in the conversation")
-        result.repeated += 1
-        position = max(position, at + 1)
+        if not answer:
+            turn_position = position
 
     for entry in entries:
         if entry.kind in ("reasoning", "mcp_list_tools"):
@@ -215,7 +206,7 @@ def reconcile(entries: list[Entry], stored: list[StoredItem]) -> Reconciled:
                 # Another decision on a decided request: the approval path refuses it (409, who decided).
                 result.new.append(entry)
                 continue
-            repeated_answer(entry, at)
+            matched(entry, at, answer=True)
             result.decisions.append(entry)
             continue
         if entry.kind in ("function_call", "function_call_output"):

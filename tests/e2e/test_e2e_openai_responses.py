@@ -868,6 +868,36 @@ def test_two_clients_answer_a_responses_requests_each_in_its_own_order(
     assert client.responses.retrieve(partial.id).status in ("completed", "in_progress")
 
 
+def test_two_clients_answering_both_requests_at_once_in_opposite_orders_both_succeed(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The same two answers sent at once by two clients (official async client), each in its own order: whichever
+    lands first decides, the other's answers repeat it; neither is refused, each request is decided once and the
+    approved email is sent once."""
+    ALICE = {**EMAIL_BOB, "to": "alice@example.com"}
+    model.set_script(Script.of(Reply(tool_calls=[
+        ScriptedToolCall(name="send_email", arguments=EMAIL_BOB), ScriptedToolCall(name="send_email", arguments=ALICE),
+    ]), "Sent to Bob only."))
+
+    async def scenario() -> tuple[str, list[Response]]:
+        async with async_client(app) as first_client, async_client(app) as second_client:
+            first = await first_client.responses.create(model="helper", input="Email Bob and Alice")
+            bob, alice = (item.id for item in first.output)
+            answers = [{"type": "mcp_approval_response", "approval_request_id": bob, "approve": True},
+                       {"type": "mcp_approval_response", "approval_request_id": alice, "approve": False}]
+            both = await asyncio.gather(
+                first_client.responses.create(model="helper", previous_response_id=first.id, input=answers),
+                second_client.responses.create(model="helper", previous_response_id=first.id, input=answers[::-1]),
+            )
+            return first.id, list(both)
+
+    first_id, answered = asyncio.run(scenario())
+    app.settle()
+    assert [(r.status, r.output_text) for r in answered] == [("completed", "Sent to Bob only.")] * 2
+    assert sorted(a["status"] for a in app.approvals(run_of(first_id))) == ["approved", "rejected"]
+    assert app.effects(app.view(run_of(first_id))["session_id"], "email") == [EMAIL_BOB]
+
+
 def test_reject_via_mcp_approval_response(app: InProcessApp, model: ScriptedModelServer) -> None:
     model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Not sent, as you wish."))
 
