@@ -11,13 +11,14 @@ from agent_runs.finishing import closed_as
 from durable_steps import activity
 from session_store import RunRecord
 from telemetry.workflow_spans import emit_workflow_span
-from workflow_runtime.contracts import FinishRequest, NoResult, WorkflowRef
+from workflow_runtime.contracts import FinishRequest, WorkflowClosed, WorkflowRef
 from workflow_runtime.journal import WorkflowContext
 from workflow_runtime.references import UnresolvedReference, resolve
 
 
 @activity()
-async def workflow_finish(request: FinishRequest) -> NoResult:
+async def workflow_finish(request: FinishRequest) -> WorkflowClosed:
+    """Close the record as the driver asks; returns how the store closed it when that differs (`WorkflowClosed`)."""
     ctx = WorkflowContext.for_ref(request.ref)
     # One read serves the output's input and the finish: its ETag conditions the finish's write, so a record changed
     # since (a cancel flagged meanwhile) is read again by the store, never overwritten.
@@ -29,18 +30,17 @@ async def workflow_finish(request: FinishRequest) -> NoResult:
     else:
         code = request.code or ("step_failed" if request.failed_step else request.status)
         error = {"code": code, "message": request.reason, "step": request.failed_step}
-    await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error, current=record)
-    await expire_pending_approvals(
-        ctx.store, request.ref.run_id, request.status, what="workflow", session_id=record.session_id
-    )
+    stored = await ctx.store.finish_run(request.ref.run_id, request.status, output=output, error=error, current=record)
+    # A cancel flagged after the last step read the flag, or before a step failed: the store closed it `cancelled`
+    # (`rules.finish`), or it was closed before (the store keeps the first finish). It ended as the store says.
+    ended = None if (stored.status, stored.error) == (request.status, error) else closed_as(stored)
+    status, reason = (ended.status, ended.reason) if ended is not None else (request.status, request.reason)
+    await expire_pending_approvals(ctx.store, request.ref.run_id, status, what="workflow", session_id=record.session_id)
     emit_workflow_span(
-        request.ref.trace,
-        workflow=request.ref.workflow,
-        workflow_run_id=request.ref.run_id,
-        status=request.status,
-        reason=request.reason,
+        request.ref.trace, workflow=request.ref.workflow, workflow_run_id=request.ref.run_id, status=status,
+        reason=reason,
     )
-    return NoResult()
+    return WorkflowClosed(ended=ended)
 
 
 @activity()

@@ -245,15 +245,14 @@ def finish(
     A run whose cancel was flagged ends ``cancelled``, whatever it was to end with: the flag is written under the
     run's ETag and only while it is open, and this is decided on the record as written, so a cancel the API accepted
     (202) is how the run ends, not whichever of the cancel event and the step in flight (a final answer, a failure,
-    an approval's timeout) reached the orchestration first. The usage stays. An agent run's only: a workflow run's
-    orchestration ends as its steps decided and reports that (its notifications, its outcome), so its record keeps
-    the first finish as before (a cancel still races its last step)."""
+    an approval's timeout; a workflow's last step or a failed step) reached the orchestration first. The usage
+    stays. The closing step reads back how the run ended (`close_run`, `workflow_finish`) and reports that."""
     if status not in TERMINAL_RUN_STATUSES:
         raise ValueError(f"finish_run needs a terminal status {sorted(TERMINAL_RUN_STATUSES)}, got {status!r}")
     if run.finished:
         return None
     flagged = run.flagged_cancel_error
-    if flagged is not None and status != "cancelled" and run.kind == "agent":
+    if flagged is not None and status != "cancelled":
         status, output, error = "cancelled", None, flagged
     changes: dict[str, Any] = {"status": status, "output": output, "error": error}
     if usage is not None:

@@ -271,6 +271,14 @@ class FinishRequest(_Payload):
     last_step: str | None = None
 
 
+class WorkflowClosed(_Payload):
+    """What `workflow_finish` found: `ended` when the store closed the workflow otherwise than asked - its cancel was
+    flagged (`rules.finish` closes a flagged run `cancelled`: the 202 the client had decides), or it had been closed
+    before. Histories from before hold `{}` (it returned nothing): closed as asked."""
+
+    ended: FinishResult | None = Field(default=None, exclude_if=lambda ended: ended is None)
+
+
 class WorkflowOutcome(Resumable):
     """The orchestration output (the output itself is in the store). A workflow whose step failed carries the
     input that runs that step again (`resume`: what a rewind starts; steps before it are not run again)."""

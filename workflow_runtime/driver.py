@@ -237,13 +237,15 @@ class WorkflowDriver:
         if done is None:
             return  # continued as new: the orchestrator has returned
         try:
-            yield CallActivity(activity=workflow_finish, input=self._finish_request(done))
+            closed = yield from self._call(workflow_finish, self._finish_request(done))
         except _StepFailed as failed:  # e.g. the references the output needs outgrew the payload budget
             done = self._fail(failed.failure)  # recorded without them; a second failure ends the orchestration
             try:
-                yield CallActivity(activity=workflow_finish, input=self._finish_request(done))
+                closed = yield from self._call(workflow_finish, self._finish_request(done))
             except _StepFailed as again:
                 raise WorkflowDriverError(f"the workflow could not be closed: {again.failure.message}") from None
+        if closed.ended is not None:  # the store closed it otherwise (a cancel flagged meanwhile): as it says
+            done = self._finish(closed.ended.status, closed.ended.reason, code=_code_of(closed.ended))
         self._status = done.status
         yield Finished(
             outcome=WorkflowOutcome(
@@ -277,8 +279,9 @@ class WorkflowDriver:
         self._current = None
         self._child_runs = []
         self._waiting = None
-        code = None if closed.status == "completed" else error_of(closed.status, closed.reason)["code"]
-        outcome = WorkflowOutcome(run_id=self.ref.run_id, status=closed.status, reason=closed.reason, code=code)
+        outcome = WorkflowOutcome(
+            run_id=self.ref.run_id, status=closed.status, reason=closed.reason, code=_code_of(closed)
+        )
         return Finished(outcome=outcome, closed_before=True)
 
     @staticmethod
@@ -722,3 +725,8 @@ def _expect(event: Event, *kinds: type[Any]) -> Any:
         expected = " or ".join(kind.__name__ for kind in kinds)
         raise WorkflowDriverError(f"expected {expected}, got {type(event).__name__}")
     return event
+
+
+def _code_of(ended: FinishResult) -> str | None:
+    """The stable code of a workflow that ended as its record says (None when it completed)."""
+    return None if ended.status == "completed" else error_of(ended.status, ended.reason)["code"]

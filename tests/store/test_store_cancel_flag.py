@@ -75,14 +75,19 @@ async def test_a_flagged_run_ends_with_its_cancels_reason(store: SessionStore) -
     assert (stored.status, stored.error) == ("cancelled", {"code": "cancelled", "message": "interrupted by a new run"})
 
 
-async def test_a_flagged_workflow_run_keeps_the_finish_its_orchestration_reports(store: SessionStore) -> None:
-    """A workflow run's orchestration reports its own end (outcome, notifications): its record is not changed under
-    it."""
+async def test_a_flagged_workflow_run_ends_cancelled_whatever_its_last_step_decided(store: SessionStore) -> None:
+    """A workflow's last step that completed or failed after its cancel was flagged: the record ends `cancelled`
+    (`workflow_finish` reads that back and the orchestration reports it)."""
     session_id = await new_session(store)
-    read = await store.begin_run(run(session_id).model_copy(update={"kind": "workflow", "agent": "wf"}))
-    await flag_cancel(store, read, datetime.now(UTC))
-    stored = await store.finish_run(read.run_id, "completed", output={"result": 1})
-    assert (stored.status, stored.output, stored.error) == ("completed", {"result": 1}, None)
+    for asked, output, error in (
+        ("completed", {"result": 1}, None),
+        ("failed", None, {"code": "step_failed", "message": "step 'f' failed: boom", "step": "f"}),
+    ):
+        read = await store.begin_run(run(session_id).model_copy(update={"kind": "workflow", "agent": "wf"}))
+        await flag_cancel(store, read, datetime.now(UTC))
+        stored = await store.finish_run(read.run_id, asked, output=output, error=error)
+        assert (stored.status, stored.output) == ("cancelled", None)
+        assert stored.error == {"code": "cancelled", "message": "cancelled by the client"}
 
 
 async def test_a_flagged_run_cancelled_keeps_its_own_cancel_error(store: SessionStore) -> None:

@@ -3,7 +3,9 @@ route's read and its cancel, and a cancel comes between the workflow's record an
 
 Timing is made exact from inside the app: a run finishes "right after the route read it" when the route's read
 answers with the record as it was just before the run finished (what a read a moment earlier gave); a cancel comes
-"before the orchestration started" when it is sent, through the API, from inside the start request's launch."""
+"before the orchestration started" when it is sent, through the API, from inside the start request's launch; a cancel
+comes "while the workflow closes" when it is flagged (as the cancel route flags it first) between `workflow_finish`'s
+read of the record and its write."""
 
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from workflow_helpers import child_run, decide, settle, start, start_posting_first, view
+from workflow_helpers import child_run, decide, flagged_while_closing, settle, start, start_posting_first, view
 
 from session_store import RunRecord, SessionStore
 
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
+CANCELLED_BY_CLIENT = {"code": "cancelled", "message": "cancelled by the client", "step": None}  # as the event ends it
 
 
 def _store(host) -> SessionStore:
@@ -163,3 +166,38 @@ def test_two_cancels_before_the_orchestration_started_end_the_workflow_once(host
     settle(host)  # the clock stays: the delay is not over
     assert view(host, run_id)["status"] == "cancelled"
     assert host.get_status(run_id)["runtimeStatus"] in TERMINAL
+
+
+def test_a_cancel_flagged_as_the_last_step_completed_ends_the_workflow_cancelled(host, monkeypatch) -> None:
+    """The client's cancel had its 202 (the flag is written first), and the workflow's last step completed before
+    the cancel event reached it: the workflow ends `cancelled`, as it does when the event comes first (it ended
+    `completed` before, depending on which came first). The record, the orchestration's outcome and a later cancel's
+    answer agree."""
+    run_id = start(host, "review_pipeline", {"topic": "a cancel as it closes"})["run_id"]
+    settle(host)
+    [gate] = view(host, run_id)["pending_approvals"]
+    flagged_while_closing(monkeypatch, run_id)
+    decide(host, run_id, gate["approval_id"])
+    settle(host)
+
+    ended = view(host, run_id)
+    assert (ended["status"], ended["error"]) == ("cancelled", CANCELLED_BY_CLIENT)
+    assert ended["output"] is None
+    state = host.get_status(run_id)
+    assert state["runtimeStatus"] in TERMINAL
+    assert (state["output"]["status"], state["output"]["reason"]) == ("cancelled", "cancelled by the client")
+    again = host.client.post(f"/api/workflows/runs/{run_id}/cancel")  # over: a cancel now is told how it ended
+    assert (again.status_code, again.json()["detail"]) == (409, "It is cancelled."), again.text
+
+
+def test_a_step_that_failed_after_the_cancel_was_flagged_ends_the_workflow_cancelled(host, monkeypatch) -> None:
+    """A step fails after the cancel was flagged: the workflow ends `cancelled`, not `failed`, and leaves no step to
+    go on from (a rewind is for a failed workflow)."""
+    run_id = start(host, "failing_flow", {})["run_id"]
+    flagged_while_closing(monkeypatch, run_id)
+    settle(host)
+
+    ended = view(host, run_id)
+    assert (ended["status"], ended["error"]) == ("cancelled", CANCELLED_BY_CLIENT)
+    assert "resume" not in host.get_status(run_id)["output"]
+    assert host.client.post(f"/api/workflows/runs/{run_id}/rewind").status_code == 409

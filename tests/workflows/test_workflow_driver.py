@@ -54,6 +54,7 @@ from workflow_runtime.contracts import (
     StartedRuns,
     StepRequest,
     StepResult,
+    WorkflowClosed,
     WorkflowInput,
     WorkflowRef,
     WorkflowState,
@@ -181,8 +182,10 @@ def _default_output(call: CallActivity) -> Any:
         return SignalFound(found=False)
     if call.activity is workflow_resolve_time:
         return NOW + timedelta(days=3)
-    if call.activity in (workflow_flag_children_cancelled, workflow_finish):
+    if call.activity is workflow_flag_children_cancelled:
         return NoResult()
+    if call.activity is workflow_finish:
+        return WorkflowClosed()  # closed as asked
     return _ok(step_input.step_id, approved=True if call.activity is workflow_record_gate else None)
 
 
@@ -437,6 +440,53 @@ def test_a_finish_over_the_budget_is_recorded_as_failed_without_references() -> 
         "status": "failed", "code": "payload_too_large", "reason": too_large.message, "refs": {}
     }
     assert run.outcome.status == "failed" and run.outcome.code == "payload_too_large"
+
+
+def _finish_answers(closed: WorkflowClosed) -> Answer:
+    return lambda r: (
+        ActivityCompleted(output=closed) if isinstance(r, CallActivity) and r.activity is workflow_finish else None
+    )
+
+
+def test_a_workflow_the_store_closed_cancelled_reports_that_end() -> None:
+    """A cancel flagged after the last step read the flag: `workflow_finish` was asked `completed`, the store closed
+    it `cancelled` (`rules.finish`). The orchestration's outcome and progress say what the record says."""
+    flagged = FinishResult(status="cancelled", reason="cancelled by the client")
+    run = Drive(_driver(review_pipeline), _finish_answers(WorkflowClosed(ended=flagged)))
+    [finish] = (call.input for call in run.calls(workflow_finish))
+    assert finish.status == "completed"
+    assert run.outcome.model_dump(include={"status", "reason", "code", "failed_step"}) == {
+        "status": "cancelled", "reason": "cancelled by the client", "code": "cancelled", "failed_step": None
+    }
+    assert run.outcome.resume is None
+    assert run.driver.progress().status == "cancelled"
+
+
+def test_a_failed_step_the_store_closed_cancelled_leaves_nothing_to_resume() -> None:
+    """A step failed after the cancel was flagged: the workflow ended cancelled, so a rewind has no step to go on
+    from (`resume` is for a failed workflow only)."""
+    failing = _flow(FunctionStep(id="f", function=dict))
+    flagged = FinishResult(status="cancelled", reason="cancelled by the client")
+
+    def answer(request: Request) -> Event | None:
+        if isinstance(request, CallActivity) and request.activity is workflow_finish:
+            return ActivityCompleted(output=WorkflowClosed(ended=flagged))
+        if isinstance(request, CallActivity) and request.input.step_id == "f":
+            return ActivityCompleted(output=StepResult(step_id="f", status="failed", error="boom"))
+        return None
+
+    run = Drive(_driver(failing), answer)
+    [finish] = (call.input for call in run.calls(workflow_finish))
+    assert (finish.status, finish.failed_step) == ("failed", "f")
+    assert (run.outcome.status, run.outcome.failed_step, run.outcome.resume) == ("cancelled", None, None)
+
+
+def test_a_finish_recorded_before_the_change_answered_nothing_and_ends_as_asked() -> None:
+    """Histories from before hold `{}` for `workflow_finish` (it returned nothing): it parses as closed as asked."""
+    assert workflow_finish.parse({}) == WorkflowClosed()
+    assert WorkflowClosed().model_dump(mode="json") == {}  # and a close as asked still records `{}`
+    run = Drive(_driver(review_pipeline), _finish_answers(workflow_finish.parse({})))
+    assert (run.outcome.status, run.outcome.code) == ("completed", None)
 
 
 def test_a_workflow_that_cannot_be_closed_ends_the_orchestration() -> None:

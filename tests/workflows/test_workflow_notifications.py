@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workflow_helpers import decide, settle, start, view
+from workflow_helpers import decide, flagged_while_closing, settle, start, view
 from workflow_scripts import FIXTURES_DIR, REPO_ROOT, TEST_WORKFLOWS_PACKAGE, stop_host
 
 from devhost.testing import InProcessHost
@@ -69,6 +69,24 @@ def test_a_workflow_with_its_own_webhook(notifying_host: InProcessHost, receiver
     assert all(d.verified for d in got)
     assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.completed"]
     assert {d.payload["data"]["run_id"] for d in got} == {run_id}  # the child runs' events are not the workflow's
+
+
+def test_a_workflow_ended_by_its_flagged_cancel_announces_that_end(
+    notifying_host: InProcessHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cancel was flagged as its last step completed (the cancel event still on its way): the final event is
+    the cancelled end the record holds (`workflow.failed`, status `cancelled`), not `workflow.completed`."""
+    host = notifying_host
+    run_id = start(host, "review_pipeline", {"topic": "durable agents"}, webhook=receiver.url)["run_id"]
+    settle(host)
+    [opened] = receiver.accepted()
+    flagged_while_closing(monkeypatch, run_id)
+    decide(host, run_id, opened.payload["data"]["approval_id"])
+    settle(host)
+    got = receiver.accepted()
+    assert [d.payload["type"] for d in got] == ["workflow.gate_opened", "approval.decided", "workflow.failed"]
+    end = got[-1].payload["data"]
+    assert (end["status"], end["error"]["code"]) == ("cancelled", "cancelled")
 
 
 @pytest.mark.parametrize("change", CHANGES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -93,3 +94,20 @@ def start_posting_first(
     finally:
         monkeypatch.undo()
     return run_id, answers
+
+
+def flagged_while_closing(monkeypatch: Any, run_id: str) -> None:
+    """The cancel route's flag (its first write, before it answers 202) lands after the workflow's last step read the
+    flag and before `workflow_finish` writes the close it was asked for: the cancel event is still on its way."""
+    store = sys.modules["agent_runs.services"].RunServices.current().store  # the host's modules: the app's store
+    flag_cancel = sys.modules["agent_runs.run_status"].flag_cancel
+    finish_run = store.finish_run
+
+    async def flagging_first(finished_id: str, *args: Any, **kwargs: Any) -> Any:
+        if finished_id == run_id:
+            open_record = await store.get_run(run_id)
+            assert open_record is not None and not open_record.finished
+            assert await flag_cancel(store, open_record, datetime.now(UTC)) is None  # flagged: the route's 202
+        return await finish_run(finished_id, *args, **kwargs)
+
+    monkeypatch.setattr(store, "finish_run", flagging_first)
