@@ -90,6 +90,19 @@ async def test_a_flagged_workflow_run_ends_cancelled_whatever_its_last_step_deci
         assert stored.error == {"code": "cancelled", "message": "cancelled by the client"}
 
 
+async def test_a_workflow_closed_as_asked_reads_back_what_it_asked(store: SessionStore) -> None:
+    """`workflow_finish` tells "closed otherwise" from the returned record's status and error: a close as asked must
+    read back equal on both stores (a failed step's error with its `step`, or without one)."""
+    session_id = await new_session(store)
+    for error in (
+        {"code": "step_failed", "message": "step 'f' failed: boom", "step": "f"},
+        {"code": "payload_too_large", "message": "its data outgrew the budget", "step": None},
+    ):
+        read = await store.begin_run(run(session_id).model_copy(update={"kind": "workflow", "agent": "wf"}))
+        stored = await store.finish_run(read.run_id, "failed", error=error, current=read)
+        assert (stored.status, stored.error) == ("failed", error)
+
+
 async def test_a_flagged_run_cancelled_keeps_its_own_cancel_error(store: SessionStore) -> None:
     session_id = await new_session(store)
     read = await store.begin_run(run(session_id))
