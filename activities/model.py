@@ -14,7 +14,7 @@ from agent_runs.context import StepContext, overrides_of
 from agent_runs.contracts import ModelCallInput, ModelCallResult, StepFailure
 from agent_runs.drafts import DraftWriter
 from agent_runs.failed_attempts import keep_failed_attempt, new_attempt_id, with_failed_attempts
-from agent_runs.finishing import close_if_final, closed_before
+from agent_runs.finishing import close_if_final, ended_before
 from agent_runs.sequence import SLOTS_PER_MODEL_CALL
 from agent_runs.store_log import RunClosedError
 from agent_runtime.conversation import model_message_id
@@ -34,8 +34,8 @@ async def call_model(step: ModelCallInput) -> ModelCallResult:
     record = await ctx.record()
     # An earlier attempt closed the run, or something else did before this call (a start that failed, answered as
     # such, whose orchestration the host started all the same; a stuck run reconciled): the model is not asked, and
-    # the run ends as its record says.
-    closed = closed_before(record)
+    # the run ends as its record says (its session released, should that close have been cut short).
+    closed = await ended_before(ctx, record)
     if closed is not None:
         return closed
     if record is None or record.cancel_requested_at is not None:

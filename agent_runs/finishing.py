@@ -141,6 +141,17 @@ async def close_if_final(
     return ClosedModelTurn(turn=turn, finished=await close_run(ctx, finish_input, record))
 
 
+async def ended_before(ctx: StepContext, record: RunRecord | None) -> ClosedModelTurn | None:
+    """`closed_before`, with the close it finds completed: a store that writes a run's close and its session's
+    release in two operations (Cosmos) may have been stopped between them (the host killed, the release refused), and
+    the retried closing call is what runs next - the store's `finish_run` repeated changes nothing of the run and
+    releases its session (before, the session stayed held by the finished run until a start's grace released it)."""
+    closed = closed_before(record)
+    if closed is not None and record is not None:
+        await ctx.store.finish_run(record.run_id, record.status, current=record)
+    return closed
+
+
 def closed_before(record: RunRecord | None) -> ClosedModelTurn | None:
     """How a run that is over was closed (the store kept it), so no model call asks the model again: a retried closing
     call whose earlier attempt closed it, or a call of a run closed before the call (a start answered as failed whose
