@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import FINAL, InProcessApp, wait_for_file
+from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
 from semantics_agents import agents as semantics
+from test_e2e_cancel import flag_cancel
 from test_e2e_crash import CrashableApp
 
 from agent_runs.contracts import MiddlewareBeforeResult
@@ -198,6 +199,26 @@ def test_redelivered_middleware_activities_do_not_run_it_again(
     assert semantics.traced(marker_dir, run_id) == list(BOTH)
     view = app.view(run_id)
     assert (view["status"], view["output"]["text"]) == ("completed", "HELLO.")
+
+
+def test_post_processing_of_a_run_whose_cancel_was_flagged_sees_it_cancelled(
+    app: InProcessApp, model: ScriptedModelServer, marker_dir: Path
+) -> None:
+    """A cancel is flagged while the run's last model call is in flight, and the final answer reaches the
+    orchestration before the cancel event: the run ends `cancelled` (the flag decides, `rules.finish`), and the run
+    middleware's post-processing is given that outcome. Before, it was given the run `completed` with the answer, and
+    the store then wrote the run cancelled: a layer that audits or notifies reported an end the run did not have."""
+    model.set_script(Script.of("The answer."))
+    model.hold_answers()
+    started = app.start(agent="mw_outcome", input="A question")
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
+    flag_cancel(app, started["run_id"])
+    model.release_answers()
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]) == ("cancelled", {"code": "cancelled", "message": "cancelled by the client"})
+    assert semantics.traced(marker_dir, started["run_id"]) == ["after:cancelled"]
 
 
 @pytest.mark.slow

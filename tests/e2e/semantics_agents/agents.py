@@ -100,6 +100,14 @@ class ReadMetadata:
         context.result = context.result.model_copy(update={"text": f"{context.result.text} [{seen}]"})
 
 
+class SeesOutcome:
+    """Post-processing that records the status of the result it is given (`<run id> after:<status>`)."""
+
+    async def process(self, context: AgentRunContext, call_next: CallNext) -> None:
+        await call_next()
+        trace(context.run_id, f"after:{context.result.status}")
+
+
 class Guard:
     """Rewrites the input before the run (the model must see the rewritten text)."""
 
@@ -156,6 +164,7 @@ mw_terminate_after = _agent("mw_terminate_after", run_middleware=[Trace(), Termi
 mw_terminate_after_bare = _agent("mw_terminate_after_bare", run_middleware=[Trace(), Terminate("after")])
 mw_upper = _agent("mw_upper", run_middleware=[Trace(), Upper()])
 mw_metadata = _agent("mw_metadata", run_middleware=[Trace(), ReadMetadata()])
+mw_outcome = _agent("mw_outcome", run_middleware=[SeesOutcome()])
 mw_guard = _agent("mw_guard", run_middleware=[Trace(), Guard()])
 mw_error = _agent("mw_error", run_middleware=[Trace(), Explode()])
 mw_error_after = _agent("mw_error_after", run_middleware=[Trace(), Explode(after=True)])
