@@ -167,22 +167,34 @@ def flag_cancel(app: InProcessApp, run_id: str) -> None:
     app.store_call(lambda store: store.update_run(run_id, cancel_requested_at=datetime.now(UTC)))
 
 
+CANCELLED_BY_CLIENT = {"code": "cancelled", "message": "cancelled by the client"}
+
+
+def final_answer_after_its_cancel_was_flagged(
+    app: InProcessApp, model: ScriptedModelServer, agent: str = "helper"
+) -> dict[str, Any]:
+    """A run of `agent` whose cancel is flagged while its model call is in flight, then answered with a final answer
+    that reaches the orchestration before the cancel event (never raised here); settled. Its start's answer."""
+    model.set_script(Script.of("The answer."))
+    model.hold_answers()
+    started = app.start(agent=agent, input="A question")
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
+    flag_cancel(app, started["run_id"])
+    model.release_answers()
+    app.settle()
+    return started
+
+
 def test_a_final_answer_that_reaches_the_orchestration_before_the_cancel_event_still_ends_cancelled(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
     """A cancel is flagged while the last model call is in flight, and its answer (final) reaches the orchestration
     before the cancel event: the run ends `cancelled`, as it does when the event comes first (it ended `completed`
     before, depending on which arrived first, though the client had its 202). The answer is kept in the session."""
-    model.set_script(Script.of("The answer."))
-    model.hold_answers()
-    started = app.start(input="A question")
-    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
-    flag_cancel(app, started["run_id"])
-    model.release_answers()
-    app.settle()
+    started = final_answer_after_its_cancel_was_flagged(app, model)
 
     view = app.view(started["run_id"])
-    assert (view["status"], view["error"]) == ("cancelled", {"code": "cancelled", "message": "cancelled by the client"})
+    assert (view["status"], view["error"]) == ("cancelled", CANCELLED_BY_CLIENT)
     assert view["output"] is None and view["usage"]["total_tokens"] > 0  # the answer's usage is counted all the same
     assert [contents_of(m) for m in app.session_messages(started["session_id"])] == [["text"], ["text"]]
     assert app.cancel(started["run_id"]).status_code == 409  # over: a cancel now is too late

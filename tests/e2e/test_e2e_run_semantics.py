@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import FINAL, PROGRESS_TIMEOUT_S, InProcessApp, wait_for_file
+from e2e_harness import FINAL, InProcessApp, wait_for_file
 from semantics_agents import agents as semantics
-from test_e2e_cancel import flag_cancel
+from test_e2e_cancel import CANCELLED_BY_CLIENT, final_answer_after_its_cancel_was_flagged
 from test_e2e_crash import CrashableApp
 
 from agent_runs.contracts import MiddlewareBeforeResult
@@ -208,16 +208,10 @@ def test_post_processing_of_a_run_whose_cancel_was_flagged_sees_it_cancelled(
     orchestration before the cancel event: the run ends `cancelled` (the flag decides, `rules.finish`), and the run
     middleware's post-processing is given that outcome. Before, it was given the run `completed` with the answer, and
     the store then wrote the run cancelled: a layer that audits or notifies reported an end the run did not have."""
-    model.set_script(Script.of("The answer."))
-    model.hold_answers()
-    started = app.start(agent="mw_outcome", input="A question")
-    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
-    flag_cancel(app, started["run_id"])
-    model.release_answers()
-    app.settle()
+    started = final_answer_after_its_cancel_was_flagged(app, model, agent="mw_outcome")
 
     view = app.view(started["run_id"])
-    assert (view["status"], view["error"]) == ("cancelled", {"code": "cancelled", "message": "cancelled by the client"})
+    assert (view["status"], view["error"]) == ("cancelled", CANCELLED_BY_CLIENT)
     assert semantics.traced(marker_dir, started["run_id"]) == ["after:cancelled"]
 
 
