@@ -4,11 +4,13 @@ The key's ledger lives in the store's effect ledger, in a partition of its own p
 caller-chosen text becomes a partition key; the partition's prefix is reserved, so no client-supplied session id can
 name it: `http_api/reserved_ids.py`). Each use of the key is a *generation* entry created with the store's conditional
 create: of 20 concurrent starts exactly one creates it and starts the run; the others read it and answer with that run,
-as a poll would. A start that fails before its run exists marks its generation failed, so the key can be retried - only
-once its run is provably absent (closed in its place: `run_lifecycle.create_and_start`): a failed write of the run may
-have landed all the same, or land later, and a released key would then start a second run; after 24 h the next use opens
-a new generation. A start that died before its run existed without marking its generation (its process ended, or the
-store failed the mark too) leaves a generation with no run: once it is `ABANDONED_AFTER` old, the next use marks it
+as a poll would. A start that fails before its run exists, or whose run it closed before it asked for its orchestration
+(`start_failed`: it never runs), marks its generation failed, so the key can be retried - only once its run is provably
+absent or so closed (`run_lifecycle.create_and_start`): a failed write of the run may have landed all the same, or land
+later, and a released key would then start a second run; after 24 h the next use opens a new generation. A generation
+whose create landed though the store reported a failure is the request's own when it names the request's new result id
+(`_create_generation`). A start that died before its run existed without marking its generation (its process ended, or
+the store failed the mark too) leaves a generation with no run: once it is `ABANDONED_AFTER` old, the next use marks it
 failed itself, so the key is not stuck "busy" for the rest of the 24 h. One that died after writing its run, before
 starting its orchestration, leaves a run that never starts: once as old, the next use starts it (`take_over`,
 `run_lifecycle.RunStart.unstarted`).
@@ -33,7 +35,7 @@ from http_api.access import stored_run
 from http_api.identity import Principal
 from http_api.problems import ApiProblem
 from http_api.reserved_ids import IDEMPOTENCY_PARTITION_PREFIX
-from session_store import EffectRecord, RunRecord, SessionStore
+from session_store import EffectRecord, RunRecord, SessionStore, StoreUnavailableError
 
 HEADER = "Idempotency-Key"
 KIND = "idempotency"
@@ -172,8 +174,8 @@ async def claim_in(
                 continue
             return _replay(latest, request_fingerprint)
         generation = str(int(latest.generation) + 1 if latest is not None else 0)
-        record, created = await store.record_effect(
-            ledger.partition, ledger.prefix + generation, ledger.kind,
+        record, created = await _create_generation(
+            store, ledger, ledger.prefix + generation,
             {"fingerprint": request_fingerprint, ledger.result_field: new_result_id},
         )
         claimed = Claim(ledger, record, first=created)
@@ -182,6 +184,26 @@ async def claim_in(
         if claimed.mark("failed") not in marks:
             return _replay(claimed, request_fingerprint)
     raise _busy(ledger, "Concurrent requests keep changing this key's ledger.")
+
+
+async def _create_generation(
+    store: SessionStore, ledger: Ledger, key: str, payload: dict[str, Any]
+) -> tuple[EffectRecord, bool]:
+    """Create the generation `key` if absent: (the entry, whether this request created it). A create whose answer
+    was lost after it landed (a timeout, a 503 from a gateway after the write) would leave the key claimed by no
+    one: this request and its retries told "not done yet" until the claim is old enough to be given up
+    (`ABANDONED_AFTER`). The entry names the request's own new result id, which no other request has, so one read
+    tells whether it is this request's: then it is, as if the answer had come."""
+    try:
+        return await store.record_effect(ledger.partition, key, ledger.kind, payload)
+    except StoreUnavailableError as failed:
+        try:
+            landed = await store.get_effect(ledger.partition, key)
+        except StoreUnavailableError:
+            landed = None
+        if landed is None or landed.payload.get(ledger.result_field) != payload[ledger.result_field]:
+            raise failed
+        return landed, True
 
 
 async def _read(store: SessionStore, ledger: Ledger) -> tuple[Claim | None, Marks]:

@@ -157,7 +157,7 @@ async def create_and_start(
     store: SessionStore,
     planned: RunRecord,
     create: Callable[[], Awaitable[RunRecord]],
-    launch: Callable[[RunRecord], Awaitable[None]],
+    launch: Callable[[RunRecord, Callable[[], None]], Awaitable[None]],
     *,
     on_unclaimed: Callable[[], Awaitable[None]] | None = None,
     orchestrations: StateReader,
@@ -169,9 +169,10 @@ async def create_and_start(
     lost), or may still land (a write slower than its error): the store closes the start in the run's place unless
     the run is there (`close_unwritten_start`, create-if-absent, so of that record and the run's own write exactly
     one lands). Written, the run is launched as if `create` had answered; closed now, `on_unclaimed` runs (nothing
-    was started, nor ever will be) and the error stands; a failed close leaves both alone, so no retry with the same
-    `Idempotency-Key` starts a second run. A run the store closed in place of an unwritten start before
-    (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
+    was started, nor ever will be) and the error stands, as it does when a launch that failed before it asked for
+    the orchestration (`launch` calls its second argument then) is abandoned; a failed close leaves both alone, so
+    no retry with the same `Idempotency-Key` starts a second run. A run the store closed in place of an unwritten
+    start before (`is_unwritten_start`) is never launched: 409 `session_busy`, key given up."""
     try:
         run = await create()
     except Exception as error:
@@ -198,13 +199,20 @@ async def create_and_start(
             "This start took too long to store its run, and the session went on without it; start again.",
             field="body.session_id",
         )
+    submitted: list[bool] = []  # `launch` says when it asks the host to start the orchestration: from then on it may
+    # start however the request ends (a request slower than its timeout, an answer lost)
     try:
-        await launch(run)
+        await launch(run, lambda: submitted.append(True))
     except Exception:
         if await _started_after_all(orchestrations, run.run_id):
             log.warning("run %s started though starting its orchestration failed", run.run_id, exc_info=True)
             return run
-        await abandon(store, run)
+        if await abandon(store, run) and not submitted and on_unclaimed is not None:
+            # Closed before its orchestration was even asked for (its input's write failed: a 503 that says to
+            # retry), it never runs: the request started nothing, so its key may start the run afresh. Once asked
+            # for, the orchestration may start late and its first step act before it reads the run closed: the key
+            # keeps answering with the run given up, so no retry with it runs the turn a second time.
+            await on_unclaimed()
         raise
     return run
 
@@ -238,13 +246,18 @@ def start_failed(run: RunRecord) -> bool:
     return run.status == "failed" and (run.error or {}).get("code") == START_FAILED
 
 
-async def abandon(store: SessionStore, run: RunRecord) -> None:
+async def abandon(store: SessionStore, run: RunRecord) -> bool:
     """A start that failed after claiming the session: end the run as failed so that it does not hold the session.
-    Best effort: the store may be what failed (then the next start in that session reconciles the run instead)."""
+    Best effort: the store may be what failed (then the next start in that session reconciles the run instead).
+    Whether the run is closed so (it then never runs: see `start_failed`)."""
     try:
-        await store.finish_run(run.run_id, "failed", error={"code": START_FAILED, "message": "could not start"})
+        closed = await store.finish_run(
+            run.run_id, "failed", error={"code": START_FAILED, "message": "could not start"}
+        )
     except Exception:
         log.warning("could not mark run %s as failed after its start failed", run.run_id, exc_info=True)
+        return False
+    return start_failed(closed)
 
 
 # ---------------------------------------------------------------------------------------------------- answering

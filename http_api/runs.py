@@ -170,7 +170,7 @@ async def start_agent_run(
         await open_run_session(store, session_id, agent)
         return await _begin_run(store, gateway, record, QUEUE_POSITIONS[if_busy], after_run_count)
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         queued = run.ordinal == 0  # waiting for the session: its input waits aside (agent_runs.queued_input)
         if queued:
             await keep_queued_input(store, run.session_id, run.run_id, inputs)
@@ -192,6 +192,7 @@ async def start_agent_run(
             trace=trace,
         )
         notify = await prepare_notifications(store, run, webhook)
+        submitting()
         await gateway.start_run(run_input.model_copy(update={"queued": queued}).notifying(notify))
 
     run = await create_and_start(store, record, create, launch, on_unclaimed=on_unclaimed, orchestrations=gateway)

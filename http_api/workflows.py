@@ -7,6 +7,7 @@ Approvals of workflow gates go through the run approval routes with the workflow
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 
 import azure.durable_functions as df
@@ -109,7 +110,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             return start.written
         return await _begin_workflow_run(services, definition, body, workflow_input, run_id, current_principal())
 
-    async def launch(record: RunRecord) -> None:
+    async def launch(record: RunRecord, submitting: Callable[[], None]) -> None:
         package = workflows_package()
         if package is None:  # pragma: no cover - a definition was found, so a package is served
             raise RuntimeError("workflow definitions found without a workflows package")
@@ -117,6 +118,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
             run_id=run_id, workflow=definition.name, package=package, session_id=record.metadata.get("session_id"),
             trace=RunTrace.start(req.headers), looks_continue=True, fails_fast=True, reads_record_first=True,
         ).notifying(await prepare_notifications(services.store, record, webhook))
+        submitting()
         await gateway.start(WorkflowInput(ref=ref))
         await _ring_an_early_cancel(services, gateway, run_id)
 

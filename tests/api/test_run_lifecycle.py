@@ -4,6 +4,7 @@ fails, and when the store fails too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +13,7 @@ from agent_runs.conversation_cache import ConversationCache
 from agent_runtime.messages import Message
 from http_api.problems import ApiProblem
 from http_api.run_lifecycle import cancel, create_and_start
-from session_store import MessageRecord, RunRecord, SessionBusyError, SqliteSessionStore
+from session_store import MessageRecord, RunRecord, SessionBusyError, SqliteSessionStore, StoreUnavailableError
 from session_store.rules import unwritten_start
 
 
@@ -51,7 +52,7 @@ async def test_a_run_that_cannot_be_created_frees_the_claim_and_starts_nothing()
     await store.begin_run(record("active"))
     unclaimed, launched = [], []
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         launched.append(run.run_id)
 
     async def release() -> None:
@@ -67,23 +68,31 @@ async def test_a_run_that_cannot_be_created_frees_the_claim_and_starts_nothing()
     await store.close()
 
 
-async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its_session() -> None:
+@pytest.mark.parametrize("asked_for", [True, False], ids=["orchestration_refused", "input_refused"])
+async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its_session(asked_for: bool) -> None:
+    """Its orchestration refused (the task hub unreachable) or never asked for (its input's write failed: 503): the
+    run is closed `start_failed` and its session freed. Once asked for, the orchestration may start late, so the
+    claim stays with the run (a retry with the key answers with it); never asked for, the run never runs: the claim
+    is freed, and a retry with the key starts the run afresh (it was answered with the failure)."""
     store = await store_with_session()
     unclaimed = []
+    failure = OrchestrationDown("the task hub is unreachable") if asked_for else StoreUnavailableError("input lost")
 
-    async def launch(run: RunRecord) -> None:
-        raise OrchestrationDown("the task hub is unreachable")
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
+        if asked_for:
+            submitting()
+        raise failure
 
     async def release() -> None:
         unclaimed.append(True)
 
-    with pytest.raises(OrchestrationDown):
+    with pytest.raises(type(failure)):
         await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch, on_unclaimed=release,
                                orchestrations=NONE_STARTED)
     abandoned = await store.get_run("r1")
     assert abandoned is not None and abandoned.status == "failed"
     assert abandoned.error == {"code": "start_failed", "message": "could not start"}
-    assert unclaimed == []  # the run exists: the claim stays with it (a retry with the same key answers with it)
+    assert unclaimed == ([] if asked_for else [True])
     session = await store.get_session("s1")
     assert session is not None and session.active_run_id is None
     assert (await store.begin_run(record("r2"))).status != "failed"  # the next start in the session runs
@@ -93,7 +102,7 @@ async def test_a_run_whose_orchestration_cannot_start_is_abandoned_and_frees_its
 async def test_when_the_store_fails_too_the_start_fails_with_its_own_error(caplog: pytest.LogCaptureFixture) -> None:
     store = await store_with_session()
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         await store.close()  # the store goes away with the orchestration: abandoning the run cannot be written
         raise OrchestrationDown("the task hub is unreachable")
 
@@ -115,7 +124,7 @@ async def test_a_run_written_by_a_create_that_failed_is_launched_and_keeps_the_c
         await store.begin_run(record("r1"))
         raise AnswerLost("the write landed, its answer did not")
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         launched.append(run.run_id)
 
     async def release() -> None:
@@ -140,7 +149,7 @@ async def test_a_create_whose_write_lands_after_its_failure_claims_nothing() -> 
     async def create() -> RunRecord:
         raise AnswerLost("timed out; the write is still on its way")
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         raise AssertionError("nothing is launched")
 
     async def release() -> None:
@@ -166,7 +175,7 @@ async def test_a_failed_create_that_cannot_be_checked_keeps_the_claim() -> None:
         await store.close()  # the store goes away: whether the run was written cannot be read
         raise AnswerLost("the write landed, its answer did not")
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         raise AssertionError("nothing is launched when the run cannot be read")
 
     async def release() -> None:
@@ -191,7 +200,7 @@ async def test_a_start_whose_run_the_store_closed_in_its_place_is_not_launched()
     async def create() -> RunRecord:
         return closed
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         launched.append(run.run_id)
 
     async def release() -> None:
@@ -310,7 +319,7 @@ async def test_a_run_whose_orchestration_started_though_its_start_failed_is_answ
     """The host took the start, its answer was lost: the run is not abandoned (a retry would run the turn again)."""
     store = await store_with_session()
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         raise TimeoutError("the start's answer was lost")
 
     run = await create_and_start(store, record("r1"), lambda: store.begin_run(record("r1")), launch,
@@ -327,7 +336,7 @@ async def test_when_the_orchestration_cannot_be_read_either_the_run_is_abandoned
     """Unknown whether it started: given up as before (an orchestration starting late finds it closed)."""
     store = await store_with_session()
 
-    async def launch(run: RunRecord) -> None:
+    async def launch(run: RunRecord, submitting: Callable[[], None]) -> None:
         raise TimeoutError("the start's answer was lost")
 
     with pytest.raises(TimeoutError):
