@@ -199,8 +199,9 @@ async def create_and_start(
             "This start took too long to store its run, and the session went on without it; start again.",
             field="body.session_id",
         )
-    submitted: list[bool] = []  # `launch` says when it asks the host to start the orchestration: from then on it may
-    # start however the request ends (a request slower than its timeout, an answer lost)
+    # `launch` says when it asks the host to start the orchestration: from then on the orchestration may start
+    # however the request ends (a request slower than its timeout, an answer lost).
+    submitted: list[bool] = []
     try:
         await launch(run, lambda: submitted.append(True))
     except Exception:
