@@ -15,7 +15,7 @@ from http_api import idempotency, workflow_signals
 from http_api.caller import acting_as
 from http_api.identity import Principal
 from http_api.problems import ApiProblem
-from session_store import RunRecord, SqliteSessionStore
+from session_store import RunRecord, SqliteSessionStore, StoreUnavailableError
 
 ALICE = Principal(id="alice", auth_type="easyauth")
 FINGERPRINT = idempotency.fingerprint("agents/helper", {"input": "hi"})
@@ -183,3 +183,59 @@ async def test_an_outlived_claim_is_taken_over_by_exactly_one_request() -> None:
     assert not await idempotency.take_over(old, claimed)  # and only ever one
     await young.close()
     await old.close()
+
+
+def answers_lost_once(store: SqliteSessionStore, *, landed_by: Callable[[], Any] | None = None) -> None:
+    """The store's next `record_effect` lands (or, `landed_by`, another request's lands in its place), then raises
+    as a Cosmos write whose answer was lost does (a timeout, a 503 after the write)."""
+    record_effect = store.record_effect
+
+    async def answer_lost(*args: Any, **kwargs: Any) -> Any:
+        store.record_effect = record_effect  # type: ignore[method-assign]
+        await (landed_by() if landed_by is not None else record_effect(*args, **kwargs))
+        raise StoreUnavailableError("the store took the write; its answer was lost")
+
+    store.record_effect = answer_lost  # type: ignore[method-assign]
+
+
+async def test_a_claim_whose_answer_was_lost_is_its_requests_own() -> None:
+    """Its create landed: the entry names the request's new run id, so the request goes on as the first (before, it
+    and its retries were told "not done yet" until the claim was 5 minutes old)."""
+    store = store_behind(0)
+    answers_lost_once(store)
+    claim = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-mine")
+    assert claim.first and claim.result_id == "r-mine" and claim.generation == "0"
+    replay = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-retry")
+    assert not replay.first and replay.result_id == "r-mine"
+    await store.close()
+
+
+async def test_a_claim_whose_answer_was_lost_to_another_requests_create_is_not_taken() -> None:
+    """Another request with the key created the generation first (its own run id in it): this request's create
+    failed, and its error stands (a retry then answers with the other request's run) - never two firsts."""
+    store = store_behind(0)
+    other: list[idempotency.Claim] = []
+
+    async def other_request_first() -> None:
+        other.append(await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-other"))
+
+    answers_lost_once(store, landed_by=other_request_first)
+    with pytest.raises(StoreUnavailableError):
+        await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-mine")
+    assert other[0].first and other[0].result_id == "r-other"
+    retry = await idempotency.claim(store, ALICE, "k", FINGERPRINT, "r-retry")
+    assert not retry.first and retry.result_id == "r-other"
+    await store.close()
+
+
+async def test_of_requests_racing_for_a_key_whose_first_answer_was_lost_exactly_one_is_first() -> None:
+    store = store_behind(0)
+    answers_lost_once(store)
+    claims = await asyncio.gather(
+        *(idempotency.claim(store, ALICE, "k", FINGERPRINT, f"r{i}") for i in range(8)), return_exceptions=True
+    )
+    made = [c for c in claims if isinstance(c, idempotency.Claim)]
+    assert len(made) == 8, claims  # the request whose answer was lost recognised its claim; the others replay it
+    [first] = [c for c in made if c.first]
+    assert {c.result_id for c in made} == {first.result_id}
+    await store.close()
