@@ -3,7 +3,7 @@ the e2e and workflow tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +12,22 @@ import pytest
 
 
 @contextmanager
-def cosmos_writes_refused(store: Any, container: str, method: str = "create_item") -> Iterator[list[str]]:
+def cosmos_writes_refused(
+    store: Any, container: str, method: str = "create_item", *, when: Callable[..., bool] | None = None,
+    times: int | None = None,
+) -> Iterator[list[str]]:
     """Meanwhile a `CosmosSessionStore`'s `container` refuses `method` (a 503 from the real SDK's container, nothing
-    written). Yields the ids of the items refused."""
+    written): every call, or those `when` picks (given the call's arguments), at most `times` of them; the others
+    go through. Yields the ids of the items refused."""
     from azure.cosmos.exceptions import CosmosHttpResponseError
 
     proxy = store._db._c[container]
+    write = getattr(proxy, method)
     refused: list[str] = []
 
     async def unavailable(first: Any, *args: Any, **kwargs: Any) -> Any:
+        if (times is not None and len(refused) >= times) or (when is not None and not when(first, *args, **kwargs)):
+            return await write(first, *args, **kwargs)
         refused.append(str(first if isinstance(first, str) else first["id"]))  # an item's id, or the item
         raise CosmosHttpResponseError(status_code=503, message="Service Unavailable (injected)")
 

@@ -8,8 +8,6 @@ whose run's finish was written but not its release."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -169,28 +167,6 @@ def test_a_session_still_held_by_a_run_whose_finish_did_not_release_it_is_freed(
     assert app.store_call(lambda store: store.get_run(ended.run_id)).status == "completed"
 
 
-@contextmanager
-def first_release_refused(store: Any, session_id: str) -> Iterator[list[str]]:
-    """Meanwhile the first write that releases `session_id` (a run's close: `finish_run`'s second write) is refused
-    with a 503 from the real SDK's container; other writes land. Yields the ids refused."""
-    from azure.cosmos.exceptions import CosmosHttpResponseError
-
-    proxy = store._db._c["sessions"]
-    replace_item = proxy.replace_item
-    refused: list[str] = []
-
-    async def once_unavailable(item: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
-        releases = body["id"] == session_id and body.get("active_run_id") is None
-        if releases and not refused:
-            refused.append(session_id)
-            raise CosmosHttpResponseError(status_code=503, message="Service Unavailable (injected)")
-        return await replace_item(item, body, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(proxy, "replace_item", once_unavailable)
-        yield refused
-
-
 @watches_the_app_in_process  # wraps the app's store's sessions container
 def test_a_closing_model_call_retried_after_its_release_failed_frees_the_session(
     app: InProcessApp, model: ScriptedModelServer
@@ -204,7 +180,10 @@ def test_a_closing_model_call_retried_after_its_release_failed_frees_the_session
     session_id = uuid.uuid4().hex
     app.store_call(lambda store: store.create_session(session_id, "helper"))
     store = app.services().current().store
-    with first_release_refused(store, session_id) as refused:
+    def releases(item: Any, body: Any, *args: Any, **kwargs: Any) -> bool:  # finish_run's second write
+        return bool(body["id"] == session_id and body.get("active_run_id") is None)
+
+    with cosmos_writes_refused(store, "sessions", "replace_item", when=releases, times=1) as refused:
         first = app.start(input="Hello", session_id=session_id)
         app.settle()
         app.advance(5)  # the activity's retry waits on a durable timer (2 s)
