@@ -212,27 +212,32 @@ async def _closed_if_crashed(
 async def workflow_cancel_children(children: ChildRunIds, client: df.DurableOrchestrationClient) -> NoResult:
     """A branch of a fail-fast parallel step failed: cancel the others still running, as the cancel route would
     (flagged in the store, then their cancel event), so none is left running unattended."""
+    await _cancel_each(children, client, SIBLING_FAILED)
+    return NoResult()
+
+
+@client_activity()
+async def workflow_flag_children_cancelled(children: ChildRunIds, client: df.DurableOrchestrationClient) -> NoResult:
+    """The workflow is cancelled while child runs work: cancel them as the cancel route does. The route's cancel of
+    each child is best effort (a store write it could not make leaves a child without its flag and its event: one
+    waiting for a person would wait on, for as long as its approval may take); this one is retried until it is
+    done, and also reaches a child that started after the route looked."""
+    await _cancel_each(children, client, WORKFLOW_CANCEL_REASON)
+    return NoResult()
+
+
+async def _cancel_each(children: ChildRunIds, client: df.DurableOrchestrationClient, reason: str) -> None:
+    """Flag each child still open in the store (what its steps check; a flag already there stays), then raise its
+    cancel event (what wakes one waiting for a decision or a timer). A child told twice ends once: its orchestrator
+    takes the first cancel event, and a flagged run closes `cancelled` whatever reaches it first."""
     store, now = RunServices.current().store, datetime.now(UTC)
     for run_id in children.run_ids:
         run = await store.get_run(run_id)
         if run is None or run.finished:
             continue
-        await run_status.flag_cancel(store, run, now, reason=SIBLING_FAILED)
+        if await run_status.flag_cancel(store, run, now, reason=reason) is not None:
+            continue  # it finished before the flag: nothing left to cancel
         try:
-            await client.raise_event(run_id, CANCEL_EVENT, CancelEvent(reason=SIBLING_FAILED).model_dump())
+            await client.raise_event(run_id, CANCEL_EVENT, CancelEvent(reason=reason).model_dump())
         except Exception as error:  # ended meanwhile, or not started yet: the flag stops it at its next step
             log.info("cancel event for child run %s not delivered: %s", run_id, error)
-    return NoResult()
-
-
-@activity()
-async def workflow_flag_children_cancelled(children: ChildRunIds) -> NoResult:
-    """The workflow is cancelled while child runs work: flag them in the store too, so a child the API's cancel
-    event missed (it started after the API looked) stops at its next model call."""
-    services = RunServices.current()
-    now = datetime.now(UTC)
-    for run_id in children.run_ids:
-        run = await services.store.get_run(run_id)
-        if run is not None:
-            await run_status.flag_cancel(services.store, run, now, reason=WORKFLOW_CANCEL_REASON)
-    return NoResult()

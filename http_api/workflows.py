@@ -240,8 +240,9 @@ async def cancel_workflow(
 
 async def _cancel_children(services: RunServices, gateway: WorkflowGateway, run_id: str) -> list[str]:
     """Cancel the child runs the workflow is waiting for (flagged in the store first, so none is missed); returns
-    those flagged, not those that finished meanwhile. Best effort per child: the next poll of the cancelling
-    workflow tries a failed one again."""
+    those flagged, not those that finished meanwhile. Best effort per child: the workflow's own cancel of its
+    children (`workflow_flag_children_cancelled`, retried) and the next poll of the cancelling workflow do a failed
+    one again."""
     state = await gateway.state(run_id)
     if state is None or state.progress is None:
         return []

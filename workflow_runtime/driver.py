@@ -553,7 +553,8 @@ class WorkflowDriver:
         return self.ref.fails_fast and isinstance(step, ParallelStep) and step.on_branch_failure == "cancel_others"
 
     def _cancel_children(self, run_ids: list[str]) -> Generator[Request, Event, None]:
-        """The workflow was cancelled while its step's child runs worked: flag them, and let them end."""
+        """The workflow was cancelled while its step's child runs worked: cancel them (flagged, then their cancel
+        event), and let them end."""
         self._wait("cancelling", None)
         yield from self._call(workflow_flag_children_cancelled, ChildRunIds(run_ids=run_ids))
         _expect((yield DrainChildRuns()), ChildRunsDrained)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from workflow_helpers import child_run, decide, flagged_while_closing, settle, start, start_posting_first, view
 
-from session_store import RunRecord, SessionStore
+from session_store import RunRecord, SessionStore, StoreUnavailableError
 
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 CANCELLED_BY_CLIENT = {"code": "cancelled", "message": "cancelled by the client", "step": None}  # as the event ends it
@@ -201,3 +201,42 @@ def test_a_step_that_failed_after_the_cancel_was_flagged_ends_the_workflow_cance
     assert (ended["status"], ended["error"]) == ("cancelled", CANCELLED_BY_CLIENT)
     assert "resume" not in host.get_status(run_id)["output"]
     assert host.client.post(f"/api/workflows/runs/{run_id}/rewind").status_code == 409
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("cosmos", marks=pytest.mark.cosmos)])
+def test_a_child_whose_cancel_the_route_could_not_flag_is_cancelled_by_the_workflow(request, store: str) -> None:
+    """The cancel route flags the workflow and signals it, then cancels its children one by one, best effort: the
+    store refused bob's flag (a 503 or 429 from Cosmos), so the route sent bob no event. The workflow's own cancel of
+    its children (`workflow_flag_children_cancelled`, a retried activity) flags and signals bob, so bob stops waiting
+    for his email's approval at once and the workflow ends cancelled - with no client polling it (before: bob, flagged
+    but never told, waited for his approval, up to a day, and the workflow stayed `cancelling`)."""
+    host = request.getfixturevalue("host" if store == "sqlite" else "cosmos_host")
+    store_ = _store(host)
+    run_id = start(host, "parallel_mail_flow", {"topic": "the launch"})["run_id"]
+    settle(host)
+    bob, carol = f"{run_id}.fan.bob", f"{run_id}.fan.carol"
+    assert [child_run(host, r, r)["status"] for r in (bob, carol)] == ["requires_action"] * 2
+    refused: list[str] = []
+    update_run = store_.update_run
+
+    async def refusing_bobs_flag(changed: str, **changes: Any) -> RunRecord:
+        if changed == bob and changes.get("cancel_requested_at") is not None:
+            refused.append(changed)
+            raise StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected)")
+        return await update_run(changed, **changes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store_, "update_run", refusing_bobs_flag)
+        response = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+        assert response.status_code == 202, response.text
+        assert response.json()["cancelled_child_runs"] == [carol]  # bob's cancel failed here
+        settle(host)  # the workflow's own cancel of bob was refused too: it waits on its retry's timer
+    assert len(refused) == 2
+    for _ in range(3):
+        host.advance(30)  # its retry: no poll of the workflow or of bob repairs anything meanwhile
+    assert [child_run(host, r, r)["status"] for r in (bob, carol)] == ["cancelled"] * 2
+    assert not host.client.get(f"/api/runs/{bob}/approvals", params={"status": "pending"}).json()["approvals"]
+    ended = view(host, run_id)
+    assert (ended["status"], ended["error"]["code"]) == ("cancelled", "cancelled"), ended
+    for child in (bob, carol):  # no email was sent
+        assert host.run(store_.list_effects(child, kind="email")) == []
