@@ -96,6 +96,11 @@ async def _expire_if_closed(ctx: StepContext, run: RunRef) -> None:
 async def apply_decisions(step: DecisionsInput) -> DecisionsResult:
     ctx = StepContext.for_run(step.run)
     run = await ctx.record()  # the ETag the conversation cache is checked against, and the record to mark
+    flagged = run.flagged_cancel_error if run is not None and not run.finished else None
+    if flagged is not None:
+        # A cancel the API accepted comes before any decision this finds: nothing approved runs after it (its event
+        # may lag behind a decision's, or have been dropped at a continue-as-new).
+        return DecisionsResult(cancelled=flagged["message"])
     stored = {
         record.approval_id: record
         for record in await ctx.store.list_approvals(run_id=step.run.run_id, session_id=step.run.session_id)

@@ -144,11 +144,14 @@ class DecisionsInput(_Payload):
 
 class DecisionsResult(_Payload):
     """`decided`: the decisions applied, in `approval_ids` order; `unconfirmed`: rung approvals the store still shows
-    pending (an event no decision stands behind); `more`: decisions left out to keep this result in budget."""
+    pending (an event no decision stands behind); `more`: decisions left out to keep this result in budget;
+    `cancelled`: the reason of the run's cancel, flagged before its decisions were applied (none was: the run ends
+    `cancelled` without running what they approved)."""
 
     decided: list[ApprovalDecision] = Field(default_factory=list)
     unconfirmed: list[str] = Field(default_factory=list)
     more: bool = False
+    cancelled: str | None = None
 
 
 class ExpireApprovalsInput(_Payload):

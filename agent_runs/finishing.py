@@ -51,10 +51,11 @@ async def close_run(ctx: StepContext, step: FinishInput, record: RunRecord | Non
     await close_unresolved_calls_step(log, step.run.run_id, finish)
     # The run middleware gets the result with its messages: copies; otherwise they are only read.
     added = await (log.messages() if step.run_middleware == "after" else log.read())
-    flagged = record.flagged_cancel_error if record is not None and finish.status != "cancelled" else None
+    flagged = record.flagged_cancel_error if record is not None else None
     if flagged is not None:
         # Its cancel was flagged: the store writes the close `cancelled` whatever it asks (`rules.finish`), so the
-        # result, and the run middleware's post-processing, are of that end, not of the one the loop reached first.
+        # result, and the run middleware's post-processing, are of that end, not of the one the loop reached first;
+        # and with the flag's reason, also when the loop ended cancelled by a step that saw the flag (a model call).
         finish = finish.model_copy(update={"status": "cancelled", "reason": flagged["message"]})
     if step.run_middleware == "ended":  # the middleware answered before the run started: taken as it is
         result = RunResult(

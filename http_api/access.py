@@ -86,9 +86,11 @@ def rights_field(key: RightsKey) -> str | None:
 
 
 def is_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime) -> bool:
-    """Whether the approval can still be decided: pending, before its deadline, in a run that has not finished."""
+    """Whether the approval can still be decided: pending, before its deadline, in a run that has not finished and
+    whose cancel was not requested (a flagged run ends `cancelled` without applying a decision)."""
     expired = record.expires_at is not None and record.expires_at <= now
-    return record.status == "pending" and not expired and not (run is not None and run.finished)
+    over = run is not None and (run.finished or run.cancel_requested_at is not None)
+    return record.status == "pending" and not expired and not over
 
 
 def edit_refusal(record: ApprovalRecord) -> ApiProblem | None:

@@ -154,8 +154,9 @@ def same_decision(
 def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime, reveal: bool) -> None:
     """409 / 410 for an approval that can no longer be decided, most telling first: decided by someone (409, who
     decided: only told to the run's owner and to the decider; another approver learns that it was decided, not by
-    whom), the run was cancelled (409 `run_finished`: its open approvals are closed as expired, but the reason is
-    the cancel, not a deadline), expired by its deadline (410), the run is over otherwise (409 `run_finished`)."""
+    whom), the run was cancelled, or its cancel requested (409 `run_finished`: its open approvals are closed as
+    expired, but the reason is the cancel, not a deadline), expired by its deadline (410), the run is over otherwise
+    (409 `run_finished`)."""
     if is_open(record, run, now=now):
         return
     if record.status in ("approved", "rejected"):
@@ -170,6 +171,12 @@ def _check_open(record: ApprovalRecord, run: RunRecord | None, *, now: datetime,
     finished = ApiProblem(409, "run_finished", "The run has already finished", "Its approvals can no longer change.")
     if run is not None and run.finished and run.status == "cancelled":
         raise finished
+    if run is not None and run.cancel_requested_at is not None:  # as good as over: it ends `cancelled`
+        raise ApiProblem(
+            409, "run_finished", "The run has already finished",
+            f"Its cancel was requested at {run.cancel_requested_at}: it ends cancelled, and its approvals can no "
+            "longer change.",
+        )
     if record.status == "expired" or (record.status == "pending" and record.expires_at and record.expires_at <= now):
         raise ApiProblem(410, "approval_expired", "The approval has expired", f"It expired at {record.expires_at}.")
     if (run is not None and run.finished) or record.status != "pending":

@@ -402,6 +402,8 @@ def _apply_decisions(
         if done is not None:
             return done
         result = apply_decisions.result(task)
+        if result.cancelled is not None:  # the store's flag: its cancel event has not reached this run yet
+            return driver.on_cancel(result.cancelled)
         command = driver.on_decisions(result) or command
         cancelled = (yield from _notify(context, driver, "approvals", cancels)) if result.decided else None
         if cancelled is not None:

@@ -23,6 +23,7 @@ from e2e_harness import InProcessApp, contents_of, parallel_calls, pending_ids, 
 from e2e_settings import watches_the_app_in_process
 from httpx_sse import connect_sse
 from step_pause import paused
+from test_e2e_cancel import CANCELLED_BY_CLIENT, assert_every_call_has_a_result
 
 from scripted_model import Reply, Script, ScriptedModelServer
 
@@ -336,3 +337,84 @@ def test_a_decision_whose_event_failed_reaches_the_run_a_stream_follows(
             done = [e.json() for e in source.iter_sse() if e.event == "done"]
         assert done[0]["status"] == "completed"
         assert_applied_once(app, view, [email])
+
+
+def events_held_back(monkeypatch: pytest.MonkeyPatch, *kinds: str) -> list[str]:
+    """The API's `kinds` of events ("approval", "cancel") are not raised meanwhile: they lag behind (events race, and
+    the host may deliver one late). Yields the kinds held, in order."""
+    gateway = app_module("http_api.durable_gateway").DurableGateway
+    held: list[str] = []
+
+    async def approval(self: Any, run_id: str, approval_id: str) -> None:
+        held.append("approval")
+
+    async def cancel(self: Any, run_id: str, reason: str | None) -> None:
+        held.append("cancel")
+
+    for kind in kinds:
+        monkeypatch.setattr(gateway, f"send_{kind}", {"approval": approval, "cancel": cancel}[kind])
+    return held
+
+
+def assert_cancelled_without_sending(app: InProcessApp, view: dict[str, Any]) -> None:
+    assert app.effects(view["session_id"], "email") == []
+    final = app.view(view["run_id"])
+    assert (final["status"], final["error"]) == ("cancelled", CANCELLED_BY_CLIENT), final
+    assert_every_call_has_a_result(app.session_messages(view["session_id"]))
+    nxt = app.http.post("/api/agents/helper/runs", json={"input": "Anything else?", "session_id": view["session_id"]})
+    assert nxt.status_code == 202, nxt.text  # the session is free
+
+
+@watches_the_app_in_process
+def test_a_decision_whose_event_comes_after_a_cancel_was_accepted_runs_nothing(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Approved, then cancelled (202: the cancel is flagged on the run), and the decision's event reaches the run
+    before the cancel's (its own held back here until a poll rang it again; the cancel's never comes): a cancel the
+    API accepted is how the run ends, so the approved email is not sent - the run ends `cancelled` with the cancel's
+    reason, its call answered "not run", the session free (before, the email went out, then the run ended
+    cancelled)."""
+    [email] = emails(1)
+    model.set_script(Script.of(parallel_calls("send_email", email), "Sent."))
+    with app_with(DECISION_REDELIVERY_SECONDS="0") as app:
+        view = app.start_until_approval()
+        [approval_id] = pending_ids(view)
+        with monkeypatch.context() as lagging:
+            held = events_held_back(lagging, "approval", "cancel")
+            assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+            assert app.cancel(view["run_id"]).status_code == 202
+            lagging.undo()
+            held_cancel = events_held_back(lagging, "cancel")
+            app.view(view["run_id"])  # a poll rings the stored decision again: it is the first event to arrive
+            app.settle()
+        assert (held, held_cancel) == (["approval", "cancel"], [])
+        assert_cancelled_without_sending(app, view)
+        [approval] = app.approvals(view["run_id"])
+        assert approval["status"] == "approved"  # as decided: the run was cancelled before it acted on it
+
+
+@watches_the_app_in_process
+def test_a_decision_after_a_cancel_was_accepted_is_a_409(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel is flagged (202) and its event has not reached the run yet: the approval is no longer decidable
+    (its view says so), and deciding it is 409 `run_finished` (a flagged run ends cancelled), nothing stored. The run
+    ends cancelled once the cancel's event comes (a second cancel request sends it again), the approval expired."""
+    [email] = emails(1)
+    model.set_script(Script.of(parallel_calls("send_email", email), "Sent."))
+    view = app.start_until_approval()
+    [approval_id] = pending_ids(view)
+    with monkeypatch.context() as lagging:
+        events_held_back(lagging, "cancel")
+        assert app.cancel(view["run_id"]).status_code == 202
+        app.settle()
+        assert [a["decidable"] for a in app.view(view["run_id"])["pending_approvals"]] == [False]
+        refused = app.decide(view["run_id"], approval_id, "approve")
+    assert (refused.status_code, refused.json()["code"]) == (409, "run_finished"), refused.text
+    assert "cancel was requested" in refused.json()["detail"]
+    assert [a["status"] for a in app.approvals(view["run_id"])] == ["pending"]  # nothing stored
+    assert app.cancel(view["run_id"]).status_code == 202  # already flagged: its event is sent again
+    app.settle()
+    assert_cancelled_without_sending(app, view)
+    assert [a["status"] for a in app.approvals(view["run_id"])] == ["expired"]

@@ -200,6 +200,26 @@ def test_a_final_answer_that_reaches_the_orchestration_before_the_cancel_event_s
     assert app.cancel(started["run_id"]).status_code == 409  # over: a cancel now is too late
 
 
+def test_a_run_that_finds_its_cancel_flagged_at_its_next_model_call_ends_with_the_cancels_reason(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A cancel is flagged while a model call is in flight, its answer asks for a tool, and the cancel event never
+    comes: the next model call finds the flag and the run ends `cancelled`, with the reason the cancel was flagged
+    with, as every other end of a flagged run reports it (it said "cancelled" before)."""
+    model.set_script(Script.of(Reply.call("lookup", {"key": "a"}), "never reached"))
+    model.hold_answers()
+    started = app.start(input="Look a up")
+    model.log.wait_for(1, timeout=PROGRESS_TIMEOUT_S)
+    flag_cancel(app, started["run_id"])
+    model.release_answers()
+    app.settle()
+
+    view = app.view(started["run_id"])
+    assert (view["status"], view["error"]) == ("cancelled", CANCELLED_BY_CLIENT), view
+    assert len(model.log.requests) == 1  # the model was not asked again
+    assert_every_call_has_a_result(app.session_messages(started["session_id"]))
+
+
 def test_an_approval_timeout_after_the_cancel_was_flagged_ends_the_run_cancelled(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
