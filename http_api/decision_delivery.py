@@ -4,7 +4,8 @@ a decision the store has held for a while (the first ring failed, or was lost).
 The API stores a decision first, conditionally, so exactly one wins; the event that follows only tells the run which
 approval to read (`agent_runs.contracts.approval_event_name`). Ringing twice is harmless: the run applies what the
 store holds, once. So a delivery that failed is repaired by ringing again: by the deciding caller repeating the same
-request, and by any poll of the run (`redeliver_stalled`).
+request, and by any poll of the run (`redeliver_stalled`). A cancel is stored (flagged) first too, and a run waiting
+for a person whose cancel event failed is told again the same way (`ring_stalled`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from http_api.durable_gateway import DurableGateway
 from http_api.problems import ApiProblem
-from session_store import ApprovalRecord, SessionStore
+from session_store import ApprovalRecord, RunRecord, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +78,33 @@ async def redeliver_stalled(
         except Exception as error:
             log.warning("decision %s of run %s is still not delivered: %s", approval_id, run_id, error)
     return stalled
+
+
+async def ring_stalled(
+    store: SessionStore,
+    gateway: DurableGateway,
+    run: RunRecord,
+    waiting_for: list[str],
+    *,
+    stalled_after: timedelta,
+    records: list[ApprovalRecord] | None = None,
+) -> None:
+    """What a poll repairs for a run waiting for approvals (`waiting_for`; `run` as this request read it): its stalled
+    decisions (`redeliver_stalled`), and its cancel, flagged for longer than `stalled_after` while its event never
+    came (the cancel route answered 503 `cancel_not_delivered`, and the caller gave up): the run takes no decision
+    once flagged, so it would wait for its deadline holding its session. A second cancel event is harmless (a cancel
+    is sticky); only a waiting run is told again, so a poll never adds work to a run draining its step in flight."""
+    if not waiting_for:
+        return
+    now = datetime.now(UTC)
+    flagged_at = run.cancel_requested_at
+    if flagged_at is not None and not run.finished and now - flagged_at > stalled_after:
+        try:
+            await gateway.send_cancel(run.run_id, run.cancel_reason)
+            log.info("cancel of run %s was stalled: delivered again", run.run_id)
+        except Exception as error:
+            log.warning("cancel of run %s is still not delivered: %s", run.run_id, error)
+        return  # its decisions are not applied any more
+    await redeliver_stalled(
+        store, gateway, run.run_id, waiting_for, stalled_after=stalled_after, now=now, records=records
+    )

@@ -339,8 +339,13 @@ async def cancel(
         # by its start request (`workflows.start_workflow`).
         if refusal.state is None:
             return None
-        if refusal.running:
-            raise
+        if refusal.running:  # the flag stands (the run ends cancelled); its event is repaired by a retry or a poll
+            log.warning("cancel of run %s is flagged but was not delivered", run.run_id, exc_info=True)
+            raise ApiProblem(
+                503, "cancel_not_delivered", "The cancel is flagged but the run has not been told yet",
+                "Send the same request again to deliver it; the run ends cancelled either way.",
+                headers={"Retry-After": "1"},
+            ) from None
         # Open, but its orchestration has ended: a rewind reopened it and its continuation never started (the host
         # died in between, or the rewind is still on its way to start it). Nothing would ever close it nor free
         # its session, so the cancel closes it; a continuation started after this reads the flag and ends at once.

@@ -25,7 +25,7 @@ from agent_runtime.spend import BudgetAboveAgentLimitError, RunBudget
 from http_api.access import owns, stored_run
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
-from http_api.decision_delivery import redeliver_stalled
+from http_api.decision_delivery import ring_stalled
 from http_api.durable_gateway import JUST_CREATED, DurableGateway, OrchestrationState
 from http_api.models import FINAL_STATUSES, RunView, StartRunRequest
 from http_api.polling import PollQuery, view_response
@@ -341,8 +341,8 @@ async def _wait_for_view(
     async def build(state: OrchestrationState[RunProgress] | None) -> RunView:
         waiting = await waiting_approvals(services.store, run, state)  # one read serves the redelivery and the view
         if state is not None and state.progress is not None:
-            await redeliver_stalled(
-                services.store, gateway, run.run_id, state.progress.pending_approvals, records=waiting,
+            await ring_stalled(
+                services.store, gateway, run, state.progress.pending_approvals, records=waiting,
                 stalled_after=services.run_settings.decision_redelivery_after,
             )
         return await build_run_view(

@@ -9,7 +9,7 @@ from agent_runs.contracts import RunProgress
 from agent_runs.sequence import run_seq_range
 from agent_runs.services import RunServices
 from agent_runs.store_log import load_session_records
-from http_api.decision_delivery import redeliver_stalled
+from http_api.decision_delivery import ring_stalled
 from http_api.durable_gateway import DurableGateway, OrchestrationState
 from http_api.openai_responses.conversation import StoredItem
 from http_api.openai_responses.ids import ResponseRef
@@ -29,8 +29,8 @@ async def read_snapshot(
     store = services.store
     progress = state.progress if state is not None else None
     if progress is not None:
-        await redeliver_stalled(store, gateway, run.run_id, progress.pending_approvals,
-                                stalled_after=services.run_settings.decision_redelivery_after)
+        await ring_stalled(store, gateway, run, progress.pending_approvals,
+                           stalled_after=services.run_settings.decision_redelivery_after)
     run = await reconcile(store, await store.get_run(run.run_id) or run, state)
     messages = []
     if run.ordinal > 0:  # 0: queued behind another run of the session (started elsewhere with if_busy): nothing yet
