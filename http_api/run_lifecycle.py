@@ -343,7 +343,7 @@ async def cancel(
             log.warning("cancel of run %s is flagged but was not delivered", run.run_id, exc_info=True)
             raise ApiProblem(
                 503, "cancel_not_delivered", "The cancel is flagged but the run has not been told yet",
-                "Send the same request again to deliver it; the run ends cancelled either way.",
+                "The cancel stands (the run ends cancelled); send the same request again so that it stops now.",
                 headers={"Retry-After": "1"},
             ) from None
         # Open, but its orchestration has ended: a rewind reopened it and its continuation never started (the host
