@@ -5,7 +5,7 @@ The API stores a decision first, conditionally, so exactly one wins; the event t
 approval to read (`agent_runs.contracts.approval_event_name`). Ringing twice is harmless: the run applies what the
 store holds, once. So a delivery that failed is repaired by ringing again: by the deciding caller repeating the same
 request, and by any poll of the run (`redeliver_stalled`). A cancel is stored (flagged) first too, and a run waiting
-for a person whose cancel event failed is told again the same way (`ring_stalled`).
+for a person (or a workflow waiting) whose cancel event failed is told again the same way (`ring_stalled_cancel`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from http_api.durable_gateway import DurableGateway
 from http_api.problems import ApiProblem
+from http_api.run_lifecycle import CancelSender
 from session_store import ApprovalRecord, RunRecord, SessionStore
 
 log = logging.getLogger(__name__)
@@ -89,22 +90,33 @@ async def ring_stalled(
     stalled_after: timedelta,
     records: list[ApprovalRecord] | None = None,
 ) -> None:
-    """What a poll repairs for a run waiting for approvals (`waiting_for`; `run` as this request read it): its stalled
-    decisions (`redeliver_stalled`), and its cancel, flagged for longer than `stalled_after` while its event never
-    came (the cancel route answered 503 `cancel_not_delivered`, and the caller gave up): the run takes no decision
-    once flagged, so it would wait for its deadline holding its session. A second cancel event is harmless (a cancel
-    is sticky); only a waiting run is told again, so a poll never adds work to a run draining its step in flight."""
+    """What a poll repairs for a run waiting for approvals (`waiting_for`; `run` as this request read it): its cancel
+    (`ring_stalled_cancel`: the run takes no decision once flagged), else its stalled decisions."""
     if not waiting_for:
         return
     now = datetime.now(UTC)
-    flagged_at = run.cancel_requested_at
-    if flagged_at is not None and not run.finished and now - flagged_at > stalled_after:
-        try:
-            await gateway.send_cancel(run.run_id, run.cancel_reason)
-            log.info("cancel of run %s was stalled: delivered again", run.run_id)
-        except Exception as error:
-            log.warning("cancel of run %s is still not delivered: %s", run.run_id, error)
-        return  # its decisions are not applied any more
+    if await ring_stalled_cancel(gateway, run, stalled_after=stalled_after, now=now):
+        return
     await redeliver_stalled(
         store, gateway, run.run_id, waiting_for, stalled_after=stalled_after, now=now, records=records
     )
+
+
+async def ring_stalled_cancel(
+    gateway: CancelSender, run: RunRecord, *, stalled_after: timedelta, now: datetime | None = None
+) -> bool:
+    """Raise the cancel event again of a run (or workflow) that waits - for a person, a signal, a timer - while its
+    cancel has been flagged for longer than `stalled_after` (its event failed: the cancel route answered 503
+    `cancel_not_delivered`, and the caller gave up; or it was lost). Whether it was flagged so (the event was tried:
+    best effort). Only for what waits: a poll never adds work to a run draining its step in flight. A second cancel
+    event is harmless (a cancel is sticky)."""
+    flagged = run.flagged_cancel_error if not run.finished else None
+    flagged_at = run.cancel_requested_at
+    if flagged is None or flagged_at is None or (now or datetime.now(UTC)) - flagged_at <= stalled_after:
+        return False
+    try:
+        await gateway.send_cancel(run.run_id, flagged["message"])
+        log.info("cancel of run %s was stalled: delivered again", run.run_id)
+    except Exception as error:
+        log.warning("cancel of run %s is still not delivered: %s", run.run_id, error)
+    return True

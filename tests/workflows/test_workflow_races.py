@@ -9,6 +9,7 @@ import json
 
 import httpx
 from workflow_helpers import child_run, decide, settle, start, step_ids, view
+from workflow_scripts import app_env, workflow_host
 
 from agent_runs.contracts import approval_event_name
 
@@ -120,3 +121,25 @@ def test_cancel_at_the_escalated_gate(host) -> None:
     settle(host)
     assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
     _cancelled(host, run_id)
+
+
+def test_a_cancel_whose_event_the_hub_refuses_is_a_503_and_a_poll_delivers_it(model, monkeypatch) -> None:
+    """The workflow waits for a signal that has no timeout; its cancel is flagged but the task hub refuses the event:
+    the caller is told to send it again (503 `cancel_not_delivered`, not a 500). A client that gives up instead is
+    repaired by the next poll of the workflow, as for an agent run (without it the workflow would wait on for good)."""
+    with workflow_host(app_env(model, DECISION_REDELIVERY_SECONDS="0")) as host:
+        run_id = start(host, "open_signal_flow", {"topic": "races"})["run_id"]
+        settle(host)
+        assert view(host, run_id)["active_step"]["waiting_for_signal"] == "go_ahead"
+
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
+
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(host.engine, "raise_event", unreachable)
+            refused = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+            assert view(host, run_id)["status"] == "waiting"  # no poll gets through to it either
+        assert (refused.status_code, refused.json()["code"]) == (503, "cancel_not_delivered"), refused.text
+        settle(host)
+        assert view(host, run_id)["status"] == "waiting"  # the hub is back: this poll rings the cancel again
+        _cancelled(host, run_id)
