@@ -90,7 +90,9 @@ class Scenario:
                     assert response.status_code in (409, 410), response.text
             elif kind == "cancel":
                 response = await request(client, "POST", f"/api/runs/{view['run_id']}/cancel")
-                assert response.status_code in (202, 409), response.text
+                # 503 `cancel_not_delivered`: flagged, its event refused by a dying engine (a poll rings it again)
+                assert response.status_code in (202, 409) or response.json()["code"] == "cancel_not_delivered", (
+                    response.text)
             else:
                 host.clock.advance(DEADLINE_S + 1)  # the approval timer fires (virtual clock)
 
