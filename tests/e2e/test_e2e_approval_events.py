@@ -342,7 +342,7 @@ def test_a_decision_whose_event_failed_reaches_the_run_a_stream_follows(
 
 def events_held_back(monkeypatch: pytest.MonkeyPatch, *kinds: str) -> list[str]:
     """The API's `kinds` of events ("approval", "cancel") are not raised meanwhile: they lag behind (events race, and
-    the host may deliver one late). Yields the kinds held, in order."""
+    the host may deliver one late). Returns the list of the events held, filled in as they are sent."""
     gateway = app_module("http_api.durable_gateway").DurableGateway
     held: list[str] = []
 
