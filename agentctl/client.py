@@ -1,13 +1,18 @@
-"""The HTTP API as the client sees it: one method per route, problems raised as `ApiError`."""
+"""The HTTP API as the client sees it: one method per route, problems raised as `ApiError`; a temporary problem
+is sent again first (`agentctl.retries` says when)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from agentctl import retries
 
 DEFAULT_URL = "http://127.0.0.1:7071"
 
@@ -49,11 +54,14 @@ class Connection:
 
 
 class AgentsClient:
-    def __init__(self, connection: Connection, *, timeout: float = 90.0) -> None:
+    def __init__(
+        self, connection: Connection, *, timeout: float = 90.0, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self.connection = connection
         self.http = httpx.Client(
             base_url=connection.url, headers=connection.headers(), timeout=timeout, trust_env=False
         )
+        self._sleep = sleep
 
     def close(self) -> None:
         self.http.close()
@@ -64,7 +72,7 @@ class AgentsClient:
         body: dict[str, Any] = {"input": text}
         if session_id:
             body["session_id"] = session_id
-        return self._run_answer(self.http.post(f"/api/agents/{agent}/runs", json=body))
+        return self._run_answer(self._start(f"/api/agents/{agent}/runs", body))
 
     def poll(
         self, run_id: str, token: str | None = None, wait_seconds: float = 0, *, workflow: bool = False
@@ -72,7 +80,7 @@ class AgentsClient:
         params: dict[str, Any] = {"wait_seconds": wait_seconds}
         if token:
             params["continuation_token"] = token
-        return self._run_answer(self.http.get(run_path(run_id, workflow=workflow), params=params))
+        return self._run_answer(self._send("GET", run_path(run_id, workflow=workflow), params=params))
 
     def view(self, run_id: str) -> dict[str, Any]:
         """A run's view, whatever its kind (a workflow run's has `workflow`): the run routes, and the workflow routes
@@ -85,23 +93,23 @@ class AgentsClient:
             return self.poll(run_id, workflow=True)
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        return self._json(self.http.post(f"/api/runs/{run_id}/cancel"))
+        return self._json(self._send("POST", f"/api/runs/{run_id}/cancel"))
 
     def rewind(self, run_id: str) -> dict[str, Any]:
         """Rewind a failed run, whatever its kind: the workflow route only when the app says it is a workflow run."""
         try:
-            return self._json(self.http.post(f"/api/runs/{run_id}/rewind"))
+            return self._json(self._send("POST", f"/api/runs/{run_id}/rewind", repeatable=False))
         except ApiError as error:
             if error.code != "run_is_a_workflow":
                 raise
-            return self._json(self.http.post(f"/api/workflows/runs/{run_id}/rewind"))
+            return self._json(self._send("POST", f"/api/workflows/runs/{run_id}/rewind", repeatable=False))
 
     def fork(self, run_id: str, text: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {} if text is None else {"input": text}
-        return self._run_answer(self.http.post(f"/api/runs/{run_id}/fork", json=body))
+        return self._run_answer(self._start(f"/api/runs/{run_id}/fork", body))
 
     def transcript(self, run_id: str) -> dict[str, Any]:
-        return self._json(self.http.get(f"/api/runs/{run_id}/transcript"))
+        return self._json(self._send("GET", f"/api/runs/{run_id}/transcript"))
 
     def decide(
         self,
@@ -117,11 +125,11 @@ class AgentsClient:
             body["reason"] = reason
         if arguments is not None:
             body["arguments"] = arguments
-        return self._json(self.http.post(f"/api/runs/{run_id}/approvals/{approval_id}", json=body))
+        return self._json(self._send("POST", f"/api/runs/{run_id}/approvals/{approval_id}", json=body))
 
     def run_approvals(self, run_id: str, status: str | None = None) -> list[dict[str, Any]]:
         params = {"status": status} if status else {}
-        return self._json(self.http.get(f"/api/runs/{run_id}/approvals", params=params))["approvals"]
+        return self._json(self._send("GET", f"/api/runs/{run_id}/approvals", params=params))["approvals"]
 
     def inbox(self) -> list[dict[str, Any]]:
         """Every pending approval the caller may decide, across runs and workflows (all pages)."""
@@ -135,23 +143,55 @@ class AgentsClient:
         return list(self._pages("/api/sessions", {}, "sessions"))
 
     def agent(self, name: str) -> dict[str, Any]:
-        return self._json(self.http.get(f"/api/agents/{name}"))
+        return self._json(self._send("GET", f"/api/agents/{name}"))
 
     # ----------------------------------------------------------------------------------------------- workflows
 
     def workflows(self) -> list[dict[str, Any]]:
-        return self._json(self.http.get("/api/workflows"))["workflows"]
+        return self._json(self._send("GET", "/api/workflows"))["workflows"]
 
     def start_workflow(self, name: str, workflow_input: dict[str, Any]) -> dict[str, Any]:
-        return self._run_answer(self.http.post(f"/api/workflows/{name}/runs", json={"input": workflow_input}))
+        return self._run_answer(self._start(f"/api/workflows/{name}/runs", {"input": workflow_input}))
 
     # ----------------------------------------------------------------------------------------------- plumbing
+
+    def _start(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """A request that starts a run, under a key of its own: sent again, it answers with the same run."""
+        return self._send("POST", path, json=body, headers={"Idempotency-Key": f"agentctl-{uuid.uuid4().hex}"})
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> httpx.Response:
+        """The request, sent again while its answer is a temporary problem (`retries`); and while its connection
+        breaks after it went out, if `repeatable`: the same request twice does what once would (a rewind is not: the
+        second would find its run rewound and answer 409)."""
+        attempt = 1
+        while True:
+            try:
+                response = self.http.request(method, path, json=json, params=params, headers=headers)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                wait = retries.wait_after_broken_connection(attempt) if repeatable else None
+                if wait is None:
+                    raise
+            else:
+                wait = retries.wait_before_retry(response.status_code, response.headers, attempt)
+                if wait is None:
+                    return response
+            self._sleep(wait)
+            attempt += 1
 
     def _pages(self, path: str, params: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:
         token: str | None = None
         while True:
             query = {**params, **({"continuation_token": token} if token else {})}
-            page = self._json(self.http.get(path, params=query))
+            page = self._json(self._send("GET", path, params=query))
             yield from page.get(key) or page.get("items") or []
             token = page.get("continuation_token")
             if not token:

@@ -17,6 +17,7 @@ from typing import Any
 import pexpect
 import pytest
 from e2e_harness import InProcessApp, pending_ids
+from e2e_settings import watches_the_app_in_process
 
 from scripted_model import Reply, Script, ScriptedModelServer
 from scripted_model.script import Fault
@@ -183,6 +184,56 @@ def test_exit_codes_without_a_terminal(app: InProcessApp, model: ScriptedModelSe
     assert run_cli(app, "run").returncode == 2  # usage
     unknown = run_cli(app, "--json", "show", "no-such-run")
     assert unknown.returncode == 7 and json.loads(unknown.stdout)["error"]["code"] == "run_not_found"
+
+
+def hub_refuses_the_first_event(app: InProcessApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The task hub refuses the next event the app raises (as Azure's sometimes does; loopback never would), then
+    takes them again; returns the names of those it refused."""
+    refused: list[str] = []
+    raise_event = app.host.engine.raise_event
+
+    async def once_unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+        if not refused:
+            refused.append(name)
+            raise RuntimeError("the task hub is unreachable")
+        await raise_event(instance_id, name, input_json)
+
+    monkeypatch.setattr(app.host.engine, "raise_event", once_unreachable)
+    return refused
+
+
+@watches_the_app_in_process
+def test_a_decision_the_app_could_not_deliver_at_once_is_sent_again_for_the_person(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app stores the decision, then answers 503 `decision_not_delivered` (Retry-After: 1) when the hub refuses
+    its event: the client sends it again itself, and the person sees it approved, once."""
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Transferred."))
+    child = spawn(app, "run", "helper", "pay")
+    child.expect(r"Approve \(a\)")
+    refused = hub_refuses_the_first_event(app, monkeypatch)
+    child.sendline("a")
+    child.expect("Approved transfer")
+    child.expect("Transferred.")
+    assert ended(child) == 0
+    [session] = app.snapshot().sessions.values()
+    assert len(refused) == 1 and [a["status"] for a in session["approvals"]] == ["approved"]
+    assert session["effects"] == 1
+
+
+@watches_the_app_in_process
+def test_a_cancel_the_app_could_not_deliver_at_once_is_sent_again(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """503 `cancel_not_delivered` (flagged, its event refused): `agentctl cancel` sends it again and succeeds."""
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Done."))
+    waiting = json.loads(run_cli(app, "--json", "run", "helper", "pay").stdout)
+    refused = hub_refuses_the_first_event(app, monkeypatch)
+    cancelled = run_cli(app, "cancel", waiting["run_id"])
+    assert (cancelled.returncode, len(refused)) == (0, 1), cancelled.stderr
+    app.settle()
+    shown = run_cli(app, "--json", "show", waiting["run_id"])
+    assert (shown.returncode, json.loads(shown.stdout)["status"]) == (3, "cancelled")
 
 
 def test_the_inbox_lists_and_decides(app: InProcessApp, model: ScriptedModelServer) -> None:
