@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 from e2e_harness import InProcessApp
+from e2e_settings import watches_the_app_in_process
 from playwright.sync_api import Page, expect
+from test_e2e_cli import hub_refuses_the_first_event
 from test_e2e_cli_output import review_script
 from ui_browser import chromium, chromium_page  # the fixtures `browser` and `page`
 
@@ -45,6 +47,39 @@ def test_approve_on_the_page_and_watch_the_run_complete(
     expect(page.locator(".msg.assistant")).to_have_text("Transferred 10 euros.")
     [session] = app.snapshot().sessions.values()
     assert [a["status"] for a in session["approvals"]] == ["approved"] and session["effects"] == 1
+
+
+@watches_the_app_in_process
+def test_a_decision_and_a_cancel_the_app_could_not_deliver_at_once_are_sent_again(
+    app: InProcessApp, model: ScriptedModelServer, page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app answers 503 `decision_not_delivered` / `cancel_not_delivered` (Retry-After: 1) when the task hub
+    refuses the event: the page sends the same request again itself, and the person sees it done, not an error."""
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Transferred 10 euros."))
+    start_chat(page, app, "pay GB1234")
+    answers: list[tuple[str, int]] = []
+    page.on("response", lambda response: answers.append((response.request.method, response.status))
+            if "/approvals/" in response.url or response.url.endswith("/cancel") else None)
+    card = page.locator("article.approval")
+    refused = hub_refuses_the_first_event(app, monkeypatch)
+    card.get_by_role("button", name="Approve").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    assert answers == [("POST", 503), ("POST", 202)]  # sent again, once: no error shown to the person
+    expect(page.get_by_text("has not been told yet")).to_have_count(0)
+    [session] = app.snapshot().sessions.values()
+    assert len(refused) == 1 and [a["status"] for a in session["approvals"]] == ["approved"]
+    assert session["effects"] == 1
+
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Transferred again."))
+    run_id = app.start(input="pay GB1234 again")["run_id"]
+    app.settle()
+    page.goto(f"{app.host.base_url}/api/ui#run/{run_id}")
+    refused = hub_refuses_the_first_event(app, monkeypatch)
+    answers.clear()
+    page.get_by_role("button", name="Cancel run").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("cancelled")
+    assert answers == [("POST", 503), ("POST", 202)] and len(refused) == 1
+    assert app.view(run_id)["status"] == "cancelled"
 
 
 def test_reject_with_a_reason(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:

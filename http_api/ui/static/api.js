@@ -42,12 +42,41 @@ function headers(extra = {}) {
   return all;
 }
 
-export async function api(path, { method = "GET", body, query } = {}) {
+// A problem that passes on its own is sent again rather than shown (as `agentctl/retries.py` does): 503 or 429 (a
+// store throttled, a decision or cancel stored whose event the task hub refused), or 409 with a Retry-After (the
+// first start with the same key still under way), after the wait the app asks for (up to 10 s), three times at
+// most. Safe: a decision is applied once however often it arrives, a cancel is sticky, and every start sends an
+// Idempotency-Key of its own (`starts: true`), so a start sent twice starts one run.
+const ATTEMPTS = 4;
+const MAX_RETRY_WAIT_S = 10;
+
+function retryWait(response, attempt) {
+  if (attempt >= ATTEMPTS || response.ok || response.status < 400) return null;
+  const header = response.headers.get("Retry-After");
+  if (![429, 503].includes(response.status) && header === null) return null;
+  const seconds = header === null ? NaN : Number(header);
+  if (Number.isNaN(seconds)) return 0.5 * 2 ** (attempt - 1);  // none, or an HTTP date: back off on our own
+  return seconds >= 0 && seconds <= MAX_RETRY_WAIT_S ? seconds : null;
+}
+
+function newKey() {  // crypto.randomUUID needs a secure context; getRandomValues works on plain http too
+  return "page-" + Array.from(crypto.getRandomValues(new Uint8Array(16)), b => b.toString(16).padStart(2, "0")).join("");
+}
+
+export async function api(path, { method = "GET", body, query, starts = false } = {}) {
   const url = new URL(API + path, location.origin);
   for (const [k, v] of Object.entries(query || {})) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
-  const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+  const extra = body ? { "Content-Type": "application/json" } : {};
+  if (starts) extra["Idempotency-Key"] = newKey();
+  const init = { method, headers: headers(extra) };
   if (body !== undefined) init.body = JSON.stringify(body);
-  const response = await fetch(url, init);
+  let response;
+  for (let attempt = 1; ; attempt++) {
+    response = await fetch(url, init);
+    const wait = retryWait(response, attempt);
+    if (wait === null) break;
+    await new Promise(resolve => setTimeout(resolve, wait * 1000));
+  }
   const text = await response.text();
   const data = text ? JSON.parse(text) : {};
   // A run route answers 500 with the run itself when the run failed: that is a view, not an error.

@@ -30,7 +30,7 @@ export async function renderChat(main) {
     send.disabled = true;
     try {
       const body = { input: text, ...(sessionId ? { session_id: sessionId } : {}) };
-      const view = await api(`/agents/${encodeURIComponent(agentSelect.value)}/runs`, { method: "POST", body });
+      const view = await api(`/agents/${encodeURIComponent(agentSelect.value)}/runs`, { method: "POST", body, starts: true });
       sessionId = view.session_id;
       agentSelect.disabled = true;
       session.textContent = `session ${sessionId}`;

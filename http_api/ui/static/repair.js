@@ -18,7 +18,7 @@ export function repairActions(runId, status) {
     event.preventDefault();
     const text = input.value.trim();
     try {
-      const run = await api(`/runs/${encodeURIComponent(runId)}/fork`, { method: "POST", body: text ? { input: text } : {} });
+      const run = await api(`/runs/${encodeURIComponent(runId)}/fork`, { method: "POST", body: text ? { input: text } : {}, starts: true });
       location.hash = `#run/${encodeURIComponent(run.run_id)}`;
     } catch (e) { note.textContent = e.message; }
   } }, h("label", { for: input.id }, "Fork from before this run with "), input, " ", h("button", { type: "submit" }, "Fork"));

@@ -19,7 +19,7 @@ export async function renderWorkflows(main) {
       let body;
       try { body = JSON.parse(input.value); } catch (e) { error.textContent = `Not valid JSON: ${e.message}`; return; }
       try {
-        const view = await api(`/workflows/${encodeURIComponent(workflow.name)}/runs`, { method: "POST", body: { input: body } });
+        const view = await api(`/workflows/${encodeURIComponent(workflow.name)}/runs`, { method: "POST", body: { input: body }, starts: true });
         location.hash = `#workflow/${view.run_id}`;
       } catch (e) { error.textContent = e.message; }
     } }, "Start");
