@@ -19,7 +19,6 @@ from http_api import idempotency
 from http_api.access import owns
 from http_api.adapter import http_endpoint, json_response, query_model, read_json_body
 from http_api.caller import current_principal
-from http_api.decision_delivery import ring_stalled_cancel
 from http_api.identity import Principal
 from http_api.polling import PollQuery, view_response
 from http_api.problems import ApiProblem, not_found, validation_problem
@@ -27,7 +26,7 @@ from http_api.refusals import read_refusal
 from http_api.request_context import base_url
 from http_api.run_lifecycle import cancel, claim_start, create_and_start, open_run_session, poll_cursor, wait_for_view
 from http_api.start_webhook import start_webhook
-from http_api.workflow_doorbells import ring_again
+from http_api.workflow_doorbells import repair_waiting
 from http_api.workflow_gateway import WorkflowGateway, WorkflowState
 from http_api.workflow_models import (
     FINAL_WORKFLOW_STATUSES,
@@ -335,12 +334,8 @@ async def _wait_for_view(
         if view.status == "cancelling":
             await _cancel_children(services, gateway, record.run_id)  # a child started after the cancel request
         elif view.status not in FINAL_WORKFLOW_STATUSES and state is not None and state.progress is not None:
-            stalled_after = services.run_settings.decision_redelivery_after
-            if state.progress.waiting is not None and await ring_stalled_cancel(
-                gateway, record, stalled_after=stalled_after
-            ):
-                return view  # a cancel that never came: the signals it waits for no longer matter
-            await ring_again(services.store, gateway, record.run_id, state.progress)  # a ring that never came
+            await repair_waiting(services.store, gateway, record, state.progress,
+                                 stalled_after=services.run_settings.decision_redelivery_after)
         return view
 
     return await wait_for_view(

@@ -17,11 +17,12 @@ import azure.durable_functions as df
 
 from agent_runs.services import RunServices
 from agent_runtime.messages import Message
-from http_api.decision_delivery import redeliver_stalled
+from http_api.decision_delivery import ring_stalled
 from http_api.durable_gateway import DurableGateway
 from http_api.identity import Principal
 from http_api.models import FINAL_STATUSES
 from http_api.run_views import UPDATES_PER_RESPONSE, build_run_view
+from http_api.workflow_doorbells import repair_waiting
 from http_api.workflow_gateway import WorkflowGateway
 from http_api.workflow_models import FINAL_WORKFLOW_STATUSES
 from http_api.workflow_views import ENTRIES_PER_RESPONSE, build_workflow_view
@@ -30,8 +31,9 @@ from session_store import REOPENABLE_RUN_STATUS, RunRecord
 from .cursor import text_bytes, text_fingerprint, text_hasher
 
 log = logging.getLogger(__name__)
-# How often a stream of a run waiting for decisions looks for stalled ones, at most (a query of the run's approvals).
-REDELIVERY_CHECK_SECONDS = 1.0
+# How often a stream of a run that waits (for decisions, signals) looks for what a poll would repair, at most: its
+# run record read again, and a query of its approvals or signals.
+REPAIR_SECONDS = 1.0
 # The final statuses no request changes again (a rewind reopens a failed run).
 SETTLED_STATUSES = FINAL_STATUSES - {REOPENABLE_RUN_STATUS}
 
@@ -89,6 +91,21 @@ class Feed(Protocol):
     async def read_draft(self, seq: int) -> Draft | None: ...
 
 
+class RepairClock:
+    """When a stream's next look for what a poll would repair is due (a store read or two: see `REPAIR_SECONDS`)."""
+
+    def __init__(self, services: RunServices) -> None:
+        self._settings = services.run_settings
+        self._next = 0.0
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + max(self._settings.decision_redelivery_seconds, REPAIR_SECONDS)
+        return True
+
+
 class RunFeed:
     kind = "run"
     writes_answers = True
@@ -99,7 +116,7 @@ class RunFeed:
         self.services, self.run, self.base_url, self.viewer = services, run, base_url, viewer
         self.run_id = run.run_id
         self.gateway = DurableGateway(client)
-        self._next_redelivery_check = 0.0
+        self._repairs = RepairClock(services)
 
     async def read_state(self) -> Any:
         state = await self.gateway.state(self.run_id)
@@ -108,19 +125,18 @@ class RunFeed:
 
     async def _redeliver_stalled(self, state: Any) -> None:
         """Ring again for decisions the store holds that the run has not applied (their event failed, or the API
-        died between the two), as a poll does: a client that follows the run by its stream (the page) may never
-        poll, and a decided approval is no longer shown to be decided, so the run would wait for its deadline."""
+        died between the two), or for its cancel, flagged but not delivered, as a poll does (`ring_stalled`): a
+        client that follows the run by its stream (the page) may never poll, and a decided approval is no longer
+        shown to be decided (nor one of a flagged run decidable), so the run would wait for its deadline. The run is
+        read again for its flag (the record this stream opened with is older)."""
         progress = getattr(state, "progress", None)
-        if progress is None or not progress.pending_approvals:
+        if progress is None or not progress.pending_approvals or not self._repairs.due():
             return
-        now = time.monotonic()
-        if now < self._next_redelivery_check:
-            return
-        settings = self.services.run_settings
-        self._next_redelivery_check = now + max(settings.decision_redelivery_seconds, REDELIVERY_CHECK_SECONDS)
         try:
-            await redeliver_stalled(self.services.store, self.gateway, self.run_id, progress.pending_approvals,
-                                    stalled_after=settings.decision_redelivery_after)
+            run = await self.services.store.get_run(self.run_id)
+            if run is not None:
+                await ring_stalled(self.services.store, self.gateway, run, progress.pending_approvals,
+                                   stalled_after=self.services.run_settings.decision_redelivery_after)
         except Exception as error:  # best effort, like the poll's: the stream goes on
             log.warning("stream of %s: stalled decisions not checked: %s", self.run_id, error)
 
@@ -168,14 +184,30 @@ class WorkflowFeed:
         self.gateway = WorkflowGateway(client)
         self.children = DurableGateway(client)
         self._settled_children: dict[str, str] = {}  # a child's status no request can change, read no more
+        self._repairs = RepairClock(services)
 
     async def read_state(self) -> Any:
         state = await self.gateway.state(self.run_id)
+        await self._repair_waiting(state)
         children: tuple[tuple[str, str], ...] = ()
         if state is not None and state.progress is not None:
             # Child runs move on without the workflow's status changing: their status is part of what is watched.
             children = tuple([(child, await self._child_status(child)) for child in state.progress.child_runs])
         return state, children
+
+    async def _repair_waiting(self, state: Any) -> None:
+        """What a poll repairs of a workflow that waits (`workflow_doorbells.repair_waiting`: a gate's decision, a
+        signal or its cancel not heard), for a client that follows it by its stream only (the page)."""
+        progress = getattr(state, "progress", None)
+        if progress is None or progress.waiting is None or not self._repairs.due():
+            return
+        try:
+            record = await self.services.store.get_run(self.run_id)
+            if record is not None and not record.finished:
+                await repair_waiting(self.services.store, self.gateway, record, progress,
+                                     stalled_after=self.services.run_settings.decision_redelivery_after)
+        except Exception as error:  # best effort, like the poll's: the stream goes on
+            log.warning("stream of workflow %s: what it waits for not checked: %s", self.run_id, error)
 
     async def _child_status(self, run_id: str) -> str:
         """Read on every look until settled for good: `completed` or `cancelled` (a rewind reopens only a `failed`

@@ -449,3 +449,30 @@ def test_a_cancel_whose_event_the_hub_refuses_is_a_503_and_a_poll_delivers_it(
         app.settle()
         assert_cancelled_without_sending(app, view)
         assert [a["status"] for a in app.approvals(view["run_id"])] == ["expired"]
+
+
+@watches_the_app_in_process
+def test_a_cancel_whose_event_the_hub_refused_reaches_the_run_a_stream_follows(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As above, with nobody polling: the page follows the run by its stream, and shows its approval no longer
+    decidable once the cancel is flagged. The stream rings the cancel again, as it does a stalled decision."""
+    [email] = emails(1)
+    model.set_script(Script.of(parallel_calls("send_email", email), "Sent."))
+    with app_with(DECISION_REDELIVERY_SECONDS="0", STREAM_PING_SECONDS="60") as app:
+        view = app.start_until_approval()
+
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
+
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(app.host.engine, "raise_event", unreachable)
+            refused = app.cancel(view["run_id"])
+        assert (refused.status_code, refused.json()["code"]) == (503, "cancel_not_delivered"), refused.text
+        app.settle()
+
+        with connect_sse(app.http, "GET", f"/api/runs/{view['run_id']}/stream", timeout=30) as source:
+            done = [e.json() for e in source.iter_sse() if e.event == "done"]
+        assert done[0]["status"] == "cancelled"
+        assert_cancelled_without_sending(app, view)

@@ -15,6 +15,7 @@ import json
 
 import httpx
 import pytest
+from httpx_sse import connect_sse
 from workflow_helpers import decide, settle, start, view
 
 from agent_runs.contracts import approval_event_name
@@ -281,6 +282,17 @@ def test_a_gate_decision_whose_ring_never_came_is_rung_by_the_next_poll(host) ->
     done = view(host, run_id)
     assert done["status"] == "completed" and done["output"]["published"] is True
     assert done["output"]["decided_by"] == "ed@example.com" and len(_gate_entries(done)) == 1
+
+
+def test_a_gate_decision_whose_ring_never_came_is_rung_by_a_stream_that_follows_the_workflow(host) -> None:
+    """As above with nobody polling: the page follows the workflow by its stream, which rings as a poll would."""
+    run_id, gate = _at_the_gate(host)
+    host.run(_store(host).decide_approval(gate["approval_id"], "approved", decided_by="ed@example.com"))
+    settle(host)
+    assert host.get_status(run_id)["customStatus"]["status"] == "requires_action"  # nothing rang
+    with connect_sse(host.client, "GET", f"/api/workflows/runs/{run_id}/stream", timeout=30) as source:
+        done = [e.json() for e in source.iter_sse() if e.event == "done"]
+    assert done[0]["status"] == "completed" and done[0]["output"]["published"] is True
 
 
 def test_a_signal_whose_ring_never_came_is_rung_by_the_next_poll(host) -> None:

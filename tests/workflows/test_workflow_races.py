@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import httpx
+from httpx_sse import connect_sse
 from workflow_helpers import child_run, decide, settle, start, step_ids, view
 from workflow_scripts import app_env, workflow_host
 
@@ -142,4 +143,26 @@ def test_a_cancel_whose_event_the_hub_refuses_is_a_503_and_a_poll_delivers_it(mo
         assert (refused.status_code, refused.json()["code"]) == (503, "cancel_not_delivered"), refused.text
         settle(host)
         assert view(host, run_id)["status"] == "waiting"  # the hub is back: this poll rings the cancel again
+        _cancelled(host, run_id)
+
+
+def test_a_cancel_whose_event_the_hub_refused_reaches_a_workflow_a_stream_follows(model, monkeypatch) -> None:
+    """As above with nobody polling: the page follows the workflow by its stream, which rings its cancel again."""
+    with workflow_host(app_env(model, DECISION_REDELIVERY_SECONDS="0", STREAM_PING_SECONDS="60")) as host:
+        run_id = start(host, "open_signal_flow", {"topic": "races"})["run_id"]
+        settle(host)
+
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
+
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(host.engine, "raise_event", unreachable)
+            refused = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+        assert (refused.status_code, refused.json()["code"]) == (503, "cancel_not_delivered"), refused.text
+        settle(host)
+        assert host.get_status(run_id)["customStatus"]["status"] == "waiting"
+
+        with connect_sse(host.client, "GET", f"/api/workflows/runs/{run_id}/stream", timeout=30) as source:
+            done = [e.json() for e in source.iter_sse() if e.event == "done"]
+        assert done[0]["status"] == "cancelled"
         _cancelled(host, run_id)
