@@ -1086,6 +1086,46 @@ def test_the_sdk_does_not_retry_a_conflict_that_stays(app: InProcessApp, model: 
         assert refused.response.request.headers["x-stainless-retry-count"] == "0"  # the first attempt was the last
 
 
+@watches_the_app_in_process
+def test_a_response_whose_cancel_the_hub_refused_takes_no_answer_and_ends_cancelled(
+    app_with: Callable[..., AbstractContextManager[InProcessApp]], model: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The official client cancels a response waiting for an approval while the task hub refuses the cancel event:
+    the SDK retries the 503 `cancel_not_delivered` as its `Retry-After` says, then gives up. The cancel stands
+    (flagged): an `mcp_approval_response` is a 409 that the SDK does not retry, and the email is never sent; that
+    request's look at the run, with the hub back, rings the cancel again and the run ends cancelled."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL_BOB), "Sent."))
+    with app_with(DECISION_REDELIVERY_SECONDS="0") as app, OpenAI(
+        base_url=f"{app.host.base_url}/api/v1", api_key="unused", max_retries=2,
+        http_client=httpx.Client(timeout=300, trust_env=False),
+    ) as client:
+        first = client.responses.create(model="helper", input="Email Bob")
+        [request] = first.output
+        run_id = run_of(first.id)
+
+        async def unreachable(instance_id: str, name: str, input_json: str | None) -> None:
+            raise RuntimeError("the task hub is unreachable")
+
+        with monkeypatch.context() as hub_down:
+            hub_down.setattr(app.host.engine, "raise_event", unreachable)
+            with pytest.raises(openai.InternalServerError) as refused:
+                client.responses.cancel(first.id)
+        assert (refused.value.status_code, refused.value.body["code"]) == (503, "cancel_not_delivered")  # type: ignore[index]
+        assert refused.value.response.request.headers["x-stainless-retry-count"] == "2"  # sent three times
+
+        with pytest.raises(openai.ConflictError) as answered:
+            client.responses.create(model="helper", previous_response_id=first.id, input=answer(request.id))
+        assert answered.value.body["code"] == "run_finished" and answered.value.body["param"] == "input[0]"  # type: ignore[index]
+        assert answered.value.response.request.headers["x-stainless-retry-count"] == "0"
+        app.settle()  # the answer's own look at the run (the hub back) rang the cancel: no poll was needed
+        [run] = [r for s in app.snapshot().sessions.values() for r in s["runs"] if r["run_id"] == run_id]
+        assert run["status"] == "cancelled"
+        assert app.effects(run["session_id"], "email") == []
+        assert [a["status"] for a in app.approvals(run_id)] == ["expired"]
+        assert client.responses.retrieve(first.id).status == "cancelled"  # the turn the client holds shows it
+
+
 def test_instructions_up_to_the_runs_limit(app: InProcessApp, client: OpenAI, model: ScriptedModelServer) -> None:
     """`instructions` are the run's (at most `MAX_INSTRUCTIONS_CHARS`): one character more is a 400 naming them
     before anything is written (it was a 500 once the run's overrides were built); exactly the limit is a run."""
