@@ -33,6 +33,7 @@ from workflow_runtime.requests import (
     Event,
     Failed,
     Finished,
+    Pause,
     Request,
     RunChildRuns,
     Sleep,
@@ -101,6 +102,8 @@ def _carry_out(
         return (yield from waits.drain_children())
     if isinstance(request, Sleep):
         return (yield from waits.sleep(request.until))
+    if isinstance(request, Pause):
+        return (yield from waits.pause(request.until))
     if isinstance(request, WaitForSignal):
         return (yield from waits.wait_for_signal(request.events, request.until))
     if isinstance(request, WaitForDecision):

@@ -131,6 +131,11 @@ class WorkflowWaits:
             return Cancelled()
         return TimerFired()
 
+    def pause(self, until: datetime) -> Generator[Any, Any, TimerFired]:
+        self.publish()
+        yield self._context.create_timer(until)
+        return TimerFired()
+
     def wait_for_signal(self, events: list[str], until: datetime | None) -> Waited:
         """One race of the events' fresh waiters, the timer and cancel; an event that rang on an older waiter counts.
         What arrived since the step checked the older waiters (while it probed the store) landed on one of them, not

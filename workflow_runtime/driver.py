@@ -55,6 +55,7 @@ from workflow_runtime.contracts import (
     GateRecord,
     GateRequest,
     MonitorState,
+    NoResult,
     SignalProbe,
     SignalRecord,
     StepRequest,
@@ -88,6 +89,7 @@ from workflow_runtime.requests import (
     Event,
     Failed,
     Finished,
+    Pause,
     Rang,
     Request,
     RunChildRuns,
@@ -109,6 +111,11 @@ CANCELLED_REASON = "cancelled by the client"
 # which the step continues as new every `LOOKS_PER_EXECUTION` looks). A look also reads the child's orchestration
 # status: one that crashed is closed `failed` and ends the step.
 REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60, 120, 300, 900, 1800, 3600))
+# When a workflow's cancel of its children fails for good (its activity's retries spent: the store down, or
+# throttling, for longer), the waits before it tries again (workflows started with `keeps_cancelling_children`):
+# about an hour in all, then it waits for the children to end on their own (a poll of the cancelling workflow cancels
+# them too). Each try is an activity and a timer in history.
+CHILD_CANCEL_RETRIES = tuple(timedelta(seconds=s) for s in (15, 30, 60, 120, 300, 600, 900, 900, 900))
 # Looks per execution before the waiting step continues as new (workflows started with `looks_continue`): each
 # execution's history stays a dozen looks long however many days the child runs (an approval it waits for).
 LOOKS_PER_EXECUTION = 12
@@ -510,7 +517,7 @@ class WorkflowDriver:
         if isinstance(ended, Cancelled):
             return (yield from self._cancel_children(run_ids))
         if ended.running:  # a branch failed: the others are cancelled, and the step fails once they ended
-            yield from self._call(workflow_cancel_children, ChildRunIds(run_ids=ended.running))
+            yield from self._keep_cancelling(workflow_cancel_children, ended.running)
             _expect((yield DrainChildRuns()), ChildRunsDrained)
         failure = f"a child run crashed: {ended.crash}" if ended.crash else None
         record = self._request(command, AgentRunsRecord, run_ids=run_ids, failure=failure, cancelled=ended.running)
@@ -556,9 +563,27 @@ class WorkflowDriver:
         """The workflow was cancelled while its step's child runs worked: cancel them (flagged, then their cancel
         event), and let them end."""
         self._wait("cancelling", None)
-        yield from self._call(workflow_flag_children_cancelled, ChildRunIds(run_ids=run_ids))
+        yield from self._keep_cancelling(workflow_flag_children_cancelled, run_ids)
         _expect((yield DrainChildRuns()), ChildRunsDrained)
         self._child_runs = []
+
+    def _keep_cancelling(
+        self, cancel: Activity[ChildRunIds, NoResult], run_ids: list[str]
+    ) -> Generator[Request, Event, None]:
+        """Cancel child runs; where that fails for good, try again after a while (`CHILD_CANCEL_RETRIES`), then give
+        up and let them end on their own: failing the step instead would leave them running, unattended, a child
+        waiting for a person for as long as its approval may take."""
+        retries = CHILD_CANCEL_RETRIES if self.ref.keeps_cancelling_children else ()
+        for attempt in range(len(retries) + 1):
+            try:
+                yield from self._call(cancel, ChildRunIds(run_ids=run_ids))
+                return
+            except _StepFailed:
+                if not self.ref.keeps_cancelling_children:
+                    raise
+                if attempt == len(retries):
+                    return
+            _expect((yield Pause(until=self.now + retries[attempt])), TimerFired)
 
     def _function(self, command: _StepRun) -> Flow:
         result = yield from self._call(workflow_call_function, self._request(command, StepRequest))

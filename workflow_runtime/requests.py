@@ -59,6 +59,13 @@ class Sleep(_Message):
     until: datetime
 
 
+class Pause(_Message):
+    """A durable timer that a cancel does not cut short: the workflow is being cancelled already, and waits before
+    it tries again to cancel its children."""
+
+    until: datetime
+
+
 class CheckSignal(_Message):
     events: list[str]
     """Once-only event names (a signal's and the following one's, whose ring implies this one was sent)."""
@@ -91,6 +98,7 @@ Request = (
     | RunChildRuns
     | DrainChildRuns
     | Sleep
+    | Pause
     | CheckSignal
     | WaitForSignal
     | WaitForDecision

@@ -9,15 +9,22 @@ read of the record and its write."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from test_workflow_crash_ring import both_waiting as branches_waiting
+from test_workflow_crash_ring import crash, pending_approval
 from workflow_helpers import child_run, decide, flagged_while_closing, settle, start, start_posting_first, view
+from workflow_scripts import app_env, workflow_host
 
+from devhost.engine.api import EngineClosedError
 from session_store import RunRecord, SessionStore, StoreUnavailableError
+from workflow_runtime.driver import CHILD_CANCEL_RETRIES
 
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 CANCELLED_BY_CLIENT = {"code": "cancelled", "message": "cancelled by the client", "step": None}  # as the event ends it
@@ -216,17 +223,7 @@ def test_a_child_whose_cancel_the_route_could_not_flag_is_cancelled_by_the_workf
     settle(host)
     bob, carol = f"{run_id}.fan.bob", f"{run_id}.fan.carol"
     assert [child_run(host, r, r)["status"] for r in (bob, carol)] == ["requires_action"] * 2
-    refused: list[str] = []
-    update_run = store_.update_run
-
-    async def refusing_bobs_flag(changed: str, **changes: Any) -> RunRecord:
-        if changed == bob and changes.get("cancel_requested_at") is not None:
-            refused.append(changed)
-            raise StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected)")
-        return await update_run(changed, **changes)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store_, "update_run", refusing_bobs_flag)
+    with flags_refused(store_, bob) as refused:
         response = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
         assert response.status_code == 202, response.text
         assert response.json()["cancelled_child_runs"] == [carol]  # bob's cancel failed here
@@ -240,3 +237,140 @@ def test_a_child_whose_cancel_the_route_could_not_flag_is_cancelled_by_the_workf
     assert (ended["status"], ended["error"]["code"]) == ("cancelled", "cancelled"), ended
     for child in (bob, carol):  # no email was sent
         assert host.run(store_.list_effects(child, kind="email")) == []
+
+
+@contextlib.contextmanager
+def flags_refused(store: SessionStore, run_id: str) -> Iterator[list[str]]:
+    """While open, the store refuses to flag run `run_id` cancelled (a 503 from Cosmos); yields the refusals."""
+    refused: list[str] = []
+    update_run = store.update_run
+
+    async def refusing(changed: str, **changes: Any) -> RunRecord:
+        if changed == run_id and changes.get("cancel_requested_at") is not None:
+            refused.append(changed)
+            raise StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected)")
+        return await update_run(changed, **changes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "update_run", refusing)
+        yield refused
+
+
+def both_waiting(host, name: str = "parallel_mail_flow") -> tuple[str, str, str, dict[str, str]]:
+    """A `name` workflow whose branches bob and carol each wait for their email's approval: (workflow, bob, carol,
+    each child's pending approval)."""
+    run_id, bob, carol = branches_waiting(host, name)
+    return run_id, bob, carol, {child: pending_approval(host, child) for child in (bob, carol)}
+
+
+def assert_all_cancelled(host, run_id: str, approvals: dict[str, str]) -> None:
+    """The workflow and its children ended cancelled, their approvals closed, no email sent."""
+    store_ = _store(host)
+    assert all(host.get_status(r)["runtimeStatus"] in TERMINAL for r in (run_id, *approvals))
+    assert [child_run(host, r, r)["status"] for r in approvals] == ["cancelled"] * len(approvals)
+    ended = view(host, run_id)
+    assert (ended["status"], ended["error"]["code"]) == ("cancelled", "cancelled"), ended
+    for child, approval_id in approvals.items():
+        assert host.run(store_.list_effects(child, kind="email")) == []
+        assert host.run(store_.get_approval(approval_id)).status == "expired"
+
+
+def test_a_workflow_keeps_cancelling_a_child_while_the_store_refuses_its_flag(host) -> None:
+    """The store refuses bob's flag for five minutes, far longer than the activity's own retries (three, 2 s apart):
+    the workflow tries its cancel of the children again on a timer until it is done, and every run ends cancelled
+    with no client polling anything (before: the step failed `activity_failed`, and bob, never told, waited for his
+    approval, up to a day, the workflow over)."""
+    run_id, bob, _, approvals = both_waiting(host)
+    with flags_refused(_store(host), bob) as refused:
+        assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
+        settle(host)
+        for _ in range(10):
+            host.advance(30)
+            settle(host)
+        assert host.get_status(run_id)["customStatus"]["status"] == "cancelling"
+    assert len(refused) > 6  # the route's, then the activity's three tries per round
+    for _ in range(10):  # the workflow's next try, on its timer
+        host.advance(60)
+        settle(host)
+        if host.get_status(run_id)["runtimeStatus"] in TERMINAL:
+            break
+    assert_all_cancelled(host, run_id, approvals)
+
+
+def test_a_workflow_that_gave_up_cancelling_a_child_waits_for_it_and_a_poll_cancels_it(host) -> None:
+    """The store refuses bob's flag for hours: the workflow gives up trying (after about an hour) but does not end
+    with bob still running; it stays `cancelling`, and the next poll of it, the store back, cancels bob."""
+    run_id, bob, _, approvals = both_waiting(host)
+    def tries() -> list[str]:
+        return [e["EventType"] for e in host.get_status(run_id, show_history=True)["historyEvents"]
+                if e.get("FunctionName") == "workflow_flag_children_cancelled"]
+
+    rounds = len(CHILD_CANCEL_RETRIES) + 1
+    with flags_refused(_store(host), bob):
+        assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
+        settle(host)
+        for _ in range(400):  # a minute at a time: each try's retry (2 s on) and each round's wait come due
+            host.advance(60)
+            settle(host)
+        assert tries() == ["TaskFailed"] * 3 * rounds  # each round: the activity's three tries; then no more
+    assert host.get_status(run_id)["runtimeStatus"] == "Running"
+    assert host.get_status(run_id)["customStatus"]["status"] == "cancelling"
+    assert view(host, run_id)["status"] == "cancelling"  # this poll cancels bob
+    settle(host)
+    assert_all_cancelled(host, run_id, approvals)
+
+
+def test_a_fail_fast_step_keeps_cancelling_a_branch_while_the_store_refuses_its_flag(host) -> None:
+    """Carol's orchestration crashes, so the fail-fast step cancels bob, while the store refuses bob's flag for five
+    minutes: the step tries again on a timer until bob is cancelled, then fails naming carol (before: it failed at
+    once, `activity_failed`, with bob still waiting for his approval, the workflow over)."""
+    run_id, bob, carol, approvals = both_waiting(host, "parallel_mail_fail_fast_flow")
+    with flags_refused(_store(host), bob):
+        crash(host, carol)
+        settle(host)
+        for _ in range(10):
+            host.advance(30)
+            settle(host)
+        assert host.get_status(run_id)["runtimeStatus"] == "Running"
+    for _ in range(10):  # the step's next try, on its timer
+        host.advance(60)
+        settle(host)
+        if host.get_status(run_id)["runtimeStatus"] in TERMINAL:
+            break
+    failed = view(host, run_id)
+    assert failed["status"] == "failed" and f"'{carol}'" in failed["error"]["message"], failed
+    assert child_run(host, bob, bob)["status"] == "cancelled"
+    assert host.run(_store(host).list_effects(bob, kind="email")) == []
+    assert host.run(_store(host).get_approval(approvals[bob])).status == "expired"
+
+
+@pytest.mark.parametrize("killed_at", [1, 2, 3, 4, 5])
+def test_a_workflow_cancel_whose_host_is_killed_mid_way_cancels_every_child_once_restarted(
+    tmp_path, model, killed_at: int
+) -> None:
+    """As above (the store refuses bob's flag), and the engine dies as the `killed_at`-th activity after the cancel
+    commits, its work done and its result lost: in the engine's order, the workflow's cancel of its children, a
+    child's close, that cancel's retries, the other child's close. Started again on the same state (the store back),
+    the activity runs again and every run ends cancelled, with no client polling anything."""
+    env = app_env(model, SESSION_STORE_PATH=str(tmp_path / "sessions.sqlite3"))
+    state = tmp_path / "devhost.sqlite3"
+    with workflow_host(env, state) as host:
+        run_id, bob, _, approvals = both_waiting(host)
+        with flags_refused(_store(host), bob):
+            host.engine.options.faults.crash_at = {"activity_before_commit"}
+            host.engine.options.faults.crash_after = killed_at
+            response = host.client.post(f"/api/workflows/runs/{run_id}/cancel")
+            assert response.status_code == 202, response.text
+            with pytest.raises(EngineClosedError):
+                settle(host)
+                for _ in range(4):  # the workflow's cancel of bob retries on its timer
+                    host.advance(30)
+                    settle(host)
+        assert host.engine.crashed
+    with workflow_host(env, state) as host:
+        for _ in range(20):  # activities in flight at the kill run again, and retry on the (virtual) clock
+            host.advance(15)
+            settle(host)
+            if host.get_status(run_id)["runtimeStatus"] in TERMINAL:
+                break
+        assert_all_cancelled(host, run_id, approvals)

@@ -4,6 +4,7 @@ continue-as-new."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,7 +60,13 @@ from workflow_runtime.contracts import (
     WorkflowRef,
     WorkflowState,
 )
-from workflow_runtime.driver import LOOKS_PER_EXECUTION, STEPS_PER_EXECUTION, WorkflowDriver, WorkflowDriverError
+from workflow_runtime.driver import (
+    CHILD_CANCEL_RETRIES,
+    LOOKS_PER_EXECUTION,
+    STEPS_PER_EXECUTION,
+    WorkflowDriver,
+    WorkflowDriverError,
+)
 from workflow_runtime.requests import (
     ActivityCompleted,
     CallActivity,
@@ -72,6 +79,7 @@ from workflow_runtime.requests import (
     Event,
     Failed,
     Finished,
+    Pause,
     Rang,
     Request,
     RunChildRuns,
@@ -96,8 +104,8 @@ class Stamp(BaseModel):
     at: str
 
 
-def _driver(definition: WorkflowDefinition, state: dict[str, Any] | None = None) -> WorkflowDriver:
-    ref = WorkflowRef(run_id="wf1", workflow=definition.name)
+def _driver(definition: WorkflowDefinition, state: dict[str, Any] | None = None, **flags: bool) -> WorkflowDriver:
+    ref = WorkflowRef(run_id="wf1", workflow=definition.name, **flags)
     return WorkflowDriver(definition, WorkflowInput(ref=ref, **({"state": state} if state else {})))
 
 
@@ -131,7 +139,7 @@ class Drive:
             self.requests.append(request)
             self.progress.append(driver.progress())
             event = answer(request) or _default(request)
-            if isinstance(event, TimerFired) and isinstance(request, Sleep | WaitForSignal | WaitForDecision):
+            if isinstance(event, TimerFired) and isinstance(request, Sleep | Pause | WaitForSignal | WaitForDecision):
                 self.now = request.until or self.now
             request = driver.send(event, self.now)
         self.end = request
@@ -164,7 +172,7 @@ def _default(request: Request) -> Event:
         return ChildRunsEnded()
     if isinstance(request, DrainChildRuns):
         return ChildRunsDrained()
-    if isinstance(request, Sleep):
+    if isinstance(request, Sleep | Pause):
         return TimerFired()
     return Rang()  # a signal or a decision arrived
 
@@ -386,6 +394,53 @@ def test_cancel_while_child_runs_work_flags_them_then_lets_them_end() -> None:
     assert run.progress[-1].child_runs == []
     assert run.outcome.status == "cancelled" and run.outcome.reason == "cancelled by the client"
     assert run.driver.progress().status == "cancelled"
+
+
+def _cancel_of_children_fails(times: int) -> Answer:
+    """The workflow's cancel of its children fails for good (its retries spent) `times` times, then goes through."""
+    failures = iter(range(times))
+
+    def answer(request: Request) -> Event | None:
+        if isinstance(request, RunChildRuns):
+            return Cancelled()
+        cancelling = isinstance(request, CallActivity) and request.activity is workflow_flag_children_cancelled
+        if cancelling and next(failures, None) is not None:
+            return Failed(code="activity_failed", message="an internal step failed (correlation id c1)")
+        return None
+
+    return answer
+
+
+def _after_the_cancel(run: Drive) -> list[Request]:
+    return run.requests[run.requests.index(next(r for r in run.requests if isinstance(r, RunChildRuns))) + 1:]
+
+
+def test_a_cancel_of_the_children_that_fails_is_tried_again_after_a_wait() -> None:
+    run = Drive(_driver(review_pipeline, keeps_cancelling_children=True), _cancel_of_children_fails(2))
+    cancel = CallActivity(activity=workflow_flag_children_cancelled, input=ChildRunIds(run_ids=["wf1.write"]))
+    first, second = CHILD_CANCEL_RETRIES[:2]
+    assert _after_the_cancel(run) == [
+        cancel, Pause(until=NOW + first), cancel, Pause(until=NOW + first + second), cancel, DrainChildRuns(),
+        CallActivity(activity=workflow_finish, input=run.finish()),
+    ]
+    assert {p.status for p in run.progress[-5:-1]} == {"cancelling"}
+    assert run.outcome.status == "cancelled" and run.outcome.reason == "cancelled by the client"
+
+
+def test_a_cancel_of_the_children_that_keeps_failing_is_given_up_and_they_end_on_their_own() -> None:
+    """Not a failed step: the workflow waits for its children (a poll of the cancelling workflow cancels them)."""
+    run = Drive(_driver(review_pipeline, keeps_cancelling_children=True), _cancel_of_children_fails(100))
+    tail = _after_the_cancel(run)
+    assert len(run.calls(workflow_flag_children_cancelled)) == len(CHILD_CANCEL_RETRIES) + 1
+    assert [r.until - NOW for r in tail if isinstance(r, Pause)] == list(itertools.accumulate(CHILD_CANCEL_RETRIES))
+    assert tail[-2:] == [DrainChildRuns(), CallActivity(activity=workflow_finish, input=run.finish())]
+    assert run.outcome.status == "cancelled"
+
+
+def test_workflows_started_before_the_retries_fail_the_step_when_the_cancel_of_the_children_fails() -> None:
+    run = Drive(_driver(review_pipeline), _cancel_of_children_fails(1))
+    assert not [r for r in run.requests if isinstance(r, Pause | DrainChildRuns)]
+    assert run.outcome.code == "activity_failed" and run.outcome.failed_step == "write"
 
 
 def test_a_run_already_cancelled_in_the_store_starts_no_child_run() -> None:

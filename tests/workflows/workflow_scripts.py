@@ -83,11 +83,12 @@ def app_env(model: ScriptedModelServer, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def workflow_host(env: dict[str, str]) -> Iterator[InProcessHost]:
-    """The app on devhost (virtual clock) with these settings and the test workflows importable; stopped at exit."""
+def workflow_host(env: dict[str, str], state_path: Path | None = None) -> Iterator[InProcessHost]:
+    """The app on devhost (virtual clock) with these settings and the test workflows importable; stopped at exit.
+    `state_path`: the engine's state file, for a host started again on the state a killed one left."""
     if str(FIXTURES_DIR) not in sys.path:
         sys.path.insert(0, str(FIXTURES_DIR))
-    app = start_app_host(REPO_ROOT, clock="virtual", env=env)
+    app = start_app_host(REPO_ROOT, clock="virtual", env=env, **({"state_path": state_path} if state_path else {}))
     try:
         yield app
     finally:
