@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Generator
+from datetime import timedelta
 from typing import Any, Generic, TypeVar, get_type_hints
 
 import azure.durable_functions as df
@@ -34,6 +35,11 @@ OutputT = TypeVar("OutputT")
 
 # Activity-level retries cover a crashed worker or a transient error that outlived the in-activity retry policy.
 DEFAULT_RETRY = df.RetryOptions(first_retry_interval_in_milliseconds=2000, max_number_of_attempts=3)
+# For a step that must not be left half done (a run's close, a workflow's cancel of its children) whose activity
+# failed for good - the store down, or throttling, for longer than `DEFAULT_RETRY` - the orchestration waits these
+# durable timers between further tries, about an hour in all, rather than end with its records open. Each try is an
+# activity's attempts and a timer in history.
+OUTAGE_RETRIES = tuple(timedelta(seconds=s) for s in (15, 30, 60, 120, 300, 600, 900, 900, 900))
 
 
 class Activity(Generic[InputT, OutputT]):

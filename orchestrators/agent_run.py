@@ -28,6 +28,7 @@ from agent_runs.contracts import (
     ClosedModelTurn,
     DecisionsResult,
     EscalateApprovalsInput,
+    FinishInput,
     RunInput,
     RunOutcome,
     StepFailure,
@@ -36,6 +37,7 @@ from agent_runs.contracts import (
 from agent_runs.driver import RunDriver
 from agent_runs.wire import ReplayedPayloads, compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
+from durable_steps import OUTAGE_RETRIES
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
 from orchestrators.loop_replay import Carried, LoopStep, LoopSteps, take_carried
@@ -103,7 +105,7 @@ def _run(context: df.DurableOrchestrationContext, ring: WorkflowRing) -> Generat
     closed = driver.closed_by_step  # the last model call's answer ended the loop and closed the run
     if closed is None:
         _publish(context, driver)
-        finished = yield finish_run.call(context, driver.finish_input(command))
+        finished = yield from _close(context, driver.finish_input(command))
         # Histories from before `finish_run` returned its verdict hold null: the loop's verdict stands.
         closed = finish_run.parse(finished) if finished else None
     outcome = driver.on_finished(command, closed)
@@ -112,6 +114,20 @@ def _run(context: df.DurableOrchestrationContext, ring: WorkflowRing) -> Generat
         yield from ring.failed(driver.ring_workflow, driver.run.run_id)
     yield from _notify(context, driver, "finished")
     return compact_json(_with_resume_point(outcome, driver))
+
+
+def _close(context: df.DurableOrchestrationContext, finish: FinishInput) -> Generator[Any, Any, Any]:
+    """`finish_run`, tried again after each wait of `OUTAGE_RETRIES` while it fails for good (the store down for
+    longer than its own retries): a run that crashed there would hold its session, its record open, until a poll of
+    it closed it (a workflow's child, a run whose client left, may never be polled). Deterministic: the same
+    failures replay, and a history from before failed here for good (its orchestration ended)."""
+    for wait in OUTAGE_RETRIES:
+        task = finish_run.call(context, finish)  # (a payload over the budget raises here, every time: not again)
+        try:
+            return (yield task)
+        except Exception:
+            yield context.create_timer(context.current_utc_datetime + wait)
+    return (yield finish_run.call(context, finish))
 
 
 def _start(

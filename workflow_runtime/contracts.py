@@ -74,11 +74,12 @@ class WorkflowRef(_Payload, NotificationFlags):
     fails_fast: bool = Field(default=False, exclude_if=lambda fails_fast: not fails_fast)
     """Set by workflows started since a parallel step fails fast (`ParallelStep.on_branch_failure`): its children ring
     the workflow when they fail; histories from before wait for every branch."""
-    keeps_cancelling_children: bool = Field(default=False, exclude_if=lambda keeps: not keeps)
-    """Set by workflows started since the workflow's cancel of its children (and a fail-fast step's of its other
-    branches) is tried again on a timer when its activity fails for good (the store down for longer than its
-    retries), then, given up, waits for them to end rather than fail the step with them still running (a poll of
-    the cancelling workflow cancels them then); histories from before fail the step."""
+    outlasts_store_outages: bool = Field(default=False, exclude_if=lambda outlasts: not outlasts)
+    """Set by workflows started since the steps that must not be left half done - the workflow's cancel of its
+    children, a fail-fast step's of its other branches, the workflow's close - are tried again on durable timers
+    (`durable_steps.OUTAGE_RETRIES`) when their activity fails for good (the store down for longer than its
+    retries); a cancel of children given up then waits for them to end rather than fail the step with them still
+    running. Histories from before fail the step, or end the orchestration, at the first failure."""
     reads_record_first: bool = Field(default=False, exclude_if=lambda reads: not reads)
     """Set by workflows started since the first execution reads the workflow's record before its first step
     (`workflow_closed_before`): a workflow given up by its start (closed `start_failed`) whose orchestration the host

@@ -44,7 +44,8 @@ from activities.workflow_steps import (
 from agent_runs.contracts import FinishResult, approval_event_name
 from agent_runs.sequence import seq_for
 from agent_runtime.run_result import error_of
-from durable_steps import Activity
+from durable_steps import OUTAGE_RETRIES, Activity
+from orchestrators.failures import ACTIVITY_FAILED
 from workflow_runtime.contracts import (
     AgentRunsRecord,
     AwaitedChildren,
@@ -111,11 +112,6 @@ CANCELLED_REASON = "cancelled by the client"
 # which the step continues as new every `LOOKS_PER_EXECUTION` looks). A look also reads the child's orchestration
 # status: one that crashed is closed `failed` and ends the step.
 REWOUND_CHILD_LOOKS = tuple(timedelta(seconds=s) for s in (1, 2, 4, 8, 15, 30, 60, 120, 300, 900, 1800, 3600))
-# When a workflow's cancel of its children fails for good (its activity's retries spent: the store down, or
-# throttling, for longer), the waits before it tries again (workflows started with `keeps_cancelling_children`):
-# about an hour in all, then it waits for the children to end on their own (a poll of the cancelling workflow cancels
-# them too). Each try is an activity and a timer in history.
-CHILD_CANCEL_RETRIES = tuple(timedelta(seconds=s) for s in (15, 30, 60, 120, 300, 600, 900, 900, 900))
 # Looks per execution before the waiting step continues as new (workflows started with `looks_continue`): each
 # execution's history stays a dozen looks long however many days the child runs (an approval it waits for).
 LOOKS_PER_EXECUTION = 12
@@ -243,8 +239,8 @@ class WorkflowDriver:
             return
         if done is None:
             return  # continued as new: the orchestrator has returned
-        try:
-            closed = yield from self._call(workflow_finish, self._finish_request(done))
+        try:  # the store down: tried again a while, else its record stays open until a poll closes it
+            closed = yield from self._keep_trying(workflow_finish, self._finish_request(done))
         except _StepFailed as failed:  # e.g. the references the output needs outgrew the payload budget
             done = self._fail(failed.failure)  # recorded without them; a second failure ends the orchestration
             try:
@@ -570,20 +566,29 @@ class WorkflowDriver:
     def _keep_cancelling(
         self, cancel: Activity[ChildRunIds, NoResult], run_ids: list[str]
     ) -> Generator[Request, Event, None]:
-        """Cancel child runs; where that fails for good, try again after a while (`CHILD_CANCEL_RETRIES`), then give
-        up and let them end on their own: failing the step instead would leave them running, unattended, a child
-        waiting for a person for as long as its approval may take."""
-        retries = CHILD_CANCEL_RETRIES if self.ref.keeps_cancelling_children else ()
-        for attempt in range(len(retries) + 1):
+        """Cancel child runs, trying again where that fails for good (`_keep_trying`), then giving up and letting
+        them end on their own: failing the step instead would leave them running, unattended, a child waiting for a
+        person for as long as its approval may take (a poll of the cancelling workflow cancels them then)."""
+        try:
+            yield from self._keep_trying(cancel, ChildRunIds(run_ids=run_ids))
+        except _StepFailed:
+            if not self.ref.outlasts_store_outages:
+                raise
+
+    def _keep_trying(
+        self, activity: Activity[InputT, OutputT], step_input: InputT
+    ) -> Generator[Request, Event, OutputT]:
+        """`_call`, tried again after each wait of `OUTAGE_RETRIES` while the activity fails for good (workflows
+        started with `outlasts_store_outages`; a payload over the budget fails the same way every time: not again)."""
+        retries = OUTAGE_RETRIES if self.ref.outlasts_store_outages else ()
+        for wait in retries:
             try:
-                yield from self._call(cancel, ChildRunIds(run_ids=run_ids))
-                return
-            except _StepFailed:
-                if not self.ref.keeps_cancelling_children:
+                return (yield from self._call(activity, step_input))
+            except _StepFailed as failed:
+                if failed.failure.code != ACTIVITY_FAILED:
                     raise
-                if attempt == len(retries):
-                    return
-            _expect((yield Pause(until=self.now + retries[attempt])), TimerFired)
+            _expect((yield Pause(until=self.now + wait)), TimerFired)
+        return (yield from self._call(activity, step_input))
 
     def _function(self, command: _StepRun) -> Flow:
         result = yield from self._call(workflow_call_function, self._request(command, StepRequest))

@@ -17,14 +17,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from store_outage import store_down
 from test_workflow_crash_ring import both_waiting as branches_waiting
 from test_workflow_crash_ring import crash, pending_approval
 from workflow_helpers import child_run, decide, flagged_while_closing, settle, start, start_posting_first, view
 from workflow_scripts import app_env, workflow_host
 
 from devhost.engine.api import EngineClosedError
+from durable_steps import OUTAGE_RETRIES
 from session_store import RunRecord, SessionStore, StoreUnavailableError
-from workflow_runtime.driver import CHILD_CANCEL_RETRIES
 
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 CANCELLED_BY_CLIENT = {"code": "cancelled", "message": "cancelled by the client", "step": None}  # as the event ends it
@@ -305,7 +306,7 @@ def test_a_workflow_that_gave_up_cancelling_a_child_waits_for_it_and_a_poll_canc
         return [e["EventType"] for e in host.get_status(run_id, show_history=True)["historyEvents"]
                 if e.get("FunctionName") == "workflow_flag_children_cancelled"]
 
-    rounds = len(CHILD_CANCEL_RETRIES) + 1
+    rounds = len(OUTAGE_RETRIES) + 1
     with flags_refused(_store(host), bob):
         assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
         settle(host)
@@ -317,6 +318,31 @@ def test_a_workflow_that_gave_up_cancelling_a_child_waits_for_it_and_a_poll_canc
     assert host.get_status(run_id)["customStatus"]["status"] == "cancelling"
     assert view(host, run_id)["status"] == "cancelling"  # this poll cancels bob
     settle(host)
+    assert_all_cancelled(host, run_id, approvals)
+
+
+def test_a_workflow_cancelled_while_the_store_is_down_at_every_close_ends_with_its_children_once_it_is_back(
+    host,
+) -> None:
+    """The store refuses every close for ten minutes after the cancel (each child's, then the workflow's): the runs
+    wait on durable timers and try again, so once the store is back every record is closed `cancelled`, with no
+    client polling the workflow or its children (before: each orchestration crashed with its record open)."""
+    run_id, _, _, approvals = both_waiting(host)
+    with store_down(_store(host), "finish_run") as refused:
+        assert host.client.post(f"/api/workflows/runs/{run_id}/cancel").status_code == 202
+        settle(host)
+        for _ in range(10):
+            host.advance(60)
+            settle(host)
+        assert {host.get_status(r)["runtimeStatus"] for r in (run_id, *approvals)} == {"Running"}
+    assert len(refused) > 6
+    for _ in range(100):
+        host.advance(60)
+        settle(host)
+        if host.get_status(run_id)["runtimeStatus"] in TERMINAL:
+            break
+    record = host.run(_store(host).get_run(run_id))
+    assert record is not None and record.status == "cancelled", record  # closed by the workflow itself
     assert_all_cancelled(host, run_id, approvals)
 
 

@@ -26,6 +26,7 @@ from activities.workflow_steps import (
 from agent_runs.budget import within_budget
 from agent_runs.contracts import FinishResult, RunInput, RunRef
 from agent_runtime.loop_types import LoopConfig
+from durable_steps import OUTAGE_RETRIES
 from served_workflows.review_pipeline import review_pipeline
 from workflow_runtime import (
     AgentStep,
@@ -61,7 +62,6 @@ from workflow_runtime.contracts import (
     WorkflowState,
 )
 from workflow_runtime.driver import (
-    CHILD_CANCEL_RETRIES,
     LOOKS_PER_EXECUTION,
     STEPS_PER_EXECUTION,
     WorkflowDriver,
@@ -416,9 +416,9 @@ def _after_the_cancel(run: Drive) -> list[Request]:
 
 
 def test_a_cancel_of_the_children_that_fails_is_tried_again_after_a_wait() -> None:
-    run = Drive(_driver(review_pipeline, keeps_cancelling_children=True), _cancel_of_children_fails(2))
+    run = Drive(_driver(review_pipeline, outlasts_store_outages=True), _cancel_of_children_fails(2))
     cancel = CallActivity(activity=workflow_flag_children_cancelled, input=ChildRunIds(run_ids=["wf1.write"]))
-    first, second = CHILD_CANCEL_RETRIES[:2]
+    first, second = OUTAGE_RETRIES[:2]
     assert _after_the_cancel(run) == [
         cancel, Pause(until=NOW + first), cancel, Pause(until=NOW + first + second), cancel, DrainChildRuns(),
         CallActivity(activity=workflow_finish, input=run.finish()),
@@ -429,10 +429,10 @@ def test_a_cancel_of_the_children_that_fails_is_tried_again_after_a_wait() -> No
 
 def test_a_cancel_of_the_children_that_keeps_failing_is_given_up_and_they_end_on_their_own() -> None:
     """Not a failed step: the workflow waits for its children (a poll of the cancelling workflow cancels them)."""
-    run = Drive(_driver(review_pipeline, keeps_cancelling_children=True), _cancel_of_children_fails(100))
+    run = Drive(_driver(review_pipeline, outlasts_store_outages=True), _cancel_of_children_fails(100))
     tail = _after_the_cancel(run)
-    assert len(run.calls(workflow_flag_children_cancelled)) == len(CHILD_CANCEL_RETRIES) + 1
-    assert [r.until - NOW for r in tail if isinstance(r, Pause)] == list(itertools.accumulate(CHILD_CANCEL_RETRIES))
+    assert len(run.calls(workflow_flag_children_cancelled)) == len(OUTAGE_RETRIES) + 1
+    assert [r.until - NOW for r in tail if isinstance(r, Pause)] == list(itertools.accumulate(OUTAGE_RETRIES))
     assert tail[-2:] == [DrainChildRuns(), CallActivity(activity=workflow_finish, input=run.finish())]
     assert run.outcome.status == "cancelled"
 
@@ -482,19 +482,37 @@ def test_a_failed_wait_leaves_no_waiting_status_behind() -> None:
     assert progress.status == "failed" and progress.waiting is None
 
 
-def test_a_finish_over_the_budget_is_recorded_as_failed_without_references() -> None:
+@pytest.mark.parametrize("outlasts_store_outages", [False, True])
+def test_a_finish_over_the_budget_is_recorded_as_failed_without_references(outlasts_store_outages: bool) -> None:
+    """Not tried again after a wait (the same payload outgrows the budget every time)."""
     too_large = Failed(code="payload_too_large", message="its data outgrew the budget (correlation id c4)")
     answers = iter([too_large, None])
     run = Drive(
-        _driver(review_pipeline),
+        _driver(review_pipeline, outlasts_store_outages=outlasts_store_outages),
         lambda r: next(answers) if isinstance(r, CallActivity) and r.activity is workflow_finish else None,
     )
+    assert not [r for r in run.requests if isinstance(r, Pause)]
     first, second = (call.input for call in run.calls(workflow_finish))
     assert first.status == "completed" and first.refs
     assert second.model_dump(include={"status", "code", "reason", "refs"}) == {
         "status": "failed", "code": "payload_too_large", "reason": too_large.message, "refs": {}
     }
     assert run.outcome.status == "failed" and run.outcome.code == "payload_too_large"
+
+
+def test_a_close_that_fails_for_good_is_tried_again_after_a_wait_and_ends_as_it_would_have() -> None:
+    outage = Failed(code="activity_failed", message="an internal step failed (correlation id c5)")
+    answers = iter([outage, outage, None])
+    run = Drive(
+        _driver(review_pipeline, outlasts_store_outages=True),
+        lambda r: next(answers) if isinstance(r, CallActivity) and r.activity is workflow_finish else None,
+    )
+    finishes = run.calls(workflow_finish)
+    assert len(finishes) == 3 and {call.input.status for call in finishes} == {"completed"}
+    assert [r.until - NOW for r in run.requests if isinstance(r, Pause)] == list(
+        itertools.accumulate(OUTAGE_RETRIES[:2])
+    )
+    assert run.outcome.status == "completed"
 
 
 def _finish_answers(closed: WorkflowClosed) -> Answer:

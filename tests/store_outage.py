@@ -1,0 +1,32 @@
+"""The session store down for a while (a regional Cosmos outage, throttling for minutes): every call of the app's
+store object - or only those named - raises what the store raises for a 503, until the outage ends. Store-agnostic
+(it replaces the store object's methods), so it serves SQLite and Cosmos runs alike; the app must run in the test's
+process."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from session_store import StoreUnavailableError
+
+
+@contextlib.contextmanager
+def store_down(store: Any, *only: str) -> Iterator[list[str]]:
+    """While open, the store's coroutine methods (or `only` these) fail; yields the names of the calls refused."""
+    refused: list[str] = []
+    names = only or [name for name, member in inspect.getmembers(type(store))
+                     if not name.startswith("_") and inspect.iscoroutinefunction(member)]
+    with pytest.MonkeyPatch.context() as patch:
+        for name in names:
+
+            async def down(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+                refused.append(_name)
+                raise StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected outage)")
+
+            patch.setattr(store, name, down)
+        yield refused
