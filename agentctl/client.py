@@ -61,7 +61,7 @@ class AgentsClient:
         self.http = httpx.Client(
             base_url=connection.url, headers=connection.headers(), timeout=timeout, trust_env=False
         )
-        self._sleep = sleep
+        self.sleep = sleep  # between tries (tests pass one that does not wait)
 
     def close(self) -> None:
         self.http.close()
@@ -184,7 +184,7 @@ class AgentsClient:
                 wait = retries.wait_before_retry(response.status_code, response.headers, attempt)
                 if wait is None:
                     return response
-            self._sleep(wait)
+            self.sleep(wait)
             attempt += 1
 
     def _pages(self, path: str, params: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:

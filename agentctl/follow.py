@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
+from agentctl import retries
 from agentctl.client import AgentsClient, ApiError, run_path
 from agentctl.events import FINAL, Done, RunEvent, Status, TextDelta, events_of_update
 
@@ -20,8 +21,19 @@ POLL_WAIT_SECONDS = 2.0
 MAX_RECONNECTS = 5
 
 
+# The stream refused to this client, where polling serves as well (the app's detail says: poll the run instead).
+TOO_MANY_STREAMS = frozenset({"too_many_stream_hosts", "too_many_stream_viewers"})
+
+
 class StreamUnavailable(Exception):
-    """The app serves no stream route (an older deployment): poll instead."""
+    """The app serves no stream route (an older deployment), or no more streams of this run: poll instead."""
+
+
+class _OpenAgain(Exception):
+    """The stream's answer was a problem that passes (`retries`): open it again after `seconds`."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
 
 def follow(client: AgentsClient, view: dict[str, Any], *, workflow: bool = False) -> Iterator[RunEvent]:
@@ -37,11 +49,11 @@ def follow_stream(
 ) -> Iterator[RunEvent]:
     last_id = after
     path = f"{run_path(run_id, workflow=workflow)}/stream"
-    for _ in range(MAX_RECONNECTS + 1):
+    for attempt in range(1, MAX_RECONNECTS + 2):
         headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
         try:
             with connect_sse(client.http, "GET", path, headers=headers, timeout=None) as source:
-                _check_stream_answer(source.response)
+                _check_stream_answer(source.response, attempt)
                 for sse in source.iter_sse():
                     if sse.id:
                         last_id = sse.id
@@ -57,17 +69,25 @@ def follow_stream(
                         return
         except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout):
             continue  # reconnect and resume after the last event seen
+        except _OpenAgain as again:
+            client.sleep(again.seconds)
     raise ApiError(0, "stream_lost", f"the stream of run {run_id} kept dropping")
 
 
-def _check_stream_answer(response: httpx.Response) -> None:
-    if response.status_code in (404, 405) and "text/event-stream" not in response.headers.get("content-type", ""):
-        body = response.json() if "json" in response.headers.get("content-type", "") else {}
-        if body.get("code") in (None, "not_found", "route_not_found") or response.status_code == 405:
-            raise StreamUnavailable
-    if not response.is_success:
-        response.read()
-        AgentsClient._json(response)  # raises the problem as an ApiError
+def _check_stream_answer(response: httpx.Response, attempt: int) -> None:
+    if response.is_success:
+        return
+    response.read()
+    body = response.json() if "json" in response.headers.get("content-type", "") else {}
+    no_route = response.status_code == 405 or (
+        response.status_code == 404 and body.get("code") in (None, "not_found", "route_not_found")
+    )
+    if no_route or body.get("code") in TOO_MANY_STREAMS:
+        raise StreamUnavailable
+    wait = retries.wait_before_retry(response.status_code, response.headers, attempt)
+    if wait is not None:
+        raise _OpenAgain(wait)
+    AgentsClient._json(response)  # raises the problem as an ApiError
 
 
 def follow_polls(client: AgentsClient, view: dict[str, Any], *, workflow: bool = False) -> Iterator[RunEvent]:

@@ -1,18 +1,20 @@
 """`agentctl` sends a request again itself when the app's answer says the problem passes (503 / 429, or a
-`Retry-After`), and a start under one `Idempotency-Key` throughout, so a start sent twice starts one run. The
-requests go through httpx's own transport for tests (`MockTransport`); the real app's 503s are met end to end in
-`tests/e2e/test_e2e_cli.py`."""
+`Retry-After`; a stream it follows, too), and a start under one `Idempotency-Key` throughout, so a start sent twice
+starts one run. The requests go through httpx's own transport for tests (`MockTransport`); the real app's 503s are
+met end to end in `tests/e2e/test_e2e_cli.py`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from agentctl import retries
 from agentctl.client import AgentsClient, ApiError, Connection
+from agentctl.follow import follow
 
 Answer = httpx.Response | Exception
 
@@ -151,3 +153,26 @@ def test_nothing_answers_at_all_is_not_waited_for(scripted: Callable[..., Script
 def test_the_policy_never_resends_a_success() -> None:
     for status in (200, 201, 202, 204, 302):
         assert retries.wait_before_retry(status, httpx.Headers({"Retry-After": "1"}), 1) is None
+
+
+def sse(*events: tuple[str, dict[str, Any]]) -> httpx.Response:
+    body = "".join(f"event: {name}\ndata: {json.dumps(data)}\nid: {i}\n\n" for i, (name, data) in enumerate(events))
+    return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+
+def test_a_stream_the_app_could_not_open_for_now_is_opened_again(scripted: Callable[..., Scripted]) -> None:
+    done = {"run_id": "r1", "status": "completed"}
+    app = scripted(problem(503, "store_unavailable", "1"), sse(("done", done)))
+    assert [type(e).__name__ for e in follow(app.client, {"run_id": "r1"})] == ["Done"]
+    assert app.slept == [1.0] and [r.url.path for r in app.requests] == ["/api/runs/r1/stream"] * 2
+
+
+def test_a_stream_refused_for_too_many_viewers_is_followed_by_polls(scripted: Callable[..., Scripted]) -> None:
+    """The app says: poll the run instead. So the client does, at once."""
+    done = {"run_id": "r1", "status": "completed", "updates": []}
+    app = scripted(problem(429, "too_many_stream_viewers"), httpx.Response(200, json=done))
+    events = list(follow(app.client, {"run_id": "r1", "status": "in_progress"}))
+    assert [(type(e).__name__, getattr(e, "status", None)) for e in events] == [
+        ("Status", "in_progress"), ("Status", "completed"), ("Done", None)
+    ]
+    assert app.slept == [] and [r.url.path for r in app.requests] == ["/api/runs/r1/stream", "/api/runs/r1"]
