@@ -4,7 +4,7 @@ A queued run asks `take_turn` whether the session is its own yet; until it is, i
 with `cancel` (the store's cancel flag is what `take_turn` checks, so the event only wakes the run up). Nothing has
 to tell it the session was handed over: the finishing run has no Durable client in its activities, so asking on a
 timer is what works the same on Azure, `func start` and devhost. After many polls it continues as new, so a long
-wait keeps a short history.
+wait keeps a short history. A store down for a while (`take_turn` failing for good) is waited out the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import azure.durable_functions as df
 from activities.queue import take_turn
 from agent_runs.contracts import RunInput, TurnInput
 from agent_runs.wire import compact_json
+from durable_steps import OUTAGE_RETRIES
 from orchestrators.external_events import ExternalEvents
 
 FIRST_DELAY_SECONDS = 1.0
@@ -32,16 +33,27 @@ def take_turn_if_queued(
     was cancelled while it waited, or it continued as new to keep waiting)."""
     if not run_input.queued:
         return run_input
+    failures = 0  # in a row: the store down (`take_turn` failed for good), asked again after `OUTAGE_RETRIES`
     for poll in range(POLLS_PER_EXECUTION):
-        result = yield from take_turn.run(context, TurnInput(run=run_input.run))
-        if result.cancelled:
-            return None
-        if result.ordinal is not None:
-            run = run_input.run.model_copy(update={"ordinal": result.ordinal})
-            return run_input.model_copy(update={"run": run, "next_position": result.input_count, "queued": False})
+        try:
+            result = yield from take_turn.run(context, TurnInput(run=run_input.run))
+        except Exception:
+            # Crashing here would leave the run queued for good: the session, handed to it later, held by a run
+            # that never runs. After about an hour of failures it crashes all the same (a poll closes it).
+            if failures == len(OUTAGE_RETRIES):
+                raise
+            delay = OUTAGE_RETRIES[failures]
+            failures += 1
+        else:
+            if result.cancelled:
+                return None
+            if result.ordinal is not None:
+                run = run_input.run.model_copy(update={"ordinal": result.ordinal})
+                return run_input.model_copy(update={"run": run, "next_position": result.input_count, "queued": False})
+            failures = 0
+            delay = timedelta(seconds=min(FIRST_DELAY_SECONDS * 2**poll, MAX_DELAY_SECONDS))
         cancels.take()  # a cancel wakes the run up; `take_turn` reads the cancel flag the API stored before it
-        delay = min(FIRST_DELAY_SECONDS * 2**poll, MAX_DELAY_SECONDS)
-        timer = context.create_timer(context.current_utc_datetime + timedelta(seconds=delay))
+        timer = context.create_timer(context.current_utc_datetime + delay)
         winner = yield context.task_any([timer, cancels.waiter()])
         if winner is not timer:
             timer.cancel()

@@ -1,8 +1,9 @@
-"""A run whose store is down when it closes, for longer than the close activity's own retries (three, seconds
-apart): the run waits on durable timers and tries again (`orchestrators.agent_run._close`, about an hour in all),
-so once the store is back the run ends as it would have, its session free - with no client polling it. Before, its
-orchestration crashed with the record open and the session held until a poll of the run closed it `run_crashed`;
-a workflow's child or a run whose client left may never be polled."""
+"""The store down for longer than an activity's own retries (three, seconds apart) where a run must not give up:
+its close (`orchestrators.agent_run._close`) and its wait in its session's queue (`orchestrators.queue_wait`). The run
+waits on durable timers and tries again (about an hour in all), so once the store is back it ends as it would have,
+its session free - with no client polling it. Before, its orchestration crashed with the record open and the session
+held until a poll of the run closed it `run_crashed`; a workflow's child or a run whose client left may never be
+polled."""
 
 from __future__ import annotations
 
@@ -75,6 +76,31 @@ def test_a_store_down_for_hours_at_the_close_still_ends_the_orchestration(
     assert app.view(view["run_id"])["status"] == "cancelled"
     session = app.store_call(lambda s: s.get_session(view["session_id"]))
     assert session is not None and session.active_run_id is None
+
+
+def test_a_run_queued_for_its_session_waits_out_an_outage_and_runs_when_the_session_is_free(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """A run queued behind another (`if_busy: enqueue`) asks the store on a timer whether the session is its own:
+    the store down for thirty minutes is waited out, and the run runs once the run before it ends (before: its
+    orchestration crashed, and the session, handed to it all the same, stayed held by a run that never ran)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Second done."))
+    first = app.start_until_approval(input="Email Bob")
+    queued = app.start(input="second", session_id=first["session_id"], if_busy="enqueue")
+    assert queued["status"] == "queued"
+    app.settle()
+    with store_down(app.services().current().store) as refused:
+        for _ in range(30):
+            app.advance(60)
+        assert runtime_status(app, queued["run_id"]) == "Running" and refused  # still asking, on its timer
+    assert app.cancel(first["run_id"]).status_code == 202
+    app.settle()
+    assert until_ended(app, queued["run_id"]) == "Completed"
+    run = app.store_call(lambda s: s.get_run(queued["run_id"]))
+    session = app.store_call(lambda s: s.get_session(first["session_id"]))
+    assert run is not None and session is not None
+    assert (run.status, session.active_run_id) == ("completed", None), run
+    assert app.view(queued["run_id"])["output"]["text"] == "Second done."
 
 
 @pytest.fixture
