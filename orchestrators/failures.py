@@ -9,10 +9,10 @@ import logging
 import azure.durable_functions as df
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, PayloadBudgetExceeded
+from workflow_runtime.requests import ACTIVITY_FAILED
 
 log = logging.getLogger("orchestrators")
 
-ACTIVITY_FAILED = "activity_failed"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 _BUDGET_MARKERS = ("PayloadBudgetExceeded", "durable payload budget")
 _MESSAGES = {

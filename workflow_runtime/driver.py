@@ -45,7 +45,6 @@ from agent_runs.contracts import FinishResult, approval_event_name
 from agent_runs.sequence import seq_for
 from agent_runtime.run_result import error_of
 from durable_steps import OUTAGE_RETRIES, Activity
-from orchestrators.failures import ACTIVITY_FAILED
 from workflow_runtime.contracts import (
     AgentRunsRecord,
     AwaitedChildren,
@@ -79,6 +78,7 @@ from workflow_runtime.definition import (
 )
 from workflow_runtime.program import Instruction, Op, compile_program
 from workflow_runtime.requests import (
+    ACTIVITY_FAILED,
     ActivityCompleted,
     CallActivity,
     Cancelled,

@@ -141,6 +141,11 @@ class Cancelled(_Message):
     pass
 
 
+# `Failed.code` of an activity that failed for good, its retries spent (`orchestrators.failures` reports it): the one
+# failure a try after a wait may mend (`WorkflowDriver._keep_trying`); a payload over the budget fails alike each time.
+ACTIVITY_FAILED = "activity_failed"
+
+
 class Failed(_Message):
     code: str
     message: str
