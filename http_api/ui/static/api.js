@@ -54,7 +54,7 @@ function retryWait(response, attempt) {
   if (attempt >= ATTEMPTS || response.ok || response.status < 400) return null;
   const header = response.headers.get("Retry-After");
   if (![429, 503].includes(response.status) && header === null) return null;
-  const seconds = header === null ? NaN : Number(header);
+  const seconds = header === null || header.trim() === "" ? NaN : Number(header);
   if (Number.isNaN(seconds)) return 0.5 * 2 ** (attempt - 1);  // none, or an HTTP date: back off on our own
   return seconds >= 0 && seconds <= MAX_RETRY_WAIT_S ? seconds : null;
 }
