@@ -220,8 +220,10 @@ def buffered_receive(body: bytes) -> Callable[[], Awaitable[Message]]:
     return receive
 
 
-def live_receive(body: bytes, request: web.Request) -> Callable[[], Awaitable[Message]]:
-    """`receive` over a live client connection: the body, then `http.disconnect` once the client has gone."""
+def live_receive(body: bytes, request: web.Request,
+                 left: asyncio.Event | None = None) -> Callable[[], Awaitable[Message]]:
+    """`receive` over a live client connection: the body, then `http.disconnect` once the client has gone (or, at
+    once, when `left` is set: a write found it gone)."""
     sent = False
 
     async def receive() -> Message:
@@ -229,16 +231,23 @@ def live_receive(body: bytes, request: web.Request) -> Callable[[], Awaitable[Me
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await client_gone(request)
+        await client_gone(request, left)
         return {"type": "http.disconnect"}
 
     return receive
 
 
-async def client_gone(request: web.Request) -> None:
-    """Return once the client of `request` has closed its connection (aiohttp tells a handler only when it writes)."""
+async def client_gone(request: web.Request, left: asyncio.Event | None = None) -> None:
+    """Return once the client of `request` has closed its connection (aiohttp tells a handler only when it writes),
+    or `left` is set."""
     while not _gone(request):
-        await asyncio.sleep(DISCONNECT_POLL_SECONDS)
+        if left is None:
+            await asyncio.sleep(DISCONNECT_POLL_SECONDS)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(left.wait(), DISCONNECT_POLL_SECONDS)
+        if left.is_set():
+            return
 
 
 def _gone(request: web.Request) -> bool:
@@ -279,10 +288,25 @@ async def render_buffered(response: Any, scope: Message) -> HttpResponseData:
 
 
 async def send_live(response: Any, scope: Message, request: web.Request, body: bytes) -> web.StreamResponse:
-    """Run the response as an ASGI app writing to the client as it goes; returns the prepared aiohttp response."""
+    """Run the response as an ASGI app writing to the client as it goes; returns the prepared aiohttp response.
+
+    As uvicorn (the worker's server): once the client has gone, `send` drops what it is given instead of raising,
+    and the disconnect reaches the app through `receive` (Starlette then cancels the stream where it waits). A write
+    that raised stopped the response with the generator suspended at its `yield`, its `finally` left to the garbage
+    collector: a devhost-only way for a stream to outlive its client."""
     out: web.StreamResponse | None = None
+    left = asyncio.Event()  # the client is gone, found by a write: `receive` reports it now, not at its next poll
 
     async def send(message: Message) -> None:
+        if left.is_set() or _gone(request):
+            left.set()
+            return
+        try:
+            await _write(message)
+        except ConnectionError:  # aiohttp's "Cannot write to closing transport": the client left mid-write
+            left.set()
+
+    async def _write(message: Message) -> None:
         nonlocal out
         if message["type"] == "http.response.start":
             out = web.StreamResponse(status=int(message["status"]))
@@ -296,12 +320,12 @@ async def send_live(response: Any, scope: Message, request: web.Request, body: b
                 raise RuntimeError("the ASGI app sent http.response.body before http.response.start")
             chunk = bytes(message.get("body", b""))
             if chunk:
-                await out.write(chunk)  # raises on a connection the client closed: the generator stops
+                await out.write(chunk)
             if not message.get("more_body", False):
                 await out.write_eof()
 
-    with contextlib.suppress(ConnectionError, OSError):  # the client left mid-write; the generator is closed
-        await response(scope, live_receive(body, request), send)
+    with contextlib.suppress(ConnectionError, OSError):  # the socket failed under a write of aiohttp's own
+        await response(scope, live_receive(body, request, left), send)
     if out is None:  # the response sent nothing (a client that left before the start)
         return web.Response(status=499)
     return out

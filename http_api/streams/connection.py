@@ -16,9 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
+
+from azurefunctions.extensions.http.fastapi import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from . import sse
 from .cursor import ANY_DONE, Cursor
@@ -79,8 +82,28 @@ class Position:
         return None
 
 
+class EventStreamResponse(StreamingResponse):
+    """The SSE response: its events' generator is closed when the response ends, however it ends.
+
+    A server stops iterating a stream whose client left: when its `send` raised (an ASGI 2.4 server, an aborted
+    write), or when the disconnect cancels the response while `send` waited on a slow client's full buffer. The
+    generator is then left suspended at its `yield`, and its `finally` (the watcher's release) ran only when the
+    garbage collector got to it: the exception's traceback holds it in a cycle, so the run's watcher went on polling
+    the run for minutes after its last client had gone."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None], headers: dict[str, str]) -> None:
+        super().__init__(events, media_type=sse.MEDIA_TYPE, headers=headers)
+        self._events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._events.aclose()
+
+
 async def stream_events(lease: Lease, position: StreamPosition, ping_seconds: float,
-                        max_seconds: float = 0) -> AsyncIterator[bytes]:
+                        max_seconds: float = 0) -> AsyncGenerator[bytes, None]:
     """The SSE body; releases the watcher when the client leaves (the generator is cancelled), the run is done, or
     `max_seconds` (if not 0) have passed (the client then reconnects with its last event id)."""
     watcher = lease.watcher

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import azure.durable_functions as df
 import azure.functions as func
-from azurefunctions.extensions.http.fastapi import Request, Response, StreamingResponse
+from azurefunctions.extensions.http.fastapi import Request, Response
 
 from agent_runs.services import RunServices
 from agent_runtime.settings_snapshot import current_settings
@@ -28,7 +28,7 @@ from http_api.runs import is_workflow_run, run_or_404
 from http_api.workflows import _workflow_run_or_404
 
 from . import sse
-from .connection import Position, StreamPosition, stream_events
+from .connection import EventStreamResponse, Position, StreamPosition, stream_events
 from .cursor import Cursor
 from .feeds import Feed, RunFeed, WorkflowFeed
 from .query import StreamQuery
@@ -95,7 +95,7 @@ async def open_stream(make_feed: Callable[[], Feed], kind: str, run_id: str, pos
         return Response(status_code=204, headers=sse.HEADERS)
     events = stream_events(lease, position, settings.ping_seconds, settings.max_seconds)
     weakref.finalize(events, lease.release)  # a response never sent (client gone first) still lets the watcher go
-    return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+    return EventStreamResponse(events, headers=sse.HEADERS)
 
 
 def start_cursor(req: func.HttpRequest, services: RunServices, scope: str, run_id: str) -> Cursor:

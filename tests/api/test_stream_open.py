@@ -45,7 +45,8 @@ class StalledFeed:
 
 async def _assert_released(before: dict[str, int], run_id: str) -> None:
     """Nothing of the run's streams is left: counts as before, no stats, no watcher task."""
-    await asyncio.sleep(0)  # the watcher's task takes its cancellation
+    for _ in range(4):  # a watcher cancelled in its wait between looks takes a few turns of the loop to end
+        await asyncio.sleep(0)
     assert REGISTRY.totals() == before
     assert REGISTRY.stats(run_id) == []
     assert not [t for t in asyncio.all_tasks() if t.get_name() == f"stream-watcher-{run_id}" and not t.done()]
@@ -163,6 +164,55 @@ async def test_clients_back_after_done_together_get_204_and_leave_no_watcher_beh
     assert resumed.status_code == 200
     await resumed.body_iterator.aclose()  # type: ignore[attr-defined]
     del resumed
-    for _ in range(3):  # a watcher cancelled in its wait between looks takes a few turns of the loop to end
-        await asyncio.sleep(0)
     await _assert_released(before, feed.run_id)
+
+
+def _asgi_scope(spec_version: str) -> dict[str, Any]:
+    return {"type": "http", "asgi": {"version": "3.0", "spec_version": spec_version}, "method": "GET",
+            "path": "/api/runs/run/stream", "headers": []}
+
+
+async def _write_refused(message: dict[str, Any]) -> None:
+    """An ASGI 2.4 server's `send` once its client has gone: the write raises."""
+    if message["type"] == "http.response.body":
+        raise ConnectionResetError("the client closed the connection")
+
+
+@pytest.mark.parametrize("server", ["send raises (ASGI 2.4)", "disconnect while send waits (ASGI 2.3)"])
+async def test_a_client_gone_while_an_event_is_written_releases_the_watcher_when_the_response_ends(
+    server: str
+) -> None:
+    """The server stops iterating the stream while its generator waits at a `yield`: its `send` raised (the client
+    left), or the client's disconnect cancelled the response while `send` waited on a slow client's full buffer.
+    The watcher is released as the response ends, not whenever the garbage collector finds the abandoned generator
+    (the collector is off here, as it is between its runs: the generator sits in a reference cycle)."""
+    import gc
+
+    before = REGISTRY.totals()
+    feed = RewoundFeed("run-left-mid-write")
+    feed.running = True
+    response = await open_stream(lambda: feed, "run", feed.run_id, Position(Cursor()))
+    assert REGISTRY.totals() == {"watchers": before["watchers"] + 1, "subscribers": before["subscribers"] + 1}
+    writing = asyncio.Event()
+
+    async def stalled_write(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            writing.set()
+            await asyncio.Event().wait()
+
+    async def disconnect_once_writing() -> dict[str, Any]:
+        await writing.wait()
+        return {"type": "http.disconnect"}
+
+    gc.disable()
+    try:
+        if server.startswith("send raises"):
+            from starlette.requests import ClientDisconnect
+
+            with pytest.raises(ClientDisconnect):
+                await response(_asgi_scope("2.4"), disconnect_once_writing, _write_refused)
+        else:
+            await response(_asgi_scope("2.3"), disconnect_once_writing, stalled_write)
+        await _assert_released(before, feed.run_id)
+    finally:
+        gc.enable()

@@ -109,6 +109,30 @@ def test_a_client_disconnect_cancels_the_generator(host: InProcessHost) -> None:
     assert host.client.get("/api/seen/leave").json() == seen
 
 
+def test_a_client_gone_before_its_next_chunk_is_written_cancels_the_generator(
+    host: InProcessHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client leaves and the generator's next chunk is written before the host has noticed (here: never by
+    itself). As uvicorn in the worker does, the write is dropped, not raised, and the disconnect reaches the app
+    through `receive`: the generator is cancelled where it waits next. A write that raised stopped the response
+    with the generator suspended at its `yield`, its `finally` waiting for the garbage collector (off here, as it
+    is between its runs: the generator sits in a reference cycle)."""
+    import gc
+
+    from devhost.http import streaming
+
+    monkeypatch.setattr(streaming, "DISCONNECT_POLL_SECONDS", 3600.0)
+    gc.disable()
+    try:
+        with host.client.stream("GET", "/api/ticks/unnoticed", params={"count": 3}) as response:
+            assert next(events(response.iter_lines())) == "tick 0"
+        host.client.post("/api/gates/unnoticed-1")  # tick 1 goes to a connection the client has closed
+        wait_for(lambda: len(host.client.get("/api/seen/unnoticed").json()) == 3, "the generator to stop")
+        assert host.client.get("/api/seen/unnoticed").json() == ["sent 0", "sent 1", "stopped: CancelledError"]
+    finally:
+        gc.enable()
+
+
 def test_two_streams_at_once_are_independent(host: InProcessHost) -> None:
     with host.client.stream("GET", "/api/ticks/a", params={"count": 2}) as first, \
             host.client.stream("GET", "/api/ticks/b", params={"count": 2}) as second:
