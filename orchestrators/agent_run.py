@@ -40,6 +40,7 @@ from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopComma
 from durable_steps import OUTAGE_RETRIES
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
+from orchestrators.failures import is_store_outage
 from orchestrators.loop_replay import Carried, LoopStep, LoopSteps, take_carried
 from orchestrators.queue_wait import take_turn_if_queued
 from orchestrators.tasks import error_text, failed
@@ -117,15 +118,18 @@ def _run(context: df.DurableOrchestrationContext, ring: WorkflowRing) -> Generat
 
 
 def _close(context: df.DurableOrchestrationContext, finish: FinishInput) -> Generator[Any, Any, Any]:
-    """`finish_run`, tried again after each wait of `OUTAGE_RETRIES` while it fails for good (the store down for
-    longer than its own retries): a run that crashed there would hold its session, its record open, until a poll of
-    it closed it (a workflow's child, a run whose client left, may never be polled). Deterministic: the same
+    """`finish_run`, tried again after each wait of `OUTAGE_RETRIES` while it fails for good because the store is
+    down (for longer than its own retries): a run that crashed there would hold its session, its record open, until
+    a poll of it closed it (a workflow's child, a run whose client left, may never be polled). Any other failure (a
+    bug) fails alike every time: the orchestration fails at once, and a poll closes the run. Deterministic: the same
     failures replay, and a history from before failed here for good (its orchestration ended)."""
     for wait in OUTAGE_RETRIES:
         task = finish_run.call(context, finish)  # (a payload over the budget raises here, every time: not again)
         try:
             return (yield task)
-        except Exception:
+        except Exception as error:
+            if not is_store_outage(error):
+                raise
             yield context.create_timer(context.current_utc_datetime + wait)
     return (yield finish_run.call(context, finish))
 

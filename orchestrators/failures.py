@@ -9,6 +9,7 @@ import logging
 import azure.durable_functions as df
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, PayloadBudgetExceeded
+from session_store import StoreUnavailableError
 from workflow_runtime.requests import ACTIVITY_FAILED
 
 log = logging.getLogger("orchestrators")
@@ -27,6 +28,13 @@ def failure_code(error: BaseException) -> str:
     if isinstance(error, PayloadBudgetExceeded) or any(marker in str(error) for marker in _BUDGET_MARKERS):
         return PAYLOAD_TOO_LARGE
     return ACTIVITY_FAILED
+
+
+def is_store_outage(error: BaseException) -> bool:
+    """Whether an activity failed for good because the store was down: it raised `StoreUnavailableError` (every store
+    outage, Cosmos or SQLite, is one), which the Durable failure text names (`Activity function 'x' failed:
+    StoreUnavailableError: ...`). The one failure a try after a wait may mend; a bug fails alike every time."""
+    return isinstance(error, StoreUnavailableError) or f"{StoreUnavailableError.__name__}: " in str(error)
 
 
 def report(context: df.DurableOrchestrationContext, code: str, what: str, error: BaseException) -> str:

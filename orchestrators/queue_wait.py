@@ -20,6 +20,7 @@ from agent_runs.contracts import RunInput, TurnInput
 from agent_runs.wire import compact_json
 from durable_steps import OUTAGE_RETRIES
 from orchestrators.external_events import ExternalEvents
+from orchestrators.failures import is_store_outage
 
 FIRST_DELAY_SECONDS = 1.0
 MAX_DELAY_SECONDS = 8.0
@@ -37,10 +38,10 @@ def take_turn_if_queued(
     for poll in range(POLLS_PER_EXECUTION):
         try:
             result = yield from take_turn.run(context, TurnInput(run=run_input.run))
-        except Exception:
-            # Crashing here would leave the run queued for good: the session, handed to it later, held by a run
-            # that never runs. After about an hour of failures it crashes all the same (a poll closes it).
-            if failures == len(OUTAGE_RETRIES):
+        except Exception as error:
+            # Crashing in an outage would leave the run queued for good: the session, handed to it later, held by a
+            # run that never runs. After about an hour of it, or at once for a bug, it crashes (a poll closes it).
+            if failures == len(OUTAGE_RETRIES) or not is_store_outage(error):
                 raise
             delay = OUTAGE_RETRIES[failures]
             failures += 1

@@ -19,7 +19,7 @@ import azure.durable_functions as df
 from agent_runs.budget import CUSTOM_STATUS_BUDGET_BYTES, PayloadBudgetExceeded, within_budget
 from notifications.hooks import notify
 from orchestrators.external_events import ExternalEvents
-from orchestrators.failures import reported
+from orchestrators.failures import is_store_outage, reported
 from orchestrators.workflow_waits import WorkflowWaits
 from workflow_runtime.contracts import WorkflowInput, WorkflowRef
 from workflow_runtime.driver import WorkflowDriver
@@ -58,7 +58,7 @@ def workflow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, dic
         except Exception as error:
             step = driver.active_step
             code, message = reported(context, f"step '{step}'" if step else "the workflow", error)
-            event = Failed(code=code, message=message)
+            event = Failed(code=code, message=message, outage=is_store_outage(error))
         if event is None:
             return {}  # continued as new
         request = driver.send(event, context.current_utc_datetime)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,9 +15,19 @@ import pytest
 from session_store import StoreUnavailableError
 
 
+def outage() -> Exception:
+    return StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected outage)")
+
+
+def bug() -> Exception:
+    """Not an outage: what a defect raises, alike on every try."""
+    return TypeError("'NoneType' object is not subscriptable (injected bug)")
+
+
 @contextlib.contextmanager
-def store_down(store: Any, *only: str) -> Iterator[list[str]]:
-    """While open, the store's coroutine methods (or `only` these) fail; yields the names of the calls refused."""
+def store_down(store: Any, *only: str, failure: Callable[[], Exception] = outage) -> Iterator[list[str]]:
+    """While open, the store's coroutine methods (or `only` these) fail with `failure()`; yields the names of the
+    calls refused."""
     refused: list[str] = []
     names = only or [name for name, member in inspect.getmembers(type(store))
                      if not name.startswith("_") and inspect.iscoroutinefunction(member)]
@@ -26,7 +36,7 @@ def store_down(store: Any, *only: str) -> Iterator[list[str]]:
 
             async def down(*args: Any, _name: str = name, **kwargs: Any) -> Any:
                 refused.append(_name)
-                raise StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected outage)")
+                raise failure()
 
             patch.setattr(store, name, down)
         yield refused

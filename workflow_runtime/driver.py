@@ -78,7 +78,6 @@ from workflow_runtime.definition import (
 )
 from workflow_runtime.program import Instruction, Op, compile_program
 from workflow_runtime.requests import (
-    ACTIVITY_FAILED,
     ActivityCompleted,
     CallActivity,
     Cancelled,
@@ -578,14 +577,15 @@ class WorkflowDriver:
     def _keep_trying(
         self, activity: Activity[InputT, OutputT], step_input: InputT
     ) -> Generator[Request, Event, OutputT]:
-        """`_call`, tried again after each wait of `OUTAGE_RETRIES` while the activity fails for good (workflows
-        started with `outlasts_store_outages`; a payload over the budget fails the same way every time: not again)."""
+        """`_call`, tried again after each wait of `OUTAGE_RETRIES` while the activity fails for good because the
+        store is down (workflows started with `outlasts_store_outages`). Any other failure - a bug, a payload over the
+        budget - fails the same way every time: raised at once, not an hour later."""
         retries = OUTAGE_RETRIES if self.ref.outlasts_store_outages else ()
         for wait in retries:
             try:
                 return (yield from self._call(activity, step_input))
             except _StepFailed as failed:
-                if failed.failure.code != ACTIVITY_FAILED:
+                if not failed.failure.outage:
                     raise
             _expect((yield Pause(until=self.now + wait)), TimerFired)
         return (yield from self._call(activity, step_input))

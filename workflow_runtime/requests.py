@@ -141,14 +141,16 @@ class Cancelled(_Message):
     pass
 
 
-# `Failed.code` of an activity that failed for good, its retries spent (`orchestrators.failures` reports it): the one
-# failure a try after a wait may mend (`WorkflowDriver._keep_trying`); a payload over the budget fails alike each time.
+# `Failed.code` of an activity that failed for good, its retries spent (`orchestrators.failures` reports it).
 ACTIVITY_FAILED = "activity_failed"
 
 
 class Failed(_Message):
     code: str
     message: str
+    # The activity failed because the store was down (it raised `StoreUnavailableError`): the one failure a try after
+    # a wait may mend (`WorkflowDriver._keep_trying`). A bug, or a payload over the budget, fails alike each time.
+    outage: bool = False
 
 
 Event = ActivityCompleted | ChildRunsEnded | ChildRunsDrained | TimerFired | Rang | Silent | Cancelled | Failed

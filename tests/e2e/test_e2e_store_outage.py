@@ -7,12 +7,13 @@ polled."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
-from store_outage import store_down
+from store_outage import bug, outage, store_down
 
 from durable_steps import OUTAGE_RETRIES
 from scripted_model import Reply, Script, ScriptedModelServer
@@ -27,11 +28,13 @@ def runtime_status(app: InProcessApp, run_id: str) -> str:
     return app.host.run(app.host.engine.get_status(run_id)).runtime_status.value
 
 
-def cancelled_while_the_store_is_down(app: InProcessApp, minutes: int) -> tuple[dict[str, Any], list[str]]:
+def cancelled_while_the_store_is_down(
+    app: InProcessApp, minutes: int, failure: Callable[[], Exception] = outage
+) -> tuple[dict[str, Any], list[str]]:
     """A run waiting for an approval is cancelled (flagged: that write goes through), then its close is refused for
     `minutes` of durable time."""
     view = app.start_until_approval(input="Email Bob")
-    with store_down(app.services().current().store, "finish_run") as refused:
+    with store_down(app.services().current().store, "finish_run", failure=failure) as refused:
         assert app.cancel(view["run_id"]).status_code == 202
         app.settle()
         for _ in range(minutes):
@@ -78,6 +81,18 @@ def test_a_store_down_for_hours_at_the_close_still_ends_the_orchestration(
     assert session is not None and session.active_run_id is None
 
 
+def test_a_close_that_fails_with_a_bug_ends_the_orchestration_after_the_activitys_own_retries(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """Not an outage (the failure names no `StoreUnavailableError`): a try an hour long would fail alike. The
+    orchestration fails within minutes, after the activity's own three tries, and a poll closes the run."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    view, refused = cancelled_while_the_store_is_down(app, minutes=3, failure=bug)
+    assert view["runtime_status_in_outage"] == "Failed"
+    assert refused.count("finish_run") == 3
+    assert app.view(view["run_id"])["status"] == "cancelled"
+
+
 def test_a_run_queued_for_its_session_waits_out_an_outage_and_runs_when_the_session_is_free(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
@@ -101,6 +116,23 @@ def test_a_run_queued_for_its_session_waits_out_an_outage_and_runs_when_the_sess
     assert run is not None and session is not None
     assert (run.status, session.active_run_id) == ("completed", None), run
     assert app.view(queued["run_id"])["output"]["text"] == "Second done."
+
+
+def test_a_queued_run_whose_turn_fails_with_a_bug_ends_at_once_and_a_poll_closes_it(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """`take_turn` failing alike every time (a bug, not an outage) is not asked again on a timer for an hour: the
+    queued run's orchestration fails, and a poll of it closes it (its session's queue moves on)."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL)))
+    first = app.start_until_approval(input="Email Bob")
+    queued = app.start(input="second", session_id=first["session_id"], if_busy="enqueue")
+    app.settle()
+    with store_down(app.services().current().store, "take_turn", failure=bug) as refused:
+        for _ in range(3):  # its own retries come due a minute at a time
+            app.advance(60)
+        assert runtime_status(app, queued["run_id"]) == "Failed"
+    assert refused.count("take_turn") == 3
+    assert app.view(queued["run_id"])["status"] == "failed"
 
 
 @pytest.fixture

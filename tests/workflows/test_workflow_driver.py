@@ -396,8 +396,9 @@ def test_cancel_while_child_runs_work_flags_them_then_lets_them_end() -> None:
     assert run.driver.progress().status == "cancelled"
 
 
-def _cancel_of_children_fails(times: int) -> Answer:
-    """The workflow's cancel of its children fails for good (its retries spent) `times` times, then goes through."""
+def _cancel_of_children_fails(times: int, outage: bool = True) -> Answer:
+    """The workflow's cancel of its children fails for good (its retries spent) `times` times, then goes through:
+    the store down (`outage`), or a bug."""
     failures = iter(range(times))
 
     def answer(request: Request) -> Event | None:
@@ -405,7 +406,7 @@ def _cancel_of_children_fails(times: int) -> Answer:
             return Cancelled()
         cancelling = isinstance(request, CallActivity) and request.activity is workflow_flag_children_cancelled
         if cancelling and next(failures, None) is not None:
-            return Failed(code="activity_failed", message="an internal step failed (correlation id c1)")
+            return Failed(code="activity_failed", message="an internal step failed (correlation id c1)", outage=outage)
         return None
 
     return answer
@@ -433,6 +434,15 @@ def test_a_cancel_of_the_children_that_keeps_failing_is_given_up_and_they_end_on
     tail = _after_the_cancel(run)
     assert len(run.calls(workflow_flag_children_cancelled)) == len(OUTAGE_RETRIES) + 1
     assert [r.until - NOW for r in tail if isinstance(r, Pause)] == list(itertools.accumulate(OUTAGE_RETRIES))
+    assert tail[-2:] == [DrainChildRuns(), CallActivity(activity=workflow_finish, input=run.finish())]
+    assert run.outcome.status == "cancelled"
+
+
+def test_a_cancel_of_the_children_that_fails_with_a_bug_is_given_up_at_once() -> None:
+    """Not an outage: trying again an hour long would fail the same way. The workflow waits for its children."""
+    run = Drive(_driver(review_pipeline, outlasts_store_outages=True), _cancel_of_children_fails(1, outage=False))
+    tail = _after_the_cancel(run)
+    assert len(run.calls(workflow_flag_children_cancelled)) == 1 and not [r for r in tail if isinstance(r, Pause)]
     assert tail[-2:] == [DrainChildRuns(), CallActivity(activity=workflow_finish, input=run.finish())]
     assert run.outcome.status == "cancelled"
 
@@ -501,7 +511,7 @@ def test_a_finish_over_the_budget_is_recorded_as_failed_without_references(outla
 
 
 def test_a_close_that_fails_for_good_is_tried_again_after_a_wait_and_ends_as_it_would_have() -> None:
-    outage = Failed(code="activity_failed", message="an internal step failed (correlation id c5)")
+    outage = Failed(code="activity_failed", message="an internal step failed (correlation id c5)", outage=True)
     answers = iter([outage, outage, None])
     run = Drive(
         _driver(review_pipeline, outlasts_store_outages=True),
@@ -513,6 +523,19 @@ def test_a_close_that_fails_for_good_is_tried_again_after_a_wait_and_ends_as_it_
         itertools.accumulate(OUTAGE_RETRIES[:2])
     )
     assert run.outcome.status == "completed"
+
+
+def test_a_close_that_fails_with_a_bug_is_not_tried_again() -> None:
+    """The store is up; the close fails alike every time: recorded failed at once (then the orchestration ends)."""
+    bug = Failed(code="activity_failed", message="an internal step failed (correlation id c7)")
+    answers = iter([bug, None])
+    run = Drive(
+        _driver(review_pipeline, outlasts_store_outages=True),
+        lambda r: next(answers) if isinstance(r, CallActivity) and r.activity is workflow_finish else None,
+    )
+    assert [call.input.status for call in run.calls(workflow_finish)] == ["completed", "failed"]
+    assert not [r for r in run.requests if isinstance(r, Pause)]
+    assert run.outcome.status == "failed" and run.outcome.code == "activity_failed"
 
 
 def _finish_answers(closed: WorkflowClosed) -> Answer:
