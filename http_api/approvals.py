@@ -110,9 +110,12 @@ async def record_decision(
     now = datetime.now(UTC)
     decision = "approved" if body.decision == "approve" else "rejected"
     edited = body.arguments if decision == "approved" else None
-    if not run.finished and same_decision(record, decision, caller.id, body.reason, edited):
-        # This caller's own decision, sent again (e.g. after a 503 or a lost response): deliver it again.
-        await deliver(gateway, store, run.run_id, approval_id)
+    if same_decision(record, decision, caller.id, body.reason, edited):
+        # This caller's own decision, sent again (after a 503, or an answer lost on the way back): the same answer.
+        # Delivered again while the run goes on; a run over since has had it (a client that retried a lost answer
+        # once the run had finished was told 409 "already approved", by itself).
+        if not run.finished:
+            await deliver(gateway, store, run.run_id, approval_id)
         return record
     _check_open(record, run, now=now, reveal=owns(caller, run.owner_id))
     if edited is not None:

@@ -299,18 +299,28 @@ def test_approval_errors(app: InProcessApp, waiting: dict[str, Any]) -> None:
     assert app.view(run_id)["status"] == "requires_action"  # the run never noticed
 
 
-def test_double_approval_is_409(app: InProcessApp, waiting: dict[str, Any]) -> None:
+def test_another_decision_after_one_is_409_and_the_same_one_again_gets_its_answer(
+    app: InProcessApp, waiting: dict[str, Any]
+) -> None:
+    """Once decided, the approval's other decision is 409 (nothing written). The same caller's same decision again
+    is how a client asks once more after a lost answer: it gets that answer (202, the approval as decided), also
+    once the run it let go on has finished, and nothing is written or run again."""
     run_id = waiting["run_id"]
     [approval_id] = pending_ids(waiting)
-    assert app.decide(run_id, approval_id, "approve").status_code == 202
+    first = app.decide(run_id, approval_id, "approve")
+    assert first.status_code == 202
     app.settle()
-    path = f"/api/runs/{run_id}/approvals/{approval_id}"
-    for decision in ("approve", "reject"):
-        problem = refused_without_writes(
-            app, BadRequest("again", "POST", path, 409, "approval_already_decided", None, {"decision": decision})
-        )
-        assert problem["current_status"] == "approved"
     assert app.view(run_id)["status"] == "completed"
+    path = f"/api/runs/{run_id}/approvals/{approval_id}"
+    problem = refused_without_writes(
+        app, BadRequest("again", "POST", path, 409, "approval_already_decided", None, {"decision": "reject"})
+    )
+    assert problem["current_status"] == "approved"
+    before = app.snapshot()
+    again = app.decide(run_id, approval_id, "approve")
+    app.settle()
+    assert (again.status_code, again.json()) == (202, first.json())
+    assert again.json()["status"] == "approved" and app.snapshot() == before
     assert len(app.effects(waiting["session_id"], "transfer")) == 1
 
 

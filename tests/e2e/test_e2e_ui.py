@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from e2e_harness import InProcessApp
 from e2e_settings import watches_the_app_in_process
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 from test_e2e_cli import hub_refuses_the_first_event
 from test_e2e_cli_output import review_script
 from ui_browser import chromium, chromium_page  # the fixtures `browser` and `page`
@@ -80,6 +80,39 @@ def test_a_decision_and_a_cancel_the_app_could_not_deliver_at_once_are_sent_agai
     expect(page.get_by_test_id("run-status")).to_have_text("cancelled")
     assert answers == [("POST", 503), ("POST", 202)] and len(refused) == 1
     assert app.view(run_id)["status"] == "cancelled"
+
+
+def test_a_decision_whose_answer_was_lost_is_sent_again_and_applied_once(
+    app: InProcessApp, model: ScriptedModelServer, page: Page
+) -> None:
+    """The decision reaches the app and its answer is lost on the way back (the connection reset): the page cannot
+    tell whether it arrived, so it sends it again, and the app takes the same decision twice as once."""
+    model.set_script(Script.of(Reply.call("transfer", TRANSFER), "Transferred 10 euros."))
+    start_chat(page, app, "pay GB1234")
+    reached: list[int] = []
+
+    def lose_the_first_answer(route: Route) -> None:
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        response = route.fetch()  # the decision reaches the app...
+        reached.append(response.status)
+        if len(reached) == 1:
+            route.abort("connectionreset")  # ...and its answer never reaches the page
+        else:
+            route.fulfill(response=response)
+
+    page.route("**/api/runs/*/approvals/*", lose_the_first_answer)
+    page.locator("article.approval").get_by_role("button", name="Approve").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")  # the first one went through...
+    for _ in range(200):  # ...and the page, told nothing, sends it again (after 0.5 s)
+        if len(reached) == 2:
+            break
+        page.wait_for_timeout(50)  # lets Playwright dispatch the route handler
+    assert reached == [202, 202]
+    expect(page.locator(".error:not(:empty)")).to_have_count(0)  # no error shown to the person
+    [session] = app.snapshot().sessions.values()
+    assert [a["status"] for a in session["approvals"]] == ["approved"] and session["effects"] == 1
 
 
 def test_reject_with_a_reason(app: InProcessApp, model: ScriptedModelServer, page: Page) -> None:

@@ -9,7 +9,7 @@ from ui_browser import chromium, chromium_page  # noqa: F401 - the fixtures `bro
 from scripted_model import Fault, Match, Reply, Rule, Script, ScriptedModelServer
 
 pytest.importorskip("playwright")
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 
 @pytest.fixture
@@ -38,3 +38,28 @@ def test_rewind_a_failed_run_then_fork_it_from_the_page(
     expect(page.locator(".msg.user")).to_have_text("look up rome")
     expect(page.get_by_test_id("run-status")).to_have_text("completed")
     assert started["run_id"] not in page.url
+
+
+def test_a_rewind_whose_answer_was_lost_is_not_sent_again(
+    app: InProcessApp, model: ScriptedModelServer, page: Page
+) -> None:
+    """Unlike a decision, a rewind sent twice is not a rewind once (the second finds the run rewound: 409): the page
+    says the connection failed, and the run goes on from the one rewind that arrived."""
+    model.set_script(Script(rules=[Rule(reply=Reply.fail(Fault(status=400, message="prompt refused")))]))
+    started = app.start(input="look up paris")
+    app.settle()
+    page.goto(f"{app.host.base_url}/api/ui#run/{started['run_id']}")
+    expect(page.get_by_test_id("run-status")).to_have_text("failed")
+    reached: list[int] = []
+
+    def lose_the_answer(route: Route) -> None:
+        reached.append(route.fetch().status)  # the rewind reaches the app, its answer never reaches the page
+        route.abort("connectionreset")
+
+    page.route("**/api/runs/*/rewind", lose_the_answer)
+    model.set_script(Script(rules=[Rule(match=Match(last_user="."), reply=Reply.say("Paris is lovely."))]))
+    page.get_by_test_id("rewind").click()
+    expect(page.locator(".repair-note")).not_to_be_empty()
+    app.settle()
+    assert reached == [202] and app.view(started["run_id"])["status"] == "completed"
+

@@ -46,7 +46,9 @@ function headers(extra = {}) {
 // store throttled, a decision or cancel stored whose event the task hub refused), or 409 with a Retry-After (the
 // first start with the same key still under way), after the wait the app asks for (up to 10 s), three times at
 // most. Safe: a decision is applied once however often it arrives, a cancel is sticky, and every start sends an
-// Idempotency-Key of its own (`starts: true`), so a start sent twice starts one run.
+// Idempotency-Key of its own (`starts: true`), so a start sent twice starts one run. A request whose connection
+// broke (fetch rejects) may have reached the app: it is sent again too, after 0.5 s, 1 s, 2 s, unless twice would
+// not do what once does (`repeatable: false`: a rewind's second would find the run rewound, 409).
 const ATTEMPTS = 4;
 const MAX_RETRY_WAIT_S = 10;
 
@@ -55,15 +57,17 @@ function retryWait(response, attempt) {
   const header = response.headers.get("Retry-After");
   if (![429, 503].includes(response.status) && header === null) return null;
   const seconds = header === null || header.trim() === "" ? NaN : Number(header);
-  if (Number.isNaN(seconds)) return 0.5 * 2 ** (attempt - 1);  // none, or an HTTP date: back off on our own
+  if (Number.isNaN(seconds)) return backoff(attempt);  // none, or an HTTP date: back off on our own
   return seconds >= 0 && seconds <= MAX_RETRY_WAIT_S ? seconds : null;
 }
+
+function backoff(attempt) { return 0.5 * 2 ** (attempt - 1); }
 
 function newKey() {  // crypto.randomUUID needs a secure context; getRandomValues works on plain http too
   return "page-" + Array.from(crypto.getRandomValues(new Uint8Array(16)), b => b.toString(16).padStart(2, "0")).join("");
 }
 
-export async function api(path, { method = "GET", body, query, starts = false } = {}) {
+export async function api(path, { method = "GET", body, query, starts = false, repeatable = true } = {}) {
   const url = new URL(API + path, location.origin);
   for (const [k, v] of Object.entries(query || {})) if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, v);
   const extra = body ? { "Content-Type": "application/json" } : {};
@@ -72,8 +76,14 @@ export async function api(path, { method = "GET", body, query, starts = false } 
   if (body !== undefined) init.body = JSON.stringify(body);
   let response;
   for (let attempt = 1; ; attempt++) {
-    response = await fetch(url, init);
-    const wait = retryWait(response, attempt);
+    let wait;
+    try {
+      response = await fetch(url, init);
+      wait = retryWait(response, attempt);
+    } catch (error) {  // no answer: the connection broke, before or after the request reached the app
+      if (!repeatable || attempt >= ATTEMPTS) throw error;
+      wait = backoff(attempt);
+    }
     if (wait === null) break;
     await new Promise(resolve => setTimeout(resolve, wait * 1000));
   }

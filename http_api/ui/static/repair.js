@@ -7,7 +7,7 @@ export function repairActions(runId, status) {
   const rewind = h("button", { type: "button", "data-testid": "rewind", onclick: async () => {
     rewind.disabled = true;
     try {
-      const body = await api(`/runs/${encodeURIComponent(runId)}/rewind`, { method: "POST" });
+      const body = await api(`/runs/${encodeURIComponent(runId)}/rewind`, { method: "POST", repeatable: false });
       note.textContent = `Going on from ${body.rewind.from_step.replace("_", " ")} (step ${body.rewind.iteration}).`;
       location.hash = `#run/${encodeURIComponent(runId)}`;
       dispatchEvent(new HashChangeEvent("hashchange")); // the same run: follow it again
