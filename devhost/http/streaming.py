@@ -240,14 +240,10 @@ def live_receive(body: bytes, request: web.Request,
 async def client_gone(request: web.Request, left: asyncio.Event | None = None) -> None:
     """Return once the client of `request` has closed its connection (aiohttp tells a handler only when it writes),
     or `left` is set."""
-    while not _gone(request):
-        if left is None:
-            await asyncio.sleep(DISCONNECT_POLL_SECONDS)
-            continue
+    left = left or asyncio.Event()
+    while not _gone(request) and not left.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(left.wait(), DISCONNECT_POLL_SECONDS)
-        if left.is_set():
-            return
 
 
 def _gone(request: web.Request) -> bool:
