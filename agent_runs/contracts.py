@@ -79,6 +79,10 @@ class RunInput(_Payload, NotificationFlags):
     ring_workflow: str | None = Field(default=None, exclude_if=lambda workflow: workflow is None)
     """The workflow run whose fail-fast parallel step started this run: the run's failure rings it
     (`ring_workflow`), so the step stops waiting for the other branches."""
+    steps_wait_out_outages: bool = Field(default=False, exclude_if=lambda waits: not waits)
+    """Set by runs started since a step whose activity failed for good with the store down is scheduled again after
+    durable waits (`orchestrators.agent_run._step`): a history from before failed the run there (its close followed
+    the failure, not a timer), so it replays as it ran."""
 
 
 class StepFailure(_Payload):

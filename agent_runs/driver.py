@@ -367,6 +367,10 @@ class RunDriver:
         return self._input.cancel_grace_seconds
 
     @property
+    def steps_wait_out_outages(self) -> bool:
+        return self._input.steps_wait_out_outages
+
+    @property
     def pending_approvals(self) -> list[str]:
         return list(self._pending_approvals)
 

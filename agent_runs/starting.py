@@ -116,6 +116,7 @@ def run_input_for(
         discover_tools=bool(agent.mcp_servers),
         run_middleware=bool(agent.run_middleware),
         cancel_grace_seconds=settings.cancel_grace_seconds,
+        steps_wait_out_outages=True,
     )
 
 

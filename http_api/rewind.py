@@ -155,8 +155,10 @@ def _agent_resume(gateway: DurableGateway, state: OrchestrationState[Any] | None
     resume = _finished_output(state, ResumePoint)
     if resume is None:
         return None
+    # A fresh history: its steps wait out a store outage, whenever the failed run started (`RunInput`).
+    run_input = resume.input.model_copy(update={"steps_wait_out_outages": True})
     return ResumeFrom(step=resume.step, iteration=resume.iteration, start=lambda: _launch(
-        lambda: gateway.start_run(resume.input), lambda: gateway.state(resume.input.run.run_id)
+        lambda: gateway.start_run(run_input), lambda: gateway.state(run_input.run.run_id)
     ))
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from datetime import timedelta
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 import azure.durable_functions as df
 from azure.durable_functions.models.Task import TaskBase
+from pydantic import BaseModel
 
 from activities.approvals import apply_decisions, escalate_approvals, expire_approvals, record_approvals
 from activities.finish import finish_run
@@ -37,13 +39,13 @@ from agent_runs.contracts import (
 from agent_runs.driver import RunDriver
 from agent_runs.wire import ReplayedPayloads, compact_json
 from agent_runtime.loop_types import AwaitApproval, CallModel, Finish, LoopCommand, RequestApproval, RunTools
-from durable_steps import OUTAGE_RETRIES
+from durable_steps import OUTAGE_RETRIES, Activity
 from notifications.hooks import notify
 from orchestrators.external_events import Doorbells, ExternalEvents
 from orchestrators.failures import is_store_outage
 from orchestrators.loop_replay import Carried, LoopStep, LoopSteps, take_carried
 from orchestrators.queue_wait import take_turn_if_queued
-from orchestrators.tasks import error_text, failed
+from orchestrators.tasks import StepTasks, error_text, failed, failure_of
 from orchestrators.workflow_ring import WorkflowRing
 
 # Stable codes of failures the orchestrator itself decides (the detail follows after ": ").
@@ -53,6 +55,8 @@ APPROVAL_STEP_FAILED = "approval_step_failed"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 RUN_MIDDLEWARE_FAILED = "run_middleware_error"
 
+
+InputT = TypeVar("InputT", bound=BaseModel)
 
 _PROGRESS = ReplayedPayloads("custom status", CUSTOM_STATUS_BUDGET_BYTES)
 
@@ -231,17 +235,17 @@ def _settle_loop_step(
     steps: LoopSteps,
 ) -> Generator[Any, Any, LoopCommand]:
     """Schedule a model call or a tool batch the driver has given out, race it with cancel, feed its result back."""
-    tasks, work = step.schedule(context)
+    tasks = step.schedule(context)
     waiting = (steps, step, command)  # a carried step has its status (its driver published it in the last episode)
     if isinstance(command, CallModel):
         done = yield from _step(
-            context, driver, cancels, work, MODEL_CALL_FAILED, closes=_closed_model_turn, waiting=waiting
+            context, driver, cancels, tasks, MODEL_CALL_FAILED, closes=_closed_model_turn, waiting=waiting
         )
-        return done if done is not None else driver.on_model_result(call_model.result(work))
-    done = yield from _step(context, driver, cancels, work, TOOL_CALL_FAILED, waiting=waiting)
+        return done if done is not None else driver.on_model_result(call_model.result(tasks.work))
+    done = yield from _step(context, driver, cancels, tasks, TOOL_CALL_FAILED, waiting=waiting)
     if done is not None:
         return done
-    return driver.on_tool_results([invoke_tool.result(task) for task in tasks])
+    return driver.on_tool_results([invoke_tool.result(task) for task in tasks.tasks])
 
 
 def _run_middleware_before(
@@ -249,11 +253,16 @@ def _run_middleware_before(
 ) -> Generator[Any, Any, LoopCommand]:
     """The run middleware's pre-processing (an activity, raced with cancel): the first command, or the Finish the
     middleware decided."""
-    task = run_middleware_before.call(context, driver.middleware_before_input())
-    done = yield from _step(context, driver, cancels, task, RUN_MIDDLEWARE_FAILED)
+    tasks = _one(context, run_middleware_before, driver.middleware_before_input())
+    done = yield from _step(context, driver, cancels, tasks, RUN_MIDDLEWARE_FAILED)
     if done is not None:
         return done
-    return driver.on_middleware_before(run_middleware_before.result(task))
+    return driver.on_middleware_before(run_middleware_before.result(tasks.work))
+
+
+def _one(context: df.DurableOrchestrationContext, activity: Activity[InputT, Any], step_input: InputT) -> StepTasks:
+    """A step of one activity call (its input checked against the budget once, here)."""
+    return StepTasks(context, [partial(activity.schedule, context, activity.payload(step_input))])
 
 
 def _closed_model_turn(task: TaskBase) -> ClosedModelTurn | None:
@@ -265,7 +274,7 @@ def _step(
     context: df.DurableOrchestrationContext,
     driver: RunDriver,
     cancels: ExternalEvents,
-    work: TaskBase,
+    tasks: StepTasks,
     failure: str,
     *,
     closes: Callable[[TaskBase], ClosedModelTurn | None] | None = None,
@@ -275,33 +284,61 @@ def _step(
     or failed (after its retries: the run fails with `failure` as its code), None when it succeeded (the caller feeds
     its result to the driver). `closes`: how to tell that the work closed the run - then a cancel that won the race
     came too late (the store keeps the first finish), and the run ends as the work closed it. `waiting`: the loop
-    step this is (the episode may end waiting on it: `orchestrators.loop_replay`)."""
+    step this is (the episode may end waiting on it: `orchestrators.loop_replay`).
+
+    Work that failed for good because the store was down is scheduled again after each wait of `OUTAGE_RETRIES`
+    (raced with cancel), about an hour in all, rather than fail the run: the store back, the run goes on as if
+    nothing happened. Only runs started since (`RunInput.steps_wait_out_outages`): a history from before failed the
+    run there."""
     if waiting is not None and waiting[1].status is not None:
         status = waiting[1].status
         context.set_custom_status(status)
     else:
         status = _publish(context, driver)
-    cancel = cancels.waiter()
-    if waiting is None:
-        winner = yield context.task_any([work, cancel])
-    else:
-        steps, step, command = waiting
-        steps.waiting(step, status, driver, command)
-        try:
+    outage_waits = iter(OUTAGE_RETRIES if driver.steps_wait_out_outages else ())
+    while True:
+        cancel = cancels.waiter()
+        work = tasks.work
+        if waiting is None:
             winner = yield context.task_any([work, cancel])
-        except Exception:
-            steps.resumed()
-            raise
-        steps.resumed()  # (not when the episode ends here: the SDK closes the generator with GeneratorExit)
-    if winner is cancel:
-        yield from _drain_within(context, work, driver.cancel_grace_seconds)
-        closed = closes(work) if closes is not None and work.is_completed and not failed(work) else None
-        if closed is not None:
-            return driver.on_model_result(closed)
-        return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
-    if failed(work):
-        return driver.on_failure(f"{failure}: {error_text(work)}")
-    return None
+        else:
+            steps, step, command = waiting
+            steps.waiting(step, status, driver, command)
+            try:
+                winner = yield context.task_any([work, cancel])
+            except Exception:
+                steps.resumed()
+                raise
+            steps.resumed()  # (not when the episode ends here: the SDK closes the generator with GeneratorExit)
+        if winner is cancel:
+            yield from _drain_within(context, work, driver.cancel_grace_seconds)
+            closed = closes(work) if closes is not None and work.is_completed and not failed(work) else None
+            if closed is not None:
+                return driver.on_model_result(closed)
+            return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
+        if not failed(work):
+            return None
+        wait = next(outage_waits, None) if is_store_outage(failure_of(work)) else None
+        if wait is None:
+            return driver.on_failure(f"{failure}: {error_text(work)}")
+        if waiting is not None:
+            waiting[0].stop_carrying()  # an episode that waits on the timer leaves nothing for the next one
+        cancelled = yield from _wait_out(context, cancels, wait)
+        if cancelled:
+            return driver.on_cancel(CancelEvent.model_validate(cancels.take() or {}).reason)
+        tasks.again()
+
+
+def _wait_out(
+    context: df.DurableOrchestrationContext, cancels: ExternalEvents, wait: timedelta
+) -> Generator[Any, Any, bool]:
+    """Wait `wait` on a durable timer, raced with cancel: whether the run was cancelled meanwhile."""
+    timer = context.create_timer(context.current_utc_datetime + wait)
+    cancel = cancels.waiter()
+    if (yield context.task_any([timer, cancel])) is timer:
+        return False
+    timer.cancel()
+    return True
 
 
 def _discover_tools(
@@ -310,11 +347,11 @@ def _discover_tools(
     """List and record the run's MCP tools (every later step reads the recorded list). Returns the next command
     when discovery failed or the run was cancelled meanwhile, None to go on."""
     driver.discovery_started()
-    task = discover_tools.call(context, run_input.run)
-    done = yield from _step(context, driver, cancels, task, DISCOVERY_FAILED)
+    tasks = _one(context, discover_tools, run_input.run)
+    done = yield from _step(context, driver, cancels, tasks, DISCOVERY_FAILED)
     if done is not None:
         return done
-    discovered = discover_tools.result(task)
+    discovered = discover_tools.result(tasks.work)
     if isinstance(discovered, StepFailure):
         # Any other code is the verdict of a run closed before discovery (`activities.mcp`): it ends as its record
         # says, with no resume point (a rewind of a run given up by its start would run the turn its caller retried).
@@ -355,8 +392,8 @@ def _wait_for_approvals(
     races fresh waiters, a fresh deadline timer and cancel."""
     if isinstance(command, RequestApproval):
         requests = driver.approval_requests(command, context.current_utc_datetime)
-        task = record_approvals.call(context, requests)
-        done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
+        tasks = _one(context, record_approvals, requests)
+        done = yield from _step(context, driver, cancels, tasks, APPROVAL_STEP_FAILED)
         if done is not None:
             return done
         driver.on_approvals_recorded()
@@ -417,11 +454,11 @@ def _apply_decisions(
     nothing was applied."""
     command: LoopCommand | None = None
     while True:
-        task = apply_decisions.call(context, driver.decisions_input(rung))
-        done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
+        tasks = _one(context, apply_decisions, driver.decisions_input(rung))
+        done = yield from _step(context, driver, cancels, tasks, APPROVAL_STEP_FAILED)
         if done is not None:
             return done
-        result = apply_decisions.result(task)
+        result = apply_decisions.result(tasks.work)
         if result.cancelled is not None:  # the store's flag: its cancel event has not reached this run yet
             return driver.on_cancel(result.cancelled)
         command = driver.on_decisions(result) or command
@@ -442,14 +479,15 @@ def _deadline_step(
     the decisions that won the race there. Returns a `Finish` if the run ended, else the loop's command if a decision
     changed it."""
     if escalation is not None:
-        task = escalate_approvals.call(context, escalation)
+        tasks = _one(context, escalate_approvals, escalation)
     else:
-        task = expire_approvals.call(context, driver.expire_input())
-    done = yield from _step(context, driver, cancels, task, APPROVAL_STEP_FAILED)
+        tasks = _one(context, expire_approvals, driver.expire_input())
+    done = yield from _step(context, driver, cancels, tasks, APPROVAL_STEP_FAILED)
     if done is not None:
         return done
     driver.on_deadline_step(
-        escalate_approvals.result(task).escalated if escalation is not None else expire_approvals.result(task).expired
+        escalate_approvals.result(tasks.work).escalated if escalation is not None
+        else expire_approvals.result(tasks.work).expired
     )
     cancelled = yield from _notify(context, driver, "approvals", cancels)
     if cancelled is not None:

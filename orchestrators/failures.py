@@ -9,10 +9,13 @@ import logging
 import azure.durable_functions as df
 
 from agent_runs.budget import PAYLOAD_BUDGET_BYTES, PayloadBudgetExceeded
+from agent_runtime.tools import EffectLedgerUnavailableError
 from session_store import StoreUnavailableError
 from workflow_runtime.requests import ACTIVITY_FAILED
 
 log = logging.getLogger("orchestrators")
+
+_OUTAGES = (StoreUnavailableError, EffectLedgerUnavailableError)
 
 PAYLOAD_TOO_LARGE = "payload_too_large"
 _BUDGET_MARKERS = ("PayloadBudgetExceeded", "durable payload budget")
@@ -32,9 +35,13 @@ def failure_code(error: BaseException) -> str:
 
 def is_store_outage(error: BaseException) -> bool:
     """Whether an activity failed for good because the store was down: it raised `StoreUnavailableError` (every store
-    outage, Cosmos or SQLite, is one), which the Durable failure text names (`Activity function 'x' failed:
-    StoreUnavailableError: ...`). The one failure a try after a wait may mend; a bug fails alike every time."""
-    return isinstance(error, StoreUnavailableError) or f"{StoreUnavailableError.__name__}: " in str(error)
+    outage, Cosmos or SQLite, is one; a tool's effect ledger passes it on as `EffectLedgerUnavailableError`), which
+    the Durable failure text names (`Activity function 'x' failed: StoreUnavailableError: ...`). The one failure a
+    try after a wait may mend; a bug fails alike every time."""
+    if isinstance(error, _OUTAGES):
+        return True
+    text = str(error)
+    return any(f"{outage.__name__}: " in text for outage in _OUTAGES)
 
 
 def report(context: df.DurableOrchestrationContext, code: str, what: str, error: BaseException) -> str:

@@ -20,16 +20,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import azure.durable_functions as df
-from azure.durable_functions.models.Task import TaskBase
 
 from agent_runs.driver import RunDriver
 from agent_runtime.loop_types import LoopCommand
 from durable_steps.activity import Activity
 from orchestrators.external_events import ExternalEvents
-from orchestrators.tasks import failed
+from orchestrators.tasks import StepTasks, failed
 
 # Instances whose last episode is kept (the oldest goes first): a driver and a history's worth of event fields each.
 CARRIED_INSTANCES = 256
@@ -66,13 +66,11 @@ class LoopStep:
     payloads: tuple[dict[str, Any], ...]
     status: dict[str, Any] | None = None
 
-    def schedule(self, context: df.DurableOrchestrationContext) -> tuple[list[TaskBase], TaskBase]:
-        """The step's tasks, and the work to race with cancel: a batch of several is gathered with `task_all`; one
-        task is raced as it is (a `task_all` of one completes and fails with it, and would cost the SDK and the host
-        a compound action on every replay). Histories in flight replay either way: the host matches scheduled
-        activities by their order, not by the compound actions around them (docs/durable-protocol.md §1.4)."""
-        tasks = [self.activity.schedule(context, payload) for payload in self.payloads]
-        return tasks, tasks[0] if len(tasks) == 1 else context.task_all(tasks)
+    def schedule(self, context: df.DurableOrchestrationContext) -> StepTasks:
+        """The step's tasks (one per payload), and the work to race with cancel. Histories in flight replay whether a
+        single task is gathered or not: the host matches scheduled activities by their order, not by the compound
+        actions around them (docs/durable-protocol.md §1.4)."""
+        return StepTasks(context, [partial(self.activity.schedule, context, payload) for payload in self.payloads])
 
 
 @dataclass(frozen=True)
@@ -185,7 +183,7 @@ class LoopSteps:
         context = self._context
         for step in carried.steps[:-1]:
             self._expect(cancels.take() is None, "a cancel before a carried step")
-            _, work = step.schedule(context)
+            work = step.schedule(context).work
             context.set_custom_status(step.status)
             winner = yield context.task_any([work, cancels.waiter()])
             self._expect(winner is work and not failed(work), "a carried step that did not complete")

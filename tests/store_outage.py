@@ -25,16 +25,21 @@ def bug() -> Exception:
 
 
 @contextlib.contextmanager
-def store_down(store: Any, *only: str, failure: Callable[[], Exception] = outage) -> Iterator[list[str]]:
-    """While open, the store's coroutine methods (or `only` these) fail with `failure()`; yields the names of the
-    calls refused."""
+def store_down(
+    store: Any, *only: str, failure: Callable[[], Exception] = outage, when: Callable[..., bool] | None = None
+) -> Iterator[list[str]]:
+    """While open, the store's coroutine methods (or `only` these) fail with `failure()` - or only the calls whose
+    arguments `when` accepts (the others go through); yields the names of the calls refused."""
     refused: list[str] = []
     names = only or [name for name, member in inspect.getmembers(type(store))
                      if not name.startswith("_") and inspect.iscoroutinefunction(member)]
     with pytest.MonkeyPatch.context() as patch:
         for name in names:
+            up = getattr(store, name)
 
-            async def down(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+            async def down(*args: Any, _name: str = name, _up: Any = up, **kwargs: Any) -> Any:
+                if when is not None and not when(*args, **kwargs):
+                    return await _up(*args, **kwargs)
                 refused.append(_name)
                 raise failure()
 

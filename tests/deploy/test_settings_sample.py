@@ -13,12 +13,10 @@ import importlib
 import json
 import os
 import shutil
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from unittest.mock import patch
 
+from app_imports import forgetting_app_imports
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
@@ -91,33 +89,6 @@ def host_json_settings() -> set[str]:
 
     walk(json.loads((REPO_ROOT / "host.json").read_text()))
     return names
-
-
-def _apps_own(module: object) -> bool:
-    path = getattr(module, "__file__", None)
-    if not path:
-        return False
-    resolved = Path(path).resolve()
-    installed = "site-packages" in resolved.parts or "dist-packages" in resolved.parts
-    return resolved.is_relative_to(REPO_ROOT) and not installed
-
-
-@contextmanager
-def forgetting_app_imports() -> Iterator[None]:
-    """The app's modules read settings at import (e.g. served_agents/mcp_example.py): left in sys.modules, a later
-    test's in-process host would reuse them as imported under this test's environment instead of its own."""
-    imported_before = set(sys.modules)
-    try:
-        yield
-    finally:
-        for name in set(sys.modules) - imported_before:
-            if not _apps_own(sys.modules[name]):
-                continue  # a library: imported twice, its classes would no longer match (e.g. its exceptions)
-            module = sys.modules.pop(name)
-            parent_name, _, child = name.rpartition(".")
-            parent = sys.modules.get(parent_name)
-            if parent is not None and getattr(parent, child, None) is module:
-                delattr(parent, child)  # else `from parent import child` would still find the old one
 
 
 def settings_the_app_reads() -> set[str]:

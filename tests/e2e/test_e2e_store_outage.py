@@ -1,9 +1,12 @@
 """The store down for longer than an activity's own retries (three, seconds apart) where a run must not give up:
-its close (`orchestrators.agent_run._close`) and its wait in its session's queue (`orchestrators.queue_wait`). The run
-waits on durable timers and tries again (about an hour in all), so once the store is back it ends as it would have,
-its session free - with no client polling it. Before, its orchestration crashed with the record open and the session
-held until a poll of the run closed it `run_crashed`; a workflow's child or a run whose client left may never be
-polled."""
+its steps (`orchestrators.agent_run._step`: a model call, a tool batch, an approval step), its close
+(`orchestrators.agent_run._close`) and its wait in its session's queue (`orchestrators.queue_wait`). The run waits on
+durable timers and tries again (about an hour in all), so once the store is back it goes on and ends as it would
+have, its session free - with no client polling it. Before, a step's failure failed the run (a rewind could take it
+on), and a close's crashed its orchestration with the record open and the session held until a poll of the run closed
+it `run_crashed` (a workflow's child or a run whose client left may never be polled). A failure that is not an outage
+(a bug) fails alike every time and is not tried again.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from e2e_harness import InProcessApp
+from e2e_harness import InProcessApp, completed_activities, parallel_calls, pending_ids
 from e2e_settings import watches_the_app_in_process
 from store_outage import bug, outage, store_down
 
@@ -133,6 +136,144 @@ def test_a_queued_run_whose_turn_fails_with_a_bug_ends_at_once_and_a_poll_closes
         assert runtime_status(app, queued["run_id"]) == "Failed"
     assert refused.count("take_turn") == 3
     assert app.view(queued["run_id"])["status"] == "failed"
+
+
+def decided_while_the_store_is_down(
+    app: InProcessApp, model: ScriptedModelServer, minutes: int, *down: str,
+    failure: Callable[[], Exception] = outage,
+) -> tuple[dict[str, Any], list[str]]:
+    """A run waiting for its approval (an email) is approved; the store's `down` calls are refused from then on, for
+    `minutes` of durable time, while the run applies the decision, runs the tool and calls the model."""
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    view = app.start_until_approval(input="Email Bob")
+    (approval_id,) = pending_ids(view)
+    with store_down(app.services().current().store, *down, failure=failure) as refused:
+        assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+        app.settle()
+        for _ in range(minutes):
+            app.advance(60)
+        status = runtime_status(app, view["run_id"])
+    return {**view, "runtime_status_in_outage": status}, refused
+
+
+def assert_ended_as_without_the_outage(app: InProcessApp, view: dict[str, Any]) -> None:
+    assert until_ended(app, view["run_id"]) == "Completed"
+    ended = app.view(view["run_id"])
+    assert (ended["status"], ended["output"]["text"]) == ("completed", "Sent."), ended
+    assert app.effects(view["session_id"], "email") == [EMAIL]  # the tool ran, once
+    session = app.store_call(lambda s: s.get_session(view["session_id"]))
+    assert session is not None and session.active_run_id is None
+
+
+@pytest.mark.parametrize("down", ["append_to_open_run", "record_effect"])
+def test_a_run_whose_store_is_down_for_its_next_steps_goes_on_once_the_store_is_back(
+    app: InProcessApp, model: ScriptedModelServer, down: str
+) -> None:
+    """For ten minutes its messages cannot be written (the decision's, the tool's, the model's: the approval step
+    waits the outage out), or the email's exactly-once ledger, which is the store, is down (the tool batch waits it
+    out: `EffectLedgerUnavailableError` passes the outage on). The run goes on once the store is back and ends as it
+    would have (before: it failed), the email sent once."""
+    view, refused = decided_while_the_store_is_down(app, model, 10, down)
+    assert view["runtime_status_in_outage"] == "Running" and refused.count(down) > 6, refused
+    assert_ended_as_without_the_outage(app, view)
+
+
+def test_a_run_cancelled_while_a_step_waits_out_an_outage_ends_cancelled_at_once(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The wait between tries races cancel, as every wait of a run does: the cancel does not wait for the store."""
+    view, _ = decided_while_the_store_is_down(app, model, 2, "append_to_open_run")
+    assert view["runtime_status_in_outage"] == "Running"
+    assert app.cancel(view["run_id"]).status_code == 202
+    app.settle()  # no durable time passes
+    assert runtime_status(app, view["run_id"]) == "Completed"
+    assert app.view(view["run_id"])["status"] == "cancelled"
+    assert app.effects(view["session_id"], "email") == []  # the decision was never applied: the tool never ran
+
+
+def test_a_step_whose_store_stays_down_for_hours_fails_the_run_after_about_an_hour(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    view, refused = decided_while_the_store_is_down(app, model, 300, "append_to_open_run")
+    assert refused.count("append_to_open_run") == 3 * (len(OUTAGE_RETRIES) + 1)
+    assert runtime_status(app, view["run_id"]) == "Completed"
+    failed = app.view(view["run_id"])
+    assert (failed["status"], failed["error"]["code"]) == ("failed", "approval_step_failed"), failed
+
+
+def test_a_step_that_fails_with_a_bug_fails_the_run_after_the_activitys_own_retries(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    view, refused = decided_while_the_store_is_down(app, model, 3, "append_to_open_run", failure=bug)
+    assert refused.count("append_to_open_run") == 3
+    failed = app.view(view["run_id"])
+    assert (failed["status"], failed["error"]["code"]) == ("failed", "approval_step_failed"), failed
+
+
+def test_a_run_started_before_steps_waited_out_outages_fails_there_as_it_did(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its history has the run's close right after the failed step, not a timer: it must replay as it ran."""
+    runs = app.app_module("http_api.runs")
+    started_with = runs.run_input_for
+    monkeypatch.setattr(runs, "run_input_for", lambda *args, **kwargs: started_with(*args, **kwargs).model_copy(
+        update={"steps_wait_out_outages": False}))
+    view, refused = decided_while_the_store_is_down(app, model, 3, "append_to_open_run")
+    assert refused.count("append_to_open_run") == 3
+    assert app.view(view["run_id"])["status"] == "failed"
+
+
+def test_a_model_call_whose_answer_cannot_be_stored_is_asked_again_once_the_store_is_back(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """Only the model's answers cannot be written for ten minutes: the model call is tried again after each wait (the
+    model asked again: its answer was never stored), and the run ends with the answer it got once it could be."""
+    model.set_script(Script(turns=[Reply.call("send_email", EMAIL)], default=Reply(text="Sent.")))
+    view = app.start_until_approval(input="Email Bob")
+    asked = model.log.total
+    (approval_id,) = pending_ids(view)
+    answers = lambda session_id, run_id, records: any(record.role == "assistant" for record in records)  # noqa: E731
+    with store_down(app.services().current().store, "append_to_open_run", when=answers) as refused:
+        assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+        app.settle()
+        for _ in range(10):
+            app.advance(60)
+        assert runtime_status(app, view["run_id"]) == "Running" and len(refused) > 6, refused
+    assert_ended_as_without_the_outage(app, view)
+    assert model.log.total - asked == len(refused) + 1
+
+
+def test_a_tool_batch_tries_again_only_the_call_that_failed_in_an_outage(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """Two emails in one batch; the ledger is down for the second only. The first call's activity is not scheduled
+    again (its result is kept); the second's is, until the store is back: both sent once."""
+    first, second = EMAIL, {**EMAIL, "to": "carol@example.com"}
+    model.set_script(Script.of(parallel_calls("send_email", first, second), "Sent."))
+    view = app.start_until_approval(input="Email Bob and Carol")
+    store = app.services().current().store
+    recorded: list[str] = []
+    record_effect = store.record_effect
+
+    async def counted(session_id: str, key: str, kind: str, payload: dict[str, Any]) -> Any:
+        recorded.append(payload["to"])
+        return await record_effect(session_id, key, kind, payload)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "record_effect", counted)
+        to_carol = lambda session_id, key, kind, payload: payload["to"] == second["to"]  # noqa: E731
+        with store_down(store, "record_effect", when=to_carol) as refused:
+            for approval_id in pending_ids(view):
+                assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+            app.settle()
+            for _ in range(10):
+                app.advance(60)
+            assert runtime_status(app, view["run_id"]) == "Running" and len(refused) > 6, refused
+        assert until_ended(app, view["run_id"]) == "Completed"
+    assert recorded == [first["to"], second["to"]]  # each reached the ledger once: Carol's once it was back
+    assert completed_activities(app.history(view["run_id"])).count("invoke_tool") == 2  # Bob's call not again
+    assert sorted(app.effects(view["session_id"], "email"), key=lambda email: email["to"]) == [first, second]
+    assert app.view(view["run_id"])["output"]["text"] == "Sent."
 
 
 @pytest.fixture

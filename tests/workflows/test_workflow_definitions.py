@@ -3,9 +3,11 @@ workflow fails at start-up naming the step; references and conditions resolve as
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from app_imports import forgetting_app_imports
 from pydantic import BaseModel, ValidationError
 
 from agent_runtime.agents import AgentRegistry
@@ -27,6 +29,15 @@ from workflow_runtime.registry import WorkflowRegistry, load_workflows, workflow
 
 class Topic(BaseModel):
     topic: str
+
+
+@pytest.fixture(autouse=True)
+def shipped_packages_forgotten() -> Iterator[None]:
+    """The shipped agents and workflows these tests import are forgotten after each: an in-process host started later
+    in this process would find them imported and not import them again under its own settings
+    (`served_agents.mcp_example` reads `MCP_EXAMPLE_URL` when it is imported)."""
+    with forgetting_app_imports():
+        yield
 
 
 def _workflow(*steps: Any, **options: Any) -> WorkflowDefinition:
