@@ -6,7 +6,8 @@
 `absent` narrow which calls match (by the names of the store method's parameters). Only the timing changes: the store
 and its data are the app's own.
 `failing(app.host, "record_effect", equal={"kind": ...})` makes the matching calls raise instead (the store
-unreachable for them), until the block ends.
+unreachable for them), until the block ends; `outage=True` raises what the store raises for an outage
+(`StoreUnavailableError`, which the app waits out) instead of a connection error.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def paused(app: _App, method: str, *, equal: dict[str, Any] | None = None,
 
 @contextmanager
 def failing(host: _Host, method: str, *, equal: dict[str, Any] | None = None,
-            among: dict[str, list[Any]] | None = None, absent: tuple[str, ...] = ()) -> Iterator[None]:
+            among: dict[str, list[Any]] | None = None, absent: tuple[str, ...] = (),
+            outage: bool = False) -> Iterator[None]:
     """The matching calls of the store method raise (the store unreachable for them) until the block ends."""
-    armed = _arm(_folder(host, method) / f"{method}{FAILING}.json", equal, absent, among)
+    armed = _arm(_folder(host, method) / f"{method}{FAILING}.json", equal, absent, among, outage=outage)
     try:
         yield
     finally:
@@ -79,8 +81,9 @@ def _folder(host: _Host, method: str) -> Path:
 
 
 def _arm(armed: Path, equal: dict[str, Any] | None, absent: tuple[str, ...],
-         among: dict[str, list[Any]] | None = None) -> Path:
+         among: dict[str, list[Any]] | None = None, *, outage: bool = False) -> Path:
     written = armed.with_name(armed.name + ".tmp")
-    written.write_text(json.dumps({"equal": equal or {}, "among": among or {}, "absent": list(absent)}))
+    spec = {"equal": equal or {}, "among": among or {}, "absent": list(absent), "outage": outage}
+    written.write_text(json.dumps(spec))
     written.replace(armed)  # atomic: the app never reads half a spec
     return armed

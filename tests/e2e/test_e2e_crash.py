@@ -25,7 +25,7 @@ from e2e_harness import (
     wait_for_file,
 )
 from e2e_settings import E2E_DIR, REPO_ROOT, app_settings
-from step_pause import paused
+from step_pause import failing, paused
 from test_e2e_approval_events import emails
 
 from devhost.testing import ClockMode, SubprocessHost
@@ -149,6 +149,43 @@ def test_killed_while_the_approval_requests_are_recorded(crashable: CrashableApp
     ]
     [approval_id] = [a["approval_id"] for a in waiting["pending_approvals"]]
     approve_and_finish(crashable, started, approval_id)
+    assert model.log.total == 2
+
+
+def test_killed_while_a_step_waits_out_a_store_outage(
+    crashable_on_virtual_time: CrashableApp, model: ScriptedModelServer
+) -> None:
+    """The email's exactly-once ledger (the store) is down when the approved tool runs: the tool's tries fail, and the
+    run waits on durable timers between them (`orchestrators.agent_run._step`). Killed while it waits and started
+    again, the store back: the next try sends the email, once, and the run completes."""
+    crashable = crashable_on_virtual_time
+    model.set_script(Script.of(Reply.call("send_email", EMAIL), "Sent."))
+    api, host = crashable.api, crashable.host
+    started = api.start(input="Email Bob")
+    run_id = started["run_id"]
+    [approval_id] = pending_ids(api.wait_for(run_id, {"requires_action"}))
+    with failing(host, "record_effect", equal={"kind": "email"}, outage=True):
+        assert api.decide(run_id, approval_id, "approve").status_code == 202
+        for _ in range(3):
+            host.advance(60)
+        status = host.get_status(run_id, show_history=True)
+        assert status is not None and status["runtimeStatus"] == "Running", status
+        events = [e["EventType"] for e in status["historyEvents"]]
+        # The activity's own three tries failed, and the run waits on a timer for its next try (not failed).
+        assert events.count("TaskFailed") >= 3 and events[-1] == "TimerCreated", events
+
+        crashable.crash_and_restart()
+        host.advance(60)
+        assert api.view(run_id)["status"] == "in_progress"
+    for _ in range(30):  # the store is back: the next try comes due
+        if api.view(run_id)["status"] != "in_progress":
+            break
+        host.advance(60)
+    final = api.wait_for(run_id, FINAL)
+    assert (final["status"], final["output"]["text"]) == ("completed", "Sent.")
+    messages, effects = crashable.stored(started["session_id"])
+    assert [(e.kind, e.payload) for e in effects] == [("email", EMAIL)]
+    assert_no_duplicates(messages)
     assert model.log.total == 2
 
 

@@ -5,7 +5,8 @@ own (devhost in-process) or the worker processes of Azure's worker library (real
 the store methods in `PAUSABLE` on both store classes. A wrapped call looks for `<E2E_MARKER_DIR>/pause/<method>.json`,
 written by the test; when it is there and the call's arguments match it, the call completes, then writes
 `<method>.reached` and waits for `<method>.released`. A `<method>.fail.json` instead makes a matching call raise
-before it reaches the store (the store unreachable for it), for as long as the file is there. Without the files the
+before it reaches the store (the store unreachable for it: a connection error, or with `"outage": true` what the
+store raises for an outage), for as long as the file is there. Without the files the
 call goes straight through, so the tests that pause nothing see the store unchanged. Files, not events: the two
 sides may be different processes.
 """
@@ -74,6 +75,10 @@ def _pausable(method: str, original: Callable[..., Awaitable[Any]]) -> Callable[
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         failing = _armed(method, FAILING)
         if failing is not None and _matches(failing[1], signature.bind(self, *args, **kwargs).arguments):
+            if failing[1].get("outage"):
+                from session_store import StoreUnavailableError
+
+                raise StoreUnavailableError(f"Cosmos DB request failed: HTTP 503 (for {method}: a test says so)")
             raise ConnectionError(f"the store is unreachable (for {method}: a test says so)")
         result = await original(self, *args, **kwargs)
         armed = _armed(method)
