@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,8 +17,10 @@ from typing import Any
 
 import pexpect
 import pytest
+from aiohttp import web
 from e2e_harness import InProcessApp, pending_ids
 from e2e_settings import watches_the_app_in_process
+from loopback_proxy import LoopbackProxy
 
 from scripted_model import Reply, Script, ScriptedModelServer
 from scripted_model.script import Fault
@@ -234,6 +237,47 @@ def test_a_cancel_the_app_could_not_deliver_at_once_is_sent_again(
     app.settle()
     shown = run_cli(app, "--json", "show", waiting["run_id"])
     assert (shown.returncode, json.loads(shown.stdout)["status"]) == (3, "cancelled")
+
+
+class AnswerLosingProxy(LoopbackProxy):
+    """In front of the app: the first request matching `method` and `path` (a regex) reaches the app, which answers
+    it, and then the connection breaks before any of the answer is sent back - the client cannot tell whether the
+    request arrived. Every other request passes through (streams flow as they come)."""
+
+    def __init__(self, upstream: str, method: str, path: str) -> None:
+        super().__init__(upstream)
+        self._method, self._path = method, re.compile(path)
+        self.lost: list[int] = []  # the statuses of the answers lost
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.lost or request.method != self._method or not self._path.fullmatch(request.path):
+            return await self.forward(request)
+        async with self.upstream_response(request, await request.read()) as upstream:
+            await upstream.read()
+            self.lost.append(upstream.status)
+        assert request.transport is not None
+        request.transport.abort()  # reset: the client gets no answer at all
+        return web.Response()  # (never written: the connection is gone)
+
+
+def test_a_decision_whose_answer_was_lost_is_sent_again_and_applied_once(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """The decision reaches the app and its answer is lost on the way back (the connection reset): agentctl sends it
+    again, as the same person's same decision, and gets the first one's answer - also once the run it let go on has
+    finished meanwhile. The person sees it approved, once; the transfer runs once."""
+    model.set_script(Script.of(Reply.call("transfer", {"account": "GB1234", "amount": 10}), "Transferred."))
+    with AnswerLosingProxy(app.host.base_url, "POST", r"/api/runs/[^/]+/approvals/[^/]+") as proxy:
+        child = spawn(app, "run", "helper", "pay", AGENTS_URL=proxy.endpoint.rstrip("/"))
+        child.expect(r"Approve \(a\)")
+        child.sendline("a")
+        child.expect("Approved transfer")
+        child.expect("Transferred.")
+        assert ended(child) == 0
+        assert proxy.lost == [202]
+    [session] = app.snapshot().sessions.values()
+    assert [a["status"] for a in session["approvals"]] == ["approved"]
+    assert session["effects"] == 1
 
 
 def test_the_inbox_lists_and_decides(app: InProcessApp, model: ScriptedModelServer) -> None:

@@ -13,16 +13,12 @@ app does not: no fault gets past the SDK, except on the first operation on each 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from typing import Literal
 
-import aiohttp
 from aiohttp import web
+from loopback_proxy import HOP_HEADERS, LoopbackProxy
 from pydantic import BaseModel, Field
-
-_HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "content-encoding", "keep-alive"}
 
 
 class CosmosFaultPlan(BaseModel):
@@ -34,66 +30,28 @@ class CosmosFaultPlan(BaseModel):
     surface_once: tuple[str, ...] = ()
 
 
-class CosmosFaultProxy:
+class CosmosFaultProxy(LoopbackProxy):
     def __init__(self, upstream: str, plan: CosmosFaultPlan) -> None:
-        self.upstream = upstream.rstrip("/")
+        super().__init__(upstream)
         self.plan = plan
         self.item_requests = 0
         self.injected = 0
         self.surfaced: list[str] = []  # the `surface_once` fragments whose first operation failed for good
         self._faulted: dict[str, bool] = {}  # activity id of a faulted operation -> whether its retries fail too
         self.forwarded = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="cosmos-fault-proxy", daemon=True)
-        self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
-        self.endpoint = ""
 
-    def start(self) -> CosmosFaultProxy:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    async def _start(self) -> None:
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False), auto_decompress=False)
-        app = web.Application(client_max_size=16 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.endpoint = f"http://127.0.0.1:{port}/"
-
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         if "/docs" in request.path and self._should_fault(request.path, request.headers.get("x-ms-activity-id", "")):
             self.injected += 1
             await request.read()
             return self._fault()
-        assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-        body = await request.read()
-        async with self._session.request(
-            request.method, f"{self.upstream}{request.rel_url}", headers=headers, data=body
-        ) as upstream:
+        async with self.upstream_response(request, await request.read()) as upstream:
             payload = await upstream.read()
             if request.path == "/" and request.method == "GET":  # the account document: keep discovery on the proxy
                 payload = payload.replace(self.upstream.encode() + b"/", self.endpoint.encode())
                 payload = payload.replace(self.upstream.encode(), self.endpoint.rstrip("/").encode())
             self.forwarded += 1
-            out = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
+            out = {k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS}
             return web.Response(status=upstream.status, body=payload, headers=out)
 
     def _should_fault(self, path: str, activity_id: str) -> bool:
