@@ -167,8 +167,10 @@ def _workflow_resume(gateway: WorkflowGateway, state: OrchestrationState[Any] | 
     if resume is None or state is None:
         return None
     failed_step = str(state.output.get("failed_step") or "")
+    # A fresh history: its steps outlast a store outage, whenever the failed workflow started (`WorkflowRef`).
+    resumed = resume.model_copy(update={"ref": resume.ref.model_copy(update={"steps_outlast_store_outages": True})})
     return ResumeFrom(step=failed_step, iteration=resume.state.attempts.get(failed_step, 0), start=lambda: _launch(
-        lambda: gateway.start(resume), lambda: gateway.state(resume.ref.run_id)
+        lambda: gateway.start(resumed), lambda: gateway.state(resumed.ref.run_id)
     ))
 
 

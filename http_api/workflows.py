@@ -117,7 +117,7 @@ async def start_workflow(req: func.HttpRequest, client: df.DurableOrchestrationC
         ref = WorkflowRef(
             run_id=run_id, workflow=definition.name, package=package, session_id=record.metadata.get("session_id"),
             trace=RunTrace.start(req.headers), looks_continue=True, fails_fast=True, reads_record_first=True,
-            outlasts_store_outages=True,
+            outlasts_store_outages=True, steps_outlast_store_outages=True,
         ).notifying(await prepare_notifications(services.store, record, webhook))
         submitting()
         await gateway.start(WorkflowInput(ref=ref))

@@ -80,6 +80,10 @@ class WorkflowRef(_Payload, NotificationFlags):
     (`durable_steps.OUTAGE_RETRIES`) when their activity fails for good (the store down for longer than its
     retries); a cancel of children given up then waits for them to end rather than fail the step with them still
     running. Histories from before fail the step, or end the orchestration, at the first failure."""
+    steps_outlast_store_outages: bool = Field(default=False, exclude_if=lambda outlasts: not outlasts)
+    """Set by workflows started since every step's activity is tried again on durable timers (`OUTAGE_RETRIES`) when
+    it fails for good with the store down, as the close is (`outlasts_store_outages`); histories from before fail the
+    step at the first failure."""
     reads_record_first: bool = Field(default=False, exclude_if=lambda reads: not reads)
     """Set by workflows started since the first execution reads the workflow's record before its first step
     (`workflow_closed_before`): a workflow given up by its start (closed `start_failed`) whose orchestration the host

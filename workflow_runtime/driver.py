@@ -577,18 +577,31 @@ class WorkflowDriver:
     def _keep_trying(
         self, activity: Activity[InputT, OutputT], step_input: InputT
     ) -> Generator[Request, Event, OutputT]:
-        """`_call`, tried again after each wait of `OUTAGE_RETRIES` while the activity fails for good because the
-        store is down (workflows started with `outlasts_store_outages`). Any other failure - a bug, a payload over the
-        budget - fails the same way every time: raised at once, not an hour later."""
-        retries = OUTAGE_RETRIES if self.ref.outlasts_store_outages else ()
-        for wait in retries:
+        """For the steps that must not be left half done (the close, a cancel of children): the activity tried
+        again after each wait of `OUTAGE_RETRIES` while it fails for good because the store is down (workflows started
+        with `outlasts_store_outages`)."""
+        return (yield from self._trying(activity, step_input, self.ref.outlasts_store_outages))
+
+    def _call(self, activity: Activity[InputT, OutputT], step_input: InputT) -> Generator[Request, Event, OutputT]:
+        """An activity of a step: tried again like `_keep_trying` in workflows started since every step outlasts a
+        store outage (`steps_outlast_store_outages`); before, its failure failed the step."""
+        return (yield from self._trying(activity, step_input, self.ref.steps_outlast_store_outages))
+
+    def _trying(
+        self, activity: Activity[InputT, OutputT], step_input: InputT, outlasts_outages: bool
+    ) -> Generator[Request, Event, OutputT]:
+        """The activity, tried again after each wait of `OUTAGE_RETRIES` (`outlasts_outages`) while it fails for
+        good because the store is down. Any other failure - a bug, a payload over the budget - fails the same way
+        every time: raised at once, not an hour later. The waits are pauses, not raced with cancel, as the workflow's
+        activities are not: a cancel is taken at the step's next wait or before the next step."""
+        for wait in OUTAGE_RETRIES if outlasts_outages else ():
             try:
-                return (yield from self._call(activity, step_input))
+                return (yield from self._once(activity, step_input))
             except _StepFailed as failed:
                 if not failed.failure.outage:
                     raise
             _expect((yield Pause(until=self.now + wait)), TimerFired)
-        return (yield from self._call(activity, step_input))
+        return (yield from self._once(activity, step_input))
 
     def _function(self, command: _StepRun) -> Flow:
         result = yield from self._call(workflow_call_function, self._request(command, StepRequest))
@@ -680,7 +693,7 @@ class WorkflowDriver:
         self._resume()
         return isinstance(ended, Cancelled)
 
-    def _call(self, activity: Activity[InputT, OutputT], step_input: InputT) -> Generator[Request, Event, OutputT]:
+    def _once(self, activity: Activity[InputT, OutputT], step_input: InputT) -> Generator[Request, Event, OutputT]:
         completed = _expect((yield CallActivity(activity=activity, input=step_input)), ActivityCompleted)
         return cast(OutputT, completed.output)  # validated into the activity's output type by the orchestrator
 

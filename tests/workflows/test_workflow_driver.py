@@ -525,6 +525,45 @@ def test_a_close_that_fails_for_good_is_tried_again_after_a_wait_and_ends_as_it_
     assert run.outcome.status == "completed"
 
 
+def _start_of_agents_fails(times: int, outage: bool = True) -> Answer:
+    """The step's start of its agent runs fails for good `times` times, then goes through: the store down
+    (`outage`), or a bug."""
+    failures = iter(range(times))
+
+    def answer(request: Request) -> Event | None:
+        starting = isinstance(request, CallActivity) and request.activity is workflow_start_agents
+        if starting and next(failures, None) is not None:
+            return Failed(code="activity_failed", message="an internal step failed (correlation id c8)", outage=outage)
+        return None
+
+    return answer
+
+
+def test_a_step_whose_activity_fails_in_an_outage_is_tried_again_after_a_wait_and_goes_on() -> None:
+    run = Drive(_driver(review_pipeline, steps_outlast_store_outages=True), _start_of_agents_fails(2))
+    starts = run.calls(workflow_start_agents)
+    assert [call.input for call in starts[:3]] == [starts[0].input] * 3  # the same step, the same attempt
+    first, second = OUTAGE_RETRIES[:2]
+    assert [r.until - NOW for r in run.requests if isinstance(r, Pause)] == [first, first + second]
+    assert run.ran() == Drive(_driver(review_pipeline)).ran() and run.outcome.status == "completed"  # as without
+
+
+def test_a_step_whose_store_stays_down_fails_after_about_an_hour() -> None:
+    run = Drive(_driver(review_pipeline, steps_outlast_store_outages=True), _start_of_agents_fails(100))
+    assert len(run.calls(workflow_start_agents)) == len(OUTAGE_RETRIES) + 1
+    assert (run.outcome.status, run.outcome.code, run.outcome.failed_step) == ("failed", "activity_failed", "write")
+
+
+@pytest.mark.parametrize("flags", [{"steps_outlast_store_outages": True}, {"outlasts_store_outages": True}])
+def test_a_step_is_not_tried_again_for_a_bug_nor_in_workflows_started_before(flags: dict[str, bool]) -> None:
+    """A bug fails alike every time; a workflow started before steps outlasted outages replays as it ran (only its
+    close and its cancel of children were tried again)."""
+    outage = "outlasts_store_outages" in flags
+    run = Drive(_driver(review_pipeline, **flags), _start_of_agents_fails(1, outage=outage))
+    assert len(run.calls(workflow_start_agents)) == 1 and not [r for r in run.requests if isinstance(r, Pause)]
+    assert (run.outcome.status, run.outcome.failed_step) == ("failed", "write")
+
+
 def test_a_close_that_fails_with_a_bug_is_not_tried_again() -> None:
     """The store is up; the close fails alike every time: recorded failed at once (then the orchestration ends)."""
     bug = Failed(code="activity_failed", message="an internal step failed (correlation id c7)")
