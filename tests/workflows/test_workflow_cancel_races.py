@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +24,7 @@ from workflow_scripts import app_env, workflow_host
 
 from devhost.engine.api import EngineClosedError
 from durable_steps import OUTAGE_RETRIES
-from session_store import RunRecord, SessionStore, StoreUnavailableError
+from session_store import RunRecord, SessionStore
 
 TERMINAL = {"Completed", "Failed", "Terminated", "Canceled"}
 CANCELLED_BY_CLIENT = {"code": "cancelled", "message": "cancelled by the client", "step": None}  # as the event ends it
@@ -240,21 +239,10 @@ def test_a_child_whose_cancel_the_route_could_not_flag_is_cancelled_by_the_workf
         assert host.run(store_.list_effects(child, kind="email")) == []
 
 
-@contextlib.contextmanager
-def flags_refused(store: SessionStore, run_id: str) -> Iterator[list[str]]:
+def flags_refused(store: SessionStore, run_id: str) -> contextlib.AbstractContextManager[list[str]]:
     """While open, the store refuses to flag run `run_id` cancelled (a 503 from Cosmos); yields the refusals."""
-    refused: list[str] = []
-    update_run = store.update_run
-
-    async def refusing(changed: str, **changes: Any) -> RunRecord:
-        if changed == run_id and changes.get("cancel_requested_at") is not None:
-            refused.append(changed)
-            raise StoreUnavailableError("Cosmos DB request failed: HTTP 503 (injected)")
-        return await update_run(changed, **changes)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "update_run", refusing)
-        yield refused
+    return store_down(store, "update_run", when=lambda changed, **changes: (
+        changed == run_id and changes.get("cancel_requested_at") is not None))
 
 
 def both_waiting(host, name: str = "parallel_mail_flow") -> tuple[str, str, str, dict[str, str]]:
