@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_harness import PROBLEM_JSON, InProcessApp, pending_ids
+from e2e_harness import PROBLEM_JSON, InProcessApp, pending_ids, post_concurrently
 from e2e_settings import TOKEN_SECRET
 
 from agent_runtime.continuation import ContinuationTokens
@@ -322,6 +322,11 @@ def test_another_decision_after_one_is_409_and_the_same_one_again_gets_its_answe
     assert (again.status_code, again.json()) == (202, first.json())
     assert again.json()["status"] == "approved" and app.snapshot() == before
     assert len(app.effects(waiting["session_id"], "transfer")) == 1
+    # Several clients' retries of it at once (a page and agentctl of the same person): each gets that answer.
+    together = post_concurrently(app.host.base_url, 4, path, {"decision": "approve"}, {})
+    app.settle()
+    assert [(r.status_code, r.json()) for r in together] == [(202, first.json())] * 4
+    assert app.snapshot() == before and len(app.effects(waiting["session_id"], "transfer")) == 1
 
 
 def test_approval_after_expiry_is_410(app: InProcessApp, waiting: dict[str, Any]) -> None:
