@@ -276,6 +276,32 @@ def test_a_tool_batch_tries_again_only_the_call_that_failed_in_an_outage(
     assert app.view(view["run_id"])["output"]["text"] == "Sent."
 
 
+def test_decisions_that_arrive_while_a_step_waits_out_an_outage_are_all_applied_once_it_is_back(
+    app: InProcessApp, model: ScriptedModelServer
+) -> None:
+    """Two emails wait for approval. The first decision's step cannot write (the store down for the run's messages);
+    while the run waits between tries, the second decision arrives, and the first is sent again (a client after a
+    lost answer). Once the store is back both are applied, once each, and both emails are sent once."""
+    first, second = EMAIL, {**EMAIL, "to": "carol@example.com"}
+    model.set_script(Script.of(parallel_calls("send_email", first, second), "Sent."))
+    view = app.start_until_approval(input="Email Bob and Carol")
+    bob, carol = pending_ids(view)
+    with store_down(app.services().current().store, "append_to_open_run") as refused:
+        assert app.decide(view["run_id"], bob, "approve").status_code == 202
+        app.settle()
+        app.advance(60)  # the step's own tries failed: the run waits on a timer
+        assert app.decide(view["run_id"], carol, "approve").status_code == 202  # early for the step, during its wait
+        assert app.decide(view["run_id"], bob, "approve").status_code == 202  # twice
+        for _ in range(5):
+            app.advance(60)
+        assert runtime_status(app, view["run_id"]) == "Running" and len(refused) > 6, refused
+    assert until_ended(app, view["run_id"]) == "Completed"
+    ended = app.view(view["run_id"])
+    assert (ended["status"], ended["output"]["text"]) == ("completed", "Sent."), ended
+    assert sorted(app.effects(view["session_id"], "email"), key=lambda email: email["to"]) == [first, second]
+    assert [a["status"] for a in app.approvals(view["run_id"])] == ["approved", "approved"]
+
+
 @pytest.fixture
 def store_backend() -> str:
     return "sqlite"  # the outage is the store object's, whichever store it is
