@@ -223,6 +223,35 @@ def test_a_run_started_before_steps_waited_out_outages_fails_there_as_it_did(
     assert app.view(view["run_id"])["status"] == "failed"
 
 
+def test_a_rewind_of_a_run_started_before_steps_waited_out_outages_waits_them_out(
+    app: InProcessApp, model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run from before failed its model call in an outage; its rewind starts a fresh history, which waits the next
+    outage out and ends as it would have."""
+    runs = app.app_module("http_api.runs")
+    started_with = runs.run_input_for
+    monkeypatch.setattr(runs, "run_input_for", lambda *args, **kwargs: started_with(*args, **kwargs).model_copy(
+        update={"steps_wait_out_outages": False}))
+    model.set_script(Script(turns=[Reply.call("send_email", EMAIL)], default=Reply(text="Sent.")))
+    view = app.start_until_approval(input="Email Bob")
+    (approval_id,) = pending_ids(view)
+    store = app.services().current().store
+    answers = lambda session_id, run_id, records: any(record.role == "assistant" for record in records)  # noqa: E731
+    with store_down(store, "append_to_open_run", when=answers):
+        assert app.decide(view["run_id"], approval_id, "approve").status_code == 202
+        app.settle()
+        for _ in range(3):
+            app.advance(60)
+        assert app.view(view["run_id"])["error"]["code"] == "model_call_failed"
+        rewound = app.http.post(f"/api/runs/{view['run_id']}/rewind")
+        assert rewound.status_code == 202, rewound.text
+        for _ in range(5):  # the store still down for the rewound call: it waits
+            app.advance(60)
+        assert runtime_status(app, view["run_id"]) == "Running"
+    assert '"steps_wait_out_outages": true' in app.history(view["run_id"])["input"]
+    assert_ended_as_without_the_outage(app, view)
+
+
 def test_a_model_call_whose_answer_cannot_be_stored_is_asked_again_once_the_store_is_back(
     app: InProcessApp, model: ScriptedModelServer
 ) -> None:
